@@ -1,0 +1,12 @@
+"""privreg: privacy mechanisms as plugins, with every release accounted for.
+
+The public API lives in :mod:`privreg.core` (interfaces, events, registry) and
+:mod:`privreg.accountant`; ``privreg.hookimpl`` marks plugin hook implementations.
+Importing privreg loads no plugin.
+"""
+
+from privreg.core import *  # noqa: F401,F403
+from privreg.core import __all__ as _core_all
+
+__version__ = "0.1.0"
+__all__ = ["__version__", *_core_all]

@@ -1,0 +1,1 @@
+"""The ``privreg`` command line."""

@@ -1,0 +1,152 @@
+"""The contract between releases and accounting.
+
+Every Mechanism and Randomizer release calls ``charger.charge(...)`` *before* it samples
+noise, and releases nothing if that call raises. A charger decides whether the event fits
+(a budget session, :mod:`privreg.accountant`) or merely records it (:class:`EventLog`).
+Chargers record events; they never ask a mechanism what it "spent".
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from privreg.core.errors import PrivregTypeError
+from privreg.core.events import PrivacyEvent, event_from_dict
+
+__all__ = ["Charger", "Charge", "EventLog", "jsonable"]
+
+
+@runtime_checkable
+class Charger(Protocol):
+    """Anything a release can be charged to."""
+
+    def charge(
+        self,
+        event: PrivacyEvent,
+        *,
+        mechanism: str,
+        parameters: Mapping[str, Any],
+        label: str = "",
+        randomness: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record ``event`` (or raise, e.g. ``BudgetExceededError``, to stop the release)."""
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe rendering of a parameter value for the ledger (lossy for callables)."""
+    if isinstance(value, PrivacyEvent):
+        return value.to_dict()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(x) for k, x in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(x) for x in value]
+    if attrs.has(type(value)):
+        return {"type": type(value).__name__, **{
+            f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))
+        }}
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return value.item()
+    if callable(value):
+        return f"<callable {getattr(value, '__qualname__', repr(value))}>"
+    return repr(value)
+
+
+@attrs.frozen(kw_only=True)
+class Charge:
+    """One charged release, as it appears in a ledger."""
+
+    timestamp: float
+    mechanism: str
+    parameters: Mapping[str, Any]
+    event: PrivacyEvent
+    label: str = ""
+    randomness: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "timestamp": self.timestamp,
+            "mechanism": self.mechanism,
+            "parameters": jsonable(self.parameters),
+            "event": self.event.to_dict(),
+            "label": self.label,
+            "randomness": jsonable(self.randomness),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Charge:
+        return cls(
+            timestamp=float(data["timestamp"]),
+            mechanism=str(data["mechanism"]),
+            parameters=dict(data["parameters"]),
+            event=event_from_dict(data["event"]),
+            label=str(data.get("label", "")),
+            randomness=dict(data.get("randomness", {})),
+        )
+
+
+class EventLog:
+    """A thread-safe, unlimited charger: it records every charge and refuses nothing.
+
+    Use it for dry runs and for pipelines whose limit is enforced elsewhere; use a budget
+    session from :mod:`privreg.accountant` to refuse overspending.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._charges: list[Charge] = []
+
+    def charge(
+        self,
+        event: PrivacyEvent,
+        *,
+        mechanism: str,
+        parameters: Mapping[str, Any],
+        label: str = "",
+        randomness: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(event, PrivacyEvent):
+            raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
+        entry = Charge(
+            timestamp=time.time(),
+            mechanism=mechanism,
+            parameters=dict(parameters),
+            event=event,
+            label=label,
+            randomness=dict(randomness or {}),
+        )
+        with self._lock:
+            self._charges.append(entry)
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        with self._lock:
+            return tuple(self._charges)
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        return tuple(c.event for c in self.charges)
+
+    def write_jsonl(self, path: str | Path) -> Path:
+        """Write one JSON object per charge; returns the path."""
+        path = Path(path)
+        with path.open("w", encoding="utf-8") as fh:
+            for c in self.charges:
+                fh.write(json.dumps(c.to_dict(), sort_keys=True, allow_nan=False) + "\n")
+        return path
+
+    @staticmethod
+    def read_jsonl(path: str | Path) -> list[Charge]:
+        with Path(path).open(encoding="utf-8") as fh:
+            return [Charge.from_dict(json.loads(line)) for line in fh if line.strip()]

@@ -1,0 +1,379 @@
+"""Privacy events: frozen values that describe what a release did, never what it costs.
+
+An event records the mechanism family and its parameters (a Gaussian with this sigma on a
+query of that L2 sensitivity, an eps0-LDP randomizer whose n reports were shuffled, ...).
+How events add up is the accountants' business (:mod:`privreg.accountant`): one event
+can be composed under basic composition, RDP, zCDP, GDP or PLD, each giving a different
+(but valid) total. The design follows Google's ``dp_accounting.dp_event``.
+
+Every event is JSON round-trippable: ``event_from_json(e.to_json()) == e``. Plugins that
+need a new event type decorate an ``attrs`` class with :func:`event_type`; an accountant
+that meets an event it does not know raises :class:`~privreg.core.errors.UnsupportedEventError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+
+from privreg.core import validation as v
+from privreg.core.errors import DuplicateNameError, PrivregTypeError, PrivregValueError
+
+__all__ = [
+    "PrivacyEvent",
+    "NoPrivacyLoss",
+    "PureDP",
+    "ApproxDP",
+    "ZCDP",
+    "Laplace",
+    "Gaussian",
+    "Exponential",
+    "LocalDP",
+    "Composed",
+    "SelfComposed",
+    "PoissonSampled",
+    "SampledWithoutReplacement",
+    "Shuffled",
+    "EVENT_TYPES",
+    "event_type",
+    "event_from_dict",
+    "event_from_json",
+    "iter_events",
+]
+
+#: Every known event type, by its ``kind`` tag (the ``"kind"`` key of its JSON form).
+EVENT_TYPES: dict[str, type[PrivacyEvent]] = {}
+
+_E = TypeVar("_E", bound=type)
+
+# Field metadata key marking fields that hold nested events: "one" or "many".
+_NESTED = "privreg_nested_event"
+
+
+class PrivacyEvent:
+    """Base of all privacy events. Subclasses are frozen ``attrs`` classes."""
+
+    kind: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``{"kind": ..., field: value, ...}`` with nested events as dicts."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in attrs.fields(type(self)):
+            value = getattr(self, f.name)
+            nested = f.metadata.get(_NESTED)
+            if nested == "one":
+                value = value.to_dict()
+            elif nested == "many":
+                value = [e.to_dict() for e in value]
+            out[f.name] = value
+        return out
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no NaN): equal events give equal strings."""
+        return json.dumps(self.to_dict(), sort_keys=True, allow_nan=False, separators=(",", ":"))
+
+    def children(self) -> tuple[PrivacyEvent, ...]:
+        """The events nested directly inside this one (empty for leaf events)."""
+        kids: list[PrivacyEvent] = []
+        for f in attrs.fields(type(self)):
+            nested = f.metadata.get(_NESTED)
+            if nested == "one":
+                kids.append(getattr(self, f.name))
+            elif nested == "many":
+                kids.extend(getattr(self, f.name))
+        return tuple(kids)
+
+
+def event_type(kind: str) -> Callable[[_E], _E]:
+    """Class decorator registering a privacy event type under the JSON tag ``kind``.
+
+    Raises :class:`DuplicateNameError` if another class already uses ``kind``.
+    """
+    v.check_name("kind", kind)
+
+    def register(cls: _E) -> _E:
+        if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent) and attrs.has(cls)):
+            raise PrivregTypeError(
+                f"event_type({kind!r}) must decorate an attrs class deriving from PrivacyEvent; "
+                f"got {cls!r}"
+            )
+        existing = EVENT_TYPES.get(kind)
+        if existing is not None and existing is not cls:
+            raise DuplicateNameError(
+                f"event kind {kind!r} is defined twice: by {existing.__module__}.{existing.__qualname__} "
+                f"and by {cls.__module__}.{cls.__qualname__}; rename one of them"
+            )
+        cls.kind = kind
+        EVENT_TYPES[kind] = cls
+        return cls
+
+    return register
+
+
+def event_from_dict(data: Mapping[str, Any]) -> PrivacyEvent:
+    """Rebuild an event from :meth:`PrivacyEvent.to_dict` output, validating every field."""
+    if not isinstance(data, Mapping):
+        raise PrivregTypeError(f"event data must be a mapping; got {type(data).__name__}")
+    kind = data.get("kind")
+    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise PrivregValueError(
+            f"unknown privacy event kind {kind!r}; known kinds: {sorted(EVENT_TYPES)}. If a plugin "
+            f"defines it, install that plugin and load the registry before decoding."
+        )
+    names = {f.name: f for f in attrs.fields(cls)}
+    unknown = set(data) - set(names) - {"kind"}
+    if unknown:
+        raise PrivregValueError(f"event {kind!r} has unknown fields {sorted(unknown)}")
+    kwargs: dict[str, Any] = {}
+    for name, f in names.items():
+        if name not in data:
+            continue
+        value = data[name]
+        nested = f.metadata.get(_NESTED)
+        if nested == "one":
+            value = event_from_dict(value)
+        elif nested == "many":
+            value = [event_from_dict(x) for x in value]
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def event_from_json(text: str) -> PrivacyEvent:
+    """Inverse of :meth:`PrivacyEvent.to_json`."""
+    return event_from_dict(json.loads(text))
+
+
+def iter_events(event: PrivacyEvent) -> Iterator[PrivacyEvent]:
+    """Depth-first traversal: ``event`` first, then everything nested in it."""
+    yield event
+    for child in event.children():
+        yield from iter_events(child)
+
+
+# --- field helpers -------------------------------------------------------------------
+
+def _eps(name: str, *, allow_zero: bool = True) -> Callable[[Any], float]:
+    return lambda x: v.check_epsilon(name, x, allow_zero=allow_zero)
+
+
+def _sens(name: str) -> Callable[[Any], float]:
+    return lambda x: v.check_sensitivity(name, x)
+
+
+def _event(name: str) -> Callable[[Any], PrivacyEvent]:
+    def convert(x: Any) -> PrivacyEvent:
+        if not isinstance(x, PrivacyEvent):
+            raise PrivregTypeError(f"{name} must be a PrivacyEvent; got {x!r}")
+        return x
+
+    return convert
+
+
+def _events(name: str) -> Callable[[Any], tuple[PrivacyEvent, ...]]:
+    def convert(xs: Any) -> tuple[PrivacyEvent, ...]:
+        if isinstance(xs, (str, bytes, Mapping)) or not hasattr(xs, "__iter__"):
+            raise PrivregTypeError(f"{name} must be a sequence of PrivacyEvent; got {xs!r}")
+        return tuple(_event(f"{name}[{i}]")(x) for i, x in enumerate(xs))
+
+    return convert
+
+
+def _nested(kind: str, name: str) -> Any:
+    conv = _event(name) if kind == "one" else _events(name)
+    return attrs.field(converter=conv, metadata={_NESTED: kind})
+
+
+def _text(name: str) -> Callable[[Any], str]:
+    def convert(x: Any) -> str:
+        if not isinstance(x, str):
+            raise PrivregTypeError(f"{name} must be a str; got {x!r}")
+        return x
+
+    return convert
+
+
+# --- leaf events -----------------------------------------------------------------------
+
+@event_type("no_privacy_loss")
+@attrs.frozen(kw_only=True)
+class NoPrivacyLoss(PrivacyEvent):
+    """A step that releases nothing about individuals (e.g. an encrypted intermediate that
+    no party can decrypt). ``reason`` says why, for the audit trail."""
+
+    reason: str = attrs.field(default="", converter=_text("reason"))
+
+
+@event_type("pure_dp")
+@attrs.frozen(kw_only=True)
+class PureDP(PrivacyEvent):
+    """Any mechanism known to be ``epsilon``-DP (pure)."""
+
+    epsilon: float = attrs.field(converter=_eps("epsilon"))
+
+
+@event_type("approx_dp")
+@attrs.frozen(kw_only=True)
+class ApproxDP(PrivacyEvent):
+    """Any mechanism known to be ``(epsilon, delta)``-DP."""
+
+    epsilon: float = attrs.field(converter=_eps("epsilon"))
+    delta: float = attrs.field(converter=lambda x: v.check_delta("delta", x))
+
+
+@event_type("zcdp")
+@attrs.frozen(kw_only=True)
+class ZCDP(PrivacyEvent):
+    """Any mechanism known to be ``rho``-zCDP (Bun-Steinke 2016)."""
+
+    rho: float = attrs.field(converter=_eps("rho"))
+
+
+@event_type("laplace")
+@attrs.frozen(kw_only=True)
+class Laplace(PrivacyEvent):
+    """Laplace (or discrete Laplace) noise of ``scale`` added to a query of L1 ``sensitivity``.
+
+    Pure DP with epsilon = sensitivity / scale (Dwork-McSherry-Nissim-Smith 2006).
+    """
+
+    scale: float = attrs.field(converter=_sens("scale"))
+    sensitivity: float = attrs.field(default=1.0, converter=_sens("sensitivity"))
+
+    @property
+    def noise_multiplier(self) -> float:
+        """scale / sensitivity: the only quantity the privacy loss depends on."""
+        return self.scale / self.sensitivity
+
+
+@event_type("gaussian")
+@attrs.frozen(kw_only=True)
+class Gaussian(PrivacyEvent):
+    """Gaussian noise of std ``sigma`` added to a query of L2 ``sensitivity``."""
+
+    sigma: float = attrs.field(converter=_sens("sigma"))
+    sensitivity: float = attrs.field(default=1.0, converter=_sens("sensitivity"))
+
+    @property
+    def noise_multiplier(self) -> float:
+        """sigma / sensitivity: the only quantity the privacy loss depends on."""
+        return self.sigma / self.sensitivity
+
+
+EXPONENTIAL_VARIANTS = (
+    "exponential",
+    "report_noisy_max_gumbel",
+    "report_noisy_max_exponential",
+    "permute_and_flip",
+)
+
+
+def _variant(x: Any) -> str:
+    if x not in EXPONENTIAL_VARIANTS:
+        raise PrivregValueError(f"variant must be one of {EXPONENTIAL_VARIANTS}; got {x!r}")
+    return x
+
+
+@event_type("exponential")
+@attrs.frozen(kw_only=True)
+class Exponential(PrivacyEvent):
+    """One selection by the exponential mechanism or a report-noisy-max variant.
+
+    ``epsilon`` is the pure-DP guarantee actually achieved by the sampling weights (for
+    weights ``exp(eps' u)`` with utility sensitivity ``D`` that is ``2 eps' D``; McSherry-
+    Talwar 2007). The ``exponential`` and ``report_noisy_max_gumbel`` variants are also
+    ``epsilon``-bounded-range, which gives ``epsilon**2 / 8``-zCDP (Cesar-Rogers 2021).
+    """
+
+    epsilon: float = attrs.field(converter=_eps("epsilon", allow_zero=False))
+    variant: str = attrs.field(default="exponential", converter=_variant)
+
+    @property
+    def bounded_range(self) -> bool:
+        return self.variant in ("exponential", "report_noisy_max_gumbel")
+
+
+@event_type("local_dp")
+@attrs.frozen(kw_only=True)
+class LocalDP(PrivacyEvent):
+    """One report of an ``epsilon0``-LDP local randomizer (e.g. Subset Selection).
+
+    ``randomizer`` names the randomizer, so that amplification bounds proven only for a
+    class of randomizers can check membership.
+    """
+
+    epsilon0: float = attrs.field(converter=_eps("epsilon0"))
+    randomizer: str = attrs.field(default="", converter=_text("randomizer"))
+
+
+# --- combinators ----------------------------------------------------------------------
+
+@event_type("composed")
+@attrs.frozen(kw_only=True)
+class Composed(PrivacyEvent):
+    """Adaptive composition of ``events``, in order."""
+
+    events: tuple[PrivacyEvent, ...] = _nested("many", "events")
+
+
+@event_type("self_composed")
+@attrs.frozen(kw_only=True)
+class SelfComposed(PrivacyEvent):
+    """``count`` adaptive repetitions of ``event``."""
+
+    event: PrivacyEvent = _nested("one", "event")
+    count: int = attrs.field(converter=lambda x: v.check_count("count", x))
+
+
+@event_type("poisson_sampled")
+@attrs.frozen(kw_only=True)
+class PoissonSampled(PrivacyEvent):
+    """``event`` run on a Poisson subsample: each record kept independently with
+    probability ``sampling_probability``."""
+
+    sampling_probability: float = attrs.field(
+        converter=lambda x: v.check_probability("sampling_probability", x)
+    )
+    event: PrivacyEvent = _nested("one", "event")
+
+
+def _check_sample_size(instance: Any, attribute: Any, value: int) -> None:
+    if value > instance.source_size:
+        raise PrivregValueError(
+            f"sample_size ({value}) must not exceed source_size ({instance.source_size})"
+        )
+
+
+@event_type("sampled_without_replacement")
+@attrs.frozen(kw_only=True)
+class SampledWithoutReplacement(PrivacyEvent):
+    """``event`` run on ``sample_size`` records drawn uniformly without replacement from
+    ``source_size`` (substitution neighbours)."""
+
+    source_size: int = attrs.field(converter=lambda x: v.check_count("source_size", x))
+    sample_size: int = attrs.field(
+        converter=lambda x: v.check_count("sample_size", x), validator=_check_sample_size
+    )
+    event: PrivacyEvent = _nested("one", "event")
+
+
+def _check_local(instance: Any, attribute: Any, value: PrivacyEvent) -> None:
+    if not isinstance(value, LocalDP):
+        raise PrivregTypeError(
+            f"Shuffled.event must be a LocalDP event (the randomizer each user ran); got {value!r}"
+        )
+
+
+@event_type("shuffled")
+@attrs.frozen(kw_only=True)
+class Shuffled(PrivacyEvent):
+    """``num_reports`` reports, each from the local randomizer of ``event``, released
+    after a uniformly random shuffle (Erlingsson et al. 2019; Feldman-McMillan-Talwar 2021)."""
+
+    event: PrivacyEvent = attrs.field(
+        converter=_event("event"), validator=_check_local, metadata={_NESTED: "one"}
+    )
+    num_reports: int = attrs.field(converter=lambda x: v.check_count("num_reports", x))

@@ -1,0 +1,102 @@
+"""Mechanism: a central differentially private release of a value or vector.
+
+A mechanism is configured once (privacy parameters, a :class:`Sensitivity`) and then
+releases query answers. ``release`` validates the input, charges the mechanism's privacy
+event to a :class:`~privreg.core.charging.Charger` and only then samples noise, so nothing
+leaves the mechanism unaccounted for and nothing is released when the charge is refused.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import attrs
+
+from privreg.core.charging import Charger, jsonable
+from privreg.core.errors import PrivregTypeError
+from privreg.core.events import PrivacyEvent
+from privreg.core.randomness import RandomSource, resolve_random
+
+__all__ = ["Mechanism", "Release"]
+
+
+@attrs.frozen(kw_only=True)
+class Release:
+    """What a release returns: the noisy ``output`` and the ``event`` that was charged."""
+
+    output: Any
+    event: PrivacyEvent
+    mechanism: str
+
+
+def _check_charger(charger: Any) -> Charger:
+    if not isinstance(charger, Charger):
+        raise PrivregTypeError(
+            f"charger must have a charge(event, ...) method (a budget session or "
+            f"privreg.core.EventLog); got {charger!r}"
+        )
+    return charger
+
+
+class Mechanism(ABC):
+    """Base class of central mechanisms.
+
+    Subclasses (usually keyword-only ``attrs`` classes that validate in their converters)
+    implement:
+
+    * :meth:`privacy_event` -- the event one release incurs. It must not depend on the
+      data, so it can be charged before anything is computed from the data.
+    * :meth:`validate_input` -- reject values outside the declared domain (NaN, inf, out
+      of bounds) with a clear error, before anything is charged.
+    * :meth:`_sample` -- the noisy output, drawn from ``rng`` only.
+    """
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def privacy_event(self) -> PrivacyEvent:
+        """The privacy event of one release."""
+
+    @abstractmethod
+    def validate_input(self, value: Any) -> Any:
+        """Return ``value`` in canonical form, or raise a PrivregError naming the problem."""
+
+    @abstractmethod
+    def _sample(self, value: Any, rng: RandomSource, data: Any) -> Any:
+        """The noisy answer for a validated ``value``."""
+
+    def parameters(self) -> dict[str, Any]:
+        """The mechanism's configuration as JSON-safe values, for the ledger."""
+        if attrs.has(type(self)):
+            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(type(self))}
+        return {}
+
+    def release(
+        self,
+        value: Any,
+        *,
+        charger: Charger,
+        rng: RandomSource | None = None,
+        data: Any = None,
+        label: str = "",
+    ) -> Release:
+        """Charge, then release ``value`` with noise.
+
+        ``data`` is the dataset, needed only by mechanisms with data-dependent (smooth)
+        sensitivity. ``rng`` defaults to the OS CSPRNG. If ``charger.charge`` raises,
+        the exception propagates and no noise is drawn.
+        """
+        charger = _check_charger(charger)
+        canonical = self.validate_input(value)
+        rng = resolve_random(rng)
+        event = self.privacy_event()
+        charger.charge(
+            event,
+            mechanism=self.name or type(self).__name__,
+            parameters=self.parameters(),
+            label=label,
+            randomness=rng.describe(),
+        )
+        output = self._sample(canonical, rng, data)
+        return Release(output=output, event=event, mechanism=self.name or type(self).__name__)

@@ -1,0 +1,123 @@
+"""Randomizer: a local (on-device) epsilon0-LDP map from one user's input to a report.
+
+A randomizer is vectorised: :meth:`Randomizer.randomize` takes the inputs of many users
+(one per row) and returns one report per user, each report depending only on its own
+user's input and fresh randomness. The privacy guarantee is per user: any two inputs
+give report distributions within a factor ``exp(epsilon0)`` (Warner 1965; Kasiviswanathan
+et al. 2008). When the reports are shuffled before release, the charged event is
+:class:`~privreg.core.events.Shuffled` so the accountant can apply amplification.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from privreg.core.charging import Charger, jsonable
+from privreg.core.errors import PrivregError
+from privreg.core.events import LocalDP, PrivacyEvent, Shuffled
+from privreg.core.mechanism import _check_charger
+from privreg.core.randomness import RandomSource, resolve_random
+
+__all__ = ["Randomizer", "Reports", "FrequencyEstimate"]
+
+
+@attrs.frozen(kw_only=True)
+class Reports:
+    """Randomized reports of a population and the event that was charged for them."""
+
+    reports: np.ndarray
+    event: PrivacyEvent
+    randomizer: str
+    shuffled: bool
+
+
+@attrs.frozen(kw_only=True)
+class FrequencyEstimate:
+    """An unbiased estimate of each item's true count, and the variance of each estimate."""
+
+    counts: np.ndarray
+    variance: np.ndarray
+
+
+class Randomizer(ABC):
+    """Base class of local randomizers. Subclasses implement ``epsilon0``,
+    :meth:`validate_inputs` and :meth:`_randomize`; frequency oracles also override
+    :meth:`estimate`."""
+
+    name: ClassVar[str] = ""
+
+    @property
+    @abstractmethod
+    def epsilon0(self) -> float:
+        """The local DP guarantee of one report."""
+
+    @abstractmethod
+    def validate_inputs(self, inputs: Any) -> np.ndarray:
+        """Inputs as an array, one row per user; raise on values outside the domain."""
+
+    @abstractmethod
+    def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
+        """One report per row of ``inputs``, drawn from ``rng`` only."""
+
+    @property
+    def has_estimator(self) -> bool:
+        """True when :meth:`estimate` gives an unbiased aggregate estimate."""
+        return type(self).estimate is not Randomizer.estimate
+
+    def estimate(self, reports: np.ndarray) -> FrequencyEstimate:
+        """Unbiased aggregate estimate from reports (frequency oracles override this)."""
+        raise PrivregError(f"randomizer {self.name!r} has no unbiased aggregate estimator")
+
+    def parameters(self) -> dict[str, Any]:
+        if attrs.has(type(self)):
+            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(type(self))}
+        return {}
+
+    def privacy_event(self, *, num_reports: int | None = None, shuffled: bool = False) -> PrivacyEvent:
+        """``LocalDP(epsilon0)``; ``Shuffled(LocalDP, num_reports)`` when shuffled."""
+        local = LocalDP(epsilon0=self.epsilon0, randomizer=self.name or type(self).__name__)
+        if shuffled:
+            return Shuffled(event=local, num_reports=num_reports)
+        return local
+
+    def randomize(
+        self,
+        inputs: Any,
+        *,
+        charger: Charger,
+        rng: RandomSource | None = None,
+        shuffle: bool = False,
+        label: str = "",
+    ) -> Reports:
+        """Charge, then randomize every user's input. With ``shuffle=True`` the reports are
+        returned in a uniformly random order (the shuffler's job) and the charged event is
+        ``Shuffled``, which amplification-aware accountants can use."""
+        charger = _check_charger(charger)
+        values = self.validate_inputs(inputs)
+        rng = resolve_random(rng)
+        n = int(values.shape[0])
+        event = self.privacy_event(num_reports=max(n, 1), shuffled=shuffle)
+        charger.charge(
+            event,
+            mechanism=self.name or type(self).__name__,
+            parameters={**self.parameters(), "num_reports": n, "shuffled": shuffle},
+            label=label,
+            randomness=rng.describe(),
+        )
+        reports = self._randomize(values, rng)
+        if shuffle:
+            reports = reports[_secure_permutation(n, rng)]
+        return Reports(reports=reports, event=event, randomizer=self.name, shuffled=shuffle)
+
+
+def _secure_permutation(n: int, rng: RandomSource) -> np.ndarray:
+    """A uniform permutation of range(n) by Fisher-Yates on exact uniform integers."""
+    perm = np.arange(n)
+    for i in range(n - 1, 0, -1):
+        j = rng.randbelow(i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm

@@ -1,0 +1,118 @@
+"""Early argument validation with errors that name the argument, the value and the fix.
+
+These helpers are the single place where privreg decides what a valid epsilon, delta,
+sensitivity or count is, so that every mechanism, event and accountant rejects the same
+inputs with the same words.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+
+__all__ = [
+    "check_real",
+    "check_epsilon",
+    "check_delta",
+    "check_sensitivity",
+    "check_probability",
+    "check_count",
+    "check_int",
+    "check_name",
+]
+
+
+def check_real(name: str, value: Any) -> float:
+    """Return ``value`` as a float; raise ``PrivregTypeError`` for non-numbers and bools."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PrivregTypeError(
+            f"{name} must be a real number; got {value!r} of type {type(value).__name__}. "
+            f"Pass a float such as {name}=1.0."
+        )
+    return float(value)
+
+
+def _check_finite(name: str, x: float, value: Any, example: str) -> None:
+    if math.isnan(x) or math.isinf(x):
+        raise PrivregValueError(
+            f"{name} must be finite; got {value!r}. Pass a finite number such as {example}."
+        )
+
+
+def check_epsilon(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """Validate a privacy parameter epsilon: finite and positive (or >= 0 if ``allow_zero``)."""
+    x = check_real(name, value)
+    _check_finite(name, x, value, f"{name}=1.0")
+    if x < 0 or (x == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise PrivregValueError(
+            f"{name} must be {bound}; got {value!r}. Pass a positive value such as {name}=1.0."
+        )
+    return x
+
+
+def check_delta(name: str, value: Any, *, allow_zero: bool = True) -> float:
+    """Validate a privacy parameter delta in [0, 1) (or (0, 1) if not ``allow_zero``)."""
+    x = check_real(name, value)
+    _check_finite(name, x, value, f"{name}=1e-6")
+    lo_ok = x >= 0 if allow_zero else x > 0
+    if not lo_ok or x >= 1:
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise PrivregValueError(
+            f"{name} must lie in {interval}; got {value!r}. Pass a small probability such as "
+            f"{name}=1e-6 (well below 1/n for n records)."
+        )
+    return x
+
+
+def check_sensitivity(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """Validate a sensitivity: finite and positive (zero only if ``allow_zero``)."""
+    x = check_real(name, value)
+    _check_finite(name, x, value, f"{name}=1.0")
+    if x < 0 or (x == 0 and not allow_zero):
+        raise PrivregValueError(
+            f"{name} must be {'>= 0' if allow_zero else '> 0'}; got {value!r}. Pass the "
+            f"largest change one individual can cause, such as {name}=1.0."
+        )
+    return x
+
+
+def check_probability(name: str, value: Any, *, open_low: bool = False, open_high: bool = False) -> float:
+    """Validate a probability in [0, 1], with either end optionally excluded."""
+    x = check_real(name, value)
+    _check_finite(name, x, value, f"{name}=0.5")
+    if (x < 0 or x > 1) or (open_low and x == 0) or (open_high and x == 1):
+        interval = ("(" if open_low else "[") + "0, 1" + (")" if open_high else "]")
+        raise PrivregValueError(f"{name} must lie in {interval}; got {value!r}.")
+    return x
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """Validate an integer (numpy integers accepted, bools and floats rejected)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise PrivregTypeError(
+            f"{name} must be an integer; got {value!r} of type {type(value).__name__}."
+        )
+    x = int(value)
+    if minimum is not None and x < minimum:
+        raise PrivregValueError(f"{name} must be >= {minimum}; got {value!r}.")
+    return x
+
+
+def check_count(name: str, value: Any) -> int:
+    """Validate a repetition count: an integer >= 1."""
+    return check_int(name, value, minimum=1)
+
+
+def check_name(name: str, value: Any) -> str:
+    """Validate a registry or party name: a non-empty str of letters, digits, '-', '_' or '.'."""
+    if not isinstance(value, str):
+        raise PrivregTypeError(f"{name} must be a str; got {value!r} of type {type(value).__name__}.")
+    if not value or not all(c.isalnum() or c in "-_." for c in value):
+        raise PrivregValueError(
+            f"{name} must be non-empty and use only letters, digits, '-', '_' or '.'; got {value!r}."
+        )
+    return value

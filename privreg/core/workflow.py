@@ -1,0 +1,73 @@
+"""What a workflow receives and returns.
+
+A workflow is an end-to-end pipeline registered by a plugin (``privreg run NAME``). It
+receives a :class:`WorkflowContext` holding the charger every release must go through, the
+random source, and where to write outputs; it returns a :class:`WorkflowResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from privreg.core.charging import Charger, EventLog
+from privreg.core.errors import PrivregTypeError
+from privreg.core.randomness import RandomSource, resolve_random
+
+__all__ = ["WorkflowContext", "WorkflowResult", "DemoStep"]
+
+
+def _ignore(message: str) -> None:
+    """Default sink for progress messages of library callers: they asked for silence."""
+
+
+@attrs.define(kw_only=True)
+class WorkflowContext:
+    """Per-run services: ``charger`` (every release is charged here), ``rng`` (the OS
+    CSPRNG unless a test source was passed explicitly), ``output_dir`` (``None``: write
+    nothing) and ``echo`` (progress messages for a human)."""
+
+    charger: Charger = attrs.field(factory=EventLog)
+    rng: RandomSource = attrs.field(default=None, converter=resolve_random)
+    output_dir: Path | None = attrs.field(
+        default=None, converter=lambda p: None if p is None else Path(p)
+    )
+    echo: Callable[[str], None] = _ignore
+
+    def output_path(self, name: str) -> Path | None:
+        """``output_dir / name`` (folder created), or ``None`` when outputs are not kept."""
+        if self.output_dir is None:
+            return None
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        return self.output_dir / name
+
+
+@attrs.frozen(kw_only=True)
+class WorkflowResult:
+    """A workflow's answer: a printable ``summary``, named ``metrics`` and output files."""
+
+    summary: str
+    metrics: Mapping[str, Any] = attrs.field(factory=dict)
+    outputs: Mapping[str, Path] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class DemoStep:
+    """One step of ``privreg demo``; plugins contribute steps through a hook.
+
+    ``run(context)`` returns the text to show. ``order`` sorts steps across plugins
+    (core tour first, then plugins in the order their papers are numbered).
+    """
+
+    title: str
+    run: Callable[[WorkflowContext], str]
+    order: int = 100
+
+    def __attrs_post_init__(self) -> None:
+        if not callable(self.run):
+            raise PrivregTypeError(f"DemoStep {self.title!r}: run must be callable")
+
+

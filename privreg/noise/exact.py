@@ -1,0 +1,62 @@
+"""Exact samplers on rational parameters (Canonne-Kamath-Steinke 2020).
+
+Every probability here is a :class:`fractions.Fraction` and every draw a uniform integer,
+so the sampled distributions are exactly the stated ones: no rounding, no floating point.
+Reference: C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential
+Privacy", NeurIPS 2020, Section 5 (Algorithms 1 and 2).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from privreg.core.errors import PrivregValueError
+from privreg.core.randomness import RandomSource
+
+__all__ = ["bernoulli", "bernoulli_exp_neg", "discrete_laplace"]
+
+_ONE = Fraction(1)
+_HALF = Fraction(1, 2)
+
+
+def bernoulli(p: Fraction, rng: RandomSource) -> bool:
+    """True with probability exactly ``p`` (0 <= p <= 1)."""
+    if not 0 <= p <= 1:
+        raise PrivregValueError(f"p must lie in [0, 1]; got {p}")
+    return rng.randbelow(p.denominator) < p.numerator
+
+
+def bernoulli_exp_neg(gamma: Fraction, rng: RandomSource) -> bool:
+    """True with probability exactly ``exp(-gamma)`` for rational ``gamma >= 0``
+    (CKS 2020, Algorithm 1)."""
+    if gamma < 0:
+        raise PrivregValueError(f"gamma must be >= 0; got {gamma}")
+    while gamma > 1:  # exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma))
+        if not bernoulli_exp_neg(_ONE, rng):
+            return False
+        gamma -= 1
+    k = 1
+    while bernoulli(gamma / k, rng):
+        k += 1
+    return k % 2 == 1
+
+
+def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
+    """An integer ``z`` with probability proportional to ``exp(-|z| / scale)``
+    (CKS 2020, Algorithm 2), for rational ``scale > 0``."""
+    scale = Fraction(scale)
+    if scale <= 0:
+        raise PrivregValueError(f"scale must be > 0; got {scale}")
+    t, s = scale.numerator, scale.denominator  # scale = t / s
+    while True:
+        u = rng.randbelow(t)
+        if not bernoulli_exp_neg(Fraction(u, t), rng):
+            continue
+        v = 0
+        while bernoulli_exp_neg(_ONE, rng):
+            v += 1
+        y = (u + t * v) // s
+        negative = bernoulli(_HALF, rng)
+        if negative and y == 0:
+            continue  # keeps P(0) right: zero would otherwise be counted twice
+        return -y if negative else y

@@ -1,0 +1,103 @@
+"""Hook implementations of the ``standard`` plugin (entry point ``standard``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from privreg.core.hookspecs import hookimpl
+from privreg.core.items import Param, RegistryItem
+from privreg.core.sensitivity import GlobalSensitivity, Norm
+from privreg.plugins.standard import citations
+from privreg.plugins.standard.demo import demo_steps
+from privreg.plugins.standard.laplace import LaplaceMechanism
+from privreg.plugins.standard.randomized_response import RandomizedResponse
+from privreg.plugins.standard.workflows import bounded_mean
+
+_EPSILON = Param(name="epsilon", type=float, doc="privacy parameter epsilon", minimum=0,
+                 exclusive_minimum=True)
+
+
+@hookimpl
+def privreg_register_mechanisms() -> list[RegistryItem]:
+    return [
+        RegistryItem(
+            name="laplace",
+            kind="mechanism",
+            summary="Laplace noise on an integer grid, exact CSPRNG sampler (pure epsilon-DP)",
+            citation=citations.DMNS06,
+            factory=LaplaceMechanism,
+            params=(
+                _EPSILON,
+                Param(name="sensitivity", type=float, doc="global L1 sensitivity of the query",
+                      minimum=0, exclusive_minimum=True),
+            ),
+        )
+    ]
+
+
+@hookimpl
+def privreg_register_randomizers() -> list[RegistryItem]:
+    return [
+        RegistryItem(
+            name="randomized-response",
+            kind="randomizer",
+            summary="k-ary randomized response with an unbiased frequency estimator (epsilon-LDP)",
+            citation=citations.KOV14,
+            factory=RandomizedResponse,
+            params=(_EPSILON, Param(name="k", type=int, doc="number of categories", minimum=2)),
+        )
+    ]
+
+
+def _global_sensitivity(*, value: float, norm: str) -> GlobalSensitivity:
+    """A declared global sensitivity: no two neighbouring datasets move the query by more
+    than ``value`` in ``norm``."""
+    return GlobalSensitivity(value=value, norm=norm)
+
+
+@hookimpl
+def privreg_register_sensitivities() -> list[RegistryItem]:
+    return [
+        RegistryItem(
+            name="global-sensitivity",
+            kind="sensitivity",
+            summary="declared global sensitivity of a query in an L0, L1, L2 or Linf norm",
+            citation=citations.DMNS06,
+            factory=_global_sensitivity,
+            params=(
+                Param(name="value", type=float, doc="largest change one individual can cause",
+                      minimum=0, exclusive_minimum=True),
+                Param(name="norm", type=str, doc="norm of the change", default="l1",
+                      choices=[n.value for n in Norm]),
+            ),
+        )
+    ]
+
+
+@hookimpl
+def privreg_register_workflows() -> list[RegistryItem]:
+    return [
+        RegistryItem(
+            name="bounded-mean",
+            kind="workflow",
+            summary="count, sum and mean of a bounded CSV column with Laplace noise",
+            citation=citations.DMNS06,
+            factory=bounded_mean,
+            params=(
+                Param(name="input", type=Path, default=None,
+                      doc="CSV file with a header row (default: bundled UCI Adult slice)"),
+                Param(name="column", type=str, default="age", doc="numeric column to release"),
+                Param(name="lower", type=float, default=17.0, doc="declared lower bound of the column"),
+                Param(name="upper", type=float, default=90.0, doc="declared upper bound of the column"),
+                Param(name="epsilon", type=float, default=1.0, doc="total privacy parameter epsilon",
+                      minimum=0, exclusive_minimum=True),
+                Param(name="clip", type=bool, default=False,
+                      doc="clip values outside [lower, upper] instead of failing"),
+            ),
+        )
+    ]
+
+
+@hookimpl
+def privreg_demo_steps():  # type: ignore[no-untyped-def]
+    return demo_steps()
