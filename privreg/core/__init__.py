@@ -36,7 +36,7 @@ from privreg.core.events import (
     event_type,
 )
 from privreg.core.hookspecs import hookimpl
-from privreg.core.items import REQUIRED, Citation, ItemKind, Param, RegistryItem
+from privreg.core.items import REQUIRED, Citation, Example, ItemKind, Param, RegistryItem
 from privreg.core.mechanism import Mechanism, Release
 from privreg.core.protocol import (
     Channel,

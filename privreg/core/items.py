@@ -22,7 +22,7 @@ import attrs
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
-__all__ = ["ItemKind", "Citation", "Param", "RegistryItem", "REQUIRED"]
+__all__ = ["ItemKind", "Citation", "Param", "Example", "RegistryItem", "REQUIRED"]
 
 
 class _Required:
@@ -151,7 +151,10 @@ class Param:
         return value
 
     def validate(self, value: Any) -> Any:
-        """Convert and check ``value``; raise an error naming this parameter if it is invalid."""
+        """Convert and check ``value``; raise an error naming this parameter if it is invalid.
+        ``None`` is accepted only by parameters whose default is ``None`` (optional)."""
+        if value is None and self.default is None:
+            return None
         x = self._coerce(value)
         if isinstance(x, numbers.Real) and not isinstance(x, bool):
             too_low = self.minimum is not None and (
@@ -203,6 +206,28 @@ def _params(xs: Any) -> tuple[Param, ...]:
     return out
 
 
+@attrs.frozen(kw_only=True)
+class Example:
+    """A small, valid configuration of an item, so that tools can exercise every item of
+    the registry without knowing it: contract tests, ``privreg describe`` and the
+    empirical privacy auditor.
+
+    ``params`` are valid parameters. ``neighbours`` is, for a mechanism, two query answers
+    on neighbouring datasets (at distance exactly the declared sensitivity, the worst
+    case); for a randomizer, two single-user inputs. Other kinds leave it ``None``.
+    """
+
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    neighbours: tuple[Any, Any] | None = attrs.field(
+        default=None, converter=lambda x: None if x is None else tuple(x)
+    )
+
+    @neighbours.validator
+    def _pair(self, attribute: Any, value: Any) -> None:
+        if value is not None and len(value) != 2:
+            raise PrivregValueError(f"neighbours must be a pair of inputs; got {len(value)} items")
+
+
 def _summary(x: Any) -> str:
     s = _nonempty("summary")(x)
     if "\n" in s or len(s) > 120:
@@ -215,7 +240,8 @@ class RegistryItem:
     """One registered mechanism, randomizer, sensitivity, protocol or workflow.
 
     ``factory(**params)`` builds the object (for workflows: runs it, with an extra
-    ``context`` keyword). ``plugin`` is filled in by the registry with the name of the
+    ``context`` keyword). ``example`` is a small valid configuration (see
+    :class:`Example`). ``plugin`` is filled in by the registry with the name of the
     plugin that registered the item.
     """
 
@@ -224,8 +250,18 @@ class RegistryItem:
     summary: str = attrs.field(converter=_summary)
     citation: Citation = attrs.field(validator=attrs.validators.instance_of(Citation))
     factory: Callable[..., Any] = attrs.field()
+    example: Example = attrs.field(validator=attrs.validators.instance_of(Example))
     params: tuple[Param, ...] = attrs.field(default=(), converter=_params)
     plugin: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        self.bind(self.example.params)  # the example must be valid for the declared params
+        needs_pair = self.kind in (ItemKind.MECHANISM, ItemKind.RANDOMIZER)
+        if needs_pair and self.example.neighbours is None:
+            raise PrivregValueError(
+                f"{self.kind.value} {self.name!r}: example.neighbours must give two "
+                f"neighbouring inputs, so the contract tests and the auditor can exercise it"
+            )
 
     @factory.validator
     def _callable(self, attribute: Any, value: Any) -> None:

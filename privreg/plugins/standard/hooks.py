@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from privreg.core.hookspecs import hookimpl
-from privreg.core.items import Param, RegistryItem
+import numpy as np
+
+from privreg.core.items import Example, Param, RegistryItem
 from privreg.core.sensitivity import GlobalSensitivity, Norm
 from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
@@ -26,6 +28,7 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             summary="Laplace noise on an integer grid, exact CSPRNG sampler (pure epsilon-DP)",
             citation=citations.DMNS06,
             factory=LaplaceMechanism,
+            example=Example(params={"epsilon": 1.0, "sensitivity": 1.0}, neighbours=(0.0, 1.0)),
             params=(
                 _EPSILON,
                 Param(name="sensitivity", type=float, doc="global L1 sensitivity of the query",
@@ -44,6 +47,7 @@ def privreg_register_randomizers() -> list[RegistryItem]:
             summary="k-ary randomized response with an unbiased frequency estimator (epsilon-LDP)",
             citation=citations.KOV14,
             factory=RandomizedResponse,
+            example=Example(params={"epsilon": 1.0, "k": 4}, neighbours=(np.array([0]), np.array([1]))),
             params=(_EPSILON, Param(name="k", type=int, doc="number of categories", minimum=2)),
         )
     ]
@@ -64,6 +68,7 @@ def privreg_register_sensitivities() -> list[RegistryItem]:
             summary="declared global sensitivity of a query in an L0, L1, L2 or Linf norm",
             citation=citations.DMNS06,
             factory=_global_sensitivity,
+            example=Example(params={"value": 1.0, "norm": "l2"}),
             params=(
                 Param(name="value", type=float, doc="largest change one individual can cause",
                       minimum=0, exclusive_minimum=True),
@@ -83,6 +88,8 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="count, sum and mean of a bounded CSV column with Laplace noise",
             citation=citations.DMNS06,
             factory=bounded_mean,
+            example=Example(params={"epsilon": 1.0, "column": "hours-per-week", "lower": 1.0,
+                                    "upper": 99.0}),
             params=(
                 Param(name="input", type=Path, default=None,
                       doc="CSV file with a header row (default: bundled UCI Adult slice)"),

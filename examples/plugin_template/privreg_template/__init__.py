@@ -1,0 +1,1 @@
+"""A template privreg plugin: a noisy histogram mechanism and a workflow using it."""

@@ -1,0 +1,5 @@
+import sys
+
+from privreg.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,64 @@
+"""Plain-text rendering for the CLI."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Sequence
+
+from privreg.core.charging import Charge
+from privreg.core.items import ItemKind, RegistryItem
+from privreg.core.registry import Registry
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; the first row is the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+PLURAL = {
+    ItemKind.MECHANISM: "mechanisms",
+    ItemKind.RANDOMIZER: "randomizers",
+    ItemKind.SENSITIVITY: "sensitivities",
+    ItemKind.PROTOCOL: "protocols",
+    ItemKind.WORKFLOW: "workflows",
+}
+
+
+def items_by_kind(registry: Registry, kind: str | None) -> str:
+    blocks = []
+    kinds = [ItemKind(kind)] if kind else list(ItemKind)
+    for k in kinds:
+        items = registry.items(k)
+        if not items:
+            continue
+        rows = [(f"  {i.name}", i.summary, f"[{i.plugin}]") for i in items]
+        blocks.append(f"{PLURAL[k]}:\n" + table([("", "", "")] + rows).split("\n", 1)[1])
+    return "\n\n".join(blocks) if blocks else "no items registered"
+
+
+def describe(item: RegistryItem) -> str:
+    lines = [f"{item.name}  ({item.kind.value}, plugin {item.plugin})", f"  {item.summary}", ""]
+    if item.params:
+        rows = [("parameters:", "type", "default", "constraints", "")]
+        for p in item.params:
+            default = "required" if p.required else repr(p.default)
+            rows.append((f"  --{p.name.replace('_', '-')}", p.type_name, default,
+                         p.constraint_text() or "-", p.doc))
+        lines.append(table(rows))
+    else:
+        lines.append("parameters: none")
+    example = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in item.example.params.items())
+    lines += ["", f"example: {example or '(no parameters)'}"]
+    lines += ["", "citation:", textwrap.indent(textwrap.fill(str(item.citation), 88), "  ")]
+    if item.description:
+        lines += ["", "guarantees:", textwrap.indent(item.description, "  ")]
+    return "\n".join(lines)
+
+
+def charges(entries: Iterable[Charge]) -> str:
+    rows = [("#", "label", "mechanism", "event", "randomness")]
+    for n, c in enumerate(entries, 1):
+        src = "REPRODUCIBLE (test only)" if c.randomness.get("reproducible") else "csprng"
+        rows.append((str(n), c.label or "-", c.mechanism, c.event.to_json(), src))
+    return table(rows) if len(rows) > 1 else "no releases were charged"
