@@ -61,8 +61,8 @@ class LaplaceMechanism(Mechanism):
     exact sampler of Canonne-Kamath-Steinke 2020 on the OS CSPRNG; the grid and the noise
     scale are chosen so that the integer release is exactly ``epsilon``-DP (see
     :mod:`privreg.noise.grid`). The output is on that grid, so its floating-point bits
-    carry no information about the input (Mironov 2012). Exact path: about 3e4
-    draws/s.
+    carry no information about the input (Mironov 2012). This exact path draws
+    about 2e4 values per second per core (``benchmarks/samplers.py``).
     """
 
     name: ClassVar[str] = "laplace"

@@ -1,0 +1,123 @@
+"""The privreg command line: output, exit codes, one-line errors, outputs on disk."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import privreg
+from privreg import EventLog
+from privreg.cli.main import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_groups_items_by_kind(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    for header in ("mechanisms:", "randomizers:", "sensitivities:", "workflows:"):
+        assert header in out
+    assert out.index("mechanisms:") < out.index("laplace") < out.index("randomizers:")
+    code, out, _ = run(capsys, "list", "--kind", "workflow")
+    assert "bounded-mean" in out and "laplace " not in out
+
+
+def test_describe_shows_parameters_defaults_and_citation(capsys):
+    code, out, _ = run(capsys, "describe", "bounded-mean")
+    assert code == 0
+    assert "--epsilon" in out and "1.0" in out and "> 0" in out
+    assert "Dwork" in out and "2006" in out and "guarantees:" in out
+
+
+def test_plugins_lists_the_builtin_plugin(capsys):
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0 and "standard" in out and "privreg.plugins.standard.hooks" in out
+
+
+def test_run_writes_outputs_and_ledger(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "bounded-mean", "--epsilon", "2", "-o", str(tmp_path))
+    assert code == 0, err
+    assert "noisy mean" in out and "releases charged: 2" in out
+    charges = EventLog.read_jsonl(tmp_path / "ledger.jsonl")
+    assert [c.label for c in charges] == ["count(age)", "sum(age)"]
+    assert all(c.randomness["reproducible"] is False for c in charges)
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["parameters"]["epsilon"] == 2.0 and meta["workflow"] == "bounded-mean"
+    assert (tmp_path / "result.json").is_file()
+
+
+def test_insecure_seed_is_reproducible_and_marked(capsys, tmp_path):
+    results = []
+    for name in ("a", "b"):
+        code, out, err = run(capsys, "run", "bounded-mean", "--insecure-seed", "7", "-o", str(tmp_path / name))
+        assert code == 0 and "NO privacy" in err
+        results.append(json.loads((tmp_path / name / "run.json").read_text())["metrics"])
+        (charge, _) = EventLog.read_jsonl(tmp_path / name / "ledger.jsonl")
+        assert charge.randomness == {"source": "InsecureReproducibleRandom", "reproducible": True, "seed": 7}
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["run", "nosuch"], "no workflow named 'nosuch'"),
+        (["run", "laplace"], "no workflow named 'laplace'"),
+        (["run", "bounded-mean", "--epsilon", "nan"], "parameter epsilon must be finite"),
+        (["run", "bounded-mean", "--epsilon", "-1"], "parameter epsilon must be > 0"),
+        (["run", "bounded-mean", "--epsilon"], "needs a value"),
+        (["run", "bounded-mean", "--bogus", "1"], "has no parameter 'bogus'"),
+        (["run", "bounded-mean", "--upper", "50"], "outside the declared bounds"),
+        (["run", "bounded-mean", "stray"], "expected --PARAMETER VALUE"),
+        (["run", "bounded-mean", "--insecure-seed", "x"], "--insecure-seed must be an integer"),
+        (["describe", "nosuch"], "no item named 'nosuch'"),
+        (["list", "--kind", "nosuch"], "invalid choice"),
+        (["bogus"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_bad_input_gives_one_line_and_exit_2(capsys, argv, words):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    lines = [line for line in err.splitlines() if not line.startswith("privreg: NOTE")]
+    assert len(lines) == 1 and lines[0].startswith("privreg: error:"), err
+    assert words in lines[0]
+    assert "Traceback" not in err
+
+
+def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch):
+    registry = privreg.default_registry()
+    item = registry.get("bounded-mean")
+
+    def broken(**kwargs):
+        """Fails on purpose."""
+        raise RuntimeError("kaputt")
+
+    monkeypatch.setitem(registry._items, "bounded-mean", item.__class__(
+        name=item.name, kind=item.kind, summary=item.summary, citation=item.citation,
+        factory=broken, example=item.example, params=item.params, plugin=item.plugin))
+    code, _, err = run(capsys, "run", "bounded-mean", "-o", "/tmp/privreg-test-unused")
+    assert code == 1 and err.count("\n") == 1 and "RuntimeError: kaputt" in err
+
+
+def test_run_help_lists_workflow_parameters(capsys):
+    code, out, _ = run(capsys, "run", "bounded-mean", "--help")
+    assert code == 0 and "--column" in out and "usage: privreg run bounded-mean" in out
+
+
+def test_demo_runs_and_prints_the_ledger(capsys, tmp_path):
+    code, out, err = run(capsys, "demo", "-o", str(tmp_path))
+    assert code == 0, err
+    assert "Privacy ledger of this demo" in out and "randomized-response" in out
+    assert len(EventLog.read_jsonl(tmp_path / "ledger.jsonl")) >= 2
+
+
+def test_console_script_and_module_entry():
+    out = subprocess.run([sys.executable, "-m", "privreg", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "describe" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "privreg", "run", "nosuch"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
