@@ -6,6 +6,7 @@ Importing this package loads no plugin; call :func:`default_registry` for that.
 from privreg.core.charging import Charge, Charger, EventLog
 from privreg.core.errors import (
     BudgetExceededError,
+    DeadlockError,
     DuplicateNameError,
     PluginError,
     PrivregError,

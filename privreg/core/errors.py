@@ -53,5 +53,9 @@ class ProtocolError(PrivregError):
     """A multi-party protocol was misused or a party broke the message schedule."""
 
 
+class DeadlockError(ProtocolError):
+    """Every live party of a protocol run waits for a message nobody can send."""
+
+
 class SerializationError(PrivregError, ValueError):
     """A value cannot be encoded, or bytes cannot be decoded, by privreg's codecs."""

@@ -118,7 +118,7 @@ def event_from_dict(data: Mapping[str, Any]) -> PrivacyEvent:
     if not isinstance(data, Mapping):
         raise PrivregTypeError(f"event data must be a mapping; got {type(data).__name__}")
     kind = data.get("kind")
-    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise PrivregValueError(
             f"unknown privacy event kind {kind!r}; known kinds: {sorted(EVENT_TYPES)}. If a plugin "
@@ -137,8 +137,13 @@ def event_from_dict(data: Mapping[str, Any]) -> PrivacyEvent:
         if nested == "one":
             value = event_from_dict(value)
         elif nested == "many":
+            if not isinstance(value, list):
+                raise PrivregValueError(f"event {kind!r}: field {name!r} must be a list of events")
             value = [event_from_dict(x) for x in value]
         kwargs[name] = value
+    missing = [n for n, f in names.items() if n not in kwargs and f.default is attrs.NOTHING]
+    if missing:
+        raise PrivregValueError(f"event {kind!r} is missing field(s) {missing}")
     return cls(**kwargs)
 
 
@@ -175,8 +180,8 @@ def _event(name: str) -> Callable[[Any], PrivacyEvent]:
 
 def _events(name: str) -> Callable[[Any], tuple[PrivacyEvent, ...]]:
     def convert(xs: Any) -> tuple[PrivacyEvent, ...]:
-        if isinstance(xs, (str, bytes, Mapping)) or not hasattr(xs, "__iter__"):
-            raise PrivregTypeError(f"{name} must be a sequence of PrivacyEvent; got {xs!r}")
+        if not isinstance(xs, (list, tuple)):  # sets and dicts have no defined order
+            raise PrivregTypeError(f"{name} must be a list or tuple of PrivacyEvent; got {xs!r}")
         return tuple(_event(f"{name}[{i}]")(x) for i, x in enumerate(xs))
 
     return convert

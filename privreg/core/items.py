@@ -44,7 +44,9 @@ class ItemKind(str, enum.Enum):
 
 def _nonempty(name: str) -> Callable[[Any], str]:
     def convert(x: Any) -> str:
-        if not isinstance(x, str) or not x.strip():
+        if not isinstance(x, str):
+            raise PrivregTypeError(f"{name} must be a str; got {x!r} of type {type(x).__name__}")
+        if not x.strip():
             raise PrivregValueError(f"{name} must be a non-empty str; got {x!r}")
         return x.strip()
 
@@ -99,12 +101,17 @@ class Param:
 
     @type.validator
     def _known_type(self, attribute: Any, value: Any) -> None:
-        if value not in _TYPES:
+        if not isinstance(value, type) or value not in _TYPES:
             raise PrivregTypeError(
                 f"Param {self.name!r}: type must be one of {list(_TYPES.values())}; got {value!r}"
             )
 
     def __attrs_post_init__(self) -> None:
+        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
+            raise PrivregValueError(
+                f"Param {self.name!r}: minimum {self.minimum} exceeds maximum {self.maximum}")
+        for choice in self.choices or ():
+            self._coerce(choice)
         if self.default is not REQUIRED and self.default is not None:
             self.validate(self.default)
 
@@ -170,7 +177,12 @@ class Param:
                 f"parameter {self.name} must be one of {list(self.choices)}; got {value!r}"
             )
         if self.check is not None:
-            self.check(x)
+            try:
+                self.check(x)
+            except PrivregValueError:
+                raise
+            except ValueError as exc:  # name the parameter even if the check did not
+                raise PrivregValueError(f"parameter {self.name}: {exc}") from exc
         return x
 
     def parse(self, text: str) -> Any:
@@ -178,9 +190,9 @@ class Param:
         if self.type is bool:
             low = text.strip().lower()
             if low in ("1", "true", "yes", "on"):
-                return True
+                return self.validate(True)
             if low in ("0", "false", "no", "off"):
-                return False
+                return self.validate(False)
             raise PrivregValueError(f"parameter {self.name} must be true or false; got {text!r}")
         if self.type in (int, float):
             try:
@@ -218,9 +230,7 @@ class Example:
     """
 
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    neighbours: tuple[Any, Any] | None = attrs.field(
-        default=None, converter=lambda x: None if x is None else tuple(x)
-    )
+    neighbours: tuple[Any, Any] | None = attrs.field(default=None, converter=lambda x: _pair_of(x))
 
     @neighbours.validator
     def _pair(self, attribute: Any, value: Any) -> None:
@@ -228,9 +238,24 @@ class Example:
             raise PrivregValueError(f"neighbours must be a pair of inputs; got {len(value)} items")
 
 
+def _pair_of(x: Any) -> tuple[Any, Any] | None:
+    if x is None:
+        return None
+    if not isinstance(x, (list, tuple)):
+        raise PrivregTypeError(f"neighbours must be a tuple of two inputs; got {x!r}")
+    return tuple(x)  # type: ignore[return-value]
+
+
+def _kind(x: Any) -> ItemKind:
+    try:
+        return ItemKind(x)
+    except ValueError:
+        raise PrivregValueError(f"kind must be one of {[k.value for k in ItemKind]}; got {x!r}") from None
+
+
 def _summary(x: Any) -> str:
     s = _nonempty("summary")(x)
-    if "\n" in s or len(s) > 120:
+    if len(x.splitlines()) != 1 or x.splitlines()[0] != x or len(s) > 120:
         raise PrivregValueError(f"summary must be one line of at most 120 characters; got {s!r}")
     return s
 
@@ -246,7 +271,7 @@ class RegistryItem:
     """
 
     name: str = attrs.field(converter=lambda x: v.check_name("name", x))
-    kind: ItemKind = attrs.field(converter=ItemKind)
+    kind: ItemKind = attrs.field(converter=_kind)
     summary: str = attrs.field(converter=_summary)
     citation: Citation = attrs.field(validator=attrs.validators.instance_of(Citation))
     factory: Callable[..., Any] = attrs.field()
@@ -255,6 +280,8 @@ class RegistryItem:
     plugin: str = ""
 
     def __attrs_post_init__(self) -> None:
+        if self.kind is ItemKind.WORKFLOW and any(p.name == "context" for p in self.params):
+            raise PrivregValueError(f"workflow {self.name!r}: 'context' is reserved, rename that parameter")
         self.bind(self.example.params)  # the example must be valid for the declared params
         needs_pair = self.kind in (ItemKind.MECHANISM, ItemKind.RANDOMIZER)
         if needs_pair and self.example.neighbours is None:
@@ -302,7 +329,7 @@ class RegistryItem:
                     f"{self.kind.value} {self.name!r} needs parameter {p.name!r} ({p.doc})"
                 )
             else:
-                out[p.name] = p.default
+                out[p.name] = p.validate(p.default)  # converted, e.g. str -> Path
         return out
 
     def create(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:

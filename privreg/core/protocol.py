@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 
 from privreg.core import validation as v
-from privreg.core.errors import ProtocolError
+from privreg.core.errors import DeadlockError, ProtocolError
 from privreg.core.wire import decode, encode
 
 __all__ = [
@@ -65,8 +65,9 @@ class Traffic:
 class Transcript:
     """Every message of a run, in order. ``keep_payloads=False`` keeps only metadata."""
 
-    def __init__(self, *, keep_payloads: bool = True) -> None:
+    def __init__(self, *, keep_payloads: bool = True, parties: Sequence[str] = ()) -> None:
         self.keep_payloads = keep_payloads
+        self.parties = tuple(parties)
         self._messages: list[Message] = []
 
     def record(self, msg: Message) -> None:
@@ -85,10 +86,12 @@ class Transcript:
         return tuple(m for m in self._messages if m.receiver == party)
 
     def per_party(self) -> dict[str, dict[str, Traffic]]:
-        """``{party: {"sent": Traffic, "received": Traffic}}``."""
+        """``{party: {"sent": Traffic, "received": Traffic}}``, silent parties included."""
         out: dict[str, dict[str, Traffic]] = defaultdict(
             lambda: {"sent": Traffic(), "received": Traffic()}
         )
+        for party in self.parties:
+            out[party]  # noqa: B018 -- creates the zero entry
         for m in self._messages:
             out[m.sender]["sent"] = out[m.sender]["sent"].add(m)
             out[m.receiver]["received"] = out[m.receiver]["received"].add(m)
@@ -147,16 +150,17 @@ class InMemoryTransport(Transport):
     who waits for whom."""
 
     def __init__(self, *, keep_payloads: bool = True) -> None:
-        self.transcript = Transcript(keep_payloads=keep_payloads)
-        self._queues: dict[tuple[str, str], deque[Message]] = defaultdict(deque)
-        self._waiting: dict[str, tuple[str, asyncio.Future[None]]] = {}
-        self._parties: set[str] = set()
-        self._active: set[str] = set()
-        self._seq = 0
+        self.keep_payloads = keep_payloads
+        self.open(())
 
     def open(self, parties: Sequence[str]) -> None:
+        """Start a fresh run: empty queues, a new transcript."""
+        self.transcript = Transcript(keep_payloads=self.keep_payloads, parties=parties)
+        self._queues: dict[tuple[str, str], deque[tuple[Message, Any]]] = defaultdict(deque)
+        self._waiting: dict[str, tuple[str, asyncio.Future[None]]] = {}
         self._parties = set(parties)
         self._active = set(parties)
+        self._seq = 0
 
     def _known(self, who: str, role: str) -> None:
         if who not in self._parties:
@@ -172,7 +176,8 @@ class InMemoryTransport(Transport):
         msg = Message(seq=self._seq, step=step, sender=sender, receiver=receiver,
                       size_bytes=len(data), payload=decode(data))
         self.transcript.record(msg)
-        self._queues[(sender, receiver)].append(msg)
+        # the receiver gets its own copy: what it does with it cannot alter the record
+        self._queues[(sender, receiver)].append((msg, decode(data)))
         waiter = self._waiting.get(receiver)
         if waiter is not None and waiter[0] == sender and not waiter[1].done():
             del self._waiting[receiver]
@@ -181,18 +186,20 @@ class InMemoryTransport(Transport):
 
     async def recv(self, *, receiver: str, sender: str, step: str | None) -> Any:
         self._known(sender, "sender")
+        if sender == receiver:
+            raise ProtocolError(f"party {receiver!r} tried to receive from itself")
         queue = self._queues[(sender, receiver)]
         while not queue:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting[receiver] = (sender, fut)
             self._check_deadlock()
             await fut
-        msg = queue.popleft()
+        msg, payload = queue.popleft()
         if step is not None and msg.step != step:
             raise ProtocolError(
                 f"party {receiver!r} expected step {step!r} from {sender!r} but got step {msg.step!r}"
             )
-        return msg.payload
+        return payload
 
     def finished(self, party: str) -> None:
         self._active.discard(party)
@@ -204,7 +211,7 @@ class InMemoryTransport(Transport):
             desc = "; ".join(f"{r} waits for {s}" for r, (s, _) in sorted(blocked.items()))
             for r, (_, fut) in blocked.items():
                 del self._waiting[r]
-                fut.set_exception(ProtocolError(f"deadlock: {desc}"))
+                fut.set_exception(DeadlockError(f"deadlock: {desc}"))
 
 
 class Channel:
@@ -291,6 +298,6 @@ class Protocol(ABC):
         failed = [(n, r) for n, r in zip(names, results) if isinstance(r, BaseException)]
         if failed:
             # a deadlock is usually the echo of another party's failure: report the cause
-            root = next(((n, r) for n, r in failed if "deadlock" not in str(r)), failed[0])
+            root = next(((n, r) for n, r in failed if not isinstance(r, DeadlockError)), failed[0])
             raise ProtocolError(f"party {root[0]!r} failed: {type(root[1]).__name__}: {root[1]}") from root[1]
         return ProtocolResult(outputs=dict(zip(names, results)), transcript=transport.transcript)

@@ -37,7 +37,7 @@ class RandomSource(ABC):
     def randbelow(self, n: int) -> int:
         """A uniform integer in [0, n), exactly (rejection sampling, no modulo bias)."""
         n = v.check_int("n", n, minimum=1)
-        k = n.bit_length()
+        k = (n - 1).bit_length()
         while True:
             r = self.randbits(k)
             if r < n:

@@ -150,6 +150,11 @@ class SmoothSensitivity(Sensitivity):
             ls = v.check_sensitivity(
                 f"local_at_distance(data, {t})", self.local_at_distance(data, t), allow_zero=True
             )
+            if self.global_bound is not None and ls > self.global_bound:
+                raise PrivregValueError(
+                    f"local_at_distance(data, {t}) = {ls} exceeds global_bound = "
+                    f"{self.global_bound}; one of them is wrong"
+                )
             best = max(best, weight * ls)
         if self.global_bound is not None:
             best = max(best, math.exp(-(self.max_distance + 1) * self.beta) * self.global_bound)

@@ -32,7 +32,11 @@ def check_real(name: str, value: Any) -> float:
             f"{name} must be a real number; got {value!r} of type {type(value).__name__}. "
             f"Pass a float such as {name}=1.0."
         )
-    return float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise PrivregValueError(f"{name} must be finite; got a number too large for a float") from None
+    return x + 0.0  # -0.0 becomes 0.0: equal values must serialise equally
 
 
 def _check_finite(name: str, x: float, value: Any, example: str) -> None:
@@ -111,8 +115,8 @@ def check_name(name: str, value: Any) -> str:
     """Validate a registry or party name: a non-empty str of letters, digits, '-', '_' or '.'."""
     if not isinstance(value, str):
         raise PrivregTypeError(f"{name} must be a str; got {value!r} of type {type(value).__name__}.")
-    if not value or not all(c.isalnum() or c in "-_." for c in value):
+    if not value or not value.isascii() or not all(c.isalnum() or c in "-_." for c in value):
         raise PrivregValueError(
-            f"{name} must be non-empty and use only letters, digits, '-', '_' or '.'; got {value!r}."
+            f"{name} must be non-empty and use only ASCII letters, digits, '-', '_' or '.'; got {value!r}."
         )
     return value

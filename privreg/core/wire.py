@@ -22,16 +22,20 @@ __all__ = ["encode", "decode", "encoded_size", "register_type"]
 _EXT: dict[bytes, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] = {}
 _EXT_BY_TYPE: dict[type, bytes] = {}
 _MAX_DEPTH = 64
+_MAX_NDIM = 32
 
 
 def register_type(tag: str, cls: type, to_wire: Callable[[Any], Any], from_wire: Callable[[Any], Any]) -> None:
     """Teach the codec a type: ``to_wire(obj)`` returns an encodable value and
     ``from_wire(value)`` rebuilds the object. ``tag`` is a short unique ASCII name."""
-    key = tag.encode("ascii")
-    if not key or len(key) > 255:
+    if not isinstance(tag, str) or not tag.isascii() or not 1 <= len(tag) <= 255:
         raise PrivregTypeError(f"tag must be 1-255 ASCII characters; got {tag!r}")
+    key = tag.encode("ascii")
     if key in _EXT and _EXT[key][0] is not cls:
         raise SerializationError(f"wire tag {tag!r} is already used by {_EXT[key][0].__name__}")
+    if cls in _EXT_BY_TYPE and _EXT_BY_TYPE[cls] != key:
+        raise SerializationError(
+            f"{cls.__name__} is already registered under tag {_EXT_BY_TYPE[cls].decode()!r}")
     _EXT[key] = (cls, to_wire, from_wire)
     _EXT_BY_TYPE[cls] = key
 
@@ -62,7 +66,7 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
         _enc(_EXT[ext][1](x), out, depth + 1)
     elif x is None:
         out += b"N"
-    elif x is True or x is False:
+    elif isinstance(x, (bool, np.bool_)):
         out += b"T" if x else b"F"
     elif isinstance(x, (int, np.integer)):
         raw = _int_bytes(int(x))
@@ -83,7 +87,7 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
     elif isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
             raise SerializationError(f"only numeric numpy arrays can be sent; got dtype {x.dtype}")
-        arr = np.ascontiguousarray(x)
+        arr = np.require(x, requirements="C")  # keeps 0-d arrays 0-d
         dt = arr.dtype.str.encode("ascii")
         out += b"A"
         out.append(len(dt))
@@ -143,7 +147,7 @@ class _Reader:
             if not b & 0x80:
                 return result
             shift += 7
-            if shift > 63:
+            if shift >= 63:
                 raise SerializationError("length field too long")
 
 
@@ -162,16 +166,31 @@ def _dec(r: _Reader, depth: int) -> Any:
     if tag == b"D":
         return struct.unpack(">d", r.take(8))[0]
     if tag == b"S":
-        return r.take(r.uvarint()).decode("utf-8")
+        try:
+            return r.take(r.uvarint()).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SerializationError("string is not valid UTF-8") from None
     if tag == b"B":
         return r.take(r.uvarint())
     if tag == b"A":
-        dt = np.dtype(r.take(r.take(1)[0]).decode("ascii"))
+        raw_dtype = r.take(r.take(1)[0])
+        try:
+            dt = np.dtype(raw_dtype.decode("ascii"))
+        except (UnicodeDecodeError, TypeError, ValueError):
+            raise SerializationError(f"invalid array dtype {raw_dtype!r}") from None
         if dt.kind not in "biuf":
             raise SerializationError(f"refusing array of dtype {dt}")
-        shape = tuple(r.uvarint() for _ in range(r.uvarint()))
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        return np.frombuffer(r.take(count * dt.itemsize), dtype=dt).reshape(shape).copy()
+        ndim = r.uvarint()
+        if ndim > _MAX_NDIM:
+            raise SerializationError(f"array has {ndim} dimensions; at most {_MAX_NDIM} are allowed")
+        shape = tuple(r.uvarint() for _ in range(ndim))
+        count = 1
+        for dim in shape:  # Python ints: no silent int64 wrap-around
+            count *= dim
+        nbytes = count * dt.itemsize
+        if nbytes > len(r.data) - r.pos:
+            raise SerializationError(f"array of shape {shape} needs {nbytes} bytes; message is shorter")
+        return np.frombuffer(r.take(nbytes), dtype=dt).reshape(shape).copy()
     if tag in (b"L", b"U"):
         items = [_dec(r, depth + 1) for _ in range(r.uvarint())]
         return items if tag == b"L" else tuple(items)
@@ -179,6 +198,8 @@ def _dec(r: _Reader, depth: int) -> Any:
         out = {}
         for _ in range(r.uvarint()):
             k = _dec(r, depth + 1)
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise SerializationError(f"dict keys must be str or int; got {type(k).__name__}")
             out[k] = _dec(r, depth + 1)
         return out
     if tag == b"X":

@@ -8,9 +8,11 @@ Privacy", NeurIPS 2020, Section 5 (Algorithms 1 and 2).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
+from typing import Any
 
-from privreg.core.errors import PrivregValueError
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource
 
 __all__ = ["bernoulli", "bernoulli_exp_neg", "discrete_laplace"]
@@ -19,8 +21,18 @@ _ONE = Fraction(1)
 _HALF = Fraction(1, 2)
 
 
+def _rational(name: str, x: Any) -> Fraction:
+    """``x`` as an exact Fraction; floats are refused unless finite (they are rationals)."""
+    if isinstance(x, bool) or not isinstance(x, (int, Fraction, float)):
+        raise PrivregTypeError(f"{name} must be an int, Fraction or float; got {x!r}")
+    if isinstance(x, float) and not math.isfinite(x):
+        raise PrivregValueError(f"{name} must be finite; got {x!r}")
+    return Fraction(x)
+
+
 def bernoulli(p: Fraction, rng: RandomSource) -> bool:
     """True with probability exactly ``p`` (0 <= p <= 1)."""
+    p = _rational("p", p)
     if not 0 <= p <= 1:
         raise PrivregValueError(f"p must lie in [0, 1]; got {p}")
     return rng.randbelow(p.denominator) < p.numerator
@@ -29,6 +41,7 @@ def bernoulli(p: Fraction, rng: RandomSource) -> bool:
 def bernoulli_exp_neg(gamma: Fraction, rng: RandomSource) -> bool:
     """True with probability exactly ``exp(-gamma)`` for rational ``gamma >= 0``
     (CKS 2020, Algorithm 1)."""
+    gamma = _rational("gamma", gamma)
     if gamma < 0:
         raise PrivregValueError(f"gamma must be >= 0; got {gamma}")
     while gamma > 1:  # exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma))
@@ -44,7 +57,7 @@ def bernoulli_exp_neg(gamma: Fraction, rng: RandomSource) -> bool:
 def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
     """An integer ``z`` with probability proportional to ``exp(-|z| / scale)``
     (CKS 2020, Algorithm 2), for rational ``scale > 0``."""
-    scale = Fraction(scale)
+    scale = _rational("scale", scale)
     if scale <= 0:
         raise PrivregValueError(f"scale must be > 0; got {scale}")
     t, s = scale.numerator, scale.denominator  # scale = t / s

@@ -76,9 +76,9 @@ class LaplaceMechanism(Mechanism):
         return finite_array("value", value)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        dim = value.size if value.ndim else 1
+        dim = max(1, value.size)
         grid = Grid.for_query(sensitivity=self.sensitivity.value, epsilon=self.epsilon, dimension=dim)
-        k_sens = grid.integer_sensitivity(dim if value.ndim else 1)
+        k_sens = grid.integer_sensitivity(dim)
         scale = Fraction(k_sens) / Fraction(self.epsilon)  # epsilon = k_sens / scale exactly
         noisy = [
             grid.to_float(snap_to_grid(float(x), grid) + discrete_laplace(scale, rng))

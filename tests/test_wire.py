@@ -1,0 +1,284 @@
+"""The binary wire codec: round trips, sizes, malformed input and registered types."""
+
+import math
+import pickle
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from privreg import PrivregTypeError, SerializationError
+from privreg.core import wire
+from privreg.core.wire import decode, encode, encoded_size, register_type
+
+SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=150)
+
+
+def same(a, b):
+    """Structural equality that also tells list from tuple, bool from int and -0.0 from 0.0."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return struct.pack(">d", a) == struct.pack(">d", b)  # bitwise: NaN, -0.0
+    if isinstance(a, np.ndarray):
+        return a.dtype.str == b.dtype.str and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return len(a) == len(b) and all(
+            same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items())
+        )
+    return a == b
+
+
+def test_same_tells_apart_what_the_codec_must_keep_apart():
+    assert not same(0.0, -0.0) and not same([1], (1,)) and not same(True, 1) and same(math.nan, math.nan)
+
+
+numeric_dtypes = st.one_of(
+    hnp.integer_dtypes(endianness="?"),
+    hnp.unsigned_integer_dtypes(endianness="?"),
+    hnp.floating_dtypes(endianness="?", sizes=(16, 32, 64)),
+    hnp.boolean_dtypes(),
+)
+arrays = hnp.arrays(numeric_dtypes, hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
+
+huge_ints = st.sampled_from([2**4000, -(2**4000), 2**64, -(2**63) - 1, 2**63, -1, 0, 127, -128, 128])
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    huge_ints,
+    st.floats(),  # NaN included: same() compares floats bitwise
+    st.text(),
+    st.binary(),
+    arrays,
+)
+values = st.recursive(
+    scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4),
+        st.lists(kids, max_size=4).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=5), st.integers()), kids, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@SETTINGS
+@given(values)
+def test_values_round_trip(value):
+    assert same(decode(encode(value)), value)
+
+
+@SETTINGS
+@given(arrays)
+def test_arrays_round_trip_with_dtype_shape_and_values(array):
+    back = decode(encode(array))
+    assert isinstance(back, np.ndarray)
+    assert back.dtype == array.dtype and back.dtype.str == array.dtype.str
+    assert back.shape == array.shape
+    assert back.tobytes() == array.tobytes()
+    assert back.flags.writeable
+
+
+def test_non_contiguous_arrays_round_trip():
+    base = np.arange(24, dtype=np.int32).reshape(4, 6)
+    for view in (base.T, base[:, ::2], base[::-1]):
+        back = decode(encode(view))
+        assert back.shape == view.shape and np.array_equal(back, view)
+
+
+def test_zero_dimensional_arrays_keep_their_shape():
+    assert decode(encode(np.array(5.0))).shape == ()
+
+
+@pytest.mark.parametrize("value", [2**4000, -(2**4000), 2**4000 - 1, -(2**4000) + 1])
+def test_huge_ints_round_trip(value):
+    assert decode(encode(value)) == value
+
+
+def test_signed_zero_round_trips():
+    assert math.copysign(1.0, decode(encode(-0.0))) == -1.0
+    assert math.copysign(1.0, decode(encode(0.0))) == 1.0
+
+
+@pytest.mark.parametrize("value, expected", [
+    (np.int64(-7), -7),
+    (np.uint8(200), 200),
+    (np.float32(0.5), 0.5),
+    (bytearray(b"ab"), b"ab"),
+    ((), ()),
+    ({}, {}),
+    ("", ""),
+    ("héllo \U0001f600", "héllo \U0001f600"),
+])
+def test_scalars_decode_to_python_values(value, expected):
+    assert same(decode(encode(value)), expected)
+
+
+@SETTINGS
+@given(values)
+def test_encoded_size_is_the_encoding_length(value):
+    assert encoded_size(value) == len(encode(value))
+
+
+# --- malformed input ------------------------------------------------------------------
+
+@settings(SETTINGS, max_examples=100)
+@given(values, st.data())
+def test_every_truncation_is_refused(value, data):
+    raw = encode(value)
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    with pytest.raises(SerializationError):
+        decode(raw[:cut])
+
+
+@settings(SETTINGS, max_examples=50)
+@given(values, st.binary(min_size=1, max_size=8))
+def test_trailing_bytes_are_refused(value, extra):
+    with pytest.raises(SerializationError, match="trailing"):
+        decode(encode(value) + extra)
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"Z", "unknown tag"),
+    (b"L\x02NZ", "unknown tag"),
+    (pickle.dumps({"a": 1}), "unknown tag"),
+    (b"X\x06nosuchN", "nosuch"),
+    (b"A\x02|O\x00", "dtype"),  # object arrays would unpickle/run code
+    (b"A\x03<c8\x01\x00", "dtype"),
+    (b"S\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", "length"),
+])
+def test_malformed_bytes_are_refused(raw, message):
+    with pytest.raises(SerializationError, match=message):
+        decode(raw)
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error():
+    assert decode(b"L\x01" * 30 + b"N") is not None
+    with pytest.raises(SerializationError, match="deep"):
+        decode(b"L\x01" * 1000 + b"N")
+    deep = []
+    for _ in range(1000):
+        deep = [deep]
+    with pytest.raises(SerializationError, match="deep"):
+        encode(deep)
+
+
+def _leak(raw, leaked, id):
+    """Malformed input that once leaked ``leaked`` instead of SerializationError."""
+    return pytest.param(raw, id=id)
+
+
+@pytest.mark.parametrize("raw", [
+    _leak(b"S\x01\xff", UnicodeDecodeError, "invalid-utf8-str"),
+    _leak(b"A\x01\xff\x00", UnicodeDecodeError, "non-ascii-dtype"),
+    _leak(b"A\x02zz\x00", TypeError, "unknown-dtype"),
+    _leak(b"M\x01L\x00N", TypeError, "unhashable-dict-key"),
+    _leak(b"A\x03<i8\x01" + b"\xff" * 9 + b"\x7f", OverflowError, "dim-over-int64"),
+    # shape (2**32, 2**32): np.prod wraps to 0, so 0 bytes are read, then reshape fails
+    _leak(b"A\x03<i8\x02\x80\x80\x80\x80\x10\x80\x80\x80\x80\x10", ValueError, "size-wraps"),
+    _leak(b"A\x03<i8\x41" + b"\x00" * 65, ValueError, "over-64-dims"),
+])
+def test_malformed_fields_raise_serialization_error(raw):
+    with pytest.raises(SerializationError):
+        decode(raw)
+
+
+@SETTINGS
+@given(st.sampled_from([b"S", b"A", b"M", b"L", b"X", b"I", b""]), st.binary(max_size=24))
+def test_decoding_arbitrary_bytes_returns_a_value_or_raises_serialization_error(tag, rest):
+    try:
+        decode(tag + rest)
+    except SerializationError:
+        pass
+
+
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize("value", [
+    {1, 2},
+    frozenset(),
+    Opaque(),
+    1 + 2j,
+    np.array([1, "a"], dtype=object),
+    np.array([1j]),
+    np.array(["text"]),
+    [1, {2: {3}}],
+])
+def test_unsupported_values_are_refused(value):
+    with pytest.raises(SerializationError):
+        encode(value)
+    with pytest.raises(SerializationError):
+        encoded_size(value)
+
+
+@pytest.mark.parametrize("key", [(1, 2), True, None, 1.5, b"k", np.int64(1)])
+def test_dict_keys_other_than_str_or_int_are_refused(key):
+    with pytest.raises(SerializationError, match="keys"):
+        encode({key: 1})
+
+
+# --- registered types -------------------------------------------------------------------
+
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __eq__(self, other):
+        return type(other) is Point and (self.x, self.y) == (other.x, other.y)
+
+
+class OtherPoint(Point):
+    pass
+
+
+@pytest.fixture
+def restore_wire_types():
+    ext, by_type = dict(wire._EXT), dict(wire._EXT_BY_TYPE)
+    yield
+    wire._EXT.clear(), wire._EXT.update(ext)
+    wire._EXT_BY_TYPE.clear(), wire._EXT_BY_TYPE.update(by_type)
+
+
+def test_registered_type_round_trips(restore_wire_types):
+    with pytest.raises(SerializationError):
+        encode(Point(1, 2))
+    register_type("test.point", Point, lambda p: (p.x, p.y), lambda t: Point(*t))
+    value = {"where": [Point(1, 2**100), Point(-0.5, "y")]}
+    back = decode(encode(value))
+    assert back == value
+    assert encoded_size(Point(1, 2)) == len(encode(Point(1, 2)))
+    assert b"test.point" in encode(Point(1, 2))
+
+
+def test_reusing_a_tag_for_another_class_is_refused(restore_wire_types):
+    register_type("test.point", Point, lambda p: [p.x, p.y], lambda t: Point(*t))
+    with pytest.raises(SerializationError, match="Point"):
+        register_type("test.point", OtherPoint, lambda p: [p.x, p.y], lambda t: OtherPoint(*t))
+    assert decode(encode(Point(3, 4))) == Point(3, 4)
+    with pytest.raises(SerializationError):
+        encode(OtherPoint(3, 4))
+
+
+@pytest.mark.parametrize("tag", ["", "x" * 256])
+def test_bad_tags_are_refused(tag, restore_wire_types):
+    with pytest.raises(PrivregTypeError, match="tag"):
+        register_type(tag, Point, lambda p: None, lambda v: Point(0, 0))
+
+
+def test_non_ascii_tag_is_refused_with_privreg_error(restore_wire_types):
+    with pytest.raises(PrivregTypeError):
+        register_type("pöint", Point, lambda p: None, lambda v: Point(0, 0))
+
+
+def test_self_referencing_registered_type_is_refused(restore_wire_types):
+    register_type("test.loop", Point, lambda p: p, lambda v: v)
+    with pytest.raises(SerializationError, match="deep"):
+        encode(Point(0, 0))
