@@ -7,8 +7,16 @@ import sys
 import pytest
 
 import privreg
-from privreg import EventLog
+from privreg.accountant.ledger import Ledger
 from privreg.cli.main import main
+
+
+def charges(path):
+    ledger = Ledger(path, create=False)
+    try:
+        return [row.charge for row in ledger.rows()]
+    finally:
+        ledger.close()
 
 
 def run(capsys, *argv):
@@ -42,10 +50,10 @@ def test_plugins_lists_the_builtin_plugin(capsys):
 def test_run_writes_outputs_and_ledger(capsys, tmp_path):
     code, out, err = run(capsys, "run", "bounded-mean", "--epsilon", "2", "-o", str(tmp_path))
     assert code == 0, err
-    assert "noisy mean" in out and "releases charged: 2" in out
-    charges = EventLog.read_jsonl(tmp_path / "ledger.jsonl")
-    assert [c.label for c in charges] == ["count(age)", "sum(age)"]
-    assert all(c.randomness["reproducible"] is False for c in charges)
+    assert "noisy mean" in out and "releases charged: 2" in out and "epsilon spent: 2 of 2" in out
+    stored = charges(tmp_path / "ledger.sqlite")
+    assert [c.label for c in stored] == ["count(age)", "sum(age)"]
+    assert all(c.randomness["reproducible"] is False for c in stored)
     meta = json.loads((tmp_path / "run.json").read_text())
     assert meta["parameters"]["epsilon"] == 2.0 and meta["workflow"] == "bounded-mean"
     assert (tmp_path / "result.json").is_file()
@@ -57,7 +65,7 @@ def test_insecure_seed_is_reproducible_and_marked(capsys, tmp_path):
         code, out, err = run(capsys, "run", "bounded-mean", "--insecure-seed", "7", "-o", str(tmp_path / name))
         assert code == 0 and "NO privacy" in err
         results.append(json.loads((tmp_path / name / "run.json").read_text())["metrics"])
-        (charge, _) = EventLog.read_jsonl(tmp_path / name / "ledger.jsonl")
+        (charge, _) = charges(tmp_path / name / "ledger.sqlite")
         assert charge.randomness == {"source": "InsecureReproducibleRandom", "reproducible": True, "seed": 7}
     assert results[0] == results[1]
 
@@ -89,7 +97,7 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, argv, words):
     assert "Traceback" not in err
 
 
-def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch):
+def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch, tmp_path):
     registry = privreg.default_registry()
     item = registry.get("bounded-mean")
 
@@ -100,8 +108,14 @@ def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch):
     monkeypatch.setitem(registry._items, "bounded-mean", item.__class__(
         name=item.name, kind=item.kind, summary=item.summary, citation=item.citation,
         factory=broken, example=item.example, params=item.params, plugin=item.plugin))
-    code, _, err = run(capsys, "run", "bounded-mean", "-o", "/tmp/privreg-test-unused")
+    code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path))
     assert code == 1 and err.count("\n") == 1 and "RuntimeError: kaputt" in err
+
+
+def test_run_refuses_to_reuse_a_ledger(capsys, tmp_path):
+    assert run(capsys, "run", "bounded-mean", "-o", str(tmp_path))[0] == 0
+    code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path))
+    assert code == 2 and "exists already" in err
 
 
 def test_run_help_lists_workflow_parameters(capsys):
@@ -112,8 +126,10 @@ def test_run_help_lists_workflow_parameters(capsys):
 def test_demo_runs_and_prints_the_ledger(capsys, tmp_path):
     code, out, err = run(capsys, "demo", "-o", str(tmp_path))
     assert code == 0, err
-    assert "Privacy ledger of this demo" in out and "randomized-response" in out
-    assert len(EventLog.read_jsonl(tmp_path / "ledger.jsonl")) >= 2
+    assert "Audit of this demo's ledger" in out and "randomized-response" in out
+    assert len(charges(tmp_path / "ledger.sqlite")) >= 2
+    code, out, err = run(capsys, "demo")
+    assert code == 0 and "Privacy ledger of this demo" in out and "spent" in out
 
 
 def test_console_script_and_module_entry():

@@ -49,7 +49,7 @@ def test_installed_template_workflow_runs(installed_template, tmp_path):
     out = _privreg(_env(installed_template), "run", "template-histogram", "--column", "sex",
                    "-o", str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert "Female" in out.stdout and (tmp_path / "ledger.jsonl").is_file()
+    assert "Female" in out.stdout and (tmp_path / "ledger.sqlite").is_file()
 
 
 def test_template_plugin_own_tests_pass(installed_template):

@@ -18,14 +18,16 @@ from typing import Any, NoReturn
 
 from privreg import __version__
 from privreg.cli import format as fmt
-from privreg.core.charging import EventLog, jsonable
+from privreg.accountant.audit import audit_ledger, format_report, plot_report, report_json
+from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.core.charging import jsonable
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import Registry, default_registry
 from privreg.core.workflow import WorkflowContext
 
-DEMO_BUDGET_SECONDS = 120
+DEMO_BUDGET = PrivacyBudget(epsilon=10.0, delta=1e-6)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -110,14 +112,17 @@ def _default_output(name: str) -> Path:
     return Path("privreg-out") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+_RUN_OPTIONS = ("--output", "-o", "--insecure-seed", "--budget-epsilon", "--budget-delta")
+
+
 def _split_run_options(args: argparse.Namespace) -> None:
-    """Move --output/-o and --insecure-seed given after WORKFLOW out of its parameters."""
+    """Move the run options given after WORKFLOW out of the workflow's parameters."""
     rest: list[str] = []
     tokens = list(args.params)
     i = 0
     while i < len(tokens):
         key, eq, raw = tokens[i].partition("=")
-        if key in ("--output", "-o", "--insecure-seed"):
+        if key in _RUN_OPTIONS:
             if not eq:
                 if i + 1 >= len(tokens):
                     raise PrivregValueError(f"{key} needs a value")
@@ -128,6 +133,11 @@ def _split_run_options(args: argparse.Namespace) -> None:
                     args.insecure_seed = int(raw)
                 except ValueError:
                     raise PrivregValueError(f"--insecure-seed must be an integer; got {raw!r}") from None
+            elif key.startswith("--budget-"):
+                try:
+                    setattr(args, key[2:].replace("-", "_"), float(raw))
+                except ValueError:
+                    raise PrivregValueError(f"{key} must be a number; got {raw!r}") from None
             else:
                 args.output = raw
         else:
@@ -141,31 +151,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     _split_run_options(args)
     if any(t in ("-h", "--help") for t in args.params):
         print(f"usage: privreg run {item.name} [--PARAMETER VALUE ...] [--output DIR] "
-              f"[--insecure-seed N]\n")
+              f"[--insecure-seed N] [--budget-epsilon EPS] [--budget-delta DELTA]\n")
         print(fmt.describe(item))
         return 0
     params = parse_workflow_args(item, args.params)
+    budget = _run_budget(args, params)
     output = Path(args.output) if args.output else _default_output(item.name)
-    log = EventLog()
-    ctx = WorkflowContext(charger=log, rng=_random_source(args.insecure_seed),
-                          output_dir=output, echo=_echo)
-    started = time.perf_counter()
-    try:
-        result = item.run(ctx, params)
-    finally:  # whatever was charged stays on record, even if the workflow failed
-        output.mkdir(parents=True, exist_ok=True)
-        log.write_jsonl(output / "ledger.jsonl")
-    elapsed = time.perf_counter() - started
+    output.mkdir(parents=True, exist_ok=True)
+    ledger_path = output / "ledger.sqlite"
+    if ledger_path.exists():
+        raise PrivregValueError(f"{ledger_path} exists already; choose a new --output folder")
+    with BudgetSession(budget=budget, ledger=ledger_path) as session:
+        ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed),
+                              output_dir=output, echo=_echo)
+        started = time.perf_counter()
+        result = item.run(ctx, params)  # every charge is already committed to the ledger
+        elapsed = time.perf_counter() - started
+        charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
     (output / "run.json").write_text(json.dumps({
         "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
         "metrics": jsonable(dict(result.metrics)), "seconds": elapsed,
         "randomness": ctx.rng.describe(),
     }, indent=2) + "\n", encoding="utf-8")
     print(result.summary)
-    print(f"\nreleases charged: {len(log.charges)}   time: {elapsed:.2f} s")
-    print(f"outputs: {output}/ (run.json, ledger.jsonl"
+    print(f"\nreleases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
+          f"(delta {budget.delta:g})   time: {elapsed:.2f} s")
+    print(f"outputs: {output}/ (run.json, ledger.sqlite"
           + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
+    print(f"audit:   privreg audit {ledger_path}")
     return 0
+
+
+def _run_budget(args: argparse.Namespace, params: dict[str, Any]) -> PrivacyBudget:
+    """--budget-epsilon/--budget-delta, defaulting to the workflow's epsilon and delta."""
+    eps = args.budget_epsilon if args.budget_epsilon is not None else params.get("epsilon")
+    if eps is None:
+        raise PrivregValueError("this workflow has no epsilon parameter: pass --budget-epsilon")
+    delta = args.budget_delta if args.budget_delta is not None else params.get("delta", 0.0)
+    return PrivacyBudget(epsilon=eps, delta=delta)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    report = audit_ledger(args.ledger)
+    print(report_json(report) if args.json else format_report(report))
+    if args.plot:
+        path = plot_report(report, args.plot)
+        if not args.json:
+            print(f"\nplot written to {path}")
+    return 3 if report.flags else 0
 
 
 def _core_tour(registry: Registry) -> str:
@@ -173,13 +206,17 @@ def _core_tour(registry: Registry) -> str:
     plugins = ", ".join(p.name for p in registry.plugins) or "none"
     return (f"Plugins loaded: {plugins}. Registered items: "
             + ", ".join(f"{k} {n}" for k, n in counts.items())
-            + ".\nEvery release below is charged to one event log before noise is drawn.")
+            + f".\nEvery release below is charged to one budget (epsilon {DEMO_BUDGET.epsilon:g}, "
+            f"delta {DEMO_BUDGET.delta:g}) before any noise is drawn.")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     registry = _registry()
-    log = EventLog()
-    ctx = WorkflowContext(charger=log, rng=_random_source(args.insecure_seed),
+    if args.output:
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+    ledger = Path(args.output) / "ledger.sqlite" if args.output else ":memory:"
+    session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger)
+    ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed),
                           output_dir=args.output, echo=_echo)
     steps = [("The registry", lambda c: _core_tour(registry))]
     steps += [(s.title, s.run) for s in registry.demo_steps()]
@@ -188,10 +225,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         text = run(ctx)
         print(f"== {n}. {title}  ({time.perf_counter() - t0:.2f} s)\n{text}\n")
-    print("== Privacy ledger of this demo\n" + fmt.charges(log.charges))
     if args.output:
-        Path(args.output).mkdir(parents=True, exist_ok=True)
-        print(f"\nledger written to {log.write_jsonl(Path(args.output) / 'ledger.jsonl')}")
+        session.close()
+        print("== Audit of this demo's ledger\n" + format_report(audit_ledger(ledger)))
+    else:
+        print("== Privacy ledger of this demo\n" + fmt.charges(r.charge for r in session.ledger.rows()))
+        print(f"\nspent {DEMO_BUDGET.epsilon - session.remaining():.6g} of epsilon "
+              f"{DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} (best of all accountants)")
+        session.close()
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return 0
 
@@ -215,17 +256,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "run", help="run a workflow; 'privreg run NAME --help' lists its parameters",
         add_help=False,
-        usage="privreg run WORKFLOW [--PARAMETER VALUE ...] [--output DIR] [--insecure-seed N]",
+        usage="privreg run WORKFLOW [--PARAMETER VALUE ...] [--output DIR] [--insecure-seed N] "
+              "[--budget-epsilon EPS] [--budget-delta DELTA]",
     )
     p.add_argument("workflow", help="workflow name")
     p.add_argument("--output", "-o", metavar="DIR", help="output folder (default privreg-out/NAME-TIME)")
     p.add_argument("--insecure-seed", type=int, metavar="N",
                    help="reproducible noise for tests: NO privacy, marked in the ledger")
+    p.add_argument("--budget-epsilon", type=float, metavar="EPS",
+                   help="total epsilon the run may spend (default: the workflow's epsilon)")
+    p.add_argument("--budget-delta", type=float, metavar="DELTA",
+                   help="total delta (default: the workflow's delta, or 0)")
     p.add_argument("params", nargs=argparse.REMAINDER, help="workflow parameters")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("audit", help="audit a privacy ledger (exit code 3 if anything is flagged)")
+    p.add_argument("ledger", help="ledger file (ledger.sqlite in a run's output folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--plot", metavar="FILE.png", help="draw cumulative epsilon per accountant (needs matplotlib)")
+    p.set_defaults(func=cmd_audit)
+
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
-    p.add_argument("--output", "-o", metavar="DIR", help="also write the demo's ledger here")
+    p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and audit it")
     p.add_argument("--insecure-seed", type=int, metavar="N",
                    help="reproducible noise for tests: NO privacy, marked in the ledger")
     p.set_defaults(func=cmd_demo)

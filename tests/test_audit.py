@@ -1,0 +1,94 @@
+"""privreg audit: totals under every accountant, remaining budget, and flags."""
+
+import json
+import math
+import sqlite3
+
+import pytest
+
+from privreg.accountant.audit import audit_ledger, format_report, plot_report
+from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.accountant.ledger import Ledger
+from privreg.cli.main import main
+from privreg.core import Charge, Gaussian, Laplace, PureDP
+
+META = {"format": 1, "budget": {"epsilon": 1.0, "delta": 1e-6}, "accountants": ["basic"],
+        "event_delta": None, "neighbouring": "add_remove"}
+
+
+def write(path, events, randomness=None):
+    """Rows written straight to the ledger, bypassing any budget check (as a buggy or
+    malicious writer would)."""
+    ledger = Ledger(path, meta=META)
+    with ledger.transaction():
+        for i, e in enumerate(events):
+            ledger.append(Charge(timestamp=1.7e9 + i, mechanism="m", parameters={}, event=e,
+                                 label=f"r{i + 1}", randomness=randomness or {"reproducible": False}))
+    ledger.close()
+
+
+def test_totals_remaining_and_no_flags_for_a_clean_ledger(tmp_path):
+    with BudgetSession(budget=PrivacyBudget(epsilon=2.0, delta=1e-6), ledger=tmp_path / "l.sqlite") as s:
+        for _ in range(3):
+            s.charge(Laplace(scale=4.0), mechanism="laplace", parameters={})
+    report = audit_ledger(tmp_path / "l.sqlite")
+    assert report.flags == () and report.integrity == ()
+    assert report.cumulative["basic"] == pytest.approx([0.25, 0.5, 0.75])
+    assert report.cumulative["gdp"] == [None, None, None]
+    assert report.spent <= 0.75 and report.remaining == pytest.approx(2.0 - report.spent)
+    assert report.spent == min(s[-1] for s in report.cumulative.values() if s[-1] is not None)
+    text = format_report(report)
+    assert "remaining" in text and "flags: none" in text and "unsupported event(s)" in text
+
+
+def test_overspending_is_flagged_from_the_first_offending_release(tmp_path):
+    write(tmp_path / "l.sqlite", [PureDP(epsilon=0.6), PureDP(epsilon=0.6), PureDP(epsilon=0.1)])
+    report = audit_ledger(tmp_path / "l.sqlite")
+    flagged = [f for f in report.flags if "should have refused" in f]
+    assert len(flagged) == 2 and flagged[0].startswith("release #2 (r2)")
+    assert report.remaining < 0
+
+
+def test_test_only_randomness_is_flagged(tmp_path):
+    write(tmp_path / "l.sqlite", [PureDP(epsilon=0.1)], randomness={"reproducible": True, "seed": 3})
+    (flag,) = audit_ledger(tmp_path / "l.sqlite").flags
+    assert "reproducible test-only randomness" in flag
+
+
+def test_cli_audit_exit_codes_json_and_tampering(tmp_path, capsys):
+    path = tmp_path / "l.sqlite"
+    write(path, [PureDP(epsilon=0.2), Gaussian(sigma=20.0)])
+    assert main(["audit", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["audit", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["budget"] == {"epsilon": 1.0, "delta": 1e-6}
+    assert len(data["releases"]) == 2 and data["flags"] == []
+    assert data["cumulative_epsilon"]["basic"] == [0.2, None]
+    db = sqlite3.connect(path)
+    db.execute("UPDATE charges SET label = 'innocent' WHERE seq = 1")
+    db.commit()
+    db.close()
+    assert main(["audit", str(path)]) == 3
+    out = capsys.readouterr().out
+    assert "hash chain: row 1: contents do not match its hash (edited)" in out
+
+
+def test_cli_audit_of_a_missing_file_is_one_line(tmp_path, capsys):
+    assert main(["audit", str(tmp_path / "nope.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err
+
+
+def test_plot_draws_every_supporting_accountant(tmp_path):
+    pytest.importorskip("matplotlib")
+    write(tmp_path / "l.sqlite", [Laplace(scale=10.0)] * 5)
+    out = plot_report(audit_ledger(tmp_path / "l.sqlite"), tmp_path / "p.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_empty_ledger(tmp_path):
+    BudgetSession(budget=PrivacyBudget(epsilon=1.0), ledger=tmp_path / "l.sqlite").close()
+    report = audit_ledger(tmp_path / "l.sqlite")
+    assert report.rows == () and report.spent == 0.0 and report.remaining == 1.0
+    assert math.isfinite(report.remaining)
