@@ -125,7 +125,9 @@ class KOVAccountant(_PairAccountant):
         hom = self._homogeneous()
         if hom is not None:
             eps, dlt, k = hom
-            return min(1.0, 1 - (1 - dlt) ** k * (1 - rr_composition_delta(eps, k, epsilon)))
+            # 1 - (1-d)^k (1 - d_RR), written without cancellation for tiny deltas
+            log_survive = k * math.log1p(-dlt)
+            return min(1.0, -math.expm1(log_survive) + math.exp(log_survive) * rr_composition_delta(eps, k, epsilon))
         # mixed: invert epsilon(delta) numerically (it is monotone)
         if self.epsilon(1 - 1e-15) > epsilon:
             return 1.0
@@ -148,8 +150,8 @@ class KOVAccountant(_PairAccountant):
                 root = root * (1 + 1e-13) + 1e-300
             return root
         eps, dlt, cnt = self._arrays()
-        survive = float(np.prod((1 - dlt) ** cnt))
-        slack = 1 - (1 - delta) / survive  # delta_tilde of KOV Theorem 3.5
+        log_survive = float(np.sum(cnt * np.log1p(-dlt)))
+        slack = -math.expm1(math.log1p(-delta) - log_survive)  # delta_tilde of KOV Theorem 3.5
         best = basic_eps if delta >= basic_delta else math.inf
         if slack <= 0:
             return best
