@@ -1,8 +1,8 @@
-"""Compose two mechanisms by hand: a noisy count and a noisy sum give a noisy mean.
+"""Compose two mechanisms by hand under one budget: a noisy count and a noisy sum give a
+noisy mean, and the accountants say what the pair cost.
 
-Every release goes through one charger (here an EventLog, which records and refuses
-nothing); the privacy events it collects describe what happened, and their composition
-is one Composed event. Run:  python examples/compose.py
+Every release goes through one BudgetSession: it charges the release's privacy event
+before noise is drawn and refuses anything over budget. Run:  python examples/compose.py
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 import privreg
+from privreg.accountant import make_accountant
+from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.datasets import load_adult
 
 
@@ -21,19 +23,24 @@ def main() -> None:
     lower, upper = 1.0, 99.0
     assert ((hours >= lower) & (hours <= upper)).all()
 
-    log = privreg.EventLog()
-    count = laplace.create(epsilon=0.5, sensitivity=1.0)
-    total = laplace.create(epsilon=0.5, sensitivity=upper)
-    n = count.release(float(hours.size), charger=log, label="count").output
-    s = total.release(float(hours.sum()), charger=log, label="sum").output
-    print(f"mean hours per week: true {hours.mean():.2f}, private {np.clip(s / n, lower, upper):.2f}")
+    with BudgetSession(budget=PrivacyBudget(epsilon=1.0, delta=1e-6)) as session:
+        count = laplace.create(epsilon=0.5, sensitivity=1.0)
+        total = laplace.create(epsilon=0.5, sensitivity=upper)
+        n = count.release(float(hours.size), charger=session, label="count").output
+        s = total.release(float(hours.sum()), charger=session, label="sum").output
+        print(f"mean hours per week: true {hours.mean():.2f}, private {np.clip(s / n, lower, upper):.2f}")
+        print(f"remaining budget: epsilon {session.remaining():.6g}")
+        try:
+            count.release(float(hours.size), charger=session, label="one more")
+        except privreg.BudgetExceededError as exc:
+            print(f"refused: {exc}")
+        events = [row.charge.event for row in session.ledger.rows()]
 
-    composed = privreg.Composed(events=log.events)
+    composed = privreg.Composed(events=events)
     print("what was released, as one event:", composed.to_json())
-    # Basic composition of pure-DP Laplace events: epsilon adds up (sensitivity / scale each).
-    # privreg.accountant does this, and tighter accounting, for any event tree.
-    by_hand = sum(e.sensitivity / e.scale for e in composed.events)
-    print(f"basic composition by hand: epsilon = {by_hand:g}")
+    for name in ("basic", "rdp", "pld"):
+        acc = make_accountant(name).compose(composed)
+        print(f"  {name:>5}: epsilon = {acc.epsilon(1e-6):.6f} at delta = 1e-6")
 
 
 if __name__ == "__main__":
