@@ -92,3 +92,16 @@ def test_empty_ledger(tmp_path):
     report = audit_ledger(tmp_path / "l.sqlite")
     assert report.rows == () and report.spent == 0.0 and report.remaining == 1.0
     assert math.isfinite(report.remaining)
+
+
+def test_ledger_replays_into_any_accountant(tmp_path):
+    from privreg.accountant import make_accountant
+    from privreg.core import UnsupportedEventError
+
+    write(tmp_path / "l.sqlite", [Gaussian(sigma=4.0), Gaussian(sigma=4.0), Laplace(scale=10.0)])
+    ledger = Ledger(tmp_path / "l.sqlite", create=False)
+    pld = ledger.replay(make_accountant("pld"))
+    direct = make_accountant("pld").compose(Gaussian(sigma=4.0), count=2).compose(Laplace(scale=10.0))
+    assert pld.epsilon(1e-6) == pytest.approx(direct.epsilon(1e-6), rel=1e-9)
+    with pytest.raises(UnsupportedEventError, match="gaussian"):
+        ledger.replay(make_accountant("basic"))

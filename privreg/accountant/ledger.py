@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from privreg.accountant.base import Accountant
 from privreg.core.charging import Charge, jsonable
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.events import event_from_json
@@ -141,6 +142,13 @@ class Ledger:
             if problems:
                 raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
         return [self._decode(r) for r in raw]
+
+    def replay(self, accountant: Accountant) -> Accountant:
+        """Compose every charged event, in order, into ``accountant`` (after verifying the
+        chain); returns it. Raises UnsupportedEventError if it cannot take some event."""
+        for row in self.rows():
+            accountant.compose(row.charge.event)
+        return accountant
 
     def _hash_at(self, seq: int) -> str:
         row = self._db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()
