@@ -27,6 +27,7 @@ from privreg.core.events import (
     PureDP,
     SampledWithoutReplacement,
     SelfComposed,
+    SHUFFLE_BOUNDS,
     Shuffled,
     event_from_dict,
     event_from_json,
@@ -72,7 +73,8 @@ def combinators(child):
         SelfComposed: st.builds(SelfComposed, event=child, count=counts),
         PoissonSampled: st.builds(PoissonSampled, sampling_probability=probabilities, event=child),
         SampledWithoutReplacement: _sampled_without_replacement(child),
-        Shuffled: st.builds(Shuffled, event=local_dp, num_reports=counts),
+        Shuffled: st.builds(Shuffled, event=local_dp, num_reports=counts,
+                            bound=st.sampled_from(SHUFFLE_BOUNDS)),
     }
 
 
@@ -195,6 +197,7 @@ BAD = [
     (lambda: SampledWithoutReplacement(source_size=0, sample_size=0, event=PURE), PrivregValueError, "source_size"),
     (lambda: Shuffled(event=PURE, num_reports=10), PrivregTypeError, "Shuffled.event"),
     (lambda: Shuffled(event=LocalDP(epsilon0=1), num_reports=0), PrivregValueError, "num_reports"),
+    (lambda: Shuffled(event=LocalDP(epsilon0=1), num_reports=5, bound="fmt99"), PrivregValueError, "bound"),
     (lambda: Composed(events=[PURE, "pure_dp"]), PrivregTypeError, "events[1]"),
     (lambda: Composed(events="abc"), PrivregTypeError, "events"),
     (lambda: Composed(events=PURE), PrivregTypeError, "events"),

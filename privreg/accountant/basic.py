@@ -6,6 +6,7 @@ import math
 
 from privreg.accountant.base import Accountant
 from privreg.accountant.curves import amplify_by_sampling, gaussian_epsilon
+from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
@@ -17,6 +18,7 @@ from privreg.core.events import (
     PrivacyEvent,
     PureDP,
     SampledWithoutReplacement,
+    Shuffled,
 )
 
 __all__ = ["BasicAccountant", "approx_dp_of"]
@@ -24,7 +26,8 @@ __all__ = ["BasicAccountant", "approx_dp_of"]
 
 def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
     """One (eps, delta) pair that ``event`` satisfies, or None if there is none we can
-    state. Curve events (Gaussian) are read off at ``event_delta`` when it is given."""
+    state. Curve events (Gaussian, shuffled reports) are read off at ``event_delta`` when
+    it is given; a shuffle uses the bound its event names."""
     if isinstance(event, PureDP):
         return event.epsilon, 0.0
     if isinstance(event, ApproxDP):
@@ -37,6 +40,10 @@ def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring
         return event.epsilon0, 0.0  # an eps0-LDP report is eps0-DP for its user
     if isinstance(event, Gaussian) and event_delta is not None:
         return gaussian_epsilon(event_delta, 1.0 / event.noise_multiplier), event_delta
+    if isinstance(event, Shuffled) and event_delta is not None:
+        eps = shuffle_epsilon(epsilon0=event.event.epsilon0, num_reports=event.num_reports,
+                              delta=event_delta, bound=event.bound)
+        return eps, event_delta
     if isinstance(event, PoissonSampled) and neighbouring == "add_remove":
         inner = _single(event.event, event_delta=event_delta, neighbouring=neighbouring)
         return None if inner is None else amplify_by_sampling(*inner, event.sampling_probability)
@@ -60,8 +67,8 @@ class BasicAccountant(Accountant):
     """Sums epsilons and deltas. Exact for worst-case composition of arbitrary
     (eps, delta)-DP mechanisms and never wrong, but loose for many releases.
 
-    ``event_delta``: if set, a Gaussian is charged as the (eps, event_delta) point of its
-    exact curve; otherwise Gaussian events are unsupported here.
+    ``event_delta``: if set, a Gaussian or a shuffle is charged as the (eps, event_delta)
+    point of its curve; otherwise such events are unsupported here.
     """
 
     name = "basic"

@@ -37,6 +37,7 @@ __all__ = [
     "PoissonSampled",
     "SampledWithoutReplacement",
     "Shuffled",
+    "SHUFFLE_BOUNDS",
     "EVENT_TYPES",
     "event_type",
     "event_from_dict",
@@ -372,13 +373,31 @@ def _check_local(instance: Any, attribute: Any, value: PrivacyEvent) -> None:
         )
 
 
+#: Amplification-by-shuffling bounds an accountant may apply (see privreg.accountant.shuffle).
+#: The 2023 bound holds only for a restricted class of randomizers (its erratum).
+SHUFFLE_BOUNDS = ("fmt21-closed-form", "fmt21-numerical", "fmt23-numerical")
+
+
+def _bound(x: Any) -> str:
+    if x not in SHUFFLE_BOUNDS:
+        raise PrivregValueError(f"bound must be one of {SHUFFLE_BOUNDS}; got {x!r}")
+    return x
+
+
 @event_type("shuffled")
 @attrs.frozen(kw_only=True)
 class Shuffled(PrivacyEvent):
     """``num_reports`` reports, each from the local randomizer of ``event``, released
-    after a uniformly random shuffle (Erlingsson et al. 2019; Feldman-McMillan-Talwar 2021)."""
+    after a uniformly random shuffle (Erlingsson et al. 2019; Feldman-McMillan-Talwar 2021).
+
+    ``bound`` names the amplification bound accountants must apply, so the ledger says
+    which one was used. The default, ``fmt21-numerical``, holds for every eps0-LDP
+    randomizer; ``fmt23-numerical`` is the caller's declaration that the randomizer is in
+    the restricted class for which FMT 2023's Theorem 3.2 holds after its erratum.
+    """
 
     event: PrivacyEvent = attrs.field(
         converter=_event("event"), validator=_check_local, metadata={_NESTED: "one"}
     )
     num_reports: int = attrs.field(converter=lambda x: v.check_count("num_reports", x))
+    bound: str = attrs.field(default="fmt21-numerical", converter=_bound)
