@@ -111,6 +111,17 @@ def test_mechanism_contract(item):
 
 
 @pytest.mark.parametrize("item", _of(ItemKind.MECHANISM))
+def test_release_many_charges_once_before_sampling(item):
+    mech = item.create(item.example.params)
+    rng = CountingRandom()
+    charger = SpyCharger(rng)
+    out = mech.release_many(item.example.neighbours[0], 20, charger=charger, rng=rng)
+    assert charger.draws_at_charge == [0] and len(out.output) == 20
+    assert charger.events == (privreg.SelfComposed(event=mech.privacy_event(), count=20),)
+    assert len({np.asarray(o).tobytes() for o in out.output}) > 1, "draws must be independent"
+
+
+@pytest.mark.parametrize("item", _of(ItemKind.MECHANISM))
 def test_refused_charge_releases_nothing(item):
     mech = item.create(item.example.params)
     rng = CountingRandom()

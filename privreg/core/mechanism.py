@@ -15,7 +15,8 @@ import attrs
 
 from privreg.core.charging import Charger, jsonable
 from privreg.core.errors import PrivregTypeError
-from privreg.core.events import PrivacyEvent
+from privreg.core.events import PrivacyEvent, SelfComposed
+from privreg.core.validation import check_count
 from privreg.core.randomness import RandomSource, resolve_random
 
 __all__ = ["Mechanism", "Release"]
@@ -66,6 +67,10 @@ class Mechanism(ABC):
     def _sample(self, value: Any, rng: RandomSource, data: Any) -> Any:
         """The noisy answer for a validated ``value``."""
 
+    def _sample_many(self, value: Any, count: int, rng: RandomSource, data: Any) -> list[Any]:
+        """``count`` independent noisy answers; override with a vectorised path."""
+        return [self._sample(value, rng, data) for _ in range(count)]
+
     def parameters(self) -> dict[str, Any]:
         """The mechanism's configuration as JSON-safe values, for the ledger."""
         if attrs.has(type(self)):
@@ -100,3 +105,31 @@ class Mechanism(ABC):
         )
         output = self._sample(canonical, rng, data)
         return Release(output=output, event=event, mechanism=self.name or type(self).__name__)
+
+    def release_many(
+        self,
+        value: Any,
+        count: int,
+        *,
+        charger: Charger,
+        rng: RandomSource | None = None,
+        data: Any = None,
+        label: str = "",
+    ) -> Release:
+        """``count`` independent releases of the same ``value`` (e.g. for an empirical
+        privacy audit), charged once as ``SelfComposed(event, count)`` before any noise is
+        drawn. The output is a list of ``count`` answers."""
+        charger = _check_charger(charger)
+        count = check_count("count", count)
+        canonical = self.validate_input(value)
+        rng = resolve_random(rng)
+        event = SelfComposed(event=self.privacy_event(), count=count)
+        charger.charge(
+            event,
+            mechanism=self.name or type(self).__name__,
+            parameters=self.parameters(),
+            label=label,
+            randomness=rng.describe(),
+        )
+        outputs = self._sample_many(canonical, count, rng, data)
+        return Release(output=outputs, event=event, mechanism=self.name or type(self).__name__)
