@@ -17,6 +17,7 @@ from privreg.core.events import (
     ZCDP,
     ApproxDP,
     Composed,
+    DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
@@ -36,6 +37,8 @@ EVENTS = [
     ZCDP(rho=0.05),
     Laplace(scale=2.0, sensitivity=1.0),
     Gaussian(sigma=3.0, sensitivity=1.5),
+    DiscreteLaplace(scale=3.0, sensitivity=2),
+    DiscreteLaplace(scale=9000.0, sensitivity=5000),  # above the exact-PLD limit
     Exponential(epsilon=0.4),
     Exponential(epsilon=0.4, variant="permute_and_flip"),
     LocalDP(epsilon0=1.0, randomizer="randomized-response"),

@@ -17,6 +17,7 @@ from privreg.core.events import (
     ZCDP,
     ApproxDP,
     Composed,
+    DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
@@ -54,6 +55,7 @@ LEAVES = {
     ZCDP: st.builds(ZCDP, rho=nonneg),
     Laplace: st.builds(Laplace, scale=positive, sensitivity=positive),
     Gaussian: st.builds(Gaussian, sigma=positive, sensitivity=positive),
+    DiscreteLaplace: st.builds(DiscreteLaplace, scale=positive, sensitivity=counts),
     Exponential: st.builds(Exponential, epsilon=positive, variant=st.sampled_from(EXPONENTIAL_VARIANTS)),
     LocalDP: local_dp,
 }

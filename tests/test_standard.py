@@ -50,9 +50,21 @@ def test_laplace_rejects_non_finite_data_and_charges_nothing(value):
     assert log.charges == ()
 
 
+@pytest.mark.parametrize("path", ["fast", "exact"])
+@pytest.mark.parametrize("eps, dim", [(0.3, 1), (0.3, 7), (5.0, 1), (1e-3, 2)])
+def test_laplace_charges_the_discrete_noise_it_adds(path, eps, dim):
+    mech = LaplaceMechanism(epsilon=eps, sensitivity=2.0, dimension=dim, path=path)
+    event = mech.privacy_event()
+    grid = Grid.for_query(sensitivity=2.0, epsilon=eps, dimension=dim)
+    assert event.sensitivity == (grid.multiple if dim == 1 else grid.multiple + dim)
+    realised = Fraction(event.sensitivity) / mech.noise_scale  # epsilon of the noise drawn
+    assert realised <= Fraction(eps), "rounding may only add noise"
+    assert Fraction(event.sensitivity) / Fraction(event.scale) >= realised, "the charge may not understate"
+    assert event.epsilon == pytest.approx(eps, rel=1e-9)
+
+
 def test_laplace_event_and_grid_output():
     mech = LaplaceMechanism(epsilon=0.3, sensitivity=2.0)
-    assert mech.privacy_event() == Laplace(scale=2.0 / 0.3, sensitivity=2.0)
     grid = Grid.for_query(sensitivity=2.0, epsilon=0.3, dimension=1)
     rng = InsecureReproducibleRandom(seed=4)
     for x in (0.1, 1e6 + 0.3, -7.77):
@@ -61,10 +73,11 @@ def test_laplace_event_and_grid_output():
 
 
 def test_laplace_vector_release_keeps_shape():
-    out = LaplaceMechanism(epsilon=1.0, sensitivity=1.0).release(
-        np.arange(5.0), charger=EventLog(), rng=InsecureReproducibleRandom(seed=1)
-    ).output
+    mech = LaplaceMechanism(epsilon=1.0, sensitivity=1.0, dimension=5)
+    out = mech.release(np.arange(5.0), charger=EventLog(), rng=InsecureReproducibleRandom(seed=1)).output
     assert out.shape == (5,)
+    with pytest.raises(PrivregValueError, match="dimension=5"):
+        LaplaceMechanism(epsilon=1.0, sensitivity=1.0).release(np.arange(5.0), charger=EventLog())
 
 
 def test_laplace_noise_follows_the_laplace_distribution():
@@ -73,10 +86,8 @@ def test_laplace_noise_follows_the_laplace_distribution():
     The grid is 1/1024 of the scale, so discretisation moves the CDF by < 1e-3, far below
     the KS critical value (~0.014) at this sample size."""
     mech = LaplaceMechanism(epsilon=0.5, sensitivity=1.0)
-    out = mech.release(np.zeros(20_000), charger=EventLog(), rng=InsecureReproducibleRandom(seed=11)).output
-    # vector release: scale is (m + d)/m times larger, see privreg.noise.grid
-    grid = Grid.for_query(sensitivity=1.0, epsilon=0.5, dimension=20_000)
-    scale = float(grid.integer_sensitivity(20_000) * grid.step) / 0.5
+    out = mech.release_many(0.0, 20_000, charger=EventLog(), rng=InsecureReproducibleRandom(seed=11)).output
+    scale = float(mech.noise_scale * mech.grid.step)  # = sensitivity / epsilon on the grid
     assert stats.kstest(out, stats.laplace(scale=scale).cdf).pvalue > 1e-4
     wrong = stats.kstest(out, stats.laplace(scale=0.8 * scale).cdf).pvalue
     assert wrong < 1e-4, "the test must be able to tell a 20% smaller scale apart"
@@ -152,8 +163,8 @@ def test_bounded_mean_on_a_csv_with_header(tmp_path):
     ctx = _ctx()
     result = bounded_mean(context=ctx, input=path, column="x", lower=0, upper=9, epsilon=4, clip=False)
     assert abs(result.metrics["mean"] - 4.5) < 0.5
-    assert [c.event for c in ctx.charger.charges] == [
-        Laplace(scale=0.5, sensitivity=1.0), Laplace(scale=4.5, sensitivity=9.0)]
+    assert [c.event.epsilon for c in ctx.charger.charges] == pytest.approx([2.0, 2.0], rel=1e-9)
+    assert [c.label for c in ctx.charger.charges] == ["count(x)", "sum(x)"]
     with pytest.raises(PrivregValueError, match="column 'z'"):
         bounded_mean(context=ctx, input=path, column="z", lower=0, upper=9, epsilon=4, clip=False)
 

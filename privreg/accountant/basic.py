@@ -10,6 +10,7 @@ from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
+    DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
@@ -34,7 +35,7 @@ def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring
         return event.epsilon, event.delta
     if isinstance(event, Laplace):
         return event.sensitivity / event.scale, 0.0
-    if isinstance(event, (Exponential,)):
+    if isinstance(event, (Exponential, DiscreteLaplace)):
         return event.epsilon, 0.0
     if isinstance(event, LocalDP):
         return event.epsilon0, 0.0  # an eps0-LDP report is eps0-DP for its user

@@ -14,6 +14,7 @@ from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
     Composed,
+    DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
@@ -25,7 +26,11 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["PLDAccountant"]
+__all__ = ["PLDAccountant", "MAX_EXACT_DISCRETE_SENSITIVITY"]
+
+#: dp-accounting enumerates a discrete Laplace's sensitivity range; above this many grid
+#: units we use the PLD of a pure eps-DP mechanism instead (valid for any eps-DP event).
+MAX_EXACT_DISCRETE_SENSITIVITY = 4096
 
 
 class PLDAccountant(Accountant):
@@ -53,6 +58,10 @@ class PLDAccountant(Accountant):
         if isinstance(event, Laplace):
             return dpl.from_laplace_mechanism(
                 parameter=event.noise_multiplier, value_discretization_interval=self.vdi, sampling_prob=q)
+        if isinstance(event, DiscreteLaplace) and event.sensitivity <= MAX_EXACT_DISCRETE_SENSITIVITY:
+            return dpl.from_discrete_laplace_mechanism(
+                parameter=1.0 / event.scale, sensitivity=event.sensitivity,
+                value_discretization_interval=self.vdi, sampling_prob=q)
         if q != 1.0:
             return None
         if isinstance(event, PoissonSampled) and self.neighbouring == "add_remove":
@@ -62,8 +71,8 @@ class PLDAccountant(Accountant):
             pair = (event.epsilon, 0.0)
         elif isinstance(event, LocalDP):
             pair = (event.epsilon0, 0.0)
-        elif isinstance(event, Exponential):
-            pair = (event.epsilon, 0.0)
+        elif isinstance(event, (Exponential, DiscreteLaplace)):
+            pair = (event.epsilon, 0.0)  # large discrete sensitivities: the pure-DP PLD
         elif isinstance(event, ApproxDP):
             pair = (event.epsilon, event.delta)
         if pair is None:

@@ -3,7 +3,8 @@
 Events that ``dp_accounting`` models -- Gaussian, Laplace, zCDP, and Poisson- or
 without-replacement-sampled Gaussians -- are translated to its events and composed by its
 ``RdpAccountant``. What it lacks is written here: the RDP curve of a pure eps-DP
-mechanism (PureDP, LocalDP, permute-and-flip), which by Blackwell's theorem is at most
+mechanism (PureDP, LocalDP, discrete Laplace, permute-and-flip), which by Blackwell's
+theorem is at most
 that of binary randomized response with ratio e^eps, and for bounded-range selections
 (exponential mechanism, Gumbel report-noisy-max) also at most alpha eps^2 / 8
 (Cesar-Rogers 2021). Totals convert to (eps, delta) with ``dp_accounting``'s tight
@@ -25,6 +26,7 @@ from privreg.core import validation as v
 from privreg.core.events import (
     ZCDP,
     Composed,
+    DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
@@ -93,8 +95,8 @@ def to_dp_accounting(event: PrivacyEvent) -> dpe.DpEvent | None:
 def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
     """The RDP curve of one leaf event on :data:`ORDERS`, or None if unsupported.
     Computed once per distinct event (sampled Gaussians are expensive)."""
-    if isinstance(event, (PureDP, LocalDP)):
-        return pure_dp_rdp(event.epsilon if isinstance(event, PureDP) else event.epsilon0, ORDERS)
+    if isinstance(event, (PureDP, LocalDP, DiscreteLaplace)):
+        return pure_dp_rdp(event.epsilon0 if isinstance(event, LocalDP) else event.epsilon, ORDERS)
     if isinstance(event, Exponential):
         curve = pure_dp_rdp(event.epsilon, ORDERS)
         return np.minimum(curve, ORDERS * event.epsilon**2 / 8) if event.bounded_range else curve

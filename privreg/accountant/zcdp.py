@@ -7,7 +7,16 @@ from dp_accounting.rdp import rdp_privacy_accountant as dpr
 from privreg.accountant.base import Accountant
 from privreg.accountant.rdp import ORDERS
 from privreg.core import validation as v
-from privreg.core.events import ZCDP, Exponential, Gaussian, Laplace, LocalDP, PrivacyEvent, PureDP
+from privreg.core.events import (
+    ZCDP,
+    DiscreteLaplace,
+    Exponential,
+    Gaussian,
+    Laplace,
+    LocalDP,
+    PrivacyEvent,
+    PureDP,
+)
 
 __all__ = ["ZCDPAccountant", "rho_of"]
 
@@ -15,7 +24,8 @@ __all__ = ["ZCDPAccountant", "rho_of"]
 def rho_of(event: PrivacyEvent) -> float | None:
     """The zCDP parameter of a leaf event, or None.
 
-    Gaussian: (sens/sigma)^2 / 2 (BS16 Prop. 1.6); pure eps-DP (Laplace, PureDP, LocalDP):
+    Gaussian: (sens/sigma)^2 / 2 (BS16 Prop. 1.6); pure eps-DP (Laplace, discrete Laplace,
+    PureDP, LocalDP):
     eps^2 / 2 (BS16 Prop. 1.4); exponential mechanism / Gumbel report-noisy-max, which are
     eps-bounded-range: eps^2 / 8 (Cesar-Rogers 2021, Lemma 3.2); permute-and-flip and
     exponential-noise report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
@@ -26,7 +36,7 @@ def rho_of(event: PrivacyEvent) -> float | None:
         return 0.5 / event.noise_multiplier**2
     if isinstance(event, Laplace):
         return 0.5 * (event.sensitivity / event.scale) ** 2
-    if isinstance(event, (PureDP,)):
+    if isinstance(event, (PureDP, DiscreteLaplace)):
         return 0.5 * event.epsilon**2
     if isinstance(event, LocalDP):
         return 0.5 * event.epsilon0**2

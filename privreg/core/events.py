@@ -30,6 +30,7 @@ __all__ = [
     "ZCDP",
     "Laplace",
     "Gaussian",
+    "DiscreteLaplace",
     "Exponential",
     "LocalDP",
     "Composed",
@@ -253,6 +254,25 @@ class Laplace(PrivacyEvent):
     def noise_multiplier(self) -> float:
         """scale / sensitivity: the only quantity the privacy loss depends on."""
         return self.scale / self.sensitivity
+
+
+@event_type("discrete_laplace")
+@attrs.frozen(kw_only=True)
+class DiscreteLaplace(PrivacyEvent):
+    """Two-sided geometric noise, P(z) proportional to exp(-|z| / scale) on the integers,
+    added to an integer-valued query of integer L1 ``sensitivity``.
+
+    Pure DP with epsilon = sensitivity / scale (Ghosh-Roughgarden-Sundararajan 2009). Its
+    privacy loss distribution differs from the continuous Laplace's (more mass at the
+    extremes), so PLD and RDP accounting must not treat it as :class:`Laplace`.
+    """
+
+    scale: float = attrs.field(converter=_sens("scale"))
+    sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
+
+    @property
+    def epsilon(self) -> float:
+        return self.sensitivity / self.scale
 
 
 @event_type("gaussian")

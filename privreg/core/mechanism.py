@@ -67,8 +67,9 @@ class Mechanism(ABC):
     def _sample(self, value: Any, rng: RandomSource, data: Any) -> Any:
         """The noisy answer for a validated ``value``."""
 
-    def _sample_many(self, value: Any, count: int, rng: RandomSource, data: Any) -> list[Any]:
-        """``count`` independent noisy answers; override with a vectorised path."""
+    def _sample_many(self, value: Any, count: int, rng: RandomSource, data: Any) -> Any:
+        """``count`` independent noisy answers (a list, or an array whose first axis is
+        the repetition); override with a vectorised path."""
         return [self._sample(value, rng, data) for _ in range(count)]
 
     def parameters(self) -> dict[str, Any]:
@@ -118,7 +119,7 @@ class Mechanism(ABC):
     ) -> Release:
         """``count`` independent releases of the same ``value`` (e.g. for an empirical
         privacy audit), charged once as ``SelfComposed(event, count)`` before any noise is
-        drawn. The output is a list of ``count`` answers."""
+        drawn. The output holds ``count`` answers along its first axis."""
         charger = _check_charger(charger)
         count = check_count("count", count)
         canonical = self.validate_input(value)

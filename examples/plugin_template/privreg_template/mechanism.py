@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
-from privreg import Laplace, Mechanism, PrivacyEvent, PrivregValueError, RandomSource
+from privreg import DiscreteLaplace, Mechanism, PrivacyEvent, PrivregValueError, RandomSource
 from privreg.core.validation import check_epsilon
-from privreg.noise import discrete_laplace
+from privreg.noise.fast import discrete_laplace_many, fast_scale
 
 
 @attrs.frozen(kw_only=True)
@@ -26,8 +27,18 @@ class NoisyHistogram(Mechanism):
     name: ClassVar[str] = "template-histogram-mechanism"
     epsilon: float = attrs.field(converter=lambda x: check_epsilon("epsilon", x))
 
+    @property
+    def noise_scale(self) -> Fraction:
+        """Scale of the noise actually drawn: 1/epsilon, rounded up if ever needed."""
+        return fast_scale(1 / Fraction(self.epsilon))
+
     def privacy_event(self) -> PrivacyEvent:
-        return Laplace(scale=1.0 / self.epsilon, sensitivity=1.0)
+        # describe the discrete noise that is actually added, never a continuous Laplace:
+        # accountants treat the two differently
+        scale = float(self.noise_scale)
+        if Fraction(scale) > self.noise_scale:
+            scale = math.nextafter(scale, 0.0)  # claim no more noise than applied
+        return DiscreteLaplace(scale=scale, sensitivity=1)
 
     def validate_input(self, value: Any) -> np.ndarray:
         counts = np.asarray(value)
@@ -38,5 +49,4 @@ class NoisyHistogram(Mechanism):
         return counts.astype(np.int64)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> np.ndarray:
-        scale = 1 / Fraction(self.epsilon)
-        return np.asarray([int(c) + discrete_laplace(scale, rng) for c in value], dtype=np.int64)
+        return value + discrete_laplace_many(self.noise_scale, value.size, rng)

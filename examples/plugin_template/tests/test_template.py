@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import privreg
-from privreg import EventLog, InsecureReproducibleRandom, Laplace, WorkflowContext
+from privreg import DiscreteLaplace, EventLog, InsecureReproducibleRandom, WorkflowContext
 from privreg_template import hooks
 from privreg_template.mechanism import NoisyHistogram
 
@@ -20,7 +20,7 @@ def test_release_is_charged_before_it_is_returned():
     out = NoisyHistogram(epsilon=2.0).release(
         np.array([5, 0, 7]), charger=log, rng=InsecureReproducibleRandom(seed=1)
     )
-    assert log.events == (Laplace(scale=0.5, sensitivity=1.0),)
+    assert log.events == (DiscreteLaplace(scale=0.5, sensitivity=1),)
     assert out.output.dtype == np.int64 and out.output.shape == (3,)
 
 

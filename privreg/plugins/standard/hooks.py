@@ -33,6 +33,10 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
                 _EPSILON,
                 Param(name="sensitivity", type=float, doc="global L1 sensitivity of the query",
                       minimum=0, exclusive_minimum=True),
+                Param(name="dimension", type=int, default=1, minimum=1,
+                      doc="number of coordinates of the query (1: a scalar)"),
+                Param(name="path", type=str, default="fast", choices=["fast", "exact"],
+                      doc="vectorised sampler, or one exact rational draw at a time"),
             ),
         )
     ]

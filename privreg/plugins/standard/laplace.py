@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.events import Laplace, PrivacyEvent
+from privreg.core.events import DiscreteLaplace, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
@@ -20,6 +21,7 @@ from privreg.core.sensitivity import (
     require_sensitivity,
 )
 from privreg.noise import Grid, discrete_laplace, snap_to_grid
+from privreg.noise.fast import discrete_laplace_many, fast_scale
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 
@@ -51,37 +53,94 @@ def finite_array(name: str, value: Any) -> np.ndarray:
     return arr
 
 
+def float_at_most(x: Fraction) -> float:
+    """The largest float <= x (for scales claimed in events: never more than applied)."""
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+PATHS = ("fast", "exact")
+
+
+def _path(x: Any) -> str:
+    if x not in PATHS:
+        raise PrivregValueError(f"path must be one of {PATHS}; got {x!r}")
+    return x
+
+
 @attrs.frozen(kw_only=True)
 class LaplaceMechanism(Mechanism):
-    """Adds Laplace noise of scale ``sensitivity / epsilon`` to a scalar or vector query.
+    """Adds Laplace noise of scale ``sensitivity / epsilon`` to a query of ``dimension``
+    coordinates (1: a scalar).
 
     Guarantee: ``epsilon``-DP for queries whose global L1 sensitivity is ``sensitivity``
-    (Dwork-McSherry-Nissim-Smith 2006). The answer is snapped to a power-of-two fraction
-    of the sensitivity and two-sided geometric (discrete Laplace) noise is added with the
-    exact sampler of Canonne-Kamath-Steinke 2020 on the OS CSPRNG; the grid and the noise
-    scale are chosen so that the integer release is exactly ``epsilon``-DP (see
-    :mod:`privreg.noise.grid`). The output is on that grid, so its floating-point bits
-    carry no information about the input (Mironov 2012). This exact path draws
-    about 2e4 values per second per core (``benchmarks/samplers.py``).
+    (Dwork-McSherry-Nissim-Smith 2006). Implementation: the answer is snapped to a grid of
+    step ``sensitivity / m`` (``m`` a power of two, see :mod:`privreg.noise.grid`), which
+    makes it an integer query of L1 sensitivity ``m`` (scalar) or ``m + dimension``, and
+    two-sided geometric noise of scale ``integer sensitivity / epsilon`` is added, drawn
+    from the OS CSPRNG by the Canonne-Kamath-Steinke 2020 samplers. The output lies on
+    the grid, so its floating-point bits carry no information about the input (Mironov
+    2012). The charged event is the :class:`~privreg.core.events.DiscreteLaplace` that
+    actually happened.
+
+    Paths: ``"fast"`` (default) draws vectorised, about 1.3e6 values per second per core,
+    with the scale rounded up by at most a relative 2**-40 (:func:`privreg.noise.fast.fast_scale`);
+    ``"exact"`` draws one value at a time with the exact rational scale (about 2e4/s).
+    Both sample their stated distribution exactly.
     """
 
     name: ClassVar[str] = "laplace"
     epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
     sensitivity: GlobalSensitivity = attrs.field(converter=as_global_l1)
+    dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
+    path: str = attrs.field(default="fast", converter=_path)
+
+    @property
+    def grid(self) -> Grid:
+        return Grid.for_query(sensitivity=self.sensitivity.value, epsilon=self.epsilon, dimension=self.dimension)
+
+    @property
+    def integer_sensitivity(self) -> int:
+        return self.grid.integer_sensitivity(self.dimension)
+
+    @property
+    def noise_scale(self) -> Fraction:
+        """Scale of the integer noise actually drawn (grid units)."""
+        exact = Fraction(self.integer_sensitivity) / Fraction(self.epsilon)
+        return fast_scale(exact) if self.path == "fast" else exact
 
     def privacy_event(self) -> PrivacyEvent:
-        return Laplace(scale=self.sensitivity.value / self.epsilon, sensitivity=self.sensitivity.value)
+        return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.integer_sensitivity)
 
     def validate_input(self, value: Any) -> np.ndarray:
-        return finite_array("value", value)
+        arr = finite_array("value", value)
+        size = arr.size if arr.ndim else 1
+        if size != self.dimension:
+            raise PrivregValueError(
+                f"value has {size} coordinate(s) but the mechanism was built for dimension="
+                f"{self.dimension}; build it with dimension={size}"
+            )
+        return arr
+
+    def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
+        if self.path == "fast":
+            return discrete_laplace_many(self.noise_scale, count, rng)
+        return np.array([discrete_laplace(self.noise_scale, rng) for _ in range(count)], dtype=np.int64)
+
+    def _to_output(self, k: np.ndarray, shape: tuple[int, ...]) -> Any:
+        # a deterministic function of the integer k: post-processing, leaks nothing
+        out = k.astype(np.float64) * (self.sensitivity.value / self.grid.multiple)
+        return float(out[0]) if shape == () else out.reshape(shape)
+
+    def _snap(self, value: np.ndarray) -> np.ndarray:
+        grid = self.grid
+        return np.array([snap_to_grid(float(x), grid) for x in value.reshape(-1)], dtype=np.int64)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        dim = max(1, value.size)
-        grid = Grid.for_query(sensitivity=self.sensitivity.value, epsilon=self.epsilon, dimension=dim)
-        k_sens = grid.integer_sensitivity(dim)
-        scale = Fraction(k_sens) / Fraction(self.epsilon)  # epsilon = k_sens / scale exactly
-        noisy = [
-            grid.to_float(snap_to_grid(float(x), grid) + discrete_laplace(scale, rng))
-            for x in value.reshape(-1)
-        ]
-        return noisy[0] if value.ndim == 0 else np.asarray(noisy)
+        return self._to_output(self._snap(value) + self._noise(self.dimension, rng), value.shape)
+
+    def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
+        k = self._snap(value)
+        noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
+        out = (k + noise).astype(np.float64) * (self.sensitivity.value / self.grid.multiple)
+        return out[:, 0] if value.shape == () else out.reshape((count, *value.shape))
