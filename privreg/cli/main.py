@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from privreg import __version__
+from privreg.audit import cli as audit_cli
 from privreg.cli import format as fmt
 from privreg.accountant.audit import audit_ledger, format_report, plot_report, report_json
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
@@ -275,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE.png", help="draw cumulative epsilon per accountant (needs matplotlib)")
     p.set_defaults(func=cmd_audit)
+
+    audit_cli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
     p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and audit it")

@@ -1,0 +1,83 @@
+"""Drawing the audit's outputs from a mechanism or a randomizer on two neighbours.
+
+The neighbours are synthetic (no real person's data), so the draws are charged to a
+throw-away :class:`~privreg.core.charging.EventLog`: the charge is made, as every release
+must be, but against no real budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privreg.core import validation as v
+from privreg.core.charging import EventLog
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.mechanism import Mechanism
+from privreg.core.randomizer import Randomizer
+from privreg.core.randomness import RandomSource
+
+__all__ = ["MIN_SAMPLES", "check_alpha", "check_neighbours", "check_samples", "draw_mechanism",
+           "draw_randomizer", "direction_of"]
+
+#: Fewer samples per side cannot give a useful bound at any sensible alpha.
+MIN_SAMPLES = 1000
+
+
+def check_alpha(alpha: Any) -> float:
+    return v.check_probability("alpha", alpha, open_low=True, open_high=True)
+
+
+def check_samples(samples: Any) -> int:
+    return v.check_int("samples", samples, minimum=MIN_SAMPLES)
+
+
+def check_neighbours(neighbours: Any) -> tuple[Any, Any]:
+    if not isinstance(neighbours, (tuple, list)):
+        raise PrivregTypeError(
+            f"neighbours must be a tuple of two inputs (first, second); got {neighbours!r}"
+        )
+    if len(neighbours) != 2:
+        raise PrivregValueError(f"neighbours must be a pair of inputs; got {len(neighbours)} items")
+    return neighbours[0], neighbours[1]
+
+
+def direction_of(first: Any, second: Any) -> np.ndarray | None:
+    """``second - first`` as a float vector, when both are numeric of one shape."""
+    try:
+        a = np.asarray(first, dtype=np.float64)
+        b = np.asarray(second, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if a.shape != b.shape or not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
+        return None
+    return (b - a).reshape(-1)
+
+
+def draw_mechanism(mechanism: Mechanism, value: Any, *, samples: int, rng: RandomSource) -> Any:
+    """``samples`` independent releases of ``value`` (first axis: the repetition)."""
+    release = mechanism.release_many(value, samples, charger=EventLog(), rng=rng, label="empirical audit")
+    return _check_count(release.output, samples, mechanism.name or type(mechanism).__name__)
+
+
+def draw_randomizer(randomizer: Randomizer, value: Any, *, samples: int, rng: RandomSource) -> np.ndarray:
+    """The reports of ``samples`` users who all hold the single-user input ``value``."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.shape[0] != 1:
+        raise PrivregValueError(
+            f"a randomizer's neighbour must be one user's input (first axis of length 1, e.g. "
+            f"np.array([3])); got shape {arr.shape}"
+        )
+    inputs = np.repeat(arr, samples, axis=0)
+    reports = randomizer.randomize(inputs, charger=EventLog(), rng=rng, label="empirical audit").reports
+    return _check_count(reports, samples, randomizer.name or type(randomizer).__name__)
+
+
+def _check_count(outputs: Any, samples: int, who: str) -> Any:
+    if not hasattr(outputs, "__len__") or len(outputs) != samples:
+        got = len(outputs) if hasattr(outputs, "__len__") else type(outputs).__name__
+        raise PrivregValueError(f"{who} returned {got} outputs for {samples} draws; it must return one per draw")
+    return outputs
