@@ -16,6 +16,21 @@ CKS20 = Citation(
     venue="NeurIPS",
     where="Algorithms 1-2 (exact discrete Laplace sampling)",
 )
+SUN24 = Citation(
+    authors="Z. Sun, P. Kairouz, H. Sun, A. Gascon, A. T. Suresh",
+    title="Private Federated Discovery of Out-of-Vocabulary Words for Gboard",
+    year=2024,
+    venue="arXiv:2404.11607",
+    where="Algorithm 1 (Subset Selection, after Wang et al. 2016 and Ye-Barg 2018)",
+    url="https://arxiv.org/abs/2404.11607",
+)
+WBLJ17 = Citation(
+    authors="T. Wang, J. Blocki, N. Li, S. Jha",
+    title="Locally Differentially Private Protocols for Frequency Estimation",
+    year=2017,
+    venue="USENIX Security",
+    where="Optimized Unary Encoding: p = 1/2, q = 1/(e^eps + 1)",
+)
 KOV14 = Citation(
     authors="P. Kairouz, S. Oh, P. Viswanath",
     title="Extremal Mechanisms for Local Differential Privacy",

@@ -13,6 +13,8 @@ from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
 from privreg.plugins.standard.laplace import LaplaceMechanism
 from privreg.plugins.standard.randomized_response import RandomizedResponse
+from privreg.plugins.standard.subset_selection import SubsetSelection
+from privreg.plugins.standard.unary_encoding import OptimizedUnaryEncoding
 from privreg.plugins.standard.workflows import bounded_mean
 
 _EPSILON = Param(name="epsilon", type=float, doc="privacy parameter epsilon", minimum=0,
@@ -53,7 +55,30 @@ def privreg_register_randomizers() -> list[RegistryItem]:
             factory=RandomizedResponse,
             example=Example(params={"epsilon": 1.0, "k": 4}, neighbours=(np.array([0]), np.array([1]))),
             params=(_EPSILON, Param(name="k", type=int, doc="number of categories", minimum=2)),
-        )
+        ),
+        RegistryItem(
+            name="subset-selection",
+            kind="randomizer",
+            summary="report a random d-subset holding the true item w.p. p, unbiased estimator (eps-LDP)",
+            citation=citations.SUN24,
+            factory=SubsetSelection,
+            example=Example(params={"epsilon": 1.0, "s": 8}, neighbours=(np.array([0]), np.array([1]))),
+            params=(
+                _EPSILON,
+                Param(name="s", type=int, minimum=2, maximum=2**62,
+                      doc="domain size: items are coded 0..s-1 (reports hold d = ceil(s/(e^eps+1)) items)"),
+            ),
+        ),
+        RegistryItem(
+            name="optimized-unary-encoding",
+            kind="randomizer",
+            summary="one-hot bits kept w.p. 1/2, others set w.p. 1/(e^eps+1), unbiased estimator (eps-LDP)",
+            citation=citations.WBLJ17,
+            factory=OptimizedUnaryEncoding,
+            example=Example(params={"epsilon": 1.0, "k": 8}, neighbours=(np.array([0]), np.array([1]))),
+            params=(_EPSILON, Param(name="k", type=int, doc="number of categories (report length in bits)",
+                                    minimum=2)),
+        ),
     ]
 
 

@@ -14,6 +14,7 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
 from privreg.noise import uniform_below
+from privreg.plugins.standard.probabilities import exp_lower_bound
 
 __all__ = ["RandomizedResponse"]
 
@@ -56,16 +57,25 @@ class RandomizedResponse(Randomizer):
     epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
     k: int = attrs.field(converter=lambda x: v.check_int("k", x, minimum=2))
 
+    def __attrs_post_init__(self) -> None:
+        self.keep_numerator  # noqa: B018 -- refuse an epsilon we cannot round safely, early
+
     @property
     def epsilon0(self) -> float:
         return self.epsilon
 
     @property
     def keep_numerator(self) -> int:
-        """Keep with probability keep_numerator / 2**53 (<= the ideal p)."""
-        ideal = 1.0 / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
-        # float error in exp/division is a few ulps; stepping 8 ulps down stays below p
-        return max(1, math.floor(ideal * (1 << _BITS)) - 8)
+        """Keep with probability keep_numerator / 2**53: at least 1/k and at most
+        L / (L + k - 1) for a certified L <= e^epsilon, so p/q <= e^epsilon and q <= p."""
+        low = exp_lower_bound(self.epsilon)
+        numerator = math.floor(low / (low + self.k - 1) * (1 << _BITS))
+        if numerator * self.k < (1 << _BITS):
+            raise PrivregValueError(
+                f"epsilon={self.epsilon!r} is too small for {_BITS}-bit probabilities with k={self.k}; "
+                f"use epsilon >= {self.k * 2.0 ** -_BITS * 4:.1e}"
+            )
+        return numerator
 
     @property
     def keep_probability(self) -> Fraction:
