@@ -31,6 +31,27 @@ WBLJ17 = Citation(
     venue="USENIX Security",
     where="Optimized Unary Encoding: p = 1/2, q = 1/(e^eps + 1)",
 )
+MT07 = Citation(
+    authors="F. McSherry, K. Talwar",
+    title="Mechanism Design via Differential Privacy",
+    year=2007,
+    venue="FOCS",
+    where="the exponential mechanism; exact sampling via Canonne-Kamath-Steinke 2020, Algorithm 1",
+)
+DING21 = Citation(
+    authors="Z. Ding, D. Kifer, S. M. Saghaian N. E., T. Steinke, Y. Wang, Y. Xiao, D. Zhang",
+    title="The Permute-and-Flip Mechanism is Identical to Report-Noisy-Max with Exponential Noise",
+    year=2021,
+    venue="arXiv:2105.07260",
+    where="main theorem (exponential noise = permute-and-flip); Gumbel noise = exponential mechanism",
+)
+MS20 = Citation(
+    authors="R. McKenna, D. Sheldon",
+    title="Permute-and-Flip: A New Mechanism for Differentially Private Selection",
+    year=2020,
+    venue="NeurIPS",
+    where="the permute-and-flip mechanism and its pure epsilon-DP proof",
+)
 KOV14 = Citation(
     authors="P. Kairouz, S. Oh, P. Viswanath",
     title="Extremal Mechanisms for Local Differential Privacy",

@@ -13,12 +13,24 @@ from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
 from privreg.plugins.standard.laplace import LaplaceMechanism
 from privreg.plugins.standard.randomized_response import RandomizedResponse
+from privreg.plugins.standard.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from privreg.plugins.standard.subset_selection import SubsetSelection
 from privreg.plugins.standard.unary_encoding import OptimizedUnaryEncoding
 from privreg.plugins.standard.workflows import bounded_mean
 
 _EPSILON = Param(name="epsilon", type=float, doc="privacy parameter epsilon", minimum=0,
                  exclusive_minimum=True)
+_UTILITY_SENSITIVITY = Param(
+    name="sensitivity", type=float, minimum=0, exclusive_minimum=True,
+    doc="utility sensitivity Delta_u: the most any one candidate's utility can change between neighbours")
+_MONOTONIC = Param(
+    name="monotonic", type=bool, default=False,
+    doc="true only if all utilities always move in the same direction between neighbours (eps/Delta scaling)")
+# candidate 0 gains Delta_u while the others lose Delta_u: the worst case for selection
+_SELECTION_EXAMPLE = Example(
+    params={"epsilon": 1.0, "sensitivity": 1.0},
+    neighbours=(np.array([0.0, 5.0, 5.0]), np.array([1.0, 4.0, 4.0])),
+)
 
 
 @hookimpl
@@ -40,7 +52,38 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
                 Param(name="path", type=str, default="fast", choices=["fast", "exact"],
                       doc="vectorised sampler, or one exact rational draw at a time"),
             ),
-        )
+        ),
+        RegistryItem(
+            name="exponential",
+            kind="mechanism",
+            summary="exponential mechanism: pick a candidate w.p. ~ exp(eps u / 2 Delta_u), exact CSPRNG sampler",
+            citation=citations.MT07,
+            factory=ExponentialMechanism,
+            example=_SELECTION_EXAMPLE,
+            params=(_EPSILON, _UTILITY_SENSITIVITY, _MONOTONIC),
+        ),
+        RegistryItem(
+            name="report-noisy-max",
+            kind="mechanism",
+            summary="report-noisy-max with Gumbel or exponential noise, sampled exactly from its output law",
+            citation=citations.DING21,
+            factory=ReportNoisyMax,
+            example=_SELECTION_EXAMPLE,
+            params=(
+                _EPSILON, _UTILITY_SENSITIVITY, _MONOTONIC,
+                Param(name="noise", type=str, default="gumbel", choices=["gumbel", "exponential"],
+                      doc="gumbel (= exponential mechanism) or exponential (= permute-and-flip)"),
+            ),
+        ),
+        RegistryItem(
+            name="permute-and-flip",
+            kind="mechanism",
+            summary="permute-and-flip selection: never worse than the exponential mechanism, exact CSPRNG sampler",
+            citation=citations.MS20,
+            factory=PermuteAndFlip,
+            example=_SELECTION_EXAMPLE,
+            params=(_EPSILON, _UTILITY_SENSITIVITY, _MONOTONIC),
+        ),
     ]
 
 
