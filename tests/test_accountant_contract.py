@@ -17,6 +17,7 @@ from privreg.core.events import (
     ZCDP,
     ApproxDP,
     Composed,
+    DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
@@ -38,6 +39,7 @@ EVENTS = [
     Laplace(scale=2.0, sensitivity=1.0),
     Gaussian(sigma=3.0, sensitivity=1.5),
     DiscreteLaplace(scale=3.0, sensitivity=2),
+    DiscreteGaussian(sigma=4.0, sensitivity=3),
     DiscreteLaplace(scale=9000.0, sensitivity=5000),  # above the exact-PLD limit
     Exponential(epsilon=0.4),
     Exponential(epsilon=0.4, variant="permute_and_flip"),

@@ -7,9 +7,11 @@ import math
 from privreg.accountant.base import Accountant
 from privreg.accountant.curves import amplify_by_sampling, gaussian_epsilon
 from privreg.accountant.shuffle import shuffle_epsilon
+from privreg.accountant.zcdp import ZCDPAccountant
 from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
+    DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
@@ -41,6 +43,8 @@ def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring
         return event.epsilon0, 0.0  # an eps0-LDP report is eps0-DP for its user
     if isinstance(event, Gaussian) and event_delta is not None:
         return gaussian_epsilon(event_delta, 1.0 / event.noise_multiplier), event_delta
+    if isinstance(event, DiscreteGaussian) and event_delta is not None:
+        return ZCDPAccountant().compose(event).epsilon(event_delta), event_delta
     if isinstance(event, Shuffled) and event_delta is not None:
         eps = shuffle_epsilon(epsilon0=event.event.epsilon0, num_reports=event.num_reports,
                               delta=event_delta, bound=event.bound)

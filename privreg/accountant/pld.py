@@ -14,6 +14,7 @@ from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
     Composed,
+    DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
@@ -26,11 +27,14 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["PLDAccountant", "MAX_EXACT_DISCRETE_SENSITIVITY"]
+__all__ = ["PLDAccountant", "MAX_EXACT_DISCRETE_SENSITIVITY", "MAX_EXACT_DISCRETE_SIGMA"]
 
 #: dp-accounting enumerates a discrete Laplace's sensitivity range; above this many grid
 #: units we use the PLD of a pure eps-DP mechanism instead (valid for any eps-DP event).
 MAX_EXACT_DISCRETE_SENSITIVITY = 4096
+#: dp-accounting enumerates a discrete Gaussian's support (about +-11 sigma); above this
+#: sigma the event is left to the RDP and zCDP accountants, where it is exact.
+MAX_EXACT_DISCRETE_SIGMA = 2e5
 
 
 class PLDAccountant(Accountant):
@@ -58,6 +62,10 @@ class PLDAccountant(Accountant):
         if isinstance(event, Laplace):
             return dpl.from_laplace_mechanism(
                 parameter=event.noise_multiplier, value_discretization_interval=self.vdi, sampling_prob=q)
+        if isinstance(event, DiscreteGaussian) and event.sigma <= MAX_EXACT_DISCRETE_SIGMA:
+            return dpl.from_discrete_gaussian_mechanism(
+                sigma=event.sigma, sensitivity=event.sensitivity,
+                value_discretization_interval=self.vdi, sampling_prob=q)
         if isinstance(event, DiscreteLaplace) and event.sensitivity <= MAX_EXACT_DISCRETE_SENSITIVITY:
             return dpl.from_discrete_laplace_mechanism(
                 parameter=1.0 / event.scale, sensitivity=event.sensitivity,

@@ -26,6 +26,7 @@ from privreg.core import validation as v
 from privreg.core.events import (
     ZCDP,
     Composed,
+    DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
@@ -97,6 +98,8 @@ def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
     Computed once per distinct event (sampled Gaussians are expensive)."""
     if isinstance(event, (PureDP, LocalDP, DiscreteLaplace)):
         return pure_dp_rdp(event.epsilon0 if isinstance(event, LocalDP) else event.epsilon, ORDERS)
+    if isinstance(event, DiscreteGaussian):
+        return ORDERS * event.rho  # CKS 2020: exactly rho-zCDP, i.e. (alpha, rho alpha)-RDP
     if isinstance(event, Exponential):
         curve = pure_dp_rdp(event.epsilon, ORDERS)
         return np.minimum(curve, ORDERS * event.epsilon**2 / 8) if event.bounded_range else curve

@@ -9,6 +9,7 @@ from privreg.accountant.rdp import ORDERS
 from privreg.core import validation as v
 from privreg.core.events import (
     ZCDP,
+    DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
@@ -30,7 +31,7 @@ def rho_of(event: PrivacyEvent) -> float | None:
     eps-bounded-range: eps^2 / 8 (Cesar-Rogers 2021, Lemma 3.2); permute-and-flip and
     exponential-noise report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
     """
-    if isinstance(event, ZCDP):
+    if isinstance(event, (ZCDP, DiscreteGaussian)):
         return event.rho
     if isinstance(event, Gaussian):
         return 0.5 / event.noise_multiplier**2

@@ -21,6 +21,7 @@ from privreg.core.events import (
     ZCDP,
     ApproxDP,
     Composed,
+    DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
