@@ -183,3 +183,32 @@ def test_shuffle_permutation_is_uniform():
         counts[index[tuple(_secure_permutation(4, rng))]] += 1
     assert stats.chisquare(counts).pvalue > 1e-4
     assert counts.min() > 0
+
+
+def test_discrete_laplace_mechanism_pmf_event_and_validation():
+    """Noise frequencies match the exact two-sided geometric pmf (chi-square, rejected at
+    p < 1e-4, seeded); the event is the DiscreteLaplace applied; non-integers are refused."""
+    from privreg.core import DiscreteLaplace
+    from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
+
+    for path in ("fast", "exact"):
+        mech = DiscreteLaplaceMechanism(epsilon=0.7, sensitivity=2, path=path)
+        event = mech.privacy_event()
+        assert isinstance(event, DiscreteLaplace) and event.sensitivity == 2
+        assert event.scale == pytest.approx(2 / 0.7, rel=1e-12)
+        assert Fraction(event.scale) <= mech.noise_scale, "claim no more noise than applied"
+        n = 40_000 if path == "fast" else 4_000
+        out = mech.release_many(10, n, charger=EventLog(), rng=InsecureReproducibleRandom(seed=9)).output
+        z = np.asarray(out) - 10
+        a = 0.7 / 2
+        support = np.arange(-12, 13)
+        pmf = np.tanh(a / 2) * np.exp(-a * np.abs(support))
+        observed = np.array([np.sum(z == s) for s in support] + [np.sum(np.abs(z) > 12)])
+        expected = n * np.append(pmf, 1 - pmf.sum())
+        assert stats.chisquare(observed, expected).pvalue > 1e-4
+    log = EventLog()
+    with pytest.raises(PrivregTypeError, match="integers"):
+        DiscreteLaplaceMechanism(epsilon=1.0, sensitivity=1).release(2.5, charger=log)
+    with pytest.raises(PrivregValueError, match="dimension=3"):
+        DiscreteLaplaceMechanism(epsilon=1.0, sensitivity=1).release([1, 2, 3], charger=log)
+    assert log.charges == ()

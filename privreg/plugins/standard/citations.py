@@ -52,6 +52,13 @@ MS20 = Citation(
     venue="NeurIPS",
     where="the permute-and-flip mechanism and its pure epsilon-DP proof",
 )
+GRS09 = Citation(
+    authors="A. Ghosh, T. Roughgarden, M. Sundararajan",
+    title="Universally Utility-Maximizing Privacy Mechanisms",
+    year=2009,
+    venue="STOC",
+    where="the geometric mechanism (two-sided); exact sampling: Canonne-Kamath-Steinke 2020",
+)
 KOV14 = Citation(
     authors="P. Kairouz, S. Oh, P. Viswanath",
     title="Extremal Mechanisms for Local Differential Privacy",

@@ -11,6 +11,7 @@ from privreg.core.items import Example, Param, RegistryItem
 from privreg.core.sensitivity import GlobalSensitivity, Norm
 from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
+from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.plugins.standard.laplace import LaplaceMechanism
 from privreg.plugins.standard.randomized_response import RandomizedResponse
 from privreg.plugins.standard.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
@@ -47,6 +48,22 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
                 _EPSILON,
                 Param(name="sensitivity", type=float, doc="global L1 sensitivity of the query",
                       minimum=0, exclusive_minimum=True),
+                Param(name="dimension", type=int, default=1, minimum=1,
+                      doc="number of coordinates of the query (1: a scalar)"),
+                Param(name="path", type=str, default="fast", choices=["fast", "exact"],
+                      doc="vectorised sampler, or one exact rational draw at a time"),
+            ),
+        ),
+        RegistryItem(
+            name="discrete-laplace",
+            kind="mechanism",
+            summary="two-sided geometric noise on integer queries (counts, histograms), exact CSPRNG sampler",
+            citation=citations.GRS09,
+            factory=DiscreteLaplaceMechanism,
+            example=Example(params={"epsilon": 1.0, "sensitivity": 1}, neighbours=(5, 6)),
+            params=(
+                _EPSILON,
+                Param(name="sensitivity", type=int, minimum=1, doc="integer L1 sensitivity of the query"),
                 Param(name="dimension", type=int, default=1, minimum=1,
                       doc="number of coordinates of the query (1: a scalar)"),
                 Param(name="path", type=str, default="fast", choices=["fast", "exact"],
