@@ -40,6 +40,7 @@ EVENTS = [
     Gaussian(sigma=3.0, sensitivity=1.5),
     DiscreteLaplace(scale=3.0, sensitivity=2),
     DiscreteGaussian(sigma=4.0, sensitivity=3),
+    DiscreteGaussian(sigma=4.0, sensitivity=3, dimension=5),
     DiscreteLaplace(scale=9000.0, sensitivity=5000),  # above the exact-PLD limit
     Exponential(epsilon=0.4),
     Exponential(epsilon=0.4, variant="permute_and_flip"),
@@ -189,3 +190,11 @@ def test_pld_monotone_in_count(event, n, extra):
     small = fresh("pld").compose(event, count=n)
     large = fresh("pld").compose(event, count=n + extra)
     assert small.epsilon(1e-6) <= large.epsilon(1e-6) + 1e-9
+
+
+def test_pld_models_only_one_dimensional_discrete_gaussians():
+    one = DiscreteGaussian(sigma=4.0, sensitivity=3)
+    many = DiscreteGaussian(sigma=4.0, sensitivity=3, dimension=5)
+    pld = fresh("pld")
+    assert pld.supports(one) and not pld.supports(many)
+    assert fresh("rdp").compose(many).epsilon(1e-6) == fresh("rdp").compose(one).epsilon(1e-6)

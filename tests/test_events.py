@@ -57,7 +57,7 @@ LEAVES = {
     Laplace: st.builds(Laplace, scale=positive, sensitivity=positive),
     Gaussian: st.builds(Gaussian, sigma=positive, sensitivity=positive),
     DiscreteLaplace: st.builds(DiscreteLaplace, scale=positive, sensitivity=counts),
-    DiscreteGaussian: st.builds(DiscreteGaussian, sigma=positive, sensitivity=counts),
+    DiscreteGaussian: st.builds(DiscreteGaussian, sigma=positive, sensitivity=counts, dimension=counts),
     Exponential: st.builds(Exponential, epsilon=positive, variant=st.sampled_from(EXPONENTIAL_VARIANTS)),
     LocalDP: local_dp,
 }

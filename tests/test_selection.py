@@ -25,6 +25,7 @@ from privreg import (
 )
 from privreg.core.randomness import RandomSource
 from privreg.plugins.standard import selection as sel
+from privreg.noise import coins as coins_mod
 from privreg.plugins.standard.selection import (
     ExponentialMechanism,
     PermuteAndFlip,
@@ -212,7 +213,7 @@ def test_many_candidates_vectorised_path():
                                    Fraction(0.1), Fraction(7.3) / Fraction(3.7), Fraction(9)])
 def test_vectorised_bernoulli_exp_neg(gamma):
     n = 200_000
-    coins = sel._ExpCoins([gamma])
+    coins = coins_mod.ExpCoins([gamma])
     hits = int(coins(np.zeros(n, dtype=np.int64), InsecureReproducibleRandom(seed=1)).sum())
     p = math.exp(-float(gamma))
     if p == 1.0:
@@ -225,7 +226,7 @@ def test_vectorised_bernoulli_exp_neg_mixed_candidates():
     """One call, coins of different candidates interleaved: each candidate's coins
     succeed at rate exp(-gamma_i)."""
     gammas = [Fraction(0), Fraction(2, 7), Fraction(0.3) * 7, Fraction(13, 4), Fraction(1)]
-    coins = sel._ExpCoins(gammas)
+    coins = coins_mod.ExpCoins(gammas)
     rng = InsecureReproducibleRandom(seed=9)
     cands = np.tile(np.arange(len(gammas)), 40_000)
     got = coins(cands, rng)
@@ -238,7 +239,7 @@ def test_vectorised_bernoulli_exp_neg_mixed_candidates():
 @pytest.mark.parametrize("p", [Fraction(3, 8), Fraction(1, 3), Fraction(2, 3**40), Fraction(0.7)])
 def test_vectorised_bernoulli(p):
     n = 200_000
-    hits = int(sel._bernoulli_many(p, n, InsecureReproducibleRandom(seed=2)).sum())
+    hits = int(coins_mod.bernoulli_many(p, n, InsecureReproducibleRandom(seed=2)).sum())
     assert stats.binomtest(hits, n, float(p)).pvalue > ALPHA
 
 
@@ -264,22 +265,22 @@ def test_vectorised_bernoulli_resolves_ties_digit_by_digit():
     b = 1 << 62
     p = Fraction(3, 8)  # digits: 3 * 2**59, then zeros
     d1 = 3 << 59
-    assert sel._bernoulli_many(p, 1, ScriptedWords([d1 - 1])).tolist() == [True]
-    assert sel._bernoulli_many(p, 1, ScriptedWords([d1 + 1])).tolist() == [False]
-    assert sel._bernoulli_many(p, 1, ScriptedWords([d1, 0, 0, 5])).tolist() == [False]  # U > p
+    assert coins_mod.bernoulli_many(p, 1, ScriptedWords([d1 - 1])).tolist() == [True]
+    assert coins_mod.bernoulli_many(p, 1, ScriptedWords([d1 + 1])).tolist() == [False]
+    assert coins_mod.bernoulli_many(p, 1, ScriptedWords([d1, 0, 0, 5])).tolist() == [False]  # U > p
     third = Fraction(1, 3)  # digits: (2**62 - 1) / 3 repeated
     d = (b - 1) // 3
-    assert sel._bernoulli_many(third, 1, ScriptedWords([d, d, d - 1])).tolist() == [True]
-    assert sel._bernoulli_many(third, 1, ScriptedWords([d, d, d + 1])).tolist() == [False]
+    assert coins_mod.bernoulli_many(third, 1, ScriptedWords([d, d, d - 1])).tolist() == [True]
+    assert coins_mod.bernoulli_many(third, 1, ScriptedWords([d, d, d + 1])).tolist() == [False]
     # three draws at once: decided ones stop consuming words, the tied one continues
-    assert sel._bernoulli_many(third, 3, ScriptedWords([0, d, b - 1, 0])).tolist() == [True, True, False]
+    assert coins_mod.bernoulli_many(third, 3, ScriptedWords([0, d, b - 1, 0])).tolist() == [True, True, False]
 
 
 def test_per_candidate_coins_resolve_ties_with_the_exact_remainder():
     """Bernoulli(frac / k) per candidate: the first digit decides, a tie falls back to an
     exact Bernoulli of the remainder. For p = 1/3: digit (2**62 - 1) / 3, remainder 1/3
     (2**62 = 1 mod 3), drawn as randbelow(3) < 1."""
-    coins = sel._ExpCoins([Fraction(0), Fraction(1, 3), Fraction(7, 3)])  # fracs 0, 1/3, 1/3
+    coins = coins_mod.ExpCoins([Fraction(0), Fraction(1, 3), Fraction(7, 3)])  # fracs 0, 1/3, 1/3
     d = ((1 << 62) - 1) // 3
     cands = np.array([1, 1, 2, 2, 0])
     words = [d - 1, d + 1, d, d, 5]

@@ -33,7 +33,7 @@ __all__ = ["PLDAccountant", "MAX_EXACT_DISCRETE_SENSITIVITY", "MAX_EXACT_DISCRET
 #: units we use the PLD of a pure eps-DP mechanism instead (valid for any eps-DP event).
 MAX_EXACT_DISCRETE_SENSITIVITY = 4096
 #: dp-accounting enumerates a discrete Gaussian's support (about +-11 sigma); above this
-#: sigma the event is left to the RDP and zCDP accountants, where it is exact.
+#: sigma, or for more than one coordinate, the event is left to RDP and zCDP (exact there).
 MAX_EXACT_DISCRETE_SIGMA = 2e5
 
 
@@ -62,7 +62,7 @@ class PLDAccountant(Accountant):
         if isinstance(event, Laplace):
             return dpl.from_laplace_mechanism(
                 parameter=event.noise_multiplier, value_discretization_interval=self.vdi, sampling_prob=q)
-        if isinstance(event, DiscreteGaussian) and event.sigma <= MAX_EXACT_DISCRETE_SIGMA:
+        if isinstance(event, DiscreteGaussian) and event.dimension == 1 and event.sigma <= MAX_EXACT_DISCRETE_SIGMA:
             return dpl.from_discrete_gaussian_mechanism(
                 sigma=event.sigma, sensitivity=event.sensitivity,
                 value_discretization_interval=self.vdi, sampling_prob=q)

@@ -279,16 +279,20 @@ class DiscreteLaplace(PrivacyEvent):
 @event_type("discrete_gaussian")
 @attrs.frozen(kw_only=True)
 class DiscreteGaussian(PrivacyEvent):
-    """Discrete Gaussian noise, P(z) proportional to exp(-z^2 / (2 sigma^2)) on the integers
-    (per coordinate), added to an integer-valued query of integer L2 ``sensitivity``.
+    """Discrete Gaussian noise, P(z) proportional to exp(-z^2 / (2 sigma^2)) on the integers,
+    added to each of ``dimension`` coordinates of an integer-valued query of integer L2
+    ``sensitivity``.
 
     It is exactly ``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne-Kamath-Steinke 2020,
     Proposition 5 and Theorem 14); its (eps, delta) curve is close to, but not the same as,
-    the continuous Gaussian's, so accountants must not treat it as :class:`Gaussian`.
+    the continuous Gaussian's, so accountants must not treat it as :class:`Gaussian`; and
+    unlike the continuous case a d-dimensional release is not a 1-dimensional one with the
+    same L2 shift, so the exact 1-dimensional PLD applies only when ``dimension == 1``.
     """
 
     sigma: float = attrs.field(converter=_sens("sigma"))
     sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
+    dimension: int = attrs.field(default=1, converter=lambda x: v.check_count("dimension", x))
 
     @property
     def rho(self) -> float:

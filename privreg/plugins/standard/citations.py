@@ -59,6 +59,15 @@ GRS09 = Citation(
     venue="STOC",
     where="the geometric mechanism (two-sided); exact sampling: Canonne-Kamath-Steinke 2020",
 )
+BW18 = Citation(
+    authors="B. Balle, Y.-X. Wang",
+    title="Improving the Gaussian Mechanism for Differential Privacy: Analytical Calibration "
+    "and Optimal Denoising",
+    year=2018,
+    venue="ICML",
+    where="Theorem 8 (analytic calibration); sampled as the exact discrete Gaussian of "
+    "Canonne-Kamath-Steinke 2020, Algorithm 3",
+)
 KOV14 = Citation(
     authors="P. Kairouz, S. Oh, P. Viswanath",
     title="Extremal Mechanisms for Local Differential Privacy",

@@ -12,6 +12,7 @@ from privreg.core.sensitivity import GlobalSensitivity, Norm
 from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
 from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
+from privreg.plugins.standard.gaussian import GaussianMechanism
 from privreg.plugins.standard.laplace import LaplaceMechanism
 from privreg.plugins.standard.randomized_response import RandomizedResponse
 from privreg.plugins.standard.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
@@ -68,6 +69,27 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
                       doc="number of coordinates of the query (1: a scalar)"),
                 Param(name="path", type=str, default="fast", choices=["fast", "exact"],
                       doc="vectorised sampler, or one exact rational draw at a time"),
+            ),
+        ),
+        RegistryItem(
+            name="gaussian",
+            kind="mechanism",
+            summary="Gaussian mechanism: exact discrete Gaussian on an integer grid, verified (eps, delta)-DP",
+            citation=citations.BW18,
+            factory=GaussianMechanism,
+            example=Example(params={"epsilon": 1.0, "delta": 1e-5, "sensitivity": 1.0}, neighbours=(0.0, 1.0)),
+            params=(
+                _EPSILON,
+                Param(name="delta", type=float, minimum=0, exclusive_minimum=True, maximum=0.5,
+                      doc="privacy parameter delta, well below 1/n"),
+                Param(name="sensitivity", type=float, minimum=0, exclusive_minimum=True,
+                      doc="global L2 sensitivity of the query"),
+                Param(name="dimension", type=int, default=1, minimum=1,
+                      doc="number of coordinates of the query (1: a scalar)"),
+                Param(name="calibration", type=str, default="analytic", choices=["analytic", "classic"],
+                      doc="analytic (Balle-Wang 2018), or classic sqrt(2 ln(1.25/delta))/eps for eps < 1"),
+                Param(name="path", type=str, default="fast", choices=["fast", "exact"],
+                      doc="vectorised exact sampler, or one exact rational draw at a time"),
             ),
         ),
         RegistryItem(

@@ -36,6 +36,7 @@ from privreg.core.events import Exponential, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.noise import bernoulli, bernoulli_exp_neg, uniform_below
+from privreg.noise.coins import ExpCoins, bernoulli_exp_neg_unit, bernoulli_many
 
 __all__ = [
     "ExponentialMechanism",
@@ -49,9 +50,7 @@ __all__ = [
 #: Noise kinds of :class:`ReportNoisyMax`.
 NOISE_KINDS = ("gumbel", "exponential")
 
-_DIGIT_BITS = 62  # uniform_below draws exact uniform integers below 2**62 in one pass
 _MAX_BATCH = 1 << 18  # trials evaluated at once by the vectorised samplers (memory bound)
-_ONE = Fraction(1)
 
 
 # --- the paper-003 trap ------------------------------------------------------------------
@@ -177,118 +176,6 @@ def utility_array(name: str, value: Any) -> np.ndarray:
 
 # --- exact vectorised Bernoulli samplers ---------------------------------------------------
 
-def _bernoulli_many(p: Fraction, size: int, rng: RandomSource) -> np.ndarray:
-    """``size`` independent draws, each True with probability exactly ``p`` (rational in
-    [0, 1]), with any denominator.
-
-    Exactness: let ``w_1, w_2, ...`` be independent uniform integers in ``[0, 2**62)``
-    and ``U = sum_j w_j 2**(-62 j)``, uniform on [0, 1). Let ``d_1, d_2, ...`` be the
-    base-``2**62`` digits of ``p`` (greedy expansion). ``U < p`` iff at the first ``j``
-    with ``w_j != d_j``, ``w_j < d_j``; ties at every digit have probability zero. So
-    comparing digit by digit, drawing a further word only while equal, returns True with
-    probability ``P(U < p) = p``. The expected number of words per draw is just above 1.
-    """
-    out = np.zeros(size, dtype=bool)
-    if size == 0 or p <= 0:
-        return out
-    if p >= 1:
-        out[:] = True
-        return out
-    num, den = p.numerator, p.denominator
-    todo = np.arange(size)
-    while todo.size:
-        digit, num = divmod(num << _DIGIT_BITS, den)
-        words = uniform_below(1 << _DIGIT_BITS, todo.size, rng)
-        decided = words != digit
-        out[todo[decided]] = words[decided] < digit
-        todo = todo[~decided]
-    return out
-
-
-def _bernoulli_exp_neg_unit(gamma: Fraction, size: int, rng: RandomSource) -> np.ndarray:
-    """CKS 2020 Algorithm 1 for ``gamma`` in [0, 1], vectorised: ``K = 1``; while
-    Bernoulli(gamma / K) succeeds, ``K += 1``; return ``K`` odd. All draws still running
-    share the same ``K``, so each round is one :func:`_bernoulli_many` call."""
-    result = np.empty(size, dtype=bool)
-    active = np.arange(size)
-    k = 1
-    while active.size:
-        more = _bernoulli_many(gamma / k, active.size, rng)
-        result[active[~more]] = k % 2 == 1
-        active = active[more]
-        k += 1
-    return result
-
-
-class _ExpCoins:
-    """Exact, independent Bernoulli(exp(-gamma_i)) coins for many candidate indices at once.
-
-    Each coin follows Canonne-Kamath-Steinke 2020 Algorithm 1 (as ``bernoulli_exp_neg``
-    does): ``exp(-gamma) = exp(-1)**floor(gamma) * exp(-frac(gamma))``, a product of
-    independent coins; the ``exp(-1)`` coins share one probability and are drawn by
-    :func:`_bernoulli_exp_neg_unit`; the ``exp(-frac)`` coin runs ``K = 1, 2, ...`` while
-    Bernoulli(frac / K) succeeds and returns ``K`` odd. Bernoulli(p) for a per-coin
-    rational ``p`` compares a uniform 62-bit word ``w`` with the first base-``2**62``
-    digit ``d = floor(p 2**62)``: ``w < d`` is True, ``w > d`` False, and on a tie
-    (probability ``2**-62``) an exact scalar Bernoulli of the remainder
-    ``p 2**62 - d`` decides, so ``P(True) = d / 2**62 + rem / 2**62 = p`` exactly.
-    """
-
-    _CAP = 1 << 40  # exp(-1) rounds tracked in the array; beyond: exact scalar fallback
-
-    def __init__(self, gammas: list[Fraction]) -> None:
-        self.whole = [g.numerator // g.denominator for g in gammas]
-        self.frac = [g - w for g, w in zip(gammas, self.whole)]
-        self.rounds = np.array([min(w, self._CAP) for w in self.whole], dtype=np.int64)
-        self._digits: dict[int, np.ndarray] = {}
-
-    def _digit_table(self, k: int) -> np.ndarray:
-        """First base-2**62 digit of ``frac_i / k`` for every candidate ``i``."""
-        table = self._digits.get(k)
-        if table is None:
-            table = np.array(
-                [(f.numerator << _DIGIT_BITS) // (f.denominator * k) for f in self.frac], dtype=np.int64
-            )
-            self._digits[k] = table
-        return table
-
-    def _frac_over(self, k: int, cands: np.ndarray, rng: RandomSource) -> np.ndarray:
-        """Independent Bernoulli(frac_c / k) for each candidate index ``c`` in ``cands``."""
-        digits = self._digit_table(k)[cands]
-        words = uniform_below(1 << _DIGIT_BITS, cands.size, rng)
-        out = words < digits
-        for e in np.flatnonzero(words == digits).tolist():  # probability 2**-62 each
-            f = self.frac[int(cands[e])]
-            den = f.denominator * k
-            rem = Fraction((f.numerator << _DIGIT_BITS) - int(digits[e]) * den, den)
-            out[e] = bernoulli(rem, rng)
-        return out
-
-    def __call__(self, cands: np.ndarray, rng: RandomSource) -> np.ndarray:
-        n = cands.size
-        alive = np.ones(n, dtype=bool)
-        need = self.rounds[cands]
-        done = 0
-        while True:  # the exp(-1) factors; each round keeps a fraction exp(-1) alive
-            sel = np.flatnonzero(alive & (need > done))
-            if not sel.size:
-                break
-            alive[sel] = _bernoulli_exp_neg_unit(_ONE, sel.size, rng)
-            done += 1
-        for e in np.flatnonzero(alive & (need == self._CAP)).tolist():  # never in practice
-            extra = self.whole[int(cands[e])] - self._CAP
-            alive[e] = bernoulli_exp_neg(Fraction(extra), rng)
-        result = np.zeros(n, dtype=bool)
-        active = np.flatnonzero(alive)
-        k = 1
-        while active.size:  # the exp(-frac) factor: CKS Algorithm 1
-            more = self._frac_over(k, cands[active], rng)
-            result[active[~more]] = k % 2 == 1
-            active = active[more]
-            k += 1
-        return result
-
-
 def _acceptance_rate(gammas: list[Fraction]) -> float:
     """Approximate P(accept) of one rejection trial (>= 1/k); used only to size batches,
     never to sample."""
@@ -312,7 +199,7 @@ def _exponential_many(gammas: list[Fraction], count: int, rng: RandomSource) -> 
     after the first acceptance are discarded unseen, so each draw is the first accepted
     trial of an i.i.d. sequence, exactly as in the sequential sampler."""
     k = len(gammas)
-    accept = _ExpCoins(gammas)
+    accept = ExpCoins(gammas)
     m = max(1, min(k, math.ceil(1.0 / _acceptance_rate(gammas))))
     out = np.empty(count, dtype=np.int64)
     pending = np.arange(count)
@@ -353,7 +240,7 @@ def _permute_and_flip_many(gammas: list[Fraction], count: int, rng: RandomSource
     member of ``S`` (an exact uniform integer below ``|S|`` picks it).
     """
     k = len(gammas)
-    coins = _ExpCoins(gammas)
+    coins = ExpCoins(gammas)
     out = np.empty(count, dtype=np.int64)
     block = max(1, _MAX_BATCH // k)
     for start in range(0, count, block):
