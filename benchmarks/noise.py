@@ -2,8 +2,8 @@
 
     python benchmarks/noise.py [--samples N]
 
-Each row is noise samples per second on one core for Laplace noise (epsilon 1,
-sensitivity 1). privreg's rows go through the real mechanism (snap to the grid, integer
+Each row is noise samples per second on one core, for Laplace noise (epsilon 1,
+sensitivity 1) and Gaussian noise (epsilon 1, delta 1e-5, sensitivity 1). privreg's rows go through the real mechanism (snap to the grid, integer
 noise from the OS CSPRNG, release_many); numpy's row is the textbook insecure baseline
 (PCG64 and a float sample, the Mironov 2012 leak). OpenDP and PyDP are measured where they
 install (pip install opendp python-dp); they are not privreg dependencies.
@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from privreg import EventLog
+from privreg.plugins.standard.gaussian import GaussianMechanism
 from privreg.plugins.standard.laplace import LaplaceMechanism
 
 
@@ -27,24 +28,29 @@ def _rate(fn, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def _opendp(n: int) -> float | None:
+def _opendp(n: int, kind: str) -> float | None:
     try:
         import opendp.prelude as dp
     except ImportError:
         return None
     dp.enable_features("contrib")
-    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
-    meas = dp.m.make_laplace(*space, scale=1.0)
+    metric = dp.l1_distance(T=float) if kind == "laplace" else dp.l2_distance(T=float)
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), metric
+    maker = dp.m.make_laplace if kind == "laplace" else dp.m.make_gaussian
+    meas = maker(*space, scale=1.0)
     data = [0.0] * n
     return _rate(lambda: meas(data), n)
 
 
-def _pydp(n: int) -> float | None:
+def _pydp(n: int, kind: str) -> float | None:
     try:
-        from pydp.algorithms.numerical_mechanisms import LaplaceMechanism as PyDPLaplace
+        from pydp.algorithms import numerical_mechanisms as nm
     except ImportError:
         return None
-    mech = PyDPLaplace(epsilon=1.0, sensitivity=1.0)
+    if kind == "laplace":
+        mech = nm.LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
+    else:
+        mech = nm.GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     return _rate(lambda: [mech.add_noise(0.0) for _ in range(n)], n)
 
 
@@ -52,22 +58,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=2_000_000)
     n = ap.parse_args().samples
-    fast = LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
-    exact = LaplaceMechanism(epsilon=1.0, sensitivity=1.0, path="exact")
-    rows = [("sampler", "samples/s", "vs fast path")]
-    fast_rate = _rate(lambda: fast.release_many(0.0, n, charger=EventLog()), n)
-    results = [
-        ("privreg Laplace, fast path (secure, exact distribution)", fast_rate),
-        ("privreg Laplace, exact path (secure, exact rational scale)",
-         _rate(lambda: exact.release_many(0.0, n // 100, charger=EventLog()), n // 100)),
-        ("numpy laplace (insecure: PCG64, float leak)",
-         _rate(lambda: np.random.default_rng().laplace(size=n), n)),
-        ("OpenDP make_laplace on a vector (0.16)", _opendp(n // 10)),
-        ("PyDP LaplaceMechanism.add_noise (1.1)", _pydp(n // 20)),
-    ]
-    for name, rate in results:
-        rows.append((name, "not installed" if rate is None else f"{rate:,.0f}",
-                     "-" if rate is None else f"{rate / fast_rate:.3g}x"))
+    rows = [("sampler", "samples/s", "vs privreg fast path")]
+    mechanisms = {
+        "laplace": (LaplaceMechanism(epsilon=1.0, sensitivity=1.0),
+                    LaplaceMechanism(epsilon=1.0, sensitivity=1.0, path="exact"),
+                    lambda size: np.random.default_rng().laplace(size=size)),
+        "gaussian": (GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0),
+                     GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0, path="exact"),
+                     lambda size: np.random.default_rng().normal(size=size)),
+    }
+    for kind, (fast, exact, insecure) in mechanisms.items():
+        fast_rate = _rate(lambda: fast.release_many(0.0, n, charger=EventLog()), n)
+        results = [
+            (f"privreg {kind}, fast path (secure, exact distribution)", fast_rate),
+            (f"privreg {kind}, exact path (secure, one draw at a time)",
+             _rate(lambda: exact.release_many(0.0, n // 200, charger=EventLog()), n // 200)),
+            (f"numpy {kind} (insecure: PCG64, float leak)", _rate(lambda: insecure(n), n)),
+            (f"OpenDP make_{kind} on a vector (0.16)", _opendp(n // 10, kind)),
+            (f"PyDP {kind.capitalize()}Mechanism.add_noise (1.1)", _pydp(n // 20, kind)),
+        ]
+        for name, rate in results:
+            rows.append((name, "not installed" if rate is None else f"{rate:,.0f}",
+                         "-" if rate is None else f"{rate / fast_rate:.3g}x"))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
