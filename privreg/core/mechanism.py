@@ -93,19 +93,10 @@ class Mechanism(ABC):
         sensitivity. ``rng`` defaults to the OS CSPRNG. If ``charger.charge`` raises,
         the exception propagates and no noise is drawn.
         """
-        charger = _check_charger(charger)
-        canonical = self.validate_input(value)
-        rng = resolve_random(rng)
         event = self.privacy_event()
-        charger.charge(
-            event,
-            mechanism=self.name or type(self).__name__,
-            parameters=self.parameters(),
-            label=label,
-            randomness=rng.describe(),
-        )
+        canonical, rng = self._charge(value, event, charger, rng, label)
         output = self._sample(canonical, rng, data)
-        return Release(output=output, event=event, mechanism=self.name or type(self).__name__)
+        return Release(output=output, event=event, mechanism=self._label_name)
 
     def release_many(
         self,
@@ -120,17 +111,28 @@ class Mechanism(ABC):
         """``count`` independent releases of the same ``value`` (e.g. for an empirical
         privacy audit), charged once as ``SelfComposed(event, count)`` before any noise is
         drawn. The output holds ``count`` answers along its first axis."""
+        event = SelfComposed(event=self.privacy_event(), count=check_count("count", count))
+        canonical, rng = self._charge(value, event, charger, rng, label)
+        outputs = self._sample_many(canonical, event.count, rng, data)
+        return Release(output=outputs, event=event, mechanism=self._label_name)
+
+    @property
+    def _label_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def _charge(
+        self, value: Any, event: PrivacyEvent, charger: Any, rng: RandomSource | None, label: str
+    ) -> tuple[Any, RandomSource]:
+        """Validate, then charge ``event``; returns the canonical value and the source.
+        Raises (charging nothing) if the value is invalid."""
         charger = _check_charger(charger)
-        count = check_count("count", count)
         canonical = self.validate_input(value)
         rng = resolve_random(rng)
-        event = SelfComposed(event=self.privacy_event(), count=count)
         charger.charge(
             event,
-            mechanism=self.name or type(self).__name__,
+            mechanism=self._label_name,
             parameters=self.parameters(),
             label=label,
             randomness=rng.describe(),
         )
-        outputs = self._sample_many(canonical, count, rng, data)
-        return Release(output=outputs, event=event, mechanism=self.name or type(self).__name__)
+        return canonical, rng

@@ -16,7 +16,6 @@ from privreg.accountant.pld import MAX_EXACT_DISCRETE_SIGMA
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
-from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,
@@ -24,9 +23,10 @@ from privreg.core.sensitivity import (
     SensitivityKind,
     require_sensitivity,
 )
-from privreg.noise import Grid, snap_to_grid
+from privreg.noise import Grid
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
-from privreg.plugins.standard.laplace import PATHS, finite_array
+from privreg.plugins.standard.grid_mechanism import GridMechanism
+from privreg.plugins.standard.laplace import PATHS
 
 __all__ = ["GaussianMechanism", "as_global_l2", "classic_gaussian_ratio", "CALIBRATIONS"]
 
@@ -128,7 +128,7 @@ def _calibrate(epsilon: float, delta: float, dimension: int, calibration: str) -
 
 
 @attrs.frozen(kw_only=True)
-class GaussianMechanism(Mechanism):
+class GaussianMechanism(GridMechanism):
     """Adds Gaussian noise to a query of ``dimension`` coordinates (1: a scalar) whose
     global L2 sensitivity is ``sensitivity``; ``(epsilon, delta)``-DP.
 
@@ -230,36 +230,8 @@ class GaussianMechanism(Mechanism):
         assert Fraction(sigma) == self.sigma_int  # dyadic with few bits: exact, never above
         return DiscreteGaussian(sigma=sigma, sensitivity=self.integer_sensitivity, dimension=self.dimension)
 
-    def validate_input(self, value: Any) -> np.ndarray:
-        arr = finite_array("value", value)
-        size = arr.size if arr.ndim else 1
-        if size != self.dimension:
-            raise PrivregValueError(
-                f"value has {size} coordinate(s) but the mechanism was built for dimension="
-                f"{self.dimension}; build it with dimension={size}"
-            )
-        return arr
-
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         sigma2 = self.noise_sigma2
         if self.path == "fast":
             return discrete_gaussian_many(sigma2, count, rng)
         return np.array([discrete_gaussian(sigma2, rng) for _ in range(count)], dtype=np.int64)
-
-    def _snap(self, value: np.ndarray) -> np.ndarray:
-        grid = self.grid
-        return np.array([snap_to_grid(float(x), grid) for x in value.reshape(-1)], dtype=np.int64)
-
-    def _step(self) -> float:
-        return self.sensitivity.value / self.grid.multiple  # exact: m is a power of two
-
-    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        # a deterministic function of the integer k + z: post-processing, leaks nothing
-        out = (self._snap(value) + self._noise(self.dimension, rng)).astype(np.float64) * self._step()
-        return float(out[0]) if value.shape == () else out.reshape(value.shape)
-
-    def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
-        k = self._snap(value)
-        noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
-        out = (k + noise).astype(np.float64) * self._step()
-        return out[:, 0] if value.shape == () else out.reshape((count, *value.shape))

@@ -10,9 +10,8 @@ import attrs
 import numpy as np
 
 from privreg.core import validation as v
-from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
-from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,
@@ -20,8 +19,9 @@ from privreg.core.sensitivity import (
     SensitivityKind,
     require_sensitivity,
 )
-from privreg.noise import Grid, discrete_laplace, snap_to_grid
+from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
+from privreg.plugins.standard.grid_mechanism import GridMechanism
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 
@@ -33,24 +33,6 @@ def as_global_l1(x: Any) -> GlobalSensitivity:
     return require_sensitivity(
         x, kinds=(SensitivityKind.GLOBAL,), norms=(Norm.L1,), who="the Laplace mechanism"
     )  # type: ignore[return-value]
-
-
-def finite_array(name: str, value: Any) -> np.ndarray:
-    """``value`` as a float64 array (0-d or 1-d) after rejecting NaN/inf and non-numbers."""
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PrivregTypeError(f"{name} must be a number or a 1-d array of numbers; got {value!r}") from None
-    if arr.ndim > 1:
-        raise PrivregValueError(f"{name} must be a scalar or a 1-d vector; got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        first = arr.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
-        raise PrivregValueError(
-            f"{name} must be finite; got {first} (at {int(np.flatnonzero(bad.reshape(-1))[0])}). "
-            f"Remove or impute NaN/inf before releasing."
-        )
-    return arr
 
 
 def float_at_most(x: Fraction) -> float:
@@ -69,7 +51,7 @@ def _path(x: Any) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class LaplaceMechanism(Mechanism):
+class LaplaceMechanism(GridMechanism):
     """Adds Laplace noise of scale ``sensitivity / epsilon`` to a query of ``dimension``
     coordinates (1: a scalar).
 
@@ -112,35 +94,7 @@ class LaplaceMechanism(Mechanism):
     def privacy_event(self) -> PrivacyEvent:
         return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.integer_sensitivity)
 
-    def validate_input(self, value: Any) -> np.ndarray:
-        arr = finite_array("value", value)
-        size = arr.size if arr.ndim else 1
-        if size != self.dimension:
-            raise PrivregValueError(
-                f"value has {size} coordinate(s) but the mechanism was built for dimension="
-                f"{self.dimension}; build it with dimension={size}"
-            )
-        return arr
-
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":
             return discrete_laplace_many(self.noise_scale, count, rng)
         return np.array([discrete_laplace(self.noise_scale, rng) for _ in range(count)], dtype=np.int64)
-
-    def _to_output(self, k: np.ndarray, shape: tuple[int, ...]) -> Any:
-        # a deterministic function of the integer k: post-processing, leaks nothing
-        out = k.astype(np.float64) * (self.sensitivity.value / self.grid.multiple)
-        return float(out[0]) if shape == () else out.reshape(shape)
-
-    def _snap(self, value: np.ndarray) -> np.ndarray:
-        grid = self.grid
-        return np.array([snap_to_grid(float(x), grid) for x in value.reshape(-1)], dtype=np.int64)
-
-    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        return self._to_output(self._snap(value) + self._noise(self.dimension, rng), value.shape)
-
-    def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
-        k = self._snap(value)
-        noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
-        out = (k + noise).astype(np.float64) * (self.sensitivity.value / self.grid.multiple)
-        return out[:, 0] if value.shape == () else out.reshape((count, *value.shape))
