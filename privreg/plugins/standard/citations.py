@@ -68,6 +68,15 @@ BW18 = Citation(
     where="Theorem 8 (analytic calibration); sampled as the exact discrete Gaussian of "
     "Canonne-Kamath-Steinke 2020, Algorithm 3",
 )
+GOPI20 = Citation(
+    authors="S. Gopi, P. Gulhane, J. Kulkarni, J. H. Shen, M. Shokouhi, S. Yekhanin",
+    title="Differentially Private Set Union",
+    year=2020,
+    venue="ICML",
+    where="Section 5 (Laplace and weighted Gaussian policies, threshold rho); Laplace "
+    "thresholding after Korolova et al. 2009",
+    url="https://arxiv.org/abs/2002.09745",
+)
 KOV14 = Citation(
     authors="P. Kairouz, S. Oh, P. Viswanath",
     title="Extremal Mechanisms for Local Differential Privacy",

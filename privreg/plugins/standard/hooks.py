@@ -17,6 +17,7 @@ from privreg.plugins.standard.laplace import LaplaceMechanism
 from privreg.plugins.standard.randomized_response import RandomizedResponse
 from privreg.plugins.standard.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from privreg.plugins.standard.subset_selection import SubsetSelection
+from privreg.plugins.standard.thresholding import GaussianThresholding, LaplaceThresholding
 from privreg.plugins.standard.unary_encoding import OptimizedUnaryEncoding
 from privreg.plugins.standard.workflows import bounded_mean
 
@@ -25,6 +26,13 @@ _EPSILON = Param(name="epsilon", type=float, doc="privacy parameter epsilon", mi
 _UTILITY_SENSITIVITY = Param(
     name="sensitivity", type=float, minimum=0, exclusive_minimum=True,
     doc="utility sensitivity Delta_u: the most any one candidate's utility can change between neighbours")
+_THRESHOLD_PARAMS = (
+    _EPSILON,
+    Param(name="delta", type=float, minimum=0, exclusive_minimum=True, maximum=0.5,
+          doc="privacy parameter delta (bounds the release of keys held by one user)"),
+    Param(name="max_partitions", type=int, minimum=1,
+          doc="Delta_0: the most keys one user contributes to (bounded by the caller)"),
+)
 _MONOTONIC = Param(
     name="monotonic", type=bool, default=False,
     doc="true only if all utilities always move in the same direction between neighbours (eps/Delta scaling)")
@@ -90,6 +98,32 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
                       doc="analytic (Balle-Wang 2018), or classic sqrt(2 ln(1.25/delta))/eps for eps < 1"),
                 Param(name="path", type=str, default="fast", choices=["fast", "exact"],
                       doc="vectorised exact sampler, or one exact rational draw at a time"),
+            ),
+        ),
+        RegistryItem(
+            name="laplace-thresholding",
+            kind="mechanism",
+            summary="partition selection: discrete Laplace on key totals, keys above tau released; (eps, delta)-DP",
+            citation=citations.GOPI20,
+            factory=LaplaceThresholding,
+            example=Example(params={"epsilon": 1.0, "delta": 1e-3, "max_partitions": 2},
+                            neighbours=({"a": 10.0}, {"a": 11.0, "b": 1.0})),
+            params=_THRESHOLD_PARAMS + (
+                Param(name="max_contribution", type=float, default=1.0, minimum=0, exclusive_minimum=True,
+                      doc="Delta_inf: the largest weight one user puts on one key"),
+            ),
+        ),
+        RegistryItem(
+            name="gaussian-thresholding",
+            kind="mechanism",
+            summary="DPSU weighted-Gaussian partition selection with paper 002's threshold rho; (eps, delta)-DP",
+            citation=citations.GOPI20,
+            factory=GaussianThresholding,
+            example=Example(params={"epsilon": 1.0, "delta": 1e-3, "max_partitions": 2},
+                            neighbours=({"a": 10.0}, {"a": 10.0 + 2 ** -0.5, "b": 2 ** -0.5})),
+            params=_THRESHOLD_PARAMS + (
+                Param(name="sensitivity", type=float, default=1.0, minimum=0, exclusive_minimum=True,
+                      doc="Delta_2: a user with t keys puts weight <= sensitivity/sqrt(t) on each"),
             ),
         ),
         RegistryItem(
