@@ -7,7 +7,6 @@ tests that could pass vacuously also check that they reject a wrong distribution
 
 import math
 from collections import defaultdict
-from decimal import Decimal, localcontext
 from fractions import Fraction
 from itertools import combinations
 
@@ -26,21 +25,7 @@ from privreg import (
 from privreg.plugins.standard.randomized_response import RandomizedResponse
 from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_subsets
 
-
-def _exp(eps: float) -> Fraction:
-    """e^eps to 60 significant digits (Decimal.exp is correctly rounded), as a Fraction."""
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return Fraction(Decimal(eps).exp())
-
-
-def _at_most_exp(ratio: Fraction, eps: float) -> bool:
-    """ratio <= e^eps, certified: the 60-digit value is shrunk by far more than its error."""
-    return ratio <= _exp(eps) * (1 - Fraction(1, 10**50))
-
-
-def _rng(seed):
-    return InsecureReproducibleRandom(seed=seed)
+from ldp_helpers import at_most_exp, exp_exact, seeded
 
 
 # --- the paper's parameters -------------------------------------------------------------
@@ -64,7 +49,7 @@ def _rng(seed):
 def test_subset_size_and_keep_probability_follow_the_paper(s, eps, d):
     ss = SubsetSelection(epsilon=eps, s=s)
     assert ss.subset_size == d
-    e = _exp(eps)
+    e = exp_exact(eps)
     p_paper = d * e / (d * e + s - d)  # Algorithm 1, line 2
     p = ss.keep_probability
     assert p.denominator <= 2**53 and p <= p_paper, "rounded down, never up"
@@ -84,7 +69,7 @@ def test_realised_privacy_ratio_is_conservative_and_tight(eps, s):
     d, p = ss.subset_size, ss.keep_probability
     assert r == p * (s - d) / ((1 - p) * d)
     assert r > 1, "the reverse ratio 1/r must not exceed e^eps either"
-    assert _at_most_exp(r, eps), "realised LDP epsilon must not exceed the claimed one"
+    assert at_most_exp(r, eps), "realised LDP epsilon must not exceed the claimed one"
     # no budget may be wasted beyond the rounding: one 2^-53 step of p and the 2^-50
     # margin of the certified lower bound on e^eps (a factor 2 of slack on each)
     pf = float(p)
@@ -128,7 +113,7 @@ def test_exact_output_distribution_is_eps_ldp_and_tight(s, eps):
         assert sum(law.values()) == 1 and set(law) == set(subsets)
     worst = max(a[S] / b[S] for a in laws for b in laws for S in subsets)
     assert worst == ss.privacy_ratio
-    assert _at_most_exp(worst, eps)
+    assert at_most_exp(worst, eps)
     assert eps - math.log(worst) < 1e-12
 
 
@@ -141,7 +126,7 @@ def test_reported_subsets_follow_the_exact_distribution(s, eps):
     with p lowered by 0.03, so the test has power."""
     ss = SubsetSelection(epsilon=eps, s=s)
     d, p, n = ss.subset_size, ss.keep_probability, 60_000
-    reports = ss.randomize(np.ones(n, dtype=np.int64), charger=EventLog(), rng=_rng(s)).reports
+    reports = ss.randomize(np.ones(n, dtype=np.int64), charger=EventLog(), rng=seeded(s)).reports
     subsets = list(combinations(range(s), d))
     index = {S: i for i, S in enumerate(subsets)}
     observed = np.bincount([index[tuple(r)] for r in reports.tolist()], minlength=len(subsets))
@@ -163,7 +148,7 @@ def test_pairwise_inclusion_matches_the_exact_law_for_a_large_subset():
     ss = SubsetSelection(epsilon=eps, s=s)
     d, p = ss.subset_size, float(ss.keep_probability)
     assert d == 24
-    reports = ss.randomize(np.full(n, z), charger=EventLog(), rng=_rng(50)).reports
+    reports = ss.randomize(np.full(n, z), charger=EventLog(), rng=seeded(50)).reports
     member = np.zeros((n, s), dtype=np.int64)
     np.put_along_axis(member, reports, 1, axis=1)
     pairs = member.T @ member  # diagonal: single-item counts
@@ -182,15 +167,15 @@ def test_pairwise_inclusion_matches_the_exact_law_for_a_large_subset():
 def test_uniform_subsets_is_uniform_even_when_nearly_every_draw_collides():
     """Rows are uniform 3-subsets of 6 items (first draws collide with probability 4/9):
     chi-square over the 20 subsets, rejected at p < 1e-4; and d = m gives the full set."""
-    rows = np.sort(uniform_subsets(60_000, 3, 6, _rng(4)), axis=1)
+    rows = np.sort(uniform_subsets(60_000, 3, 6, seeded(4)), axis=1)
     assert (np.diff(rows, axis=1) > 0).all()
     subsets = {S: i for i, S in enumerate(combinations(range(6), 3))}
     counts = np.bincount([subsets[tuple(r)] for r in rows.tolist()], minlength=20)
     assert stats.chisquare(counts).pvalue > 1e-4
-    full = np.sort(uniform_subsets(100, 4, 4, _rng(5)), axis=1)
+    full = np.sort(uniform_subsets(100, 4, 4, seeded(5)), axis=1)
     assert (full == np.arange(4)).all()
     with pytest.raises(PrivregValueError, match="distinct"):
-        uniform_subsets(1, 5, 4, _rng(5))
+        uniform_subsets(1, 5, 4, seeded(5))
 
 
 # --- reports ----------------------------------------------------------------------------
@@ -199,13 +184,13 @@ def test_uniform_subsets_is_uniform_even_when_nearly_every_draw_collides():
 def test_reports_are_sorted_sets_of_d_items_in_the_domain(s, eps):
     ss = SubsetSelection(epsilon=eps, s=s)
     x = np.arange(5000) % s
-    out = ss.randomize(x, charger=EventLog(), rng=_rng(9))
+    out = ss.randomize(x, charger=EventLog(), rng=seeded(9))
     r = out.reports
     assert r.shape == (5000, ss.subset_size) and r.dtype == np.int64
     assert r.min() >= 0 and r.max() < s
     assert (np.diff(r, axis=1) > 0).all(), "rows are strictly increasing: distinct, canonical order"
     assert np.array_equal(ss.validate_reports(r), r)
-    empty = ss.randomize(np.array([], dtype=np.int64), charger=EventLog(), rng=_rng(9)).reports
+    empty = ss.randomize(np.array([], dtype=np.int64), charger=EventLog(), rng=seeded(9)).reports
     assert empty.shape == (0, ss.subset_size)
 
 
@@ -213,10 +198,10 @@ def test_charges_local_dp_and_shuffles():
     ss = SubsetSelection(epsilon=2.0, s=30)
     log = EventLog()
     x = np.arange(300) % 30
-    a = ss.randomize(x, charger=log, rng=_rng(1))
-    b = ss.randomize(x, charger=log, rng=_rng(1))
+    a = ss.randomize(x, charger=log, rng=seeded(1))
+    b = ss.randomize(x, charger=log, rng=seeded(1))
     assert np.array_equal(a.reports, b.reports), "a seed replays the same reports"
-    sh = ss.randomize(x, charger=log, rng=_rng(1), shuffle=True)
+    sh = ss.randomize(x, charger=log, rng=seeded(1), shuffle=True)
     assert [c.event for c in log.charges] == [
         LocalDP(epsilon0=2.0, randomizer="subset-selection")] * 2 + [
         Shuffled(event=LocalDP(epsilon0=2.0, randomizer="subset-selection"), num_reports=300)]
@@ -243,7 +228,7 @@ def test_estimator_is_unbiased(s, eps, n, z_max):
     truth = np.floor(n * weights / weights.sum()).astype(np.int64)
     truth[0] += n - truth.sum()
     x = np.repeat(np.arange(s), truth)
-    out = ss.randomize(x, charger=EventLog(), rng=_rng(s))
+    out = ss.randomize(x, charger=EventLog(), rng=seeded(s))
     est = ss.estimate(out.reports)
     z = (est.counts - truth) / np.sqrt(ss.variance(truth))
     assert np.abs(z).max() < z_max, np.abs(z).max()
@@ -261,7 +246,7 @@ def test_variance_formula_matches_the_empirical_variance():
     ss = SubsetSelection(epsilon=1.0, s=s)
     truth = np.array([300, 200, 150, 100, 100, 50, 50, 50])
     x = np.tile(np.repeat(np.arange(s), truth), blocks)
-    reports = ss.randomize(x, charger=EventLog(), rng=_rng(77)).reports.reshape(blocks, m, -1)
+    reports = ss.randomize(x, charger=EventLog(), rng=seeded(77)).reports.reshape(blocks, m, -1)
     errors = np.array([ss.estimate(r).counts for r in reports]) - truth
     var = ss.variance(truth)
     chi2 = stats.chi2(blocks)
@@ -304,7 +289,7 @@ def test_rejects_bad_domain_size(s):
 def test_refuses_inputs_outside_the_domain_and_charges_nothing(inputs, error, words):
     log = EventLog()
     with pytest.raises(error, match=words):
-        SubsetSelection(epsilon=1.0, s=5).randomize(inputs, charger=log, rng=_rng(1))
+        SubsetSelection(epsilon=1.0, s=5).randomize(inputs, charger=log, rng=seeded(1))
     assert log.charges == ()
 
 
@@ -329,7 +314,7 @@ def test_a_million_users_over_ten_thousand_items():
     """The vectorised path at the scale of paper 001 (no timing assertion)."""
     ss = SubsetSelection(epsilon=10.0, s=10_000)
     x = np.arange(1_000_000) % 10_000
-    out = ss.randomize(x, charger=EventLog(), rng=_rng(2024))
+    out = ss.randomize(x, charger=EventLog(), rng=seeded(2024))
     assert out.reports.shape == (1_000_000, 1)
     assert out.reports.min() >= 0 and out.reports.max() < 10_000
     kept = float(np.mean(out.reports[:, 0] == x))
@@ -355,4 +340,4 @@ def test_randomized_response_tiny_epsilon_is_refused_or_safe(eps):
         return
     p = rr.keep_probability
     q = (1 - p) / (rr.k - 1)
-    assert _at_most_exp(p / q, eps) and _at_most_exp(q / p, eps)
+    assert at_most_exp(p / q, eps) and at_most_exp(q / p, eps)

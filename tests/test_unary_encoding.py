@@ -7,7 +7,6 @@ tests that could pass vacuously also check that they reject a wrong distribution
 
 import itertools
 import math
-from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -16,7 +15,6 @@ from scipy import stats
 
 from privreg import (
     EventLog,
-    InsecureReproducibleRandom,
     LocalDP,
     PrivregTypeError,
     PrivregValueError,
@@ -24,20 +22,7 @@ from privreg import (
 )
 from privreg.plugins.standard.unary_encoding import OptimizedUnaryEncoding, bernoulli_dyadic
 
-
-def _exp(eps: float) -> Fraction:
-    """e^eps to 60 significant digits (Decimal.exp is correctly rounded), as a Fraction."""
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return Fraction(Decimal(eps).exp())
-
-
-def _at_most_exp(ratio: Fraction, eps: float) -> bool:
-    return ratio <= _exp(eps) * (1 - Fraction(1, 10**50))
-
-
-def _rng(seed):
-    return InsecureReproducibleRandom(seed=seed)
+from ldp_helpers import at_most_exp, exp_exact, seeded
 
 
 # --- parameters and exact privacy -------------------------------------------------------
@@ -47,12 +32,12 @@ def test_probabilities_are_the_papers_rounded_conservatively(eps):
     oue = OptimizedUnaryEncoding(epsilon=eps, k=4)
     p, q = oue.keep_probability, oue.other_probability
     assert p == Fraction(1, 2)
-    q_paper = 1 / (_exp(eps) + 1)
+    q_paper = 1 / (exp_exact(eps) + 1)
     assert q.denominator <= 2**53 and q >= q_paper, "q is rounded up, never down"
     assert q - q_paper <= Fraction(1, 2**51), "by at most one 2^-53 step plus the margin on e^eps"
     r = oue.privacy_ratio
     assert r == p * (1 - q) / ((1 - p) * q)
-    assert r > 1 and _at_most_exp(r, eps), "realised LDP epsilon must not exceed the claimed one"
+    assert r > 1 and at_most_exp(r, eps), "realised LDP epsilon must not exceed the claimed one"
     qf = float(q)
     if qf > 2**-40:  # budget lost only to rounding: one 2^-53 step of q and the 2^-50 margin
         assert eps - math.log(r) < 2**-49 + 2 * 2**-53 / (qf * (1 - qf))
@@ -84,7 +69,7 @@ def test_exact_output_distribution_is_eps_ldp_and_tight(k, eps):
     assert all(sum(law.values()) == 1 for law in laws)
     worst = max(a[B] / b[B] for a in laws for b in laws for B in a)
     assert worst == oue.privacy_ratio
-    assert _at_most_exp(worst, eps) and eps - math.log(worst) < 1e-12
+    assert at_most_exp(worst, eps) and eps - math.log(worst) < 1e-12
 
 
 @pytest.mark.parametrize("k, eps, x", [(3, 1.0, 0), (4, 2.0, 2), (5, 0.1, 4)])
@@ -94,7 +79,7 @@ def test_reports_follow_the_exact_distribution(k, eps, x):
     also reject the law with q raised by 0.01 (power check)."""
     oue = OptimizedUnaryEncoding(epsilon=eps, k=k)
     n = 100_000
-    reports = oue.randomize(np.full(n, x), charger=EventLog(), rng=_rng(k)).reports
+    reports = oue.randomize(np.full(n, x), charger=EventLog(), rng=seeded(k)).reports
     codes = reports.astype(np.int64) @ (1 << np.arange(k))
     observed = np.bincount(codes, minlength=2**k)
 
@@ -138,7 +123,7 @@ def test_bernoulli_dyadic_compares_byte_by_byte_and_ties_are_false():
 def test_bernoulli_dyadic_frequency():
     """2e6 draws at probability 12345/2^16; |z| < 5 (false-alarm rate 5.7e-7)."""
     n, prob = 2_000_000, 12345 / 2**16
-    hits = bernoulli_dyadic(12345, 16, n, _rng(3)).sum()
+    hits = bernoulli_dyadic(12345, 16, n, seeded(3)).sum()
     assert abs(hits - n * prob) < 5 * math.sqrt(n * prob * (1 - prob))
 
 
@@ -147,12 +132,12 @@ def test_bernoulli_dyadic_frequency():
 def test_reports_are_boolean_rows_of_length_k():
     oue = OptimizedUnaryEncoding(epsilon=1.0, k=7)
     log = EventLog()
-    out = oue.randomize(np.arange(700) % 7, charger=log, rng=_rng(1))
+    out = oue.randomize(np.arange(700) % 7, charger=log, rng=seeded(1))
     assert out.reports.shape == (700, 7) and out.reports.dtype == bool
     assert [c.event for c in log.charges] == [LocalDP(epsilon0=1.0, randomizer="optimized-unary-encoding")]
-    again = oue.randomize(np.arange(700) % 7, charger=log, rng=_rng(1)).reports
+    again = oue.randomize(np.arange(700) % 7, charger=log, rng=seeded(1)).reports
     assert np.array_equal(out.reports, again), "a seed replays the same reports"
-    assert oue.randomize(np.array([], dtype=int), charger=log, rng=_rng(1)).reports.shape == (0, 7)
+    assert oue.randomize(np.array([], dtype=int), charger=log, rng=seeded(1)).reports.shape == (0, 7)
     assert np.array_equal(oue.validate_reports(out.reports.astype(np.uint8)), out.reports)
 
 
@@ -167,7 +152,7 @@ def test_estimator_is_unbiased(k, eps, n):
     truth = np.floor(n * weights / weights.sum()).astype(np.int64)
     truth[0] += n - truth.sum()
     x = np.repeat(np.arange(k), truth)
-    est = oue.estimate(oue.randomize(x, charger=EventLog(), rng=_rng(k)).reports)
+    est = oue.estimate(oue.randomize(x, charger=EventLog(), rng=seeded(k)).reports)
     z = (est.counts - truth) / np.sqrt(oue.variance(truth))
     assert np.abs(z).max() < 5.5, np.abs(z).max()
     assert est.counts.shape == est.variance.shape == (k,) and (est.variance > 0).all()
@@ -182,7 +167,7 @@ def test_variance_formula_matches_the_empirical_variance():
     oue = OptimizedUnaryEncoding(epsilon=1.0, k=k)
     truth = np.array([300, 200, 150, 100, 100, 50, 50, 50])
     x = np.tile(np.repeat(np.arange(k), truth), blocks)
-    reports = oue.randomize(x, charger=EventLog(), rng=_rng(78)).reports.reshape(blocks, m, k)
+    reports = oue.randomize(x, charger=EventLog(), rng=seeded(78)).reports.reshape(blocks, m, k)
     errors = np.array([oue.estimate(r).counts for r in reports]) - truth
     var = oue.variance(truth)
     chi2 = stats.chi2(blocks)
@@ -232,7 +217,7 @@ def test_rejects_bad_domain_size(k):
 def test_refuses_inputs_outside_the_domain_and_charges_nothing(inputs, error, words):
     log = EventLog()
     with pytest.raises(error, match=words):
-        OptimizedUnaryEncoding(epsilon=1.0, k=4).randomize(inputs, charger=log, rng=_rng(1))
+        OptimizedUnaryEncoding(epsilon=1.0, k=4).randomize(inputs, charger=log, rng=seeded(1))
     assert log.charges == ()
 
 
@@ -254,7 +239,7 @@ def test_a_million_users():
     """The vectorised path at scale (1e6 users x 32 bits; no timing assertion)."""
     oue = OptimizedUnaryEncoding(epsilon=2.0, k=32)
     x = np.arange(1_000_000) % 32
-    reports = oue.randomize(x, charger=EventLog(), rng=_rng(2017)).reports
+    reports = oue.randomize(x, charger=EventLog(), rng=seeded(2017)).reports
     assert reports.shape == (1_000_000, 32)
     own = float(reports[np.arange(1_000_000), x].mean())
     assert abs(own - 0.5) < 5 * math.sqrt(0.25 / 1e6)  # the user's bit is a fair coin; 5.7e-7

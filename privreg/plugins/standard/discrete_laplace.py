@@ -15,15 +15,9 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
-from privreg.plugins.standard.laplace import PATHS, float_at_most
+from privreg.plugins.standard.noise_params import check_path, float_at_most
 
 __all__ = ["DiscreteLaplaceMechanism"]
-
-
-def _path(x: Any) -> str:
-    if x not in PATHS:
-        raise PrivregValueError(f"path must be one of {PATHS}; got {x!r}")
-    return x
 
 
 @attrs.frozen(kw_only=True)
@@ -43,7 +37,7 @@ class DiscreteLaplaceMechanism(Mechanism):
     epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
     sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
     dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
-    path: str = attrs.field(default="fast", converter=_path)
+    path: str = attrs.field(default="fast", converter=check_path)
 
     @property
     def noise_scale(self) -> Fraction:

@@ -20,15 +20,18 @@ from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,
-    SensitivityKind,
-    require_sensitivity,
 )
 from privreg.noise import Grid
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
 from privreg.plugins.standard.grid_mechanism import GridMechanism
-from privreg.plugins.standard.laplace import PATHS
+from privreg.plugins.standard.noise_params import as_global, check_path
 
 __all__ = ["GaussianMechanism", "as_global_l2", "classic_gaussian_ratio", "CALIBRATIONS"]
+
+
+def as_global_l2(x: Any) -> GlobalSensitivity:
+    """A number (global L2 sensitivity) or a global L2 Sensitivity, validated."""
+    return as_global(x, norm=Norm.L2, who="the Gaussian mechanism")
 
 #: How the continuous sigma is chosen before discretisation.
 CALIBRATIONS = ("analytic", "classic")
@@ -41,27 +44,12 @@ _SEARCH_TOL = 1e-5
 _MAX_SEARCH_STEPS = 200
 
 
-def as_global_l2(x: Any) -> GlobalSensitivity:
-    """Accept a number (taken as a global L2 sensitivity) or a global L2 Sensitivity."""
-    if not hasattr(x, "kind"):
-        x = GlobalSensitivity(value=x, norm=Norm.L2)
-    return require_sensitivity(
-        x, kinds=(SensitivityKind.GLOBAL,), norms=(Norm.L2,), who="the Gaussian mechanism"
-    )  # type: ignore[return-value]
-
-
 def _calibration(x: Any) -> str:
     if x not in CALIBRATIONS:
         raise PrivregValueError(
             f"calibration must be one of {CALIBRATIONS}; got {x!r}. Use calibration='analytic' "
             f"(Balle-Wang 2018, tightest) unless you need the textbook formula."
         )
-    return x
-
-
-def _path(x: Any) -> str:
-    if x not in PATHS:
-        raise PrivregValueError(f"path must be one of {PATHS}; got {x!r}")
     return x
 
 
@@ -182,7 +170,7 @@ class GaussianMechanism(GridMechanism):
     sensitivity: GlobalSensitivity = attrs.field(converter=as_global_l2)
     dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
     calibration: str = attrs.field(default="analytic", converter=_calibration)
-    path: str = attrs.field(default="fast", converter=_path)
+    path: str = attrs.field(default="fast", converter=check_path)
 
     def __attrs_post_init__(self) -> None:
         if self.calibration == "classic":

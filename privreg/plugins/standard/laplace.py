@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -10,44 +9,25 @@ import attrs
 import numpy as np
 
 from privreg.core import validation as v
-from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,
-    SensitivityKind,
-    require_sensitivity,
 )
 from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.plugins.standard.grid_mechanism import GridMechanism
+from privreg.plugins.standard.noise_params import as_global, check_path, float_at_most
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 
 
 def as_global_l1(x: Any) -> GlobalSensitivity:
-    """Accept a number (taken as a global L1 sensitivity) or a global L1 Sensitivity."""
-    if not hasattr(x, "kind"):
-        x = GlobalSensitivity(value=x, norm=Norm.L1)
-    return require_sensitivity(
-        x, kinds=(SensitivityKind.GLOBAL,), norms=(Norm.L1,), who="the Laplace mechanism"
-    )  # type: ignore[return-value]
+    """A number (global L1 sensitivity) or a global L1 Sensitivity, validated."""
+    return as_global(x, norm=Norm.L1, who="the Laplace mechanism")
 
 
-def float_at_most(x: Fraction) -> float:
-    """The largest float <= x (for scales claimed in events: never more than applied)."""
-    f = float(x)
-    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
-
-
-PATHS = ("fast", "exact")
-
-
-def _path(x: Any) -> str:
-    if x not in PATHS:
-        raise PrivregValueError(f"path must be one of {PATHS}; got {x!r}")
-    return x
 
 
 @attrs.frozen(kw_only=True)
@@ -75,7 +55,7 @@ class LaplaceMechanism(GridMechanism):
     epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
     sensitivity: GlobalSensitivity = attrs.field(converter=as_global_l1)
     dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
-    path: str = attrs.field(default="fast", converter=_path)
+    path: str = attrs.field(default="fast", converter=check_path)
 
     @property
     def grid(self) -> Grid:

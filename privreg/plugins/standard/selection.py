@@ -35,8 +35,8 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Exponential, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
-from privreg.noise import bernoulli, bernoulli_exp_neg, uniform_below
-from privreg.noise.coins import ExpCoins, bernoulli_exp_neg_unit, bernoulli_many
+from privreg.noise import bernoulli_exp_neg, uniform_below
+from privreg.noise.coins import ExpCoins
 
 __all__ = [
     "ExponentialMechanism",

@@ -70,7 +70,7 @@ from privreg.noise import Grid, snap_to_grid
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.noise.gaussian import discrete_gaussian_many
 from privreg.plugins.standard.gaussian import GaussianMechanism
-from privreg.plugins.standard.laplace import float_at_most
+from privreg.plugins.standard.noise_params import float_at_most
 
 __all__ = ["LaplaceThresholding", "GaussianThresholding", "validate_key_counts"]
 

@@ -1,0 +1,41 @@
+"""Parameter handling shared by the noise-adding mechanisms of the standard plugin."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from privreg.core.errors import PrivregValueError
+from privreg.core.sensitivity import (
+    GlobalSensitivity,
+    Norm,
+    SensitivityKind,
+    require_sensitivity,
+)
+
+__all__ = ["PATHS", "check_path", "float_at_most", "as_global"]
+
+#: Sampling paths: vectorised exact samplers, or one exact rational draw at a time.
+PATHS = ("fast", "exact")
+
+
+def check_path(x: Any) -> str:
+    """Validate a ``path`` parameter."""
+    if x not in PATHS:
+        raise PrivregValueError(f"path must be one of {PATHS}; got {x!r}")
+    return x
+
+
+def float_at_most(x: Fraction) -> float:
+    """The largest float <= x (for scales claimed in events: never more than applied)."""
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def as_global(x: Any, *, norm: Norm, who: str) -> GlobalSensitivity:
+    """Accept a number (taken as a global sensitivity in ``norm``) or a global Sensitivity
+    in that norm; refuse local or smooth sensitivities and other norms."""
+    if not hasattr(x, "kind"):
+        x = GlobalSensitivity(value=x, norm=norm)
+    return require_sensitivity(x, kinds=(SensitivityKind.GLOBAL,), norms=(norm,), who=who)  # type: ignore[return-value]
