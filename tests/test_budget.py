@@ -209,3 +209,21 @@ def test_deleted_row_and_changed_budget_are_detected(tmp_path):
     problems = Ledger(tmp_path / "l.sqlite", create=False).verify()
     assert any("row 1: prev_hash" in p for p in problems)  # budget edit breaks the genesis link
     assert any("row 2 is missing" in p for p in problems)
+
+
+def test_reordered_rows_are_detected(tmp_path):
+    import sqlite3
+
+    s = session(tmp_path, eps=5.0)
+    for i in range(3):
+        s.charge(PureDP(epsilon=0.5 + i), mechanism="m", parameters={}, label=f"r{i}")
+    s.close()
+    db = sqlite3.connect(tmp_path / "l.sqlite")
+    rows = db.execute("SELECT seq, event, label FROM charges WHERE seq IN (1, 2) ORDER BY seq").fetchall()
+    for (seq, _, _), (_, event, label) in zip(rows, reversed(rows)):  # swap rows 1 and 2
+        db.execute("UPDATE charges SET event = ?, label = ? WHERE seq = ?", (event, label, seq))
+    db.commit()
+    db.close()
+    problems = Ledger(tmp_path / "l.sqlite", create=False).verify()
+    assert "row 1: contents do not match its hash (edited)" in problems
+    assert "row 2: contents do not match its hash (edited)" in problems

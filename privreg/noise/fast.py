@@ -6,7 +6,9 @@ on numpy int64 arrays: every coin is an exact uniform integer from
 distribution *exactly* -- for the scale it was given. To keep int64 arithmetic, a scale
 ``t/s`` whose numerator or denominator exceeds 2**40 is first rounded *up* to a nearby
 rational (:func:`fast_scale`): more noise, hence a realised epsilon at most the nominal
-one, smaller by a relative 2**-40 at most. No floating point touches a sample.
+one. The increase is below ``max(2**-40, 2**-39 * scale)``: negligible in relative terms
+for any scale >= 1 (the mechanisms' grid scales are >= 1024). No floating point touches
+a sample.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ MAX_PART = 1 << 40
 
 def fast_scale(scale: Fraction) -> Fraction:
     """``scale`` itself if its numerator and denominator are at most 2**40; otherwise the
-    smallest rational ``t / 2**j`` >= scale with ``t <= 2**40`` (never a smaller scale)."""
+    smallest rational ``t / 2**j`` >= scale with ``t <= 2**40`` and ``j <= 40`` (never a
+    smaller scale; larger by less than ``max(2**-40, 2**-39 * scale)``)."""
     scale = Fraction(scale)
     if scale <= 0:
         raise PrivregValueError(f"scale must be > 0; got {scale}")
@@ -41,7 +44,10 @@ def fast_scale(scale: Fraction) -> Fraction:
             break
         j -= 1
     if t > MAX_PART:
-        raise PrivregValueError(f"scale {float(scale):g} is too large for the vectorised sampler")
+        raise PrivregValueError(
+            f"scale {float(scale):g} exceeds 2**40, the vectorised sampler's limit; use the "
+            f"exact path (path='exact' on the mechanisms) for such noise"
+        )
     return Fraction(t, 1 << j)
 
 

@@ -29,7 +29,8 @@ class DiscreteLaplaceMechanism(Mechanism):
     ``sensitivity`` in L1 (Ghosh-Roughgarden-Sundararajan 2009); outputs are integers, so
     no grid is needed and nothing leaks through floating point. Noise comes from the
     Canonne-Kamath-Steinke 2020 samplers on the OS CSPRNG; ``path="fast"`` (default) is
-    vectorised with the scale rounded up by at most a relative 2**-40, ``path="exact"``
+    vectorised with the scale rounded up by less than ``max(2**-40, 2**-39 * scale)``
+    (:func:`privreg.noise.fast.fast_scale`; only ever more noise), ``path="exact"``
     uses the exact rational scale. The charged event is the DiscreteLaplace applied.
     """
 

@@ -46,7 +46,8 @@ class LaplaceMechanism(GridMechanism):
     actually happened.
 
     Paths: ``"fast"`` (default) draws vectorised, about 1.3e6 values per second per core,
-    with the scale rounded up by at most a relative 2**-40 (:func:`privreg.noise.fast.fast_scale`);
+    with the integer scale (>= 1024) rounded up by at most a relative 2**-39
+    (:func:`privreg.noise.fast.fast_scale`);
     ``"exact"`` draws one value at a time with the exact rational scale (about 2e4/s).
     Both sample their stated distribution exactly.
     """

@@ -188,7 +188,7 @@ class LaplaceThresholding(_Thresholding):
     ``m`` and the integer vector has L1 sensitivity ``Delta_0 m``. Two-sided geometric noise
     of scale ``s = Delta_0 m / epsilon`` grid units (continuous analogue: ``b = Delta_0
     Delta_inf / epsilon``) is added, drawn as the discrete Laplace mechanism draws it
-    (exact CKS 2020 sampler, OS CSPRNG; ``fast_scale`` rounds s up by <= 2**-40 relative).
+    (exact CKS 2020 sampler, OS CSPRNG; ``fast_scale`` only rounds s up, by < 2**-39 relative for s >= 1).
 
     **Threshold.** A key present only because of the new user has snapped total
     ``k <= m``. For the discrete Laplace, ``P[Z >= j] = e^(-j/s) / (1 + e^(-1/s))`` for
