@@ -84,3 +84,17 @@ KOV14 = Citation(
     venue="NeurIPS",
     where="k-ary randomized response",
 )
+NRS07 = Citation(
+    authors="K. Nissim, S. Raskhodnikova, A. Smith",
+    title="Smooth Sensitivity and Sampling in Private Data Analysis",
+    year=2007,
+    venue="STOC",
+    where="Definitions 2.1-2.2, Proposition 3.4 (median)",
+)
+OKADA15 = Citation(
+    authors="R. Okada, K. Fukuchi, K. Kakizaki, J. Sakuma",
+    title="Differentially Private Analysis of Outliers",
+    year=2015,
+    venue="ECML PKDD",
+    where="Theorem 2 (Gaussian mechanism with smooth sensitivity), p = 1",
+)

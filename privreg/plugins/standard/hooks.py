@@ -8,12 +8,17 @@ from privreg.core.hookspecs import hookimpl
 import numpy as np
 
 from privreg.core.items import Example, Param, RegistryItem
-from privreg.core.sensitivity import GlobalSensitivity, Norm
+from privreg.core.sensitivity import GlobalSensitivity, LocalSensitivity, Norm, Sensitivity
 from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
 from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.plugins.standard.gaussian import GaussianMechanism
 from privreg.plugins.standard.laplace import LaplaceMechanism
+from privreg.plugins.standard.median import (
+    median_local_sensitivity,
+    median_smooth_sensitivity,
+    smooth_median_mechanism,
+)
 from privreg.plugins.standard.randomized_response import RandomizedResponse
 from privreg.plugins.standard.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from privreg.plugins.standard.subset_selection import SubsetSelection
@@ -157,6 +162,27 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             example=_SELECTION_EXAMPLE,
             params=(_EPSILON, _UTILITY_SENSITIVITY, _MONOTONIC),
         ),
+        RegistryItem(
+            name="smooth-gaussian",
+            kind="mechanism",
+            summary="median of bounded data with Gaussian noise scaled to its smooth sensitivity",
+            citation=citations.OKADA15,
+            factory=smooth_median_mechanism,
+            example=Example(
+                params={"epsilon": 1.0, "delta": 1e-6, "lower": 0.0, "upper": 1.0},
+                # replacing one record moves the median across the whole range
+                neighbours=(np.array([0.0] * 5 + [1.0] * 4), np.array([0.0] * 4 + [1.0] * 5)),
+            ),
+            params=(
+                _EPSILON,
+                Param(name="delta", type=float, minimum=0, exclusive_minimum=True, maximum=0.5,
+                      doc="privacy parameter delta"),
+                Param(name="lower", type=float, doc="declared lower bound of the data"),
+                Param(name="upper", type=float, doc="declared upper bound of the data"),
+                Param(name="step", type=float, default=None, minimum=0, exclusive_minimum=True,
+                      doc="public output grid (default (upper - lower) / 2^20)"),
+            ),
+        ),
     ]
 
 
@@ -204,6 +230,28 @@ def _global_sensitivity(*, value: float, norm: str) -> GlobalSensitivity:
     return GlobalSensitivity(value=value, norm=norm)
 
 
+_STATISTIC_PARAMS = (
+    Param(name="statistic", type=str, default="median", choices=["median"],
+          doc="built-in statistic (programmatic users pass their own functions to "
+              "LocalSensitivity / SmoothSensitivity)"),
+    Param(name="lower", type=float, doc="declared lower bound of the data"),
+    Param(name="upper", type=float, doc="declared upper bound of the data"),
+)
+
+
+def _local_sensitivity(*, statistic: str, lower: float, upper: float) -> LocalSensitivity:
+    """Local sensitivity of ``statistic`` over replace-one neighbours: the most one record
+    can move it at the given dataset. Data-dependent, so mechanisms refuse it; it is the
+    input of smooth bounds."""
+    return median_local_sensitivity(lower=lower, upper=upper)
+
+
+def _smooth_sensitivity(*, statistic: str, lower: float, upper: float, beta: float) -> Sensitivity:
+    """beta-smooth upper bound on the local sensitivity of ``statistic`` (NRS 2007,
+    Definition 2.2): usable with noise admissible for beta."""
+    return median_smooth_sensitivity(lower=lower, upper=upper, beta=beta)
+
+
 @hookimpl
 def privreg_register_sensitivities() -> list[RegistryItem]:
     return [
@@ -220,7 +268,27 @@ def privreg_register_sensitivities() -> list[RegistryItem]:
                 Param(name="norm", type=str, doc="norm of the change", default="l1",
                       choices=[n.value for n in Norm]),
             ),
-        )
+        ),
+        RegistryItem(
+            name="local-sensitivity",
+            kind="sensitivity",
+            summary="local sensitivity of a built-in statistic (data-dependent: feeds smooth bounds)",
+            citation=citations.NRS07,
+            factory=_local_sensitivity,
+            example=Example(params={"statistic": "median", "lower": 0.0, "upper": 1.0}),
+            params=_STATISTIC_PARAMS,
+        ),
+        RegistryItem(
+            name="smooth-sensitivity",
+            kind="sensitivity",
+            summary="beta-smooth upper bound max_t e^(-t beta) LS^(t) of a built-in statistic",
+            citation=citations.NRS07,
+            factory=_smooth_sensitivity,
+            example=Example(params={"statistic": "median", "lower": 0.0, "upper": 1.0, "beta": 0.05}),
+            params=(*_STATISTIC_PARAMS,
+                    Param(name="beta", type=float, minimum=0, exclusive_minimum=True,
+                          doc="smoothness parameter beta (e.g. from smooth_gaussian_parameters)")),
+        ),
     ]
 
 
