@@ -160,7 +160,7 @@ class GaussianMechanism(GridMechanism):
     coordinate. The output ``(k + z) * g`` is a deterministic function of integers, so its
     floating-point bits carry no further information about the input (Mironov 2012).
 
-    Paths: ``"fast"`` (default) vectorised (several million draws per second per core (benchmarks/noise.py)),
+    Paths: ``"fast"`` (default) vectorised, several million draws per second per core (benchmarks/noise.py);
     ``"exact"`` one scalar draw at a time. Both sample the discrete Gaussian exactly.
     """
 

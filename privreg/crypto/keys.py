@@ -1,0 +1,431 @@
+"""Paillier keys: generation from the OS CSPRNG, CRT decryption, key-holder encryption.
+
+The scheme is Paillier's (Eurocrypt 1999) with ``g = n + 1``, so ``g^m = 1 + m n mod n^2``,
+plus the Damgard-Jurik-Nielsen fixed base ``h_s`` in the public key for fast encryption
+(see :mod:`privreg.crypto.obfuscation`).
+
+Key generation draws primes from :mod:`secrets` (through
+:class:`~privreg.core.randomness.SecureRandom`): a random odd ``k``-bit candidate with its
+top two bits set, then ``gmpy2.next_prime``, confirmed with 50 Miller-Rabin rounds and a
+strong BPSW test. Primes satisfy ``p = q = 3 (mod 4)`` and ``gcd(p-1, q-1) = 2`` (the
+moduli of DJN), ``|p - q|`` is large, and ``n`` has exactly the requested length.
+Starting from a random point and taking the next prime slightly favours primes after
+long gaps; this is the standard practice (python-paillier and GMP-based libraries do the
+same) and is not known to help factoring.
+
+Keys shorter than 2048 bits are refused unless ``insecure_allow_small_keys=True`` is
+passed; such keys say so (``key.insecure`` and ``key.insecure_reasons``, and their repr).
+The paper reproductions at 256 and 1024 bits use that opt-in.
+
+Decryption uses the CRT (exponent ``p - 1`` modulo ``p^2`` and ``q - 1`` modulo ``q^2``);
+encryption by the key holder computes obfuscators modulo ``p^2`` and ``q^2`` and joins
+them by the CRT; its fast (``djn``) path draws the exponent uniformly modulo
+``lcm(p-1, q-1)`` and so needs DCR only (see :mod:`privreg.crypto.obfuscation`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
+from privreg.core.randomness import RandomSource, resolve_random
+from privreg.core.wire import register_type
+from privreg.crypto import parallel
+from privreg.crypto.counting import _add
+from privreg.crypto.errors import PlaintextOverflowError, WrongKeyError
+
+if TYPE_CHECKING:
+    from privreg.crypto.encoding import FixedPoint
+    from privreg.crypto.obfuscation import ObfuscatorPool
+    from privreg.crypto.packing import PackedCiphertexts
+    from privreg.crypto.vector import EncryptedVector
+
+__all__ = [
+    "MIN_KEY_BITS",
+    "PaillierPublicKey",
+    "PaillierPrivateKey",
+    "PaillierKeypair",
+    "generate_paillier_keypair",
+    "lookup_public_key",
+]
+
+#: The smallest key accepted without ``insecure_allow_small_keys=True``.
+MIN_KEY_BITS = 2048
+#: The smallest key accepted at all (tests and paper reproduction).
+MIN_INSECURE_KEY_BITS = 128
+
+_REGISTRY: weakref.WeakValueDictionary[bytes, PaillierPublicKey] = weakref.WeakValueDictionary()
+
+
+def key_id(n: int) -> bytes:
+    """A 16-byte identifier of the modulus ``n`` (what ciphertext messages carry)."""
+    n = int(n)
+    return hashlib.sha256(b"privreg.paillier.n:" + n.to_bytes((n.bit_length() + 7) // 8, "big")).digest()[:16]
+
+
+def lookup_public_key(kid: bytes) -> PaillierPublicKey | None:
+    """The live public key with identifier ``kid`` in this process, if any."""
+    return _REGISTRY.get(kid)
+
+
+def _check_flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise PrivregTypeError(f"insecure_allow_small_keys must be True or False; got {value!r}.")
+    return value
+
+
+def _check_key_size(argname: str, n_bits: int, insecure: bool) -> None:
+    if n_bits < MIN_INSECURE_KEY_BITS:
+        raise PrivregValueError(
+            f"{argname}={n_bits} is below {MIN_INSECURE_KEY_BITS} bits, too small even for tests; "
+            f"use {argname}={MIN_KEY_BITS} (or >= {MIN_INSECURE_KEY_BITS} with insecure_allow_small_keys=True)."
+        )
+    if n_bits < MIN_KEY_BITS and not insecure:
+        raise PrivregValueError(
+            f"{argname}={n_bits} is below the {MIN_KEY_BITS}-bit minimum for Paillier keys. Use "
+            f"{argname}={MIN_KEY_BITS} or more; for tests or paper reproduction only, pass "
+            f"insecure_allow_small_keys=True (the key is then marked insecure)."
+        )
+
+
+class PaillierPublicKey:
+    """A Paillier public key ``n`` (with ``g = n + 1``) and its DJN base ``h_s``.
+
+    Args:
+        n: the modulus.
+        h_s: the DJN fixed base ``(-x^2)^n mod n^2``; derived here from a fresh random
+            ``x`` when None (for keys imported from elsewhere).
+        insecure_allow_small_keys: accept ``n`` below 2048 bits; the key is marked insecure.
+        rng: randomness for deriving ``h_s`` (default: the OS CSPRNG).
+
+    Keys with the same ``n`` are equal and interoperate.
+    """
+
+    def __init__(self, *, n: int, h_s: int | None = None, insecure_allow_small_keys: bool = False,
+                 rng: RandomSource | None = None, _reasons: Sequence[str] = ()) -> None:
+        insecure = _check_flag(insecure_allow_small_keys)
+        n = v.check_int("n", n, minimum=3)
+        if n % 2 == 0:
+            raise PrivregValueError(f"n must be an odd modulus p*q; got an even number ({n.bit_length()} bits).")
+        self.n = mpz(n)
+        self.n2 = self.n * self.n
+        self.n_bits = n.bit_length()
+        _check_key_size("n (bits)", self.n_bits, insecure)
+        reasons = list(_reasons)
+        if self.n_bits < MIN_KEY_BITS:
+            reasons.insert(0, f"n has {self.n_bits} bits, below the {MIN_KEY_BITS}-bit minimum "
+                              f"(allowed by insecure_allow_small_keys=True)")
+        self.insecure_reasons: tuple[str, ...] = tuple(reasons)
+        #: Bits of the DJN short exponent: ceil(|n| / 2), as in DJN 2010.
+        self.djn_exponent_bits = (self.n_bits + 1) // 2
+        #: Largest |plaintext| of a signed value; (max_int, n - max_int) is the overflow zone.
+        self.max_int = (self.n - 1) // 3
+        if h_s is None:
+            x = mpz(0)
+            rng = resolve_random(rng)
+            while x == 0 or gmpy2.gcd(x, self.n) != 1:
+                x = mpz(rng.randbelow(n))
+            h_s = gmpy2.powmod((-x * x) % self.n, self.n, self.n2)
+        h_s = mpz(v.check_int("h_s", h_s, minimum=2))
+        if h_s >= self.n2 or gmpy2.gcd(h_s, self.n) != 1:
+            raise PrivregValueError("h_s must be a unit modulo n^2 (the DJN base (-x^2)^n mod n^2 of this key).")
+        self.h_s = h_s
+        self.key_id = key_id(n)
+        _REGISTRY.setdefault(self.key_id, self)
+
+    @property
+    def insecure(self) -> bool:
+        """True when the key is below 2048 bits or was generated from a seeded source."""
+        return bool(self.insecure_reasons)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PaillierPublicKey) and self.n == other.n
+
+    def __hash__(self) -> int:
+        return hash(("paillier", int(self.n)))
+
+    def __repr__(self) -> str:
+        flag = f", INSECURE: {'; '.join(self.insecure_reasons)}" if self.insecure else ""
+        return f"PaillierPublicKey({self.n_bits} bits, id={self.key_id.hex()[:12]}{flag})"
+
+    def check_same(self, other: PaillierPublicKey, what: str) -> None:
+        """Raise WrongKeyError unless ``other`` is this key."""
+        if other.n != self.n:
+            raise WrongKeyError(
+                f"{what} is under key {other.key_id.hex()[:12]} but this operation uses key "
+                f"{self.key_id.hex()[:12]}; ciphertexts of different keys cannot be combined or decrypted"
+            )
+
+    def encrypt(self, values: Any, *, bound: float, codec: FixedPoint | None = None,
+                obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
+                workers: int | None = None) -> EncryptedVector:
+        """Encrypt ``values`` (integers, or reals with ``codec``) as an EncryptedVector.
+
+        ``bound`` is the public bound on ``|value|`` (in the values' units); it is checked
+        against the values and tracked through homomorphic operations so that overflow
+        raises instead of wrapping. ``obfuscation``: ``"djn"`` (default, fast, DCR plus the
+        DJN short-exponent assumption), ``"standard"`` (DCR only), or an ObfuscatorPool.
+        """
+        from privreg.crypto.vector import _encrypt
+
+        return _encrypt(self, values, bound=bound, codec=codec, obfuscation=obfuscation, rng=rng,
+                        workers=workers, private_key=None)
+
+    def to_phe(self) -> Any:
+        """This key as a python-paillier ``PaillierPublicKey`` (for comparisons)."""
+        import phe
+
+        return phe.PaillierPublicKey(int(self.n))
+
+    @classmethod
+    def from_phe(cls, key: Any, *, insecure_allow_small_keys: bool = False) -> PaillierPublicKey:
+        """A key from a python-paillier public key (``h_s`` derived from a fresh random x)."""
+        return cls(n=int(key.n), insecure_allow_small_keys=insecure_allow_small_keys)
+
+
+def _public_to_wire(pk: PaillierPublicKey) -> dict[str, Any]:
+    return {"n": int(pk.n), "h": int(pk.h_s), "insecure": pk.n_bits < MIN_KEY_BITS}
+
+
+def _public_from_wire(d: Any) -> PaillierPublicKey:
+    if not isinstance(d, dict) or set(d) != {"n", "h", "insecure"} or not isinstance(d["insecure"], bool):
+        raise SerializationError("malformed Paillier public key")
+    existing = _REGISTRY.get(key_id(d["n"])) if isinstance(d["n"], int) and d["n"] > 0 else None
+    if existing is not None:
+        return existing
+    try:
+        return PaillierPublicKey(n=d["n"], h_s=d["h"], insecure_allow_small_keys=d["insecure"])
+    except (PrivregValueError, PrivregTypeError) as exc:
+        raise SerializationError(f"invalid Paillier public key: {exc}") from None
+
+
+register_type("privreg.paillier.PublicKey", PaillierPublicKey, _public_to_wire, _public_from_wire)
+
+
+# ------------------------------------------------------------------ private key
+
+def _crt_params(p: int, q: int) -> tuple[mpz, mpz, mpz, mpz, mpz, mpz]:
+    p, q = mpz(p), mpz(q)
+    n = p * q
+    p2, q2 = p * p, q * q
+    hp = gmpy2.invert((gmpy2.powmod(n + 1, p - 1, p2) - 1) // p, p)
+    hq = gmpy2.invert((gmpy2.powmod(n + 1, q - 1, q2) - 1) // q, q)
+    return p2, q2, hp, hq, gmpy2.invert(q, p), gmpy2.invert(q2, p2)
+
+
+def _decrypt_chunk(params: tuple[int, ...], cts: Sequence[int]) -> list[mpz]:
+    """Plaintexts in [0, n) of ``cts`` by the CRT; ``params`` = (p, q, p^2, q^2, hp, hq, q^-1 mod p)."""
+    p, q, p2, q2, hp, hq, q_inv_p = (mpz(x) for x in params)
+    pm1, qm1 = p - 1, q - 1
+    out = []
+    for c in cts:
+        mp = (gmpy2.powmod(c, pm1, p2) - 1) // p * hp % p
+        mq = (gmpy2.powmod(c, qm1, q2) - 1) // q * hq % q
+        out.append(mq + q * ((mp - mq) * q_inv_p % p))
+    return out
+
+
+def _zero_mod_p_chunk(p: int, cts: Sequence[int]) -> list[bool]:
+    """Whether each plaintext is 0 modulo p (one exponentiation modulo p^2 each)."""
+    p = mpz(p)
+    p2, pm1 = p * p, p - 1
+    return [gmpy2.powmod(c, pm1, p2) == 1 for c in cts]
+
+
+class PaillierPrivateKey:
+    """The factors ``p, q`` of a public key's modulus, with CRT precomputation.
+
+    It cannot be pickled or sent through :mod:`privreg.core.wire`.
+    """
+
+    def __init__(self, *, public_key: PaillierPublicKey, p: int, q: int) -> None:
+        if not isinstance(public_key, PaillierPublicKey):
+            raise PrivregTypeError(f"public_key must be a PaillierPublicKey; got {type(public_key).__name__}.")
+        p, q = mpz(v.check_int("p", p, minimum=3)), mpz(v.check_int("q", q, minimum=3))
+        if p * q != public_key.n or p == q:
+            raise PrivregValueError("p and q must be the two distinct prime factors of public_key.n.")
+        if not (gmpy2.is_prime(p, 25) and gmpy2.is_prime(q, 25)):
+            raise PrivregValueError("p and q must be prime.")
+        self.public_key = public_key
+        self.p, self.q = p, q
+        self.p2, self.q2, self.hp, self.hq, self.q_inv_p, self.q2_inv_p2 = _crt_params(p, q)
+
+    def __repr__(self) -> str:
+        return f"PaillierPrivateKey(for {self.public_key!r})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a PaillierPrivateKey is not pickled; ship p and q explicitly if you must")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PaillierPrivateKey) and self.public_key == other.public_key
+
+    def __hash__(self) -> int:
+        return hash(("paillier-private", int(self.public_key.n)))
+
+    # ------------------------------------------------------------ decryption
+
+    def _raw(self, cts: Sequence[mpz], workers: int | None) -> list[mpz]:
+        w = parallel.resolve_workers(len(cts), workers)
+        params = tuple(int(x) for x in (self.p, self.q, self.p2, self.q2, self.hp, self.hq, self.q_inv_p))
+        chunks = [(params, c) for c in parallel.split(list(cts), w)]
+        out = parallel.run_chunks(_decrypt_chunk, chunks, w)
+        _add("decryptions", len(cts))
+        return out
+
+    def decrypt_ints(self, vec: EncryptedVector, *, workers: int | None = None) -> list[int]:
+        """The signed scaled integers of ``vec`` (exact).
+
+        Raises PlaintextOverflowError if a value lies outside the key's signed range or
+        outside the vector's tracked bound (a sign of overflow or of tampering).
+        """
+        from privreg.crypto.vector import EncryptedVector
+
+        if not isinstance(vec, EncryptedVector):
+            raise PrivregTypeError(f"vec must be an EncryptedVector; got {type(vec).__name__}.")
+        self.public_key.check_same(vec.public_key, "the vector")
+        raw = self._raw(vec._c, workers)
+        n, max_int = self.public_key.n, self.public_key.max_int
+        out = []
+        for i, m in enumerate(raw):
+            if m <= max_int:
+                x = int(m)
+            elif m >= n - max_int:
+                x = int(m - n)
+            else:
+                raise PlaintextOverflowError(
+                    f"decrypted value {i} lies in the overflow zone of the key (between +{max_int.bit_length()} "
+                    f"and -{max_int.bit_length()} bits): a result overflowed the plaintext range. Use a larger "
+                    f"key or smaller values/scale."
+                )
+            if abs(x) > vec.bound:
+                raise PlaintextOverflowError(
+                    f"decrypted value {i} has {abs(x).bit_length()} bits, above the vector's tracked bound "
+                    f"({vec.bound.bit_length()} bits): the ciphertext does not match its declared bound"
+                )
+            out.append(x)
+        _add("values_decrypted", len(out))
+        return out
+
+    def decrypt(self, vec: EncryptedVector, *, workers: int | None = None) -> np.ndarray:
+        """Decrypt ``vec``: floats (fixed point decoded) if it holds reals, else integers
+        (int64, or object dtype beyond int64)."""
+        ints = self.decrypt_ints(vec, workers=workers)
+        return _decode_values(ints, vec.scale, vec.power)
+
+    def decrypt_packed(self, packed: PackedCiphertexts, *, workers: int | None = None) -> np.ndarray:
+        """Decrypt packed ciphertexts: the same values as decrypting the vector unpacked."""
+        from privreg.crypto.packing import unpack_plaintexts
+
+        self.public_key.check_same(packed.public_key, "the packed ciphertexts")
+        raw = self._raw(packed._c, workers)
+        ints = unpack_plaintexts(packed, raw)
+        _add("values_decrypted", len(ints))
+        return _decode_values(ints, packed.scale, packed.power)
+
+    def _zero_mod_p(self, cts: Sequence[mpz], workers: int | None = None) -> list[bool]:
+        """Whether each plaintext is 0 mod p. Equals "is 0" only when every nonzero plaintext
+        is a unit mod n (the blinded values of the comparison protocol); half a decryption."""
+        w = parallel.resolve_workers(len(cts), workers)
+        chunks = [(int(self.p), list(c)) for c in parallel.split(list(cts), w)]
+        out = parallel.run_chunks(_zero_mod_p_chunk, chunks, w)
+        _add("decryptions", len(cts))
+        return out
+
+    # ------------------------------------------------------------ key-holder encryption
+
+    def encrypt(self, values: Any, *, bound: float, codec: FixedPoint | None = None,
+                obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
+                workers: int | None = None) -> EncryptedVector:
+        """Encrypt as the key holder, with obfuscators computed modulo p^2 and q^2 (CRT).
+
+        ``"standard"`` gives the same distribution as public-key encryption; ``"djn"`` (the
+        default) uses an exponent uniform modulo lcm(p-1, q-1), so unlike public-key DJN
+        it rests on DCR alone. Arguments as in :meth:`PaillierPublicKey.encrypt`."""
+        from privreg.crypto.vector import _encrypt
+
+        return _encrypt(self.public_key, values, bound=bound, codec=codec, obfuscation=obfuscation,
+                        rng=rng, workers=workers, private_key=self)
+
+    def to_phe(self) -> Any:
+        """This key as a python-paillier ``PaillierPrivateKey`` (for comparisons)."""
+        import phe
+
+        return phe.PaillierPrivateKey(self.public_key.to_phe(), int(self.p), int(self.q))
+
+
+def _decode_values(ints: list[int], scale: int, power: int) -> np.ndarray:
+    if power > 0:
+        d = scale**power
+        return np.array([x / d for x in ints], dtype=np.float64)
+    if all(-(2**63) <= x < 2**63 for x in ints):
+        return np.array(ints, dtype=np.int64)
+    return np.array(ints, dtype=object)
+
+
+@attrs.frozen(kw_only=True)
+class PaillierKeypair:
+    """A public key and its private key."""
+
+    public_key: PaillierPublicKey
+    private_key: PaillierPrivateKey = attrs.field(repr=False)
+
+    @property
+    def insecure(self) -> bool:
+        return self.public_key.insecure
+
+
+def _random_prime(bits: int, rng: RandomSource) -> mpz:
+    """A random ``bits``-bit prime = 3 (mod 4) with its top two bits set."""
+    top = mpz(3) << (bits - 2)
+    while True:
+        p = gmpy2.next_prime(mpz(rng.randbits(bits)) | top | 3)
+        while p % 4 != 3:
+            p = gmpy2.next_prime(p)
+        if p.bit_length() == bits and gmpy2.is_prime(p, 50) and gmpy2.is_strong_bpsw_prp(p):
+            return p
+
+
+def generate_paillier_keypair(*, n_bits: int = MIN_KEY_BITS, insecure_allow_small_keys: bool = False,
+                              rng: RandomSource | None = None) -> PaillierKeypair:
+    """A fresh key pair with an ``n_bits``-bit modulus (default 2048).
+
+    Below 2048 bits only with ``insecure_allow_small_keys=True`` (tests, paper
+    reproduction); the key then says it is insecure. ``rng`` defaults to the OS CSPRNG;
+    a reproducible source (tests only) also marks the key insecure.
+    """
+    insecure = _check_flag(insecure_allow_small_keys)
+    n_bits = v.check_int("n_bits", n_bits)
+    _check_key_size("n_bits", n_bits, insecure)
+    rng = resolve_random(rng)
+    reasons = ["primes drawn from a reproducible (seeded) source"] if rng.reproducible else []
+    p_bits = n_bits // 2
+    q_bits = n_bits - p_bits
+    min_gap = mpz(1) << max(0, p_bits - 100)
+    while True:
+        p = _random_prime(p_bits, rng)
+        q = _random_prime(q_bits, rng)
+        if p == q or abs(p - q) < min_gap or gmpy2.gcd(p - 1, q - 1) != 2:
+            continue
+        n = p * q
+        if n.bit_length() == n_bits:
+            break
+    # h_s = (-x^2)^n mod n^2 by the CRT: the key holder's fast path
+    x = mpz(0)
+    while x == 0 or gmpy2.gcd(x, n) != 1:
+        x = mpz(rng.randbelow(int(n)))
+    h = (-x * x) % n
+    p2, q2 = p * p, q * q
+    hp = gmpy2.powmod(h, n % (p * (p - 1)), p2)
+    hq = gmpy2.powmod(h, n % (q * (q - 1)), q2)
+    h_s = hq + q2 * ((hp - hq) * gmpy2.invert(q2, p2) % p2)
+    public = PaillierPublicKey(n=int(n), h_s=int(h_s), insecure_allow_small_keys=insecure, _reasons=reasons)
+    return PaillierKeypair(public_key=public, private_key=PaillierPrivateKey(public_key=public, p=int(p), q=int(q)))
