@@ -47,9 +47,12 @@ from privreg.core.protocol import (
     Party,
     Protocol,
     ProtocolResult,
+    Traffic,
     Transcript,
     Transport,
+    count_ciphertexts,
 )
+from privreg.core.transport_tcp import TcpTransport
 from privreg.core.randomizer import FrequencyEstimate, Randomizer, Reports
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import Registry, default_registry, load_registry, reset_default_registry
