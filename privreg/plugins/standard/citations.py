@@ -98,3 +98,10 @@ OKADA15 = Citation(
     venue="ECML PKDD",
     where="Theorem 2 (Gaussian mechanism with smooth sensitivity), p = 1",
 )
+CKS20_GAUSSIAN = Citation(
+    authors="C. Canonne, G. Kamath, T. Steinke",
+    title="The Discrete Gaussian for Differential Privacy",
+    year=2020,
+    venue="NeurIPS",
+    where="Theorem 14 (privacy), Algorithm 3 (exact sampling)",
+)

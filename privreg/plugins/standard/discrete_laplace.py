@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import numpy as np
 
 from privreg.core import validation as v
-from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
-from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
+from privreg.plugins.standard.grid_mechanism import IntegerNoiseMechanism
 from privreg.plugins.standard.noise_params import check_path, float_at_most
 
 __all__ = ["DiscreteLaplaceMechanism"]
 
 
 @attrs.frozen(kw_only=True)
-class DiscreteLaplaceMechanism(Mechanism):
+class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     """Adds two-sided geometric noise, P(z) proportional to exp(-|z| epsilon / sensitivity),
     to every coordinate of an integer-valued query (counts, histograms).
 
@@ -48,36 +47,7 @@ class DiscreteLaplaceMechanism(Mechanism):
     def privacy_event(self) -> PrivacyEvent:
         return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.sensitivity)
 
-    def validate_input(self, value: Any) -> np.ndarray:
-        arr = np.asarray(value)
-        if arr.ndim > 1:
-            raise PrivregValueError(f"value must be a scalar or a 1-d vector; got shape {arr.shape}")
-        if arr.dtype.kind not in "iu":
-            if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-                arr = arr.astype(np.int64)
-            else:
-                raise PrivregTypeError(
-                    f"value must hold integers (counts); got {value!r}. Use the 'laplace' "
-                    f"mechanism for real-valued queries."
-                )
-        size = arr.size if arr.ndim else 1
-        if size != self.dimension:
-            raise PrivregValueError(
-                f"value has {size} coordinate(s) but the mechanism was built for dimension="
-                f"{self.dimension}; build it with dimension={size}"
-            )
-        return arr.astype(np.int64)
-
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":
             return discrete_laplace_many(self.noise_scale, count, rng)
         return np.array([discrete_laplace(self.noise_scale, rng) for _ in range(count)], dtype=np.int64)
-
-    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        out = value.reshape(-1) + self._noise(self.dimension, rng)
-        return int(out[0]) if value.ndim == 0 else out
-
-    def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
-        noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
-        out = value.reshape(-1) + noise
-        return out[:, 0] if value.ndim == 0 else out

@@ -13,7 +13,7 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.noise import Grid, snap_to_grid
 
-__all__ = ["GridMechanism", "finite_array"]
+__all__ = ["GridMechanism", "IntegerNoiseMechanism", "finite_array", "integer_array"]
 
 
 def finite_array(name: str, value: Any) -> np.ndarray:
@@ -31,6 +31,52 @@ def finite_array(name: str, value: Any) -> np.ndarray:
             f"Remove or impute NaN/inf before releasing."
         )
     return arr
+
+
+def integer_array(name: str, value: Any, dimension: int) -> np.ndarray:
+    """``value`` as an int64 scalar or vector of ``dimension`` coordinates; whole floats
+    are accepted, anything else is an error pointing to the real-valued mechanisms."""
+    arr = np.asarray(value)
+    if arr.ndim > 1:
+        raise PrivregValueError(f"{name} must be a scalar or a 1-d vector; got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise PrivregTypeError(
+                f"{name} must hold integers (counts); got {value!r}. Use the 'laplace' or "
+                f"'gaussian' mechanism for real-valued queries."
+            )
+    size = arr.size if arr.ndim else 1
+    if size != dimension:
+        raise PrivregValueError(
+            f"{name} has {size} coordinate(s) but the mechanism was built for dimension="
+            f"{dimension}; build it with dimension={size}"
+        )
+    return arr.astype(np.int64)
+
+
+class IntegerNoiseMechanism(Mechanism):
+    """Base of mechanisms adding integer noise from :meth:`_noise` to integer queries of
+    ``dimension`` coordinates: outputs are integers, so no grid is needed."""
+
+    dimension: int
+
+    @abstractmethod
+    def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
+        """``count`` independent integer noise values (int64)."""
+
+    def validate_input(self, value: Any) -> np.ndarray:
+        return integer_array("value", value, self.dimension)
+
+    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
+        out = value.reshape(-1) + self._noise(self.dimension, rng)
+        return int(out[0]) if value.ndim == 0 else out
+
+    def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
+        noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
+        out = value.reshape(-1) + noise
+        return out[:, 0] if value.ndim == 0 else out
 
 
 class GridMechanism(Mechanism):

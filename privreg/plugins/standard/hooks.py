@@ -11,6 +11,7 @@ from privreg.core.items import Example, Param, RegistryItem
 from privreg.core.sensitivity import GlobalSensitivity, LocalSensitivity, Norm, Sensitivity
 from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
+from privreg.plugins.standard.discrete_gaussian import DiscreteGaussianMechanism
 from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.plugins.standard.gaussian import GaussianMechanism
 from privreg.plugins.standard.laplace import LaplaceMechanism
@@ -161,6 +162,24 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             factory=PermuteAndFlip,
             example=_SELECTION_EXAMPLE,
             params=(_EPSILON, _UTILITY_SENSITIVITY, _MONOTONIC),
+        ),
+        RegistryItem(
+            name="discrete-gaussian",
+            kind="mechanism",
+            summary="discrete Gaussian noise on integer queries (counts, histograms), exact CSPRNG sampler, zCDP",
+            citation=citations.CKS20_GAUSSIAN,
+            factory=DiscreteGaussianMechanism,
+            example=Example(params={"sigma": 2.0, "sensitivity": 1}, neighbours=(5, 6)),
+            params=(
+                Param(name="sigma", type=float, minimum=0, exclusive_minimum=True,
+                      doc="noise standard-deviation parameter, in the query's integer units"),
+                Param(name="sensitivity", type=int, default=1, minimum=1,
+                      doc="integer L2 sensitivity of the query"),
+                Param(name="dimension", type=int, default=1, minimum=1,
+                      doc="number of coordinates of the query (1: a scalar)"),
+                Param(name="path", type=str, default="fast", choices=["fast", "exact"],
+                      doc="vectorised exact sampler, or one exact rational draw at a time"),
+            ),
         ),
         RegistryItem(
             name="smooth-gaussian",
