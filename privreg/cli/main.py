@@ -162,7 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ledger_path = output / "ledger.sqlite"
     if ledger_path.exists():
         raise PrivregValueError(f"{ledger_path} exists already; choose a new --output folder")
-    with BudgetSession(budget=budget, ledger=ledger_path) as session:
+    # event_delta: lets the (eps, delta) accountants price curve events (e.g. shuffled reports)
+    with BudgetSession(budget=budget, ledger=ledger_path, event_delta=budget.delta or None) as session:
         ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed),
                               output_dir=output, echo=_echo)
         started = time.perf_counter()
@@ -216,7 +217,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).mkdir(parents=True, exist_ok=True)
     ledger = Path(args.output) / "ledger.sqlite" if args.output else ":memory:"
-    session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger)
+    session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger, event_delta=DEMO_BUDGET.delta / 10)
     ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed),
                           output_dir=args.output, echo=_echo)
     steps = [("The registry", lambda c: _core_tour(registry))]

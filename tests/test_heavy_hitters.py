@@ -1,0 +1,337 @@
+"""LDP TrieHH (paper 001, Algorithm 2): alphabet, local samplers, the trie, the workflow.
+
+Statistical tests are seeded (InsecureReproducibleRandom), hence deterministic; each
+states the false-alarm rate it would have with a fresh seed.
+"""
+
+import string
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privreg import (
+    BudgetExceededError,
+    EventLog,
+    InsecureReproducibleRandom,
+    LocalDP,
+    PrivregTypeError,
+    PrivregValueError,
+    Shuffled,
+    WorkflowContext,
+)
+from privreg.core.registry import load_registry
+from privreg.plugins.heavy_hitters import hooks
+from privreg.plugins.heavy_hitters.alphabet import END, Alphabet
+from privreg.plugins.heavy_hitters.population import PopulationModel, WordLaw, english_word_law
+from privreg.plugins.heavy_hitters.sampling import sample_contributions
+from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
+from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
+from privreg.plugins.standard.subset_selection import SubsetSelection
+
+
+def seeded(seed):
+    return InsecureReproducibleRandom(seed=seed)
+
+
+class CountingRandom(InsecureReproducibleRandom):
+    """Counts draws, to show that the run is charged before any noise is drawn."""
+
+    def __init__(self, seed=0):
+        super().__init__(seed=seed)
+        self.draws = 0
+
+    def randbits(self, k):
+        self.draws += 1
+        return super().randbits(k)
+
+    def random_bytes(self, n):
+        self.draws += 1
+        return super().random_bytes(n)
+
+
+# --- alphabet and data --------------------------------------------------------------------
+
+def test_default_alphabet_is_printable_plus_end_symbol():
+    a = Alphabet()
+    assert a.size == 101 and a.symbols == string.printable and a.end == END and a.end_code == 100
+    assert a.decode([10, 11, 100]) == "ab" + END
+    with pytest.raises(PrivregValueError, match="also in symbols"):
+        Alphabet(symbols="abc", end="a")
+    with pytest.raises(PrivregValueError, match="distinct"):
+        Alphabet(symbols="abca")
+
+
+def test_encoding_stops_at_the_first_character_outside_the_alphabet():
+    a = Alphabet(symbols="abc")  # codes a=0, b=1, c=2, end=3
+    codes = a.encode(["ab", "abca", "axb", "c"], depth=3)
+    np.testing.assert_array_equal(codes, [[0, 1, 3, -1], [0, 1, 2, 0], [0, -1, -1, -1], [2, 3, -1, -1]])
+    with pytest.raises(PrivregValueError, match="end symbol"):
+        a.encode(["a" + END], depth=2)
+    with pytest.raises(PrivregTypeError):
+        a.encode([""], depth=2)
+
+
+def test_user_words_gather_and_partition_into_disjoint_groups():
+    users = UserWords.from_tokens(np.array([0, 0, 0, 2, 2, 3]), np.array([5, 5, 1, 1, 7, 2]), 4)
+    np.testing.assert_array_equal(users.offsets, [0, 2, 2, 4, 5])
+    np.testing.assert_array_equal(users.words, [1, 5, 1, 7, 2])
+    np.testing.assert_array_equal(users.counts, [1, 2, 1, 1, 1])
+    picked = users.take([3, 0])
+    np.testing.assert_array_equal(picked.words, [2, 1, 5])
+    np.testing.assert_array_equal(picked.owners, [0, 1, 1])
+    population = UserWords.from_mappings([{i: i + 1} for i in range(10)])
+    groups = population.partition(3, 3, seeded(1))
+    seen = np.concatenate([g.words for g in groups])
+    assert len(set(seen.tolist())) == 9 and all(g.num_users == 3 for g in groups)
+    with pytest.raises(PrivregValueError, match="need 12 users"):
+        population.partition(4, 3, seeded(1))
+
+
+# --- local samplers -----------------------------------------------------------------------
+
+def test_greedy_sampling_keeps_the_most_contributed_prefixes_and_pads_with_gamma():
+    # user 0: prefix 4 from two words (1 + 3 = 4 times), prefix 2 five times, prefix 7 once
+    owners = np.array([0, 0, 0, 0, 1])
+    prefixes = np.array([4, 2, 4, 7, 3])
+    weights = np.array([1, 5, 3, 1, 2])
+    out = sample_contributions(owners, prefixes, weights, num_users=3, bound=2, sampler="greedy",
+                               dummy=9, rng=seeded(0))
+    np.testing.assert_array_equal(out, [2, 4, 3, 9, 9, 9])
+    # counts too large to pack with 30 random bits into one sort key take the stable-sort path
+    huge = sample_contributions(owners, prefixes, weights << 32, num_users=3, bound=2, sampler="greedy",
+                                dummy=9, rng=seeded(0))
+    np.testing.assert_array_equal(huge, out)
+
+
+def test_random_sampling_draws_uniform_subsets_of_distinct_prefixes():
+    """20,000 users each hold prefixes {0, 1, 2, 3}, prefix 0 typed 50 times (weights must
+    not matter); B = 2. Each of the 6 pairs should be drawn w.p. 1/6: chi-square test at
+    1e-6 (false-alarm rate 1e-6). GreedySampling on the same users must fail it (it always
+    keeps prefix 0)."""
+    n = 20_000
+    owners = np.repeat(np.arange(n), 4)
+    prefixes = np.tile([0, 1, 2, 3], n)
+    weights = np.tile([50, 1, 1, 1], n)
+
+    def pair_counts(sampler):
+        out = sample_contributions(owners, prefixes, weights, num_users=n, bound=2, sampler=sampler,
+                                   dummy=4, rng=seeded(3)).reshape(n, 2)
+        out.sort(axis=1)
+        assert (out[:, 0] != out[:, 1]).all()
+        return np.bincount(out[:, 0] * 4 + out[:, 1], minlength=16)[[1, 2, 3, 6, 7, 11]]
+
+    assert stats.chisquare(pair_counts("random")).pvalue > 1e-6
+    assert stats.chisquare(pair_counts("greedy")).pvalue < 1e-6
+
+
+def test_greedy_sampling_breaks_ties_uniformly():
+    """Prefix 0 typed 3 times, prefixes 1-3 twice each, B = 2: the second slot is uniform
+    over {1, 2, 3}; chi-square at 1e-6 (false-alarm rate 1e-6)."""
+    n = 12_000
+    owners = np.repeat(np.arange(n), 4)
+    out = sample_contributions(owners, np.tile([0, 1, 2, 3], n), np.tile([3, 2, 2, 2], n), num_users=n,
+                               bound=2, sampler="greedy", dummy=4, rng=seeded(4)).reshape(n, 2)
+    assert (out[:, 0] == 0).all()
+    assert stats.chisquare(np.bincount(out[:, 1], minlength=4)[1:]).pvalue > 1e-6
+
+
+def test_sampler_refuses_codes_outside_the_layer():
+    with pytest.raises(PrivregValueError, match="prefix codes"):
+        sample_contributions(np.array([0]), np.array([5]), np.array([1]), num_users=1, bound=1,
+                             sampler="random", dummy=5, rng=seeded(0))
+    with pytest.raises(PrivregValueError, match="sampler"):
+        sample_contributions(np.array([0]), np.array([1]), np.array([1]), num_users=1, bound=1,
+                             sampler="weighted", dummy=5, rng=seeded(0))
+
+
+# --- the trie -----------------------------------------------------------------------------
+
+WORDS = ["cat", "car", "cart", "dog", "do", "zebra", "zeal", "ox", "owl", "a"]
+
+
+def _groups(counts, groups):
+    """``groups`` identical groups: word ``w`` held (once) by ``counts[w]`` users."""
+    data = [{w: 1} for w, c in enumerate(counts) for _ in range(c)]
+    return [UserWords.from_mappings(data) for _ in range(groups)], len(data)
+
+
+def test_with_a_huge_epsilon_every_word_above_the_threshold_is_found():
+    """eps = 60: each report keeps its prefix except with probability below 2e-22, so the
+    votes are the true counts. With eta_max above every layer's candidate count, a word is
+    found exactly when it is held by at least min_votes users of its layer."""
+    counts = [30, 12, 10, 25, 9, 8, 40, 1, 15, 20]
+    lexicon = Lexicon(words=WORDS, depth=6)
+    groups, n = _groups(counts, 6)
+    trie = LDPTrieHH(epsilon=60.0, users_per_layer=n, contribution_bound=1, max_prefixes=10_000, depth=6,
+                     min_votes=11)
+    result = trie.run(groups, lexicon, np.zeros(len(WORDS), bool), charger=EventLog(), rng=seeded(1))
+    expected = {w for w, c in zip(WORDS, counts) if c >= 11}
+    assert set(result.heavy_hitters) == expected == {"cat", "car", "dog", "zeal", "owl", "a"}
+    # "car" + "cart" make 22 votes for the prefix "car", but "cart" (10 users) stays below 11
+    assert "cart" not in result.heavy_hitters and result.layers[0].threshold == 0
+
+
+def test_known_words_are_never_reported_and_later_passes_find_the_next_words():
+    """eta_max = 1 and a huge epsilon: each pass finds the single most held unknown word,
+    then treats it as known, so three passes find the top three in order; the known word
+    "cat" never shows."""
+    counts = [50, 40, 0, 0, 0, 0, 30, 20, 0, 0]  # cat, car, zeal, ox
+    lexicon = Lexicon(words=WORDS, depth=5)
+    groups, n = _groups(counts, 15)
+    known = np.zeros(len(WORDS), bool)
+    known[0] = True
+    trie = LDPTrieHH(epsilon=60.0, users_per_layer=n, contribution_bound=1, max_prefixes=1, depth=5, passes=3)
+    result = trie.run(groups, lexicon, known, charger=EventLog(), rng=seeded(2))
+    assert result.per_pass == (("car",), ("zeal",), ("ox",))
+    assert [s.pass_index for s in result.layers] == [1] * 3 + [2] * 4 + [3] * 2  # stops when P_i is empty
+
+
+def test_one_event_is_charged_before_any_noise_and_covers_every_layer():
+    counts = [5] * len(WORDS)
+    groups, n = _groups(counts, 8)
+    rng = CountingRandom(seed=1)
+    draws_at_charge = []
+
+    class Spy(EventLog):
+        def charge(self, event, **kwargs):
+            draws_at_charge.append(rng.draws)
+            super().charge(event, **kwargs)
+
+    log = Spy()
+    trie = LDPTrieHH(epsilon=2.0, users_per_layer=n, contribution_bound=3, max_prefixes=20, depth=4, passes=2)
+    result = trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=log, rng=rng)
+    assert draws_at_charge == [0] and len(log.charges) == 1
+    expected = Shuffled(event=LocalDP(epsilon0=2.0, randomizer="subset-selection"), num_reports=3 * n)
+    assert log.events == (expected,) == (result.event,)
+    assert log.charges[0].parameters["passes"] == 2 and log.charges[0].parameters["depth"] == 4
+    assert all(s.reports == 3 * n for s in result.layers) and len(result.layers) == 8
+
+    class Refuse(EventLog):
+        def charge(self, event, **kwargs):
+            raise BudgetExceededError("no")
+
+    quiet = CountingRandom(seed=1)
+    with pytest.raises(BudgetExceededError):
+        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=Refuse(), rng=quiet)
+    assert quiet.draws == 0
+
+
+def test_a_layer_with_the_wrong_number_of_users_is_refused():
+    groups, n = _groups([3] * len(WORDS), 4)
+    trie = LDPTrieHH(epsilon=5.0, users_per_layer=n + 1, contribution_bound=1, max_prefixes=5, depth=4)
+    with pytest.raises(PrivregValueError, match="exactly users_per_layer"):
+        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=EventLog(),
+                 rng=seeded(0))
+
+
+def test_the_layer_allowance_refuses_reports_beyond_n_times_b_and_other_events():
+    event = Shuffled(event=LocalDP(epsilon0=3.0, randomizer="subset-selection"), num_reports=10)
+    ss = SubsetSelection(epsilon=3.0, s=50)
+    allowance = _LayerAllowance(event)
+    votes = layer_votes(ss, np.arange(10), charger=allowance, rng=seeded(0), chunk_size=4)
+    assert votes.sum() == 10 * ss.subset_size and allowance.used == 10
+    with pytest.raises(BudgetExceededError, match="exceed"):
+        layer_votes(ss, np.arange(1), charger=allowance, rng=seeded(0), chunk_size=4)
+    with pytest.raises(PrivregValueError, match="not the randomizer event"):
+        layer_votes(SubsetSelection(epsilon=2.0, s=50), np.arange(3), charger=_LayerAllowance(event),
+                    rng=seeded(0), chunk_size=4)
+
+
+def test_runs_replay_under_a_seed():
+    model = PopulationModel(law=english_word_law(3000), known_words=100, depth=6, personal_pool=500)
+    trie = LDPTrieHH(epsilon=8.0, users_per_layer=800, contribution_bound=2, max_prefixes=40, depth=6)
+
+    def once():
+        rng = seeded(9)
+        return trie.run(model.groups(800, 6, rng), model.lexicon, model.known, charger=EventLog(), rng=rng)
+
+    a, b = once(), once()
+    assert a.heavy_hitters == b.heavy_hitters and a.layers[-1].threshold == b.layers[-1].threshold
+
+
+def test_parameters_are_validated_early():
+    with pytest.raises(PrivregValueError, match="sampler"):
+        LDPTrieHH(epsilon=1.0, users_per_layer=10, contribution_bound=1, max_prefixes=5, depth=3, sampler="top")
+    with pytest.raises(PrivregValueError, match="users_per_layer"):
+        LDPTrieHH(epsilon=1.0, users_per_layer=0, contribution_bound=1, max_prefixes=5, depth=3)
+    with pytest.raises(PrivregValueError, match="shuffle_bound"):
+        LDPTrieHH(epsilon=1.0, users_per_layer=1, contribution_bound=1, max_prefixes=5, depth=3, shuffle_bound="x")
+    with pytest.raises(PrivregValueError, match="too small"):
+        LDPTrieHH(epsilon=1e-16, users_per_layer=1, contribution_bound=1, max_prefixes=5, depth=3)
+
+
+# --- the simulated population ---------------------------------------------------------------
+
+def test_population_has_out_of_vocabulary_words_and_coverage_is_a_share_of_their_mass():
+    law = WordLaw(words=["the", "of", "zyx", "qat", "ox"], frequencies=[0.5, 0.3, 0.1, 0.06, 0.04])
+    model = PopulationModel(law=law, known_words=2, days=30, personal_share=0.0, personal_words=0, depth=4)
+    users = model.sample(5000, seeded(5))
+    typed = users.word_totals(len(model.lexicon))
+    assert typed[:2].sum() == 0 and typed[2:].sum() > 0  # only unknown words are simulated
+    assert model.coverage(["zyx", "ox", "the", "nope"]) == pytest.approx(0.14 / 0.2)
+    # 5000 users x 15 tokens: "zyx" has half of the unknown mass; 6-sigma band (2e-9 false alarm)
+    share = typed[2] / typed.sum()
+    assert abs(share - 0.5) < 6 * np.sqrt(0.25 / typed.sum())
+
+
+def test_personal_words_are_bursty_and_outside_the_law():
+    model = PopulationModel(law=english_word_law(2000), known_words=100, personal_pool=300, depth=8)
+    pool = set(model.personal_strings)
+    assert len(pool) == 300 and not pool & set(model.law.words)
+    users = model.sample(2000, seeded(6))
+    personal = users.words >= len(model.law.words)
+    assert users.counts[personal].mean() > 3 * users.counts[~personal].mean()
+
+
+# --- the workflow ---------------------------------------------------------------------------
+
+def _registry():
+    return load_registry(plugins={"heavy_hitters": hooks}, autoload=False)
+
+
+def test_workflow_prints_words_coverage_layers_and_epsilons(tmp_path):
+    item = _registry().get("oov-discovery", kind="workflow")
+    messages = []
+    ctx = WorkflowContext(rng=seeded(1), output_dir=tmp_path, echo=messages.append)
+    result = item.run(ctx, item.example.params)
+    m = result.metrics
+    assert m["heavy_hitters"] > 0 and 0 < m["coverage"] < 1
+    assert "coverage" in result.summary and "central eps'" in result.summary and "tau_i" in result.summary
+    assert any("layer 6/6" in msg for msg in messages) and any("wordfreq" in msg for msg in messages)
+    words = (tmp_path / "heavy_hitters.txt").read_text().split()
+    assert len(words) == m["heavy_hitters"] and (tmp_path / "layers.csv").is_file()
+    assert len(ctx.charger.charges) == 1
+
+
+def test_demo_step_runs_within_a_budget_session():
+    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+
+    (step,) = _registry().demo_steps()
+    with BudgetSession(budget=PrivacyBudget(epsilon=10.0, delta=1e-6), event_delta=1e-7) as session:
+        text = step.run(WorkflowContext(charger=session, rng=seeded(2)))
+        spent = 10.0 - session.remaining()
+        assert 0 < spent < 1.0 and f"eps' = {spent:.3f}" in text  # shuffled eps0 = 5 reports
+    assert "Discovered" in text and "0.3075" in text
+
+
+def test_table_1_ordering_on_the_simulated_population():
+    """Paper 001, Table 1: GreedySampling one-pass < RandomSampling one-pass < RandomSampling
+    two-pass at a fixed number of users (8,000 per layer, 4,000 per pass for two passes;
+    eps = 10, B = 2, eta_max = 400, D = 12). Seeded; over seeds 1-4 the coverages were
+    12.6-13.2% < 13.5-14.0% < 18.9-19.5%, so the ordering is not a seed accident.
+    benchmarks/triehh_reproduce.py runs the larger version."""
+    model = PopulationModel(law=english_word_law(30_000), known_words=1000, days=60, oov_per_day=0.5,
+                            personal_share=0.5, personal_words=2, personal_pool=15_000, depth=12)
+
+    def coverage(sampler, passes):
+        n = 8000 // passes
+        trie = LDPTrieHH(epsilon=10.0, users_per_layer=n, contribution_bound=2, max_prefixes=400, depth=12,
+                         sampler=sampler, passes=passes)
+        rng = seeded(1)
+        result = trie.run(model.groups(n, 12 * passes, rng), model.lexicon, model.known, charger=EventLog(),
+                          rng=rng)
+        return model.coverage(result.heavy_hitters)
+
+    greedy, random_one, random_two = coverage("greedy", 1), coverage("random", 1), coverage("random", 2)
+    assert greedy + 0.005 < random_one < random_two - 0.03, (greedy, random_one, random_two)
