@@ -1,0 +1,192 @@
+"""The backend interface: where per-user data is read, tokenized and aggregated.
+
+A privacy pipeline has two halves. The *aggregation* half touches every record: read
+(user, text) rows, split text into tokens, bound each user's contribution and sum the
+contributions per key. It must scale, so it runs on a backend: in-process numpy/pandas
+(:class:`privreg.backends.local.LocalBackend`) or Apache Spark
+(:class:`privreg.backends.spark.SparkBackend`). The *release* half -- noise, thresholds,
+accounting -- runs on the driver, on the aggregated histogram only, with privreg's secure
+samplers; it never depends on the backend.
+
+What every backend guarantees for :meth:`Backend.bounded_histogram` (the contract the
+privacy analysis relies on):
+
+* each user contributes to at most ``max_keys`` *distinct* keys (a user with more keys
+  keeps a subset chosen by a keyed hash of (salt, user, key): it depends only on that
+  user's own data and the public salt, so adding or removing another user never changes
+  it);
+* a user keeping ``t`` keys adds the integer ``W_t`` to each (:func:`contribution_weights`);
+  with ``weighting="sqrt"`` ``W_t = floor(scale / sqrt(t))``, so the user's vector has L2
+  norm ``sqrt(t) W_t <= scale`` and each weight is at most ``scale / sqrt(t)`` -- the
+  weighted Gaussian policy of DPSU (Gopi et al. 2020, Section 5; Kim et al. 2021,
+  Algorithm 6) in exact integer arithmetic; with ``weighting="unit"`` ``W_t = 1`` (L1
+  norm <= ``max_keys``, L_inf = 1);
+* sums are exact integers (no floating-point accumulation that could depend on other users).
+
+Other plugins reuse this interface: anything that releases a set of keys or a histogram
+with per-user contribution bounds (set union, heavy hitters, partition selection).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+
+__all__ = [
+    "Backend",
+    "Histogram",
+    "Tokenizer",
+    "WEIGHTINGS",
+    "DEFAULT_SCALE",
+    "contribution_weights",
+    "detect_format",
+    "INPUT_FORMATS",
+]
+
+#: Weighting policies of :meth:`Backend.bounded_histogram`.
+WEIGHTINGS = ("sqrt", "unit")
+#: Integer weights are in units of 1/DEFAULT_SCALE (a power of two: h / scale is exact).
+DEFAULT_SCALE = 1 << 20
+#: Input formats every backend reads.
+INPUT_FORMATS = ("csv", "jsonl", "parquet")
+_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
+             ".parquet": "parquet", ".pq": "parquet"}
+
+
+def detect_format(path: str | Path, format: str | None = None) -> str:
+    """``format`` if given, else from the suffix (``.gz``/``.bz2`` ignored): csv, jsonl
+    (``.jsonl``, ``.json``, ``.ndjson``: one JSON object per line) or parquet."""
+    if format is not None:
+        if format not in INPUT_FORMATS:
+            raise PrivregValueError(f"format must be one of {INPUT_FORMATS}; got {format!r}")
+        return format
+    suffixes = [s.lower() for s in Path(path).suffixes if s.lower() not in (".gz", ".bz2")]
+    found = _SUFFIXES.get(suffixes[-1]) if suffixes else None
+    if found is None:
+        raise PrivregValueError(
+            f"cannot tell the format of {str(path)!r} from its suffix; name it .csv, .jsonl or "
+            f".parquet, or pass format= one of {INPUT_FORMATS}")
+    return found
+
+
+def contribution_weights(max_keys: int, *, weighting: str = "sqrt", scale: int = DEFAULT_SCALE) -> np.ndarray:
+    """``W[t]`` for ``t = 0..max_keys``: the integer weight a user keeping ``t`` keys adds
+    to each. ``"sqrt"``: ``W_t = floor(scale / sqrt(t)) = isqrt(scale^2 // t)`` (exact
+    integer arithmetic), hence ``t W_t^2 <= scale^2``; ``"unit"``: ``W_t = 1``."""
+    max_keys = v.check_count("max_keys", max_keys)
+    scale = v.check_count("scale", scale)
+    if weighting not in WEIGHTINGS:
+        raise PrivregValueError(f"weighting must be one of {WEIGHTINGS}; got {weighting!r}")
+    w = np.zeros(max_keys + 1, dtype=np.int64)
+    if weighting == "unit":
+        w[1:] = 1
+    else:
+        w[1:] = [math.isqrt(scale * scale // t) for t in range(1, max_keys + 1)]
+    return w
+
+
+@attrs.frozen(kw_only=True)
+class Tokenizer:
+    """Splits text into tokens: every match of the regular expression ``pattern``
+    (Python ``re`` syntax; Spark runs it as a Java regex with ``(?U)``, Unicode classes),
+    lower-cased first when ``lowercase``. The default keeps words with inner apostrophes."""
+
+    pattern: str = attrs.field(default=r"[\w']+")
+    lowercase: bool = attrs.field(default=True)
+
+    @pattern.validator
+    def _compiles(self, attribute: Any, value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            raise PrivregTypeError(f"pattern must be a non-empty regular expression string; got {value!r}")
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise PrivregValueError(f"pattern {value!r} is not a valid regular expression: {exc}") from None
+        if compiled.groups:
+            raise PrivregValueError(
+                f"pattern {value!r} has capturing groups; use (?:...) so that every match is one token")
+
+    def tokens(self, text: str) -> list[str]:
+        """The tokens of one text (reference implementation for tests)."""
+        return re.findall(self.pattern, text.lower() if self.lowercase else text)
+
+
+@attrs.frozen(kw_only=True)
+class Histogram:
+    """An aggregated, contribution-bounded histogram, held on the driver.
+
+    ``keys`` (distinct, sorted; int64, or str objects) and ``counts`` (int64, > 0) are
+    aligned; a key's total is ``counts[i] / scale`` in the policy's units."""
+
+    keys: np.ndarray
+    counts: np.ndarray
+    scale: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.keys.shape != self.counts.shape or self.keys.ndim != 1:
+            raise PrivregValueError(
+                f"keys and counts must be aligned 1-d arrays; got shapes {self.keys.shape} and {self.counts.shape}")
+
+    def __len__(self) -> int:
+        return int(self.keys.size)
+
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+
+class Backend(ABC):
+    """Where the aggregation half runs. Backends are context managers (``close`` frees
+    a Spark session they started; the local backend holds nothing)."""
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def read_records(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
+                     format: str | None = None) -> Any:
+        """The (user, text) rows of a CSV (with header), JSONL or Parquet file, as the
+        backend's table type with columns ``user`` and ``text`` (both strings; rows with a
+        missing user or text are dropped)."""
+
+    @abstractmethod
+    def bounded_histogram(self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
+                          scale: int = DEFAULT_SCALE) -> Histogram:
+        """Sum of bounded per-user contributions per key (see the module docstring for the
+        guarantees). ``pairs`` holds (user, key) rows in the backend's table type,
+        duplicates allowed (a user counts each key once). ``salt`` is public randomness
+        for the choice of kept keys."""
+
+    def close(self) -> None:
+        """Release resources (default: nothing to release)."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_path(path: Any) -> Path:
+    """``path`` as an existing file, or a PrivregValueError naming it."""
+    if not isinstance(path, (str, Path)):
+        raise PrivregTypeError(f"path must be a str or Path; got {path!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise PrivregValueError(f"input {str(p)!r} is not a file; pass a CSV, JSONL or Parquet file")
+    return p
+
+
+def check_columns(found: list[str], user_column: str, text_column: str, path: Path) -> None:
+    missing = [c for c in (user_column, text_column) if c not in found]
+    if missing:
+        raise PrivregValueError(
+            f"{str(path)!r} has no column(s) {missing}; its columns are {found}. "
+            f"Pass user_column=/text_column= (CLI: --user-column/--text-column).")

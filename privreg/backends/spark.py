@@ -1,0 +1,136 @@
+"""The Apache Spark backend (PySpark DataFrame API).
+
+The hot path uses Spark's built-in functions only -- ``regexp_extract_all`` to tokenize,
+``xxhash64`` for the keyed choice of kept keys, window ``row_number``/``count`` to bound
+each user's contribution, ``groupBy().agg(sum)`` to aggregate -- so no Python UDF runs
+per row. Only the aggregated histogram (one row per distinct key) is collected to the
+driver, where noise is added with privreg's secure samplers; ``F.rand``/``F.randn`` are
+never used for privacy (they are not cryptographically secure).
+
+PySpark is optional (``pip install privreg[spark]``); Java 17 must be on the machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privreg.backends.base import (
+    DEFAULT_SCALE,
+    Backend,
+    Histogram,
+    Tokenizer,
+    check_columns,
+    check_path,
+    contribution_weights,
+    detect_format,
+)
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+
+__all__ = ["SparkBackend", "require_pyspark"]
+
+
+def require_pyspark() -> Any:
+    """The ``pyspark`` module, or a PrivregValueError saying how to install it."""
+    try:
+        import pyspark
+    except ImportError:
+        raise PrivregValueError(
+            "backend='spark' needs PySpark: pip install 'privreg[spark]' (and Java 17)") from None
+    return pyspark
+
+
+class SparkBackend(Backend):
+    """Runs aggregation on Spark. ``spark`` is an existing SparkSession to use (never
+    stopped here); otherwise a local session ``master`` (default ``local[2]``) is started
+    and stopped by :meth:`close`. ``shuffle_partitions`` sizes shuffles (small for local
+    runs)."""
+
+    name: ClassVar[str] = "spark"
+
+    def __init__(self, *, spark: Any = None, master: str = "local[2]", shuffle_partitions: int = 4,
+                 app_name: str = "privreg") -> None:
+        require_pyspark()
+        from pyspark.sql import SparkSession
+
+        self._owned = spark is None
+        if spark is None:
+            spark = (SparkSession.builder.master(master).appName(app_name)
+                     .config("spark.sql.shuffle.partitions", str(v.check_count("shuffle_partitions",
+                                                                                shuffle_partitions)))
+                     .config("spark.default.parallelism", str(shuffle_partitions))
+                     .config("spark.ui.enabled", "false")
+                     .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                     .config("spark.driver.memory", "2g")
+                     .getOrCreate())
+        elif not isinstance(spark, SparkSession):
+            raise PrivregTypeError(f"spark must be a pyspark.sql.SparkSession; got {spark!r}")
+        self.spark = spark
+
+    def close(self) -> None:
+        if self._owned and self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+    def read_records(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
+                     format: str | None = None) -> Any:
+        from pyspark.sql import functions as F
+
+        p = check_path(path)
+        fmt = detect_format(p, format)
+        reader = self.spark.read
+        if fmt == "csv":
+            df = reader.option("header", "true").option("multiLine", "true").option("escape", '"').csv(str(p))
+        elif fmt == "jsonl":
+            df = reader.json(str(p))
+        else:
+            df = reader.parquet(str(p))
+        check_columns(df.columns, user_column, text_column, p)
+        return (df.select(F.col(user_column).cast("string").alias("user"),
+                          F.col(text_column).cast("string").alias("text"))
+                .dropna())
+
+    def tokenize(self, records: Any, tokenizer: Tokenizer = Tokenizer()) -> Any:
+        """(user, tokens: array<string>) per record, with built-in ``regexp_extract_all``
+        (the pattern runs as a Java regex with the ``(?U)`` Unicode flag)."""
+        from pyspark.sql import functions as F
+
+        if not isinstance(tokenizer, Tokenizer):
+            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
+        text = F.lower(F.col("text")) if tokenizer.lowercase else F.col("text")
+        pattern = F.lit("(?U)" + tokenizer.pattern)
+        return records.select("user", F.regexp_extract_all(text, pattern, F.lit(0)).alias("tokens"))
+
+    def weight_table(self, max_keys: int, *, weighting: str, scale: int) -> Any:
+        """A small DataFrame (t, w) with the exact integer weights W_t (computed on the
+        driver, so Spark never evaluates a floating-point square root)."""
+        w = contribution_weights(max_keys, weighting=weighting, scale=scale)
+        return self.spark.createDataFrame([(t, int(w[t])) for t in range(1, max_keys + 1)], "t long, w long")
+
+    def bounded_histogram(self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
+                          scale: int = DEFAULT_SCALE) -> Histogram:
+        """``pairs``: a DataFrame with columns ``user`` and ``key`` (a long or a string).
+        Returns the histogram collected to the driver (keys sorted)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        max_keys = v.check_count("max_keys", max_keys)
+        if not {"user", "key"} <= set(pairs.columns):
+            raise PrivregValueError(f"pairs must have columns user and key; got {pairs.columns}")
+        distinct = pairs.select("user", "key").distinct()
+        by_user = Window.partitionBy("user")
+        ranked = (distinct
+                  .withColumn("rank", F.xxhash64(F.lit(int(salt) & 0x7FFFFFFFFFFFFFFF), F.col("user"), F.col("key")))
+                  .withColumn("pos", F.row_number().over(by_user.orderBy("rank", "key")))
+                  .withColumn("t", F.least(F.count(F.lit(1)).over(by_user), F.lit(max_keys)))
+                  .where(F.col("pos") <= max_keys))
+        weights = F.broadcast(self.weight_table(max_keys, weighting=weighting, scale=scale))
+        rows = ranked.join(weights, "t").groupBy("key").agg(F.sum("w").alias("count")).toPandas()
+        keys = rows["key"].to_numpy(dtype=object if rows["key"].dtype == object or
+                                    str(rows["key"].dtype).startswith(("str", "string")) else np.int64)
+        counts = rows["count"].to_numpy(dtype=np.int64)
+        order = np.argsort(keys.astype(str) if keys.dtype == object else keys, kind="stable")
+        return Histogram(keys=keys[order], counts=counts[order], scale=scale)

@@ -1,0 +1,440 @@
+"""Plugin ``ngrams`` (paper 002, Kim-Gopi-Kulkarni-Yekhanin 2021) on the local backend.
+
+Statistical tests state their false-alarm rate and use fixed seeds (deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import special
+
+from privreg.accountant import make_accountant
+from privreg.accountant.calibration import calibrate_dpne
+from privreg.backends import LocalBackend, LocalPairs, TokenCorpus, Tokenizer, contribution_weights, detect_format
+from privreg.core import (
+    ApproxDP,
+    BudgetExceededError,
+    Composed,
+    EventLog,
+    Gaussian,
+    InsecureReproducibleRandom,
+    PrivregTypeError,
+    PrivregValueError,
+    RandomSource,
+    WorkflowContext,
+)
+from privreg.core.registry import load_registry
+from privreg.plugins.ngrams import hooks
+from privreg.plugins.ngrams.coins import _slow_coin, gaussian_tail_binomial, gaussian_tail_coins
+from privreg.plugins.ngrams.dpne import extract_ngrams, table3
+from privreg.plugins.ngrams.engines import LocalNgramEngine
+from privreg.plugins.ngrams.levels import Level, estimate_valid_count, is_valid, valid_count, valid_keys
+from privreg.plugins.ngrams.noise_plan import dpsu_threshold, plan_dpne, plan_dpsu_even
+from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus, write_records
+
+# --- Theorem 2.1, computed independently -------------------------------------------------
+
+
+def _sigma_star(eps: float, delta: float) -> float:
+    """Solve Eq. (1) of paper 002 for sigma* with mpmath at 50 digits."""
+    mpmath.mp.dps = 50
+    phi = lambda x: mpmath.ncdf(x)  # noqa: E731
+    f = lambda s: phi(-eps * s + 1 / (2 * s)) - mpmath.e**eps * phi(-eps * s - 1 / (2 * s)) - mpmath.mpf(delta) / 2  # noqa: E731
+    return float(mpmath.findroot(f, (mpmath.mpf("0.5"), mpmath.mpf("5")), solver="bisect"))
+
+
+def _rho_1(sigma_1: float, delta: float, max_keys: int) -> float:
+    mpmath.mp.dps = 50
+    best = -math.inf
+    for t in range(1, max_keys + 1):
+        p = (1 - mpmath.mpf(delta) / 2) ** (mpmath.mpf(1) / t)
+        best = max(best, float(1 / mpmath.sqrt(t) + sigma_1 * mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1)))
+    return best
+
+
+def test_calibration_equals_theorem_2_1_at_the_reference_run():
+    """T = 9, eps = 4, delta = 1e-7, Delta = 300 (paper 002, Section 3.1): sigma*, every
+    sigma_k (equal and geometric schedules) and rho_1, against an independent mpmath solve."""
+    eps, delta, t_max, big_delta = 4.0, 1e-7, 9, 300
+    s_star = _sigma_star(eps, delta)
+    cal = calibrate_dpne(epsilon=eps, delta=delta, max_n=t_max, delta_1=big_delta)
+    assert cal.sigma_star == pytest.approx(s_star, rel=1e-9)
+    assert cal.sigma_star == pytest.approx(1.3279035, rel=1e-7)
+    for s in cal.sigmas:
+        assert s == pytest.approx(math.sqrt(t_max) * s_star, rel=1e-9)
+    assert cal.rho_1 == pytest.approx(_rho_1(cal.sigmas[0], delta, big_delta), rel=1e-9)
+    assert cal.rho_1 == pytest.approx(25.0851, rel=1e-5)
+    geo = calibrate_dpne(epsilon=eps, delta=delta, max_n=t_max, delta_1=big_delta, schedule="geometric", decay=0.8)
+    sigma_1 = s_star * math.sqrt(sum(0.8 ** (-2 * j) for j in range(t_max)))
+    for k, s in enumerate(geo.sigmas):
+        assert s == pytest.approx(sigma_1 * 0.8**k, rel=1e-9)
+    assert sum(1 / s**2 for s in geo.sigmas) == pytest.approx(1 / s_star**2, rel=1e-9)
+    assert geo.rho_1 == pytest.approx(_rho_1(geo.sigmas[0], delta, big_delta), rel=1e-9)
+
+
+def test_applied_plan_is_verified_and_within_a_hair_of_the_paper():
+    plan = plan_dpne(epsilon=4.0, delta=1e-7, max_n=9, max_keys=(300,) * 9)
+    assert plan.verified_epsilon <= 4.0 and plan.verified_by in ("gdp", "pld")
+    first = plan.releases[0].event
+    assert first == Composed(events=(Gaussian(sigma=plan.releases[0].sigma, sensitivity=1.0),
+                                     ApproxDP(epsilon=0.0, delta=5e-8)))
+    for k, (r, s) in enumerate(zip(plan.releases, plan.paper.sigmas), 1):
+        assert r.lengths == (k,) and s <= r.sigma <= s * (1 + 1e-6)
+        if k > 1:
+            assert r.event == Gaussian(sigma=r.sigma, sensitivity=1.0) and r.rho is None
+    assert plan.releases[0].rho == pytest.approx(plan.paper.rho_1, rel=1e-6)
+    # the charged events compose, under PLD, within the budget
+    acc = make_accountant("pld")
+    for e in plan.events:
+        acc.compose(e)
+    assert acc.epsilon(1e-7) <= 4.0
+
+
+def test_dpsu_threshold_matches_calibrate_dpne():
+    cal = calibrate_dpne(epsilon=1.0, delta=1e-6, max_n=3, delta_1=50)
+    assert dpsu_threshold(sigma=cal.sigmas[0], max_keys=50, delta_threshold=5e-7) == pytest.approx(cal.rho_1, rel=1e-12)
+    even = plan_dpsu_even(epsilon=4.0, delta=1e-7, max_n=3, max_keys=(20, 20, 20))
+    assert all(r.event.events[1] == ApproxDP(epsilon=0.0, delta=1e-7 / 6) for r in even.releases)
+
+
+# --- backends --------------------------------------------------------------------------
+
+
+def test_contribution_weights_are_exact_and_norm_bounded():
+    w = contribution_weights(300)
+    t = np.arange(1, 301)
+    assert np.all(t * w[1:].astype(object) ** 2 <= (1 << 20) ** 2)
+    assert np.all(w[1:] >= (1 << 20) / np.sqrt(t) - 1)
+    assert list(contribution_weights(3, weighting="unit")) == [0, 1, 1, 1]
+    with pytest.raises(PrivregValueError, match="weighting"):
+        contribution_weights(3, weighting="l1")
+
+
+def test_bounded_histogram_bounds_each_user_and_ignores_others():
+    rng = np.random.default_rng(5)
+    user = rng.integers(0, 50, 5000)
+    key = rng.integers(0, 400, 5000) * 1_000_003
+    tags = rng.integers(0, 2**63, 50).astype(np.uint64)
+    be = LocalBackend()
+    hist = be.bounded_histogram(LocalPairs(user=user, key=key, user_tags=tags), max_keys=7, salt=11)
+    w = contribution_weights(7)
+    distinct = {u: set(key[user == u].tolist()) for u in range(50)}
+    expected = sum(min(len(s), 7) * int(w[min(len(s), 7)]) for s in distinct.values())
+    assert hist.total() == expected and np.all(np.diff(hist.keys) > 0)
+    # user 0's kept keys do not depend on the other users, and the others' do not depend on
+    # user 0 (even though removing user 0 renumbers the dense user indices)
+    alone = be.bounded_histogram(LocalPairs(user=user[user == 0], key=key[user == 0], user_tags=tags[:1]),
+                                 max_keys=7, salt=11)
+    others = be.bounded_histogram(LocalPairs(user=user[user != 0] - 1, key=key[user != 0], user_tags=tags[1:]),
+                                  max_keys=7, salt=11)
+    merged = dict(zip(others.keys.tolist(), others.counts.tolist()))
+    for k, c in zip(alone.keys.tolist(), alone.counts.tolist()):
+        merged[k] = merged.get(k, 0) + c
+    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == merged
+    with pytest.raises(PrivregTypeError, match="LocalPairs"):
+        be.bounded_histogram({"user": user}, max_keys=3, salt=1)
+    # keys spanning more than 2**40 take the dense-code path: same contribution totals
+    wide = be.bounded_histogram(LocalPairs(user=user, key=key * 2**30, user_tags=tags), max_keys=7, salt=11)
+    assert wide.total() == hist.total() and wide.keys.size <= 400
+
+
+def test_vocabulary_shifts_do_not_change_other_users_choice():
+    """Adding a user with new tokens renumbers the vocabulary and the users; every other
+    user's kept unigrams (Delta = 3) stay the same, so the histograms differ by exactly the
+    new user's contribution (the sensitivity argument of Theorem 2.1)."""
+    be = LocalBackend()
+    import pandas as pd
+
+    base = pd.DataFrame({"user": [f"u{i}" for i in range(30)],
+                         "text": [" ".join(f"t{(i * 7 + j) % 40}" for j in range(12)) for i in range(30)]})
+    extra = pd.DataFrame({"user": ["a-new-user"], "text": ["aa ab ac t1 t2 zz"]})
+    h = {}
+    for name, recs in (("D", base), ("D+u", pd.concat([base, extra], ignore_index=True))):
+        eng = LocalNgramEngine(be.tokenize(recs, Tokenizer()), be)
+        hist = eng.unigram_histogram(max_keys=3, salt=99)
+        h[name] = dict(zip(hist.keys.tolist(), hist.counts.tolist()))
+    w = int(contribution_weights(3)[3])
+    diff = {k: h["D+u"].get(k, 0) - h["D"].get(k, 0) for k in set(h["D"]) | set(h["D+u"])}
+    assert sorted(v for v in diff.values() if v) == [w, w, w]
+
+
+def test_tokenizer_and_reading_every_format(tmp_path):
+    corpus = synthetic_corpus(users=40, vocab_size=50, seed=3)
+    be = LocalBackend()
+    tok = None
+    for suffix in ("jsonl", "csv", "parquet"):
+        path = write_records(corpus, tmp_path / f"r.{suffix}")
+        again = be.tokenize(be.read_records(path), Tokenizer())
+        if tok is None:
+            tok = again
+        assert np.array_equal(again.tokens, tok.tokens) and list(again.vocab) == list(tok.vocab)
+        assert np.array_equal(again.record_end, tok.record_end) and np.array_equal(again.user, tok.user)
+    assert list(tok.vocab) == list(corpus.vocab[np.unique(corpus.tokens)])
+    assert Tokenizer().tokens("It's a Test, isn't it?") == ["it's", "a", "test", "isn't", "it"]
+    assert detect_format("x.jsonl.gz") == "jsonl"
+    with pytest.raises(PrivregValueError, match="suffix"):
+        detect_format("x.txt")
+    with pytest.raises(PrivregValueError, match="capturing"):
+        Tokenizer(pattern="(a)b")
+    with pytest.raises(PrivregValueError, match="columns"):
+        be.read_records(write_records(corpus, tmp_path / "c.csv"), user_column="author")
+
+
+# --- coins ------------------------------------------------------------------------------
+
+
+def test_gaussian_tail_coins_have_the_gaussian_threshold_law():
+    """Frequencies against Q((rho - h)/sigma) at five weights; each of the 5 two-sided
+    binomial tests at alpha = 2e-7 (family-wise false alarm < 1e-6)."""
+    rng = InsecureReproducibleRandom(seed=7)
+    scale, rho, sigma, n = 1 << 20, 3.0, 1.5, 40_000
+    for h in (0.0, 1.0, 2.5, 3.0, 6.0):
+        counts = np.full(n, int(h * scale), dtype=np.int64)
+        got = int(gaussian_tail_coins(counts, scale=scale, rho=rho, sigma=sigma, rng=rng).sum())
+        p = float(special.ndtr(-(rho - h) / sigma))
+        z = (got - n * p) / math.sqrt(n * p * (1 - p))
+        assert abs(z) < 5.2, (h, got, n * p)
+
+
+def test_slow_coin_is_exact_at_the_boundary():
+    """The 320-bit path: a word just below / above 2^62 Q(a) decides as the exact
+    comparison says."""
+    rng = InsecureReproducibleRandom(seed=1)
+    with mpmath.workprec(200):
+        p = mpmath.erfc(mpmath.mpf(2) / mpmath.sqrt(2)) / 2  # a = (rho - 0)/sigma = 2
+        w = int(mpmath.floor(p * mpmath.mpf(2) ** 62))
+    assert _slow_coin(w - 1, 0, 1 << 20, 2.0, 1.0, rng) is True
+    assert _slow_coin(w + 1, 0, 1 << 20, 2.0, 1.0, rng) is False
+    decided = [_slow_coin(w, 0, 1 << 20, 2.0, 1.0, rng) for _ in range(8)]  # refined by more bits
+    assert all(isinstance(d, bool) for d in decided)
+
+
+def test_tail_binomial_mean_and_variance():
+    """200 draws of Binomial(10^9, Q(6)) (mean ~0.99): the sum is Binomial(2e11, q); a
+    two-sided normal test at alpha ~1e-6."""
+    rng = InsecureReproducibleRandom(seed=3)
+    n, reps = 10**9, 200
+    q = float(special.ndtr(-6.0))
+    total = sum(gaussian_tail_binomial(n, rho=6.0, sigma=1.0, rng=rng) for _ in range(reps))
+    mean = n * reps * q
+    assert abs(total - mean) < 4.9 * math.sqrt(mean)
+    assert gaussian_tail_binomial(0, rho=1.0, sigma=1.0, rng=rng) == 0
+
+
+# --- levels / V_k -----------------------------------------------------------------------
+
+
+def _levels_from(strings: list[list[str]]) -> tuple[list[Level], list[str]]:
+    """Levels of explicitly given downward-closed sets S_1..S_k (lists of n-gram strings)."""
+    s1 = sorted(strings[0])
+    levels = [Level.unigrams(len(s1))]
+    index = [{w: i for i, w in enumerate(s1)}]
+    for grams in strings[1:]:
+        keys = [index[-1][" ".join(g.split()[:-1])] * len(s1) + index[0][g.split()[-1]] for g in grams]
+        lvl = Level.build(np.array(keys, dtype=np.int64), levels[-1])
+        names = {}
+        for key in lvl.keys.tolist():
+            pre, last = divmod(key, len(s1))
+            prefix = [w for w, i in index[-1].items() if i == pre][0]
+            names[prefix + " " + s1[last]] = len(names)
+        index.append(names)
+        levels.append(lvl)
+    return levels, s1
+
+
+def test_valid_kgrams_count_sample_and_materialise():
+    s1 = ["a", "b", "c", "d"]
+    s2 = ["a b", "b c", "c d", "b b", "d a"]
+    levels, _ = _levels_from([s1, s2])
+    # both-side V_3: pairs (u, v) of S_2 with u[1:] = v[:-1]
+    brute = {u + " " + v.split()[1] for u in s2 for v in s2 if u.split()[1] == v.split()[0]}
+    assert valid_count(levels[1], pruning="both") == len(brute)
+    assert valid_count(levels[1], pruning="single") == len(s2) * len(s1)
+    assert valid_count(levels[0], pruning="both") == 16
+    keys = valid_keys(levels[1], pruning="both", limit=100)
+    assert keys.size == len(brute) and np.all(is_valid(keys, levels[1], pruning="both"))
+    everything = np.arange(len(s2) * len(s1), dtype=np.int64)
+    assert int(is_valid(everything, levels[1], pruning="both").sum()) == len(brute)
+    est = estimate_valid_count(levels[1], pruning="both", rate=1.0, rng=InsecureReproducibleRandom(seed=2))
+    assert abs(est - len(brute)) <= 8  # 20 draws, p = 1: a binomial estimate of |V_3| = 7
+    with pytest.raises(PrivregValueError, match="scalable"):
+        valid_keys(levels[1], pruning="both", limit=3)
+
+
+# --- DPNE end to end --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_corpus() -> TokenCorpus:
+    return synthetic_corpus(users=3000, vocab_size=3000, seed=11)
+
+
+def _true_ngrams(corpus: TokenCorpus, k: int) -> set[str]:
+    p = np.flatnonzero(np.arange(corpus.size) + k <= corpus.record_end)
+    return set(corpus.decode(p, k))
+
+
+def _downward_closed(ngrams: dict[int, list[str]]) -> bool:
+    sets = {k: set(v) for k, v in ngrams.items()}
+    for k, grams in sets.items():
+        for g in grams:
+            words = g.split(" ")
+            if k > 1 and (" ".join(words[:-1]) not in sets[k - 1] or " ".join(words[1:]) not in sets[k - 1]):
+                return False
+    return True
+
+
+@pytest.mark.parametrize("variant", ["scalable", "explicit"])
+def test_output_is_downward_closed(small_corpus, variant):
+    """Proposition 2.1 (both-side pruning), with eta large so that spurious k-grams occur."""
+    res = extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=5,
+                         max_keys=30, eta=0.3, variant=variant, rng=InsecureReproducibleRandom(seed=4))
+    assert res.counts[3] > 0 and _downward_closed(res.ngrams)
+    spurious = set(res.ngrams[2]) - _true_ngrams(small_corpus, 2)
+    assert spurious, "eta = 0.3 should produce spurious bigrams, which must still be valid"
+
+
+def test_every_length_is_charged_before_its_noise():
+    class Counting(RandomSource):
+        def __init__(self) -> None:
+            self.inner, self.draws = InsecureReproducibleRandom(seed=9), 0
+
+        def randbits(self, k: int) -> int:
+            self.draws += 1
+            return self.inner.randbits(k)
+
+        def random_bytes(self, n: int) -> bytes:
+            self.draws += 1
+            return self.inner.random_bytes(n)
+
+    class Refuse(EventLog):
+        def __init__(self, rng: Counting, at: int) -> None:
+            super().__init__()
+            self.rng, self.at, self.seen = rng, at, []
+
+        def charge(self, event, **kw):  # type: ignore[no-untyped-def]
+            self.seen.append(self.rng.draws)
+            if len(self.seen) == self.at:
+                raise BudgetExceededError("refused")
+            super().charge(event, **kw)
+
+    corpus = synthetic_corpus(users=500, vocab_size=300, seed=2)
+    rng = Counting()
+    charger = Refuse(rng, at=3)
+    with pytest.raises(BudgetExceededError):
+        extract_ngrams(LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20,
+                       rng=rng)
+    assert rng.draws == charger.seen[-1], "no randomness may be drawn after a refused charge"
+    assert [c.label for c in charger.charges] == ["DPNE 1-grams (DPSU, Algorithm 6)",
+                                                   "DPNE 2-grams (Algorithm 1, pruned to V_2)"]
+    assert isinstance(charger.charges[0].event, Composed) and isinstance(charger.charges[1].event, Gaussian)
+
+
+def _sure_unigram_corpus(users: int = 1500) -> tuple[TokenCorpus, set[str]]:
+    """10 tokens every user holds (so S_1 is these 10, except with probability < 1e-100)
+    and only bigrams (a, b) with b - a in {1, 2} mod 10: 20 of the 100 in V_2 occur."""
+    gen = np.random.default_rng(1)
+    length = 30
+    steps = gen.integers(1, 3, size=(users, length))
+    steps[:, :10] = 1  # the first 11 tokens run through all 10: every user holds them
+    starts = gen.integers(0, 10, size=(users, 1))
+    seq = (starts + np.cumsum(steps, axis=1)) % 10
+    tokens = seq.reshape(-1)
+    ends = np.repeat(np.arange(1, users + 1) * length, length)
+    corpus = TokenCorpus.from_arrays(tokens=tokens, user=np.repeat(np.arange(users), length), record_end=ends)
+    return corpus, _true_ngrams(corpus, 2)
+
+
+@pytest.mark.parametrize("variant", ["scalable", "explicit"])
+def test_spurious_bigrams_within_the_paper_bound(variant):
+    """Proposition 2.2 with rho_k of Section 2: E[spurious k-grams] <= eta min(|S_(k-1)|,
+    |V_k|). Here |S_1| = 10, |V_2| = 100, eta = 0.4: the bound is 4 per run (80 zero-weight
+    bigrams, each released w.p. 0.04: mean 3.2). Over R = 25 runs the total S is a sum of
+    independent Bernoullis with mean <= 4R = 100 under the bound; reject if S >= 150, whose
+    probability is <= exp(-100) (e 100/150)^150 < 1e-6 (Chernoff). A wrong rho_k (e.g.
+    eta instead of eta |S_1|/|V_2|) gives a mean of 32 per run and fails."""
+    corpus, truth = _sure_unigram_corpus()
+    total = 0
+    for seed in range(25):
+        res = extract_ngrams(LocalNgramEngine(corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=2,
+                             max_keys=100, eta=0.4, variant=variant, rng=InsecureReproducibleRandom(seed=seed))
+        assert res.counts[1] == 10
+        total += len(set(res.ngrams[2]) - truth)
+    assert 40 <= total < 150  # the lower end (p < 1e-6 under the true mean 80) checks they occur at all
+
+
+def test_dpne_beats_dpsu_all_and_even_on_long_ngrams():
+    """Table 3's claim on the synthetic corpus (Zipf + Markov, heavy-tailed users): DPNE
+    releases more n-grams of length >= 4 than DPSU-all and DPSU-even at the same budget."""
+    corpus = synthetic_corpus(users=6000, seed=21)
+    counts = {}
+    for method in ("dpne", "dpsu-all", "dpsu-even"):
+        res = extract_ngrams(LocalNgramEngine(corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=7,
+                             max_keys=50, method=method, rng=InsecureReproducibleRandom(seed=1))
+        counts[method] = sum(c for k, c in res.counts.items() if k >= 4)
+    assert counts["dpne"] > 2 * counts["dpsu-all"] and counts["dpne"] > 2 * counts["dpsu-even"], counts
+    assert "dpne" in table3({"dpne": {1: 3, 2: 4}}, 2)
+
+
+def test_single_side_and_geometric_and_estimate_options(small_corpus):
+    res = extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=4,
+                         max_keys=30, pruning="single", schedule="geometric", decay=0.8, valid_count_mode="estimate",
+                         rng=InsecureReproducibleRandom(seed=5))
+    assert res.counts[1] > 0 and res.lengths[2].valid == res.counts[1] ** 2
+    assert res.lengths[3].valid == res.counts[2] * res.counts[1]  # single-side: estimate is exact
+    assert res.lengths[2].sigma < res.lengths[1].sigma  # geometric decay
+    single = extract_ngrams(LocalNgramEngine(small_corpus), charger=(log := EventLog()), epsilon=4.0, delta=1e-7,
+                            max_n=4, max_keys=30, method="dpsu-single", length=3,
+                            rng=InsecureReproducibleRandom(seed=5))
+    assert set(single.ngrams) == {3} and len(log.charges) == 1
+    assert all(len(g.split()) == 3 for g in single.ngrams[3])
+    with pytest.raises(PrivregValueError, match="length"):
+        extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=1.0, delta=1e-7, max_n=2,
+                       method="dpsu-single")
+    with pytest.raises(PrivregValueError, match="variant"):
+        extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=1.0, delta=1e-7, max_n=2,
+                       variant="fast")
+
+
+# --- synthetic generator ----------------------------------------------------------------
+
+
+def test_synthetic_generator_shape():
+    spec = SyntheticSpec(users=20_000, seed=4)
+    c = synthetic_corpus(spec)
+    per_user = np.bincount(c.user, minlength=spec.users)
+    assert per_user.min() >= spec.min_tokens and per_user.max() <= spec.max_tokens
+    assert per_user.max() > 20 * np.median(per_user)  # heavy tail
+    freq = np.sort(np.bincount(c.tokens))[::-1]
+    assert freq[0] > 20 * freq[99]  # Zipf-like vocabulary
+    assert np.array_equal(synthetic_corpus(spec).tokens, c.tokens)  # deterministic
+    with pytest.raises(PrivregValueError, match="restart"):
+        SyntheticSpec(restart=1.5)
+
+
+# --- the workflow ---------------------------------------------------------------------------
+
+
+def test_workflow_on_the_bundled_slice_and_a_csv(tmp_path):
+    reg = load_registry(plugins={"ngrams": hooks}, autoload=False)
+    item = reg.get("ngrams")
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path / "a")
+    res = item.run(ctx, {"epsilon": 4.0, "max_n": 3, "max_keys": 20})
+    assert "DPNE" in res.summary and res.metrics["counts"]["1"] > 0
+    assert (tmp_path / "a" / "ngrams-1.txt").read_text().count("\n") == res.metrics["counts"]["1"]
+    ledger = [json.loads(line) for line in (tmp_path / "a" / "ledger.jsonl").read_text().splitlines()]
+    assert ledger[0]["event"]["kind"] == "composed" and ledger[1]["event"]["kind"] == "gaussian"
+    corpus = synthetic_corpus(users=300, vocab_size=200, seed=8)
+    path = write_records(corpus, tmp_path / "in.csv")
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path / "b")
+    res = item.run(ctx, {"input": path, "max_n": 4, "max_keys": 20, "method": "dpsu-even"})
+    assert "DPSU-even" in res.summary and len(ctx.charger.charges) == 4
+    with pytest.raises(PrivregValueError, match="length"):
+        item.run(WorkflowContext(), {"method": "dpsu-single"})
+    steps = hooks.privreg_demo_steps()
+    assert "DPNE" in steps[0].run(WorkflowContext(rng=InsecureReproducibleRandom(seed=2)))

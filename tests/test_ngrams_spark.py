@@ -1,0 +1,101 @@
+"""Plugin ``ngrams`` on the Spark backend (local mode, one session for the module):
+the Spark and local backends agree (identical histograms when no user exceeds Delta,
+identical releases under the same seeded randomness, equal contribution totals when
+bounding is active)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark", reason="the Spark backend needs pyspark (pip install 'privreg[spark]')")
+
+from privreg.backends import LocalBackend, Tokenizer, contribution_weights  # noqa: E402
+from privreg.backends.spark import SparkBackend  # noqa: E402
+from privreg.core import EventLog, InsecureReproducibleRandom, WorkflowContext  # noqa: E402
+from privreg.core.registry import load_registry  # noqa: E402
+from privreg.plugins.ngrams import hooks  # noqa: E402
+from privreg.plugins.ngrams.dpne import extract_ngrams  # noqa: E402
+from privreg.plugins.ngrams.engines import LocalNgramEngine, SparkNgramEngine  # noqa: E402
+from privreg.plugins.ngrams.synthetic import synthetic_corpus, write_records  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark_backend():
+    be = SparkBackend(master="local[2]", shuffle_partitions=1)
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    corpus = synthetic_corpus(users=150, vocab_size=120, min_tokens=10, max_tokens=200, seed=6)
+    path = write_records(corpus, tmp_path_factory.mktemp("spark") / "records.jsonl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def engines(spark_backend, data):
+    local = LocalBackend()
+    le = LocalNgramEngine(local.tokenize(local.read_records(data), Tokenizer()), local)
+    se = SparkNgramEngine(spark_backend, spark_backend.tokenize(spark_backend.read_records(data), Tokenizer()))
+    yield le, se
+    se.close()
+
+
+def _same(a, b) -> None:
+    assert [str(x) for x in a.keys.tolist()] == [str(x) for x in b.keys.tolist()]
+    assert a.counts.tolist() == b.counts.tolist()
+
+
+def test_histograms_are_identical_without_bounding(engines):
+    le, se = engines
+    assert le.tokens_total == se.tokens_total
+    h_local, h_spark = le.unigram_histogram(max_keys=10_000, salt=3), se.unigram_histogram(max_keys=10_000, salt=3)
+    _same(h_local, h_spark)
+    s1 = h_local.keys[h_local.counts >= 8 * (1 << 20) // 10]  # any public choice of S_1 will do
+    le.set_unigrams(s1)
+    se.set_unigrams(s1)
+    a = le.kgram_histogram(2, pruning="both", max_keys=10_000, salt=3)
+    b = se.kgram_histogram(2, pruning="both", max_keys=10_000, salt=3)
+    _same(a, b)
+    assert a.keys.size > 10
+
+
+def test_bounded_contributions_agree_in_distribution(engines):
+    """With Delta smaller than most users' key counts the two backends keep different
+    (hash-chosen) subsets, but each user keeps exactly min(t, Delta) keys with weight
+    W_min(t,Delta): equal totals and equal numbers of (user, key) contributions."""
+    le, se = engines
+    a, b = le.unigram_histogram(max_keys=5, salt=1), se.unigram_histogram(max_keys=5, salt=1)
+    assert a.total() == b.total() > 0
+    assert a.counts.max() <= 150 * int(contribution_weights(5)[1])
+    assert set(a.keys.tolist()) & set(b.keys.tolist())
+
+
+def test_same_release_on_both_backends(spark_backend, data):
+    """The whole DPNE run, same seeded randomness, Delta above every user's count: same
+    n-grams on both backends (the release code runs on the driver for both)."""
+    out = {}
+    for name in ("local", "spark"):
+        if name == "local":
+            be = LocalBackend()
+            engine = LocalNgramEngine(be.tokenize(be.read_records(data), Tokenizer()), be)
+        else:
+            engine = SparkNgramEngine(spark_backend, spark_backend.tokenize(spark_backend.read_records(data),
+                                                                            Tokenizer()))
+        res = extract_ngrams(engine, charger=EventLog(), epsilon=8.0, delta=1e-6, max_n=3, max_keys=5000,
+                             eta=0.2, rng=InsecureReproducibleRandom(seed=12))
+        out[name] = res.ngrams
+        engine.close()
+    assert out["local"] == out["spark"] and len(out["local"][2]) > 0
+
+
+def test_workflow_on_spark_and_a_baseline(spark_backend, data, tmp_path):
+    reg = load_registry(plugins={"ngrams": hooks}, autoload=False)
+    item = reg.get("ngrams")
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=3), output_dir=tmp_path)
+    res = item.run(ctx, {"input": data, "max_n": 2, "max_keys": 20, "backend": "spark", "method": "dpsu-all",
+                         "epsilon": 8.0, "delta": 1e-6})
+    assert "DPSU-all" in res.summary and len(ctx.charger.charges) == 1
+    assert np.all([len(g.split()) == 2 for g in (tmp_path / "ngrams-2.txt").read_text().split("\n") if g])
