@@ -28,7 +28,7 @@ from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, Se
 from privreg.core.registry import Registry, default_registry
 from privreg.core.workflow import WorkflowContext
 
-DEMO_BUDGET = PrivacyBudget(epsilon=10.0, delta=1e-6)
+DEMO_BUDGET = PrivacyBudget(epsilon=16.0, delta=1e-6)  # one budget for every plugin's demo step
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,179 @@
+"""Plugin ``outliers`` (paper 003): the local-sensitivity bound of Theorem 5, its
+distance-t version (Theorem 6, Lemma 1) and the smooth upper bound of Algorithm 2.
+
+* The bound is checked against the true local sensitivity, found by brute force over
+  every neighbouring dataset of small random datasets (1-d and 2-d: the replaced record
+  is moved to one point of every cell of the arrangement of radius-r balls, which
+  realises every possible change of the count in general position).
+* beta-smoothness ``S(X) <= e^beta S(X')`` is checked with hypothesis (derandomized) on
+  neighbouring datasets with ties and duplicates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from privreg.core.errors import PrivregValueError
+from privreg.core.sensitivity import SensitivityKind
+from privreg.plugins.outliers.definitions import outlier_count
+from privreg.plugins.outliers.kissing import global_sensitivity_upper
+from privreg.plugins.outliers.smooth import (
+    OutlierCountSmoothSensitivity,
+    local_bound_at_distance,
+    local_sensitivity_bound,
+    smooth_upper_bound,
+    smooth_upper_bound_reference,
+)
+
+SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=50)
+
+
+def _cells(y: np.ndarray, r: float) -> np.ndarray:
+    """One centre in every cell of the arrangement of closed radius-``r`` balls about the
+    rows of ``y`` (d = 1 exactly; d = 2 in general position), plus a far-away point."""
+    d = y.shape[1]
+    far = y.max(axis=0) + 10 * r + 1
+    if d == 1:
+        crit = np.sort(np.r_[y[:, 0] - r, y[:, 0] + r])
+        return np.r_[crit, (crit[1:] + crit[:-1]) / 2, far].reshape(-1, 1)
+    dirs = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16, endpoint=False)])
+    base = list(y) + [c + r * u for c in y for u in dirs[::2]]
+    for a, b in itertools.combinations(y, 2):  # vertices: pairwise circle intersections
+        dist = float(np.linalg.norm(b - a))
+        if 0 < dist <= 2 * r:
+            mid, h = (a + b) / 2, math.sqrt(max(r * r - dist * dist / 4, 0.0))
+            perp = np.array([a[1] - b[1], b[0] - a[0]]) / dist
+            base += [mid + h * perp, mid - h * perp]
+    base = np.array(base)
+    near = (base[:, None, :] + 1e-7 * r * dirs[None, :, :]).reshape(-1, 2)  # the cells around each
+    return np.vstack([base, near, far])
+
+
+def _true_local_sensitivity(x: np.ndarray, k: int, r: float) -> int:
+    q0 = outlier_count(x, k=k, radius=r)
+    best = 0
+    for i in range(len(x)):
+        for c in _cells(np.delete(x, i, axis=0), r):
+            moved = x.copy()
+            moved[i] = c
+            best = max(best, abs(outlier_count(moved, k=k, radius=r) - q0))
+    return best
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_bound_is_at_least_the_true_local_sensitivity(d):
+    """Theorem 5 (the t = 0 term of Algorithm 2) and the smooth bound both dominate the
+    brute-force local sensitivity; they are tight on most datasets."""
+    gen = np.random.default_rng(20 + d)
+    gaps = []
+    for trial in range(14 if d == 1 else 9):
+        n = int(gen.integers(3, 9 if d == 1 else 7))
+        k = int(gen.integers(1, 4))
+        r = float(gen.uniform(0.3, 1.2))
+        x = gen.normal(size=(n, d))
+        if trial % 4 == 3:
+            x[1] = x[0]  # a duplicate record
+        truth = _true_local_sensitivity(x, k, r)
+        bound = local_sensitivity_bound(x, k=k, radius=r)
+        assert bound >= truth, (x.tolist(), k, r)
+        assert truth <= global_sensitivity_upper(n=n, k=k, d=d)  # Theorem 4
+        assert smooth_upper_bound(x, k=k, radius=r, beta=0.1).value >= bound
+        gaps.append(bound - truth)
+    assert gaps.count(0) >= len(gaps) // 2  # not a vacuous bound
+
+
+def test_bound_is_tight_on_the_global_sensitivity_witness():
+    # x0 at the origin, k = 2 records at each of +-e_1, +-e_2 (r = 1 after the sqrt(2)
+    # normalisation): moving x0 away turns 9 records into outliers
+    x = np.array([[0, 0], [1, 0], [1, 0], [-1, 0], [-1, 0], [0, 1], [0, 1], [0, -1], [0, -1.0]])
+    r = 1 / math.sqrt(2)
+    assert local_sensitivity_bound(x, k=2, radius=r) == 9 == global_sensitivity_upper(n=9, k=2, d=2)
+    assert _true_local_sensitivity(x, 2, r) == 9
+
+
+def test_distance_t_bounds_grow_and_cap_at_the_global_bound():
+    gen = np.random.default_rng(5)
+    x = np.vstack([gen.normal(size=(40, 2)), gen.normal(15, 8, size=(4, 2))])
+    terms = [local_bound_at_distance(x, t, k=3, radius=0.6) for t in range(12)]
+    gs = global_sensitivity_upper(n=len(x), k=3, d=2)
+    assert all(1 <= a <= gs for a in terms)
+    assert all(a <= b for a, b in zip(terms[1:], terms[2:]))  # Theorem 6's sets are nested
+    assert terms[-1] == gs
+
+
+@pytest.mark.parametrize("cover", ["exact", "projection"])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_algorithm_2_equals_the_maximum_over_every_distance(d, cover):
+    """Propositions 1-2 only skip terms that cannot win: the early-stopped value is
+    exactly max_t e^(-beta t) L(t) over t = 0..n."""
+    gen = np.random.default_rng(30 + d)
+    for trial in range(4):
+        n = int(gen.integers(8, 20))
+        x = np.vstack([gen.normal(size=(n, d)), gen.normal(6, 4, size=(3, d))])
+        beta = [0.02, 0.1, 0.5, 2.0][trial]
+        got = smooth_upper_bound(x, k=2, radius=0.5, beta=beta, cover=cover)
+        full = max(math.exp(-beta * t) * local_bound_at_distance(x, t, k=2, radius=0.5, cover=cover)
+                   for t in range(len(x) + 1))
+        assert got.value == pytest.approx(full, rel=1e-12)
+        assert len(got.terms) <= len(x) + 1
+
+
+def test_reference_with_the_papers_algorithm_1_gives_the_same_bound():
+    gen = np.random.default_rng(9)
+    x = np.vstack([gen.normal(size=(12, 2)), gen.normal(5, 3, size=(2, 2))])
+    assert smooth_upper_bound_reference(x, k=2, radius=0.6, beta=0.05, budget=10**6) == \
+        smooth_upper_bound(x, k=2, radius=0.6, beta=0.05)
+
+
+def _dataset(draw, d):
+    coord = st.integers(-6, 6).map(lambda v: v / 4)  # a coarse grid: ties at distance r
+    row = st.tuples(*[coord] * d)
+    return draw(st.lists(row, min_size=2, max_size=9))
+
+
+@st.composite
+def _neighbours(draw):
+    d = draw(st.integers(1, 3))
+    rows = _dataset(draw, d)
+    i = draw(st.integers(0, len(rows) - 1))
+    new = draw(st.one_of(st.sampled_from(rows), st.tuples(*[st.integers(-8, 8).map(lambda v: v / 4)] * d)))
+    moved = list(rows)
+    moved[i] = new
+    return np.array(rows, float), np.array(moved, float)
+
+
+@SETTINGS
+@given(pair=_neighbours(), k=st.integers(1, 3), radius=st.sampled_from([0.25, 0.5, 0.75, 1.0]),
+       beta=st.sampled_from([0.01, 0.1, 0.7]), cover=st.sampled_from(["exact", "projection"]))
+def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
+    """Definition 4, eq. (7): S(X) <= e^beta S(X') for every neighbouring pair (and the
+    term-wise L_X(t) <= L_X'(t + 1) the proof rests on)."""
+    x, y = pair
+    sx = smooth_upper_bound(x, k=k, radius=radius, beta=beta, cover=cover).value
+    sy = smooth_upper_bound(y, k=k, radius=radius, beta=beta, cover=cover).value
+    assert sx <= math.exp(beta) * sy * (1 + 1e-12)
+    assert sy <= math.exp(beta) * sx * (1 + 1e-12)
+    for t in range(3):
+        assert local_bound_at_distance(x, t, k=k, radius=radius, cover=cover) <= \
+            local_bound_at_distance(y, t + 1, k=k, radius=radius, cover=cover)
+
+
+def test_sensitivity_object_follows_the_smooth_interface():
+    s = OutlierCountSmoothSensitivity(k=3, radius=1.1, beta=0.05, subspace=[1, 0])
+    assert s.kind is SensitivityKind.SMOOTH and s.data_dependent and s.subspace == (0, 1)
+    x = np.random.default_rng(0).normal(size=(30, 3))
+    assert s.bound(x) == smooth_upper_bound(x[:, :2], k=3, radius=1.1, beta=0.05).value
+    details = s.details(x)
+    assert details.value == math.exp(-0.05 * details.argmax) * details.terms[details.argmax]
+    with pytest.raises(PrivregValueError, match="needs data"):
+        s.bound()
+    with pytest.raises(PrivregValueError, match="cover"):
+        OutlierCountSmoothSensitivity(k=3, radius=1.0, beta=0.1, cover="greedy")
+    with pytest.raises(PrivregValueError, match="beta"):
+        OutlierCountSmoothSensitivity(k=3, radius=1.0, beta=0.0)
