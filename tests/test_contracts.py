@@ -196,7 +196,21 @@ def test_workflow_contract(item, tmp_path, template_on_path):
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path)
     result = item.run(ctx, item.example.params)
     assert isinstance(result, WorkflowResult) and result.summary
-    assert ctx.charger.charges, "a workflow that releases must charge its releases"
+    if item.charges:
+        assert ctx.charger.charges, "a workflow that releases must charge its releases"
+    else:
+        assert not ctx.charger.charges, "a workflow declared charges=False must not charge"
     assert all(isinstance(c.event, PrivacyEvent) for c in ctx.charger.charges)
     for path in result.outputs.values():
         assert path.is_file() and tmp_path in path.parents
+
+
+@pytest.mark.parametrize("item", _of(ItemKind.PROTOCOL))
+def test_protocol_contract(item):
+    from privreg.core.protocol import Protocol
+
+    proto = item.create(item.example.params)
+    assert isinstance(proto, Protocol) and proto.caveats.strip()
+    names = [p.name for p in proto.parties()]
+    assert len(set(names)) == len(names) and set(proto.learns()) == set(names)
+    assert all(text.strip() for text in proto.learns().values())

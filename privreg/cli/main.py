@@ -21,7 +21,7 @@ from privreg.audit import cli as audit_cli
 from privreg.cli import format as fmt
 from privreg.accountant.audit import audit_ledger, format_report, plot_report, report_json
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
-from privreg.core.charging import jsonable
+from privreg.core.charging import NoReleases, jsonable
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
@@ -156,6 +156,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(fmt.describe(item))
         return 0
     params = parse_workflow_args(item, args.params)
+    if not item.charges:
+        return _run_without_releases(item, args, params)
     budget = _run_budget(args, params)
     output = Path(args.output) if args.output else _default_output(item.name)
     output.mkdir(parents=True, exist_ok=True)
@@ -181,6 +183,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"outputs: {output}/ (run.json, ledger.sqlite"
           + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
     print(f"audit:   privreg audit {ledger_path}")
+    return 0
+
+
+def _run_without_releases(item: Any, args: argparse.Namespace, params: dict[str, Any]) -> int:
+    """A workflow registered with ``charges=False`` (a cryptographic protocol): no budget,
+    no ledger; any attempt to charge fails (:class:`~privreg.core.charging.NoReleases`)."""
+    if args.budget_epsilon is not None or args.budget_delta is not None:
+        raise PrivregValueError(f"workflow {item.name!r} releases nothing differentially private; drop "
+                                f"--budget-epsilon/--budget-delta")
+    output = Path(args.output) if args.output else _default_output(item.name)
+    output.mkdir(parents=True, exist_ok=True)
+    ctx = WorkflowContext(charger=NoReleases(item.name), rng=_random_source(args.insecure_seed),
+                          output_dir=output, echo=_echo)
+    started = time.perf_counter()
+    result = item.run(ctx, params)
+    elapsed = time.perf_counter() - started
+    (output / "run.json").write_text(json.dumps({
+        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
+        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed,
+        "randomness": ctx.rng.describe(),
+    }, indent=2) + "\n", encoding="utf-8")
+    print(result.summary)
+    print(f"\nno differentially private release (nothing charged)   time: {elapsed:.2f} s")
+    print(f"outputs: {output}/ (run.json" + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
     return 0
 
 

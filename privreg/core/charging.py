@@ -18,10 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from privreg.core.errors import PrivregTypeError
+from privreg.core.errors import BudgetExceededError, PrivregTypeError
 from privreg.core.events import PrivacyEvent, event_from_dict
 
-__all__ = ["Charger", "Charge", "EventLog", "jsonable"]
+__all__ = ["Charger", "Charge", "EventLog", "NoReleases", "jsonable"]
 
 
 @runtime_checkable
@@ -150,3 +150,19 @@ class EventLog:
     def read_jsonl(path: str | Path) -> list[Charge]:
         with Path(path).open(encoding="utf-8") as fh:
             return [Charge.from_dict(json.loads(line)) for line in fh if line.strip()]
+
+
+class NoReleases:
+    """The charger of a workflow that declared it releases nothing differentially private
+    (``RegistryItem.charges=False``): any charge is refused, so a release the declaration
+    missed fails loudly instead of going unaccounted."""
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        self.charges: tuple[Charge, ...] = ()
+
+    def charge(self, event: PrivacyEvent, *, mechanism: str, parameters: Mapping[str, Any], label: str = "",
+               randomness: Mapping[str, Any] | None = None) -> None:
+        raise BudgetExceededError(
+            f"workflow {self.workflow!r} declared charges=False (no differentially private release) but tried "
+            f"to charge {mechanism!r}; register it with charges=True and run it with a budget.")

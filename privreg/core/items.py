@@ -267,7 +267,10 @@ class RegistryItem:
     ``factory(**params)`` builds the object (for workflows: runs it, with an extra
     ``context`` keyword). ``example`` is a small valid configuration (see
     :class:`Example`). ``plugin`` is filled in by the registry with the name of the
-    plugin that registered the item.
+    plugin that registered the item. ``charges`` (workflows): ``False`` declares a workflow
+    that releases no differentially private output -- a cryptographic protocol whose
+    outputs are protected by what each party learns -- and so charges nothing; the
+    contract tests hold a workflow to its declaration either way.
     """
 
     name: str = attrs.field(converter=lambda x: v.check_name("name", x))
@@ -278,6 +281,7 @@ class RegistryItem:
     example: Example = attrs.field(validator=attrs.validators.instance_of(Example))
     params: tuple[Param, ...] = attrs.field(default=(), converter=_params)
     plugin: str = ""
+    charges: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
     def __attrs_post_init__(self) -> None:
         if self.kind is ItemKind.WORKFLOW and any(p.name == "context" for p in self.params):

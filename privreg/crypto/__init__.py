@@ -16,6 +16,8 @@ convert with ``to_phe``/``from_phe``; ``benchmarks/paillier.py`` compares the tw
 - :mod:`~privreg.crypto.inner_product`, :mod:`~privreg.crypto.compare`: the encrypted
   inner product and the DGK-style secure comparison, as sub-protocol roles and as
   :class:`~privreg.core.protocol.Protocol` classes.
+- :mod:`~privreg.crypto.hamming`: encrypted Hamming distances between bit vectors (Bloom
+  filters), one bit per ciphertext or many filters per ciphertext in masked slots.
 - :mod:`~privreg.crypto.counting`: counts of encryptions, decryptions, re-randomisations.
 
 Caveats (each speed-up and what it rests on)
@@ -45,6 +47,11 @@ Caveats (each speed-up and what it rests on)
 - Fixed point: one public scale; ``power`` depends only on the operations performed, so
   no per-value exponent leaks. Overflow raises (encode, operations with tracked bounds,
   decode); nothing wraps silently.
+- Hamming slots (``layout="slots"``): the comparer masks every slot it must not reveal
+  with a uniform value of ``bits(L) + sigma`` bits (statistical distance ``<= 2^-sigma``
+  per slot, ``sigma = 40`` by default); slot plaintexts stay below both primes, which lets
+  the key holder decrypt modulo ``p^2`` alone (keys with unbalanced primes fall back to
+  CRT decryption).
 - Not constant-time; the sub-protocols are secure against semi-honest parties only.
 """
 

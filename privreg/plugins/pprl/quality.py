@@ -1,0 +1,208 @@
+"""Linkage quality against ground truth (paper 004, Section 5, formulas (4)-(5)).
+
+Setting: parties ``P_1..P_n`` with record sets ``D_p``; every record has a ground-truth
+entity label (evaluation only). Definitions (multi-party):
+
+* a **true group** is an ``n``-tuple ``(r_1, ..., r_n)``, ``r_p`` in ``D_p``, whose records
+  all have the same entity; their number is ``T = sum_e prod_p c_p(e)`` with ``c_p(e)``
+  the number of records of entity ``e`` at party ``p`` (usually 0 or 1). Records without a
+  label (``None`` or '') belong to no true group;
+* for a set ``G`` of distinct groups (candidate groups after blocking, or groups declared
+  matches), ``TP`` = true groups in ``G``, ``FP = |G| - TP``, ``FN = T - TP``;
+* **recall** (blocking: *pair completeness*) = ``TP / T`` -- formula (4),
+  ``TP / (TP + FN)``; **precision** (blocking: *pairs quality*) = ``TP / |G|`` -- formula
+  (5); **error rate** of matched groups = ``FP / |G|`` = 1 - precision (the paper: share
+  of non-matching groups in ``M``); **reduction ratio** = ``1 - |G| / prod_p |D_p|``.
+
+**Pairwise versions**, over all ``n (n-1) / 2`` pairs of parties ``(a, b)``: project every
+group onto ``(r_a, r_b)``, de-duplicate per party pair, and compare with the true pairs
+(``sum_e c_a(e) c_b(e)`` per party pair): pairwise recall = sum of true projected pairs /
+sum of true pairs, pairwise precision = sum of true projected pairs / sum of projected
+pairs, pairwise reduction ratio = ``1 - sum |projected| / sum |D_a||D_b|``.
+
+Undefined ratios (no true groups, empty ``G``) are ``nan``. Duplicate groups in ``G``
+are counted once. Everything is vectorised over groups.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.plugins.pprl.records import CandidateGroups, EncodedRecords
+
+__all__ = [
+    "PairwiseQuality",
+    "BlockingQuality",
+    "LinkageQuality",
+    "true_group_mask",
+    "blocking_quality",
+    "linkage_quality",
+]
+
+
+@attrs.frozen(kw_only=True)
+class PairwiseQuality:
+    """Pairwise counts and ratios summed over all party pairs (module docstring)."""
+
+    pairs: int
+    true_pairs: int
+    true_found: int
+    recall: float
+    precision: float
+    reduction_ratio: float
+
+
+@attrs.frozen(kw_only=True)
+class BlockingQuality:
+    """Quality of candidate groups: ``pair_completeness`` (= recall, formula (4)),
+    ``pairs_quality`` (= precision, formula (5)) and ``reduction_ratio``."""
+
+    candidates: int
+    true_groups: int
+    true_candidates: int
+    reduction_ratio: float
+    pair_completeness: float
+    pairs_quality: float
+    pairwise: PairwiseQuality
+
+
+@attrs.frozen(kw_only=True)
+class LinkageQuality:
+    """Quality of groups declared matches: recall, precision, ``error_rate`` (FP / |M|)
+    and F1."""
+
+    linked: int
+    true_groups: int
+    true_linked: int
+    recall: float
+    precision: float
+    error_rate: float
+    f1: float
+    pairwise: PairwiseQuality
+
+
+def _ratio(a: float, b: float) -> float:
+    return float(a) / float(b) if b else math.nan
+
+
+def _entity_codes(entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+                  parties: tuple[str, ...]) -> list[np.ndarray]:
+    if isinstance(entities, Mapping):
+        table = {p: entities[p] for p in parties if p in entities}
+    else:
+        table = {}
+        for r in entities:
+            if not isinstance(r, EncodedRecords):
+                raise PrivregTypeError("entities must map party -> labels, or be a sequence of EncodedRecords")
+            if r.entities is None:
+                raise PrivregValueError(f"EncodedRecords of party {r.party!r} carry no entities")
+            table[r.party] = r.entities
+    missing = [p for p in parties if p not in table]
+    if missing:
+        raise PrivregValueError(f"no ground-truth entities for parties {missing}")
+    labels = [pd.Series(list(table[p]), dtype=object) for p in parties]
+    flat = pd.concat(labels, ignore_index=True)
+    flat = flat.where(flat.notna() & (flat.astype(str) != ""), None)
+    codes, _ = pd.factorize(flat)  # None -> -1
+    out, start = [], 0
+    for s in labels:
+        out.append(codes[start:start + len(s)].astype(np.int64))
+        start += len(s)
+    return out
+
+
+def _groups(groups: CandidateGroups | np.ndarray, parties: Sequence[str] | None) -> tuple[np.ndarray, tuple[str, ...]]:
+    if isinstance(groups, CandidateGroups):
+        names = groups.parties
+        if parties is not None and tuple(parties) != names:
+            raise PrivregValueError(f"parties {list(parties)} differ from the groups' parties {list(names)}")
+        rec = groups.records
+    else:
+        if parties is None:
+            raise PrivregValueError("pass parties= (the column order) with a plain array of groups")
+        names = tuple(parties)
+        rec = np.asarray(groups)
+    rec = np.asarray(rec, dtype=np.int64).reshape(-1, len(names))
+    if rec.size:
+        rec = np.unique(rec, axis=0)
+    return rec, names
+
+
+def true_group_mask(records: np.ndarray, codes: Sequence[np.ndarray]) -> np.ndarray:
+    """Boolean mask of groups (rows of ``records``) whose records share one entity."""
+    records = np.asarray(records, dtype=np.int64)
+    n = len(codes)
+    if records.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    for p in range(n):
+        if records[:, p].min() < 0 or records[:, p].max() >= codes[p].size:
+            raise PrivregValueError(f"group column {p} refers to records outside the party's {codes[p].size} records")
+    e = np.stack([codes[p][records[:, p]] for p in range(n)], axis=1)
+    return (e[:, 0] >= 0) & np.all(e == e[:, :1], axis=1)
+
+
+def _true_count(codes: Sequence[np.ndarray], subset: Sequence[int]) -> int:
+    size = max((int(c.max()) + 1 if c.size else 0) for c in codes)
+    counts = [np.bincount(codes[p][codes[p] >= 0], minlength=size).astype(object) for p in subset]
+    prod = counts[0]
+    for c in counts[1:]:
+        prod = prod * c
+    return int(prod.sum()) if size else 0
+
+
+def _pairwise(rec: np.ndarray, codes: list[np.ndarray]) -> PairwiseQuality:
+    n = len(codes)
+    pairs = true_pairs = found = 0
+    space = 0
+    for a, b in itertools.combinations(range(n), 2):
+        nb = codes[b].size
+        space += codes[a].size * nb
+        true_pairs += _true_count(codes, (a, b))
+        if rec.shape[0] == 0:
+            continue
+        key = np.unique(rec[:, a] * nb + rec[:, b])
+        ra, rb = key // nb, key % nb
+        pairs += key.size
+        found += int(np.count_nonzero((codes[a][ra] >= 0) & (codes[a][ra] == codes[b][rb])))
+    return PairwiseQuality(pairs=pairs, true_pairs=true_pairs, true_found=found,
+                           recall=_ratio(found, true_pairs), precision=_ratio(found, pairs),
+                           reduction_ratio=1.0 - _ratio(pairs, space) if space else math.nan)
+
+
+def blocking_quality(candidates: CandidateGroups | np.ndarray, *,
+                     entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+                     parties: Sequence[str] | None = None) -> BlockingQuality:
+    """Reduction ratio, pair completeness and pairs quality of candidate groups."""
+    rec, names = _groups(candidates, parties)
+    codes = _entity_codes(entities, names)
+    tp = int(np.count_nonzero(true_group_mask(rec, codes)))
+    total = _true_count(codes, range(len(names)))
+    space = math.prod(int(c.size) for c in codes)
+    return BlockingQuality(candidates=int(rec.shape[0]), true_groups=total, true_candidates=tp,
+                           reduction_ratio=1.0 - _ratio(rec.shape[0], space) if space else math.nan,
+                           pair_completeness=_ratio(tp, total), pairs_quality=_ratio(tp, rec.shape[0]),
+                           pairwise=_pairwise(rec, codes))
+
+
+def linkage_quality(linked: CandidateGroups | np.ndarray, *,
+                    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+                    parties: Sequence[str] | None = None) -> LinkageQuality:
+    """Recall, precision, error rate and F1 of groups declared matches."""
+    rec, names = _groups(linked, parties)
+    codes = _entity_codes(entities, names)
+    tp = int(np.count_nonzero(true_group_mask(rec, codes)))
+    total = _true_count(codes, range(len(names)))
+    recall = _ratio(tp, total)
+    precision = _ratio(tp, rec.shape[0])
+    f1 = 2 * recall * precision / (recall + precision) if (recall + precision) > 0 else math.nan
+    return LinkageQuality(linked=int(rec.shape[0]), true_groups=total, true_linked=tp, recall=recall,
+                          precision=precision, error_rate=1.0 - precision if not math.isnan(precision) else math.nan,
+                          f1=f1, pairwise=_pairwise(rec, codes))

@@ -1,0 +1,74 @@
+"""The pprl workflow end to end (paper 004), its CLI path without a budget, and the
+``charges=False`` declaration that path relies on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privreg.cli.main import main
+from privreg.core.charging import NoReleases
+from privreg.core.errors import BudgetExceededError
+from privreg.core.events import PureDP
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.core.registry import default_registry
+from privreg.core.workflow import WorkflowContext
+from privreg.plugins.pprl.workflow import pprl_workflow
+
+SMALL = dict(data="synthetic", parties=3, records=80, lsh_groups=8, lsh_bits=10, key_bits=512,
+             insecure_small_keys=True, workers=1)
+
+
+def test_workflow_links_generated_parties_and_reports_quality():
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=5))
+    res = pprl_workflow(context=ctx, **SMALL)
+    m = res.metrics
+    assert m["parties"] == ["P1", "P2", "P3"] and m["true_groups"] == 40  # overlap 0.5 of 80 entities
+    assert 0 < m["linked_groups"] <= m["candidates"]
+    assert m["correct"] <= m["linked_groups"] and m["correct"] <= m["true_groups"]
+    assert m["recall"] == pytest.approx(m["correct"] / m["true_groups"])
+    assert m["precision"] == pytest.approx(m["correct"] / m["linked_groups"])
+    assert m["error_rate"] == pytest.approx(1 - m["precision"])
+    assert m["comparisons"] <= m["required_pairs"]
+    assert "recall" in res.summary and "distances-r1" in res.summary
+    assert not ctx.charger.charges
+
+
+def test_small_keys_need_the_insecure_flag():
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=5))
+    with pytest.raises(ValueError, match="insecure_small_keys"):
+        pprl_workflow(context=ctx, **{**SMALL, "insecure_small_keys": False})
+
+
+def test_weak_secret_file_is_refused(tmp_path):
+    weak = tmp_path / "secret"
+    weak.write_bytes(b"password")
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=5))
+    with pytest.raises(ValueError, match="secret_file"):
+        pprl_workflow(context=ctx, **SMALL, secret_file=weak)
+
+
+def test_registered_with_charges_false():
+    item = default_registry().get("pprl")
+    assert item.plugin == "pprl" and item.charges is False
+
+
+def test_no_releases_charger_refuses_any_charge():
+    charger = NoReleases("pprl")
+    with pytest.raises(BudgetExceededError, match="charges=False"):
+        charger.charge(PureDP(epsilon=1.0), mechanism="laplace", parameters={})
+    assert charger.charges == ()
+
+
+def test_cli_runs_without_a_budget_and_refuses_one(capsys, tmp_path):
+    argv = ["run", "pprl", "--records", "60", "--lsh-groups", "8", "--lsh-bits", "10", "--key-bits", "512",
+            "--insecure-small-keys", "true", "--workers", "1", "--output", str(tmp_path / "a"), "--insecure-seed", "3"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "nothing charged" in out and "recall" in out
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert run["workflow"] == "pprl" and not (tmp_path / "a" / "ledger.sqlite").exists()
+    argv[-3] = str(tmp_path / "b")
+    assert main([*argv, "--budget-epsilon", "1"]) == 2
+    assert "releases nothing differentially private" in capsys.readouterr().err
