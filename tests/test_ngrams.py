@@ -16,6 +16,7 @@ from scipy import special
 from privreg.accountant import make_accountant
 from privreg.accountant.calibration import calibrate_dpne
 from privreg.backends import LocalBackend, LocalPairs, TokenCorpus, Tokenizer, contribution_weights, detect_format
+from privreg.backends.local import Vocabulary
 from privreg.core import (
     ApproxDP,
     BudgetExceededError,
@@ -35,6 +36,7 @@ from privreg.plugins.ngrams.dpne import extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine
 from privreg.plugins.ngrams.levels import Level, estimate_valid_count, is_valid, valid_count, valid_keys
 from privreg.plugins.ngrams.noise_plan import dpsu_threshold, plan_dpne, plan_dpsu_even
+from privreg.plugins.ngrams.partitions import PartitionedCorpus
 from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus, write_records
 
 # --- Theorem 2.1, computed independently -------------------------------------------------
@@ -183,6 +185,183 @@ def test_tokenizer_and_reading_every_format(tmp_path):
         Tokenizer(pattern="(a)b")
     with pytest.raises(PrivregValueError, match="columns"):
         be.read_records(write_records(corpus, tmp_path / "c.csv"), user_column="author")
+
+
+def _brute_bounded(user, key, user_tags, key_tags, max_keys, salt):
+    """Per-user bounding written the obvious way (Python sets and sorting): each user's
+    distinct keys, the max_keys smallest by (keyed rank, key tag, key), weight W_t."""
+    from privreg.backends.local import keyed_rank
+
+    w = contribution_weights(max_keys)
+    out: dict[int, int] = {}
+    for u in sorted(set(user.tolist())):
+        keys = sorted(set(key[user == u].tolist()))
+        tags = [int(key_tags[k]) if key_tags is not None else k for k in keys]
+        rank = keyed_rank(salt, np.full(len(keys), user_tags[u], dtype=np.uint64),
+                          np.array(tags, dtype=np.uint64)).tolist()
+        kept = [k for _, _, k in sorted(zip(rank, tags, keys))][:max_keys]
+        for k in kept:
+            out[k] = out.get(k, 0) + int(w[len(kept)])
+    return out
+
+
+@pytest.mark.parametrize("with_tags", [False, True])
+def test_bounded_histogram_equals_per_user_brute_force(with_tags):
+    """Light users (<= Delta keys, kept whole without ranking) and heavy users (keyed
+    choice) mixed: the vectorised histogram equals the per-user reference exactly."""
+    rng = np.random.default_rng(3)
+    sizes = rng.choice([2, 5, 9, 40, 120], size=60)
+    user = np.repeat(np.arange(60), sizes)
+    key = rng.integers(0, 300, user.size) * 7 + 5
+    user_tags = rng.integers(0, 2**63, 60).astype(np.uint64)
+    key_tags = rng.integers(0, 2**63, 300 * 7 + 5).astype(np.uint64) if with_tags else None
+    hist = LocalBackend().bounded_histogram(LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=key_tags),
+                                            max_keys=10, salt=123)
+    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(user, key, user_tags, key_tags,
+                                                                                 10, 123)
+    # colliding key tags (all equal): ties of the full rank are broken by the key itself
+    same = np.zeros(300 * 7 + 5, dtype=np.uint64)
+    hist = LocalBackend().bounded_histogram(LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=same),
+                                            max_keys=10, salt=123)
+    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(user, key, user_tags, same, 10, 123)
+
+
+def _shuffled_records(corpus: TokenCorpus, seed: int):
+    """The corpus's (user_id, text) records in a random order (users not grouped)."""
+    import pandas as pd
+
+    starts = np.flatnonzero(np.r_[True, corpus.record_end[1:] != corpus.record_end[:-1]])
+    words = corpus.vocab[corpus.tokens].astype(str)
+    texts = [" ".join(words[a:b]) for a, b in zip(starts.tolist(), corpus.record_end[starts].tolist())]
+    df = pd.DataFrame({"user_id": corpus.users[corpus.user[starts]].astype(str), "text": texts})
+    return df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def streamed_inputs(tmp_path_factory):
+    """A synthetic corpus written in shuffled record order as JSONL, gzipped JSONL, CSV
+    and Parquet, and the one-shot (in-memory) TokenCorpus of the same records."""
+    d = tmp_path_factory.mktemp("streamed")
+    corpus = synthetic_corpus(users=400, vocab_size=150, min_tokens=10, max_tokens=400, record_length=12, seed=13)
+    df = _shuffled_records(corpus, seed=1)
+    paths = {"jsonl": d / "r.jsonl", "jsonl.gz": d / "r.jsonl.gz", "csv": d / "r.csv"}
+    df.to_json(paths["jsonl"], orient="records", lines=True)
+    df.to_json(paths["jsonl.gz"], orient="records", lines=True, compression="gzip")
+    df.to_csv(paths["csv"], index=False)
+    try:
+        import pyarrow  # noqa: F401
+
+        paths["parquet"] = d / "r.parquet"
+        df.to_parquet(paths["parquet"], index=False)
+    except ImportError:  # pragma: no cover - pyarrow is a test dependency
+        pass
+    be = LocalBackend()
+    one_shot = be.tokenize(be.read_records(paths["jsonl"]), Tokenizer())
+    return paths, one_shot
+
+
+def _run(engine, seed=3, **kw):
+    options = dict(epsilon=4.0, delta=1e-7, max_n=5, max_keys=8, eta=0.2)
+    options.update(kw)
+    return extract_ngrams(engine, charger=EventLog(), rng=InsecureReproducibleRandom(seed=seed), **options).ngrams
+
+
+def test_streamed_partitions_give_exactly_the_one_shot_histograms_and_release(streamed_inputs):
+    """Records in random order (users NOT grouped), read 37 rows at a time into 3 user
+    partitions on disk, from every format: every histogram (unigram and pruned k-gram,
+    with Delta = 8 so that bounding is active) and the whole DPNE release under the same
+    seed are identical to the one-shot in-memory path. Splitting a user across chunks or
+    partitions would change that user's bounded contribution and fail this test."""
+    paths, one_shot = streamed_inputs
+    reference = LocalNgramEngine(one_shot)
+    ref_uni = reference.unigram_histogram(max_keys=8, salt=5)
+    expected = _run(LocalNgramEngine(one_shot))
+    assert len(expected[3]) > 0
+    for name, path in paths.items():
+        with PartitionedCorpus.from_file(path, partitions=3, chunk_records=37) as corpus:
+            assert corpus.on_disk and len(corpus.partitions) == 3 and corpus.tokens_total == one_shot.size
+            engine = LocalNgramEngine(corpus)
+            uni = engine.unigram_histogram(max_keys=8, salt=5)
+            assert uni.keys.tolist() == ref_uni.keys.tolist() and uni.counts.tolist() == ref_uni.counts.tolist(), name
+            s1 = uni.keys[uni.counts >= np.sort(uni.counts)[-40]]
+            for e in (engine, reference):
+                e.set_unigrams(s1)
+            a = engine.kgram_histogram(2, pruning="both", max_keys=8, salt=5)
+            b = reference.kgram_histogram(2, pruning="both", max_keys=8, salt=5)
+            assert a.keys.tolist() == b.keys.tolist() and a.counts.tolist() == b.counts.tolist(), name
+            assert _run(engine) == expected, name
+            tmp = corpus.partitions[0].directory
+        assert not tmp.exists(), "closing the corpus deletes its temporary files"
+    # in-memory partitions of the TokenCorpus give the same release too
+    assert _run(LocalNgramEngine(PartitionedCorpus.from_corpus(one_shot, partitions=4))) == expected
+    # the default partition count follows the input size; every user is in exactly one partition
+    size = paths["jsonl"].stat().st_size
+    with PartitionedCorpus.from_file(paths["jsonl"], partition_bytes=size // 4 + 1, chunk_records=100) as corpus:
+        assert len(corpus.partitions) == 4
+        assert sum(int(p.load().user_tags.size) for p in corpus.partitions) == one_shot.users.size
+        assert _run(LocalNgramEngine(corpus)) == expected
+
+
+def test_parallel_workers_give_identical_results(streamed_inputs):
+    """Two processes tokenizing and running the per-partition passes: token ids are
+    assigned in input order by the parent and tables are merged in partition order, so
+    the release is the same as with one process."""
+    paths, one_shot = streamed_inputs
+    expected = _run(LocalNgramEngine(one_shot), seed=8)
+    with PartitionedCorpus.from_file(paths["jsonl"], partitions=3, chunk_records=50, workers=2) as corpus:
+        assert _run(LocalNgramEngine(corpus, workers=2), seed=8) == expected
+    with pytest.raises(PrivregValueError, match="workers"):
+        LocalNgramEngine(one_shot, workers=0)
+
+
+def test_jsonl_rows_do_not_depend_on_chunking(tmp_path):
+    """Mixed value types are read per value (pandas would infer a column type per chunk:
+    1 in an int chunk reads "1", in a chunk with a null "1.0"); blank lines are skipped;
+    bad lines and missing columns are named."""
+    path = tmp_path / "mixed.jsonl"
+    rows = ['{"user_id": 1, "text": "a b"}', '{"user_id": null, "text": "c"}', "",
+            '{"user_id": 2.5, "text": 7}', '{"user_id": "x", "text": "d e"}', '{"text": "lost"}',
+            '{"user_id": 1, "text": "f"}']
+    path.write_text("\n".join(rows) + "\n")
+    be = LocalBackend()
+    for size in (1, 2, 3, 100):
+        df = __import__("pandas").concat(list(be.read_record_chunks(path, chunk_records=size)), ignore_index=True)
+        assert df["user"].tolist() == ["1", "2.5", "x", "1"] and df["text"].tolist() == ["a b", "7", "d e", "f"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"user_id": "a", "text": "b"}\n[1, 2]\n')
+    with pytest.raises(PrivregValueError, match="line 2"):
+        be.read_records(bad)
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text('{"author": "a", "text": "b"}\n')
+    with pytest.raises(PrivregValueError, match="author"):
+        list(be.tokenize_file(missing, vocabulary=Vocabulary()))
+
+
+def test_dpsu_keys_are_exact_even_when_every_hash_collides(streamed_inputs):
+    """The DPSU baselines' raw histogram keys are exact n-gram ids. With every token's
+    64-bit tag forced to 0 -- so every n-gram's content hash collides -- the histogram
+    without bounding still equals the brute-force count of distinct (user, n-gram) pairs
+    per n-gram string (a hash-keyed histogram would merge all n-grams of a length)."""
+    paths, one_shot = streamed_inputs
+    with PartitionedCorpus.from_file(paths["csv"], partitions=2, chunk_records=64) as corpus:
+        corpus.vocab_tags = np.zeros(corpus.vocab.size, dtype=np.uint64)
+        engine = LocalNgramEngine(corpus)
+        hist = engine.raw_histogram((1, 2, 3), max_keys=10**6, salt=1)
+        got = dict(zip(engine.labels(hist.keys), hist.counts.tolist()))
+    users_of: dict[str, set[int]] = {}
+    for k in (1, 2, 3):
+        p = np.flatnonzero(np.arange(one_shot.size) + k <= one_shot.record_end)
+        for g, u in zip(one_shot.decode(p, k), one_shot.user[p].tolist()):
+            users_of.setdefault(g, set()).add(u)
+    assert len(got) == len(users_of) == hist.keys.size
+    # every user keeps all of their n-grams (Delta huge), so the weight is W_t of their count
+    distinct_per_user: dict[int, int] = {}
+    for users in users_of.values():
+        for u in users:
+            distinct_per_user[u] = distinct_per_user.get(u, 0) + 1
+    w = contribution_weights(max(distinct_per_user.values()))
+    expected = {g: sum(int(w[distinct_per_user[u]]) for u in users) for g, users in users_of.items()}
+    assert got == expected
 
 
 # --- coins ------------------------------------------------------------------------------

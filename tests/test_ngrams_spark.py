@@ -73,6 +73,19 @@ def test_bounded_contributions_agree_in_distribution(engines):
     assert set(a.keys.tolist()) & set(b.keys.tolist())
 
 
+def test_dpsu_raw_histograms_are_exact_and_agree(engines):
+    """The DPSU baselines' unpruned histograms (lengths 1-3 pooled, Delta above every
+    user's count) are identical n-gram by n-gram: the local engine keys n-grams by exact
+    ids, Spark by the JSON array of their tokens -- neither by a hash two n-grams could share."""
+    le, se = engines
+    a = le.raw_histogram((1, 2, 3), max_keys=100_000, salt=4)
+    b = se.raw_histogram((1, 2, 3), max_keys=100_000, salt=4)
+    got_local = dict(zip(le.labels(a.keys), a.counts.tolist()))
+    got_spark = dict(zip(se.labels(b.keys), b.counts.tolist()))
+    assert got_local == got_spark and len(got_local) == a.keys.size == b.keys.size > 100
+    assert {len(g.split(" ")) for g in got_local} == {1, 2, 3}
+
+
 def test_same_release_on_both_backends(spark_backend, data):
     """The whole DPNE run, same seeded randomness, Delta above every user's count: same
     n-grams on both backends (the release code runs on the driver for both)."""

@@ -1,14 +1,25 @@
 """The in-process backend: pandas for input, numpy for everything on the hot path.
 
-Text becomes a :class:`TokenCorpus` -- one int32 token id per position (ids index the
-sorted vocabulary), the user of each position and where its record ends -- built chunk by
-chunk, so peak memory while reading is one chunk of strings plus 12 bytes per token.
-Aggregation (:meth:`LocalBackend.bounded_histogram`) is sorting and ``bincount``: no Python
-loop over users, keys or n-grams.
+Input is read in chunks of records (:meth:`LocalBackend.read_record_chunks`: JSONL parsed
+line by line, CSV with pandas' chunked reader, Parquet by record batches), so reading
+never holds more than one chunk of strings. Text becomes integer token ids with
+:class:`Vocabulary` (ids in order of first appearance, the only structure that grows with
+the input's distinct tokens): :meth:`LocalBackend.tokenize_chunks` yields one
+:class:`TokenChunk` per input chunk; :meth:`LocalBackend.tokenize` builds an in-memory
+:class:`TokenCorpus` (ids renumbered to index the sorted vocabulary) from the same code.
+Aggregation (:meth:`LocalBackend.bounded_histogram`) is sorting and ``bincount``: no
+Python loop over users, keys or n-grams.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,9 +39,11 @@ from privreg.backends.base import (
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
-__all__ = ["LocalBackend", "LocalPairs", "TokenCorpus", "keyed_rank", "sorted_unique", "string_tags"]
+__all__ = ["LocalBackend", "LocalPairs", "TokenChunk", "TokenCorpus", "Vocabulary", "keyed_rank", "sorted_unique",
+           "string_tags", "tokenize_texts"]
 
-_CHUNK_RECORDS = 20_000
+#: Records per chunk when reading and tokenizing.
+CHUNK_RECORDS = 10_000
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
@@ -71,6 +84,61 @@ def string_tags(values: np.ndarray) -> np.ndarray:
     return pd.util.hash_array(np.asarray(values, dtype=object).astype(str).astype(object))
 
 
+def tokenize_texts(texts: Iterable[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokens of each text as ``(lengths, codes, uniques)``: ``lengths[i]`` tokens of text
+    ``i``, then all tokens in order as ``uniques[codes]`` (``uniques`` in order of first
+    appearance). Exactly :meth:`Tokenizer.tokens` of each text: ``re.findall`` of the
+    pattern on the (lower-cased) text."""
+    import pandas as pd
+
+    pattern = re.compile(tokenizer.pattern)
+    if tokenizer.lowercase:
+        texts = [t.lower() for t in texts]
+    lists = [pattern.findall(t) for t in texts]
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
+    if flat.size == 0:
+        return lengths, np.zeros(0, np.int64), np.zeros(0, dtype=object)
+    codes, uniques = pd.factorize(flat)
+    return lengths, codes.astype(np.int64, copy=False), np.asarray(uniques, dtype=object)
+
+
+class Vocabulary:
+    """Token strings to dense int32 ids in order of first appearance. The only state of
+    streaming tokenization that lives across chunks (it grows with distinct tokens)."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def ids(self, words: np.ndarray) -> np.ndarray:
+        """The id of each of ``words`` (distinct strings), adding the new ones."""
+        index = self._index
+        return np.fromiter((index.setdefault(w, len(index)) for w in words.tolist()), dtype=np.int32,
+                           count=len(words))
+
+    def words(self) -> np.ndarray:
+        """All tokens, indexed by id."""
+        return np.array(list(self._index), dtype=object)
+
+
+@attrs.frozen(kw_only=True)
+class TokenChunk:
+    """One chunk of tokenized records: ``users`` (the user id string of each record),
+    ``lengths`` (tokens per record, int64) and ``tokens`` (all tokens in record order as
+    int32 ids of a :class:`Vocabulary`)."""
+
+    users: np.ndarray
+    lengths: np.ndarray
+    tokens: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.tokens.size)
+
+
 @attrs.frozen(kw_only=True)
 class LocalPairs:
     """(user, key) rows for :meth:`LocalBackend.bounded_histogram`: two aligned 1-d
@@ -103,7 +171,7 @@ class LocalPairs:
 
 @attrs.frozen(kw_only=True)
 class TokenCorpus:
-    """A tokenized multi-user corpus.
+    """A tokenized multi-user corpus, in memory.
 
     * ``tokens``: int32 token id per position (index into ``vocab``);
     * ``vocab``: the distinct tokens, sorted by code point (so ids agree with Spark's
@@ -158,33 +226,267 @@ class TokenCorpus:
         return [" ".join(row) for row in words]
 
 
+def _open_text(path: Path) -> Any:
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    if suffix == ".bz2":
+        return bz2.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _cell(value: Any) -> str | None:
+    """A JSON value as the string the pipeline sees (None: missing). Per value, so that
+    chunking never changes how a value reads (pandas infers column types per chunk)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)
+
+
+def _frame(users: list[Any], texts: list[Any]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({"user": np.array(users, dtype=object), "text": np.array(texts, dtype=object)})
+
+
+def _parse_lines(lines: list[str], first_line: int, path: Path) -> list[dict[str, Any]]:
+    """The JSON object of each non-blank line. One ``json.loads`` of the whole chunk as an
+    array when every line is exactly one object (the common case); otherwise line by line,
+    naming the first bad line."""
+    try:
+        objs = json.loads("[" + ",".join(lines) + "]")
+        if len(objs) == len(lines) and all(type(o) is dict for o in objs):
+            return objs
+    except ValueError:
+        pass
+    objs = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise PrivregValueError(
+                f"{str(path)!r} line {first_line + i} is not a JSON object ({exc}); JSONL input needs one "
+                f"object per line") from None
+        if not isinstance(obj, dict):
+            raise PrivregValueError(f"{str(path)!r} line {first_line + i} is a JSON {type(obj).__name__}, not an "
+                                    f"object; JSONL input needs one object per line")
+        objs.append(obj)
+    return objs
+
+
+def _jsonl_payloads(path: Path, rows: int) -> Iterator[tuple[int, list[str]]]:
+    """(number of the first line, raw lines), ``rows`` lines at a time."""
+    lineno = 1
+    with _open_text(path) as fh:
+        while True:
+            lines = list(itertools.islice(fh, rows))
+            if not lines:
+                return
+            yield lineno, lines
+            lineno += len(lines)
+
+
+def _jsonl_records(first_line: int, lines: list[str], path: Path, user_column: str,
+                   text_column: str) -> tuple[list[str], list[str], tuple[bool, bool, list[str]]]:
+    """(users, texts) of the rows holding both, and (whether any row has the user column,
+    whether any has the text column, some keys seen) for the missing-column error."""
+    objs = _parse_lines(lines, first_line, path)
+    has_user = any(user_column in obj for obj in objs)
+    has_text = any(text_column in obj for obj in objs)
+    keys: list[str] = []
+    if not (has_user and has_text):
+        for obj in objs[:100]:
+            keys.extend(obj)
+    users = [o.get(user_column) for o in objs]
+    texts = [o.get(text_column) for o in objs]
+    users = [u if type(u) is str else _cell(u) for u in users]
+    texts = [t if type(t) is str else _cell(t) for t in texts]
+    keep = [u is not None and t is not None for u, t in zip(users, texts)]
+    if not all(keep):
+        users = list(itertools.compress(users, keep))
+        texts = list(itertools.compress(texts, keep))
+    return users, texts, (has_user, has_text, keys)
+
+
+class _ColumnCheck:
+    """Whether some JSONL row had each column; raises the missing-column error at the end."""
+
+    def __init__(self) -> None:
+        self.user = self.text = False
+        self.keys: set[str] = set()
+
+    def update(self, seen: tuple[bool, bool, list[str]]) -> None:
+        self.user |= seen[0]
+        self.text |= seen[1]
+        if len(self.keys) < 1000:
+            self.keys.update(seen[2])
+
+    def finish(self, path: Path, user_column: str, text_column: str) -> None:
+        if self.keys and not (self.user and self.text):
+            check_columns(sorted(self.keys), user_column, text_column, path)
+
+
+def _jsonl_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
+    check = _ColumnCheck()
+    for first, lines in _jsonl_payloads(path, rows):
+        users, texts, seen = _jsonl_records(first, lines, path, user_column, text_column)
+        check.update(seen)
+        yield _frame(users, texts)
+    check.finish(path, user_column, text_column)
+
+
+def _tokenize_job(kind: str, payload: Any, path: Path, user_column: str, text_column: str,
+                  tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
+    """One chunk, parsed (JSONL lines) and tokenized: (users, lengths, codes, uniques,
+    columns seen). Runs in a worker process when tokenizing in parallel."""
+    seen = None
+    if kind == "jsonl":
+        users, texts, seen = _jsonl_records(payload[0], payload[1], path, user_column, text_column)
+    else:
+        users, texts = payload
+    lengths, codes, uniques = tokenize_texts(texts, tokenizer)
+    return (np.array(users, dtype=object), lengths, codes.astype(np.int32 if len(uniques) < 1 << 31 else np.int64),
+            uniques, seen)
+
+
+def _csv_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
+    import pandas as pd
+
+    check_columns([str(c) for c in pd.read_csv(path, dtype=str, nrows=0).columns], user_column, text_column, path)
+    for df in pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=rows,
+                          usecols=list(dict.fromkeys([user_column, text_column]))):
+        out = df[[user_column, text_column]].dropna()
+        yield _frame(out[user_column].tolist(), out[text_column].tolist())
+
+
+def _parquet_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise PrivregValueError("reading Parquet needs pyarrow: pip install 'privreg[parquet]'") from None
+    pf = pq.ParquetFile(path)
+    check_columns(list(pf.schema_arrow.names), user_column, text_column, path)
+    for batch in pf.iter_batches(batch_size=rows, columns=list(dict.fromkeys([user_column, text_column]))):
+        try:  # arrow's cast is per value (pandas' would depend on the batch's nulls)
+            u = pc.cast(batch.column(user_column), pa.string()).to_numpy(zero_copy_only=False)
+            t = pc.cast(batch.column(text_column), pa.string()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise PrivregValueError(f"{str(path)!r}: columns {user_column!r}/{text_column!r} must hold strings or "
+                                    f"numbers ({exc})") from None
+        keep = np.array([a is not None and b is not None for a, b in zip(u.tolist(), t.tolist())], dtype=bool)
+        yield _frame(u[keep].tolist(), t[keep].tolist())
+
+
 class LocalBackend(Backend):
     """In-process numpy/pandas backend (the default)."""
 
     name: ClassVar[str] = "local"
 
+    def read_record_chunks(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
+                           format: str | None = None, chunk_records: int = CHUNK_RECORDS) -> Iterator[Any]:
+        """The (user, text) rows of a CSV (with header), JSONL or Parquet file (``.gz`` and
+        ``.bz2`` for CSV/JSONL), ``chunk_records`` input rows at a time, as DataFrames with
+        string columns ``user`` and ``text`` (rows missing either are dropped). Memory: one
+        chunk. Non-string JSON values read as ``str(value)``, Parquet values by Arrow's
+        cast to string: per value, so the rows never depend on the chunking."""
+        p = check_path(path)
+        fmt = detect_format(p, format)
+        rows = v.check_count("chunk_records", chunk_records)
+        for name, col in (("user_column", user_column), ("text_column", text_column)):
+            if not isinstance(col, str) or not col:
+                raise PrivregTypeError(f"{name} must be a non-empty column name; got {col!r}")
+        if fmt == "jsonl":
+            return _jsonl_chunks(p, user_column, text_column, rows)
+        if fmt == "csv":
+            return _csv_chunks(p, user_column, text_column, rows)
+        return _parquet_chunks(p, user_column, text_column, rows)
+
     def read_records(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
                      format: str | None = None) -> Any:
         import pandas as pd
 
+        chunks = list(self.read_record_chunks(path, user_column=user_column, text_column=text_column, format=format))
+        if not chunks:
+            return _frame([], [])
+        return pd.concat(chunks, ignore_index=True)
+
+    def tokenize_chunks(self, chunks: Iterable[Any], tokenizer: Tokenizer, vocabulary: Vocabulary) -> Iterator[TokenChunk]:
+        """One :class:`TokenChunk` per DataFrame of (user, text) rows, token ids from (and
+        added to) ``vocabulary``. Streaming: memory is one chunk plus the vocabulary."""
+        if not isinstance(tokenizer, Tokenizer):
+            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
+        if not isinstance(vocabulary, Vocabulary):
+            raise PrivregTypeError(f"vocabulary must be a privreg.backends.Vocabulary; got {vocabulary!r}")
+        for df in chunks:
+            lengths, codes, uniques = tokenize_texts(df["text"].tolist(), tokenizer)
+            ids = vocabulary.ids(uniques)
+            yield TokenChunk(users=df["user"].to_numpy(dtype=object), lengths=lengths,
+                             tokens=ids[codes] if codes.size else np.zeros(0, np.int32))
+
+    def tokenize_file(self, path: str | Path, *, tokenizer: Tokenizer = Tokenizer(), vocabulary: Vocabulary,
+                      user_column: str = "user_id", text_column: str = "text", format: str | None = None,
+                      chunk_records: int = CHUNK_RECORDS, workers: int = 1) -> Iterator[TokenChunk]:
+        """Read and tokenize a file chunk by chunk: the same :class:`TokenChunk` s as
+        ``tokenize_chunks(read_record_chunks(...))``. With ``workers`` > 1, parsing (JSONL)
+        and tokenizing run in that many processes, at most two chunks per worker in
+        flight (bounded memory); chunks come back in input order and token ids are
+        assigned here, in that order, so the result does not depend on ``workers``."""
+        if not isinstance(tokenizer, Tokenizer):
+            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
+        if not isinstance(vocabulary, Vocabulary):
+            raise PrivregTypeError(f"vocabulary must be a privreg.backends.Vocabulary; got {vocabulary!r}")
+        workers = v.check_count("workers", workers)
         p = check_path(path)
         fmt = detect_format(p, format)
-        if fmt == "csv":
-            df = pd.read_csv(p, dtype=str, keep_default_na=False, na_values=[""])
-        elif fmt == "jsonl":
-            df = pd.read_json(p, lines=True, dtype=False)
+        rows = v.check_count("chunk_records", chunk_records)
+        if fmt == "jsonl":
+            jobs: Iterator[tuple[str, Any]] = (("jsonl", payload) for payload in _jsonl_payloads(p, rows))
         else:
-            df = pd.read_parquet(p)
-        check_columns([str(c) for c in df.columns], user_column, text_column, p)
-        out = pd.DataFrame({"user": df[user_column], "text": df[text_column]}).dropna()
-        return out.astype({"user": str, "text": str}).reset_index(drop=True)
+            frames = self.read_record_chunks(p, user_column=user_column, text_column=text_column, format=fmt,
+                                             chunk_records=rows)
+            jobs = (("rows", (df["user"].tolist(), df["text"].tolist())) for df in frames)
+        return self._tokenize_jobs(jobs, vocabulary, workers, (p, user_column, text_column, tokenizer))
+
+    @staticmethod
+    def _tokenize_jobs(jobs: Iterator[tuple[str, Any]], vocabulary: Vocabulary, workers: int,
+                       args: tuple[Path, str, str, Tokenizer]) -> Iterator[TokenChunk]:
+        check = _ColumnCheck()
+
+        def finish(out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]) -> TokenChunk:
+            users, lengths, codes, uniques, seen = out
+            if seen is not None:
+                check.update(seen)
+            ids = vocabulary.ids(uniques)
+            return TokenChunk(users=users, lengths=lengths, tokens=ids[codes] if codes.size else np.zeros(0, np.int32))
+
+        if workers == 1:
+            for kind, payload in jobs:
+                yield finish(_tokenize_job(kind, payload, *args))
+        else:
+            import multiprocessing as mp
+            from collections import deque
+
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+            with ctx.Pool(workers) as pool:
+                pending: deque[Any] = deque()
+                for kind, payload in jobs:
+                    pending.append(pool.apply_async(_tokenize_job, (kind, payload, *args)))
+                    if len(pending) >= 2 * workers:
+                        yield finish(pending.popleft().get())
+                while pending:
+                    yield finish(pending.popleft().get())
+        check.finish(*args[:3])
 
     def tokenize(self, records: Any, tokenizer: Tokenizer = Tokenizer()) -> TokenCorpus:
-        """A :class:`TokenCorpus` from (user, text) rows, tokenized ``_CHUNK_RECORDS`` rows
-        at a time (pandas' vectorised string methods); ids are renumbered at the end so that
-        they index the sorted vocabulary. Records are grouped by user (stable)."""
-        import pandas as pd
-
+        """A :class:`TokenCorpus` from (user, text) rows, tokenized ``CHUNK_RECORDS`` rows
+        at a time; ids are renumbered at the end so that they index the sorted vocabulary.
+        Records are grouped by user (stable)."""
         if not isinstance(tokenizer, Tokenizer):
             raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
         users, user_idx = np.unique(records["user"].to_numpy(dtype=object).astype(str), return_inverse=True)
@@ -192,22 +494,15 @@ class LocalBackend(Backend):
         order = np.argsort(user_idx, kind="stable")
         texts = records["text"].to_numpy(dtype=object)[order]
         rec_user = user_idx[order]
-        vocab: dict[str, int] = {}
+        vocab = Vocabulary()
         tok_parts, len_parts = [], []
-        for lo in range(0, texts.size, _CHUNK_RECORDS):
-            s = pd.Series(texts[lo:lo + _CHUNK_RECORDS], dtype=object)
-            if tokenizer.lowercase:
-                s = s.str.lower()
-            lists = s.str.findall(tokenizer.pattern)
-            len_parts.append(lists.str.len().to_numpy(dtype=np.int64))
-            flat = lists.explode().dropna()
-            codes, uniques = pd.factorize(flat.to_numpy(dtype=object))
-            mapping = np.fromiter((vocab.setdefault(u, len(vocab)) for u in uniques), dtype=np.int64,
-                                  count=len(uniques))
-            tok_parts.append(mapping[codes].astype(np.int32))
+        for lo in range(0, texts.size, CHUNK_RECORDS):
+            lengths, codes, uniques = tokenize_texts(texts[lo:lo + CHUNK_RECORDS].tolist(), tokenizer)
+            len_parts.append(lengths)
+            tok_parts.append(vocab.ids(uniques)[codes] if codes.size else np.zeros(0, np.int32))
         lengths = np.concatenate(len_parts) if len_parts else np.zeros(0, np.int64)
         raw = np.concatenate(tok_parts) if tok_parts else np.zeros(0, np.int32)
-        words = np.array(list(vocab), dtype=object)
+        words = vocab.words()
         sorted_idx = np.argsort(words.astype(str), kind="stable")
         rank = np.empty(words.size, dtype=np.int32)
         rank[sorted_idx] = np.arange(words.size, dtype=np.int32)
@@ -219,6 +514,11 @@ class LocalBackend(Backend):
 
     def bounded_histogram(self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
                           scale: int = DEFAULT_SCALE) -> Histogram:
+        """See :meth:`Backend.bounded_histogram`. A user with at most ``max_keys`` distinct
+        keys keeps them all (no ranking needed); a user with more keeps the ``max_keys``
+        smallest by ``(keyed_rank(salt, user tag, key tag), key tag, key)`` -- the rank is
+        a function of the user's own pair and the salt, the tie-breaks matter only when two
+        of one user's keys share a 64-bit rank."""
         if not isinstance(pairs, LocalPairs):
             raise PrivregTypeError(f"pairs must be LocalPairs for the local backend; got {type(pairs).__name__}")
         max_keys = v.check_count("max_keys", max_keys)
@@ -230,10 +530,11 @@ class LocalBackend(Backend):
             return empty
         if user.min() < 0 or user.max() >= 1 << 31:
             raise PrivregValueError("user indices must lie in [0, 2**31)")
-        # Key codes that preserve key order (offsets, or ranks among the distinct keys), so
-        # every tie below is broken by the key itself: a user's kept keys depend on that
-        # user's own pairs and the salt only. Everything is packed into int64 and sorted
-        # with np.sort (much faster than argsort/lexsort).
+        if pairs.user_tags.size <= int(user.max()):
+            raise PrivregValueError("user_tags must hold a tag for every user index")
+        # Key codes that preserve key order (offsets, or ranks among the distinct keys);
+        # (user, code) pairs packed into int64 and sorted with np.sort (much faster than
+        # argsort/lexsort).
         kmin = int(key.min())
         if int(key.max()) - kmin < 1 << 40:
             code, uniq = key - kmin, None
@@ -251,15 +552,62 @@ class LocalBackend(Backend):
                 "too many users and distinct keys for the local backend; use backend='spark'")
         pair = sorted_unique((user << kbits) | code)  # distinct (user, key), by user then key
         user, code = pair >> kbits, pair & ((1 << kbits) - 1)
-        original = code + kmin if uniq is None else uniq[code]
-        if pairs.user_tags.size <= int(user.max()):
-            raise PrivregValueError("user_tags must hold a tag for every user index")
-        key_tag = original.astype(np.uint64) if pairs.key_tags is None else pairs.key_tags[original]
-        rank = keyed_rank(salt, pairs.user_tags[user], key_tag)
-        # order each user's keys by (full 64-bit rank, key): sort on the top rank bits that
-        # fit beside user and key, then re-sort the (rare) runs whose top bits tie
+        del pair
+        starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
+        sizes = np.diff(np.r_[starts, user.size])
+        heavy = sizes > max_keys
+        t = np.repeat(np.minimum(sizes, max_keys), sizes)
+        if heavy.any():
+            # only users with more than max_keys keys need the keyed choice
+            in_heavy = np.repeat(heavy, sizes)
+            kept = self._keep_smallest_ranked(user[in_heavy], code[in_heavy], pairs, uniq, kmin, max_keys, salt)
+            light = ~in_heavy
+            code = np.concatenate([code[light], kept])
+            t = np.concatenate([t[light], np.full(kept.size, max_keys, dtype=np.int64)])
+        w = weights[t]
+        if w.size and float(w.max()) * w.size >= 2.0**63:
+            raise PrivregValueError("histogram totals would overflow int64; lower scale")
+        width = int(code.max()) + 1
+        if width <= max(1 << 22, 4 * code.size) and int(w.sum()) < 1 << 53:
+            # bincount sums in float64: exact, every partial sum is an integer below 2**53
+            present = np.bincount(code, minlength=width) > 0
+            sums = np.bincount(code, weights=w, minlength=width)
+            codes = np.flatnonzero(present)
+            counts = sums[codes].astype(np.int64)
+        else:
+            tbits = max(1, max_keys.bit_length())
+            if kbits + tbits <= 62:
+                agg = np.sort((code << tbits) | t)
+                code, t = agg >> tbits, agg & ((1 << tbits) - 1)
+            else:  # pragma: no cover - keys use at most 40 bits above
+                order = np.argsort(code, kind="stable")
+                code, t = code[order], t[order]
+            first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+            counts = np.add.reduceat(weights[t], first)
+            codes = code[first]
+        keys = codes + kmin if uniq is None else uniq[codes]
+        if keys.size == 0:
+            return empty  # pragma: no cover - every user keeps at least one key
+        return Histogram(keys=keys, counts=counts, scale=scale)
+
+    @staticmethod
+    def _keep_smallest_ranked(user: np.ndarray, code: np.ndarray, pairs: LocalPairs, uniq: np.ndarray | None,
+                              kmin: int, max_keys: int, salt: int) -> np.ndarray:
+        """The codes each user keeps: its ``max_keys`` smallest by (rank, key tag, key).
+        ``user``/``code`` are the distinct pairs of users holding more than max_keys keys,
+        sorted by user then code."""
+
+        def tags(c: np.ndarray) -> np.ndarray:
+            original = c + kmin if uniq is None else uniq[c]
+            return original.astype(np.uint64) if pairs.key_tags is None else pairs.key_tags[original]
+
+        rank = keyed_rank(salt, pairs.user_tags[user], tags(code))
+        kbits = max(1, int(code.max()).bit_length())
+        ubits = max(1, int(user.max()).bit_length())
         rbits = 63 - ubits - kbits
         if rbits >= 8:
+            # sort on the top rank bits that fit beside user and key, then re-sort the
+            # (rare) runs whose top bits tie by the full (rank, tag, key)
             r = (rank >> np.uint64(64 - rbits)).astype(np.int64)
             packed = np.sort((user << (rbits + kbits)) | (r << kbits) | code)
             user, code = packed >> (rbits + kbits), packed & ((1 << kbits) - 1)
@@ -268,33 +616,13 @@ class LocalBackend(Backend):
             if tie.size:
                 slots = np.union1d(tie, tie + 1)
                 u, c = user[slots], code[slots]
-                o = c + kmin if uniq is None else uniq[c]
-                full = keyed_rank(salt, pairs.user_tags[u],
-                                  o.astype(np.uint64) if pairs.key_tags is None else pairs.key_tags[o])
-                order = np.lexsort((c, full, u))
+                tag = tags(c)
+                order = np.lexsort((c, tag, keyed_rank(salt, pairs.user_tags[u], tag), u))
                 user[slots], code[slots] = u[order], c[order]
-        else:  # general (slower) ordering by (user, rank, key)
-            order = np.lexsort((code, rank, user))
+        else:  # general (slower) ordering by (user, rank, tag, key)
+            order = np.lexsort((code, tags(code), rank, user))
             user, code = user[order], code[order]
         starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
         sizes = np.diff(np.r_[starts, user.size])
         position = np.arange(user.size) - np.repeat(starts, sizes)
-        keep = position < max_keys
-        t = np.repeat(np.minimum(sizes, max_keys), sizes)[keep]
-        code = code[keep]
-        tbits = max(1, max_keys.bit_length())
-        if kbits + tbits <= 62:
-            agg = np.sort((code << tbits) | t)
-            code, t = agg >> tbits, agg & ((1 << tbits) - 1)
-        else:  # pragma: no cover - keys use at most 40 bits above
-            order = np.argsort(code, kind="stable")
-            code, t = code[order], t[order]
-        w = weights[t]
-        if w.size and float(w.max()) * w.size >= 2.0**63:
-            raise PrivregValueError("histogram totals would overflow int64; lower scale")
-        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-        counts = np.add.reduceat(w, first) if w.size else np.zeros(0, np.int64)
-        keys = code[first] + kmin if uniq is None else uniq[code[first]]
-        if keys.size == 0:
-            return empty
-        return Histogram(keys=keys, counts=counts, scale=scale)
+        return code[position < max_keys]

@@ -5,10 +5,15 @@ An engine turns the corpus into (user, key) pairs and hands them to its backend'
 (:class:`~privreg.plugins.ngrams.levels.Level`) it needs for pruning. Keys are the same
 integers on every backend (S_1 index for unigrams after release, ``pre * n1 + last`` for
 k-grams), so the driver's release code is shared and the two engines agree exactly
-whenever no user exceeds Delta_k.
+whenever no user exceeds Delta_k. These keys are exact encodings (``pre < |S_{k-1}|``,
+``last < |S_1|``), never hashes: two distinct k-grams can not share a key. The DPSU
+baselines' unpruned keys are exact too (:mod:`privreg.plugins.ngrams.raw` locally, the
+n-gram's JSON token array on Spark).
 
-* :class:`LocalNgramEngine`: positions of a :class:`~privreg.backends.TokenCorpus`; each
-  length is a few vectorised numpy passes over the positions whose (k-1)-gram was released.
+* :class:`LocalNgramEngine`: a :class:`~privreg.plugins.ngrams.partitions.PartitionedCorpus`
+  (user partitions in memory or on disk); each length is a few vectorised numpy passes
+  per partition over the positions whose (k-1)-gram was released, optionally in worker
+  processes, and the per-partition tables are summed.
 * :class:`SparkNgramEngine`: ``transform``/``slice`` to enumerate k-grams per record,
   broadcast joins with S_{k-1} and S_1 for pruning, all built-in functions.
 """
@@ -22,14 +27,13 @@ import numpy as np
 
 from privreg.backends.base import DEFAULT_SCALE, Histogram
 from privreg.backends.local import LocalBackend, LocalPairs, TokenCorpus
-from privreg.core.errors import PrivregValueError
-from privreg.plugins.ngrams.levels import Level, _check_pruning, lookup
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.plugins.ngrams.levels import Level, _check_pruning
+from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
+from privreg.plugins.ngrams.raw import RawNgrams
 
 __all__ = ["NgramEngine", "LocalNgramEngine", "SparkNgramEngine"]
-
-_H1 = np.uint64(0x9E3779B97F4A7C15)
-_H2 = np.uint64(0xC2B2AE3D27D4EB4F)
-
 
 class NgramEngine(ABC):
     """What the DPNE driver needs from a backend."""
@@ -55,7 +59,8 @@ class NgramEngine(ABC):
     @abstractmethod
     def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, salt: int) -> Histogram:
         """Bounded histogram of every n-gram of the given lengths, unpruned (the DPSU
-        baselines); keys are 64-bit hashes of the n-grams, see :meth:`labels`."""
+        baselines). Keys identify n-grams exactly (never a hash that two n-grams could
+        share); :meth:`labels` turns them into strings."""
 
     @abstractmethod
     def labels(self, keys: np.ndarray) -> list[str]:
@@ -66,102 +71,161 @@ class NgramEngine(ABC):
 
 
 class LocalNgramEngine(NgramEngine):
-    """Vectorised numpy engine on a :class:`TokenCorpus`."""
+    """Vectorised numpy engine on a :class:`~privreg.plugins.ngrams.partitions.PartitionedCorpus`
+    (a :class:`TokenCorpus` is wrapped as one in-memory partition).
 
-    def __init__(self, corpus: TokenCorpus, backend: LocalBackend | None = None) -> None:
-        if not isinstance(corpus, TokenCorpus):
-            raise PrivregValueError(f"corpus must be a TokenCorpus; got {type(corpus).__name__}")
+    Each pass works on one partition at a time (``workers`` > 1: that many processes, for
+    partitions on disk) and merges the per-partition tables by exact integer sums; every
+    user lies in exactly one partition, so bounding per partition is bounding per user.
+    For length k >= 2 only the positions whose (k-1)-gram was released are extended: the
+    survivors of the previous length, looked up in S_{k-1}, with the last token in S_1 and
+    (both-side pruning) the suffix (k-1)-gram a survivor too."""
+
+    def __init__(self, corpus: TokenCorpus | PartitionedCorpus, backend: LocalBackend | None = None, *,
+                 workers: int = 1) -> None:
+        if isinstance(corpus, TokenCorpus):
+            corpus = PartitionedCorpus.from_corpus(corpus)
+        if not isinstance(corpus, PartitionedCorpus):
+            raise PrivregTypeError(f"corpus must be a TokenCorpus or PartitionedCorpus; got {type(corpus).__name__}")
         self.corpus = corpus
         self.backend = backend or LocalBackend()
-        self.tokens_total = corpus.size
-        self._user_tags = corpus.user_tags  # intrinsic tags for the keyed choice of kept keys
-        self._vocab_tags = corpus.vocab_tags
-        self._s1_of_vocab: np.ndarray | None = None
-        self._pos = np.zeros(0, np.int64)  # positions whose (k-1)-gram is in S_{k-1}
-        self._gid = np.zeros(0, np.int64)  # ... and its index there
-        self._cand: tuple[np.ndarray, np.ndarray] | None = None
-        self._raw: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.workers = v.check_count("workers", workers)
+        self.tokens_total = corpus.tokens_total
+        self._s1_of_vocab: np.ndarray | None = None  # S_1 index of each token id (-1: not released), -1 appended
         self._n1 = 0
+        self._k = 1  # length of the last kgram_histogram (its candidates are in each partition's state)
+        self._prev_keys: np.ndarray | None = None  # keys of S_{k-1} once set_level registered them
+        self._raw: RawNgrams | None = None
+        self._pool: Any = None
+
+    def _map(self, fn: Any, *args: Any) -> list[Any]:
+        """``fn(partition, *args)`` for every partition, in partition order (in worker
+        processes when ``workers`` > 1 and the partitions are on disk)."""
+        parts = self.corpus.partitions
+        if self.workers == 1 or len(parts) < 2 or not self.corpus.on_disk:
+            return [fn(p, *args) for p in parts]
+        if self._pool is None:  # one pool for all passes: warm worker heaps, no fork per pass
+            import multiprocessing as mp
+            import weakref
+
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+            self._pool = ctx.Pool(min(self.workers, len(parts)))
+            weakref.finalize(self, self._pool.terminate)
+        return self._pool.starmap(fn, [(p, *args) for p in parts], chunksize=1)
 
     def unigram_histogram(self, *, max_keys: int, salt: int) -> Histogram:
-        c = self.corpus
-        pairs = LocalPairs(user=c.user, key=c.tokens, user_tags=self._user_tags, key_tags=self._vocab_tags)
-        hist = self.backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
-        return Histogram(keys=c.vocab[hist.keys], counts=hist.counts, scale=hist.scale)
+        tables = self._map(_unigram_part, self.corpus.vocab_tags, max_keys, salt)
+        keys, counts = merge_tables(tables)
+        words = self.corpus.vocab[keys]
+        order = np.argsort(words.astype(str), kind="stable")
+        return Histogram(keys=words[order], counts=counts[order], scale=DEFAULT_SCALE)
 
     def set_unigrams(self, tokens: np.ndarray) -> None:
-        c = self.corpus
-        self._n1 = int(tokens.size)
-        s1 = np.full(c.vocab.size, -1, dtype=np.int64)
-        found, j = lookup(c.vocab.astype(str), tokens.astype(str))
-        if not found.all():
+        import pandas as pd
+
+        ids = pd.Index(self.corpus.vocab.astype(str)).get_indexer(np.asarray(tokens).astype(str))
+        if ids.size and ids.min() < 0:
             raise PrivregValueError("S_1 holds tokens that are not in the corpus vocabulary")
-        s1[j] = np.arange(tokens.size)
+        s1 = np.full(self.corpus.vocab.size + 1, -1, dtype=np.int32)  # the last slot maps SEPARATOR
+        s1[ids] = np.arange(ids.size, dtype=np.int32)
         self._s1_of_vocab = s1
-        g = s1[c.tokens]
-        self._pos = np.flatnonzero(g >= 0).astype(np.int64)
-        self._gid = g[self._pos]
+        self._n1 = int(ids.size)
+        self._k, self._prev_keys = 1, None
 
     def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
         _check_pruning(pruning)
         if self._s1_of_vocab is None:
             raise PrivregValueError("set_unigrams must be called before kgram_histogram")
-        c, pos, gid = self.corpus, self._pos, self._gid
-        fits = pos + k <= c.record_end[pos]
-        pos, gid = pos[fits], gid[fits]
-        z = self._s1_of_vocab[c.tokens[pos + k - 1]]
-        ok = z >= 0
-        if pruning == "both":  # the suffix (k-1)-gram, starting at pos + 1, must be in S_{k-1}
-            ok &= lookup(self._pos, pos + 1)[0]
-        pos, key = pos[ok], gid[ok] * self._n1 + z[ok]
-        self._cand = (pos, key)
-        # keys index released sets (public), so they are intrinsic given the earlier releases
-        pairs = LocalPairs(user=c.user[pos].astype(np.int64), key=key, user_tags=self._user_tags)
-        return self.backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+        if k != self._k + 1 or (k > 2 and self._prev_keys is None):
+            raise PrivregValueError(f"kgram_histogram({k}) needs S_{k - 1} registered (set_level) first")
+        tables = self._map(_kgram_part, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning, max_keys, salt)
+        self._k, self._prev_keys = k, None
+        keys, counts = merge_tables(tables)
+        return Histogram(keys=keys, counts=counts, scale=DEFAULT_SCALE)
 
     def set_level(self, level: Level) -> None:
-        if self._cand is None:
+        if level.k != self._k or self._k < 2:
             raise PrivregValueError("kgram_histogram must be called before set_level")
-        pos, key = self._cand
-        hit, j = lookup(level.keys, key)
-        self._pos, self._gid = pos[hit], j[hit]
-        self._cand = None
+        self._prev_keys = np.asarray(level.keys, dtype=np.int64)
 
     def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, salt: int) -> Histogram:
-        c = self.corpus
-        users, keys, starts, lens = [], [], [], []
-        n = c.size
-        for k in lengths:
-            p = np.flatnonzero(np.arange(n) + k <= c.record_end)
-            h = np.full(p.size, np.uint64(k), dtype=np.uint64)
-            with np.errstate(over="ignore"):
-                for j in range(k):  # hash of the k tokens' string tags: intrinsic to the n-gram
-                    h = (h * _H1) ^ (self._vocab_tags[c.tokens[p + j]] + _H2)
-                    h ^= h >> np.uint64(29)
-            users.append(c.user[p].astype(np.int64))
-            keys.append(h.view(np.int64))
-            starts.append(p)
-            lens.append(np.full(p.size, k, dtype=np.int64))
-        key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-        start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-        length = np.concatenate(lens) if lens else np.zeros(0, np.int64)
-        self._raw = (key, start, length)
-        pairs = LocalPairs(user=np.concatenate(users) if users else key, key=key, user_tags=self._user_tags)
-        return self.backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+        if self._raw is None:
+            self._raw = RawNgrams(self.corpus)
+        self._raw.build(max(lengths))
+        tables = [self._raw.partition_histogram(p, lengths, self.backend, max_keys=max_keys, salt=salt)
+                  for p in self.corpus.partitions]
+        keys, counts = merge_tables(tables)
+        return Histogram(keys=keys, counts=counts, scale=DEFAULT_SCALE)
 
     def labels(self, keys: np.ndarray) -> list[str]:
         if self._raw is None:
             raise PrivregValueError("raw_histogram must be called before labels")
-        key, start, length = self._raw
-        at = np.flatnonzero(np.isin(key, keys))
-        uniq, first = np.unique(key[at], return_index=True)
-        start, length = start[at[first]], length[at[first]]
-        j = np.searchsorted(uniq, keys)
-        out = []
-        for k in np.unique(length[j]).tolist():
-            sel = np.flatnonzero(length[j] == k)
-            out.extend(zip(sel.tolist(), self.corpus.decode(start[j[sel]], k)))
-        return [s for _, s in sorted(out)]
+        return self._raw.labels(keys)
+
+    def close(self) -> None:
+        self._raw = None
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
+
+
+def merge_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-partition (keys, counts) tables summed per key (exact int64), keys sorted."""
+    tables = [t for t in tables if t[0].size]
+    if not tables:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(tables) == 1:
+        return tables[0]
+    keys = np.concatenate([t[0] for t in tables])
+    counts = np.concatenate([t[1] for t in tables])
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[first], np.add.reduceat(counts, first)
+
+
+def _unigram_part(part: Partition, vocab_tags: np.ndarray, max_keys: int,
+                  salt: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bounded histogram of each user's distinct tokens in one partition (keys: token ids;
+    the keyed choice uses the tokens' string tags, intrinsic to each token)."""
+    a = part.load()
+    m = a.tokens != SEPARATOR
+    pairs = LocalPairs(user=a.user[m], key=a.tokens[m], user_tags=a.user_tags, key_tags=vocab_tags)
+    h = LocalBackend().bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+    return h.keys, h.counts
+
+
+def _kgram_part(part: Partition, k: int, s1_of_vocab: np.ndarray, prev_keys: np.ndarray | None, n1: int,
+                pruning: str, max_keys: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
+    """One partition's bounded histogram of k-grams in V_k (keys ``pre * n1 + last``).
+    Saves the candidates (start slot, key) as the partition's state ``cand``: the next
+    length looks them up in S_k to find its survivors."""
+    a = part.load()
+    if k == 2:
+        s1 = s1_of_vocab[a.tokens]  # SEPARATOR (-1) indexes the appended -1
+        pos = np.flatnonzero(s1 >= 0)
+        gid = s1[pos]
+    else:
+        import pandas as pd
+
+        cpos, ckey = part.load_state("cand", "pos", "key")
+        j = pd.Index(prev_keys).get_indexer(ckey)  # hash lookup in S_{k-1}: -1 if not released
+        hit = j >= 0
+        pos, gid = cpos[hit], j[hit]
+    # a survivor's (k-1)-gram ends before the record's separator, so pos + k - 1 is in range
+    z = s1_of_vocab[a.tokens[pos + (k - 1)]]
+    ok = z >= 0
+    if pruning == "both" and k > 2:  # the suffix (k-1)-gram, starting at pos + 1, must be in S_{k-1}
+        alive = np.zeros(a.tokens.size + 1, dtype=bool)
+        alive[pos] = True
+        ok &= alive[pos + 1]
+    pos = pos[ok]
+    key = gid[ok].astype(np.int64) * n1 + z[ok]
+    part.save_state("cand", pos=pos.astype(np.int32 if a.tokens.size < 1 << 31 else np.int64), key=key)
+    # keys index released sets (public), so they are intrinsic given the earlier releases
+    pairs = LocalPairs(user=a.user[pos], key=key, user_tags=a.user_tags)
+    h = LocalBackend().bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+    return h.keys, h.counts
 
 
 class SparkNgramEngine(NgramEngine):
@@ -248,24 +312,18 @@ class SparkNgramEngine(NgramEngine):
         allg = frames[0]
         for f in frames[1:]:
             allg = allg.unionByName(f)
-        allg = allg.select("user", F.xxhash64("g").alias("key"), "g")
-        self._raw = allg
-        return self.backend.bounded_histogram(allg.select("user", "key"), max_keys=max_keys, salt=salt,
-                                              scale=DEFAULT_SCALE)
+        # the key is the n-gram itself, as a JSON array of its tokens: exact (a 64-bit hash
+        # such as xxhash64 could merge two distinct n-grams)
+        self._raw = True
+        pairs = allg.select("user", F.to_json("g").alias("key"))
+        return self.backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
 
     def labels(self, keys: np.ndarray) -> list[str]:
-        import pandas as pd
-        from pyspark.sql import functions as F
+        import json
 
         if self._raw is None:
             raise PrivregValueError("raw_histogram must be called before labels")
-        if keys.size == 0:
-            return []
-        want = self.spark.createDataFrame(pd.DataFrame({"key": keys.astype(np.int64)}), "key long")
-        rows = (self._raw.join(F.broadcast(want), "key").groupBy("key")
-                .agg(F.min(F.concat_ws(" ", "g")).alias("s")).toPandas())
-        lookup = dict(zip(rows["key"].astype(np.int64).tolist(), rows["s"].tolist()))
-        return [lookup[int(x)] for x in keys.tolist()]
+        return [" ".join(json.loads(str(k))) for k in keys.tolist()]
 
     def close(self) -> None:
         self.tokens.unpersist()

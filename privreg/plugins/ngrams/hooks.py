@@ -59,6 +59,8 @@ _PARAMS = (
     Param(name="token_pattern", type=str, default=r"[\w']+", doc="regular expression matching one token"),
     Param(name="lowercase", type=bool, default=True, doc="lower-case text before tokenizing"),
     Param(name="progress", type=bool, default=False, doc="show a progress bar over lengths (needs tqdm)"),
+    Param(name="workers", type=int, default=1, minimum=1,
+          doc="processes that tokenize and run the per-partition passes (local backend)"),
 )
 
 

@@ -12,6 +12,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.plugins.ngrams.dpne import ExtractionResult, extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine, NgramEngine, SparkNgramEngine
+from privreg.plugins.ngrams.partitions import PartitionedCorpus
 from privreg.plugins.ngrams.spamassassin import bundled_path
 
 __all__ = ["ngrams_workflow", "demo_steps", "run_extraction"]
@@ -21,26 +22,36 @@ _NAMES = {"dpne": "DPNE", "dpsu-all": "DPSU-all", "dpsu-even": "DPSU-even", "dps
 
 def run_extraction(*, context: WorkflowContext, input: Path | None, backend: str, tokenizer: Tokenizer,
                    user_column: str = "user_id", text_column: str = "text", format: str | None = None,
-                   spark_master: str = "local[2]", **options: Any) -> ExtractionResult:
+                   spark_master: str = "local[2]", workers: int = 1, **options: Any) -> ExtractionResult:
     """Read (user, text) records on ``backend``, tokenize them and run
     :func:`~privreg.plugins.ngrams.dpne.extract_ngrams` with ``options``, charging
-    ``context.charger`` and drawing noise from ``context.rng``."""
+    ``context.charger`` and drawing noise from ``context.rng``.
+
+    The local backend streams the file into user partitions on disk
+    (:meth:`PartitionedCorpus.from_file`): memory is bounded by a partition and the count
+    tables, not by the file; ``workers`` processes tokenize and run the per-partition passes."""
     path = bundled_path() if input is None else Path(input)
     fmt = "jsonl" if input is None else format
     be = make_backend(backend) if backend == "local" else make_backend(backend, master=spark_master)
     engine: NgramEngine | None = None
+    corpus: PartitionedCorpus | None = None
     try:
         context.echo(f"ngrams: reading {path.name} on the {backend} backend")
-        records = be.read_records(path, user_column=user_column, text_column=text_column, format=fmt)
         if backend == "local":
-            engine = LocalNgramEngine(be.tokenize(records, tokenizer), be)  # type: ignore[attr-defined]
+            corpus = PartitionedCorpus.from_file(path, tokenizer=tokenizer, user_column=user_column,
+                                                 text_column=text_column, format=fmt, workers=workers,
+                                                 backend=be)  # type: ignore[arg-type]
+            engine = LocalNgramEngine(corpus, be, workers=workers)  # type: ignore[arg-type]
         else:
+            records = be.read_records(path, user_column=user_column, text_column=text_column, format=fmt)
             engine = SparkNgramEngine(be, be.tokenize(records, tokenizer))  # type: ignore[attr-defined]
         context.echo(f"ngrams: {engine.tokens_total:,} tokens")
         return extract_ngrams(engine, charger=context.charger, rng=context.rng, echo=context.echo, **options)
     finally:
         if engine is not None:
             engine.close()
+        if corpus is not None:
+            corpus.close()
         be.close()
 
 
@@ -69,6 +80,7 @@ def ngrams_workflow(
     token_pattern: str,
     lowercase: bool,
     progress: bool,
+    workers: int,
 ) -> WorkflowResult:
     """Differentially private n-gram extraction (Kim-Gopi-Kulkarni-Yekhanin 2021, paper 002):
     DPNE (Algorithm 1, or the scalable Algorithm 2 of Appendix A) or a DPSU baseline
@@ -91,7 +103,7 @@ def ngrams_workflow(
         raise PrivregValueError("method dpsu-single needs --length k (the one n-gram length to extract)")
     result = run_extraction(
         context=context, input=input, backend=backend, tokenizer=Tokenizer(pattern=token_pattern, lowercase=lowercase),
-        user_column=user_column, text_column=text_column, format=format, spark_master=spark_master,
+        user_column=user_column, text_column=text_column, format=format, spark_master=spark_master, workers=workers,
         epsilon=epsilon, delta=delta, max_n=max_n, max_keys=max_keys, method=method, length=length,
         schedule=schedule, decay=decay, eta=eta, pruning=pruning, variant=variant, valid_count_mode=valid_count,
         sample_rate=sample_rate, progress=progress)

@@ -1,0 +1,138 @@
+"""Exact integer ids of every distinct n-gram of a partitioned corpus (the DPSU baselines).
+
+The DPSU baselines of paper 002 (DPSU-all, -even, -single; Section 3.1.2) aggregate all
+n-grams, unpruned. Keys must identify n-grams *exactly*: a 64-bit hash would merge two
+distinct n-grams whose hashes collide (about n^2 / 2^65 for n distinct n-grams) and
+silently add their users' weights together. So ids are built by induction on the length:
+the id of a 1-gram is its token id; the id of a k-gram is the first-seen index of the
+exact pair ``(id of its (k-1)-prefix, token id of its last token)``, encoded without loss
+as the int64 code ``prefix_id * V + last`` (V = vocabulary size). A global table per
+length maps codes to ids across partitions; its size is the number of distinct k-grams.
+
+Ids depend on the order in which n-grams are first seen, so they are never used to
+choose which keys a user keeps: that uses each n-gram's 64-bit *content tag* (a hash of
+its tokens' string tags and its length, intrinsic to the n-gram) under the keyed rank of
+:meth:`privreg.backends.LocalBackend.bounded_histogram`. A histogram key is
+``id * 64 + (k - 1)`` (lengths up to 64).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from privreg.backends.base import DEFAULT_SCALE
+from privreg.backends.local import LocalBackend, LocalPairs, _mix
+from privreg.core.errors import PrivregValueError
+from privreg.plugins.ngrams.levels import lookup
+from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
+
+__all__ = ["RawNgrams", "MAX_LENGTH"]
+
+#: Longest n-gram length a raw key can hold (6 bits).
+MAX_LENGTH = 64
+_M = np.uint64(0xD6E8FEB86659FD93)
+
+
+class RawNgrams:
+    """Per-length exact id tables and, per partition, the id of the k-gram starting at
+    every slot (state ``raw<k>``, -1 where no k-gram of one record starts)."""
+
+    def __init__(self, corpus: PartitionedCorpus) -> None:
+        self.corpus = corpus
+        self.vocab_size = int(corpus.vocab.size)
+        self.codes: dict[int, np.ndarray] = {}  # k >= 2: code of each id
+        self.tags: dict[int, np.ndarray] = {1: corpus.vocab_tags}  # content tag of each id
+        self.built = 1
+
+    def build(self, length: int) -> None:
+        """Ids of every k-gram, k <= ``length``, in every partition."""
+        if not 1 <= length <= MAX_LENGTH:
+            raise PrivregValueError(f"n-gram length must lie in 1..{MAX_LENGTH}; got {length}")
+        for k in range(self.built + 1, length + 1):
+            table = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # codes sorted, their ids
+            codes: list[np.ndarray] = []
+            count = 0
+            for part in self.corpus.partitions:
+                table, new = self._extend(part, k, table, count)
+                codes.append(new)
+                count += new.size
+            self.codes[k] = np.concatenate(codes) if codes else np.zeros(0, np.int64)
+            v = np.int64(self.vocab_size)
+            prefix, last = self.codes[k] // v, self.codes[k] % v
+            with np.errstate(over="ignore"):
+                self.tags[k] = _mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
+            self.built = k
+
+    def _ids(self, part: Partition, k: int) -> np.ndarray:
+        if k == 1:
+            return part.load().tokens
+        return part.load_state(f"raw{k}", "id")[0]
+
+    def _extend(self, part: Partition, k: int, table: tuple[np.ndarray, np.ndarray],
+                count: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        tokens = part.load().tokens
+        prev = self._ids(part, k - 1)
+        pos = np.flatnonzero(prev >= 0)
+        pos = pos[tokens[pos + (k - 1)] != SEPARATOR]  # in range: a record ends with a separator
+        if self.vocab_size and int(prev.max(initial=0)) >= (1 << 62) // self.vocab_size:
+            raise PrivregValueError("too many distinct n-grams for exact int64 codes")  # pragma: no cover
+        code = prev[pos].astype(np.int64) * self.vocab_size + tokens[pos + (k - 1)]
+        local, uniq = pd.factorize(code)  # hash-based: the partition's distinct codes
+        order = np.argsort(uniq)
+        ordered = uniq[order]
+        found, _ = lookup(table[0], ordered)
+        new = ordered[~found]
+        if count + new.size >= 1 << 31:
+            raise PrivregValueError(f"more than 2^31 distinct {k}-grams: too many for the local backend; "
+                                    f"use backend='spark'")  # pragma: no cover
+        at = np.searchsorted(table[0], new)
+        table = (np.insert(table[0], at, new), np.insert(table[1], at, np.arange(count, count + new.size)))
+        gid = np.empty(uniq.size, dtype=np.int64)
+        gid[order] = table[1][np.searchsorted(table[0], ordered)]  # sorted queries: cache-friendly
+        ids = np.full(tokens.size, -1, dtype=np.int32)
+        ids[pos] = gid[local]
+        part.save_state(f"raw{k}", id=ids)
+        return table, new
+
+    def partition_histogram(self, part: Partition, lengths: tuple[int, ...], backend: LocalBackend, *,
+                            max_keys: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
+        """One partition's bounded histogram of its users' distinct n-grams of the given
+        lengths, pooled (keys ``id * 64 + (k - 1)``)."""
+        a = part.load()
+        users, keys = [], []
+        for k in lengths:
+            ids = self._ids(part, k)
+            pos = np.flatnonzero(ids >= 0)
+            users.append(a.user[pos])
+            keys.append(ids[pos].astype(np.int64) * MAX_LENGTH + (k - 1))
+        key = np.concatenate(keys)
+        local, uniq = pd.factorize(key)  # hash-based dense codes; tags (not codes) order the keyed choice
+        length, ident = uniq % MAX_LENGTH + 1, uniq // MAX_LENGTH
+        tag = np.empty(uniq.size, dtype=np.uint64)
+        for k in lengths:
+            m = length == k
+            tag[m] = self.tags[k][ident[m]]
+        pairs = LocalPairs(user=np.concatenate(users), key=local.astype(np.int64), user_tags=a.user_tags,
+                           key_tags=tag)
+        h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+        return uniq[h.keys], h.counts
+
+    def labels(self, keys: np.ndarray) -> list[str]:
+        """The n-gram strings of histogram keys, in the order of ``keys``."""
+        keys = np.asarray(keys, dtype=np.int64)
+        out = np.empty(keys.size, dtype=object)
+        length, ident = keys % MAX_LENGTH + 1, keys // MAX_LENGTH
+        vocab = self.corpus.vocab
+        for k in np.unique(length).tolist():
+            sel = np.flatnonzero(length == k)
+            cur = ident[sel]
+            cols = []
+            for j in range(k, 1, -1):
+                code = self.codes[j][cur]
+                cols.append(code % self.vocab_size)
+                cur = code // self.vocab_size
+            cols.append(cur)
+            words = vocab[np.stack(cols[::-1], axis=1)]
+            out[sel] = [" ".join(row) for row in words.tolist()]
+        return out.tolist()
