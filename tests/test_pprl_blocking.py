@@ -557,6 +557,17 @@ def test_suggest_lsh_meets_target_and_minimises_work():
         suggest_lsh(filter_length=100, distance=40, target_recall=0.99, max_groups=2)
 
 
+def test_suggest_lsh_respects_min_bits():
+    free = suggest_lsh(filter_length=100, distance=10, target_recall=0.9, background_distance=35, records=5000)
+    floor = free.bits + 3
+    s = suggest_lsh(filter_length=100, distance=10, target_recall=0.9, background_distance=35, records=5000,
+                    min_bits=floor, max_groups=64)
+    assert s.bits >= floor and s.work >= free.work
+    assert float(collision_probability(10, filter_length=100, bits=s.bits, groups=s.groups)) >= 0.9
+    with pytest.raises(PrivregValueError, match="min_bits"):
+        suggest_lsh(filter_length=100, distance=10, target_recall=0.9, min_bits=30, max_bits=20)
+
+
 def test_calibrate_dispersion_reads_the_plateau():
     pop = synthetic_population(400, rng=InsecureReproducibleRandom(seed=8))
     data = make_parties(pop, parties=3, corruption=0.3, rng=InsecureReproducibleRandom(seed=9), overlap=1.0,

@@ -31,6 +31,8 @@ def test_workflow_links_generated_parties_and_reports_quality():
     assert m["precision"] == pytest.approx(m["correct"] / m["linked_groups"])
     assert m["error_rate"] == pytest.approx(1 - m["precision"])
     assert m["comparisons"] <= m["required_pairs"]
+    assert m["recall"] <= m["pair_completeness"] <= 1 and 0 < m["reduction_ratio"] < 1
+    assert m["block_size"]["min"] >= 3 and m["block_size"]["max"] >= m["block_size"]["median"]
     assert "recall" in res.summary and "distances-r1" in res.summary
     assert not ctx.charger.charges
 

@@ -31,7 +31,8 @@ Flow and message steps (transcript step names in quotes):
 6. ``"result"``: the linkage unit sends each party its linked records and their group
    ids; its own output is the linked groups (one record index per party).
 
-Outputs: the linkage unit returns the linked groups, counts and phase timings; each party
+Outputs: the linkage unit returns the linked groups, the candidate groups and final-block
+statistics (it knows them), counts and phase timings; each party
 returns ``links`` (rows ``(group id, own record index)``), its counts and timings. Parties
 learn which of their records were linked and under which group id (so that two parties can
 join their linked records out of band), not the other parties' record indices; the paper's
@@ -302,7 +303,12 @@ class PPRLProtocol(Protocol):
 
     async def _run_linkage_unit(self, ch: Channel) -> dict[str, Any]:
         from privreg.plugins.pprl.dispersion import lmin_from_dispersion, overall_dispersion, round_lmin
-        from privreg.plugins.pprl.merge import candidate_groups, sliding_window_merge
+        from privreg.plugins.pprl.merge import (
+            block_statistics,
+            candidate_groups,
+            oversized_blocks,
+            sliding_window_merge,
+        )
 
         rng = resolve_random(self.rng)
         timer = _Timer()
@@ -356,6 +362,8 @@ class PPRLProtocol(Protocol):
             blocks = sliding_window_merge(sigs, window=self.window)
             groups = candidate_groups(blocks, parties=self.names, max_group_products=self.max_group_products,
                                       max_block_products=self.max_block_products)
+            skipped = 0 if self.max_block_products is None else int(
+                oversized_blocks(blocks, parties=self.names, limit=self.max_block_products).size)
             t0 = timer.add("blocking", t0)
             units = group_units(groups, blocks)
             assignment = assign_encryptors(groups, units, speeds=self.speeds, method=self.assignment_method,
@@ -382,6 +390,7 @@ class PPRLProtocol(Protocol):
         seconds = dict(timer.seconds)
         seconds["total"] = time.perf_counter() - t_start
         return {"links": result.links, "parties": self.names, "candidates": len(groups), "blocks": len(blocks),
+                "groups": groups, "block_stats": block_statistics(blocks), "skipped_blocks": skipped,
                 "lmin": lmin, "dispersion": dispersion, "counts": result.counts, "assignment": assignment,
                 "layout": self.layout, "timings": seconds, "ops": ops.as_dict()}
 

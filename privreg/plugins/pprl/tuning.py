@@ -173,7 +173,8 @@ class LshSuggestion:
 
 def suggest_lsh(*, filter_length: int, distance: float, target_recall: float, max_bits: int = 64,
                 max_groups: int = 64, background_distance: float | None = None, records: int = 10_000,
-                parties: int = 2, deviation: int | None = None, replacement: bool = False) -> LshSuggestion:
+                parties: int = 2, deviation: int | None = None, replacement: bool = False,
+                min_bits: int = 1) -> LshSuggestion:
     """``(J, K)`` minimising ``J * (1 + records * p1(background_distance))`` subject to
     recall >= ``target_recall`` (module docstring).
 
@@ -181,11 +182,17 @@ def suggest_lsh(*, filter_length: int, distance: float, target_recall: float, ma
     quantile of true-pair distances, :func:`distance_quantiles`). ``background_distance``:
     typical distance of non-matching records (default ``L / 2``; measure it, names share
     q-grams). ``records``: size of another party's database. ``parties > 2`` uses the
-    multi-party star model with ``deviation`` (default :func:`deviation_for_distance`)."""
+    multi-party star model with ``deviation`` (default :func:`deviation_for_distance`).
+    ``min_bits``: the smallest K considered. With many parties the work objective (which
+    counts pairwise background collisions) can favour a tiny K whose blocks hold most
+    records; set e.g. ``min_bits=8`` to keep blocks selective."""
     L = v.check_int("filter_length", filter_length, minimum=1)
     d = v.check_real("distance", distance)
     target = v.check_probability("target_recall", target_recall, open_low=True, open_high=True)
     max_bits = min(v.check_int("max_bits", max_bits, minimum=1), L)
+    min_bits = v.check_int("min_bits", min_bits, minimum=1)
+    if min_bits > max_bits:
+        raise PrivregValueError(f"min_bits={min_bits} exceeds max_bits={max_bits}; lower min_bits.")
     max_groups = v.check_int("max_groups", max_groups, minimum=1)
     n = v.check_int("parties", parties, minimum=2)
     size = v.check_int("records", records, minimum=1)
@@ -199,7 +206,7 @@ def suggest_lsh(*, filter_length: int, distance: float, target_recall: float, ma
         spreads = np.arange(L + 1)
     best: LshSuggestion | None = None
     best_recall = 0.0
-    for K in range(1, max_bits + 1):
+    for K in range(min_bits, max_bits + 1):
         Js = np.arange(1, max_groups + 1)
         if n == 2:
             p1 = float(key_probability(d, filter_length=L, bits=K, replacement=replacement))

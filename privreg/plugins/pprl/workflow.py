@@ -30,7 +30,7 @@ from privreg.plugins.pprl.datasets import (
 from privreg.plugins.pprl.encoding import encode_records
 from privreg.plugins.pprl.kdf import check_secret
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
-from privreg.plugins.pprl.quality import linkage_quality
+from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA, pseudopeople_schema
 
 __all__ = ["DATASETS", "pprl_workflow", "prepare_parties", "demo_steps"]
@@ -128,12 +128,17 @@ def pprl_workflow(
     lu = result.outputs[LINKAGE_UNIT]
     entities = {p: e.entities for p, e in encoded.items()}
     linked = linkage_quality(lu["links"], entities=entities, parties=linkage.parties)
+    blocked = blocking_quality(lu["groups"], entities=entities, parties=linkage.parties)
+    bs = lu["block_stats"]
     metrics: dict[str, Any] = {
         "data": data, "source": linkage.source, "parties": list(linkage.parties),
         "records": {p: len(e) for p, e in encoded.items()},
         "true_groups": linked.true_groups, "linked_groups": linked.linked, "correct": linked.true_linked,
         "recall": linked.recall, "precision": linked.precision, "error_rate": linked.error_rate,
         "candidates": lu["candidates"], "final_blocks": lu["blocks"], "lmin": lu["lmin"],
+        "skipped_blocks": lu["skipped_blocks"], "reduction_ratio": blocked.reduction_ratio,
+        "pair_completeness": blocked.pair_completeness, "pairs_quality": blocked.pairs_quality,
+        "block_size": {"min": bs.min, "median": bs.median, "mean": bs.mean, "max": bs.max},
         "lsh_groups": lsh_groups, "lsh_bits": lsh_bits, "threshold": threshold, "rule": rule,
         "key_bits": key_bits, "encode_seconds": t_encode, "protocol_seconds": wall,
         "phase_seconds": dict(lu["timings"]), "comparisons": lu["counts"].comparisons,
@@ -144,7 +149,10 @@ def pprl_workflow(
         f"MP-SPPRL on {linkage.source or data}: {len(linkage.parties)} parties ({sizes}), "
         f"{key_bits}-bit Paillier key\n"
         f"  blocking: J = {lsh_groups}, K = {lsh_bits}, lmin = {lu['lmin']}, {lu['blocks']} final blocks, "
-        f"{lu['candidates']} candidate groups\n"
+        f"{lu['candidates']} candidate groups ({lu['skipped_blocks']} oversized blocks skipped)\n"
+        f"    final block sizes min/median/mean/max {bs.min}/{bs.median:g}/{bs.mean:.1f}/{bs.max}; reduction ratio "
+        f"{blocked.reduction_ratio:.6f}, pair completeness {blocked.pair_completeness:.3f}, pairs quality "
+        f"{blocked.pairs_quality:.4f}\n"
         f"  matching: T = {threshold} ({rule} rule); distances computed {lu['counts'].comparisons} of "
         f"{lu['counts'].required_pairs} required\n"
         f"  linked {linked.linked} groups of {linked.true_groups} true ones: recall {linked.recall:.3f}, "
