@@ -172,11 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = item.run(ctx, params)  # every charge is already committed to the ledger
         elapsed = time.perf_counter() - started
         charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
-    (output / "run.json").write_text(json.dumps({
-        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
-        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed,
-        "randomness": ctx.rng.describe(),
-    }, indent=2) + "\n", encoding="utf-8")
+    _write_run_json(output, item, params, result, elapsed, ctx)
     print(result.summary)
     print(f"\nreleases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
           f"(delta {budget.delta:g})   time: {elapsed:.2f} s")
@@ -184,6 +180,15 @@ def cmd_run(args: argparse.Namespace) -> int:
           + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
     print(f"audit:   privreg audit {ledger_path}")
     return 0
+
+
+def _write_run_json(output: Path, item: Any, params: dict[str, Any], result: Any, elapsed: float,
+                    ctx: WorkflowContext) -> None:
+    (output / "run.json").write_text(json.dumps({
+        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
+        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed,
+        "randomness": ctx.rng.describe(),
+    }, indent=2) + "\n", encoding="utf-8")
 
 
 def _run_without_releases(item: Any, args: argparse.Namespace, params: dict[str, Any]) -> int:
@@ -199,11 +204,7 @@ def _run_without_releases(item: Any, args: argparse.Namespace, params: dict[str,
     started = time.perf_counter()
     result = item.run(ctx, params)
     elapsed = time.perf_counter() - started
-    (output / "run.json").write_text(json.dumps({
-        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
-        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed,
-        "randomness": ctx.rng.describe(),
-    }, indent=2) + "\n", encoding="utf-8")
+    _write_run_json(output, item, params, result, elapsed, ctx)
     print(result.summary)
     print(f"\nno differentially private release (nothing charged)   time: {elapsed:.2f} s")
     print(f"outputs: {output}/ (run.json" + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
