@@ -18,13 +18,17 @@ from scipy.optimize import minimize
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.outliers.ball_cover import (
+    FitTruss,
+    PairCore,
     algorithm1_reference,
     BudgetExhausted,
     max_cover,
     max_cover_1d,
     max_cover_2d,
     max_cover_branch_and_bound,
+    max_cover_core,
     max_cover_projection,
+    max_cover_truss,
 )
 from privreg.plugins.outliers.definitions import (
     OutlierCountQuery,
@@ -232,6 +236,7 @@ def test_cover_methods_agree_with_the_papers_algorithm_1(d):
         assert max_cover(p, r, method="exact") == want
         assert max_cover_branch_and_bound(p, r) == want
         assert max_cover(p, r, method="projection") >= want
+        assert max_cover(p, r, method="core") >= max_cover(p, r, method="truss") >= want
         if d == 1:
             assert max_cover_1d(p, r) == want == _cover_brute_force_1d(p[:, 0], r)
         if d == 2:
@@ -255,6 +260,11 @@ def test_cover_of_coincident_points_and_empty_sets():
     assert max_cover(np.zeros((0, 3)), 1.0) == 0
     assert max_cover(np.zeros((5, 2)), 1e-6) == 5
     assert max_cover(np.zeros((5, 3)), 1e-6, method="projection") == 5
+    for method in ("truss", "core"):
+        assert max_cover(np.zeros((0, 4)), 1.0, method=method) == 0
+        assert max_cover(np.zeros((1, 4)), 1.0, method=method) == 1
+        assert max_cover(np.zeros((5, 4)), 1e-6, method=method) == 5  # duplicates count
+        assert max_cover(np.eye(4) * 10, 1.0, method=method) == 1  # no pair fits
     with pytest.raises(PrivregValueError, match="method"):
         max_cover(np.zeros((2, 2)), 1.0, method="greedy")
 
@@ -266,7 +276,8 @@ _points_3d = st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integ
 
 @SETTINGS
 @given(pts=st.one_of(_points_2d, _points_3d), drop=st.integers(0, 100),
-       radius=st.sampled_from([0.5, 1.0, 1.5, 2.0]), method=st.sampled_from(["exact", "projection"]))
+       radius=st.sampled_from([0.5, 1.0, 1.5, 2.0]),
+       method=st.sampled_from(["exact", "projection", "truss", "core"]))
 def test_covers_are_monotone_and_1_lipschitz(pts, drop, radius, method):
     """What beta-smoothness of Algorithm 2 relies on: removing one point never raises a
     cover and lowers it by at most one (grid points: many ties and duplicates)."""
@@ -277,8 +288,178 @@ def test_covers_are_monotone_and_1_lipschitz(pts, drop, radius, method):
     assert full >= algorithm1_reference(p, radius)
 
 
+_dense_points = st.integers(3, 5).flatmap(
+    lambda d: st.lists(st.tuples(*[st.integers(-3, 3)] * d), min_size=2, max_size=14))
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=80)
+@given(pts=_dense_points, drop=st.integers(0, 100), radius=st.sampled_from([0.4, 0.6, 0.9]),
+       method=st.sampled_from(["truss", "core"]))
+def test_safe_bounds_are_monotone_and_1_lipschitz_on_dense_sets(pts, drop, radius, method):
+    """The same two properties where the bounds have structure: 3-5 dimensions, up to 14
+    grid points (many ties, duplicates, fit triangles)."""
+    p = np.array(pts, dtype=np.float64) / 4
+    full = max_cover(p, radius, method=method)
+    rest = max_cover(np.delete(p, drop % len(p), axis=0), radius, method=method)
+    assert full - 1 <= rest <= full
+    assert full >= max_cover(p, radius, method="exact")
+
+
 def test_projection_bound_is_loose_but_safe_in_higher_dimensions():
     gen = np.random.default_rng(4)
     p = gen.normal(size=(40, 5)) / math.sqrt(5)
     exact, bound = max_cover(p, 0.35), max_cover_projection(p, 0.35)
     assert exact <= bound <= 40
+
+
+# --- the fit-truss and core bounds (d >= 3) --------------------------------------------------
+
+def _fits_reference(q: np.ndarray, r: float) -> bool:
+    return enclosing_ball(q).lower <= r * (1 + 1e-9)
+
+
+def _truss_reference(p: np.ndarray, r: float) -> int:
+    """The definition, by a slow sequential peel: edges are pairs that fit, triangles triples
+    that fit (smallest enclosing ball of :mod:`.seb`); repeatedly drop an edge of least
+    support and keep the best minimum seen."""
+    n = len(p)
+    if n <= 1:
+        return n
+    edges = {frozenset(e) for e in itertools.combinations(range(n), 2) if _fits_reference(p[list(e)], r)}
+    if not edges:
+        return 1
+    tris = [frozenset(t) for t in itertools.combinations(range(n), 3)
+            if all(frozenset(e) in edges for e in itertools.combinations(t, 2))
+            and _fits_reference(p[list(t)], r)]
+    best = 2
+    while edges:
+        sup = {e: 2 + sum(1 for t in tris if e < t and all(frozenset(f) in edges for f in itertools.combinations(t, 2)))
+               for e in edges}
+        low = min(sup, key=lambda e: (sup[e], sorted(e)))
+        best = max(best, sup[low])
+        edges.discard(low)
+    return best
+
+
+def _core_reference(p: np.ndarray, r: float) -> int:
+    n = len(p)
+    if n <= 1:
+        return n
+    near = np.linalg.norm(p[:, None] - p[None], axis=2) <= 2 * r * (1 + 1e-9)
+    np.fill_diagonal(near, False)
+    alive, best = np.ones(n, dtype=bool), 0
+    while alive.any():
+        deg = near[np.ix_(alive, alive)].sum(axis=1)
+        best = max(best, int(deg.min()))
+        alive[np.flatnonzero(alive)[deg == deg.min()][0]] = False
+    return best + 1
+
+
+@pytest.mark.parametrize("d", [3, 4, 6])
+def test_truss_and_core_match_their_definitions_and_bound_the_cover(d):
+    """Vectorised peels against slow references, and Algorithm 1 <= truss <= core."""
+    gen = np.random.default_rng(40 + d)
+    for trial in range(12):
+        n = int(gen.integers(2, 11))
+        p = gen.normal(size=(n, d))
+        if trial % 4 == 3:
+            p[1] = p[0]  # a duplicate
+        r = float(gen.uniform(0.5, 1.6))
+        truss, core = max_cover_truss(p, r), max_cover_core(p, r)
+        assert truss == _truss_reference(p, r)
+        assert core == _core_reference(p, r)
+        assert algorithm1_reference(p, r) <= truss <= core
+
+
+def test_truss_is_tight_on_separate_clusters():
+    # three clusters far apart, each inside one ball: tau = the largest cluster, while the
+    # 7-d projection bound and the core bound are no better
+    gen = np.random.default_rng(2)
+    clusters = [gen.normal(size=(size, 7)) * 0.05 + 10 * c for c, size in enumerate((4, 9, 6))]
+    p = np.vstack(clusters)
+    assert max_cover_truss(p, 0.5) == 9 == max_cover(p, 0.5)
+    assert max_cover_core(p, 0.5) == 9
+
+
+def test_truss_is_much_tighter_than_projection_in_seven_dimensions():
+    gen = np.random.default_rng(4)
+    p = gen.normal(size=(60, 7)) / math.sqrt(7)
+    exact, truss = max_cover(p, 0.6), max_cover_truss(p, 0.6)
+    assert exact <= truss < max_cover_projection(p, 0.6)
+    assert truss <= max_cover_core(p, 0.6)
+
+
+def test_triangle_fit_test_agrees_with_the_smallest_enclosing_ball():
+    """The closed form used for fit triangles never refuses a triple that fits."""
+    from privreg.plugins.outliers.ball_cover import _squared_distances, _triangle_fits
+
+    gen = np.random.default_rng(8)
+    for d in (2, 3, 7):
+        for _ in range(300):
+            q = gen.normal(size=(3, d))
+            if gen.random() < 0.2:
+                q[2] = q[0] + gen.random() * (q[1] - q[0])  # collinear
+            seb = enclosing_ball(q)
+            sq = _squared_distances(q[[0, 0, 1]], q[[1, 2, 2]])
+            for r in (seb.upper, seb.upper * 1.001, seb.upper * 0.999):
+                got = bool(_triangle_fits(sq[0:1], sq[1:2], sq[2:3], r * r)[0])
+                got_permuted = bool(_triangle_fits(sq[2:3], sq[0:1], sq[1:2], r * r)[0])
+                assert got == got_permuted
+                if r >= seb.upper:
+                    assert got
+                if r < seb.lower * (1 - 1e-6):
+                    assert not got
+
+
+@pytest.mark.parametrize("kind", ["truss", "core"])
+def test_prefix_queries_equal_fresh_computations_and_keep_the_threshold_contract(kind):
+    """A keyed structure answers every prefix like a fresh computation on that prefix;
+    below the threshold it returns an upper bound below the threshold."""
+    gen = np.random.default_rng(11)
+    p = gen.normal(size=(70, 5)) / math.sqrt(5)
+    keys = gen.integers(0, 9, size=70)
+    r = 0.55
+    structure = FitTruss(p, r, keys) if kind == "truss" else PairCore(p, r, keys)
+    fresh = max_cover_truss if kind == "truss" else max_cover_core
+    for top in range(9):
+        want = fresh(p[keys <= top], r)
+        for at_least in (0, want - 2, want, want + 1, want + 4):
+            got = structure.truss(top, at_least=at_least) if kind == "truss" else \
+                structure.core(top, at_least=at_least)
+            if want >= at_least:
+                assert got == want
+            else:
+                assert want <= got < at_least
+
+
+def test_truss_without_distance_matrices_gives_the_same_numbers(monkeypatch):
+    """Above 2,500 points the structure computes blocks of distances on the fly and looks
+    edges up by binary search; forced here on a small set, it must agree exactly."""
+    import privreg.plugins.outliers.ball_cover as ball_cover
+
+    gen = np.random.default_rng(13)
+    p = gen.normal(size=(80, 5)) / math.sqrt(5)
+    keys = gen.integers(0, 6, size=80)
+    dense = FitTruss(p, 0.6, keys)
+    monkeypatch.setattr(ball_cover, "_DENSE_LIMIT", 0)
+    sparse_ = FitTruss(p, 0.6, keys)
+    assert sparse_._sqm is None and dense._sqm is not None
+    assert sparse_.T == dense.T > 0
+    for top in range(6):
+        assert sparse_.truss(top) == dense.truss(top)
+
+
+def test_branch_and_bound_honours_lower_and_upper_bounds():
+    gen = np.random.default_rng(6)
+    p = gen.normal(size=(25, 3)) * 0.6
+    exact = max_cover_branch_and_bound(p, 0.7)
+    assert max_cover_branch_and_bound(p, 0.7, upper=max_cover_truss(p, 0.7)) == exact
+    assert max_cover_branch_and_bound(p, 0.7, lower=exact + 3) == exact + 3  # max(cover, lower)
+    assert max_cover_branch_and_bound(p, 0.7, lower=exact - 1) == exact
+
+
+def test_keyed_structures_check_their_keys():
+    with pytest.raises(PrivregValueError, match="keys"):
+        FitTruss(np.zeros((3, 3)), 1.0, keys=[0, 1])
+    with pytest.raises(PrivregValueError, match="keys"):
+        PairCore(np.zeros((3, 3)), 1.0, keys=[0, 1, 2, 3])

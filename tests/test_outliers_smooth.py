@@ -5,8 +5,13 @@ distance-t version (Theorem 6, Lemma 1) and the smooth upper bound of Algorithm 
   every neighbouring dataset of small random datasets (1-d and 2-d: the replaced record
   is moved to one point of every cell of the arrangement of radius-r balls, which
   realises every possible change of the count in general position).
+* In 3-d the moved record is tried at every record, at the centre of the smallest ball
+  of every pair and triple (where a ball covering the most points can be put) and far
+  away: a lower bound on the local sensitivity that every cover method must dominate.
 * beta-smoothness ``S(X) <= e^beta S(X')`` is checked with hypothesis (derandomized) on
-  neighbouring datasets with ties and duplicates.
+  neighbouring datasets with ties and duplicates, for every cover method (the safe
+  bounds ``truss`` and ``core`` included), and the bounds are ordered term by term:
+  exact <= truss <= core.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from hypothesis import strategies as st
 from privreg.core.errors import PrivregValueError
 from privreg.core.sensitivity import SensitivityKind
 from privreg.plugins.outliers.definitions import outlier_count
+from privreg.plugins.outliers.seb import enclosing_ball
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.smooth import (
     OutlierCountSmoothSensitivity,
@@ -107,8 +113,11 @@ def test_distance_t_bounds_grow_and_cap_at_the_global_bound():
     assert terms[-1] == gs
 
 
-@pytest.mark.parametrize("cover", ["exact", "projection"])
-@pytest.mark.parametrize("d", [1, 2, 3])
+COVERS = ["exact", "projection", "truss", "core"]
+
+
+@pytest.mark.parametrize("cover", COVERS)
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
 def test_algorithm_2_equals_the_maximum_over_every_distance(d, cover):
     """Propositions 1-2 only skip terms that cannot win: the early-stopped value is
     exactly max_t e^(-beta t) L(t) over t = 0..n."""
@@ -124,11 +133,73 @@ def test_algorithm_2_equals_the_maximum_over_every_distance(d, cover):
         assert len(got.terms) <= len(x) + 1
 
 
+@pytest.mark.parametrize("cover, k, beta", [("truss", 4, 0.03), ("truss", 2, 0.1), ("core", 4, 0.03)])
+def test_staged_structures_give_the_exact_maximum_on_a_larger_set(cover, k, beta):
+    """Many levels, several rebuilt stages, windows of degrees and (larger beta) levels
+    settled by the stage's decomposition alone: Algorithm 2 still returns exactly
+    max_t e^(-beta t) L(t), with every L(t) recomputed from scratch on its own set."""
+    gen = np.random.default_rng(21)
+    x = np.vstack([gen.normal(size=(84, 4)), gen.normal(6, 3, size=(6, 4))])
+    got = smooth_upper_bound(x, k=k, radius=0.8, beta=beta, cover=cover)
+    cap = min(len(x), global_sensitivity_upper(n=len(x), k=k, d=4))
+    full = 0.0
+    for t in range(len(x) + 1):
+        term = local_bound_at_distance(x, t, k=k, radius=0.8, cover=cover)
+        full = max(full, math.exp(-beta * t) * term)
+        if term == cap:  # L(t) is non-decreasing: every later term is cap e^(-beta t)
+            break
+    assert got.value == pytest.approx(full, rel=1e-12)
+    assert len(got.terms) > 10  # the structures were exercised over many levels
+
+
 def test_reference_with_the_papers_algorithm_1_gives_the_same_bound():
     gen = np.random.default_rng(9)
     x = np.vstack([gen.normal(size=(12, 2)), gen.normal(5, 3, size=(2, 2))])
     assert smooth_upper_bound_reference(x, k=2, radius=0.6, beta=0.05, budget=10**6) == \
         smooth_upper_bound(x, k=2, radius=0.6, beta=0.05)
+
+
+def _moves_3d(y: np.ndarray) -> np.ndarray:
+    """Every record, the centre of the smallest ball of every pair and triple of records,
+    and a far point: where the moved record can gain or lose the most neighbours."""
+    centres = [row for row in y]
+    for size in (2, 3):
+        centres += [enclosing_ball(y[list(c)]).centre for c in itertools.combinations(range(len(y)), size)]
+    centres.append(y.max(axis=0) + 50.0)
+    return np.array(centres)
+
+
+@pytest.mark.parametrize("cover", COVERS)
+def test_every_cover_method_dominates_the_local_sensitivity_in_3d(cover):
+    gen = np.random.default_rng(77)
+    for trial in range(6):
+        n, k = int(gen.integers(4, 8)), int(gen.integers(1, 3))
+        r = float(gen.uniform(0.4, 1.0))
+        x = gen.normal(size=(n, 3)) * 0.7
+        if trial % 3 == 2:
+            x[1] = x[0]
+        q0 = outlier_count(x, k=k, radius=r)
+        seen = 0
+        for i in range(n):
+            for c in _moves_3d(np.delete(x, i, axis=0) / math.sqrt(3)):
+                moved = x.copy()
+                moved[i] = c * math.sqrt(3)  # centres were found in subspace units
+                seen = max(seen, abs(outlier_count(moved, k=k, radius=r) - q0))
+        assert local_sensitivity_bound(x, k=k, radius=r, cover=cover) >= seen
+        assert smooth_upper_bound(x, k=k, radius=r, beta=0.1, cover=cover).value >= seen
+
+
+def test_safe_bounds_are_ordered_term_by_term():
+    """exact <= truss <= core for every L(t), hence for S(X); the truss bound is close to
+    exact on these data while the core bound is not."""
+    gen = np.random.default_rng(12)
+    x = np.vstack([gen.normal(size=(40, 4)), gen.normal(8, 4, size=(3, 4))])
+    for t in (0, 1, 3, 6, 12):
+        values = [local_bound_at_distance(x, t, k=3, radius=0.9, cover=c) for c in ("exact", "truss", "core")]
+        assert values == sorted(values)
+    s = {c: smooth_upper_bound(x, k=3, radius=0.9, beta=0.05, cover=c).value for c in ("exact", "truss", "core")}
+    assert s["exact"] <= s["truss"] <= s["core"]
+    assert s["truss"] <= 1.25 * s["exact"]
 
 
 def _dataset(draw, d):
@@ -139,7 +210,7 @@ def _dataset(draw, d):
 
 @st.composite
 def _neighbours(draw):
-    d = draw(st.integers(1, 3))
+    d = draw(st.integers(1, 4))
     rows = _dataset(draw, d)
     i = draw(st.integers(0, len(rows) - 1))
     new = draw(st.one_of(st.sampled_from(rows), st.tuples(*[st.integers(-8, 8).map(lambda v: v / 4)] * d)))
@@ -148,9 +219,9 @@ def _neighbours(draw):
     return np.array(rows, float), np.array(moved, float)
 
 
-@SETTINGS
+@settings(derandomize=True, database=None, deadline=None, max_examples=120)
 @given(pair=_neighbours(), k=st.integers(1, 3), radius=st.sampled_from([0.25, 0.5, 0.75, 1.0]),
-       beta=st.sampled_from([0.01, 0.1, 0.7]), cover=st.sampled_from(["exact", "projection"]))
+       beta=st.sampled_from([0.01, 0.1, 0.7]), cover=st.sampled_from(COVERS))
 def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
     """Definition 4, eq. (7): S(X) <= e^beta S(X') for every neighbouring pair (and the
     term-wise L_X(t) <= L_X'(t + 1) the proof rests on)."""
@@ -164,6 +235,36 @@ def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
             local_bound_at_distance(y, t + 1, k=k, radius=radius, cover=cover)
 
 
+@st.composite
+def _dense_neighbours(draw):
+    """Neighbouring datasets in 3-5 dimensions on a coarse grid: many pairs and triples
+    fit, so the fit-truss and core bounds have real structure to peel."""
+    d = draw(st.integers(3, 5))
+    coord = st.integers(-3, 3).map(lambda v: v / 4)
+    rows = draw(st.lists(st.tuples(*[coord] * d), min_size=5, max_size=12))
+    i = draw(st.integers(0, len(rows) - 1))
+    moved = list(rows)
+    moved[i] = draw(st.one_of(st.sampled_from(rows), st.tuples(*[st.integers(-6, 6).map(lambda v: v / 4)] * d)))
+    return np.array(rows, float), np.array(moved, float)
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=80)
+@given(pair=_dense_neighbours(), k=st.integers(1, 4), radius=st.sampled_from([0.3, 0.5, 0.8]),
+       beta=st.sampled_from([0.02, 0.2, 1.0]), cover=st.sampled_from(["truss", "core"]))
+def test_safe_bounds_are_beta_smooth_on_dense_data(pair, k, radius, beta, cover):
+    """The new safe bounds keep Definition 4: S(X) <= e^beta S(X') and the term-wise
+    L_X(t) <= L_X'(t + 1), on data dense enough for many fit triangles."""
+    x, y = pair
+    sx = smooth_upper_bound(x, k=k, radius=radius, beta=beta, cover=cover).value
+    sy = smooth_upper_bound(y, k=k, radius=radius, beta=beta, cover=cover).value
+    assert sx <= math.exp(beta) * sy * (1 + 1e-12)
+    assert sy <= math.exp(beta) * sx * (1 + 1e-12)
+    for t in range(3):
+        assert local_bound_at_distance(x, t, k=k, radius=radius, cover=cover) <= \
+            local_bound_at_distance(y, t + 1, k=k, radius=radius, cover=cover)
+    assert sx >= smooth_upper_bound(x, k=k, radius=radius, beta=beta, cover="exact").value
+
+
 def test_sensitivity_object_follows_the_smooth_interface():
     s = OutlierCountSmoothSensitivity(k=3, radius=1.1, beta=0.05, subspace=[1, 0])
     assert s.kind is SensitivityKind.SMOOTH and s.data_dependent and s.subspace == (0, 1)
@@ -175,5 +276,8 @@ def test_sensitivity_object_follows_the_smooth_interface():
         s.bound()
     with pytest.raises(PrivregValueError, match="cover"):
         OutlierCountSmoothSensitivity(k=3, radius=1.0, beta=0.1, cover="greedy")
+    exact3 = OutlierCountSmoothSensitivity(k=3, radius=0.9, beta=0.05)
+    safe3 = OutlierCountSmoothSensitivity(k=3, radius=0.9, beta=0.05, cover="truss")
+    assert safe3.cover == "truss" and safe3.bound(x) >= exact3.bound(x)
     with pytest.raises(PrivregValueError, match="beta"):
         OutlierCountSmoothSensitivity(k=3, radius=1.0, beta=0.0)

@@ -22,7 +22,8 @@ _DELTA = Param(name="delta", type=float, default=1e-6, minimum=0, exclusive_mini
                doc="privacy parameter delta, well below 1/n")
 _K = Param(name="k", type=int, default=3, minimum=1, doc="a record is an outlier with fewer than k neighbours")
 _COVER = Param(name="cover", type=str, default="exact", choices=list(COVER_METHODS),
-               doc="max-ball-cover method: exact, or projection (polynomial upper bound, 3+ attributes)")
+               doc=("max-ball-cover method: exact (exponential worst case for 3+ attributes); truss "
+                    "(polynomial upper bound, close to exact); core (near-linear, looser); projection"))
 _STEP = Param(name="step", type=float, default=DEFAULT_STEP, minimum=0, exclusive_minimum=True,
               doc="public output grid of the released count")
 _SUBSPACE = Param(name="subspace", type=str, default="",
