@@ -100,18 +100,27 @@ class Randomizer(ABC):
         values = self.validate_inputs(inputs)
         rng = resolve_random(rng)
         n = int(values.shape[0])
-        event = self.privacy_event(num_reports=max(n, 1), shuffled=shuffle)
-        charger.charge(
-            event,
-            mechanism=self.name or type(self).__name__,
-            parameters={**self.parameters(), "num_reports": n, "shuffled": shuffle},
-            label=label,
-            randomness=rng.describe(),
-        )
+        event = self.charge_reports(n, charger=charger, rng=rng, shuffled=shuffle, label=label)
         reports = self._randomize(values, rng)
         if shuffle:
             reports = reports[_secure_permutation(n, rng)]
         return Reports(reports=reports, event=event, randomizer=self.name, shuffled=shuffle)
+
+    def charge_reports(self, n: int, *, charger: Charger, rng: RandomSource, shuffled: bool = False,
+                       label: str = "") -> PrivacyEvent:
+        """Charge ``charger`` for ``n`` reports of this randomizer, as :meth:`randomize`
+        does before it draws anything (also for samplers that simulate ``n`` reports in
+        aggregate), and return the charged event."""
+        charger = _check_charger(charger)
+        event = self.privacy_event(num_reports=max(n, 1), shuffled=shuffled)
+        charger.charge(
+            event,
+            mechanism=self.name or type(self).__name__,
+            parameters={**self.parameters(), "num_reports": n, "shuffled": shuffled},
+            label=label,
+            randomness=rng.describe(),
+        )
+        return event
 
 
 def _secure_permutation(n: int, rng: RandomSource) -> np.ndarray:
