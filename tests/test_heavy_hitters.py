@@ -24,7 +24,7 @@ from privreg.core.registry import load_registry
 from privreg.plugins.heavy_hitters import hooks
 from privreg.plugins.heavy_hitters.alphabet import END, Alphabet
 from privreg.plugins.heavy_hitters.population import PopulationModel, WordLaw, english_word_law
-from privreg.plugins.heavy_hitters.sampling import sample_contributions
+from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 from privreg.plugins.standard.subset_selection import SubsetSelection
@@ -156,7 +156,24 @@ def _groups(counts, groups):
     return [UserWords.from_mappings(data) for _ in range(groups)], len(data)
 
 
-def test_with_a_huge_epsilon_every_word_above_the_threshold_is_found():
+@pytest.mark.parametrize("sampler", ["greedy", "random"])
+def test_contribution_counts_are_the_histogram_of_the_selected_inputs(sampler):
+    """Users above and below B, repeated (user, prefix) pairs, weights too large to pack:
+    the counts path makes the same selection from the same draws as the per-report path."""
+    gen = np.random.default_rng(4)  # test data only
+    owners = np.sort(gen.integers(0, 300, 5000))
+    prefixes = gen.integers(0, 50, owners.size)
+    for weights in (gen.integers(1, 9, owners.size), gen.integers(1, 9, owners.size) << 40):
+        for bound in (1, 7, 60):
+            opts = dict(num_users=310, bound=bound, sampler=sampler, dummy=50)
+            inputs = sample_contributions(owners, prefixes, weights, rng=seeded(3), **opts)
+            counts = contribution_counts(owners, prefixes, weights, rng=seeded(3), **opts)
+            np.testing.assert_array_equal(counts, np.bincount(inputs, minlength=51))
+            assert counts.sum() == 310 * bound
+
+
+@pytest.mark.parametrize("votes", ["aggregate", "reports"])
+def test_with_a_huge_epsilon_every_word_above_the_threshold_is_found(votes):
     """eps = 60: each report keeps its prefix except with probability below 2e-22, so the
     votes are the true counts. With eta_max above every layer's candidate count, a word is
     found exactly when it is held by at least min_votes users of its layer."""
@@ -164,7 +181,7 @@ def test_with_a_huge_epsilon_every_word_above_the_threshold_is_found():
     lexicon = Lexicon(words=WORDS, depth=6)
     groups, n = _groups(counts, 6)
     trie = LDPTrieHH(epsilon=60.0, users_per_layer=n, contribution_bound=1, max_prefixes=10_000, depth=6,
-                     min_votes=11)
+                     min_votes=11, votes=votes)
     result = trie.run(groups, lexicon, np.zeros(len(WORDS), bool), charger=EventLog(), rng=seeded(1))
     expected = {w for w, c in zip(WORDS, counts) if c >= 11}
     assert set(result.heavy_hitters) == expected == {"cat", "car", "dog", "zeal", "owl", "a"}

@@ -188,7 +188,8 @@ def test_subset_selection_estimates_are_unbiased_on_a_trie_layer():
 def test_one_chunk_of_votes_is_the_randomizers_item_counts():
     ss, inputs = _layer(6.0, users=500)
     event = Shuffled(event=LocalDP(epsilon0=6.0, randomizer="subset-selection"), num_reports=inputs.size)
-    votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=seeded(5), chunk_size=inputs.size)
+    votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=seeded(5), chunk_size=inputs.size,
+                        method="reports")
     direct = ss.randomize(inputs, charger=EventLog(), rng=seeded(5))
     np.testing.assert_array_equal(votes, ss.item_counts(direct.reports))
 

@@ -8,6 +8,7 @@ from privreg.core.items import Example, Param, RegistryItem
 from privreg.plugins.heavy_hitters.citations import SUN24_TRIEHH
 from privreg.plugins.heavy_hitters.demo import demo_steps
 from privreg.plugins.heavy_hitters.sampling import SAMPLERS
+from privreg.plugins.heavy_hitters.triehh import VOTE_METHODS
 from privreg.plugins.heavy_hitters.workflow import oov_discovery
 
 _PARAMS = (
@@ -38,6 +39,9 @@ _PARAMS = (
           doc="share of a user's unknown words that are their own bursty words (typos, names)"),
     Param(name="shuffle_bound", type=str, default=DEFAULT_SHUFFLE_BOUND, choices=SHUFFLE_BOUNDS,
           doc="amplification bound for the central epsilon (fmt21-numerical holds for every randomizer)"),
+    Param(name="votes", type=str, default="aggregate", choices=list(VOTE_METHODS),
+          doc="aggregate: each layer's vote sum sampled directly (same law up to float rounding); "
+              "reports: every report drawn by the exact sampler (slower, O(N B d))"),
     Param(name="show", type=int, default=25, minimum=0, doc="discovered words printed per pass"),
 )
 

@@ -31,7 +31,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.plugins.standard.subset_selection import uniform_chunked
 
-__all__ = ["SAMPLERS", "sample_contributions"]
+__all__ = ["SAMPLERS", "contribution_counts", "sample_contributions"]
 
 #: Local samplers by name (Section 3).
 SAMPLERS = ("greedy", "random")
@@ -66,20 +66,130 @@ def sample_contributions(
     out = np.full(num_users * bound, dummy, dtype=np.int64)
     if owners.size == 0:
         return out
+    _check_pairs(owners, prefixes, sampler, num_users, dummy)
+    user, code, rank = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler,
+                                 rng=rng)
+    out[user * bound + rank] = code
+    return out
+
+
+def contribution_counts(
+    owners: np.ndarray,
+    prefixes: np.ndarray,
+    weights: np.ndarray,
+    *,
+    num_users: int,
+    bound: int,
+    sampler: str,
+    dummy: int,
+    rng: RandomSource,
+) -> np.ndarray:
+    """``np.bincount(sample_contributions(...), minlength=dummy + 1)`` without forming
+    the ``num_users * bound`` inputs: how many reports each prefix code (and, last, the
+    dummy gamma) gets. The same selection, from the same random draws."""
+    if sampler not in SAMPLERS:
+        raise PrivregValueError(f"sampler must be one of {SAMPLERS}; got {sampler!r}")
+    num_users = v.check_int("num_users", num_users, minimum=0)
+    bound = v.check_int("bound", bound, minimum=1)
+    counts = np.zeros(dummy + 1, dtype=np.int64)
+    if owners.size:
+        _check_pairs(owners, prefixes, sampler, num_users, dummy)
+        _, code, _ = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler,
+                               rng=rng, layout=False)
+        counts[:dummy] = np.bincount(code, minlength=dummy)
+    counts[dummy] = num_users * bound - counts[:dummy].sum()
+    return counts
+
+
+def _check_pairs(owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: int, dummy: int) -> None:
     if prefixes.min() < 0 or prefixes.max() >= dummy:
         raise PrivregValueError(f"prefix codes must be in [0, {dummy}) (the dummy gamma is {dummy})")
     if owners.min() < 0 or owners.max() >= num_users:
         raise PrivregValueError(f"owners must be in [0, {num_users})")
-    # merge repeated (user, prefix) pairs, summing how often each was contributed
-    keys = owners * dummy + prefixes
-    order = np.argsort(keys)
-    keys = keys[order]
-    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-    user, code = keys[starts] // dummy, keys[starts] % dummy
-    # one sort by a packed key: user, then (greedy) most contributed first, then random
+
+
+def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
+              sampler: str, rng: RandomSource, layout: bool = True) -> tuple[np.ndarray | None, np.ndarray,
+                                                                             np.ndarray | None]:
+    """The distinct (user, prefix) pairs a user sends (``user, code, rank``: rank in the
+    user's preference order, below ``bound``); with ``layout=False`` only their codes.
+    Users with at most ``bound`` entries cannot have more than ``bound`` distinct
+    prefixes: they send all of them, and their pairs only need a value sort to merge
+    repeats. The others are merged with their weights and ranked by the sampler where
+    they do have more than ``bound``."""
+    shift = int(prefixes.max()).bit_length()
+    heavy = (np.bincount(owners, minlength=num_users) > bound)[owners]
+    some_heavy = bool(heavy.any())
+    parts = []
+    if not some_heavy or not heavy.all():
+        o, p = (owners[~heavy], prefixes[~heavy]) if some_heavy else (owners, prefixes)
+        keys = np.sort((o.astype(np.int64) << shift) | p)
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+        code = keys & ((1 << shift) - 1)
+        if layout:
+            user = keys >> shift
+            parts.append((user, code, _rank_in_runs(user, num_users)))
+        else:
+            parts.append((None, code, None))
+    if some_heavy:
+        user, code, total = _merge_pairs(owners[heavy], prefixes[heavy], weights[heavy], 1 << shift,
+                                         greedy=sampler == "greedy")
+        rank = _rank_in_runs(user, num_users)
+        over = np.bincount(user, minlength=num_users) > bound  # users who must choose
+        if over.any():
+            mine = np.flatnonzero(over[user])
+            sub_user = user[mine]
+            order = _selection_order(sub_user, total[mine] if total is not None else None, num_users, rng)
+            mine = mine[order]  # still grouped by user (the order sorts by user first)
+            rank[mine] = _rank_in_runs(user[mine], num_users)
+        keep = rank < bound
+        parts.append((user[keep], code[keep], rank[keep]) if layout else (None, code[keep], None))
+    if len(parts) == 1:
+        return parts[0]
+    (u1, c1, r1), (u2, c2, r2) = parts
+    if not layout:
+        return None, np.concatenate([c1, c2]), None
+    return np.concatenate([u1, u2]), np.concatenate([c1, c2]), np.concatenate([r1, r2])
+
+
+def _rank_in_runs(user: np.ndarray, num_users: int) -> np.ndarray:
+    """Position of each entry within its user's run (``user`` grouped, runs in order)."""
+    first = np.zeros(num_users + 1, dtype=np.int64)
+    np.cumsum(np.bincount(user, minlength=num_users), out=first[1:])
+    return np.arange(user.size) - first[user]
+
+
+def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, dummy: int,
+                 *, greedy: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The distinct (user, prefix) pairs, sorted by user then prefix, and (greedy) how
+    often each was contributed. One value sort when user, prefix and weight pack into 63
+    bits (the weight in the low bits, summed over repeats after the sort); else an
+    argsort of the packed pair."""
+    keys = owners.astype(np.int64) * dummy + prefixes
+    key_bits = max(int(keys.max()), 1).bit_length()
+    w = weights.astype(np.int64)
+    w_bits = max(int(w.max()), 1).bit_length() if greedy else 0
+    if key_bits + w_bits <= 63:
+        packed = np.sort((keys << w_bits) | w if greedy else keys)
+        keys = packed >> w_bits
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        total = np.add.reduceat(packed & ((1 << w_bits) - 1), starts) if greedy else None
+    else:
+        order = np.argsort(keys)
+        keys = keys[order]
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        total = np.add.reduceat(w[order], starts) if greedy else None
+    keys = keys[starts]
+    return keys // dummy, keys % dummy, total
+
+
+def _selection_order(user: np.ndarray, total: np.ndarray | None, num_users: int,
+                     rng: RandomSource) -> np.ndarray:
+    """A permutation of the pairs that sorts them by user, then (greedy) by decreasing
+    total, with uniformly random order among ties (random order only for RandomSampling):
+    one sort by a packed key, or a random shuffle then a stable sort when it does not fit."""
     user_bits = max(num_users - 1, 1).bit_length()
-    if sampler == "greedy":
-        total = np.add.reduceat(weights[order], starts)
+    if total is not None:
         rest = int(total.max()) - total  # larger totals first
         rest_bits = max(int(rest.max()), 1).bit_length()
     else:
@@ -88,14 +198,6 @@ def sample_contributions(
     if random_bits >= _MIN_RANDOM_BITS:
         packed = (user << (rest_bits + random_bits)) | (rest << random_bits)
         packed |= uniform_chunked(1 << random_bits, user.size, rng)
-        pick = np.argsort(packed)
-    else:  # too many users or counts to pack: random order, then a stable sort
-        shuffled = np.argsort(uniform_chunked(1 << 62, user.size, rng))
-        pick = shuffled[np.lexsort((rest[shuffled], user[shuffled]))]
-    user, code = user[pick], code[pick]
-    first = np.zeros(num_users + 1, dtype=np.int64)
-    np.cumsum(np.bincount(user, minlength=num_users), out=first[1:])
-    rank = np.arange(user.size) - first[user]
-    chosen = rank < bound
-    out[user[chosen] * bound + rank[chosen]] = code[chosen]
-    return out
+        return np.argsort(packed)
+    shuffled = np.argsort(uniform_chunked(1 << 62, user.size, rng))  # too wide to pack
+    return shuffled[np.lexsort((rest[shuffled], user[shuffled]))]

@@ -20,12 +20,13 @@ public state, so Theorems 1-2 are unchanged):
   Prefixes with fewer than ``min_votes`` votes (default 1) are never kept, which only
   matters when fewer than ``eta_max`` prefixes got any vote (e.g. without noise).
 
-Scale. Votes are formed chunk by chunk (each chunk one call of the standard plugin's
-:class:`SubsetSelection` ``randomize``), and only their sum is kept: the reports of a
-layer are never all in memory, and their order is irrelevant, which is the shuffler's
-(or secure aggregation's) role. Privacy is charged once per run (see
-:mod:`privreg.plugins.heavy_hitters.privacy`): ``randomize`` charges every chunk to a
-per-layer allowance that refuses any report beyond the ``N*B`` the run's event covers.
+Scale. Only the sum of a layer's votes is kept (the shuffler's or secure aggregation's
+role: the server never needs the reports' order). By default it is sampled directly from
+the standard plugin's :meth:`SubsetSelection.vote_counts` (the devices' reports simulated
+in aggregate); ``votes="reports"`` forms every report chunk by chunk with
+``SubsetSelection.randomize`` instead, so the reports of a layer are never all in memory.
+Privacy is charged once per run (see :mod:`privreg.plugins.heavy_hitters.privacy`): every
+call charges its reports to a per-layer allowance that refuses any report beyond the ``N*B`` the run's event covers.
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from privreg.core.events import PrivacyEvent, Shuffled
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.plugins.heavy_hitters.alphabet import Alphabet
 from privreg.plugins.heavy_hitters.privacy import triehh_event
-from privreg.plugins.heavy_hitters.sampling import SAMPLERS, sample_contributions
+from privreg.plugins.heavy_hitters.sampling import SAMPLERS, contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_chunked
 
-__all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "layer_votes"]
+__all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "VOTE_METHODS", "layer_votes"]
 
 _NAME = "ldp-triehh"
 
@@ -82,16 +83,33 @@ class _LayerAllowance:
         self.used += n
 
 
+#: how a layer's votes are formed: ``aggregate`` samples their sum directly
+#: (:meth:`SubsetSelection.vote_counts`), ``reports`` forms every report
+#: (:meth:`SubsetSelection.randomize`, exact to the bit, chunk by chunk)
+VOTE_METHODS = ("aggregate", "reports")
+
+
 def layer_votes(randomizer: SubsetSelection, inputs: np.ndarray, *, charger: Charger, rng: RandomSource,
-                chunk_size: int, label: str = "") -> np.ndarray:
+                chunk_size: int, label: str = "", method: str = "aggregate") -> np.ndarray:
     """Algorithm 2, lines 14-21: the aggregated multi-hot vote vector (length ``s``) of
-    one Subset Selection report per entry of ``inputs``, formed ``chunk_size`` reports at
-    a time through ``randomizer.randomize`` (each chunk charged to ``charger``)."""
+    one Subset Selection report per entry of ``inputs``. ``method="reports"`` forms them
+    ``chunk_size`` at a time through ``randomizer.randomize`` (each chunk charged to
+    ``charger``); ``"aggregate"`` samples the sum in one call, charged once."""
+    if method == "aggregate":
+        return randomizer.vote_counts(inputs, charger=charger, rng=rng, label=label)
+    if method != "reports":
+        raise PrivregValueError(f"method must be one of {VOTE_METHODS}; got {method!r}")
     votes = np.zeros(randomizer.s, dtype=np.int64)
     for start in range(0, inputs.size, chunk_size):
         out = randomizer.randomize(inputs[start:start + chunk_size], charger=charger, rng=rng, label=label)
         votes += np.bincount(out.reports.ravel(), minlength=randomizer.s)
     return votes
+
+
+def _votes(x: Any) -> str:
+    if x not in VOTE_METHODS:
+        raise PrivregValueError(f"votes must be one of {VOTE_METHODS}; got {x!r}")
+    return x
 
 
 @attrs.frozen(kw_only=True)
@@ -144,9 +162,12 @@ class LDPTrieHH:
     Parameters: ``epsilon`` (local, per report), ``users_per_layer`` N,
     ``contribution_bound`` B, ``max_prefixes`` eta_max, ``depth`` D, ``sampler``
     (``"greedy"`` or ``"random"``), ``passes``, ``min_votes`` (see the module notes),
-    ``shuffle_bound`` (the amplification bound the charged event names) and
-    ``chunk_size`` (reports per ``randomize`` call; memory is about ``8 d chunk_size``
-    bytes).
+    ``shuffle_bound`` (the amplification bound the charged event names), ``votes``
+    (``"aggregate"``, the default: each layer's vote sum is sampled directly, the same
+    law as the reports' up to double-precision rounding, in ``O(|Z_i| log |Z_i|)``; or
+    ``"reports"``: every report formed by the exact sampler, ``O(N B d)``) and
+    ``chunk_size`` (reports per ``randomize`` call with ``votes="reports"``; memory is
+    about ``8 d chunk_size`` bytes).
 
     Guarantees (Sun et al. 2024): item-level ``epsilon``-LDP (Theorem 1) and, with the
     reports shuffled or securely aggregated, central item-level ``(eps', delta)``-DP for
@@ -167,6 +188,7 @@ class LDPTrieHH:
     min_votes: int = attrs.field(default=1, converter=lambda x: v.check_int("min_votes", x, minimum=1))
     shuffle_bound: str = attrs.field(default=DEFAULT_SHUFFLE_BOUND, converter=_bound)
     chunk_size: int = attrs.field(default=1 << 15, converter=lambda x: v.check_int("chunk_size", x, minimum=1))
+    votes: str = attrs.field(default="aggregate", converter=_votes)
 
     def __attrs_post_init__(self) -> None:
         self.randomizer(self.first_layer_candidates)  # refuse an unrealisable epsilon now
@@ -280,13 +302,21 @@ class LDPTrieHH:
             word_code = np.where((node >= 0) & (symbol >= 0), node * size + symbol, -1)
             entry_code = word_code[group.words]
             valid = (entry_code >= 0) & ~known[group.words]
-            inputs = sample_contributions(
-                group.owners[valid], entry_code[valid], group.counts[valid], num_users=group.num_users,
-                bound=self.contribution_bound, sampler=self.sampler, dummy=candidates, rng=rng)
             ss = self.randomizer(candidates)
-            votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=rng,
-                                chunk_size=self.chunk_size,
-                                label=f"{label or _NAME} pass {pass_index} layer {layer}")[:candidates]
+            tag = f"{label or _NAME} pass {pass_index} layer {layer}"
+            pairs = (group.owners[valid], entry_code[valid], group.counts[valid])
+            options = dict(num_users=group.num_users, bound=self.contribution_bound, sampler=self.sampler,
+                           dummy=candidates, rng=rng)
+            if self.votes == "aggregate":
+                counts = contribution_counts(*pairs, **options)
+                votes = ss.vote_counts_from_histogram(counts, charger=_LayerAllowance(event), rng=rng, label=tag)
+                real = int(counts[:candidates].sum())
+            else:
+                inputs = sample_contributions(*pairs, **options)
+                votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=rng, chunk_size=self.chunk_size,
+                                    method="reports", label=tag)
+                real = int((inputs != candidates).sum())
+            votes = votes[:candidates]
             kept, tau = self._keep(votes, rng)
             ended = kept % size == end
             words = [names[c // size] for c in kept[ended]]
@@ -297,8 +327,8 @@ class LDPTrieHH:
             position[extend] = np.arange(extend.size)
             node = np.where(word_code >= 0, position[np.maximum(word_code, 0)], -1)
             stats.append(LayerStats(
-                pass_index=pass_index, layer=layer, users=group.num_users, reports=inputs.size,
-                real_reports=int((inputs != candidates).sum()), candidates=candidates,
+                pass_index=pass_index, layer=layer, users=group.num_users,
+                reports=group.num_users * self.contribution_bound, real_reports=real, candidates=candidates,
                 subset_size=ss.subset_size, threshold=tau, kept=int(kept.size), new_words=len(words),
                 seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu))
             bar = "#" * round(20 * layer / self.depth)

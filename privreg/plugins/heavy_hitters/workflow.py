@@ -55,6 +55,7 @@ def oov_discovery(
     personal_share: float,
     shuffle_bound: str,
     show: int,
+    votes: str = "aggregate",
 ) -> WorkflowResult:
     """Discover out-of-vocabulary words with LDP TrieHH (Sun et al. 2024, Algorithm 2)
     on a simulated population, and report coverage and privacy.
@@ -74,7 +75,8 @@ def oov_discovery(
         raise PrivregValueError(f"known_words ({known_words}) must be below vocabulary ({vocabulary})")
     algorithm = LDPTrieHH(
         epsilon=epsilon, users_per_layer=users_per_layer, contribution_bound=contribution_bound,
-        max_prefixes=max_prefixes, depth=depth, sampler=sampler, passes=passes, shuffle_bound=shuffle_bound)
+        max_prefixes=max_prefixes, depth=depth, sampler=sampler, passes=passes, shuffle_bound=shuffle_bound,
+        votes=votes)
     context.echo(f"oov-discovery: loading the {vocabulary} most frequent English words (wordfreq)")
     model = PopulationModel(law=english_word_law(vocabulary), known_words=known_words, days=days,
                             oov_per_day=oov_per_day, personal_share=personal_share, depth=depth,
