@@ -225,7 +225,11 @@ def _neighbours(draw):
 def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
     """Definition 4, eq. (7): S(X) <= e^beta S(X') for every neighbouring pair (and the
     term-wise L_X(t) <= L_X'(t + 1) the proof rests on)."""
-    x, y = pair
+    _assert_beta_smooth(*pair, k=k, radius=radius, beta=beta, cover=cover)
+
+
+def _assert_beta_smooth(x, y, *, k, radius, beta, cover) -> float:
+    """Asserts eq. (7) both ways and the term-wise step; returns S(x)."""
     sx = smooth_upper_bound(x, k=k, radius=radius, beta=beta, cover=cover).value
     sy = smooth_upper_bound(y, k=k, radius=radius, beta=beta, cover=cover).value
     assert sx <= math.exp(beta) * sy * (1 + 1e-12)
@@ -233,6 +237,7 @@ def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
     for t in range(3):
         assert local_bound_at_distance(x, t, k=k, radius=radius, cover=cover) <= \
             local_bound_at_distance(y, t + 1, k=k, radius=radius, cover=cover)
+    return sx
 
 
 @st.composite
@@ -255,13 +260,7 @@ def test_safe_bounds_are_beta_smooth_on_dense_data(pair, k, radius, beta, cover)
     """The new safe bounds keep Definition 4: S(X) <= e^beta S(X') and the term-wise
     L_X(t) <= L_X'(t + 1), on data dense enough for many fit triangles."""
     x, y = pair
-    sx = smooth_upper_bound(x, k=k, radius=radius, beta=beta, cover=cover).value
-    sy = smooth_upper_bound(y, k=k, radius=radius, beta=beta, cover=cover).value
-    assert sx <= math.exp(beta) * sy * (1 + 1e-12)
-    assert sy <= math.exp(beta) * sx * (1 + 1e-12)
-    for t in range(3):
-        assert local_bound_at_distance(x, t, k=k, radius=radius, cover=cover) <= \
-            local_bound_at_distance(y, t + 1, k=k, radius=radius, cover=cover)
+    sx = _assert_beta_smooth(x, y, k=k, radius=radius, beta=beta, cover=cover)
     assert sx >= smooth_upper_bound(x, k=k, radius=radius, beta=beta, cover="exact").value
 
 

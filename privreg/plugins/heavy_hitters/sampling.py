@@ -59,14 +59,10 @@ def sample_contributions(
     first. Returns an int64 array whose slots ``j*bound .. (j+1)*bound - 1`` hold user
     ``j``'s selected distinct prefixes followed by ``dummy`` (gamma) padding.
     """
-    if sampler not in SAMPLERS:
-        raise PrivregValueError(f"sampler must be one of {SAMPLERS}; got {sampler!r}")
-    num_users = v.check_int("num_users", num_users, minimum=0)
-    bound = v.check_int("bound", bound, minimum=1)
+    num_users, bound = _check(owners, prefixes, sampler, num_users, bound, dummy)
     out = np.full(num_users * bound, dummy, dtype=np.int64)
     if owners.size == 0:
         return out
-    _check_pairs(owners, prefixes, sampler, num_users, dummy)
     user, code, rank = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler,
                                  rng=rng)
     out[user * bound + rank] = code
@@ -87,13 +83,9 @@ def contribution_counts(
     """``np.bincount(sample_contributions(...), minlength=dummy + 1)`` without forming
     the ``num_users * bound`` inputs: how many reports each prefix code (and, last, the
     dummy gamma) gets. The same selection, from the same random draws."""
-    if sampler not in SAMPLERS:
-        raise PrivregValueError(f"sampler must be one of {SAMPLERS}; got {sampler!r}")
-    num_users = v.check_int("num_users", num_users, minimum=0)
-    bound = v.check_int("bound", bound, minimum=1)
+    num_users, bound = _check(owners, prefixes, sampler, num_users, bound, dummy)
     counts = np.zeros(dummy + 1, dtype=np.int64)
     if owners.size:
-        _check_pairs(owners, prefixes, sampler, num_users, dummy)
         _, code, _ = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler,
                                rng=rng, layout=False)
         counts[:dummy] = np.bincount(code, minlength=dummy)
@@ -101,11 +93,20 @@ def contribution_counts(
     return counts
 
 
-def _check_pairs(owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: int, dummy: int) -> None:
+def _check(owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: int, bound: int,
+           dummy: int) -> tuple[int, int]:
+    """Validated ``(num_users, bound)``; raise on a bad sampler or pair outside the layer."""
+    if sampler not in SAMPLERS:
+        raise PrivregValueError(f"sampler must be one of {SAMPLERS}; got {sampler!r}")
+    num_users = v.check_int("num_users", num_users, minimum=0)
+    bound = v.check_int("bound", bound, minimum=1)
+    if owners.size == 0:
+        return num_users, bound
     if prefixes.min() < 0 or prefixes.max() >= dummy:
         raise PrivregValueError(f"prefix codes must be in [0, {dummy}) (the dummy gamma is {dummy})")
     if owners.min() < 0 or owners.max() >= num_users:
         raise PrivregValueError(f"owners must be in [0, {num_users})")
+    return num_users, bound
 
 
 def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,

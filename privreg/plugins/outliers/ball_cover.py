@@ -383,6 +383,31 @@ def _smallest_last(m: int, ends: np.ndarray) -> np.ndarray:
     return rank
 
 
+def _keyed_points(points: Any, keys: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The points sorted by their integer keys (stable; all keys 0 when ``None``)."""
+    p = _points(points)
+    m = p.shape[0]
+    keys = np.zeros(m, dtype=np.int64) if keys is None else np.asarray(keys, dtype=np.int64).reshape(-1)
+    if keys.shape[0] != m:
+        raise PrivregValueError(f"keys must have one entry per point ({m}); got {keys.shape[0]}")
+    order = np.argsort(keys, kind="stable")
+    return p[order], keys[order]
+
+
+def _edges(p: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``(i < j)`` within ``2 radius`` (relative slack 1e-9 towards inclusion)
+    and their squared distances, by the coordinate-by-coordinate predicate: KD-tree
+    candidates at a wider radius, then the deterministic test."""
+    if p.shape[0] >= 2:
+        cand = cKDTree(p).query_pairs(2.0 * float(radius) * (1.0 + 1e-6), output_type="ndarray")
+    else:
+        cand = np.zeros((0, 2), dtype=np.int64)
+    cand = np.sort(cand.astype(np.int64).reshape(-1, 2), axis=1)
+    sq = _squared_distances(p[cand[:, 0]], p[cand[:, 1]])
+    keep = sq <= 4.0 * float(radius) * float(radius) * (1.0 + _TRUSS_SLACK)
+    return cand[keep], sq[keep]
+
+
 class FitTruss:
     """The fit triangles of a point set and the fit-truss numbers ``tau`` of its prefixes
     (module docstring: ``tau`` is a monotone, 1-Lipschitz upper bound on ``max_cover``).
@@ -396,24 +421,11 @@ class FitTruss:
     """
 
     def __init__(self, points: Any, radius: float, keys: Any = None) -> None:
-        p = _points(points)
-        m = p.shape[0]
-        keys = np.zeros(m, dtype=np.int64) if keys is None else np.asarray(keys, dtype=np.int64).reshape(-1)
-        if keys.shape[0] != m:
-            raise PrivregValueError(f"keys must have one entry per point ({m}); got {keys.shape[0]}")
-        order = np.argsort(keys, kind="stable")
-        self.points, self.keys, self.m = p[order], keys[order], m
+        self.points, self.keys = _keyed_points(points, keys)
+        m = self.m = self.points.shape[0]
         r2 = float(radius) * float(radius)
         thr = 4.0 * r2 * (1.0 + _TRUSS_SLACK)
-        p = self.points
-        if m >= 2:
-            cand = cKDTree(p).query_pairs(2.0 * float(radius) * (1.0 + 1e-6), output_type="ndarray")
-        else:
-            cand = np.zeros((0, 2), dtype=np.int64)
-        cand = np.sort(cand.astype(np.int64).reshape(-1, 2), axis=1)
-        sq = _squared_distances(p[cand[:, 0]], p[cand[:, 1]])
-        keep = sq <= thr
-        ends, sq = cand[keep], sq[keep]
+        ends, sq = _edges(self.points, radius)
         o = np.lexsort((ends[:, 1], ends[:, 0]))
         ends, sq = ends[o], sq[o]
         self.E = ends.shape[0]
@@ -619,20 +631,9 @@ class PairCore:
     the vertices whose core number in the whole structure reaches the threshold."""
 
     def __init__(self, points: Any, radius: float, keys: Any = None) -> None:
-        p = _points(points)
-        m = p.shape[0]
-        keys = np.zeros(m, dtype=np.int64) if keys is None else np.asarray(keys, dtype=np.int64).reshape(-1)
-        if keys.shape[0] != m:
-            raise PrivregValueError(f"keys must have one entry per point ({m}); got {keys.shape[0]}")
-        order = np.argsort(keys, kind="stable")
-        self.points, self.keys, self.m = p[order], keys[order], m
-        thr = 4.0 * float(radius) * float(radius) * (1.0 + _TRUSS_SLACK)
-        if m >= 2:
-            cand = cKDTree(self.points).query_pairs(2.0 * float(radius) * (1.0 + 1e-6), output_type="ndarray")
-        else:
-            cand = np.zeros((0, 2), dtype=np.int64)
-        cand = np.sort(cand.astype(np.int64).reshape(-1, 2), axis=1)
-        ends = cand[_squared_distances(self.points[cand[:, 0]], self.points[cand[:, 1]]) <= thr]
+        self.points, self.keys = _keyed_points(points, keys)
+        m = self.m = self.points.shape[0]
+        ends, _ = _edges(self.points, radius)
         both, other = np.r_[ends[:, 0], ends[:, 1]], np.r_[ends[:, 1], ends[:, 0]]
         o = np.argsort(both, kind="stable")
         self._nbr, self._ptr = other[o], np.searchsorted(both[o], np.arange(m + 1))
