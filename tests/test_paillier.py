@@ -217,6 +217,15 @@ def test_encrypt_checks_the_declared_bound(kp):
         pk.encrypt([2.5], bound=2.0, codec=CODEC)
     with pytest.raises(PlaintextOverflowError, match="range"):
         pk.encrypt([1], bound=int(pk.max_int) + 1)
+    # integer bounds are exact at any size (a float would overflow past 2^1024)
+    wide = cached_keypair(2400, 3)
+    big = 2**1100 + 1
+    enc = wide.public_key.encrypt([big, -big], bound=big)
+    assert wide.private_key.decrypt(enc).tolist() == [big, -big] and enc.bound == big
+    with pytest.raises(PlaintextOverflowError, match="bound"):
+        wide.public_key.encrypt([big + 1], bound=big)
+    with pytest.raises(PrivregValueError, match=">= 0"):
+        pk.encrypt([0], bound=-1)
 
 
 def test_operations_raise_before_the_bound_could_wrap(kp):

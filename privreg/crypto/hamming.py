@@ -88,7 +88,7 @@ from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey
 from privreg.crypto.obfuscation import ObfuscatorPool
 from privreg.crypto.packing import PackedCiphertexts, pack
 from privreg.crypto.counting import _add
-from privreg.crypto.vector import EncryptedVector, _check_bound, _from_raw, _obfuscators, _prod
+from privreg.crypto.vector import EncryptedVector, _from_raw, _prod
 
 __all__ = [
     "LAYOUTS",
@@ -218,10 +218,6 @@ class EncryptedFilters:
         out = [u * self.per_unit + s for u, size in zip(self.units, self.sizes) for s in range(size)]
         return np.asarray(out, dtype=np.int64)
 
-    def units_of(self, rows: Any) -> np.ndarray:
-        """The unit of each row address."""
-        return np.asarray(rows, dtype=np.int64) // self.per_unit
-
     def _unit_cts(self, unit: int) -> list[mpz]:
         i = self._where[unit]
         return self._c[i * self.length:(i + 1) * self.length]
@@ -338,13 +334,7 @@ def encrypt_filters(public_key: PaillierPublicKey, filters: Any, *, layout: str 
         slot_bits, per_unit = slot_layout(public_key, length=length, sigma=sigma)
         values, sizes = _slot_plaintexts(f, per_unit, slot_bits) if m else ([], [])
         bound = (1 << (per_unit * slot_bits)) - 1
-    # the layer's encrypt() takes bounds as floats (< 2^1024); slot plaintexts are wider, so
-    # encrypt as it does: (1 + m n) * rho with the layer's obfuscators, bound checked here
-    _check_bound(public_key, bound, "a unit of encrypted filters")
-    rho = _obfuscators(public_key, len(values), obfuscation, rng, workers, None) if values else []
-    n, n2 = public_key.n, public_key.n2
-    cts = [(1 + m * n) * r % n2 for m, r in zip(values, rho)]
-    _add("encryptions", len(cts))
+    cts = public_key.encrypt(values, bound=bound, obfuscation=obfuscation, rng=rng, workers=workers)._c
     return EncryptedFilters(public_key=public_key, layout=layout, length=length, per_unit=per_unit,
                             slot_bits=slot_bits, units=range(first_unit, first_unit + len(sizes)), sizes=sizes,
                             ciphertexts=cts, randomised=True)

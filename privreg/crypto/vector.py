@@ -80,7 +80,12 @@ def _is_real_operand(values: Any) -> bool:
 
 
 def _declared(name: str, bound: Any, factor: int) -> int:
-    """A declared bound in value units as a bound on scaled integers (exact, rounded up)."""
+    """A declared bound in value units as a bound on scaled integers (exact, rounded up).
+    Integer bounds are taken exactly, whatever their size (no float conversion)."""
+    if isinstance(bound, (int, np.integer)) and not isinstance(bound, bool):
+        if bound < 0:
+            raise PrivregValueError(f"{name} must be a finite number >= 0; got {bound!r}.")
+        return int(bound) * factor
     x = v.check_real(name, bound)
     if not x >= 0 or math.isinf(x):
         raise PrivregValueError(f"{name} must be a finite number >= 0; got {bound!r}.")
