@@ -4,7 +4,7 @@ Input is read in chunks of records (:meth:`LocalBackend.read_record_chunks`: JSO
 line by line, CSV with pandas' chunked reader, Parquet by record batches), so reading
 never holds more than one chunk of strings. Text becomes integer token ids with
 :class:`Vocabulary` (ids in order of first appearance, the only structure that grows with
-the input's distinct tokens): :meth:`LocalBackend.tokenize_chunks` yields one
+the input's distinct tokens): :meth:`LocalBackend.tokenize_file` yields one
 :class:`TokenChunk` per input chunk; :meth:`LocalBackend.tokenize` builds an in-memory
 :class:`TokenCorpus` (ids renumbered to index the sorted vocabulary) from the same code.
 Aggregation (:meth:`LocalBackend.bounded_histogram`) is sorting and ``bincount``: no
@@ -110,9 +110,6 @@ class Vocabulary:
     def __init__(self) -> None:
         self._index: dict[str, int] = {}
 
-    def __len__(self) -> int:
-        return len(self._index)
-
     def ids(self, words: np.ndarray) -> np.ndarray:
         """The id of each of ``words`` (distinct strings), adding the new ones."""
         index = self._index
@@ -133,10 +130,6 @@ class TokenChunk:
     users: np.ndarray
     lengths: np.ndarray
     tokens: np.ndarray
-
-    @property
-    def size(self) -> int:
-        return int(self.tokens.size)
 
 
 @attrs.frozen(kw_only=True)
@@ -303,7 +296,7 @@ def _jsonl_records(first_line: int, lines: list[str], path: Path, user_column: s
             keys.extend(obj)
     users = [o.get(user_column) for o in objs]
     texts = [o.get(text_column) for o in objs]
-    users = [u if type(u) is str else _cell(u) for u in users]
+    users = [_cell(u) for u in users]
     texts = [t if type(t) is str else _cell(t) for t in texts]
     keep = [u is not None and t is not None for u, t in zip(users, texts)]
     if not all(keep):
@@ -416,24 +409,11 @@ class LocalBackend(Backend):
             return _frame([], [])
         return pd.concat(chunks, ignore_index=True)
 
-    def tokenize_chunks(self, chunks: Iterable[Any], tokenizer: Tokenizer, vocabulary: Vocabulary) -> Iterator[TokenChunk]:
-        """One :class:`TokenChunk` per DataFrame of (user, text) rows, token ids from (and
-        added to) ``vocabulary``. Streaming: memory is one chunk plus the vocabulary."""
-        if not isinstance(tokenizer, Tokenizer):
-            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
-        if not isinstance(vocabulary, Vocabulary):
-            raise PrivregTypeError(f"vocabulary must be a privreg.backends.Vocabulary; got {vocabulary!r}")
-        for df in chunks:
-            lengths, codes, uniques = tokenize_texts(df["text"].tolist(), tokenizer)
-            ids = vocabulary.ids(uniques)
-            yield TokenChunk(users=df["user"].to_numpy(dtype=object), lengths=lengths,
-                             tokens=ids[codes] if codes.size else np.zeros(0, np.int32))
-
     def tokenize_file(self, path: str | Path, *, tokenizer: Tokenizer = Tokenizer(), vocabulary: Vocabulary,
                       user_column: str = "user_id", text_column: str = "text", format: str | None = None,
                       chunk_records: int = CHUNK_RECORDS, workers: int = 1) -> Iterator[TokenChunk]:
         """Read and tokenize a file chunk by chunk: the same :class:`TokenChunk` s as
-        ``tokenize_chunks(read_record_chunks(...))``. With ``workers`` > 1, parsing (JSONL)
+        tokenizing each of ``read_record_chunks(...)``. With ``workers`` > 1, parsing (JSONL)
         and tokenizing run in that many processes, at most two chunks per worker in
         flight (bounded memory); chunks come back in input order and token ids are
         assigned here, in that order, so the result does not depend on ``workers``."""
@@ -463,7 +443,7 @@ class LocalBackend(Backend):
             if seen is not None:
                 check.update(seen)
             ids = vocabulary.ids(uniques)
-            return TokenChunk(users=users, lengths=lengths, tokens=ids[codes] if codes.size else np.zeros(0, np.int32))
+            return TokenChunk(users=users, lengths=lengths, tokens=ids[codes])
 
         if workers == 1:
             for kind, payload in jobs:
@@ -499,7 +479,7 @@ class LocalBackend(Backend):
         for lo in range(0, texts.size, CHUNK_RECORDS):
             lengths, codes, uniques = tokenize_texts(texts[lo:lo + CHUNK_RECORDS].tolist(), tokenizer)
             len_parts.append(lengths)
-            tok_parts.append(vocab.ids(uniques)[codes] if codes.size else np.zeros(0, np.int32))
+            tok_parts.append(vocab.ids(uniques)[codes])
         lengths = np.concatenate(len_parts) if len_parts else np.zeros(0, np.int64)
         raw = np.concatenate(tok_parts) if tok_parts else np.zeros(0, np.int32)
         words = vocab.words()

@@ -114,7 +114,7 @@ class LocalNgramEngine(NgramEngine):
         return self._pool.starmap(fn, [(p, *args) for p in parts], chunksize=1)
 
     def unigram_histogram(self, *, max_keys: int, salt: int) -> Histogram:
-        tables = self._map(_unigram_part, self.corpus.vocab_tags, max_keys, salt)
+        tables = self._map(_unigram_part, self.backend, self.corpus.vocab_tags, max_keys, salt)
         keys, counts = merge_tables(tables)
         words = self.corpus.vocab[keys]
         order = np.argsort(words.astype(str), kind="stable")
@@ -138,7 +138,8 @@ class LocalNgramEngine(NgramEngine):
             raise PrivregValueError("set_unigrams must be called before kgram_histogram")
         if k != self._k + 1 or (k > 2 and self._prev_keys is None):
             raise PrivregValueError(f"kgram_histogram({k}) needs S_{k - 1} registered (set_level) first")
-        tables = self._map(_kgram_part, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning, max_keys, salt)
+        tables = self._map(_kgram_part, self.backend, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning,
+                           max_keys, salt)
         self._k, self._prev_keys = k, None
         keys, counts = merge_tables(tables)
         return Histogram(keys=keys, counts=counts, scale=DEFAULT_SCALE)
@@ -174,8 +175,6 @@ def merge_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     tables = [t for t in tables if t[0].size]
     if not tables:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if len(tables) == 1:
-        return tables[0]
     keys = np.concatenate([t[0] for t in tables])
     counts = np.concatenate([t[1] for t in tables])
     order = np.argsort(keys, kind="stable")
@@ -184,19 +183,20 @@ def merge_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     return keys[first], np.add.reduceat(counts, first)
 
 
-def _unigram_part(part: Partition, vocab_tags: np.ndarray, max_keys: int,
+def _unigram_part(part: Partition, backend: LocalBackend, vocab_tags: np.ndarray, max_keys: int,
                   salt: int) -> tuple[np.ndarray, np.ndarray]:
     """Bounded histogram of each user's distinct tokens in one partition (keys: token ids;
     the keyed choice uses the tokens' string tags, intrinsic to each token)."""
     a = part.load()
     m = a.tokens != SEPARATOR
     pairs = LocalPairs(user=a.user[m], key=a.tokens[m], user_tags=a.user_tags, key_tags=vocab_tags)
-    h = LocalBackend().bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+    h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
     return h.keys, h.counts
 
 
-def _kgram_part(part: Partition, k: int, s1_of_vocab: np.ndarray, prev_keys: np.ndarray | None, n1: int,
-                pruning: str, max_keys: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
+def _kgram_part(part: Partition, backend: LocalBackend, k: int, s1_of_vocab: np.ndarray,
+                prev_keys: np.ndarray | None, n1: int, pruning: str, max_keys: int,
+                salt: int) -> tuple[np.ndarray, np.ndarray]:
     """One partition's bounded histogram of k-grams in V_k (keys ``pre * n1 + last``).
     Saves the candidates (start slot, key) as the partition's state ``cand``: the next
     length looks them up in S_k to find its survivors."""
@@ -224,7 +224,7 @@ def _kgram_part(part: Partition, k: int, s1_of_vocab: np.ndarray, prev_keys: np.
     part.save_state("cand", pos=pos.astype(np.int32 if a.tokens.size < 1 << 31 else np.int64), key=key)
     # keys index released sets (public), so they are intrinsic given the earlier releases
     pairs = LocalPairs(user=a.user[pos], key=key, user_tags=a.user_tags)
-    h = LocalBackend().bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+    h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
     return h.keys, h.counts
 
 

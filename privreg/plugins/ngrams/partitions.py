@@ -99,9 +99,6 @@ class Partition:
             raise PrivregValueError("only partitions on disk can be processed in worker processes")
         return self.__dict__
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
 
 def _with_separators(tokens: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tokens with SEPARATOR after each record, and the slot where each record starts."""
@@ -170,7 +167,6 @@ class PartitionedCorpus:
         self.vocab_tags = string_tags(self.vocab) if self.vocab.size else np.zeros(0, np.uint64)
         self.partitions = partitions
         self.tokens_total = int(sum(p.tokens for p in partitions))
-        self._tmp = tmp
         # temporary files go when the corpus is closed, collected or the interpreter exits
         self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True) if tmp is not None else None
 
@@ -182,7 +178,7 @@ class PartitionedCorpus:
         """Delete the temporary files (a no-op for a corpus in memory)."""
         if self._cleanup is not None:
             self._cleanup()
-            self._cleanup = self._tmp = None
+            self._cleanup = None
 
     def __enter__(self) -> PartitionedCorpus:
         return self
@@ -203,9 +199,10 @@ class PartitionedCorpus:
         is_last = np.zeros(n, dtype=bool)
         if n:
             is_last[corpus.record_end[corpus.record_end > 0] - 1] = True
+        part_of_token = part_of_user[corpus.user]
         out = []
         for index in range(n_parts):
-            idx = np.flatnonzero(part_of_user[corpus.user] == index) if n_parts > 1 else np.arange(n)
+            idx = np.flatnonzero(part_of_token == index) if n_parts > 1 else np.arange(n)
             users, local = np.unique(corpus.user[idx], return_inverse=True)
             last = is_last[idx]
             at = np.arange(idx.size) + np.cumsum(last) - last  # slot of each token

@@ -9,11 +9,14 @@ exact pair ``(id of its (k-1)-prefix, token id of its last token)``, encoded wit
 as the int64 code ``prefix_id * V + last`` (V = vocabulary size). A global table per
 length maps codes to ids across partitions; its size is the number of distinct k-grams.
 
-Ids depend on the order in which n-grams are first seen, so they are never used to
-choose which keys a user keeps: that uses each n-gram's 64-bit *content tag* (a hash of
-its tokens' string tags and its length, intrinsic to the n-gram) under the keyed rank of
+Those ids depend on the order in which n-grams are first seen (so on how the corpus was
+partitioned); histogram keys use *canonical* ids instead, the rank of ``(canonical id of
+the prefix, last token)`` among the k-grams, so that a release under a seed does not
+depend on the partitioning. Neither is used to choose which keys a user keeps: that uses
+each n-gram's 64-bit *content tag* (a hash of its tokens' string tags and its length,
+intrinsic to the n-gram) under the keyed rank of
 :meth:`privreg.backends.LocalBackend.bounded_histogram`. A histogram key is
-``id * 64 + (k - 1)`` (lengths up to 64).
+``canonical id * 64 + (k - 1)`` (lengths up to 64).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class RawNgrams:
         self.vocab_size = int(corpus.vocab.size)
         self.codes: dict[int, np.ndarray] = {}  # k >= 2: code of each id
         self.tags: dict[int, np.ndarray] = {1: corpus.vocab_tags}  # content tag of each id
+        self.canonical: dict[int, np.ndarray] = {1: np.arange(self.vocab_size, dtype=np.int64)}  # id -> canonical
         self.built = 1
 
     def build(self, length: int) -> None:
@@ -62,6 +66,10 @@ class RawNgrams:
             prefix, last = self.codes[k] // v, self.codes[k] % v
             with np.errstate(over="ignore"):
                 self.tags[k] = _mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
+            # canonical ids: the rank of (canonical prefix id, last token), which does not
+            # depend on the order partitions were read (the ids above do)
+            self.canonical[k] = np.empty(count, dtype=np.int64)
+            self.canonical[k][np.argsort(self.canonical[k - 1][prefix] * v + last)] = np.arange(count)
             self.built = k
 
     def _ids(self, part: Partition, k: int) -> np.ndarray:
@@ -98,31 +106,47 @@ class RawNgrams:
     def partition_histogram(self, part: Partition, lengths: tuple[int, ...], backend: LocalBackend, *,
                             max_keys: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
         """One partition's bounded histogram of its users' distinct n-grams of the given
-        lengths, pooled (keys ``id * 64 + (k - 1)``)."""
+        lengths, pooled (keys ``canonical id * 64 + (k - 1)``)."""
         a = part.load()
         users, keys = [], []
         for k in lengths:
             ids = self._ids(part, k)
             pos = np.flatnonzero(ids >= 0)
             users.append(a.user[pos])
-            keys.append(ids[pos].astype(np.int64) * MAX_LENGTH + (k - 1))
+            keys.append(self.canonical[k][ids[pos]] * MAX_LENGTH + (k - 1))
         key = np.concatenate(keys)
         local, uniq = pd.factorize(key)  # hash-based dense codes; tags (not codes) order the keyed choice
-        length, ident = uniq % MAX_LENGTH + 1, uniq // MAX_LENGTH
-        tag = np.empty(uniq.size, dtype=np.uint64)
-        for k in lengths:
-            m = length == k
-            tag[m] = self.tags[k][ident[m]]
         pairs = LocalPairs(user=np.concatenate(users), key=local.astype(np.int64), user_tags=a.user_tags,
-                           key_tags=tag)
+                           key_tags=self.key_tags(uniq))
         h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
         return uniq[h.keys], h.counts
 
+    def key_tags(self, keys: np.ndarray) -> np.ndarray:
+        """The content tag of each histogram key (uint64): intrinsic to the n-gram, unlike
+        its id, which depends on the order partitions were read."""
+        length, ident = self._internal(keys)
+        tag = np.empty(ident.size, dtype=np.uint64)
+        for k in np.unique(length).tolist():
+            m = length == k
+            tag[m] = self.tags[k][ident[m]]
+        return tag
+
+    def _internal(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(length, internal id) of histogram keys ``canonical id * 64 + (k - 1)``."""
+        keys = np.asarray(keys, dtype=np.int64)
+        length, canon = keys % MAX_LENGTH + 1, keys // MAX_LENGTH
+        ident = np.empty_like(canon)
+        for k in np.unique(length).tolist():
+            m = length == k
+            inverse = np.empty_like(self.canonical[k])
+            inverse[self.canonical[k]] = np.arange(self.canonical[k].size)
+            ident[m] = inverse[canon[m]]
+        return length, ident
+
     def labels(self, keys: np.ndarray) -> list[str]:
         """The n-gram strings of histogram keys, in the order of ``keys``."""
-        keys = np.asarray(keys, dtype=np.int64)
-        out = np.empty(keys.size, dtype=object)
-        length, ident = keys % MAX_LENGTH + 1, keys // MAX_LENGTH
+        length, ident = self._internal(keys)
+        out = np.empty(ident.size, dtype=object)
         vocab = self.corpus.vocab
         for k in np.unique(length).tolist():
             sel = np.flatnonzero(length == k)
