@@ -22,7 +22,7 @@ from privreg.plugins.pprl.encoding import (
     qgram_positions,
     qgrams,
 )
-from privreg.plugins.pprl.kdf import check_secret, derive_key, hkdf, hkdf_expand, hkdf_extract, keyed_stream
+from privreg.plugins.pprl.kdf import check_secret, derive_key, hkdf, hkdf_expand, hkdf_extract
 from privreg.plugins.pprl.schema import (
     FEBRL_SCHEMA,
     Normalisation,
@@ -82,16 +82,6 @@ def test_derive_key_is_deterministic_and_label_separated():
     expected = hkdf(SECRET, salt=b"privreg.plugins.pprl/hkdf-salt/v1",
                     info=b"privreg.plugins.pprl/v1/bloom/blocking/surname", length=32)
     assert a == expected
-
-
-def test_keyed_stream_counter_mode():
-    key = derive_key(SECRET, info="stream")
-    s = keyed_stream(key, label=b"lab", nbytes=130)
-    assert len(s) == 130 and s == keyed_stream(key, label=b"lab", nbytes=130)
-    block1 = hashlib.blake2b(len(b"lab").to_bytes(4, "big") + b"lab" + (1).to_bytes(8, "big"),
-                             key=key, digest_size=64).digest()
-    assert s[64:128] == block1
-    assert keyed_stream(key, label=b"lab2", nbytes=16) != s[:16]
 
 
 @pytest.mark.parametrize("bad, error, words", [

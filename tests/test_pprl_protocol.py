@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
 import numpy as np
 import pytest
 from crypto_keys import cached_keypair
@@ -200,6 +201,23 @@ def test_no_party_receives_another_partys_plaintext_filter(records, kp):
         for m in received:
             if m.sender != LINKAGE_UNIT:
                 assert m.step.startswith("encrypted-filters-") and m.ciphertexts > 0
+
+
+def test_record_ids_and_entity_labels_are_never_sent(records, kp):
+    """``EncodedRecords.ids`` and ``entities`` stay with their party: no string in any
+    payload anyone receives is a record id or a ground-truth entity label (records are
+    addressed by position only), and the protocol's links do not depend on entities."""
+    res = protocol(records, kp).run(transport=InMemoryTransport(keep_payloads=True))
+    secret_strings = {s for p in PARTIES for s in records[p].ids + (records[p].entities or ())}
+    assert len(secret_strings) > 100
+    payloads = [m.payload for who in (*PARTIES, LINKAGE_UNIT) for m in res.transcript.received_by(who)]
+    sent = {x for p in payloads for x in _walk(p) if isinstance(x, (str, bytes))}
+    sent |= {k for p in payloads for x in _walk(p) if isinstance(x, dict) for k in x}
+    assert not secret_strings.intersection(sent)
+    # the walker does see strings: a planted id is caught
+    assert secret_strings.intersection({x for x in _walk([{"a": records["P1"].ids[0]}]) if isinstance(x, str)})
+    blind = {p: attrs.evolve(r, entities=None) for p, r in records.items()}
+    assert links(protocol(blind, kp).run().outputs[LINKAGE_UNIT]) == links(res.outputs[LINKAGE_UNIT])
 
 
 # ------------------------------------------------------------------ keys and arguments

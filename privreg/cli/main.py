@@ -156,59 +156,47 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(fmt.describe(item))
         return 0
     params = parse_workflow_args(item, args.params)
-    if not item.charges:
-        return _run_without_releases(item, args, params)
-    budget = _run_budget(args, params)
-    output = Path(args.output) if args.output else _default_output(item.name)
-    output.mkdir(parents=True, exist_ok=True)
-    ledger_path = output / "ledger.sqlite"
-    if ledger_path.exists():
-        raise PrivregValueError(f"{ledger_path} exists already; choose a new --output folder")
-    # event_delta: lets the (eps, delta) accountants price curve events (e.g. shuffled reports)
-    with BudgetSession(budget=budget, ledger=ledger_path, event_delta=budget.delta or None) as session:
-        ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed),
-                              output_dir=output, echo=_echo)
-        started = time.perf_counter()
-        result = item.run(ctx, params)  # every charge is already committed to the ledger
-        elapsed = time.perf_counter() - started
-        charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
-    _write_run_json(output, item, params, result, elapsed, ctx)
-    print(result.summary)
-    print(f"\nreleases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
-          f"(delta {budget.delta:g})   time: {elapsed:.2f} s")
-    print(f"outputs: {output}/ (run.json, ledger.sqlite"
-          + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
-    print(f"audit:   privreg audit {ledger_path}")
-    return 0
-
-
-def _write_run_json(output: Path, item: Any, params: dict[str, Any], result: Any, elapsed: float,
-                    ctx: WorkflowContext) -> None:
-    (output / "run.json").write_text(json.dumps({
-        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
-        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed,
-        "randomness": ctx.rng.describe(),
-    }, indent=2) + "\n", encoding="utf-8")
-
-
-def _run_without_releases(item: Any, args: argparse.Namespace, params: dict[str, Any]) -> int:
-    """A workflow registered with ``charges=False`` (a cryptographic protocol): no budget,
-    no ledger; any attempt to charge fails (:class:`~privreg.core.charging.NoReleases`)."""
-    if args.budget_epsilon is not None or args.budget_delta is not None:
+    if not item.charges and (args.budget_epsilon is not None or args.budget_delta is not None):
         raise PrivregValueError(f"workflow {item.name!r} releases nothing differentially private; drop "
                                 f"--budget-epsilon/--budget-delta")
+    budget = _run_budget(args, params) if item.charges else None
     output = Path(args.output) if args.output else _default_output(item.name)
     output.mkdir(parents=True, exist_ok=True)
-    ctx = WorkflowContext(charger=NoReleases(item.name), rng=_random_source(args.insecure_seed),
-                          output_dir=output, echo=_echo)
+    if budget is None:  # charges=False (a cryptographic protocol): no ledger, any charge fails
+        result, elapsed, rng = _execute(item, args, params, output, NoReleases(item.name))
+        status = "no differentially private release (nothing charged)"
+        files = ["run.json"]
+    else:
+        ledger_path = output / "ledger.sqlite"
+        if ledger_path.exists():
+            raise PrivregValueError(f"{ledger_path} exists already; choose a new --output folder")
+        # event_delta: lets the (eps, delta) accountants price curve events (e.g. shuffled reports)
+        with BudgetSession(budget=budget, ledger=ledger_path, event_delta=budget.delta or None) as session:
+            result, elapsed, rng = _execute(item, args, params, output, session)  # charges are committed
+            charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
+        status = (f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
+                  f"(delta {budget.delta:g})")
+        files = ["run.json", "ledger.sqlite"]
+    (output / "run.json").write_text(json.dumps({
+        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
+        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed, "randomness": rng.describe(),
+    }, indent=2) + "\n", encoding="utf-8")
+    print(result.summary)
+    print(f"\n{status}   time: {elapsed:.2f} s")
+    print(f"outputs: {output}/ (" + ", ".join(files + [p.name for p in result.outputs.values()]) + ")")
+    if budget is not None:
+        print(f"audit:   privreg audit {output / 'ledger.sqlite'}")
+    return 0
+
+
+def _execute(item: Any, args: argparse.Namespace, params: dict[str, Any], output: Path,
+             charger: Any) -> tuple[Any, float, Any]:
+    """Run the workflow with ``charger``: ``(result, seconds, random source)``."""
+    rng = _random_source(args.insecure_seed)
+    ctx = WorkflowContext(charger=charger, rng=rng, output_dir=output, echo=_echo)
     started = time.perf_counter()
     result = item.run(ctx, params)
-    elapsed = time.perf_counter() - started
-    _write_run_json(output, item, params, result, elapsed, ctx)
-    print(result.summary)
-    print(f"\nno differentially private release (nothing charged)   time: {elapsed:.2f} s")
-    print(f"outputs: {output}/ (run.json" + "".join(f", {p.name}" for p in result.outputs.values()) + ")")
-    return 0
+    return result, time.perf_counter() - started, rng
 
 
 def _run_budget(args: argparse.Namespace, params: dict[str, Any]) -> PrivacyBudget:

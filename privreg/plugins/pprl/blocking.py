@@ -74,6 +74,8 @@ from privreg.plugins.pprl.records import EncodedRecords, Signatures
 __all__ = [
     "BlockingConfig",
     "LminChoice",
+    "check_blocking",
+    "lmin_from_entropies",
     "paper_window",
     "lsh_positions",
     "pack_bits",
@@ -172,6 +174,18 @@ class BlockingConfig:
 
     def window_for(self, parties: int) -> int:
         return self.window if self.window is not None else paper_window(parties)
+
+
+def check_blocking(blocking: Any, parties: int) -> tuple[BlockingConfig, int]:
+    """``(config, merge window)`` for ``parties`` data parties (``None``: the paper's
+    configuration); the window must hold one signature of every party."""
+    cfg = BlockingConfig() if blocking is None else blocking
+    if not isinstance(cfg, BlockingConfig):
+        raise PrivregTypeError(f"blocking must be a BlockingConfig; got {type(cfg).__name__}.")
+    window = cfg.window_for(parties)
+    if window < parties:
+        raise PrivregValueError(f"the merge window ({window}) must be at least the number of parties ({parties}).")
+    return cfg, window
 
 
 def _filters(records: Any) -> np.ndarray:
@@ -349,10 +363,17 @@ def choose_lmin(parties: Sequence[EncodedRecords], *, config: BlockingConfig, se
     if len(L) != 1:
         raise PrivregValueError(f"all parties must use the same bf length; got {sorted(L)}")
     per = [party_dispersion(p, config=config, secret=secret, rng=rng) for p in parties]
+    return lmin_from_entropies(per, config=config, filter_length=L.pop())
+
+
+def lmin_from_entropies(per: Sequence[np.ndarray], *, config: BlockingConfig, filter_length: int) -> LminChoice:
+    """The common ``lmin`` from every party's single-block dispersions (what the parties
+    send): ``Hs`` by formula (2), then formula (3) rounded by :func:`dispersion.round_lmin`
+    below the largest usable value for filters of ``filter_length`` bits."""
     hs = overall_dispersion(per)
     d = config.dispersion
     raw = None if hs is None else lmin_from_dispersion(hs, theta=d.theta, ht=d.ht, lt=d.lt)
-    lmin = round_lmin(raw, maximum=config.max_lmin(L.pop()))
+    lmin = round_lmin(raw, maximum=config.max_lmin(filter_length))
     return LminChoice(hs=hs, raw=raw, lmin=lmin, sampled_blocks=int(sum(x.size for x in per)))
 
 

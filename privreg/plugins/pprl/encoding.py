@@ -47,7 +47,6 @@ __all__ = [
     "encode_values",
     "encode_records",
     "hamming",
-    "dice",
 ]
 
 #: Padding character (never produced by normalisation with ``drop_punctuation``).
@@ -171,23 +170,11 @@ def encode_records(frame_or_rows: Any, *, schema: Schema | Mapping[str, Any], se
     key_material = check_secret(secret)
     frame = _frame(frame_or_rows, sch.columns)
     n = len(frame)
-    if id_column is not None:
-        if ids is not None:
-            raise PrivregValueError("pass either ids or id_column, not both")
-        if id_column not in frame.columns:
-            raise PrivregValueError(
-                f"id_column {id_column!r} is not a column; columns are {sorted(map(str, frame.columns))}")
-        ids = frame[id_column].tolist()
+    ids = _from_column(frame, "ids", ids, "id_column", id_column)
     record_ids = _labels("ids", frame.index.tolist() if ids is None else ids, n)
     if len(set(record_ids)) != n:
         raise PrivregValueError("record ids must be unique within a party; pass unique ids or id_column")
-    if entity_column is not None:
-        if entities is not None:
-            raise PrivregValueError("pass either entities or entity_column, not both")
-        if entity_column not in frame.columns:
-            raise PrivregValueError(
-                f"entity_column {entity_column!r} is not a column; columns are {sorted(map(str, frame.columns))}")
-        entities = frame[entity_column].tolist()
+    entities = _from_column(frame, "entities", entities, "entity_column", entity_column)
     ents = None if entities is None else _labels("entities", entities, n)
 
     filters = {}
@@ -206,15 +193,18 @@ def encode_records(frame_or_rows: Any, *, schema: Schema | Mapping[str, Any], se
                           match_filters=filters["matching"], entities=ents)
 
 
+def _from_column(frame: Any, name: str, values: Any, column_arg: str, column: Any) -> Any:
+    """``values``, or the frame's ``column`` as a list when ``column`` is given (not both)."""
+    if column is None:
+        return values
+    if values is not None:
+        raise PrivregValueError(f"pass either {name} or {column_arg}, not both")
+    if column not in frame.columns:
+        raise PrivregValueError(
+            f"{column_arg} {column!r} is not a column; columns are {sorted(map(str, frame.columns))}")
+    return frame[column].tolist()
+
+
 def hamming(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise Hamming distance of two boolean filter arrays of equal shape."""
     return np.count_nonzero(np.asarray(a, dtype=bool) != np.asarray(b, dtype=bool), axis=-1)
-
-
-def dice(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise Dice coefficient ``2 |a & b| / (|a| + |b|)`` (1 for two empty filters)."""
-    a = np.asarray(a, dtype=bool)
-    b = np.asarray(b, dtype=bool)
-    inter = np.count_nonzero(a & b, axis=-1)
-    total = np.count_nonzero(a, axis=-1) + np.count_nonzero(b, axis=-1)
-    return np.where(total == 0, 1.0, 2.0 * inter / np.maximum(total, 1))

@@ -34,7 +34,6 @@ __all__ = [
     "hkdf",
     "check_secret",
     "derive_key",
-    "keyed_stream",
 ]
 
 #: Output length of SHA-256 in bytes (RFC 5869 ``HashLen``).
@@ -72,7 +71,7 @@ def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
     if length > 255 * HASH_LEN:
         raise PrivregValueError(
             f"length must be <= 255 * {HASH_LEN} = {255 * HASH_LEN} bytes (RFC 5869); got {length}. "
-            f"Use keyed_stream for longer outputs.")
+            f"Derive several keys with distinct info labels for longer outputs.")
     if len(prk) < HASH_LEN:
         raise PrivregValueError(
             f"prk must have at least {HASH_LEN} bytes (RFC 5869 Section 2.3); got {len(prk)} bytes. "
@@ -133,21 +132,3 @@ def derive_key(secret: bytes, *, info: str, length: int = HASH_LEN) -> bytes:
         raise PrivregValueError("info must be a non-empty label such as 'bloom/blocking/surname'; got ''")
     length = v.check_int("length", length, minimum=16)
     return hkdf(data, salt=_SALT, info=_INFO_PREFIX + info.encode("utf-8"), length=length)
-
-
-def keyed_stream(key: bytes, *, label: bytes, nbytes: int) -> bytes:
-    """``nbytes`` pseudorandom bytes: keyed BLAKE2b in counter mode,
-    ``BLAKE2b(key, label | counter)`` for counter = 0, 1, ... (64 bytes each).
-
-    A PRG shared by the parties: the same key and label give the same stream everywhere."""
-    key = _as_bytes("key", key)
-    if not 16 <= len(key) <= 64:
-        raise PrivregValueError(f"key must have 16..64 bytes for BLAKE2b; got {len(key)} bytes")
-    label = _as_bytes("label", label)
-    nbytes = v.check_int("nbytes", nbytes, minimum=0)
-    blocks = []
-    for counter in range(-(-nbytes // 64)):
-        h = hashlib.blake2b(key=key, digest_size=64)
-        h.update(len(label).to_bytes(4, "big") + label + counter.to_bytes(8, "big"))
-        blocks.append(h.digest())
-    return b"".join(blocks)[:nbytes]

@@ -47,6 +47,7 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.plugins.pprl.encoding import hamming
 from privreg.plugins.pprl.records import CandidateGroups
 
 __all__ = [
@@ -226,13 +227,16 @@ class MatchingSession:
     def _side(self, col: np.ndarray, rec: np.ndarray) -> np.ndarray:
         return col * self.stride + rec
 
+    def _pair_key(self, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+        """The unordered key of the pair of sides ``sa``, ``sb``."""
+        return np.minimum(sa, sb) * (len(self.parties) * self.stride) + np.maximum(sa, sb)
+
     def _keys(self, a: int, b: int, idx: np.ndarray) -> np.ndarray:
         """Unordered pair keys of relative slot (a, b) for groups ``idx``."""
         ca, cb = self.rel[idx, a], self.rel[idx, b]
         sa = self._side(ca, self.G[idx, ca])
         sb = self._side(cb, self.G[idx, cb])
-        lo, hi = np.minimum(sa, sb), np.maximum(sa, sb)
-        return lo * (len(self.parties) * self.stride) + hi
+        return self._pair_key(sa, sb)
 
     def _lookup(self, keys: np.ndarray) -> np.ndarray:
         """Known distance per key, -1 where unknown."""
@@ -343,7 +347,7 @@ class MatchingSession:
             raise PrivregValueError(f"distances must be {len(plan)} non-negative integers (one per pair).")
         sa = self._side(plan.enc_party, plan.enc_record)
         sb = self._side(plan.cmp_party, plan.cmp_record)
-        keys = np.minimum(sa, sb) * (len(self.parties) * self.stride) + np.maximum(sa, sb)
+        keys = self._pair_key(sa, sb)
         allk = np.concatenate([self.known_keys, keys])
         alld = np.concatenate([self.known_d, d.astype(np.int64)])
         order = np.argsort(allk, kind="stable")
@@ -400,7 +404,7 @@ def plaintext_comparer(parties: tuple[str, ...], filters: Mapping[str, Any]) -> 
             for b in range(len(f)):
                 sel = (plan.enc_party == a) & (plan.cmp_party == b)
                 if sel.any():
-                    out[sel] = np.count_nonzero(f[a][plan.enc_record[sel]] != f[b][plan.cmp_record[sel]], axis=1)
+                    out[sel] = hamming(f[a][plan.enc_record[sel]], f[b][plan.cmp_record[sel]])
         return out
 
     return compare
@@ -429,7 +433,7 @@ def match_plaintext(groups: CandidateGroups, filters: Mapping[str, Any], thresho
     close = np.ones((g, n, n), dtype=bool)
     for a in range(n):
         for b in range(a + 1, n):
-            ok = np.count_nonzero(f[a][G[:, a]] != f[b][G[:, b]], axis=1) <= threshold
+            ok = hamming(f[a][G[:, a]], f[b][G[:, b]]) <= threshold
             close[:, a, b] = close[:, b, a] = ok
     if rule == "all":
         return close.all(axis=(1, 2))

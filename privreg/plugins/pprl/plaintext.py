@@ -42,11 +42,11 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.plugins.pprl.assignment import METHODS, EncryptorAssignment, assign_encryptors, group_units
-from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin, party_signatures
+from privreg.plugins.pprl.blocking import BlockingConfig, check_blocking, choose_lmin, party_signatures
 from privreg.plugins.pprl.kdf import check_secret
-from privreg.plugins.pprl.matching import RULES, match_plaintext
-from privreg.plugins.pprl.merge import candidate_groups, sliding_window_merge
-from privreg.plugins.pprl.records import CandidateGroups, EncodedRecords
+from privreg.plugins.pprl.matching import _check_rule, match_plaintext
+from privreg.plugins.pprl.merge import candidate_groups, oversized_blocks, sliding_window_merge
+from privreg.plugins.pprl.records import CandidateGroups, EncodedRecords, check_party_records
 
 __all__ = ["PlaintextLinkage", "plaintext_linkage"]
 
@@ -90,24 +90,12 @@ def plaintext_linkage(records: Mapping[str, EncodedRecords], *, secret: bytes,
     phase timings; nothing is encrypted and no privacy is claimed."""
     if not isinstance(records, Mapping) or len(records) < 2:
         raise PrivregTypeError("records must map at least 2 party names to EncodedRecords.")
+    records = check_party_records(records)
     names = tuple(records)
-    for p, rec in records.items():
-        if not isinstance(rec, EncodedRecords):
-            raise PrivregTypeError(f"records[{p!r}] must be EncodedRecords; got {type(rec).__name__}.")
-        if rec.party != p:
-            raise PrivregValueError(f"records[{p!r}] holds the records of party {rec.party!r}; encode them "
-                                    f"with party={p!r}.")
     secret = check_secret(secret)
-    cfg = BlockingConfig() if blocking is None else blocking
-    if not isinstance(cfg, BlockingConfig):
-        raise PrivregTypeError(f"blocking must be a BlockingConfig; got {type(cfg).__name__}.")
-    window = cfg.window_for(len(names))
-    if window < len(names):
-        raise PrivregValueError(f"the merge window ({window}) must be at least the number of parties "
-                                f"({len(names)}).")
+    cfg, window = check_blocking(blocking, len(names))
     threshold = v.check_int("threshold", threshold, minimum=0)
-    if rule not in RULES:
-        raise PrivregValueError(f"rule must be one of {RULES}; got {rule!r}.")
+    rule = _check_rule(rule)
     if assignment_method not in METHODS:
         raise PrivregValueError(f"assignment_method must be one of {METHODS}; got {assignment_method!r}.")
     if lmin is not None:
@@ -132,10 +120,8 @@ def plaintext_linkage(records: Mapping[str, EncodedRecords], *, secret: bytes,
     lap("merge")
     groups = candidate_groups(blocks, parties=names, max_group_products=max_group_products,
                               max_block_products=max_block_products)
-    skipped = 0
-    if max_block_products is not None and blocks:
-        sizes = np.array([[len(b.members[p]) for p in names] for b in blocks], dtype=float)
-        skipped = int(np.count_nonzero(np.prod(sizes, axis=1) > max_block_products))
+    skipped = 0 if max_block_products is None else \
+        int(oversized_blocks(blocks, parties=names, limit=max_block_products).size)
     lap("groups")
     units = group_units(groups, blocks)
     assignment = assign_encryptors(groups, units, speeds=speeds, method=assignment_method,

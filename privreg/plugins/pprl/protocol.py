@@ -69,18 +69,18 @@ from privreg.crypto.channel import (
 )
 from privreg.crypto.hamming import (
     DEFAULT_SIGMA,
-    LAYOUTS,
     EncryptedDistances,
     EncryptedFilters,
     decrypt_distances,
     encrypt_filters,
     hamming_distances,
+    _check_layout,
     slot_layout,
 )
 from privreg.crypto.keys import MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
-from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSession
-from privreg.plugins.pprl.records import EncodedRecords, Signatures
+from privreg.plugins.pprl.matching import ComparisonRound, MatchingSession, _check_rule
+from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 
 __all__ = ["PPRLProtocol", "LINKAGE_UNIT"]
 
@@ -210,43 +210,23 @@ class PPRLProtocol(Protocol):
                  max_group_products: int | None = None, max_block_products: int | None = None,
                  rng: RandomSource | None = None, workers: int | None = None,
                  linkage_unit: str = LINKAGE_UNIT) -> None:
-        from privreg.plugins.pprl.blocking import BlockingConfig
+        from privreg.plugins.pprl.blocking import check_blocking
         from privreg.plugins.pprl.kdf import check_secret
 
         self.linkage_unit = v.check_name("linkage_unit", linkage_unit)
         self.names = _party_names(parties, self.linkage_unit)
         n = len(self.names)
-        if records is not None:
-            if not isinstance(records, Mapping):
-                raise PrivregTypeError(f"records must map party names to EncodedRecords; got {type(records).__name__}.")
-            for p, rec in records.items():
-                if p not in self.names:
-                    raise PrivregValueError(f"records has party {p!r}, which is not one of {list(self.names)}.")
-                if not isinstance(rec, EncodedRecords):
-                    raise PrivregTypeError(f"records[{p!r}] must be EncodedRecords; got {type(rec).__name__}.")
-                if rec.party != p:
-                    raise PrivregValueError(f"records[{p!r}] holds the records of party {rec.party!r}; encode them "
-                                            f"with party={p!r}.")
-        self.records = dict(records or {})
+        self.records = {} if records is None else check_party_records(records, self.names)
         self.secret = None if secret is None else check_secret(secret)
-        self.blocking = BlockingConfig() if blocking is None else blocking
-        if not isinstance(self.blocking, BlockingConfig):
-            raise PrivregTypeError(f"blocking must be a BlockingConfig; got {type(self.blocking).__name__}.")
-        self.window = self.blocking.window_for(n)
-        if self.window < n:
-            raise PrivregValueError(f"the merge window ({self.window}) must be at least the number of parties ({n}).")
+        self.blocking, self.window = check_blocking(blocking, n)
         self.threshold = v.check_int("threshold", threshold, minimum=0)
-        if rule not in RULES:
-            raise PrivregValueError(f"rule must be one of {RULES}; got {rule!r}.")
-        self.rule = rule
+        self.rule = _check_rule(rule)
         if early_rounds is not None:
             v.check_int("early_rounds", early_rounds, minimum=1)
             if early_rounds > n - 1:
                 raise PrivregValueError(f"early_rounds must be between 1 and {n - 1}; got {early_rounds}.")
         self.early_rounds = early_rounds
-        if layout not in LAYOUTS:
-            raise PrivregValueError(f"layout must be one of {LAYOUTS}; got {layout!r}.")
-        self.layout = layout
+        self.layout = _check_layout(layout)
         self.sigma = v.check_int("sigma", sigma, minimum=1)
         if not isinstance(insecure_allow_small_keys, bool):
             raise PrivregTypeError(
@@ -302,7 +282,7 @@ class PPRLProtocol(Protocol):
     # ------------------------------------------------------------------ linkage unit
 
     async def _run_linkage_unit(self, ch: Channel) -> dict[str, Any]:
-        from privreg.plugins.pprl.dispersion import lmin_from_dispersion, overall_dispersion, round_lmin
+        from privreg.plugins.pprl.blocking import lmin_from_entropies
         from privreg.plugins.pprl.merge import (
             block_statistics,
             candidate_groups,
@@ -333,11 +313,9 @@ class PPRLProtocol(Protocol):
                     lengths.add(_positive_int(msg, "filter_length", p))
                 if len(lengths) != 1:
                     raise ProtocolError(f"the parties' bf lengths differ: {sorted(lengths)}.")
-                hs = overall_dispersion(per)
-                d = cfg.dispersion
-                raw = None if hs is None else lmin_from_dispersion(hs, theta=d.theta, ht=d.ht, lt=d.lt)
-                lmin = round_lmin(raw, maximum=cfg.max_lmin(lengths.pop()))
-                dispersion = {"hs": hs, "raw": raw, "sampled_blocks": int(sum(x.size for x in per))}
+                choice = lmin_from_entropies(per, config=cfg, filter_length=lengths.pop())
+                lmin = choice.lmin
+                dispersion = {"hs": choice.hs, "raw": choice.raw, "sampled_blocks": choice.sampled_blocks}
                 for p in self.names:
                     await ch.send(p, {"lmin": lmin}, step="lmin")
             else:

@@ -177,14 +177,19 @@ def _pairwise(rec: np.ndarray, codes: list[np.ndarray]) -> PairwiseQuality:
                            reduction_ratio=1.0 - _ratio(pairs, space) if space else math.nan)
 
 
+def _true_groups(groups: Any, entities: Any, parties: Any) -> tuple[np.ndarray, list[np.ndarray], int, int]:
+    """``(records, entity codes, true groups among them, true groups in all)``."""
+    rec, names = _groups(groups, parties)
+    codes = _entity_codes(entities, names)
+    tp = int(np.count_nonzero(true_group_mask(rec, codes)))
+    return rec, codes, tp, _true_count(codes, range(len(names)))
+
+
 def blocking_quality(candidates: CandidateGroups | np.ndarray, *,
                      entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
                      parties: Sequence[str] | None = None) -> BlockingQuality:
     """Reduction ratio, pair completeness and pairs quality of candidate groups."""
-    rec, names = _groups(candidates, parties)
-    codes = _entity_codes(entities, names)
-    tp = int(np.count_nonzero(true_group_mask(rec, codes)))
-    total = _true_count(codes, range(len(names)))
+    rec, codes, tp, total = _true_groups(candidates, entities, parties)
     space = math.prod(int(c.size) for c in codes)
     return BlockingQuality(candidates=int(rec.shape[0]), true_groups=total, true_candidates=tp,
                            reduction_ratio=1.0 - _ratio(rec.shape[0], space) if space else math.nan,
@@ -196,10 +201,7 @@ def linkage_quality(linked: CandidateGroups | np.ndarray, *,
                     entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
                     parties: Sequence[str] | None = None) -> LinkageQuality:
     """Recall, precision, error rate and F1 of groups declared matches."""
-    rec, names = _groups(linked, parties)
-    codes = _entity_codes(entities, names)
-    tp = int(np.count_nonzero(true_group_mask(rec, codes)))
-    total = _true_count(codes, range(len(names)))
+    rec, codes, tp, total = _true_groups(linked, entities, parties)
     recall = _ratio(tp, total)
     precision = _ratio(tp, rec.shape[0])
     f1 = 2 * recall * precision / (recall + precision) if (recall + precision) > 0 else math.nan

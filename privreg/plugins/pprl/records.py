@@ -7,10 +7,15 @@ a party's own record list; they are opaque to the other parties and to the linka
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 import numpy as np
 
-__all__ = ["EncodedRecords", "Signatures", "FinalBlock", "CandidateGroups"]
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+
+__all__ = ["EncodedRecords", "Signatures", "FinalBlock", "CandidateGroups", "check_party_records"]
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -82,3 +87,19 @@ class CandidateGroups:
 
     def __len__(self) -> int:
         return int(self.records.shape[0])
+
+
+def check_party_records(records: Any, names: tuple[str, ...] | None = None) -> dict[str, EncodedRecords]:
+    """``records`` as ``{party: EncodedRecords}``, each encoded for the party it is filed
+    under (and, given ``names``, every party one of them)."""
+    if not isinstance(records, Mapping):
+        raise PrivregTypeError(f"records must map party names to EncodedRecords; got {type(records).__name__}.")
+    for p, rec in records.items():
+        if names is not None and p not in names:
+            raise PrivregValueError(f"records has party {p!r}, which is not one of {list(names)}.")
+        if not isinstance(rec, EncodedRecords):
+            raise PrivregTypeError(f"records[{p!r}] must be EncodedRecords; got {type(rec).__name__}.")
+        if rec.party != p:
+            raise PrivregValueError(f"records[{p!r}] holds the records of party {rec.party!r}; encode them "
+                                    f"with party={p!r}.")
+    return dict(records)

@@ -45,6 +45,7 @@ from scipy.special import gammaln
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.plugins.pprl.encoding import hamming
 from privreg.plugins.pprl.records import EncodedRecords
 
 __all__ = [
@@ -239,7 +240,7 @@ def distance_quantiles(a: np.ndarray, b: np.ndarray, *, quantiles: Sequence[floa
     b = np.asarray(b, dtype=bool)
     if a.shape != b.shape or a.ndim != 2 or a.shape[0] == 0:
         raise PrivregValueError(f"a and b must be non-empty 2-d arrays of equal shape; got {a.shape}, {b.shape}")
-    d = np.count_nonzero(a != b, axis=1)
+    d = hamming(a, b)
     return {float(q): float(np.quantile(d, q)) for q in quantiles}
 
 
