@@ -80,14 +80,18 @@ def _data(n: int, d: int, seed: int = 0) -> np.ndarray:
     return np.vstack([gen.normal(size=(n - m, d)), 20 + 10 * gen.normal(size=(m, d))])
 
 
+def _cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else what :mod:`platform` knows."""
+    fallback = platform.processor() or platform.machine()
+    if not os.path.exists("/proc/cpuinfo"):
+        return fallback
+    with open("/proc/cpuinfo", encoding="utf-8") as fh:
+        return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), fallback)
+
+
 def _conditions(argv: list[str]) -> list[str]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    cpu = _cpu_name()
     return [
         f"Command: `python {' '.join(argv)}`",
         f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {cpu}, {os.cpu_count()} cores "

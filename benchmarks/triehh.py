@@ -85,7 +85,7 @@ def _vectorised(model, users, candidates, rng) -> tuple[float, float]:
     codes = (group.words * 7919) % candidates
     inputs = sample_contributions(group.owners, codes, group.counts, num_users=users, bound=B,
                                   sampler="greedy", dummy=candidates, rng=rng)
-    layer_votes(ss, inputs, charger=EventLog(), rng=rng, chunk_size=1 << 16, method="reports")
+    layer_votes(ss, inputs, charger=EventLog(), rng=rng, chunk_size=1 << 16)
     return users / (time.perf_counter() - start), users / (time.process_time() - cpu)
 
 

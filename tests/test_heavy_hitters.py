@@ -99,9 +99,11 @@ def test_greedy_sampling_keeps_the_most_contributed_prefixes_and_pads_with_gamma
                                dummy=9, rng=seeded(0))
     np.testing.assert_array_equal(out, [2, 4, 3, 9, 9, 9])
     # counts too large to pack with 30 random bits into one sort key take the stable-sort path
-    huge = sample_contributions(owners, prefixes, weights << 32, num_users=3, bound=2, sampler="greedy",
-                                dummy=9, rng=seeded(0))
-    np.testing.assert_array_equal(huge, out)
+    # ... and counts too large to pack with the pairs merge them by a lexicographic sort
+    for shift in (32, 58):
+        huge = sample_contributions(owners, prefixes, weights << shift, num_users=3, bound=2, sampler="greedy",
+                                    dummy=9, rng=seeded(0))
+        np.testing.assert_array_equal(huge, out)
 
 
 def test_random_sampling_draws_uniform_subsets_of_distinct_prefixes():
@@ -163,7 +165,8 @@ def test_contribution_counts_are_the_histogram_of_the_selected_inputs(sampler):
     gen = np.random.default_rng(4)  # test data only
     owners = np.sort(gen.integers(0, 300, 5000))
     prefixes = gen.integers(0, 50, owners.size)
-    for weights in (gen.integers(1, 9, owners.size), gen.integers(1, 9, owners.size) << 40):
+    # weights that pack with the pairs into one sort key, and (<< 58) weights that do not
+    for weights in (gen.integers(1, 9, owners.size), gen.integers(1, 9, owners.size) << 58):
         for bound in (1, 7, 60):
             opts = dict(num_users=310, bound=bound, sampler=sampler, dummy=50)
             inputs = sample_contributions(owners, prefixes, weights, rng=seeded(3), **opts)
@@ -253,6 +256,13 @@ def test_the_layer_allowance_refuses_reports_beyond_n_times_b_and_other_events()
     with pytest.raises(PrivregValueError, match="not the randomizer event"):
         layer_votes(SubsetSelection(epsilon=2.0, s=50), np.arange(3), charger=_LayerAllowance(event),
                     rng=seeded(0), chunk_size=4)
+    # the aggregate path charges the same allowance, once per call
+    allowance = _LayerAllowance(event)
+    counts = np.bincount(np.arange(10), minlength=50)
+    assert ss.vote_counts_from_histogram(counts, charger=allowance, rng=seeded(0)).sum() == 10 * ss.subset_size
+    assert allowance.used == 10
+    with pytest.raises(BudgetExceededError, match="exceed"):
+        ss.vote_counts_from_histogram(np.eye(50, dtype=np.int64)[0], charger=allowance, rng=seeded(0))
 
 
 def test_runs_replay_under_a_seed():

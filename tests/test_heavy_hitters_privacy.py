@@ -176,7 +176,7 @@ def test_subset_selection_estimates_are_unbiased_on_a_trie_layer():
     z = (est.counts - truth) / np.sqrt(ss.variance(truth))
     assert np.abs(z).max() < 5.3
     event = Shuffled(event=LocalDP(epsilon0=4.0, randomizer="subset-selection"), num_reports=inputs.size)
-    votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=seeded(14), chunk_size=1000)
+    votes = ss.vote_counts(inputs, charger=_LayerAllowance(event), rng=seeded(14))  # the trie's default
     p, q = float(ss.keep_probability), float(ss.other_probability)
     n = inputs.size
     mean = truth * p + (n - truth) * q
@@ -188,8 +188,7 @@ def test_subset_selection_estimates_are_unbiased_on_a_trie_layer():
 def test_one_chunk_of_votes_is_the_randomizers_item_counts():
     ss, inputs = _layer(6.0, users=500)
     event = Shuffled(event=LocalDP(epsilon0=6.0, randomizer="subset-selection"), num_reports=inputs.size)
-    votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=seeded(5), chunk_size=inputs.size,
-                        method="reports")
+    votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=seeded(5), chunk_size=inputs.size)
     direct = ss.randomize(inputs, charger=EventLog(), rng=seeded(5))
     np.testing.assert_array_equal(votes, ss.item_counts(direct.reports))
 

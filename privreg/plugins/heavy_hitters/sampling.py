@@ -118,23 +118,16 @@ def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, 
     prefixes: they send all of them, and their pairs only need a value sort to merge
     repeats. The others are merged with their weights and ranked by the sampler where
     they do have more than ``bound``."""
-    shift = int(prefixes.max()).bit_length()
     heavy = (np.bincount(owners, minlength=num_users) > bound)[owners]
     some_heavy = bool(heavy.any())
     parts = []
     if not some_heavy or not heavy.all():
-        o, p = (owners[~heavy], prefixes[~heavy]) if some_heavy else (owners, prefixes)
-        keys = np.sort((o.astype(np.int64) << shift) | p)
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-        code = keys & ((1 << shift) - 1)
-        if layout:
-            user = keys >> shift
-            parts.append((user, code, _rank_in_runs(user, num_users)))
-        else:
-            parts.append((None, code, None))
+        light = ~heavy if some_heavy else slice(None)
+        user, code, _ = _merge_pairs(owners[light], prefixes[light], None)
+        parts.append((user, code, _rank_in_runs(user, num_users)) if layout else (None, code, None))
     if some_heavy:
-        user, code, total = _merge_pairs(owners[heavy], prefixes[heavy], weights[heavy], 1 << shift,
-                                         greedy=sampler == "greedy")
+        user, code, total = _merge_pairs(owners[heavy], prefixes[heavy],
+                                         weights[heavy] if sampler == "greedy" else None)
         rank = _rank_in_runs(user, num_users)
         over = np.bincount(user, minlength=num_users) > bound  # users who must choose
         if over.any():
@@ -160,28 +153,29 @@ def _rank_in_runs(user: np.ndarray, num_users: int) -> np.ndarray:
     return np.arange(user.size) - first[user]
 
 
-def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, dummy: int,
-                 *, greedy: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The distinct (user, prefix) pairs, sorted by user then prefix, and (greedy) how
-    often each was contributed. One value sort when user, prefix and weight pack into 63
-    bits (the weight in the low bits, summed over repeats after the sort); else an
-    argsort of the packed pair."""
-    keys = owners.astype(np.int64) * dummy + prefixes
-    key_bits = max(int(keys.max()), 1).bit_length()
-    w = weights.astype(np.int64)
+def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray,
+                 weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The distinct (user, prefix) pairs, sorted by user then prefix, and (given
+    ``weights``) how often each was contributed. One value sort when user, prefix and weight pack into 63
+    bits (the weight in the low bits, summed over repeats after the sort); else a
+    lexicographic sort of the pairs."""
+    shift = int(prefixes.max()).bit_length()
+    greedy = weights is not None
+    w = weights.astype(np.int64) if greedy else None
     w_bits = max(int(w.max()), 1).bit_length() if greedy else 0
-    if key_bits + w_bits <= 63:
+    if int(owners.max()).bit_length() + shift + w_bits <= 63:
+        keys = (owners.astype(np.int64) << shift) | prefixes
         packed = np.sort((keys << w_bits) | w if greedy else keys)
         keys = packed >> w_bits
         starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
         total = np.add.reduceat(packed & ((1 << w_bits) - 1), starts) if greedy else None
-    else:
-        order = np.argsort(keys)
-        keys = keys[order]
-        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-        total = np.add.reduceat(w[order], starts) if greedy else None
-    keys = keys[starts]
-    return keys // dummy, keys % dummy, total
+        keys = keys[starts]
+        return keys >> shift, keys & ((1 << shift) - 1), total
+    order = np.lexsort((prefixes, owners))
+    o, p = owners[order], prefixes[order]
+    starts = np.flatnonzero(np.concatenate(([True], (o[1:] != o[:-1]) | (p[1:] != p[:-1]))))
+    total = np.add.reduceat(w[order], starts) if greedy else None
+    return o[starts].astype(np.int64), p[starts].astype(np.int64), total
 
 
 def _selection_order(user: np.ndarray, total: np.ndarray | None, num_users: int,

@@ -84,21 +84,16 @@ class _LayerAllowance:
 
 
 #: how a layer's votes are formed: ``aggregate`` samples their sum directly
-#: (:meth:`SubsetSelection.vote_counts`), ``reports`` forms every report
-#: (:meth:`SubsetSelection.randomize`, exact to the bit, chunk by chunk)
+#: (:meth:`SubsetSelection.vote_counts_from_histogram`), ``reports`` forms every report
+#: (:func:`layer_votes`: :meth:`SubsetSelection.randomize`, exact to the bit)
 VOTE_METHODS = ("aggregate", "reports")
 
 
 def layer_votes(randomizer: SubsetSelection, inputs: np.ndarray, *, charger: Charger, rng: RandomSource,
-                chunk_size: int, label: str = "", method: str = "aggregate") -> np.ndarray:
+                chunk_size: int, label: str = "") -> np.ndarray:
     """Algorithm 2, lines 14-21: the aggregated multi-hot vote vector (length ``s``) of
-    one Subset Selection report per entry of ``inputs``. ``method="reports"`` forms them
-    ``chunk_size`` at a time through ``randomizer.randomize`` (each chunk charged to
-    ``charger``); ``"aggregate"`` samples the sum in one call, charged once."""
-    if method == "aggregate":
-        return randomizer.vote_counts(inputs, charger=charger, rng=rng, label=label)
-    if method != "reports":
-        raise PrivregValueError(f"method must be one of {VOTE_METHODS}; got {method!r}")
+    one Subset Selection report per entry of ``inputs``, formed ``chunk_size`` at a time
+    through ``randomizer.randomize`` (each chunk charged to ``charger``)."""
     votes = np.zeros(randomizer.s, dtype=np.int64)
     for start in range(0, inputs.size, chunk_size):
         out = randomizer.randomize(inputs[start:start + chunk_size], charger=charger, rng=rng, label=label)
@@ -314,7 +309,7 @@ class LDPTrieHH:
             else:
                 inputs = sample_contributions(*pairs, **options)
                 votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=rng, chunk_size=self.chunk_size,
-                                    method="reports", label=tag)
+                                    label=tag)
                 real = int((inputs != candidates).sum())
             votes = votes[:candidates]
             kept, tau = self._keep(votes, rng)

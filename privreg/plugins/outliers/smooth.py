@@ -187,6 +187,10 @@ class _Covers:
     known lower bound (the exact cover of a nested subset). ``cover(points, radius, lower)``
     must return ``max(cover(points), lower)`` for any ``lower``."""
 
+    #: the largest degree Algorithm 2 can still need; unused here (each set is built when
+    #: asked for), kept so that every cover oracle takes the same updates
+    horizon: int = 0
+
     def __init__(self, d: _Degrees, cover: Callable[..., int]) -> None:
         self.d, self.cover, self.memo = d, cover, {}
         self.radius = d.radius * (1 + COVER_SLACK)

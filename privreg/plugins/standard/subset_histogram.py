@@ -70,7 +70,7 @@ def _split_pvals(pop: int, succ: int, needs: np.ndarray) -> np.ndarray:
     for j, r in enumerate(needs.tolist()):
         lo, hi = max(0, r - fail), min(r, succ)
         if lo > hi:
-            raise PrivregValueError(f"cannot draw {r} items from {pop}")  # an internal invariant
+            raise AssertionError(f"subset_histogram: a node of {pop} items cannot supply {r}")
         i = np.arange(lo, hi, dtype=np.float64)
         step = np.log((r - i) * (succ - i)) - np.log((i + 1) * (fail - r + i + 1))
         logw = np.concatenate([[0.0], np.cumsum(step)])
