@@ -156,20 +156,25 @@ def _rank_in_runs(user: np.ndarray, num_users: int) -> np.ndarray:
 def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray,
                  weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The distinct (user, prefix) pairs, sorted by user then prefix, and (given
-    ``weights``) how often each was contributed. One value sort when user, prefix and weight pack into 63
-    bits (the weight in the low bits, summed over repeats after the sort); else a
-    lexicographic sort of the pairs."""
+    ``weights``) how often each was contributed. One value sort when user, prefix and
+    weight pack into 63 bits (the weight in the low bits, summed over repeats after the
+    sort); else a lexicographic sort of the pairs."""
     shift = int(prefixes.max()).bit_length()
     greedy = weights is not None
     w = weights.astype(np.int64) if greedy else None
     w_bits = max(int(w.max()), 1).bit_length() if greedy else 0
     if int(owners.max()).bit_length() + shift + w_bits <= 63:
         keys = (owners.astype(np.int64) << shift) | prefixes
-        packed = np.sort((keys << w_bits) | w if greedy else keys)
-        keys = packed >> w_bits
-        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-        total = np.add.reduceat(packed & ((1 << w_bits) - 1), starts) if greedy else None
-        keys = keys[starts]
+        if greedy:
+            packed = np.sort((keys << w_bits) | w)
+            keys = packed >> w_bits
+        else:
+            keys.sort()
+        first = np.empty(keys.size, dtype=bool)
+        first[:1] = True
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        total = np.add.reduceat(packed & ((1 << w_bits) - 1), np.flatnonzero(first)) if greedy else None
+        keys = keys[first]
         return keys >> shift, keys & ((1 << shift) - 1), total
     order = np.lexsort((prefixes, owners))
     o, p = owners[order], prefixes[order]
