@@ -64,7 +64,7 @@ def test_gdp_composes_heterogeneous_gaussians_in_quadrature():
 # --- basic: sums ------------------------------------------------------------------------
 
 def test_basic_pure_dp_sums_exactly():
-    acc = make_accountant("basic")
+    acc = make_accountant("basic", neighbouring="replace_one")  # local reports hold for replace-one
     acc.compose(PureDP(epsilon=0.25), count=3)
     acc.compose(Laplace(scale=4.0, sensitivity=2.0))  # eps = 0.5
     acc.compose(Exponential(epsilon=0.125), count=2)

@@ -137,7 +137,7 @@ def test_dry_run_changes_nothing_and_fresh_accountant_spent_nothing(config):
     assert acc.epsilon(1e-6) == 0.0
     for e in EVENTS:
         acc.supports(e)
-    assert acc.epsilon(1e-6) == 0.0 and acc.history == ()
+    assert acc.epsilon(1e-6) == 0.0 and acc.compositions == 0
 
 
 @pytest.mark.parametrize("config", CONFIGS)

@@ -23,7 +23,6 @@ from privreg.core import (
     Laplace,
     PrivregValueError,
     PureDP,
-    UnsupportedEventError,
 )
 from privreg.plugins.standard.laplace import LaplaceMechanism
 
@@ -83,7 +82,7 @@ def test_event_no_accountant_supports_is_refused(tmp_path):
 
     try:
         s = session(tmp_path)
-        with pytest.raises(UnsupportedEventError, match="test-unsupported"):
+        with pytest.raises(BudgetExceededError, match="cannot account for 'test-unsupported'"):
             s.charge(Mystery(), mechanism="m", parameters={})
         assert s.ledger.head()[0] == 0
     finally:

@@ -488,7 +488,7 @@ def test_output_is_downward_closed(small_corpus, variant):
     assert spurious, "eta = 0.3 should produce spurious bigrams, which must still be valid"
 
 
-def test_every_length_is_charged_before_its_noise():
+def test_the_whole_plan_is_charged_as_one_block_before_any_noise():
     class Counting(RandomSource):
         def __init__(self) -> None:
             self.inner, self.draws = InsecureReproducibleRandom(seed=9), 0
@@ -502,26 +502,30 @@ def test_every_length_is_charged_before_its_noise():
             return self.inner.random_bytes(n)
 
     class Refuse(EventLog):
-        def __init__(self, rng: Counting, at: int) -> None:
+        def __init__(self, rng: Counting, refuse: bool) -> None:
             super().__init__()
-            self.rng, self.at, self.seen = rng, at, []
+            self.rng, self.refuse, self.seen = rng, refuse, []
 
         def charge(self, event, **kw):  # type: ignore[no-untyped-def]
             self.seen.append(self.rng.draws)
-            if len(self.seen) == self.at:
+            if self.refuse:
                 raise BudgetExceededError("refused")
             super().charge(event, **kw)
 
     corpus = synthetic_corpus(users=500, vocab_size=300, seed=2)
     rng = Counting()
-    charger = Refuse(rng, at=3)
+    charger = Refuse(rng, refuse=True)
     with pytest.raises(BudgetExceededError):
         extract_ngrams(LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20,
                        rng=rng)
-    assert rng.draws == charger.seen[-1], "no randomness may be drawn after a refused charge"
-    assert [c.label for c in charger.charges] == ["DPNE 1-grams (DPSU, Algorithm 6)",
-                                                   "DPNE 2-grams (Algorithm 1, pruned to V_2)"]
-    assert isinstance(charger.charges[0].event, Composed) and isinstance(charger.charges[1].event, Gaussian)
+    assert rng.draws == 0 and charger.seen == [0], "no randomness may be drawn after a refused charge"
+    charger = Refuse(Counting(), refuse=False)
+    res = extract_ngrams(LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20,
+                         rng=charger.rng)
+    assert charger.seen == [0] and len(charger.charges) == 1 and res.charged == 4
+    (charge,) = charger.charges
+    assert charge.event == Composed(events=[r.event for r in res.plan.releases])
+    assert [r["label"] for r in charge.parameters["releases"]] == [r.label for r in res.plan.releases]
 
 
 def _sure_unigram_corpus(users: int = 1500) -> tuple[TokenCorpus, set[str]]:

@@ -25,6 +25,7 @@ from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.pld import PLDAccountant
 from privreg.accountant.rdp import RDPAccountant
 from privreg.accountant.zcdp import ZCDPAccountant
+from privreg.core import accounting
 from privreg.core.errors import PrivregValueError
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "ZCDPAccountant",
     "GDPAccountant",
     "PLDAccountant",
+    "accountant_classes",
     "make_accountant",
 ]
 
@@ -48,9 +50,16 @@ ACCOUNTANTS: dict[str, type[Accountant]] = {
 }
 
 
+def accountant_classes() -> dict[str, type[Accountant]]:
+    """Every accountant: the built-in ones and those plugins registered (through
+    ``privreg_register_accountants``; load the registry first)."""
+    return {**accounting.accountant_types(), **ACCOUNTANTS}
+
+
 def make_accountant(name: str, **options: Any) -> Accountant:
-    """A fresh accountant by name (see :data:`ACCOUNTANTS`)."""
-    cls = ACCOUNTANTS.get(name)
+    """A fresh accountant by name (see :data:`ACCOUNTANTS` and :func:`accountant_classes`)."""
+    known = accountant_classes()
+    cls = known.get(name)
     if cls is None:
-        raise PrivregValueError(f"unknown accountant {name!r}; choose one of {sorted(ACCOUNTANTS)}")
+        raise PrivregValueError(f"unknown accountant {name!r}; choose one of {sorted(known)}")
     return cls(**options)

@@ -20,11 +20,14 @@ import numpy as np
 from scipy import optimize, stats
 
 from privreg.accountant.base import Accountant
-from privreg.accountant.basic import approx_dp_of
+from privreg.accountant.basic import PAIR_HANDLERS
 from privreg.core import validation as v
-from privreg.core.events import PrivacyEvent
 
-__all__ = ["DRVAccountant", "KOVAccountant", "drv_epsilon", "rr_composition_delta"]
+__all__ = ["DRVAccountant", "KOVAccountant", "drv_epsilon", "rr_composition_delta", "KOV_EXACT_MAX_COUNT"]
+
+#: Above this many identical releases the exact KOV profile (one binomial term per
+#: release) gives way to KOV Theorem 3.5, whose cost does not depend on the count.
+KOV_EXACT_MAX_COUNT = 10_000
 
 
 def drv_epsilon(eps: np.ndarray, counts: np.ndarray, delta_prime: float) -> float:
@@ -50,20 +53,18 @@ def rr_composition_delta(eps: float, k: int, eps_g: float) -> float:
 
 
 class _PairAccountant(Accountant):
-    """Collects the (eps, delta) pair of every event, with multiplicities."""
+    """Collects the (eps, delta) pair of every event, with multiplicities (memory grows
+    with the number of distinct pairs, never with the number of releases)."""
+
+    handlers = PAIR_HANDLERS
 
     def __init__(self, *, event_delta: float | None = None, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self.event_delta = None if event_delta is None else v.check_delta("event_delta", event_delta, allow_zero=False)
         self._pairs: Counter[tuple[float, float]] = Counter()
 
-    def _leaf(self, event: PrivacyEvent, count: int, compose: bool) -> bool:
-        pair = approx_dp_of(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
-        if pair is None:
-            return False
-        if compose:
-            self._pairs[pair] += count
-        return True
+    def _add(self, cost: tuple[float, float], count: int) -> None:
+        self._pairs[(float(cost[0]), float(cost[1]))] += count
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         items = sorted(self._pairs.items())
@@ -82,8 +83,7 @@ class DRVAccountant(_PairAccountant):
 
     name = "advanced"
 
-    def epsilon(self, delta: float) -> float:
-        delta = v.check_delta("delta", delta)
+    def _epsilon(self, delta: float) -> float:
         basic_eps, basic_delta = self._basic()
         best = basic_eps if delta >= basic_delta else math.inf
         slack = delta - basic_delta
@@ -92,8 +92,7 @@ class DRVAccountant(_PairAccountant):
             best = min(best, drv_epsilon(eps, cnt, slack))
         return best
 
-    def delta(self, epsilon: float) -> float:
-        epsilon = v.check_epsilon("epsilon", epsilon, allow_zero=True)
+    def _delta(self, epsilon: float) -> float:
         basic_eps, basic_delta = self._basic()
         if not self._pairs:
             return 0.0
@@ -116,10 +115,9 @@ class KOVAccountant(_PairAccountant):
         if len(self._pairs) != 1:
             return None
         ((eps, dlt), k), = self._pairs.items()
-        return eps, dlt, k
+        return (eps, dlt, k) if k <= KOV_EXACT_MAX_COUNT else None
 
-    def delta(self, epsilon: float) -> float:
-        epsilon = v.check_epsilon("epsilon", epsilon, allow_zero=True)
+    def _delta(self, epsilon: float) -> float:
         if not self._pairs:
             return 0.0
         hom = self._homogeneous()
@@ -129,24 +127,25 @@ class KOVAccountant(_PairAccountant):
             log_survive = k * math.log1p(-dlt)
             return min(1.0, -math.expm1(log_survive) + math.exp(log_survive) * rr_composition_delta(eps, k, epsilon))
         # mixed: invert epsilon(delta) numerically (it is monotone)
-        if self.epsilon(1 - 1e-15) > epsilon:
+        if self._epsilon(1 - 1e-15) > epsilon:
             return 1.0
-        return float(optimize.brentq(lambda d: self.epsilon(d) - epsilon, 1e-300, 1 - 1e-15, xtol=1e-300))
+        if self._epsilon(1e-300) <= epsilon:
+            return 1e-300
+        return float(optimize.brentq(lambda d: self._epsilon(d) - epsilon, 1e-300, 1 - 1e-15, xtol=1e-300))
 
-    def epsilon(self, delta: float) -> float:
-        delta = v.check_delta("delta", delta)
+    def _epsilon(self, delta: float) -> float:
         if not self._pairs:
             return 0.0
         basic_eps, basic_delta = self._basic()
         hom = self._homogeneous()
         if hom is not None:
             eps, dlt, k = hom
-            if self.delta(0.0) <= delta:
+            if self._delta(0.0) <= delta:
                 return 0.0
-            if self.delta(k * eps) > delta:
+            if self._delta(k * eps) > delta:
                 return math.inf
-            root = optimize.brentq(lambda e: self.delta(e) - delta, 0.0, k * eps, xtol=1e-13, rtol=1e-13)
-            while self.delta(root) > delta:  # land on the safe side of the root
+            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, k * eps, xtol=1e-13, rtol=1e-13)
+            while self._delta(root) > delta:  # land on the safe side of the root
                 root = root * (1 + 1e-13) + 1e-300
             return root
         eps, dlt, cnt = self._arrays()

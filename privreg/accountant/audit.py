@@ -1,5 +1,7 @@
-"""Audit of a privacy ledger: what was released, what it cost under every accountant,
-what remains, and anything wrong (broken hash chain, overspending, test-only noise)."""
+"""Audit of a privacy ledger: what was released, under which rule the session was kept,
+what it cost, what remains, and anything wrong (broken hash chain, a release the rule
+should have refused -- even where a non-adaptive bound such as PLD would allow it --,
+non-finite totals, test-only noise)."""
 
 from __future__ import annotations
 
@@ -11,26 +13,37 @@ from typing import Any
 
 import attrs
 
-from privreg.accountant import ACCOUNTANTS, make_accountant
-from privreg.accountant.budget import accountant_options
+from privreg.accountant import make_accountant
+from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, DEFAULT_FILTERS, accountant_options, plan_bound
+from privreg.accountant.filters import make_filter
 from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow
+from privreg.core import validation as v
 from privreg.core.errors import PrivregError
+from privreg.core.events import Composed, PrivacyEvent, event_from_dict
 
 __all__ = ["AuditReport", "audit_ledger", "format_report", "plot_report"]
 
 
 @attrs.frozen(kw_only=True)
 class AuditReport:
-    """Everything ``privreg audit`` prints. ``cumulative[name][i]`` is the epsilon at the
-    budget's delta after release i+1 under accountant ``name`` (None once it cannot
-    account for some release)."""
+    """Everything ``privreg audit`` prints.
+
+    ``rule`` says which rule kept the session. ``cumulative[name][i]`` is the epsilon after
+    release i+1 under filter ``name`` of that rule (None once it cannot vouch); ``best[i]``
+    the smallest of them (a plan ledger: the plan's non-adaptive bound). ``nonadaptive``
+    holds each accountant's total over all releases as if they had been fixed in advance
+    (None: unsupported) -- for information, valid only for such a sequence.
+    """
 
     path: str
     budget_epsilon: float
     budget_delta: float
+    neighbouring: str
+    rule: str
     rows: tuple[LedgerRow, ...]
     cumulative: dict[str, list[float | None]]
     best: list[float]
+    nonadaptive: dict[str, float | None]
     integrity: tuple[str, ...]
     flags: tuple[str, ...]
 
@@ -46,6 +59,8 @@ class AuditReport:
         return {
             "ledger": self.path,
             "budget": {"epsilon": self.budget_epsilon, "delta": self.budget_delta},
+            "neighbouring": self.neighbouring,
+            "rule": self.rule,
             "releases": [
                 {"seq": r.seq, "time": r.charge.timestamp, "label": r.charge.label,
                  "mechanism": r.charge.mechanism, "event": r.charge.event.to_dict(),
@@ -53,6 +68,7 @@ class AuditReport:
                 for r in self.rows
             ],
             "cumulative_epsilon": {k: [_finite(x) for x in xs] for k, xs in self.cumulative.items()},
+            "nonadaptive_epsilon": {k: _finite(x) for k, x in self.nonadaptive.items()},
             "spent_epsilon": _finite(self.spent),
             "remaining_epsilon": _finite(self.remaining),
             "integrity_problems": list(self.integrity),
@@ -64,49 +80,115 @@ def _finite(x: float | None) -> float | None | str:
     return x if x is None or math.isfinite(x) else "inf"
 
 
+def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """The ledger's rule; a format-1 ledger (kept by the old hindsight rule) is re-checked
+    under the default filters with its event_delta."""
+    if meta.get("format", 1) == 1:
+        return {"kind": "filters", "filters": list(DEFAULT_FILTERS), "event_delta": meta.get("event_delta"),
+                "legacy": True}
+    return dict(meta["rule"])
+
+
+def _nonadaptive(events: list[PrivacyEvent], delta: float, neighbouring: str,
+                 event_delta: float | None) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    block = Composed(events=events) if events else None
+    for name in DEFAULT_ACCOUNTANTS:
+        acc = make_accountant(name, **accountant_options(name, event_delta=event_delta, neighbouring=neighbouring))
+        if block is None:
+            out[name] = 0.0
+        elif acc.supports(block):
+            out[name] = acc.compose(block).epsilon(delta)
+        else:
+            out[name] = None
+    return out
+
+
 def audit_ledger(path: str | Path) -> AuditReport:
-    """Re-account a ledger from scratch under every accountant."""
+    """Re-account a ledger from scratch under the rule that kept it, and flag what that
+    rule should have refused, non-finite totals, test-only noise and a broken chain."""
     ledger = Ledger(path, create=False)
     try:
         meta = ledger.meta
         if "budget" not in meta:
             raise PrivregError(f"{str(path)!r} is not a privreg ledger (no budget in its metadata)")
         eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
+        neighbouring = v.check_relation(
+            "neighbouring", meta["budget"].get("neighbouring", meta.get("neighbouring", "add_remove")))
         integrity = tuple(ledger.verify())
         try:
             rows = tuple(ledger.rows(verify=False))
         except LedgerIntegrityError as exc:
-            return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, rows=(),
-                               cumulative={}, best=[], integrity=integrity + (str(exc),), flags=(str(exc),))
+            return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta,
+                               neighbouring=neighbouring, rule="unknown (the ledger cannot be decoded)", rows=(),
+                               cumulative={}, best=[], nonadaptive={}, integrity=integrity + (str(exc),),
+                               flags=(str(exc),))
     finally:
         ledger.close()
 
-    cumulative: dict[str, list[float | None]] = {}
-    for name in ACCOUNTANTS:
-        acc = make_accountant(name, **accountant_options(
-            name, event_delta=meta.get("event_delta"), neighbouring=meta.get("neighbouring", "add_remove")))
-        series: list[float | None] = []
-        for row in rows:
-            if acc is not None and acc.supports(row.charge.event):
-                acc.compose(row.charge.event)
-                series.append(acc.epsilon(delta))
-            else:
-                acc = None
-                series.append(None)
-        cumulative[name] = series
-    best = [min((s[i] for s in cumulative.values() if s[i] is not None), default=math.inf)
-            for i in range(len(rows))]
-
+    rule = _rule_of(meta)
+    event_delta = rule.get("event_delta")
+    events = [r.charge.event for r in rows]
     flags = [f"hash chain: {p}" for p in integrity]
-    for i, row in enumerate(rows):
-        if best[i] > eps_budget:
-            flags.append(f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) brought epsilon "
-                         f"to {best[i]:.6g} > budget {eps_budget:g}: the budget should have refused it")
+    nonadaptive = _nonadaptive(events, delta, neighbouring, event_delta)
+    cumulative: dict[str, list[float | None]] = {}
+    if rule["kind"] == "plan":
+        plan = [event_from_dict(d) for d in rule["plan"]]
+        bound, name = plan_bound(plan, delta=delta, neighbouring=neighbouring, event_delta=event_delta)
+        text = (f"declared plan of {len(plan)} release(s), non-adaptive bound epsilon {_fmt(bound)} by {name} "
+                f"(valid because every release was fixed in advance)")
+        best = [bound] * len(rows)
+        for i, row in enumerate(rows):
+            if i >= len(plan) or row.charge.event != plan[i]:
+                flags.append(f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) is not release "
+                             f"#{i + 1} of the declared plan: the session should have refused it")
+                best[i:] = [math.inf] * (len(rows) - i)
+                break
+        if rows and not bound <= eps_budget:
+            flags.append(f"the declared plan costs epsilon {_fmt(bound)} > budget {eps_budget:g}")
+    else:
+        names = rule["filters"]
+        share = delta / len(names)
+        filters = [make_filter(n, epsilon=eps_budget, delta=share, neighbouring=neighbouring,
+                               event_delta=event_delta) for n in names]
+        text = ("fully adaptive filters, delta split evenly (" + f"{share:g} each): "
+                + ", ".join(f.describe() for f in filters))
+        if rule.get("legacy"):
+            text += ("; this format-1 ledger was kept by the old rule (the best non-adaptive bound in "
+                     "hindsight), which is not valid under adaptive use: re-checked here")
+        cumulative = {f.name: [] for f in filters}
+        best = []
+        for row in rows:
+            for f in filters:
+                f.add(row.charge.event)
+                spent = f.spent()
+                cumulative[f.name].append(None if f.dead else spent)
+            best.append(min((f.spent() for f in filters), default=math.inf))
+        for i, row in enumerate(rows):
+            if best[i] > eps_budget:
+                what = row.charge.label or row.charge.mechanism
+                finite = [x for x in nonadaptive.values() if x is not None and math.isfinite(x)]
+                pld_note = ""
+                if i == len(rows) - 1 and finite and min(finite) <= eps_budget:
+                    pld_note = (f" (a non-adaptive bound, {_fmt(min(finite))}, would allow it, but only for a "
+                                f"sequence fixed in advance)")
+                if math.isfinite(best[i]):
+                    flags.append(f"release #{row.seq} ({what}) brought epsilon to {best[i]:.6g} > budget "
+                                 f"{eps_budget:g} under every filter of the rule: the budget should have "
+                                 f"refused it{pld_note}")
+                else:
+                    flags.append(f"release #{row.seq} ({what}): no filter of the rule can vouch for the releases "
+                                 f"up to it (total inf): the budget should have refused it{pld_note}")
+    for name, total in nonadaptive.items():
+        if total is not None and math.isnan(total):
+            flags.append(f"accountant {name}: total is NaN")
+    for row in rows:
         if row.charge.randomness.get("reproducible"):
             flags.append(f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) used "
                          f"reproducible test-only randomness: it has no privacy")
-    return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, rows=rows,
-                       cumulative=cumulative, best=best, integrity=integrity, flags=tuple(flags))
+    return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, neighbouring=neighbouring,
+                       rule=text, rows=rows, cumulative=cumulative, best=best, nonadaptive=nonadaptive,
+                       integrity=integrity, flags=tuple(flags))
 
 
 def _table(rows: list[tuple[str, ...]]) -> str:
@@ -121,18 +203,24 @@ def _fmt(x: float | None) -> str:
 def format_report(report: AuditReport) -> str:
     """The plain-text audit."""
     out = [f"ledger {report.path}: {len(report.rows)} release(s); budget epsilon = "
-           f"{report.budget_epsilon:g}, delta = {report.budget_delta:g}", ""]
+           f"{report.budget_epsilon:g}, delta = {report.budget_delta:g}, neighbours: {report.neighbouring}",
+           f"rule: {report.rule}", ""]
     releases = [("#", "time (UTC)", "label", "mechanism", "event")]
     for r in report.rows:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
         releases.append((str(r.seq), stamp, r.charge.label or "-", r.charge.mechanism, r.charge.event.to_json()))
     out += [_table(releases) if report.rows else "(no releases)", ""]
-    totals = [("accountant", f"epsilon at delta={report.budget_delta:g}")]
-    for name, series in report.cumulative.items():
-        last = series[-1] if series else 0.0
-        totals.append((name, _fmt(last) if last is not None else "unsupported event(s)"))
-    out += [_table(totals), "",
-            f"spent (best bound): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
+    if report.cumulative:
+        totals = [("filter", f"epsilon at its share of delta={report.budget_delta:g}")]
+        for name, series in report.cumulative.items():
+            last = series[-1] if series else 0.0
+            totals.append((name, _fmt(last) if last is not None else "cannot vouch (unsupported event(s))"))
+        out += [_table(totals), ""]
+    info = [("non-adaptive accountant", f"epsilon at delta={report.budget_delta:g} (valid only if fixed in advance)")]
+    for name, total in report.nonadaptive.items():
+        info.append((name, _fmt(total) if total is not None else "cannot vouch (unsupported event(s))"))
+    out += [_table(info), "",
+            f"spent (under the rule): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
     out += ["flags:"] + [f"  ! {f}" for f in report.flags] if report.flags else ["flags: none"]
     return "\n".join(out)
 
@@ -148,7 +236,7 @@ def plot_report(report: AuditReport, path: str | Path) -> Path:
         raise PrivregError("plotting needs matplotlib: pip install 'privreg[plot]'") from None
     fig, ax = plt.subplots(figsize=(7, 4))
     x = list(range(1, len(report.rows) + 1))
-    for name, series in report.cumulative.items():
+    for name, series in (report.cumulative or {"rule": list(report.best)}).items():
         pts = [(i, y) for i, y in zip(x, series) if y is not None and math.isfinite(y)]
         if pts:
             ax.plot(*zip(*pts), marker=".", label=name)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from privreg.accountant.base import Accountant
+from privreg.accountant.base import Accountant, Handler
 from privreg.accountant.curves import amplify_by_sampling, gaussian_epsilon
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.accountant.zcdp import ZCDPAccountant
@@ -24,48 +25,55 @@ from privreg.core.events import (
     Shuffled,
 )
 
-__all__ = ["BasicAccountant", "approx_dp_of"]
+__all__ = ["BasicAccountant", "PAIR_HANDLERS", "approx_dp_of"]
+
+
+def _subtree(acc: Any, event: PrivacyEvent) -> tuple[float, float] | None:
+    """(eps, delta) of a whole sub-tree by basic composition (for amplification)."""
+    inner = BasicAccountant(event_delta=acc.event_delta, neighbouring=acc.neighbouring)
+    if not inner.supports(event):
+        return None
+    return inner.compose(event).total
+
+
+def _at_event_delta(acc: Any, epsilon_at: Any) -> tuple[float, float] | None:
+    """A curve event read off at the accountant's ``event_delta`` (None without one)."""
+    if acc.event_delta is None:
+        return None
+    return float(epsilon_at(acc.event_delta)), acc.event_delta
+
+
+def _poisson(acc: Any, e: PoissonSampled) -> tuple[float, float] | None:
+    inner = _subtree(acc, e.event)
+    return None if inner is None else amplify_by_sampling(*inner, e.sampling_probability)
+
+
+def _without_replacement(acc: Any, e: SampledWithoutReplacement) -> tuple[float, float] | None:
+    inner = _subtree(acc, e.event)
+    return None if inner is None else amplify_by_sampling(*inner, e.sample_size / e.source_size)
+
+
+#: One (eps, delta) pair per release, shared by the pair accountants (basic, advanced,
+#: optimal). Curve events (Gaussian, shuffled reports) are read off at ``event_delta``.
+PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = {
+    PureDP: lambda acc, e: (e.epsilon, 0.0),
+    ApproxDP: lambda acc, e: (e.epsilon, e.delta),
+    Laplace: lambda acc, e: (e.sensitivity / e.scale, 0.0),
+    Exponential: lambda acc, e: (e.epsilon, 0.0),
+    DiscreteLaplace: lambda acc, e: (e.epsilon, 0.0),
+    LocalDP: lambda acc, e: (e.epsilon0, 0.0),  # an eps0-LDP report is eps0-DP for its user
+    Gaussian: lambda acc, e: _at_event_delta(acc, lambda d: gaussian_epsilon(d, 1.0 / e.noise_multiplier)),
+    DiscreteGaussian: lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d)),
+    Shuffled: lambda acc, e: _at_event_delta(acc, lambda d: shuffle_epsilon(
+        epsilon0=e.event.epsilon0, num_reports=e.num_reports, delta=d, bound=e.bound)),
+    PoissonSampled: _poisson,
+    SampledWithoutReplacement: _without_replacement,
+}
 
 
 def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
-    """One (eps, delta) pair that ``event`` satisfies, or None if there is none we can
-    state. Curve events (Gaussian, shuffled reports) are read off at ``event_delta`` when
-    it is given; a shuffle uses the bound its event names."""
-    if isinstance(event, PureDP):
-        return event.epsilon, 0.0
-    if isinstance(event, ApproxDP):
-        return event.epsilon, event.delta
-    if isinstance(event, Laplace):
-        return event.sensitivity / event.scale, 0.0
-    if isinstance(event, (Exponential, DiscreteLaplace)):
-        return event.epsilon, 0.0
-    if isinstance(event, LocalDP):
-        return event.epsilon0, 0.0  # an eps0-LDP report is eps0-DP for its user
-    if isinstance(event, Gaussian) and event_delta is not None:
-        return gaussian_epsilon(event_delta, 1.0 / event.noise_multiplier), event_delta
-    if isinstance(event, DiscreteGaussian) and event_delta is not None:
-        return ZCDPAccountant().compose(event).epsilon(event_delta), event_delta
-    if isinstance(event, Shuffled) and event_delta is not None:
-        eps = shuffle_epsilon(epsilon0=event.event.epsilon0, num_reports=event.num_reports,
-                              delta=event_delta, bound=event.bound)
-        return eps, event_delta
-    if isinstance(event, PoissonSampled) and neighbouring == "add_remove":
-        inner = _single(event.event, event_delta=event_delta, neighbouring=neighbouring)
-        return None if inner is None else amplify_by_sampling(*inner, event.sampling_probability)
-    if isinstance(event, SampledWithoutReplacement) and neighbouring == "substitution":
-        inner = _single(event.event, event_delta=event_delta, neighbouring=neighbouring)
-        q = event.sample_size / event.source_size
-        return None if inner is None else amplify_by_sampling(*inner, q)
-    return None
-
-
-def _single(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
-    """(eps, delta) of a whole sub-tree by basic composition (for amplification)."""
-    acc = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring)
-    if not acc.supports(event):
-        return None
-    acc.compose(event)
-    return acc.total
+    """One (eps, delta) pair that the leaf ``event`` satisfies, or None."""
+    return BasicAccountant(event_delta=event_delta, neighbouring=neighbouring).cost(event)[0]
 
 
 class BasicAccountant(Accountant):
@@ -77,30 +85,24 @@ class BasicAccountant(Accountant):
     """
 
     name = "basic"
+    handlers = PAIR_HANDLERS
 
     def __init__(self, *, event_delta: float | None = None, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self.event_delta = None if event_delta is None else v.check_delta("event_delta", event_delta, allow_zero=False)
-        self._eps = 0.0
-        self._delta = 0.0
+        self._eps_sum = 0.0
+        self._delta_sum = 0.0
 
-    def _leaf(self, event: PrivacyEvent, count: int, compose: bool) -> bool:
-        pair = approx_dp_of(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
-        if pair is None:
-            return False
-        if compose:
-            self._eps += count * pair[0]
-            self._delta = min(1.0, self._delta + count * pair[1])
-        return True
+    def _add(self, cost: tuple[float, float], count: int) -> None:
+        self._eps_sum += count * cost[0]
+        self._delta_sum = min(1.0, self._delta_sum + count * cost[1])
 
     @property
     def total(self) -> tuple[float, float]:
-        return self._eps, self._delta
+        return self._eps_sum, self._delta_sum
 
-    def epsilon(self, delta: float) -> float:
-        delta = v.check_delta("delta", delta)
-        return self._eps if delta >= self._delta else math.inf
+    def _epsilon(self, delta: float) -> float:
+        return self._eps_sum if delta >= self._delta_sum else math.inf
 
-    def delta(self, epsilon: float) -> float:
-        epsilon = v.check_epsilon("epsilon", epsilon, allow_zero=True)
-        return self._delta if epsilon >= self._eps else 1.0
+    def _delta(self, epsilon: float) -> float:
+        return self._delta_sum if epsilon >= self._eps_sum else 1.0

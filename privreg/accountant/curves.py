@@ -62,5 +62,10 @@ def amplify_by_sampling(epsilon: float, delta: float, q: float) -> tuple[float, 
 
     Holds for Poisson sampling under add/remove neighbours and for sampling without
     replacement (q = m/n) under substitution neighbours (Balle-Barthe-Gaboardi 2018,
-    Theorems 8 and 10)."""
-    return math.log1p(q * math.expm1(epsilon)), q * delta
+    Theorems 8 and 10). Stable for any epsilon: no overflow past e^709."""
+    if q == 0:
+        return 0.0, 0.0
+    if epsilon <= 1.0:
+        return math.log1p(q * math.expm1(epsilon)), q * delta
+    # log(1 + q (e^eps - 1)) = eps + log(q + (1 - q) e^-eps)
+    return epsilon + math.log(q + (1 - q) * math.exp(-epsilon)), q * delta

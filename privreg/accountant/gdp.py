@@ -9,38 +9,38 @@ from __future__ import annotations
 
 import math
 
-from privreg.accountant.base import Accountant
+from privreg.accountant.base import Accountant, Handler
 from privreg.accountant.curves import gaussian_delta, gaussian_epsilon
-from privreg.core import validation as v
 from privreg.core.events import Gaussian, PrivacyEvent
 
-__all__ = ["GDPAccountant"]
+__all__ = ["GDPAccountant", "MU_HANDLERS"]
+
+#: mu of one release. Only Gaussians: GDP is not an exact description of Laplace or
+#: pure-DP mechanisms, and subsampled Gaussians are GDP only asymptotically (a CLT).
+MU_HANDLERS: dict[type[PrivacyEvent], Handler] = {
+    Gaussian: lambda acc, e: e.sensitivity / e.sigma,
+}
 
 
 class GDPAccountant(Accountant):
-    """Composes Gaussian events exactly. Other events are unsupported: GDP is not an
-    exact description of Laplace or pure-DP mechanisms, and subsampled Gaussians are
-    GDP only asymptotically (a CLT, not a guarantee)."""
+    """Composes Gaussian events exactly: mu^2 adds up."""
 
     name = "gdp"
+    handlers = MU_HANDLERS
 
     def __init__(self, *, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self._mu_squared = 0.0
 
-    def _leaf(self, event: PrivacyEvent, count: int, compose: bool) -> bool:
-        if not isinstance(event, Gaussian):
-            return False
-        if compose:
-            self._mu_squared += count / event.noise_multiplier**2
-        return True
+    def _add(self, cost: float, count: int) -> None:
+        self._mu_squared += count * float(cost) * float(cost)
 
     @property
     def mu(self) -> float:
         return math.sqrt(self._mu_squared)
 
-    def epsilon(self, delta: float) -> float:
-        return gaussian_epsilon(v.check_delta("delta", delta), self.mu)
+    def _epsilon(self, delta: float) -> float:
+        return gaussian_epsilon(delta, self.mu) if math.isfinite(self.mu) else math.inf
 
-    def delta(self, epsilon: float) -> float:
-        return gaussian_delta(v.check_epsilon("epsilon", epsilon, allow_zero=True), self.mu)
+    def _delta(self, epsilon: float) -> float:
+        return gaussian_delta(epsilon, self.mu) if math.isfinite(self.mu) else 1.0

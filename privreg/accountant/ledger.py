@@ -132,6 +132,13 @@ class Ledger:
                          (seq + 1, *fields, prev, digest))
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
 
+    def try_append(self, charge: Charge, *, expected_seq: int) -> LedgerRow | None:
+        """Append ``charge`` if the head is still row ``expected_seq``; None otherwise."""
+        with self.transaction():
+            if self.head()[0] != expected_seq:
+                return None
+            return self.append(charge)
+
     def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
         """Rows with seq > ``after``, in order. With ``verify``, a broken chain raises."""
         cur = self._db.execute("SELECT * FROM charges WHERE seq > ? ORDER BY seq", (after,))

@@ -1,33 +1,41 @@
 """Privacy loss distributions (Koskela et al. 2020; Doroshenko et al. 2022) on Google's
 ``dp-accounting``: tight numerical accounting with pessimistic discretisation, so every
-reported epsilon is an upper bound on the true one."""
+reported epsilon is an upper bound on the true one.
+
+Memory is bounded: a leaf whose distribution would need more than
+:data:`MAX_PLD_POINTS` grid points (tiny noise: its epsilon is huge anyway), or a
+composition whose result would, is refused (the accountant cannot vouch) instead of
+allocating gigabytes. Sizes are estimated before anything is built: a leaf from its
+privacy-loss range, a k-fold self-composition from dp-accounting's own Chernoff
+truncation bounds.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from typing import Any
 
+import numpy as np
 from dp_accounting.pld import common
 from dp_accounting.pld import privacy_loss_distribution as dpl
 
-from privreg.accountant.base import Accountant
+from privreg.accountant.base import Accountant, Handler
 from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
-    Composed,
     DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
     LocalDP,
-    NoPrivacyLoss,
     PoissonSampled,
     PrivacyEvent,
     PureDP,
-    SelfComposed,
 )
 
-__all__ = ["PLDAccountant", "MAX_EXACT_DISCRETE_SENSITIVITY", "MAX_EXACT_DISCRETE_SIGMA"]
+__all__ = ["PLDAccountant", "PLD_HANDLERS", "MAX_EXACT_DISCRETE_SENSITIVITY", "MAX_EXACT_DISCRETE_SIGMA",
+           "MAX_PLD_POINTS"]
 
 #: dp-accounting enumerates a discrete Laplace's sensitivity range; above this many grid
 #: units we use the PLD of a pure eps-DP mechanism instead (valid for any eps-DP event).
@@ -35,98 +43,160 @@ MAX_EXACT_DISCRETE_SENSITIVITY = 4096
 #: dp-accounting enumerates a discrete Gaussian's support (about +-11 sigma); above this
 #: sigma, or for more than one coordinate, the event is left to RDP and zCDP (exact there).
 MAX_EXACT_DISCRETE_SIGMA = 2e5
+#: The largest privacy loss grid the accountant will hold (8 bytes a point).
+MAX_PLD_POINTS = 1 << 22
+# Standard deviations of a Gaussian's support dp-accounting keeps (its truncation
+# bound, 1e-15 tail mass, is about 8 standard deviations; 12 leaves margin).
+_TAIL_SD = 12.0
+
+
+def _gaussian_points(ratio: float, vdi: float) -> float:
+    """Grid points of a Gaussian PLD with sensitivity/sigma = ``ratio``: the loss
+    ratio * z - ratio^2 / 2 over |z| <= _TAIL_SD spans 2 _TAIL_SD ratio (+ ratio^2)."""
+    return (2 * _TAIL_SD * ratio + ratio * ratio) / vdi
+
+
+def _pure_points(eps: float, vdi: float) -> float:
+    return 2 * eps / vdi
+
+
+def _checked(points: float, acc: PLDAccountant) -> None:
+    if not points <= MAX_PLD_POINTS:
+        raise MemoryError(f"its privacy loss grid would need {points:.3g} points at interval {acc.vdi:g} "
+                          f"(limit {MAX_PLD_POINTS})")
+
+
+def _pure_pld(acc: PLDAccountant, eps: float, delta: float = 0.0) -> dpl.PrivacyLossDistribution:
+    _checked(_pure_points(eps, acc.vdi), acc)
+    return dpl.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, delta),
+                                       value_discretization_interval=acc.vdi)
+
+
+def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution:
+    _checked(_gaussian_points(1.0 / e.noise_multiplier, acc.vdi), acc)
+    return dpl.from_gaussian_mechanism(standard_deviation=e.noise_multiplier,
+                                       value_discretization_interval=acc.vdi, sampling_prob=q)
+
+
+def _laplace(acc: PLDAccountant, e: Laplace, q: float = 1.0) -> dpl.PrivacyLossDistribution:
+    _checked(_pure_points(1.0 / e.noise_multiplier, acc.vdi), acc)
+    return dpl.from_laplace_mechanism(parameter=e.noise_multiplier, value_discretization_interval=acc.vdi,
+                                      sampling_prob=q)
+
+
+def _discrete_gaussian(acc: PLDAccountant, e: DiscreteGaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
+    if e.dimension != 1 or e.sigma > MAX_EXACT_DISCRETE_SIGMA:
+        return None  # left to RDP and zCDP, exact there
+    _checked(_gaussian_points(e.sensitivity / e.sigma, acc.vdi), acc)
+    return dpl.from_discrete_gaussian_mechanism(sigma=e.sigma, sensitivity=e.sensitivity,
+                                                value_discretization_interval=acc.vdi, sampling_prob=q)
+
+
+def _discrete_laplace(acc: PLDAccountant, e: DiscreteLaplace, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
+    if e.sensitivity > MAX_EXACT_DISCRETE_SENSITIVITY:
+        return _pure_pld(acc, e.epsilon) if q == 1.0 else None  # the pure-DP PLD: valid for any eps-DP event
+    _checked(_pure_points(e.epsilon, acc.vdi), acc)
+    return dpl.from_discrete_laplace_mechanism(parameter=1.0 / e.scale, sensitivity=e.sensitivity,
+                                               value_discretization_interval=acc.vdi, sampling_prob=q)
+
+
+_SAMPLED = {Gaussian: _gaussian, Laplace: _laplace, DiscreteGaussian: _discrete_gaussian,
+            DiscreteLaplace: _discrete_laplace}
+
+
+def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistribution | None:
+    build = _SAMPLED.get(type(e.event))
+    return None if build is None else build(acc, e.event, e.sampling_probability)
+
+
+#: The PLD of one release. Gaussian and Laplace events (and their Poisson subsamples
+#: under add/remove) use their exact PLDs; any other (eps, delta)-DP event uses the
+#: tight PLD of an (eps, delta)-DP mechanism.
+PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = {
+    Gaussian: _gaussian,
+    Laplace: _laplace,
+    DiscreteGaussian: _discrete_gaussian,
+    DiscreteLaplace: _discrete_laplace,
+    PoissonSampled: _poisson,
+    PureDP: lambda acc, e: _pure_pld(acc, e.epsilon),
+    LocalDP: lambda acc, e: _pure_pld(acc, e.epsilon0),
+    Exponential: lambda acc, e: _pure_pld(acc, e.epsilon),
+    ApproxDP: lambda acc, e: _pure_pld(acc, e.epsilon, e.delta),
+}
+
+
+def _size(pld: dpl.PrivacyLossDistribution) -> int:
+    pmfs = {id(pld._pmf_remove): pld._pmf_remove, id(pld._pmf_add): pld._pmf_add}
+    return sum(p.size for p in pmfs.values())
+
+
+def _self_composed_size(pld: dpl.PrivacyLossDistribution, count: int) -> float:
+    """Grid points of ``pld`` self-composed ``count`` times, by dp-accounting's own
+    truncation bounds (computed without the composition)."""
+    if count == 1:
+        return float(_size(pld))
+    total = 0.0
+    for pmf in {id(pld._pmf_remove): pld._pmf_remove, id(pld._pmf_add): pld._pmf_add}.values():
+        if pmf.size * min(count, 1e18) <= 1000:
+            total += pmf.size * count
+            continue
+        probs = pmf.to_dense_pmf()._probs
+        if probs.size * math.sqrt(count) > MAX_PLD_POINTS * 64:
+            return math.inf
+        lower, upper = common.compute_self_convolve_bounds(probs, count, 1e-15)
+        total += upper - lower + 1
+    return total
 
 
 class PLDAccountant(Accountant):
     """Composes privacy loss distributions by FFT convolution.
 
-    Gaussian and Laplace events (and their Poisson subsamples under add/remove) use their
-    exact PLDs; any other (eps, delta)-DP event uses the tight PLD of an (eps, delta)-DP
-    mechanism. ``value_discretization_interval`` trades speed for tightness: smaller is
-    tighter, never less safe.
+    ``value_discretization_interval`` trades speed for tightness: smaller is tighter,
+    never less safe. Identical leaves are self-composed once (an FFT power).
     """
 
     name = "pld"
+    handlers = PLD_HANDLERS
 
     def __init__(self, *, value_discretization_interval: float = 1e-4, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self.vdi = v.check_sensitivity("value_discretization_interval", value_discretization_interval)
         self._pld = dpl.identity(value_discretization_interval=self.vdi)
-        self._cache: dict[PrivacyEvent, dpl.PrivacyLossDistribution] = {}
+        self._cache: dict[Any, Any] = {}
 
-    def _build(self, event: PrivacyEvent, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
-        if isinstance(event, Gaussian):
-            return dpl.from_gaussian_mechanism(
-                standard_deviation=event.noise_multiplier, value_discretization_interval=self.vdi,
-                sampling_prob=q)
-        if isinstance(event, Laplace):
-            return dpl.from_laplace_mechanism(
-                parameter=event.noise_multiplier, value_discretization_interval=self.vdi, sampling_prob=q)
-        if isinstance(event, DiscreteGaussian) and event.dimension == 1 and event.sigma <= MAX_EXACT_DISCRETE_SIGMA:
-            return dpl.from_discrete_gaussian_mechanism(
-                sigma=event.sigma, sensitivity=event.sensitivity,
-                value_discretization_interval=self.vdi, sampling_prob=q)
-        if isinstance(event, DiscreteLaplace) and event.sensitivity <= MAX_EXACT_DISCRETE_SENSITIVITY:
-            return dpl.from_discrete_laplace_mechanism(
-                parameter=1.0 / event.scale, sensitivity=event.sensitivity,
-                value_discretization_interval=self.vdi, sampling_prob=q)
-        if q != 1.0:
-            return None
-        if isinstance(event, PoissonSampled) and self.neighbouring == "add_remove":
-            return self._build(event.event, event.sampling_probability)
-        pair = None
-        if isinstance(event, PureDP):
-            pair = (event.epsilon, 0.0)
-        elif isinstance(event, LocalDP):
-            pair = (event.epsilon0, 0.0)
-        elif isinstance(event, (Exponential, DiscreteLaplace)):
-            pair = (event.epsilon, 0.0)  # large discrete sensitivities: the pure-DP PLD
-        elif isinstance(event, ApproxDP):
-            pair = (event.epsilon, event.delta)
-        if pair is None:
-            return None
-        return dpl.from_privacy_parameters(
-            common.DifferentialPrivacyParameters(*pair), value_discretization_interval=self.vdi)
+    def cost(self, event: PrivacyEvent) -> tuple[Any, str]:
+        try:
+            hit = self._cache.get(event)
+        except TypeError:
+            hit = None
+        if hit is None:
+            hit = super().cost(event)
+            try:
+                self._cache[event] = hit
+            except TypeError:
+                pass
+        return hit
 
-    def _leaf(self, event: PrivacyEvent, count: int, compose: bool) -> bool:
-        pld = self._cache.get(event)
-        if pld is None:
-            pld = self._build(event)
-            if pld is None:
-                return False
-            self._cache[event] = pld
-        if compose:
-            self._pld = self._pld.compose(pld if count == 1 else pld.self_compose(count))
-        return True
+    def _valid(self, cost: Any) -> bool:
+        return isinstance(cost, dpl.PrivacyLossDistribution)
 
-    def compose(self, event: PrivacyEvent, count: int = 1) -> PLDAccountant:
-        """As :meth:`Accountant.compose`, but identical leaves are grouped first and each
-        group is self-composed once (composition commutes), which turns k convolutions
-        into one FFT power per distinct leaf."""
-        bad = self._walk(event, v.check_count("count", count), compose=False)
+    def _plan(self, event: PrivacyEvent, count: int) -> tuple[list[tuple[Any, int]], PrivacyEvent | None, str]:
+        plan, bad, why = super()._plan(event, count)
         if bad is not None:
-            return super().compose(event, count)  # raises UnsupportedEventError
-        leaves: Counter[PrivacyEvent] = Counter()
-        _count_leaves(event, count, leaves)
-        for leaf, n in leaves.items():
-            self._leaf(leaf, n, compose=True)
-        self._history.append((event, count))
-        return self
+            return plan, bad, why
+        points = float(_size(self._pld))
+        for pld, n in plan:
+            points += _self_composed_size(pld, n)
+            if not points <= MAX_PLD_POINTS:
+                return [], event, (f"the composed privacy loss grid would need {points:.3g} points "
+                                   f"(limit {MAX_PLD_POINTS}); use the rdp or zcdp accountant")
+        return plan, None, ""
 
-    def epsilon(self, delta: float) -> float:
-        return float(self._pld.get_epsilon_for_delta(v.check_delta("delta", delta)))
+    def _add(self, cost: dpl.PrivacyLossDistribution, count: int) -> None:
+        self._pld = self._pld.compose(cost if count == 1 else cost.self_compose(count))
 
-    def delta(self, epsilon: float) -> float:
-        return float(self._pld.get_delta_for_epsilon(v.check_epsilon("epsilon", epsilon, allow_zero=True)))
+    def _epsilon(self, delta: float) -> float:
+        return float(self._pld.get_epsilon_for_delta(delta))
 
-
-def _count_leaves(event: PrivacyEvent, count: int, out: Counter[PrivacyEvent]) -> None:
-    if isinstance(event, Composed):
-        for e in event.events:
-            _count_leaves(e, count, out)
-    elif isinstance(event, SelfComposed):
-        _count_leaves(event.event, count * event.count, out)
-    elif isinstance(event, NoPrivacyLoss):
-        return
-    elif event.children() == () or isinstance(event, PoissonSampled):
-        out[event] += count
+    def _delta(self, epsilon: float) -> float:
+        return float(self._pld.get_delta_for_epsilon(epsilon))

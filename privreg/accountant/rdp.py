@@ -21,8 +21,7 @@ from dp_accounting import dp_event as dpe
 from dp_accounting import privacy_accountant as dpa
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
-from privreg.accountant.base import Accountant
-from privreg.core import validation as v
+from privreg.accountant.base import Accountant, Handler
 from privreg.core.events import (
     ZCDP,
     Composed,
@@ -39,7 +38,7 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["RDPAccountant", "ORDERS", "pure_dp_rdp"]
+__all__ = ["RDPAccountant", "ORDERS", "CURVE_HANDLERS", "pure_dp_rdp", "rdp_epsilon", "leaf_curve"]
 
 #: Renyi orders evaluated: dense near 1, up to 1e4. A coarser grid only loosens bounds.
 ORDERS = np.unique(np.concatenate([
@@ -47,7 +46,7 @@ ORDERS = np.unique(np.concatenate([
 ]))
 
 _RELATION = {"add_remove": dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
-             "substitution": dpa.NeighboringRelation.REPLACE_ONE}
+             "replace_one": dpa.NeighboringRelation.REPLACE_ONE}
 
 
 def pure_dp_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
@@ -93,16 +92,9 @@ def to_dp_accounting(event: PrivacyEvent) -> dpe.DpEvent | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
-    """The RDP curve of one leaf event on :data:`ORDERS`, or None if unsupported.
-    Computed once per distinct event (sampled Gaussians are expensive)."""
-    if isinstance(event, (PureDP, LocalDP, DiscreteLaplace)):
-        return pure_dp_rdp(event.epsilon0 if isinstance(event, LocalDP) else event.epsilon, ORDERS)
-    if isinstance(event, DiscreteGaussian):
-        return ORDERS * event.rho  # CKS 2020: exactly rho-zCDP, i.e. (alpha, rho alpha)-RDP
-    if isinstance(event, Exponential):
-        curve = pure_dp_rdp(event.epsilon, ORDERS)
-        return np.minimum(curve, ORDERS * event.epsilon**2 / 8) if event.bounded_range else curve
+def _google_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
+    """dp-accounting's RDP curve of one event on :data:`ORDERS` (cached: sampled
+    Gaussians are expensive), or None if it has no model of the event."""
     translated = to_dp_accounting(event)
     if translated is None:
         return None
@@ -115,32 +107,75 @@ def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
     return curve
 
 
+def _exponential(acc: object, e: Exponential) -> np.ndarray:
+    curve = pure_dp_rdp(e.epsilon, ORDERS)
+    return np.minimum(curve, ORDERS * e.epsilon**2 / 8) if e.bounded_range else curve
+
+
+def _google(acc: RDPAccountant, e: PrivacyEvent) -> np.ndarray | None:
+    return _google_curve(e, acc.neighbouring)
+
+
+#: The RDP curve of one release on :data:`ORDERS`. Pure eps-DP events: binary randomized
+#: response (Blackwell); discrete Gaussian: rho alpha (CKS 2020); bounded-range
+#: selections: also alpha eps^2 / 8 (Cesar-Rogers 2021); the rest through dp-accounting.
+CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = {
+    PureDP: lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS),
+    LocalDP: lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS),
+    DiscreteLaplace: lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS),
+    DiscreteGaussian: lambda acc, e: ORDERS * e.rho,
+    Exponential: _exponential,
+    Gaussian: _google,
+    Laplace: _google,
+    ZCDP: _google,
+    PoissonSampled: _google,
+    SampledWithoutReplacement: _google,
+}
+
+
+def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
+    """The RDP curve of one leaf event on :data:`ORDERS`, or None if unsupported."""
+    return RDPAccountant(neighbouring=neighbouring).cost(event)[0]
+
+
 class RDPAccountant(Accountant):
-    """Renyi DP: curves r(alpha) add up under composition (count times a leaf's curve)."""
+    """Renyi DP: curves r(alpha) add up under composition (count times a leaf's curve).
+    A curve may be infinite at some orders (those orders then prove nothing), never NaN."""
 
     name = "rdp"
+    handlers = CURVE_HANDLERS
 
     def __init__(self, *, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self.orders = ORDERS
         self._curve = np.zeros_like(ORDERS)
 
-    def _leaf(self, event: PrivacyEvent, count: int, compose: bool) -> bool:
-        curve = leaf_curve(event, self.neighbouring)
-        if curve is None:
-            return False
-        if compose:
-            self._curve = self._curve + count * curve
-        return True
+    def _valid(self, cost: object) -> bool:
+        curve = np.asarray(cost, dtype=np.float64)
+        return curve.shape == self.orders.shape and not np.isnan(curve).any() and bool(np.all(curve >= 0))
+
+    def _add(self, cost: np.ndarray, count: int) -> None:
+        self._curve = self._curve + count * np.asarray(cost, dtype=np.float64)
 
     def curve(self) -> np.ndarray:
         """The total RDP at each of :attr:`orders`."""
         return self._curve
 
-    def epsilon(self, delta: float) -> float:
-        delta = v.check_delta("delta", delta)
-        return float(dpr.compute_epsilon(self.orders, self.curve(), delta)[0])
+    def _epsilon(self, delta: float) -> float:
+        return rdp_epsilon(self.orders, self.curve(), delta)
 
-    def delta(self, epsilon: float) -> float:
-        epsilon = v.check_epsilon("epsilon", epsilon, allow_zero=True)
+    def _delta(self, epsilon: float) -> float:
+        if not np.isfinite(self._curve).any():
+            return 1.0
         return float(dpr.compute_delta(self.orders, self.curve(), epsilon)[0])
+
+
+def rdp_epsilon(orders: np.ndarray, curve: np.ndarray, delta: float) -> float:
+    """Epsilon at ``delta`` of a mechanism that is (alpha, curve[alpha])-RDP at every
+    order, by the tight conversion (CKS 2020, Proposition 12); inf when no order helps."""
+    if delta == 0:
+        return 0.0 if not np.any(curve) else math.inf
+    finite = np.isfinite(curve)
+    if not finite.any():
+        return math.inf
+    return float(dpr.compute_epsilon(orders[finite], curve[finite], delta)[0])

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
-from privreg.accountant.base import Accountant
+from privreg.accountant.base import Accountant, Handler
 from privreg.accountant.rdp import ORDERS
-from privreg.core import validation as v
 from privreg.core.events import (
     ZCDP,
     DiscreteGaussian,
@@ -19,31 +18,44 @@ from privreg.core.events import (
     PureDP,
 )
 
-__all__ = ["ZCDPAccountant", "rho_of"]
+__all__ = ["ZCDPAccountant", "RHO_HANDLERS", "rho_of", "zcdp_epsilon", "zcdp_delta"]
+
+
+def _pure(eps: float) -> float:
+    return 0.5 * eps * eps
+
+
+#: The zCDP parameter of one release. Gaussian: (sens/sigma)^2 / 2 (BS16 Prop. 1.6);
+#: pure eps-DP (Laplace, discrete Laplace, PureDP, LocalDP): eps^2 / 2 (BS16 Prop. 1.4);
+#: exponential mechanism / Gumbel report-noisy-max, which are eps-bounded-range:
+#: eps^2 / 8 (Cesar-Rogers 2021, Lemma 3.2); permute-and-flip and exponential-noise
+#: report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
+RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = {
+    ZCDP: lambda acc, e: e.rho,
+    DiscreteGaussian: lambda acc, e: e.rho,
+    Gaussian: lambda acc, e: 0.5 * (e.sensitivity / e.sigma) ** 2,
+    Laplace: lambda acc, e: _pure(e.sensitivity / e.scale),
+    PureDP: lambda acc, e: _pure(e.epsilon),
+    DiscreteLaplace: lambda acc, e: _pure(e.epsilon),
+    LocalDP: lambda acc, e: _pure(e.epsilon0),
+    Exponential: lambda acc, e: e.epsilon**2 / (8 if e.bounded_range else 2),
+}
 
 
 def rho_of(event: PrivacyEvent) -> float | None:
-    """The zCDP parameter of a leaf event, or None.
+    """The zCDP parameter of a leaf event, or None."""
+    return ZCDPAccountant().cost(event)[0]
 
-    Gaussian: (sens/sigma)^2 / 2 (BS16 Prop. 1.6); pure eps-DP (Laplace, discrete Laplace,
-    PureDP, LocalDP):
-    eps^2 / 2 (BS16 Prop. 1.4); exponential mechanism / Gumbel report-noisy-max, which are
-    eps-bounded-range: eps^2 / 8 (Cesar-Rogers 2021, Lemma 3.2); permute-and-flip and
-    exponential-noise report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
-    """
-    if isinstance(event, (ZCDP, DiscreteGaussian)):
-        return event.rho
-    if isinstance(event, Gaussian):
-        return 0.5 / event.noise_multiplier**2
-    if isinstance(event, Laplace):
-        return 0.5 * (event.sensitivity / event.scale) ** 2
-    if isinstance(event, (PureDP, DiscreteLaplace)):
-        return 0.5 * event.epsilon**2
-    if isinstance(event, LocalDP):
-        return 0.5 * event.epsilon0**2
-    if isinstance(event, Exponential):
-        return event.epsilon**2 / (8 if event.bounded_range else 2)
-    return None
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Epsilon at ``delta`` of rho-zCDP, by the tight RDP conversion (CKS 2020, Prop. 12)
+    over the RDP curve rho * alpha."""
+    return 0.0 if rho == 0 else float(dpr.compute_epsilon(ORDERS, rho * ORDERS, delta)[0])
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """Delta at ``epsilon`` of rho-zCDP (same conversion)."""
+    return 0.0 if rho == 0 else float(dpr.compute_delta(ORDERS, rho * ORDERS, epsilon)[0])
 
 
 class ZCDPAccountant(Accountant):
@@ -51,23 +63,17 @@ class ZCDPAccountant(Accountant):
     the tight conversion of :mod:`privreg.accountant.rdp` (CKS 2020, Proposition 12)."""
 
     name = "zcdp"
+    handlers = RHO_HANDLERS
 
     def __init__(self, *, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self.rho = 0.0
 
-    def _leaf(self, event: PrivacyEvent, count: int, compose: bool) -> bool:
-        rho = rho_of(event)
-        if rho is None:
-            return False
-        if compose:
-            self.rho += count * rho
-        return True
+    def _add(self, cost: float, count: int) -> None:
+        self.rho += count * float(cost)
 
-    def epsilon(self, delta: float) -> float:
-        delta = v.check_delta("delta", delta)
-        return 0.0 if self.rho == 0 else float(dpr.compute_epsilon(ORDERS, self.rho * ORDERS, delta)[0])
+    def _epsilon(self, delta: float) -> float:
+        return zcdp_epsilon(self.rho, delta)
 
-    def delta(self, epsilon: float) -> float:
-        epsilon = v.check_epsilon("epsilon", epsilon, allow_zero=True)
-        return 0.0 if self.rho == 0 else float(dpr.compute_delta(ORDERS, self.rho * ORDERS, epsilon)[0])
+    def _delta(self, epsilon: float) -> float:
+        return zcdp_delta(self.rho, epsilon)

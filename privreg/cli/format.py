@@ -51,6 +51,13 @@ def describe(item: RegistryItem) -> str:
     example = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in item.example.params.items())
     lines += ["", f"example: {example or '(no parameters)'}"]
     lines += ["", "citation:", textwrap.indent(textwrap.fill(str(item.citation), 88), "  ")]
+    relation = ("replace one user's data (replace_one): local or shuffled reports" if item.neighbouring == "replace_one"
+                else "add or remove one user's data (add_remove)")
+    lines += ["", f"neighbours: {relation}"]
+    if item.kind.value == "workflow":
+        lines += ["accounting: " + ("charges nothing (no differentially private release)" if not item.charges
+                                    else f"privreg run charges a {item.neighbouring} budget under the basic "
+                                         f"filter (fully adaptive; curve events at the budget's delta)")]
     if item.description:
         lines += ["", "guarantees:", textwrap.indent(item.description, "  ")]
     return "\n".join(lines)

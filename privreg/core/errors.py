@@ -27,13 +27,15 @@ class BudgetExceededError(PrivregError):
 class UnsupportedEventError(PrivregError, ValueError):
     """An accountant was given a privacy event it does not know how to compose."""
 
-    def __init__(self, event: object, accountant: str) -> None:
+    def __init__(self, event: object, accountant: str, reason: str = "") -> None:
         self.event = event
         self.accountant = accountant
+        self.reason = reason
         kind = getattr(event, "kind", type(event).__name__)
+        why = f": {reason}" if reason else ""
         super().__init__(
             f"accountant {accountant!r} does not support privacy event {kind!r} "
-            f"({event!r}); use an accountant whose supports(event) is True"
+            f"({event!r}){why}; use an accountant whose supports(event) is True"
         )
 
 

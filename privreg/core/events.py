@@ -54,12 +54,33 @@ _E = TypeVar("_E", bound=type)
 
 # Field metadata key marking fields that hold nested events: "one" or "many".
 _NESTED = "privreg_nested_event"
+# Field metadata key marking optional fields left out of the JSON form when None.
+_OMIT_NONE = "privreg_omit_none"
 
 
 class PrivacyEvent:
-    """Base of all privacy events. Subclasses are frozen ``attrs`` classes."""
+    """Base of all privacy events. Subclasses are frozen ``attrs`` classes.
+
+    ``neighbouring`` is the neighbour relation the event's guarantee holds for:
+    ``"add_remove"`` (add or remove one user's data), ``"replace_one"`` (replace one
+    user's data), or None, which means add/remove (the library's default; a replace-one
+    budget converts it by group privacy, :mod:`privreg.accountant.relations`). Central
+    events take it as an optional field; local reports, shuffles and samplers fix it by
+    their theorems.
+    """
 
     kind: ClassVar[str] = ""
+    neighbouring: str | None = None
+
+    def lower(self) -> PrivacyEvent | None:
+        """The best guarantee of this event stated as a core event, or None.
+
+        A plugin event type overrides this (e.g. returning ``PureDP`` or ``ZCDP``) so
+        that every accountant without a handler for it can still account for it; the
+        lowered bound must never be tighter than the event's exact one (a contract test
+        checks this against every handler registered for the event).
+        """
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``{"kind": ..., field: value, ...}`` with nested events as dicts."""
@@ -71,6 +92,8 @@ class PrivacyEvent:
                 value = value.to_dict()
             elif nested == "many":
                 value = [e.to_dict() for e in value]
+            elif value is None and f.metadata.get(_OMIT_NONE):
+                continue  # optional and unset: absent from the JSON form
             out[f.name] = value
         return out
 
@@ -195,6 +218,15 @@ def _nested(kind: str, name: str) -> Any:
     return attrs.field(converter=conv, metadata={_NESTED: kind})
 
 
+def _relation() -> Any:
+    """The optional ``neighbouring`` field of central events (None: the budget's relation)."""
+    return attrs.field(
+        default=None, kw_only=True,
+        converter=lambda x: None if x is None else v.check_relation("neighbouring", x),
+        metadata={_OMIT_NONE: True},
+    )
+
+
 def _text(name: str) -> Callable[[Any], str]:
     def convert(x: Any) -> str:
         if not isinstance(x, str):
@@ -221,6 +253,7 @@ class PureDP(PrivacyEvent):
     """Any mechanism known to be ``epsilon``-DP (pure)."""
 
     epsilon: float = attrs.field(converter=_eps("epsilon"))
+    neighbouring: str | None = _relation()
 
 
 @event_type("approx_dp")
@@ -230,6 +263,7 @@ class ApproxDP(PrivacyEvent):
 
     epsilon: float = attrs.field(converter=_eps("epsilon"))
     delta: float = attrs.field(converter=lambda x: v.check_delta("delta", x))
+    neighbouring: str | None = _relation()
 
 
 @event_type("zcdp")
@@ -238,6 +272,7 @@ class ZCDP(PrivacyEvent):
     """Any mechanism known to be ``rho``-zCDP (Bun-Steinke 2016)."""
 
     rho: float = attrs.field(converter=_eps("rho"))
+    neighbouring: str | None = _relation()
 
 
 @event_type("laplace")
@@ -250,6 +285,7 @@ class Laplace(PrivacyEvent):
 
     scale: float = attrs.field(converter=_sens("scale"))
     sensitivity: float = attrs.field(default=1.0, converter=_sens("sensitivity"))
+    neighbouring: str | None = _relation()
 
     @property
     def noise_multiplier(self) -> float:
@@ -270,6 +306,7 @@ class DiscreteLaplace(PrivacyEvent):
 
     scale: float = attrs.field(converter=_sens("scale"))
     sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
+    neighbouring: str | None = _relation()
 
     @property
     def epsilon(self) -> float:
@@ -293,6 +330,7 @@ class DiscreteGaussian(PrivacyEvent):
     sigma: float = attrs.field(converter=_sens("sigma"))
     sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
     dimension: int = attrs.field(default=1, converter=lambda x: v.check_count("dimension", x))
+    neighbouring: str | None = _relation()
 
     @property
     def rho(self) -> float:
@@ -306,6 +344,7 @@ class Gaussian(PrivacyEvent):
 
     sigma: float = attrs.field(converter=_sens("sigma"))
     sensitivity: float = attrs.field(default=1.0, converter=_sens("sensitivity"))
+    neighbouring: str | None = _relation()
 
     @property
     def noise_multiplier(self) -> float:
@@ -340,6 +379,7 @@ class Exponential(PrivacyEvent):
 
     epsilon: float = attrs.field(converter=_eps("epsilon", allow_zero=False))
     variant: str = attrs.field(default="exponential", converter=_variant)
+    neighbouring: str | None = _relation()
 
     @property
     def bounded_range(self) -> bool:
@@ -354,6 +394,9 @@ class LocalDP(PrivacyEvent):
     ``randomizer`` names the randomizer, so that amplification bounds proven only for a
     class of randomizers can check membership.
     """
+
+    #: An eps0-LDP guarantee bounds replacing one user's input, not adding one.
+    neighbouring: ClassVar[str] = "replace_one"
 
     epsilon0: float = attrs.field(converter=_eps("epsilon0"))
     randomizer: str = attrs.field(default="", converter=_text("randomizer"))
@@ -384,6 +427,9 @@ class PoissonSampled(PrivacyEvent):
     """``event`` run on a Poisson subsample: each record kept independently with
     probability ``sampling_probability``."""
 
+    #: Balle-Barthe-Gaboardi 2018, Theorem 8 and dp-accounting: add/remove neighbours.
+    neighbouring: ClassVar[str] = "add_remove"
+
     sampling_probability: float = attrs.field(
         converter=lambda x: v.check_probability("sampling_probability", x)
     )
@@ -401,7 +447,10 @@ def _check_sample_size(instance: Any, attribute: Any, value: int) -> None:
 @attrs.frozen(kw_only=True)
 class SampledWithoutReplacement(PrivacyEvent):
     """``event`` run on ``sample_size`` records drawn uniformly without replacement from
-    ``source_size`` (substitution neighbours)."""
+    ``source_size`` (replace-one neighbours)."""
+
+    #: Balle-Barthe-Gaboardi 2018, Theorem 10: substitution neighbours.
+    neighbouring: ClassVar[str] = "replace_one"
 
     source_size: int = attrs.field(converter=lambda x: v.check_count("source_size", x))
     sample_size: int = attrs.field(
@@ -439,6 +488,9 @@ class Shuffled(PrivacyEvent):
     randomizer; ``fmt23-numerical`` is the caller's declaration that the randomizer is in
     the restricted class for which FMT 2023's Theorem 3.2 holds after its erratum.
     """
+
+    #: FMT 2021/2023 bound replacing one user's report among ``num_reports``.
+    neighbouring: ClassVar[str] = "replace_one"
 
     event: PrivacyEvent = attrs.field(
         converter=_event("event"), validator=_check_local, metadata={_NESTED: "one"}

@@ -63,6 +63,19 @@ def privreg_register_event_types():  # type: ignore[no-untyped-def]
 
 
 @hookspec
+def privreg_register_accountants():  # type: ignore[no-untyped-def]
+    """Return a list of :class:`~privreg.core.accounting.AccountingHandler` (how an
+    existing accountant prices one release of the plugin's event type) and
+    :class:`~privreg.core.accounting.AccountantType` (a new accountant class by name).
+
+    Results of all plugins are concatenated and installed once the plugin loaded cleanly;
+    a second handler for the same (accountant, event type), or a second accountant under
+    the same name, fails that plugin. An event type without a handler is still accounted
+    for by every accountant through its ``lower()`` guarantee, if it declares one.
+    """
+
+
+@hookspec
 def privreg_demo_steps():  # type: ignore[no-untyped-def]
     """Return a list of :class:`~privreg.core.workflow.DemoStep` for ``privreg demo``.
     Steps of all plugins are concatenated and run sorted by ``(order, title)``."""

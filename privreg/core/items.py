@@ -270,7 +270,10 @@ class RegistryItem:
     plugin that registered the item. ``charges`` (workflows): ``False`` declares a workflow
     that releases no differentially private output -- a cryptographic protocol whose
     outputs are protected by what each party learns -- and so charges nothing; the
-    contract tests hold a workflow to its declaration either way.
+    contract tests hold a workflow to its declaration either way. ``neighbouring``: the
+    neighbour relation the item's guarantee holds for (``"replace_one"`` for local and
+    shuffled reports); ``privreg run`` opens the workflow's budget with it and
+    ``privreg describe`` shows it.
     """
 
     name: str = attrs.field(converter=lambda x: v.check_name("name", x))
@@ -282,6 +285,7 @@ class RegistryItem:
     params: tuple[Param, ...] = attrs.field(default=(), converter=_params)
     plugin: str = ""
     charges: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    neighbouring: str = attrs.field(default="add_remove", converter=lambda x: v.check_relation("neighbouring", x))
 
     def __attrs_post_init__(self) -> None:
         if self.kind is ItemKind.WORKFLOW and any(p.name == "context" for p in self.params):

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import pluggy
 
-from privreg.core import hookspecs
+from privreg.core import accounting, hookspecs
 from privreg.core.errors import DuplicateNameError, PluginError, UnknownItemError
 from privreg.core.events import EVENT_TYPES, PrivacyEvent
 from privreg.core.items import ItemKind, RegistryItem
@@ -228,6 +228,15 @@ class _Collector:
                 )
         return out
 
+    def accounting(self) -> list[accounting.AccountingHandler | accounting.AccountantType]:
+        out = self._call("privreg_register_accountants")
+        for ext in out:
+            if not isinstance(ext, (accounting.AccountingHandler, accounting.AccountantType)):
+                raise PluginError(
+                    f"privreg_register_accountants returned {ext!r}, not an AccountingHandler or "
+                    f"AccountantType")
+        return out
+
     def demo_steps(self) -> list[DemoStep]:
         out = self._call("privreg_demo_steps")
         for step in out:
@@ -324,6 +333,7 @@ def load_registry(
             plugin_items = collector.items()
             plugin_events = collector.event_types()
             plugin_steps = collector.demo_steps()
+            accounting.install(collector.accounting(), plugin=name)
         except Exception as exc:
             pm.unregister(name=name)
             failures.append(

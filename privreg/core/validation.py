@@ -120,3 +120,20 @@ def check_name(name: str, value: Any) -> str:
             f"{name} must be non-empty and use only ASCII letters, digits, '-', '_' or '.'; got {value!r}."
         )
     return value
+
+
+#: Neighbour relations: add or remove one user's data, or replace one user's data.
+RELATIONS = ("add_remove", "replace_one")
+_LEGACY_RELATIONS = {"substitution": "replace_one"}
+
+
+def check_relation(name: str, value: Any) -> str:
+    """Validate a neighbour relation: ``"add_remove"`` or ``"replace_one"`` (the legacy
+    name ``"substitution"`` is read as ``"replace_one"``)."""
+    if not isinstance(value, str):
+        raise PrivregTypeError(f"{name} must be a str; got {value!r} of type {type(value).__name__}.")
+    value = _LEGACY_RELATIONS.get(value, value)
+    if value not in RELATIONS:
+        raise PrivregValueError(f"{name} must be one of {RELATIONS}; got {value!r}.")
+    return value
+

@@ -52,6 +52,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
         RegistryItem(
             name="oov-discovery",
             kind="workflow",
+            neighbouring="replace_one",  # shuffled local reports: replacing one user's words
             summary="LDP TrieHH discovery of out-of-vocabulary words on a simulated keyboard population",
             citation=SUN24_TRIEHH,
             factory=oov_discovery,

@@ -68,7 +68,7 @@ def central_epsilon(event: PrivacyEvent, delta: float) -> float:
     """The central epsilon at ``delta`` of the charged ``event`` (Theorem 2), as the basic
     accountant composes it (the shuffle bound the event names, read at ``delta``)."""
     delta = v.check_delta("delta", delta, allow_zero=False)
-    return make_accountant("basic", event_delta=delta).compose(event).epsilon(delta)
+    return make_accountant("basic", event_delta=delta, neighbouring="replace_one").compose(event).epsilon(delta)
 
 
 def local_epsilon(event: Shuffled) -> float:
@@ -76,7 +76,7 @@ def local_epsilon(event: Shuffled) -> float:
     epsilon of the event's inner ``LocalDP``."""
     if not isinstance(event, Shuffled):
         raise PrivregTypeError(f"event must be a Shuffled event; got {event!r}")
-    return make_accountant("basic").compose(event.event).epsilon(0.0)
+    return make_accountant("basic", neighbouring="replace_one").compose(event.event).epsilon(0.0)
 
 
 # --------------------------------------------------------------------- k-anonymity

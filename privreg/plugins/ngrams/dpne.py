@@ -9,10 +9,14 @@ Kim, Gopi, Kulkarni, Yekhanin (2021), "Differentially Private n-gram Extraction"
   (Section 3.1.1); rho_k = sigma_k PhiInv(1 - eta min(1, |S_{k-1}|/|V_k|)).
 * ``dpsu-all``, ``dpsu-even``, ``dpsu-single``: the baselines of Section 3.1.2 / Table 3.
 
-Privacy: each release is charged to ``charger`` *before* its noise is drawn, with the
-events of :mod:`privreg.plugins.ngrams.noise_plan` (Theorem 2.1: one Gaussian per length,
-plus ApproxDP(0, delta/2) for the DPSU threshold); the whole run is (epsilon, delta)-DP
-for add/remove-one-user neighbours, verified by the accountant named in the plan.
+Privacy: the whole plan is charged to ``charger`` as one block *before* any noise is
+drawn: ``Composed`` of the events of :mod:`privreg.plugins.ngrams.noise_plan` (Theorem 2.1:
+one Gaussian per length, plus ApproxDP(0, delta/2) for the DPSU threshold). Every sigma_k
+is fixed by the parameters before the first release (rho_k, which depends on released
+sets, does not affect privacy), so the block is one mechanism with fixed parameters and
+its tight non-adaptive bound holds; the whole run is (epsilon, delta)-DP for
+add/remove-one-user neighbours, verified by the accountant named in the plan. A run that
+stops early (V_k empty) has paid for the whole plan.
 
 The scalable variant has Algorithm 1's output distribution when |V_k| is exact
 (``valid_count="exact"``, the default, computed from the released sets in O(|S_{k-1}|));
@@ -34,6 +38,7 @@ from scipy import special
 from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.events import Composed
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.plugins.ngrams.coins import gaussian_tail_binomial, gaussian_tail_coins
 from privreg.plugins.ngrams.engines import NgramEngine
@@ -105,12 +110,17 @@ def _rho_k(sigma: float, eta: float, prev_size: int, valid: int) -> float:
     return rho + abs(rho) * 1e-12 + 1e-300
 
 
-def _charge(charger: Charger, release: Release, plan: NoisePlan, rng: RandomSource, extra: dict[str, Any]) -> None:
-    charger.charge(release.event, mechanism=f"ngrams:{plan.method}",
-                   parameters={"lengths": list(release.lengths), "sigma": release.sigma, "rho": release.rho,
-                               "max_keys": release.max_keys, "epsilon": plan.epsilon, "delta": plan.delta,
-                               "applied_epsilon": plan.applied_epsilon, "verified_by": plan.verified_by, **extra},
-                   label=release.label, randomness=rng.describe())
+def _charge_plan(charger: Charger, plan: NoisePlan, rng: RandomSource) -> None:
+    """Charge every release of ``plan`` as one block, before any noise is drawn."""
+    events = [r.event for r in plan.releases]
+    event = events[0] if len(events) == 1 else Composed(events=events)
+    charger.charge(event, mechanism=f"ngrams:{plan.method}",
+                   parameters={"releases": [{"lengths": list(r.lengths), "sigma": r.sigma, "rho": r.rho,
+                                             "max_keys": r.max_keys, "label": r.label} for r in plan.releases],
+                               "epsilon": plan.epsilon, "delta": plan.delta,
+                               "applied_epsilon": plan.applied_epsilon, "verified_by": plan.verified_by},
+                   label=f"{plan.method}: {len(events)} release(s), charged as one block",
+                   randomness=rng.describe())
 
 
 def _progress(total: int, enabled: bool) -> Any:
@@ -148,9 +158,9 @@ def extract_ngrams(
     """Extract n-grams of lengths 1..max_n with ``method`` (see the module docstring).
 
     ``max_keys``: Delta_k, one int for every length or one per length (Delta_1..Delta_T).
-    ``length``: the single length of ``dpsu-single``. Every release is charged to
-    ``charger`` before its noise is drawn; a refused charge (BudgetExceededError) stops
-    the run before anything of that length is released.
+    ``length``: the single length of ``dpsu-single``. The whole plan is charged to
+    ``charger`` as one block before any noise is drawn; a refused charge
+    (BudgetExceededError) stops the run before anything is released.
     """
     if not isinstance(engine, NgramEngine):
         raise PrivregTypeError(f"engine must be an NgramEngine; got {type(engine).__name__}")
@@ -184,6 +194,7 @@ def extract_ngrams(
         plan = plan_dpsu_single(epsilon=epsilon, delta=delta, length=length, max_keys=keys[length - 1])
     say(f"ngrams: {method}, epsilon={plan.epsilon:g}, delta={plan.delta:g}; noise verified by the "
         f"{plan.verified_by} accountant (epsilon {plan.verified_epsilon:.9g})")
+    _charge_plan(charger, plan, rng)
     salt = rng.randbits(63)
     bar = _progress(len(plan.releases), progress)
     try:
@@ -196,7 +207,7 @@ def extract_ngrams(
     finally:
         if bar is not None:
             bar.close()
-    charged = len(reports) if method == "dpne" else len(plan.releases)
+    charged = len(plan.releases)  # the whole plan, charged as one block before any release
     return ExtractionResult(method=method, ngrams=ngrams, lengths=reports, plan=plan, tokens=engine.tokens_total,
                             charged=charged)
 
@@ -209,7 +220,6 @@ def _dpne(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
     # length 1: DPSU with the weighted Gaussian policy (Algorithm 6)
     r1 = plan.releases[0]
     t0 = time.perf_counter()
-    _charge(charger, r1, plan, rng, {"k": 1})
     hist = engine.unigram_histogram(max_keys=r1.max_keys, salt=salt)
     keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=r1.rho, sigma=r1.sigma, rng=rng)
     s1 = np.asarray(hist.keys[keep], dtype=object)
@@ -228,10 +238,9 @@ def _dpne(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
         exact = valid_count(level, pruning=pruning)
         valid = exact if mode == "exact" else estimate_valid_count(level, pruning=pruning, rate=sample_rate, rng=rng)
         if level.size == 0 or valid == 0:
-            say(f"  {k}-grams: V_{k} is empty; stopping (nothing left to release, nothing charged)")
+            say(f"  {k}-grams: V_{k} is empty; stopping (nothing left to release)")
             break
         rho = _rho_k(release.sigma, eta, level.size, valid)
-        _charge(charger, release, plan, rng, {"k": k, "rho_k": rho, "valid": valid, "eta": eta})
         hist = engine.kgram_histogram(k, pruning=pruning, max_keys=release.max_keys, salt=salt)
         if variant == "explicit":
             domain = valid_keys(level, pruning=pruning, limit=explicit_limit)
@@ -268,7 +277,6 @@ def _dpsu(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
     reports: dict[int, LengthReport] = {}
     for release in plan.releases:
         t0 = time.perf_counter()
-        _charge(charger, release, plan, rng, {})
         hist = engine.raw_histogram(release.lengths, max_keys=release.max_keys, salt=salt)
         keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(release.rho), sigma=release.sigma,
                                    rng=rng)

@@ -90,8 +90,8 @@ def ngrams_workflow(
     Guarantee: (epsilon, delta)-DP for adding or removing one user with all their text.
     Each user contributes at most ``max_keys`` (Delta_k) distinct n-grams per length, with
     DPSU's weighted Gaussian policy; noise is calibrated by Theorem 2.1 (sigma*, sigma_k,
-    rho_1) and every length's release is charged before its noise is drawn (a Gaussian
-    event per length, plus ApproxDP(0, delta/2) for the DPSU threshold). The output,
+    rho_1) and the whole plan is charged as one block before any noise is drawn (a
+    Gaussian event per length, plus ApproxDP(0, delta/2) for the DPSU threshold). The output,
     n-grams per length, is downward closed with pruning='both' (Proposition 2.1); the
     expected number of spurious k-grams is at most eta min(|S_(k-1)|, |V_k|).
 
@@ -144,8 +144,8 @@ def ngrams_workflow(
         f"{_NAMES[method]} on {result.tokens:,} tokens, epsilon = {epsilon:g}, delta = {delta:g}, "
         f"T = {max_n}, Delta = {max_keys}, eta = {eta:g}\n\n{table}\n\n"
         f"Theorem 2.1: sigma* = {plan.paper.sigma_star:.6g}, rho_1 = {plan.paper.rho_1:.6g}; "
-        f"{result.charged} of the plan's {len(plan.releases)} release(s) charged (a length whose V_k is "
-        f"empty is skipped); the whole plan verified by the {plan.verified_by} accountant "
+        f"the plan's {result.charged} release(s) charged as one block before any noise (a length whose "
+        f"V_k is empty is skipped, already paid for); the whole plan verified by the {plan.verified_by} accountant "
         f"(epsilon {plan.verified_epsilon:.9g} at delta {delta:g})."
         + (f"\nlongest released n-grams: {'; '.join(examples)}" if examples else ""))
     return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
