@@ -65,13 +65,16 @@ def test_gdp_composes_heterogeneous_gaussians_in_quadrature():
 
 def test_basic_pure_dp_sums_exactly():
     acc = make_accountant("basic", neighbouring="replace_one")  # local reports hold for replace-one
-    acc.compose(PureDP(epsilon=0.25), count=3)
-    acc.compose(Laplace(scale=4.0, sensitivity=2.0))  # eps = 0.5
-    acc.compose(Exponential(epsilon=0.125), count=2)
+    rel = "replace_one"
+    acc.compose(PureDP(epsilon=0.25, neighbouring=rel), count=3)
+    acc.compose(Laplace(scale=4.0, sensitivity=2.0, neighbouring=rel))  # eps = 0.5
+    acc.compose(Exponential(epsilon=0.125, neighbouring=rel), count=2)
     acc.compose(LocalDP(epsilon0=1.0))
     assert acc.epsilon(0.0) == 0.75 + 0.5 + 0.25 + 1.0  # dyadic: exact in binary
     assert acc.delta(2.5) == 0.0
     assert acc.delta(2.4999) == 1.0
+    acc.compose(PureDP(epsilon=0.25))  # stated for add/remove: group privacy doubles it
+    assert acc.epsilon(0.0) == 3.0
 
 
 def test_basic_general_sums():

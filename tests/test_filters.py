@@ -1,0 +1,205 @@
+"""Fully adaptive filters and declared plans: which rule guards a session, what each
+filter grants, and that nothing non-finite is ever affordable."""
+
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as dpr
+
+from privreg.accountant import make_accountant
+from privreg.accountant.audit import audit_ledger, format_report
+from privreg.accountant.budget import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
+from privreg.accountant.curves import gaussian_epsilon
+from privreg.accountant.filters import FILTER_ORDERS, FILTERS, block_pair, make_filter
+from privreg.accountant.ledger import Ledger
+from privreg.accountant.zcdp import zcdp_epsilon
+from privreg.cli.main import main
+from privreg.core import (
+    ApproxDP,
+    BudgetExceededError,
+    Charge,
+    Composed,
+    Gaussian,
+    Laplace,
+    PoissonSampled,
+    PrivregValueError,
+    PureDP,
+    SelfComposed,
+)
+
+
+def session(tmp_path=None, eps=1.0, delta=1e-6, **kw):
+    ledger = ":memory:" if tmp_path is None else tmp_path / "l.sqlite"
+    return BudgetSession(budget=PrivacyBudget(epsilon=eps, delta=delta), ledger=ledger, **kw)
+
+
+def test_every_filter_cites_its_proof_and_the_default_splits_delta():
+    for cls in FILTERS.values():
+        assert cls.citation and any(ch.isdigit() for ch in cls.citation)  # author and year
+    s = session(eps=4.0, delta=3e-6)
+    assert s.filter_names == DEFAULT_FILTERS and "delta split evenly (1e-06 each)" in s.rule
+    for _ in range(10):
+        s.charge(Gaussian(sigma=10.0), mechanism="g", parameters={})
+    # the gdp filter is exact for Gaussians at its share of delta (Smith-Thakurta 2022)
+    assert s.spent()["gdp"] == pytest.approx(gaussian_epsilon(1e-6, math.sqrt(10) / 10.0), rel=1e-12)
+
+
+def test_rdp_filter_pays_a_union_bound_over_its_orders():
+    f = make_filter("rdp", epsilon=10.0, delta=1e-6)
+    for _ in range(20):
+        f.add(Gaussian(sigma=5.0))
+    curve = make_accountant("rdp").compose(Gaussian(sigma=5.0), count=20).curve()
+    idx = np.searchsorted(make_accountant("rdp").orders, FILTER_ORDERS)
+    assert f.spent() == pytest.approx(float(dpr.compute_epsilon(FILTER_ORDERS, curve[idx], 1e-6 / len(FILTER_ORDERS))[0]), rel=1e-12)
+    assert f.spent() > make_accountant("rdp").compose(Gaussian(sigma=5.0), count=20).epsilon(1e-6)
+
+
+def test_zcdp_and_advanced_filters_follow_their_formulas():
+    z = make_filter("zcdp", epsilon=10.0, delta=1e-6)
+    a = make_filter("advanced", epsilon=10.0, delta=1e-6)
+    for _ in range(30):
+        z.add(PureDP(epsilon=0.1))
+        a.add(PureDP(epsilon=0.1))
+    assert z.spent() == pytest.approx(zcdp_epsilon(30 * 0.1**2 / 2, 1e-6), rel=1e-12)
+    sum_sq = 30 * 0.1**2
+    assert a.spent() == pytest.approx(math.sqrt(2 * math.log(2 / 1e-6) * sum_sq) + sum_sq / 2, rel=1e-12)
+    a.add(ApproxDP(epsilon=0.1, delta=6e-7))  # over delta'' = delta / 2: cannot vouch
+    assert a.spent() == math.inf
+
+
+def test_the_issue_example_is_refused_on_both_branches():
+    """Budget (2, 1e-6); PureDP(1), then a Gaussian worth about (1, 1e-6) or ApproxDP(0, 1e-6).
+    The interaction as a whole is about (2, 1.27e-6) when both branches are granted."""
+    sigma = 4.2247  # gaussian_epsilon(1e-6, 1/sigma) is about 1
+    assert 0.95 < gaussian_epsilon(1e-6, 1 / sigma) < 1.05
+    for branch in (Gaussian(sigma=sigma), ApproxDP(epsilon=0.0, delta=1e-6)):
+        s = session(eps=2.0, delta=1e-6)
+        s.charge(PureDP(epsilon=1.0), mechanism="first", parameters={})
+        with pytest.raises(BudgetExceededError, match="no fully adaptive filter"):
+            s.charge(branch, mechanism="second", parameters={})
+
+
+def test_basic_filter_grants_exactly_what_basic_composition_allows():
+    s = session(eps=2.0, delta=1e-6, filters=("basic",), event_delta=1e-7)
+    s.charge(PureDP(epsilon=1.0), mechanism="m", parameters={})
+    s.charge(ApproxDP(epsilon=0.5, delta=8e-7), mechanism="m", parameters={})
+    assert not s.can_afford(ApproxDP(epsilon=0.0, delta=3e-7))  # delta would exceed 1e-6
+    assert s.can_afford(PureDP(epsilon=0.5)) and not s.can_afford(PureDP(epsilon=0.5000001))
+
+
+def test_a_block_is_priced_as_one_mechanism_by_the_basic_filter():
+    block = SelfComposed(event=Gaussian(sigma=20.0), count=50)
+    eps, delta = block_pair(block, event_delta=1e-7, neighbouring="add_remove")
+    assert delta == 1e-7
+    assert eps == pytest.approx(make_accountant("gdp").compose(block).epsilon(1e-7), rel=1e-6)
+    assert eps < 50 * gaussian_epsilon(1e-7 / 50, 1 / 20.0)  # far below 50 separate charges
+    pure = Composed(events=[PureDP(epsilon=0.25), Laplace(scale=2.0)])
+    assert block_pair(pure, event_delta=1e-7, neighbouring="add_remove") == (0.75, 0.0)
+
+
+def test_non_finite_is_never_affordable(monkeypatch):
+    s = session(eps=5.0, delta=1e-6)
+    cls = FILTERS["rdp"]
+    monkeypatch.setattr(cls, "_spent", lambda self: float("nan"))
+    s.charge(Gaussian(sigma=10.0), mechanism="g", parameters={})  # gdp still vouches
+    assert "rdp" in s.spent() and s.spent()["rdp"] == math.inf
+    monkeypatch.setattr(FILTERS["gdp"], "_spent", lambda self: float("nan"))
+    with pytest.raises(BudgetExceededError):
+        s.charge(Gaussian(sigma=10.0), mechanism="g", parameters={})
+    assert s.ledger.head()[0] == 1
+
+
+def test_a_poisson_sample_of_probability_zero_costs_nothing_and_switches_nothing_off():
+    s = session(eps=1.0, delta=1e-6)
+    s.charge(PoissonSampled(sampling_probability=0.0, event=Gaussian(sigma=1e-300)), mechanism="q0", parameters={})
+    assert s.remaining() == 1.0
+    s.charge(PureDP(epsilon=0.9), mechanism="m", parameters={})
+    with pytest.raises(BudgetExceededError):
+        s.charge(PureDP(epsilon=0.2), mechanism="m", parameters={})
+
+
+def test_plan_session_charges_the_plan_bound_and_refuses_anything_else(tmp_path):
+    plan = [Gaussian(sigma=10.0)] * 40 + [Laplace(scale=10.0)]
+    s = session(tmp_path, eps=3.2, delta=1e-6, plan=plan)
+    assert s.plan_accountant in ("pld", "gdp", "rdp") and s.plan_epsilon <= 3.2
+    assert "declared plan of 41 release(s)" in s.rule
+    with pytest.raises(BudgetExceededError, match="not release #1 of the declared plan"):
+        s.charge(Laplace(scale=10.0), mechanism="m", parameters={})
+    for e in plan[:40]:
+        s.charge(e, mechanism="g", parameters={})
+    assert not s.can_afford(Gaussian(sigma=10.0)) and s.can_afford(Laplace(scale=10.0))
+    s.charge(Laplace(scale=10.0), mechanism="l", parameters={})
+    with pytest.raises(BudgetExceededError, match="the plan is complete"):
+        s.charge(Laplace(scale=10.0), mechanism="l", parameters={})
+    s.close()
+    again = BudgetSession.open(tmp_path / "l.sqlite")
+    assert again.plan_epsilon == s.plan_epsilon and again.ledger.head()[0] == 41
+    report = audit_ledger(tmp_path / "l.sqlite")
+    assert report.flags == () and "declared plan of 41" in report.rule
+    # the filters could not have granted this sequence at this budget
+    f = session(eps=3.2, delta=1e-6)
+    with pytest.raises(BudgetExceededError):
+        for e in plan:
+            f.charge(e, mechanism="g", parameters={})
+
+
+def test_a_plan_that_does_not_fit_is_refused_up_front(tmp_path):
+    with pytest.raises(BudgetExceededError, match="declared plan of 2 release"):
+        session(tmp_path, eps=1.0, plan=[PureDP(epsilon=0.6), PureDP(epsilon=0.6)])
+    assert not (tmp_path / "l.sqlite").exists()
+    with pytest.raises(PrivregValueError, match="either plan"):
+        session(eps=1.0, plan=[PureDP(epsilon=0.1)], filters=("basic",))
+
+
+def _direct(path, events):
+    ledger = Ledger(path, create=False)
+    with ledger.transaction():
+        for i, e in enumerate(events):
+            ledger.append(Charge(timestamp=1.7e9 + i, mechanism="m", parameters={}, event=e, label=f"x{i}"))
+    ledger.close()
+
+
+def test_audit_flags_releases_the_filters_refuse_even_where_pld_allows_them(tmp_path, capsys):
+    session(tmp_path, eps=3.0, delta=1e-6).close()
+    _direct(tmp_path / "l.sqlite", [Gaussian(sigma=5.0)] * 10)  # written past the session
+    report = audit_ledger(tmp_path / "l.sqlite")
+    assert report.nonadaptive["pld"] <= 3.0 < report.spent
+    flag = [f for f in report.flags if "should have refused" in f]
+    assert flag and "would allow it, but only for a sequence fixed in advance" in flag[-1]
+    assert main(["audit", str(tmp_path / "l.sqlite")]) == 3
+    assert "rule: fully adaptive filters" in capsys.readouterr().out
+
+
+def test_audit_flags_an_off_plan_row(tmp_path):
+    session(tmp_path, eps=2.0, plan=[PureDP(epsilon=0.5)] * 2).close()
+    _direct(tmp_path / "l.sqlite", [PureDP(epsilon=0.5), PureDP(epsilon=0.4)])
+    report = audit_ledger(tmp_path / "l.sqlite")
+    assert any("is not release #2 of the declared plan" in f for f in report.flags)
+
+
+def test_legacy_hindsight_ledger_is_rechecked_by_the_filters(tmp_path):
+    meta = {"format": 1, "budget": {"epsilon": 2.0, "delta": 1e-6}, "accountants": ["pld"],
+            "event_delta": None, "neighbouring": "add_remove"}
+    Ledger(tmp_path / "l.sqlite", meta=meta).close()
+    _direct(tmp_path / "l.sqlite", [PureDP(epsilon=1.0), Gaussian(sigma=4.2247)])
+    report = audit_ledger(tmp_path / "l.sqlite")
+    assert "format-1 ledger was kept by the old rule" in report.rule
+    assert any("should have refused" in f for f in report.flags)
+    assert "format-1" in format_report(report)
+    reopened = BudgetSession.open(tmp_path / "l.sqlite")
+    with pytest.raises(BudgetExceededError):
+        reopened.charge(PureDP(epsilon=0.01), mechanism="m", parameters={})
+
+
+def test_concurrent_writer_makes_the_session_recompute(tmp_path):
+    a = session(tmp_path, eps=1.0, delta=0.0)
+    b = BudgetSession.open(tmp_path / "l.sqlite")
+    a.charge(PureDP(epsilon=0.6), mechanism="a", parameters={})
+    with pytest.raises(BudgetExceededError):
+        b.charge(PureDP(epsilon=0.6), mechanism="b", parameters={})  # b catches up first
+    b.charge(PureDP(epsilon=0.4), mechanism="b", parameters={})
+    assert a.remaining() == pytest.approx(0.0) and a.ledger.verify() == []
+    db = sqlite3.connect(tmp_path / "l.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM charges").fetchone()[0] == 2
