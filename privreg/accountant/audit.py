@@ -13,7 +13,7 @@ import attrs
 
 from privreg.accountant import ACCOUNTANTS, make_accountant
 from privreg.accountant.budget import accountant_options
-from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow
+from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow, format_head
 from privreg.core.errors import PrivregError
 
 __all__ = ["AuditReport", "audit_ledger", "format_report", "plot_report"]
@@ -33,6 +33,7 @@ class AuditReport:
     best: list[float]
     integrity: tuple[str, ...]
     flags: tuple[str, ...]
+    head: str = ""  # "SEQ:HASH" of the last row: keep it elsewhere, pass it as expect_head
 
     @property
     def spent(self) -> float:
@@ -57,6 +58,7 @@ class AuditReport:
             "remaining_epsilon": _finite(self.remaining),
             "integrity_problems": list(self.integrity),
             "flags": list(self.flags),
+            "head": self.head,
         }
 
 
@@ -64,20 +66,26 @@ def _finite(x: float | None) -> float | None | str:
     return x if x is None or math.isfinite(x) else "inf"
 
 
-def audit_ledger(path: str | Path) -> AuditReport:
-    """Re-account a ledger from scratch under every accountant."""
-    ledger = Ledger(path, create=False)
+def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes | None = None) -> AuditReport:
+    """Re-account a ledger from scratch under every accountant. The ledger is opened
+    read-only (nothing in it is created or changed, no lock is taken); ``expect_head`` is
+    an earlier report's ``head`` (see :meth:`Ledger.verify`), ``key`` a keyed ledger's key."""
+    ledger = Ledger.open_readonly(path, key=key)
     try:
         meta = ledger.meta
-        if "budget" not in meta:
-            raise PrivregError(f"{str(path)!r} is not a privreg ledger (no budget in its metadata)")
-        eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
-        integrity = tuple(ledger.verify())
+        try:
+            eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PrivregError(f"ledger {str(path)!r}: its budget {meta['budget']!r} is not "
+                               f"{{'epsilon': ..., 'delta': ...}} ({exc!r})") from exc
+        integrity = tuple(ledger.verify(expect_head=expect_head))
+        head = format_head(ledger.head())
         try:
             rows = tuple(ledger.rows(verify=False))
         except LedgerIntegrityError as exc:
             return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, rows=(),
-                               cumulative={}, best=[], integrity=integrity + (str(exc),), flags=(str(exc),))
+                               cumulative={}, best=[], integrity=integrity + (str(exc),), flags=(str(exc),),
+                               head=head)
     finally:
         ledger.close()
 
@@ -106,7 +114,7 @@ def audit_ledger(path: str | Path) -> AuditReport:
             flags.append(f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) used "
                          f"reproducible test-only randomness: it has no privacy")
     return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, rows=rows,
-                       cumulative=cumulative, best=best, integrity=integrity, flags=tuple(flags))
+                       cumulative=cumulative, best=best, integrity=integrity, flags=tuple(flags), head=head)
 
 
 def _table(rows: list[tuple[str, ...]]) -> str:
@@ -134,6 +142,8 @@ def format_report(report: AuditReport) -> str:
     out += [_table(totals), "",
             f"spent (best bound): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
     out += ["flags:"] + [f"  ! {f}" for f in report.flags] if report.flags else ["flags: none"]
+    if report.head:
+        out += ["", f"head: {report.head}  (keep this elsewhere; pass it as --expect-head next time)"]
     return "\n".join(out)
 
 
