@@ -403,3 +403,13 @@ def test_cli_audit_head_expect_head_and_key_file(tmp_path, capsys):
         assert main(["audit", str(path), *bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("privreg: error:")
+
+
+def test_refused_creation_leaves_no_file(tmp_path):
+    for meta, match in ((None, "is new: pass its metadata"), ({"format": 1}, "lacks budget"),
+                        ({**META, "chain": "sha256"}, "must not set chain")):
+        with pytest.raises(ValueError, match=match):
+            Ledger(tmp_path / "new.sqlite", meta=meta)
+        assert not (tmp_path / "new.sqlite").exists()
+    with pytest.raises(ValueError, match="is not a file"):
+        Ledger.open_readonly(tmp_path)

@@ -164,6 +164,13 @@ def _check_key(key: object) -> bytes | None:
     return key
 
 
+def _require_file(path: str) -> None:
+    if path == ":memory:" or not Path(path).exists():
+        raise PrivregValueError(f"ledger {path!r} does not exist; check the path")
+    if not Path(path).is_file():
+        raise PrivregValueError(f"ledger {path!r} is not a file; give the ledger file (ledger.sqlite)")
+
+
 def format_head(head: tuple[int, str]) -> str:
     """``"SEQ:HASH"``, the anchor form of :meth:`Ledger.head` that ``expect_head`` takes."""
     return f"{head[0]}:{head[1]}"
@@ -214,10 +221,11 @@ class Ledger:
         busy_timeout: float = 30.0,
     ) -> None:
         self._setup(path, key=key, busy_timeout=busy_timeout, readonly=False)
-        memory = self.path == ":memory:"
-        if not memory and not create and not Path(self.path).is_file():
-            raise PrivregValueError(f"ledger {self.path!r} does not exist; check the path "
-                                    f"(a new ledger is created only with create=True and its metadata)")
+        new_meta = self._new_meta(meta) if meta is not None else None
+        if self.path != ":memory:" and not create:
+            _require_file(self.path)
+        if create and new_meta is None and (self.path == ":memory:" or not Path(self.path).exists()):
+            raise PrivregValueError(f"ledger {self.path!r} is new: pass its metadata (meta=, with the budget)")
         with self._sql("opening"):
             self._db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                        check_same_thread=False)
@@ -225,7 +233,7 @@ class Ledger:
             self._db.execute("PRAGMA synchronous = FULL")
         try:
             if create and not self._tables():
-                self._create(meta)
+                self._create(new_meta)
             self._load()
             self._check_writer_key()
         except BaseException:
@@ -248,9 +256,8 @@ class Ledger:
         """
         self = cls.__new__(cls)
         self._setup(path, key=key, busy_timeout=busy_timeout, readonly=True)
+        _require_file(self.path)
         target = Path(self.path)
-        if self.path == ":memory:" or not target.is_file():
-            raise PrivregValueError(f"ledger {self.path!r} does not exist; check the path")
         wal, shm = Path(self.path + "-wal"), Path(self.path + "-shm")
         wal_pending = wal.is_file() and wal.stat().st_size > 0
         immutable = not os.access(target, os.W_OK) and not shm.exists() and not wal_pending
@@ -282,8 +289,10 @@ class Ledger:
         self._db: sqlite3.Connection | None = None
         self._queue: WriterQueue | None = None
         self._key = _check_key(key)
-        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or not busy_timeout >= 0:
-            raise PrivregValueError(f"busy_timeout must be a number of seconds >= 0; got {busy_timeout!r}")
+        if (not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool)
+                or not 0 <= busy_timeout < 1e6):
+            raise PrivregValueError(f"busy_timeout must be a number of seconds, 0 <= busy_timeout < 1e6; "
+                                    f"got {busy_timeout!r}")
         self.busy_timeout = float(busy_timeout)
         self.readonly = readonly
         self.meta: dict[str, Any] = {}
@@ -332,10 +341,8 @@ class Ledger:
         with self._sql("reading its schema"):
             return [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
 
-    def _create(self, meta: Mapping[str, Any] | None) -> None:
-        """Write the schema and metadata of a new ledger, in one write transaction."""
-        if meta is None:
-            raise PrivregValueError(f"ledger {self.path!r} is new: pass its metadata (budget)")
+    def _new_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """The metadata a new ledger stores: ``meta`` plus its chain (and meta MAC)."""
         if not isinstance(meta, Mapping):
             raise PrivregTypeError(f"meta must be a mapping; got {type(meta).__name__}")
         missing = [k for k in _REQUIRED_META if k not in meta]
@@ -348,6 +355,16 @@ class Ledger:
         full["chain"] = CHAIN_HMAC if self._key is not None else CHAIN_SHA256
         if self._key is not None:
             full["meta_mac"] = _meta_mac(self._key, full)
+        try:
+            _dumps(full)
+        except (TypeError, ValueError) as exc:
+            raise PrivregValueError(f"meta of new ledger {self.path!r} must be JSON (finite numbers): {exc}") from None
+        return full
+
+    def _create(self, full: Mapping[str, Any] | None) -> None:
+        """Write the schema and metadata of a new ledger, in one write transaction."""
+        if full is None:
+            raise PrivregValueError(f"ledger {self.path!r} is new: pass its metadata (meta=, with the budget)")
         if self.path != ":memory:":
             with self._sql("creating it"):
                 self._db.execute("PRAGMA journal_mode = WAL")
@@ -522,8 +539,14 @@ class Ledger:
                     with self._sql("rolling back"):
                         self._db.execute("ROLLBACK")
                 raise
-            with self._sql("committing"):
-                self._db.execute("COMMIT")
+            try:
+                with self._sql("committing"):
+                    self._db.execute("COMMIT")
+            except LedgerError:
+                if self._db.in_transaction:  # the commit failed: release the lock, keep its error
+                    with self._sql("rolling back"):
+                        self._db.execute("ROLLBACK")
+                raise
 
     def try_append(self, charge: Charge, *, expected_seq: int) -> LedgerRow | None:
         """Append ``charge`` if the ledger's head is still row ``expected_seq``, in one
