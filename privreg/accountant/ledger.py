@@ -368,9 +368,8 @@ class Ledger:
         if self.path != ":memory:":
             with self._sql("creating it"):
                 self._db.execute("PRAGMA journal_mode = WAL")
-        with self.transaction():
-            tables = self._tables()
-            if not tables:  # nobody created it while we waited for the lock
+        with self.transaction(), self._sql("creating it"):
+            if not self._tables():  # nobody created it while we waited for the lock
                 for stmt in _SCHEMA:
                     self._db.execute(stmt)
                 for k, value in full.items():

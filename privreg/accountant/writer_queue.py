@@ -18,11 +18,12 @@ A ticket lock on a sidecar file (``<ledger>-lock``) with Linux open-file-descrip
 
 So a writer waits at most for the writers ahead of it, each for one turn, and a process
 that charges in a tight loop takes a new ticket behind everyone already waiting. The
-wait is a blocking lock request (the kernel wakes the writer as soon as the turn is
-free) made by a helper thread, so that the writer can give up at a deadline; a writer
-that gave up or died only leaves the line, it never lets anyone pass a live writer. The counter and locks are per open file description, so two ledgers
-opened on one file in one process queue like two processes; threads sharing one Ledger
-are serialised by the Ledger itself.
+wait for a turn is a blocking lock request (the kernel wakes the writer as soon as the
+turn is free) made by a helper thread, so that the writer can give up at a deadline;
+the counter, held for microseconds, is polled. A writer that gave up or died only
+leaves the line: it never lets anyone pass a live writer ahead of it. Locks belong to
+an open file description, so two Ledgers on one file in one process queue like two
+processes; threads sharing one Ledger are serialised by the Ledger itself.
 
 Where OFD locks are missing (not Linux), :func:`open_queue` returns None and writers fall
 back to SQLite's busy handler: correct, but not fair. Never delete a ledger's ``-lock``
