@@ -413,3 +413,16 @@ def test_refused_creation_leaves_no_file(tmp_path):
         assert not (tmp_path / "new.sqlite").exists()
     with pytest.raises(ValueError, match="is not a file"):
         Ledger.open_readonly(tmp_path)
+
+
+def test_audit_changes_nothing_in_the_file(tmp_path):
+    path = make(tmp_path / "l.sqlite")
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    db.close()
+    before = snapshot(path)
+    assert main(["audit", str(path)]) == 0
+    assert snapshot(path) == before
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # not switched to WAL
+    db.close()
