@@ -16,7 +16,7 @@ import attrs
 from privreg.accountant import make_accountant
 from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, DEFAULT_FILTERS, accountant_options, plan_bound
 from privreg.accountant.filters import make_filter
-from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow
+from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow, format_head
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError
 from privreg.core.events import Composed, PrivacyEvent, event_from_dict
@@ -46,6 +46,7 @@ class AuditReport:
     nonadaptive: dict[str, float | None]
     integrity: tuple[str, ...]
     flags: tuple[str, ...]
+    head: str = ""  # "SEQ:HASH" of the last row: keep it elsewhere, pass it as expect_head
 
     @property
     def spent(self) -> float:
@@ -73,6 +74,7 @@ class AuditReport:
             "remaining_epsilon": _finite(self.remaining),
             "integrity_problems": list(self.integrity),
             "flags": list(self.flags),
+            "head": self.head,
         }
 
 
@@ -86,7 +88,10 @@ def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
     if meta.get("format", 1) == 1:
         return {"kind": "filters", "filters": list(DEFAULT_FILTERS), "event_delta": meta.get("event_delta"),
                 "legacy": True}
-    return dict(meta["rule"])
+    rule = meta.get("rule")
+    if not isinstance(rule, dict) or rule.get("kind") not in ("filters", "plan"):
+        raise PrivregError(f"the ledger's rule {rule!r} is not a privreg rule (filters or plan)")
+    return dict(rule)
 
 
 def _nonadaptive(events: list[PrivacyEvent], delta: float, neighbouring: str,
@@ -104,25 +109,31 @@ def _nonadaptive(events: list[PrivacyEvent], delta: float, neighbouring: str,
     return out
 
 
-def audit_ledger(path: str | Path) -> AuditReport:
+def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes | None = None) -> AuditReport:
     """Re-account a ledger from scratch under the rule that kept it, and flag what that
-    rule should have refused, non-finite totals, test-only noise and a broken chain."""
-    ledger = Ledger(path, create=False)
+    rule should have refused, non-finite totals, test-only noise and a broken chain. The
+    ledger is opened read-only (nothing in it is created or changed, no lock is taken);
+    ``expect_head`` is an earlier report's ``head`` (see :meth:`Ledger.verify`), ``key`` a
+    keyed ledger's key."""
+    ledger = Ledger.open_readonly(path, key=key)
     try:
         meta = ledger.meta
-        if "budget" not in meta:
-            raise PrivregError(f"{str(path)!r} is not a privreg ledger (no budget in its metadata)")
-        eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
-        neighbouring = v.check_relation(
-            "neighbouring", meta["budget"].get("neighbouring", meta.get("neighbouring", "add_remove")))
-        integrity = tuple(ledger.verify())
+        try:
+            eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
+            neighbouring = v.check_relation(
+                "neighbouring", meta["budget"].get("neighbouring", meta.get("neighbouring", "add_remove")))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PrivregError(f"ledger {str(path)!r}: its budget {meta.get('budget')!r} is not "
+                               f"{{'epsilon': ..., 'delta': ...}} ({exc!r})") from exc
+        integrity = tuple(ledger.verify(expect_head=expect_head))
+        head = format_head(ledger.head())
         try:
             rows = tuple(ledger.rows(verify=False))
         except LedgerIntegrityError as exc:
             return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta,
                                neighbouring=neighbouring, rule="unknown (the ledger cannot be decoded)", rows=(),
                                cumulative={}, best=[], nonadaptive={}, integrity=integrity + (str(exc),),
-                               flags=(str(exc),))
+                               flags=(str(exc),), head=head)
     finally:
         ledger.close()
 
@@ -188,7 +199,7 @@ def audit_ledger(path: str | Path) -> AuditReport:
                          f"reproducible test-only randomness: it has no privacy")
     return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, neighbouring=neighbouring,
                        rule=text, rows=rows, cumulative=cumulative, best=best, nonadaptive=nonadaptive,
-                       integrity=integrity, flags=tuple(flags))
+                       integrity=integrity, flags=tuple(flags), head=head)
 
 
 def _table(rows: list[tuple[str, ...]]) -> str:
@@ -222,6 +233,8 @@ def format_report(report: AuditReport) -> str:
     out += [_table(info), "",
             f"spent (under the rule): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
     out += ["flags:"] + [f"  ! {f}" for f in report.flags] if report.flags else ["flags: none"]
+    if report.head:
+        out += ["", f"head: {report.head}  (keep this elsewhere; pass it as --expect-head next time)"]
     return "\n".join(out)
 
 

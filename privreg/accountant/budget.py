@@ -118,6 +118,7 @@ class BudgetSession:
         filters: Iterable[str] | None = None,
         event_delta: float | None = None,
         plan: Sequence[PrivacyEvent] | None = None,
+        key: bytes | None = None,
         busy_timeout: float = 30.0,
     ) -> None:
         if not isinstance(budget, PrivacyBudget):
@@ -150,7 +151,7 @@ class BudgetSession:
             self.filter_names = names
             rule = _filter_meta(names, self.event_delta)
         meta = {"format": LEDGER_FORMAT, "budget": budget.to_dict(), "rule": rule}
-        self._ledger = Ledger(ledger, meta=meta)
+        self._ledger = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
         stored = self._ledger.meta
         if stored.get("format", 1) == 1:  # kept by the old hindsight rule: re-checked by the filters
             legacy = {"budget": {"epsilon": budget.epsilon, "delta": budget.delta},
@@ -192,19 +193,22 @@ class BudgetSession:
                             event_delta=self.event_delta) for n in self.filter_names]
 
     @classmethod
-    def open(cls, path: str | Path) -> BudgetSession:
-        """Re-open an existing ledger with the budget and rule stored in it."""
-        meta = Ledger(path, create=False).meta
+    def open(cls, path: str | Path, *, key: bytes | None = None) -> BudgetSession:
+        """Re-open an existing ledger with the budget and rule stored in it (``key``: a
+        keyed ledger's key)."""
+        probe = Ledger.open_readonly(path, key=key)
+        meta = probe.meta
+        probe.close()
         b = meta["budget"]
         budget = PrivacyBudget(epsilon=b["epsilon"], delta=b["delta"],
                                neighbouring=b.get("neighbouring", meta.get("neighbouring", "add_remove")))
         if meta.get("format", 1) == 1:
-            return cls(budget=budget, ledger=path, event_delta=meta.get("event_delta"))
+            return cls(budget=budget, ledger=path, event_delta=meta.get("event_delta"), key=key)
         rule = meta["rule"]
         if rule["kind"] == "plan":
             return cls(budget=budget, ledger=path, event_delta=rule.get("event_delta"),
-                       plan=[event_from_dict(d) for d in rule["plan"]])
-        return cls(budget=budget, ledger=path, filters=rule["filters"], event_delta=rule.get("event_delta"))
+                       plan=[event_from_dict(d) for d in rule["plan"]], key=key)
+        return cls(budget=budget, ledger=path, filters=rule["filters"], event_delta=rule.get("event_delta"), key=key)
 
     def close(self) -> None:
         self._ledger.close()
@@ -316,12 +320,19 @@ class BudgetSession:
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
         charge = Charge(timestamp=time.time(), mechanism=mechanism, parameters=dict(parameters),
                         event=event, label=label, randomness=dict(randomness or {}))
+        what = label or mechanism
         with self._lock:
-            while True:
-                self._catch_up()
-                trial = self._trial(event, label or mechanism)  # decided outside the write lock
-                row = self._ledger.try_append(charge, expected_seq=self._seen)
-                if row is not None:
-                    break  # else another writer charged first: catch up and decide again
+            self._catch_up()
+            trial = self._trial(event, what)  # decided outside the write lock
+            row = self._ledger.try_append(charge, expected_seq=self._seen)
+            if row is None:  # another writer charged first: keep our place in line, decide again
+                with self._ledger.turn():
+                    self._catch_up()
+                    trial = self._trial(event, what)
+                    row = self._ledger.try_append(charge, expected_seq=self._seen)
+                    while row is None:  # only a writer bypassing the queue gets here
+                        self._catch_up()
+                        trial = self._trial(event, what)
+                        row = self._ledger.try_append(charge, expected_seq=self._seen)
             self._filters = trial  # only after the commit succeeded
             self._seen = row.seq

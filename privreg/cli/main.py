@@ -210,8 +210,19 @@ def _run_budget(args: argparse.Namespace, params: dict[str, Any], neighbouring: 
     return PrivacyBudget(epsilon=eps, delta=delta, neighbouring=neighbouring)
 
 
+def _read_key_file(path: str | None) -> bytes | None:
+    """The key of a keyed ledger: the file's bytes exactly as stored (no newline stripped)."""
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise PrivregValueError(f"--key-file {path!r} cannot be read ({exc.strerror or exc}); "
+                                f"check the path and its permissions") from None
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
-    report = audit_ledger(args.ledger)
+    report = audit_ledger(args.ledger, expect_head=args.expect_head, key=_read_key_file(args.key_file))
     print(report_json(report) if args.json else format_report(report))
     if args.plot:
         path = plot_report(report, args.plot)
@@ -295,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ledger", help="ledger file (ledger.sqlite in a run's output folder)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE.png", help="draw cumulative epsilon per accountant (needs matplotlib)")
+    p.add_argument("--expect-head", metavar="HEAD",
+                   help="the 'head' (SEQ:HASH) an earlier audit printed: flags truncation, rollback and "
+                        "rewrites up to that row")
+    p.add_argument("--key-file", metavar="PATH",
+                   help="key of a keyed ledger (the file's exact bytes, at least 16): verifies its HMAC chain")
     p.set_defaults(func=cmd_audit)
 
     audit_cli.add_parser(sub)
