@@ -860,7 +860,7 @@ def test_issue_example_new_session(variant, kind):
 
 @NEEDS_PLAN
 def test_plan_session_grants_the_plan_in_order_and_nothing_else():
-    """A plan (fixed before any release, PLD epsilon about 2 at 1e-6) is granted in order."""
+    """A plan fixed before any release (PLD: epsilon 1.76 at 1e-6) is granted in order."""
     plan = [PureDP(epsilon=0.5), Gaussian(sigma=4.0), ApproxDP(epsilon=0.25, delta=1e-7)]
     session = BudgetSession(budget=PrivacyBudget(epsilon=3.0, delta=1e-6), plan=plan)
     try:
