@@ -203,3 +203,17 @@ def test_concurrent_writer_makes_the_session_recompute(tmp_path):
     assert a.remaining() == pytest.approx(0.0) and a.ledger.verify() == []
     db = sqlite3.connect(tmp_path / "l.sqlite")
     assert db.execute("SELECT COUNT(*) FROM charges").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("name", sorted(set(FILTERS) - {"gdp"}))  # gdp prices Gaussians only
+def test_reopening_folds_runs_of_identical_events_exactly_as_one_by_one(tmp_path, name):
+    events = [PureDP(epsilon=0.01)] * 30 + [ApproxDP(epsilon=0.02, delta=1e-9)] * 5 + [PureDP(epsilon=0.01)] * 7
+    live = session(tmp_path, eps=50.0, delta=1e-6, filters=(name,), event_delta=1e-8)
+    for e in events:
+        live.charge(e, mechanism="m", parameters={})
+    again = BudgetSession.open(tmp_path / "l.sqlite")
+    assert again.spent() == pytest.approx(live.spent(), rel=1e-12)
+    one_by_one = make_filter(name, epsilon=50.0, delta=1e-6, event_delta=1e-8)
+    for e in events:
+        one_by_one.add(e)
+    assert one_by_one.spent() == pytest.approx(again.spent().get(name, math.inf), rel=1e-12)

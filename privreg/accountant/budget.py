@@ -236,17 +236,26 @@ class BudgetSession:
     # -- accounting ---------------------------------------------------------------------
 
     def _catch_up(self) -> None:
-        """Fold in charges appended (by anyone) since we last looked: O(new rows)."""
-        for row in self._ledger.rows(after=self._seen):
-            if self._plan is not None:
+        """Fold in charges appended (by anyone) since we last looked: O(new rows), runs of
+        identical events folded at once (a reopened ledger of 100,000 rows takes seconds)."""
+        rows = self._ledger.rows(after=self._seen)
+        if self._plan is not None:
+            for row in rows:
                 i = row.seq - 1
                 if i >= len(self._plan) or row.charge.event != self._plan[i]:
                     raise PrivregError(f"ledger {self._ledger.path!r}: row {row.seq} is not release {row.seq} of "
                                        f"the declared plan; audit it with 'privreg audit'")
-            else:
+        else:
+            i = 0
+            while i < len(rows):
+                event, j = rows[i].charge.event, i + 1
+                while j < len(rows) and rows[j].charge.event == event:
+                    j += 1
                 for f in self._filters:
-                    f.add(row.charge.event)
-            self._seen = row.seq
+                    f.add(event, j - i)
+                i = j
+        if rows:
+            self._seen = rows[-1].seq
 
     def _trial(self, event: PrivacyEvent, what: str) -> list[Filter]:
         """The filters with ``event`` added, if some filter still vouches; else refuse."""

@@ -132,18 +132,21 @@ class Filter(ABC):
         self.dead = ""  # why this filter can no longer vouch ("" while it can)
 
     @abstractmethod
-    def _add(self, event: PrivacyEvent) -> None:
-        """Fold ``event`` into the totals; raise UnsupportedEventError if it cannot."""
+    def _add(self, event: PrivacyEvent, count: int) -> None:
+        """Fold ``count`` separate releases of ``event`` into the totals; raise
+        UnsupportedEventError if it cannot."""
 
     @abstractmethod
     def _spent(self) -> float:
         """Epsilon of the current totals at this filter's delta."""
 
-    def add(self, event: PrivacyEvent) -> None:
+    def add(self, event: PrivacyEvent, count: int = 1) -> None:
+        """Fold ``count`` separate charges of ``event`` into the totals (a filter that
+        cannot price it is dead from then on)."""
         if self.dead:
             return
         try:
-            self._add(event)
+            self._add(event, count)
         except UnsupportedEventError as exc:
             bad = getattr(exc.event, "kind", event.kind)
             self.dead = f"cannot account for {bad!r}" + (f": {exc.reason}" if exc.reason else "")
@@ -180,8 +183,8 @@ class _AccountantFilter(Filter):
         super().__init__(**kw)
         self.acc = self._make()
 
-    def _add(self, event: PrivacyEvent) -> None:
-        self.acc.compose(event)
+    def _add(self, event: PrivacyEvent, count: int) -> None:
+        self.acc.compose(event, count)
 
 
 class BasicFilter(_AccountantFilter):
@@ -191,11 +194,11 @@ class BasicFilter(_AccountantFilter):
     def _make(self) -> Accountant:
         return BasicAccountant(neighbouring=self.neighbouring)
 
-    def _add(self, event: PrivacyEvent) -> None:
+    def _add(self, event: PrivacyEvent, count: int) -> None:
         pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
         if pair is None:
             raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
-        self.acc._add(pair, 1)
+        self.acc._add(pair, count)
 
     def _spent(self) -> float:
         return self.acc.epsilon(self.delta)
@@ -214,12 +217,12 @@ class AdvancedFilter(Filter):
         self.sum_sq = 0.0
         self.sum_delta = 0.0
 
-    def _add(self, event: PrivacyEvent) -> None:
+    def _add(self, event: PrivacyEvent, count: int) -> None:
         pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
         if pair is None:
             raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
-        self.sum_sq += pair[0] * pair[0]
-        self.sum_delta += pair[1]
+        self.sum_sq += count * pair[0] * pair[0]
+        self.sum_delta += count * pair[1]
 
     def _spent(self) -> float:
         if self.sum_delta > self.delta / 2 or self.delta == 0:
