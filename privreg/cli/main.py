@@ -211,6 +211,7 @@ def _run_budget(args: argparse.Namespace, params: dict[str, Any], neighbouring: 
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    _registry()  # plugins define event types (to decode the ledger) and their accounting handlers
     report = audit_ledger(args.ledger)
     print(report_json(report) if args.json else format_report(report))
     if args.plot:
