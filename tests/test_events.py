@@ -363,6 +363,20 @@ def test_duplicate_kind_names_both_classes(clean_event_types):
     assert Second.kind == ""
 
 
+def test_reimported_module_redefines_its_kind(clean_event_types):
+    def define():  # the same source executed twice, as when a plugin module is re-imported
+        @event_type("test.reimported")
+        @attrs.frozen(kw_only=True)
+        class Again(PrivacyEvent):
+            x: float = 0.0
+
+        return Again
+
+    first, second = define(), define()
+    assert first is not second and EVENT_TYPES["test.reimported"] is second
+    assert event_from_json(second(x=1.0).to_json()) == second(x=1.0)
+
+
 def test_core_kinds_cannot_be_taken_over(clean_event_types):
     @attrs.frozen(kw_only=True)
     class Impostor(PrivacyEvent):

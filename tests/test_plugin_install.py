@@ -1,5 +1,7 @@
 """Third-party plugins installed as real distributions are found through the entry point."""
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -8,6 +10,7 @@ import textwrap
 import pytest
 
 from conftest import TEMPLATE
+from privreg.accountant.zcdp import zcdp_epsilon
 
 
 def _env(*paths):
@@ -81,3 +84,23 @@ def test_broken_distribution_is_reported_and_the_rest_loads(tmp_path):
     out = _privreg(env, "list")
     assert out.returncode == 0 and "laplace" in out.stdout
     assert "warning: plugin 'broken'" in out.stderr
+
+
+def test_template_event_is_charged_by_run_and_accounted_by_audit(installed_template, tmp_path):
+    env = _env(installed_template)
+    out = _privreg(env, "run", "template-histogram", "--column", "sex", "--epsilon", "0.5",
+                   "--budget-delta", "1e-6", "-o", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "epsilon spent: 0.5 of 0.5 (delta 1e-06)" in out.stdout
+    out = _privreg(env, "audit", "--json", str(tmp_path / "ledger.sqlite"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    (release,) = report["releases"]
+    assert release["event"] == {"kind": "template_geometric_histogram", "epsilon": 0.5}
+    assert report["spent_epsilon"] == 0.5 and report["flags"] == []
+    assert report["cumulative_epsilon"] == {"basic": [0.5]}
+    nonadaptive = report["nonadaptive_epsilon"]
+    assert nonadaptive["basic"] == 0.5 and nonadaptive["gdp"] is None  # through lower(): PureDP(0.5)
+    # the plugin's zCDP handler: rho = 0.5 tanh(0.25), below the lowering's 0.5**2 / 2
+    assert nonadaptive["zcdp"] == pytest.approx(zcdp_epsilon(0.5 * math.tanh(0.25), 1e-6))
+    assert nonadaptive["zcdp"] < zcdp_epsilon(0.5**2 / 2, 1e-6)

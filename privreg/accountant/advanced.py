@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 from scipy import optimize, stats
 
-from privreg.accountant.base import Accountant
+from privreg.accountant.base import Accountant, finite_pair
 from privreg.accountant.basic import PAIR_HANDLERS
 from privreg.core import validation as v
 
@@ -62,6 +62,9 @@ class _PairAccountant(Accountant):
         super().__init__(neighbouring=neighbouring)
         self.event_delta = None if event_delta is None else v.check_delta("event_delta", event_delta, allow_zero=False)
         self._pairs: Counter[tuple[float, float]] = Counter()
+
+    def _valid(self, cost: object) -> bool:
+        return finite_pair(cost)
 
     def _add(self, cost: tuple[float, float], count: int) -> None:
         self._pairs[(float(cost[0]), float(cost[1]))] += count

@@ -13,14 +13,17 @@ A leaf is priced by, in order: the accountant's built-in handler for its class (
 base class first), a handler a plugin registered (``privreg_register_accountants``), or
 its :meth:`~privreg.core.events.PrivacyEvent.lower` guarantee. Before that, its neighbour
 relation is matched to the accountant's (:mod:`privreg.accountant.relations`). A handler
-that fails, returns None or a non-finite cost means the accountant cannot vouch for the
-event: it is refused (:class:`UnsupportedEventError`), never composed as NaN.
+that fails, returns None or a cost that is not finite or not of the accountant's kind
+means the accountant cannot vouch for the event: it is refused
+(:class:`UnsupportedEventError`), never composed as NaN. A plugin's handler that raises
+anything at all is refused so; a built-in one only on the arithmetic errors below.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import numbers
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -40,7 +43,7 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["Accountant", "Handler", "leaves"]
+__all__ = ["Accountant", "Handler", "leaves", "finite_number", "finite_pair"]
 
 #: ``handler(accountant, event)`` -> the cost of one release of ``event``, or None.
 Handler = Callable[[Any, PrivacyEvent], Any]
@@ -50,6 +53,19 @@ Handler = Callable[[Any, PrivacyEvent], Any]
 # "cannot vouch", never a crash of the caller.
 _HANDLER_ERRORS = (ArithmeticError, ValueError, MemoryError, RecursionError, PrivregError)
 _MAX_LOWERING = 16
+
+
+def finite_number(cost: Any) -> bool:
+    """A real number, finite and >= 0 (the cost the zcdp and gdp accountants add up)."""
+    return (isinstance(cost, numbers.Real) and not isinstance(cost, bool)
+            and math.isfinite(cost) and cost >= 0)
+
+
+def finite_pair(cost: Any) -> bool:
+    """An ``(epsilon, delta)`` pair: finite epsilon >= 0 and 0 <= delta <= 1 (the cost of
+    the basic, advanced and optimal accountants)."""
+    return (isinstance(cost, (tuple, list)) and len(cost) == 2 and all(map(finite_number, cost))
+            and cost[1] <= 1)
 
 
 def _key(event: PrivacyEvent) -> Any:
@@ -106,13 +122,19 @@ class Accountant(ABC):
     @classmethod
     def handler(cls, event_type: type[PrivacyEvent]) -> Handler | None:
         """The handler for ``event_type``: built-in first, then a plugin's, nearest class first."""
+        return cls._find(event_type)[0]
+
+    @classmethod
+    def _find(cls, event_type: type[PrivacyEvent]) -> tuple[Handler | None, bool]:
+        """``(handler, whether a plugin registered it)`` for ``event_type``."""
         for klass in event_type.__mro__:
             fn = cls.handlers.get(klass)
-            if fn is None:
-                fn = accounting.handler_for(cls.name, klass)
             if fn is not None:
-                return fn
-        return None
+                return fn, False
+            fn = accounting.handler_for(cls.name, klass)
+            if fn is not None:
+                return fn, True
+        return None, False
 
     def _valid(self, cost: Any) -> bool:
         """Whether a handler's cost can be composed (finite, non-negative numbers)."""
@@ -129,16 +151,17 @@ class Accountant(ABC):
             related, why = relate(current, self.neighbouring)
             if related is None:
                 return None, why
-            fn = self.handler(type(related))
+            fn, from_plugin = self._find(type(related))
             if fn is not None:
                 try:
                     c = fn(self, related)
-                except _HANDLER_ERRORS as exc:
-                    return None, f"cannot price it ({type(exc).__name__}: {exc})"
+                except (Exception if from_plugin else _HANDLER_ERRORS) as exc:  # a plugin's bug: cannot vouch
+                    what = "its plugin handler failed" if from_plugin else "cannot price it"
+                    return None, f"{what} ({type(exc).__name__}: {exc})"
                 if c is None:
                     return None, "no bound for these parameters"
                 if not self._valid(c):
-                    return None, "its bound is not finite"
+                    return None, f"its bound is not finite, or not a cost of the {self.name or type(self).__name__} kind"
                 return c, ""
             lowered = related.lower()
             if lowered is None or lowered == related:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, finite_pair
 from privreg.accountant.curves import amplify_by_sampling, gaussian_epsilon
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.accountant.zcdp import ZCDPAccountant
@@ -92,6 +92,9 @@ class BasicAccountant(Accountant):
         self.event_delta = None if event_delta is None else v.check_delta("event_delta", event_delta, allow_zero=False)
         self._eps_sum = 0.0
         self._delta_sum = 0.0
+
+    def _valid(self, cost: Any) -> bool:
+        return finite_pair(cost)
 
     def _add(self, cost: tuple[float, float], count: int) -> None:
         self._eps_sum += count * cost[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, finite_number
 from privreg.accountant.curves import gaussian_delta, gaussian_epsilon
 from privreg.core.events import Gaussian, PrivacyEvent
 
@@ -31,6 +31,9 @@ class GDPAccountant(Accountant):
     def __init__(self, *, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self._mu_squared = 0.0
+
+    def _valid(self, cost: object) -> bool:
+        return finite_number(cost)
 
     def _add(self, cost: float, count: int) -> None:
         self._mu_squared += count * float(cost) * float(cost)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, finite_number
 from privreg.accountant.rdp import ORDERS
 from privreg.core.events import (
     ZCDP,
@@ -68,6 +68,9 @@ class ZCDPAccountant(Accountant):
     def __init__(self, *, neighbouring: str = "add_remove") -> None:
         super().__init__(neighbouring=neighbouring)
         self.rho = 0.0
+
+    def _valid(self, cost: object) -> bool:
+        return finite_number(cost)
 
     def _add(self, cost: float, count: int) -> None:
         self.rho += count * float(cost)

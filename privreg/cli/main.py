@@ -222,6 +222,7 @@ def _read_key_file(path: str | None) -> bytes | None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    _registry()  # plugins define event types (to decode the ledger) and their accounting handlers
     report = audit_ledger(args.ledger, expect_head=args.expect_head, key=_read_key_file(args.key_file))
     print(report_json(report) if args.json else format_report(report))
     if args.plot:

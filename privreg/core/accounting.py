@@ -26,7 +26,12 @@ from privreg.core import validation as v
 from privreg.core.errors import DuplicateNameError, PrivregTypeError
 from privreg.core.events import PrivacyEvent
 
-__all__ = ["AccountingHandler", "AccountantType", "handler_for", "accountant_types", "install"]
+__all__ = ["AccountingHandler", "AccountantType", "BUILTIN_ACCOUNTANTS", "handler_for", "accountant_types",
+           "install"]
+
+#: The names of the built-in accountants (``privreg.accountant.ACCOUNTANTS``, which this
+#: module does not import; a test keeps the two equal): no plugin accountant may take one.
+BUILTIN_ACCOUNTANTS = frozenset({"basic", "advanced", "optimal", "rdp", "zcdp", "gdp", "pld"})
 
 
 def _event_class(x: Any) -> type[PrivacyEvent]:
@@ -93,7 +98,7 @@ def install(extensions: Iterable[AccountingHandler | AccountantType], *, plugin:
                         f"{ext.event_type.__qualname__}; register each (accountant, event type) once")
             elif isinstance(ext, AccountantType):
                 prior_cls = _ACCOUNTANTS.get(ext.name)
-                if prior_cls is not None and prior_cls is not ext.factory:
+                if ext.name in BUILTIN_ACCOUNTANTS or (prior_cls is not None and prior_cls is not ext.factory):
                     raise DuplicateNameError(
                         f"plugin {plugin!r}: an accountant named {ext.name!r} exists already; rename it")
             else:

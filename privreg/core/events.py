@@ -116,7 +116,8 @@ class PrivacyEvent:
 def event_type(kind: str) -> Callable[[_E], _E]:
     """Class decorator registering a privacy event type under the JSON tag ``kind``.
 
-    Raises :class:`DuplicateNameError` if another class already uses ``kind``.
+    Raises :class:`DuplicateNameError` if another class already uses ``kind``. The same
+    class defined again (its module re-imported or reloaded) replaces the old definition.
     """
     v.check_name("kind", kind)
 
@@ -127,7 +128,9 @@ def event_type(kind: str) -> Callable[[_E], _E]:
                 f"got {cls!r}"
             )
         existing = EVENT_TYPES.get(kind)
-        if existing is not None and existing is not cls:
+        redefined = existing is not None and (existing.__module__, existing.__qualname__) == (
+            cls.__module__, cls.__qualname__)
+        if existing is not None and existing is not cls and not redefined:
             raise DuplicateNameError(
                 f"event kind {kind!r} is defined twice: by {existing.__module__}.{existing.__qualname__} "
                 f"and by {cls.__module__}.{cls.__qualname__}; rename one of them"

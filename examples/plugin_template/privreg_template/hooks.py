@@ -6,7 +6,9 @@ import numpy as np
 
 import privreg
 from privreg import Citation, Example, Param, RegistryItem, WorkflowContext, WorkflowResult
+from privreg.core.accounting import AccountingHandler
 from privreg.datasets import load_adult
+from privreg_template.event import GeometricHistogram, exact_rho
 from privreg_template.mechanism import NoisyHistogram
 
 CITATION = Citation(
@@ -73,3 +75,15 @@ def privreg_register_workflows():
             ),
         )
     ]
+
+
+@privreg.hookimpl
+def privreg_register_event_types():
+    # so that ledgers holding the template's releases can be decoded
+    return [GeometricHistogram]
+
+
+@privreg.hookimpl
+def privreg_register_accountants():
+    # zCDP has a tighter bound than the lowered PureDP; every other accountant uses lower()
+    return [AccountingHandler(accountant="zcdp", event_type=GeometricHistogram, handler=exact_rho)]

@@ -1,4 +1,4 @@
-"""A Laplace histogram: the template's example of a privreg Mechanism."""
+"""A geometric-noise histogram: the template's example of a privreg Mechanism."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg import DiscreteLaplace, Mechanism, PrivacyEvent, PrivregValueError, RandomSource
+from privreg import Mechanism, PrivacyEvent, PrivregValueError, RandomSource
 from privreg.core.validation import check_epsilon
 from privreg.noise.fast import discrete_laplace_many, fast_scale
+from privreg_template.event import GeometricHistogram
 
 
 @attrs.frozen(kw_only=True)
@@ -33,12 +34,12 @@ class NoisyHistogram(Mechanism):
         return fast_scale(1 / Fraction(self.epsilon))
 
     def privacy_event(self) -> PrivacyEvent:
-        # describe the discrete noise that is actually added, never a continuous Laplace:
-        # accountants treat the two differently
-        scale = float(self.noise_scale)
-        if Fraction(scale) > self.noise_scale:
-            scale = math.nextafter(scale, 0.0)  # claim no more noise than applied
-        return DiscreteLaplace(scale=scale, sensitivity=1)
+        # the template's own event, with the epsilon of the noise actually drawn
+        epsilon = 1 / self.noise_scale
+        claimed = float(epsilon)
+        if Fraction(claimed) < epsilon:
+            claimed = math.nextafter(claimed, math.inf)  # round up: never claim less loss
+        return GeometricHistogram(epsilon=claimed)
 
     def validate_input(self, value: Any) -> np.ndarray:
         counts = np.asarray(value)
