@@ -1,9 +1,9 @@
 """What a mechanism claims: the epsilon its privacy event is charged at, for one delta.
 
-A :class:`~privreg.accountant.budget.BudgetSession` charges a release at the smallest
-epsilon any of its accountants proves (each bound is valid, so the best one is the
-library's claim). The auditor tests that same claim, so an accountant that under-reports
-an event is caught as well as a mechanism that under-noises.
+One release on its own is a sequence fixed in advance, so the smallest epsilon any
+accountant proves for its event is a valid claim (each bound is valid; the best one is
+the library's claim for that release). The auditor tests that same claim, so an
+accountant that under-reports an event is caught as well as a mechanism that under-noises.
 """
 
 from __future__ import annotations
