@@ -335,7 +335,8 @@ def test_demo_step_runs_within_a_budget_session():
     from privreg.accountant.budget import BudgetSession, PrivacyBudget
 
     (step,) = _registry().demo_steps()
-    with BudgetSession(budget=PrivacyBudget(epsilon=10.0, delta=1e-6), event_delta=1e-7) as session:
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-6, neighbouring="replace_one")  # shuffled local reports
+    with BudgetSession(budget=budget, filters=("basic",), event_delta=1e-7) as session:
         text = step.run(WorkflowContext(charger=session, rng=seeded(2)))
         spent = 10.0 - session.remaining()
         assert 0 < spent < 1.0 and f"eps' = {spent:.3f}" in text  # shuffled eps0 = 5 reports

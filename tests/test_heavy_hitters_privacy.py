@@ -16,7 +16,7 @@ from privreg.accountant import make_accountant
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.audit import audit_randomizer
-from privreg.core.errors import UnsupportedEventError
+from privreg.core.errors import BudgetExceededError
 from privreg.core.registry import load_registry
 from privreg.plugins.heavy_hitters import hooks
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
@@ -48,14 +48,15 @@ def test_central_epsilon_reported_by_the_workflow_is_the_accountants():
     params = {**item.example.params, "epsilon": 3.0, "delta": 1e-6, "users_per_layer": 3000, "depth": 3}
     log = EventLog()
     result = item.run(WorkflowContext(charger=log, rng=seeded(4)), params)
-    accountant = make_accountant("basic", event_delta=1e-6)
+    accountant = make_accountant("basic", event_delta=1e-6, neighbouring="replace_one")
     for event in log.events:
         accountant.compose(event)
     reported = result.metrics["central_epsilon"]
     assert reported == accountant.epsilon(1e-6)
     assert reported == shuffle_epsilon(epsilon0=3.0, num_reports=6000, delta=1e-6)
     assert 0.3 < reported < 0.5 and result.metrics["local_epsilon"] == 3.0
-    with BudgetSession(budget=PrivacyBudget(epsilon=3.0, delta=1e-6), event_delta=1e-6) as session:
+    with BudgetSession(budget=PrivacyBudget(epsilon=3.0, delta=1e-6, neighbouring="replace_one"),
+                       filters=("basic",), event_delta=1e-6) as session:
         again = item.run(WorkflowContext(charger=session, rng=seeded(4)), params)
         assert session.spent()["basic"] == again.metrics["central_epsilon"] == reported
 
@@ -77,12 +78,13 @@ def test_production_configuration_gets_the_papers_central_epsilon_from_the_accou
 
 
 def test_a_session_must_account_shuffles_at_a_delta():
-    """Without event_delta no accountant of a budget session can compose a Shuffled event:
-    the run is refused before any noise (the CLI must pass the budget's delta)."""
+    """Without event_delta no filter of a budget session can price a Shuffled event: the run
+    is refused before any noise (the CLI passes the budget's delta)."""
     trie = LDPTrieHH(epsilon=5.0, users_per_layer=10, contribution_bound=1, max_prefixes=5, depth=2)
-    with BudgetSession(budget=PrivacyBudget(epsilon=5.0, delta=1e-6)) as session:
-        with pytest.raises(UnsupportedEventError):
+    with BudgetSession(budget=PrivacyBudget(epsilon=5.0, delta=1e-6, neighbouring="replace_one")) as session:
+        with pytest.raises(BudgetExceededError, match="set event_delta for curve events"):
             trie.run([], trie_lexicon(), np.zeros(3, bool), charger=session, rng=seeded(0))
+        assert session.ledger.head()[0] == 0
 
 
 def trie_lexicon():

@@ -621,12 +621,14 @@ def test_workflow_on_the_bundled_slice_and_a_csv(tmp_path):
     assert "DPNE" in res.summary and res.metrics["counts"]["1"] > 0
     assert (tmp_path / "a" / "ngrams-1.txt").read_text().count("\n") == res.metrics["counts"]["1"]
     ledger = [json.loads(line) for line in (tmp_path / "a" / "ledger.jsonl").read_text().splitlines()]
-    assert ledger[0]["event"]["kind"] == "composed" and ledger[1]["event"]["kind"] == "gaussian"
+    (block,) = ledger  # the whole plan, one block: the 1-gram DPSU block, then a Gaussian per length
+    assert block["event"]["kind"] == "composed" and block["event"]["events"][0]["kind"] == "composed"
+    assert [e["kind"] for e in block["event"]["events"][1:]] == ["gaussian", "gaussian"]
     corpus = synthetic_corpus(users=300, vocab_size=200, seed=8)
     path = write_records(corpus, tmp_path / "in.csv")
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path / "b")
     res = item.run(ctx, {"input": path, "max_n": 4, "max_keys": 20, "method": "dpsu-even"})
-    assert "DPSU-even" in res.summary and len(ctx.charger.charges) == 4
+    assert "DPSU-even" in res.summary and len(ctx.charger.charges) == 1  # four releases, one block
     with pytest.raises(PrivregValueError, match="length"):
         item.run(WorkflowContext(), {"method": "dpsu-single"})
     steps = hooks.privreg_demo_steps()
