@@ -143,7 +143,7 @@ def grid_to_float(total: int, step: Fraction) -> float:
     try:
         return num / step.denominator  # int / int: correctly rounded
     except OverflowError:
-        return math.copysign(math.inf, num)
+        return math.inf if num > 0 else -math.inf
 
 
 def grid_values(totals: np.ndarray, step: Fraction) -> np.ndarray:

@@ -35,6 +35,10 @@ def _bounds(lower: Any, upper: Any) -> tuple[float, float]:
             f"need finite lower < upper; got lower={lower}, upper={upper}. Declare the "
             f"range from domain knowledge, never from the data"
         )
+    if not math.isfinite(upper - lower):
+        raise PrivregValueError(
+            f"upper - lower must be finite (at most 1.8e308); got lower={lower}, upper={upper}. "
+            f"Declare a narrower range, or shift and scale the data by public constants")
     return lower, upper
 
 
@@ -50,11 +54,10 @@ class MedianQuery:
         x = finite_array("data", data).reshape(-1)
         if x.size == 0:
             raise PrivregValueError("data is empty; the median needs at least one record")
-        bad = np.flatnonzero((x < self.lower) | (x > self.upper))
-        if bad.size:
+        if np.any((x < self.lower) | (x > self.upper)):
             raise PrivregValueError(
-                f"data[{int(bad[0])}] = {x[bad[0]]} is outside the declared bounds "
-                f"[{self.lower:g}, {self.upper:g}]; widen the bounds or clip the data first"
+                f"data has values outside the declared bounds [{self.lower:g}, {self.upper:g}]; "
+                f"widen the bounds or clip the data first"
             )
         return np.sort(x)
 
