@@ -139,18 +139,22 @@ def utility_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a 1-d array of finite utilities, one per candidate (at least one).
 
     Integer utilities stay integers (int64/uint64) so large counts are not rounded;
-    floating-point utilities become float64 (an exact widening).
+    floating-point utilities become float64 (an exact widening). Every finite float64 is
+    accepted (the sampler works on exact rationals, so nothing overflows); NaN, inf and
+    integers beyond uint64 are refused. Errors name the rule, never a utility, its
+    position or how many are bad: utilities are computed from the data.
     """
     try:
         arr = np.asarray(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise PrivregTypeError(
-            f"{name} must be a 1-d array of numbers (one utility per candidate); got {value!r}"
+            f"{name} must be a 1-d array of numbers (one utility per candidate); got "
+            f"{type(value).__name__}"
         ) from None
     if arr.dtype.kind not in "iuf":
         raise PrivregTypeError(
-            f"{name} must hold real numbers (one utility per candidate); got dtype {arr.dtype} "
-            f"from {value!r}. Pass e.g. np.array([3.0, 1.0, 2.0])."
+            f"{name} must hold real numbers (one utility per candidate: int64, uint64 or "
+            f"float); got dtype {arr.dtype}. Pass e.g. np.array([3.0, 1.0, 2.0])."
         )
     if arr.ndim != 1:
         raise PrivregValueError(
@@ -163,12 +167,9 @@ def utility_array(name: str, value: Any) -> np.ndarray:
         )
     if arr.dtype.kind == "f":
         arr = arr.astype(np.float64)
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        if not np.all(np.isfinite(arr)):
             raise PrivregValueError(
-                f"{name}[{i}] = {arr[i]} is not finite ({int(bad.sum())} non-finite utilit"
-                f"{'y' if bad.sum() == 1 else 'ies'} in all); every candidate needs a finite "
+                f"every entry of {name} must be finite; every candidate needs a finite "
                 f"utility. Remove the candidate or give it a finite (e.g. very low) utility."
             )
     return arr

@@ -141,7 +141,7 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float,
         raise PrivregValueError(f"counts must be a 1-d integer array over a domain of >= 2 items; got shape {c.shape}")
     c = c.astype(np.int64)
     if (c < 0).any():
-        raise PrivregValueError(f"counts must be non-negative; got {int(c.min())} at item {int(np.argmin(c))}")
+        raise PrivregValueError("counts must be non-negative (one count of reports per item)")
     s = c.size
     d = v.check_int("subset_size", subset_size, minimum=1)
     if d >= s:
