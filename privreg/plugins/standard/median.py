@@ -125,7 +125,19 @@ def smooth_median_mechanism(
 
     Guarantee: (epsilon, delta)-DP for neighbours that replace one of ``n`` records
     (``n`` public). ``step`` is the public output grid (default ``(upper - lower) / 2^20``).
-    Data outside the declared bounds are refused before anything is charged.
+
+    Input range: a non-empty 1-d array of finite values within ``[lower, upper]``;
+    anything else is refused before the charge, with an error naming the rule, never a
+    value or a row. ``upper - lower`` must be finite. The output is the noisy grid point
+    rounded once to a float (``+-inf`` only if it lies beyond the float range, possible
+    only with bounds near 1e308); nothing can fail after the charge.
+
+    Timing depends on the data: the scan over distances ``k`` stops when no later term
+    can exceed the best so far, and the noise sampler's time grows with sigma. Measured
+    (``benchmarks/data_timing.py``, n = 1001, [0, 100], epsilon 1, delta 1e-6): 0.2 ms
+    when half the records sit at each bound, 4-5 ms for uniform or normal data, 10 ms
+    when all records are equal -- up to 50-60x between inputs (uniform data take about
+    0.4x the time of constant data).
     """
     lower, upper = _bounds(lower, upper)
     _, beta = smooth_gaussian_parameters(epsilon=epsilon, delta=delta)

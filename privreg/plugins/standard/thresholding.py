@@ -254,6 +254,15 @@ class LaplaceThresholding(_Thresholding):
     ``Composed([DiscreteLaplace(s, Delta_0 m), ApproxDP(0, delta)])`` (see the module
     docstring for why this composition bound is valid). Output: ``{key: noisy total}`` for
     the released keys only, totals on the grid (they may be below a key's true total).
+
+    **Input range, order, timing.** Totals must be finite, ``>= 0`` and within float64
+    (refused before the charge otherwise; the error never names a key or a count);
+    nothing is clamped, totals and noise are added exactly. Released keys come in
+    ascending order (by type and repr for keys of mixed types; in a uniformly random
+    order from the secure source when no strict order exists), never in the caller's
+    order. Running time is linear in the number of keys (itself data); totals beyond
+    ``2**53`` grid steps take an exact Python-integer path (measured 1.0-1.5x for 1000
+    keys near 1e300, ``benchmarks/data_timing.py``).
     """
 
     name: ClassVar[str] = "laplace-thresholding"
@@ -353,6 +362,15 @@ class GaussianThresholding(_Thresholding):
     **Guarantee.** ``(epsilon, delta)``-DP for add/remove-one-user neighbours; charged as
     ``ApproxDP(epsilon, delta)`` (module docstring: the noise event is verified
     ``(epsilon, delta/2)``-DP and the threshold adds delta/2). Output: ``{key: noisy total}`` for the released keys only.
+
+    **Input range, order, timing.** Totals must be finite, ``>= 0`` and within float64
+    (refused before the charge otherwise; the error never names a key or a count);
+    nothing is clamped, totals and noise are added exactly. Released keys come in
+    ascending order (by type and repr for keys of mixed types; in a uniformly random
+    order from the secure source when no strict order exists), never in the caller's
+    order. Running time is linear in the number of keys (itself data); totals beyond
+    ``2**53`` grid steps take an exact Python-integer path (measured 1.0-1.5x for 1000
+    keys near 1e300, ``benchmarks/data_timing.py``).
     """
 
     name: ClassVar[str] = "gaussian-thresholding"

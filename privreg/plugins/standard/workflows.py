@@ -74,6 +74,13 @@ def bounded_mean(
     count with sensitivity 1 at epsilon/2 and a sum with sensitivity max(|lower|, |upper|)
     at epsilon/2; the mean is post-processing). Values outside [lower, upper] are an error
     unless ``clip`` is set: the bounds must come from domain knowledge, never from the data.
+    Such an error names the column and the rule, never a row or a value. The sum is exact
+    and clamped to the float range (1-Lipschitz), and both releases are prepared before
+    the first charge, so nothing can fail between the two charges.
+
+    Timing: linear in the number of rows (reading the CSV dominates), which is itself
+    private under add/remove; the exact-sum fallback runs only when the float sum would
+    overflow (bounds near 1e308).
     """
     if not lower < upper:
         raise PrivregValueError(f"lower ({lower}) must be < upper ({upper})")
