@@ -194,24 +194,29 @@ class _Thresholding(Mechanism):
         """tau in data units: a key is released iff its noisy total is > tau."""
         return float(self.threshold_int * self._grid().step)
 
-    def _released(self, value: KeyCounts, totals: np.ndarray, rng: RandomSource) -> dict[Hashable, float]:
-        """Keys whose noisy integer total exceeds the threshold, with totals back in data
-        units (a deterministic function of integers: post-processing), in canonical order."""
-        keep = np.flatnonzero(np.asarray(totals > self.threshold_int, dtype=bool))
-        if not value.sorted:
-            keep = keep[_secure_permutation(keep.size, rng)]
-        values = grid_values(totals[keep], self._grid().step)
-        return {value.keys[i]: float(x) for i, x in zip(keep.tolist(), values.tolist())}
+    def _released(self, value: KeyCounts, totals: np.ndarray, rng: RandomSource) -> list[dict[Hashable, float]]:
+        """For each row of ``totals`` (noisy integer totals, one column per key): the keys
+        whose total exceeds the threshold, with totals back in data units (a deterministic
+        function of integers: post-processing), in canonical order."""
+        keep = np.asarray(totals > self.threshold_int, dtype=bool)
+        values = np.zeros(totals.shape, dtype=np.float64)
+        values[keep] = grid_values(totals[keep], self._grid().step)
+        out = []
+        for row_keep, row_values in zip(keep, values):
+            idx = np.flatnonzero(row_keep)
+            if not value.sorted:
+                idx = idx[_secure_permutation(idx.size, rng)]
+            out.append({value.keys[i]: x for i, x in zip(idx.tolist(), row_values[idx].tolist())})
+        return out
 
     def _sample(self, value: KeyCounts, rng: RandomSource, data: Any) -> dict[Hashable, float]:
         k = snap_values(value.counts, self._grid())
-        return self._released(value, exact_sum(k, self._noise(len(value.keys), rng)), rng)
+        return self._released(value, exact_sum(k, self._noise(len(value.keys), rng))[None, :], rng)[0]
 
     def _sample_many(self, value: KeyCounts, count: int, rng: RandomSource, data: Any) -> list[dict[Hashable, float]]:
         k = snap_values(value.counts, self._grid())
         noise = self._noise(count * len(value.keys), rng).reshape(count, len(value.keys))
-        totals = exact_sum(k, noise)
-        return [self._released(value, row, rng) for row in totals]
+        return self._released(value, exact_sum(k, noise), rng)
 
 
 @attrs.frozen(kw_only=True)
