@@ -472,3 +472,20 @@ def test_refused_charge_after_validation_still_draws_nothing():
     with pytest.raises(BudgetExceededError):
         mech.release(1e308, charger=Refuse(rng), rng=rng)
     assert rng.draws == 0
+
+
+def test_subset_selection_vote_counts_refuses_too_many_reports_before_the_charge():
+    from privreg.plugins.standard.subset_histogram import _MAX_REPORTS
+
+    ss = REGISTRY.get("subset-selection").create({"epsilon": 1.0, "s": 8})
+    log = EventLog()
+    counts = np.zeros(8, dtype=np.int64)
+    counts[3] = _MAX_REPORTS
+    counts[5] = 1
+    with pytest.raises(PrivregValueError, match="batches") as err:
+        ss.vote_counts_from_histogram(counts, charger=log)
+    assert log.charges == () and str(_MAX_REPORTS + 1) not in str(err.value)
+    huge = np.full(8, 2**63 - 1, dtype=np.int64)  # an int64 sum would wrap around
+    with pytest.raises(PrivregValueError):
+        ss.vote_counts_from_histogram(huge, charger=log)
+    assert log.charges == ()

@@ -148,7 +148,7 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float,
         raise PrivregValueError(f"subset_size must be below the domain size {s}; got {d}")
     n = int(c.sum())
     if n > _MAX_REPORTS:
-        raise PrivregValueError(f"at most {_MAX_REPORTS} reports per histogram; got {n}: split them into batches")
+        raise PrivregValueError(f"at most {_MAX_REPORTS} reports per histogram: split them into batches")
     kept = gen.binomial(c, keep_probability)
     votes = kept.copy()
     own = np.stack([kept, c - kept])  # class 0 needs d - 1 other items, class 1 needs d
