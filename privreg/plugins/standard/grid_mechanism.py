@@ -66,7 +66,7 @@ def finite_array(name: str, value: Any) -> np.ndarray:
         raise PrivregValueError(
             f"{name} must be finite (no NaN or inf, and integers within the float64 range); "
             f"remove or impute such entries before releasing.")
-    return arr + 0.0  # -0.0 becomes 0.0
+    return np.asarray(arr + 0.0)  # -0.0 becomes 0.0
 
 
 def integer_array(name: str, value: Any, dimension: int) -> np.ndarray:
