@@ -90,7 +90,8 @@ def test_query_is_a_callable_with_a_ledger_name():
 @pytest.mark.parametrize(
     "data, error, match",
     [
-        (np.array([[np.nan, 1.0]]), PrivregValueError, r"data\[0, 0\]"),
+        (np.array([[np.nan, 1.0]]), PrivregValueError, "must be finite"),  # the rule, not the cell
+        (np.array([[2e100, 1.0]]), PrivregValueError, r"\[-1e100, 1e100\]"),
         (np.zeros((0, 2)), PrivregValueError, "empty"),
         (np.zeros((2, 2, 2)), PrivregValueError, "2-d"),
         ("abc", PrivregTypeError, "array of numbers"),

@@ -464,9 +464,9 @@ def test_report_noisy_max_rejects_unknown_noise():
 
 @pytest.mark.parametrize("cls", MECHS)
 @pytest.mark.parametrize("value,pattern", [
-    ([1.0, float("nan"), 2.0], r"utilities\[1\] = nan is not finite"),
-    (np.array([0.0, 1.0, 2.0, -np.inf]), r"utilities\[3\] = -inf is not finite"),
-    ([np.inf], r"utilities\[0\] = inf"),
+    ([1.0, float("nan"), 2.0], "must be finite"),
+    (np.array([0.0, 1.0, 2.0, -np.inf]), "must be finite"),
+    ([np.inf], "must be finite"),
     ([], "at least one candidate"),
     (np.zeros((2, 3)), r"1-d.*\(2, 3\)"),
     (1.0, r"1-d.*\(\)"),

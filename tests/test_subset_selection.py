@@ -276,8 +276,8 @@ def test_rejects_bad_domain_size(s):
 @pytest.mark.parametrize(
     "inputs, error, words",
     [
-        (np.array([0, 4, 5]), PrivregValueError, r"inputs\[2\] = 5 is outside the declared domain \[0, 5\)"),
-        (np.array([-1]), PrivregValueError, r"inputs\[0\] = -1 is outside the declared domain \[0, 5\)"),
+        (np.array([0, 4, 5]), PrivregValueError, r"outside the declared domain \[0, 5\)"),
+        (np.array([-1]), PrivregValueError, r"outside the declared domain \[0, 5\)"),
         (np.array([0.5]), PrivregTypeError, "integer"),
         (np.array([1.0, float("nan")]), PrivregTypeError, "integer"),
         (np.array([True, False]), PrivregTypeError, "integer"),

@@ -181,7 +181,7 @@ def test_events_are_data_independent_and_accountable():
 
 @pytest.mark.parametrize("bad,err,needle", [
     (np.array([np.nan]), PrivregTypeError, "mapping"),
-    ({"a": float("nan")}, PrivregValueError, "'a'"),
+    ({"a": float("nan")}, PrivregValueError, "finite"),  # the rule, never the key
     ({"a": -1}, PrivregValueError, ">= 0"),
     ({"a": float("inf")}, PrivregValueError, "finite"),
     ({"a": "3"}, PrivregTypeError, "real number"),

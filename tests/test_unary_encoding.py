@@ -206,8 +206,8 @@ def test_rejects_bad_domain_size(k):
 @pytest.mark.parametrize(
     "inputs, error, words",
     [
-        (np.array([0, 3, 4]), PrivregValueError, r"inputs\[2\] = 4 is outside the declared domain \[0, 4\)"),
-        (np.array([-2]), PrivregValueError, r"inputs\[0\] = -2 is outside the declared domain \[0, 4\)"),
+        (np.array([0, 3, 4]), PrivregValueError, r"outside the declared domain \[0, 4\)"),
+        (np.array([-2]), PrivregValueError, r"outside the declared domain \[0, 4\)"),
         (np.array([1.5]), PrivregTypeError, "integer"),
         (np.array([float("inf")]), PrivregTypeError, "integer"),
         (np.array([True]), PrivregTypeError, "integer"),

@@ -260,13 +260,14 @@ def _parse_lines(lines: list[str], first_line: int, path: Path) -> list[dict[str
             continue
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except ValueError:
+            # the rule only: the line's number or content would be data
             raise PrivregValueError(
-                f"{str(path)!r} line {first_line + i} is not a JSON object ({exc}); JSONL input needs one "
+                f"{str(path)!r} has a line that is not a JSON object; JSONL input needs one "
                 f"object per line") from None
         if not isinstance(obj, dict):
-            raise PrivregValueError(f"{str(path)!r} line {first_line + i} is a JSON {type(obj).__name__}, not an "
-                                    f"object; JSONL input needs one object per line")
+            raise PrivregValueError(f"{str(path)!r} has a line that is not a JSON object; JSONL input "
+                                    f"needs one object per line")
         objs.append(obj)
     return objs
 
@@ -369,9 +370,9 @@ def _parquet_chunks(path: Path, user_column: str, text_column: str, rows: int) -
         try:  # arrow's cast is per value (pandas' would depend on the batch's nulls)
             u = pc.cast(batch.column(user_column), pa.string()).to_numpy(zero_copy_only=False)
             t = pc.cast(batch.column(text_column), pa.string()).to_numpy(zero_copy_only=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # arrow's message may quote a value
             raise PrivregValueError(f"{str(path)!r}: columns {user_column!r}/{text_column!r} must hold strings or "
-                                    f"numbers ({exc})") from None
+                                    f"numbers") from None
         keep = np.array([a is not None and b is not None for a, b in zip(u.tolist(), t.tolist())], dtype=bool)
         yield _frame(u[keep].tolist(), t[keep].tolist())
 

@@ -83,7 +83,7 @@ class Alphabet:
         width = depth + 1
         for row, word in enumerate(words):
             if not isinstance(word, str) or not word:
-                raise PrivregTypeError(f"words[{row}] must be a non-empty str; got {word!r}")
+                raise PrivregTypeError(f"every word must be a non-empty str; got a {type(word).__name__} or an empty str")
         if not len(words):
             return np.full((0, width), -1, dtype=np.int16)
         # fixed-width UTF-32 view: one uint32 code point per character, 0 as padding

@@ -288,10 +288,10 @@ class LDPTrieHH:
                 raise PrivregValueError(
                     f"pass {pass_index} layer {layer}: groups must yield a UserWords of exactly "
                     f"users_per_layer = {self.users_per_layer} users (the charged event assumes "
-                    f"N*B reports per layer); got {group!r}")
+                    f"N*B reports per layer); got {type(group).__name__}")
             if group.words.size and group.words.max() >= len(lexicon):
                 raise PrivregValueError(f"pass {pass_index} layer {layer}: word ids must index the lexicon "
-                                        f"(< {len(lexicon)}); got {group.words.max()}")
+                                        f"(< {len(lexicon)})")
             candidates = len(names) * size
             symbol = codes[:, layer].astype(np.int64)
             word_code = np.where((node >= 0) & (symbol >= 0), node * size + symbol, -1)

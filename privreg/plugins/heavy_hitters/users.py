@@ -83,11 +83,10 @@ class UserWords:
         o = self.offsets
         if o.size < 1 or o[0] != 0 or (np.diff(o) < 0).any() or o[-1] != self.words.size:
             raise PrivregValueError(
-                "offsets must start at 0, never decrease and end at len(words) "
-                f"(got {o.size} offsets ending at {o[-1] if o.size else None}, {self.words.size} words)"
+                "offsets must start at 0, never decrease and end at len(words)"
             )
         if self.counts.shape != self.words.shape:
-            raise PrivregValueError(f"counts ({self.counts.size}) and words ({self.words.size}) differ in length")
+            raise PrivregValueError("counts and words must have the same length (one count per word)")
         if (self.counts < 1).any() or (self.words < 0).any():
             raise PrivregValueError("counts must be >= 1 and word ids >= 0")
 

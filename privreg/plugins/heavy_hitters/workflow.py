@@ -70,6 +70,10 @@ def oov_discovery(
     budget session needs ``event_delta``). Users are synthetic (wordfreq English
     frequencies, the ``known_words`` most frequent words known); coverage is measured on
     the simulation's law (an infinitely large test population).
+
+    Timing depends on the simulated population and on the released prefix sets (the
+    candidates of each layer); heavy hitters are listed by pass and layer in trie order,
+    a function of released votes only.
     """
     if known_words >= vocabulary:
         raise PrivregValueError(f"known_words ({known_words}) must be below vocabulary ({vocabulary})")

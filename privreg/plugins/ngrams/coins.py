@@ -79,13 +79,17 @@ def gaussian_tail_coins(counts: np.ndarray, *, scale: int, rho: float, sigma: fl
     ``P[counts[i] / scale + N(0, sigma^2) > rho] = Q((rho - counts[i]/scale) / sigma)``
     (exactly, up to the 320-bit evaluation described in the module docstring).
 
-    ``counts`` are non-negative int64 totals below 2**53 (``counts / scale`` is then exact
-    for a power-of-two ``scale``); ``rho`` any finite float, ``sigma > 0``."""
+    ``counts`` are non-negative integer totals; a total at or above 2**53 is clamped to
+    ``2**53 - 1`` first (so ``counts / scale`` is exact for a power-of-two ``scale``).
+    Clamping is 1-Lipschitz in every coordinate, so the sensitivity is unchanged, and it
+    means the coins never fail after a charge, whatever the data. ``rho`` any finite
+    float, ``sigma > 0``."""
     counts = np.asarray(counts)
     if counts.ndim != 1 or not np.issubdtype(counts.dtype, np.integer):
         raise PrivregValueError("counts must be a 1-d integer array (exact histogram totals)")
-    if counts.size and (counts.min() < 0 or counts.max() >= 2**53):
-        raise PrivregValueError("counts must lie in [0, 2**53)")
+    if counts.size and counts.min() < 0:
+        raise PrivregValueError("counts must be non-negative (sums of non-negative weights)")
+    counts = np.minimum(counts, 2**53 - 1)
     scale = v.check_count("scale", scale)
     if scale & (scale - 1):
         raise PrivregValueError(f"scale must be a power of two (exact division); got {scale}")

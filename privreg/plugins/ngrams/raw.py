@@ -10,9 +10,10 @@ as the int64 code ``prefix_id * V + last`` (V = vocabulary size). A global table
 length maps codes to ids across partitions; its size is the number of distinct k-grams.
 
 Those ids depend on the order in which n-grams are first seen (so on how the corpus was
-partitioned); histogram keys use *canonical* ids instead, the rank of ``(canonical id of
-the prefix, last token)`` among the k-grams, so that a release under a seed does not
-depend on the partitioning. Neither is used to choose which keys a user keeps: that uses
+partitioned, and on the input's row order); histogram keys use *canonical* ids instead:
+for a token the rank of its string, for a k-gram the rank of ``(canonical id of the
+prefix, canonical id of the last token)`` among the k-grams, so that a release under a
+seed depends on neither. Neither is used to choose which keys a user keeps: that uses
 each n-gram's 64-bit *content tag* (a hash of its tokens' string tags and its length,
 intrinsic to the n-gram) under the keyed rank of
 :meth:`privreg.backends.LocalBackend.bounded_histogram`. A histogram key is
@@ -46,7 +47,11 @@ class RawNgrams:
         self.vocab_size = int(corpus.vocab.size)
         self.codes: dict[int, np.ndarray] = {}  # k >= 2: code of each id
         self.tags: dict[int, np.ndarray] = {1: corpus.vocab_tags}  # content tag of each id
-        self.canonical: dict[int, np.ndarray] = {1: np.arange(self.vocab_size, dtype=np.int64)}  # id -> canonical
+        # id -> canonical id; for tokens, the rank of the token string: the vocabulary's ids
+        # follow first appearance in the input, so they depend on the input's row order
+        rank = np.empty(self.vocab_size, dtype=np.int64)
+        rank[np.argsort(np.asarray(corpus.vocab, dtype=object), kind="stable")] = np.arange(self.vocab_size)
+        self.canonical: dict[int, np.ndarray] = {1: rank}
         self.built = 1
 
     def build(self, length: int) -> None:
@@ -66,10 +71,12 @@ class RawNgrams:
             prefix, last = self.codes[k] // v, self.codes[k] % v
             with np.errstate(over="ignore"):
                 self.tags[k] = _mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
-            # canonical ids: the rank of (canonical prefix id, last token), which does not
-            # depend on the order partitions were read (the ids above do)
+            # canonical ids: the rank of (canonical prefix id, canonical last token), which
+            # depends neither on the order partitions were read nor on the input's row
+            # order (the ids above do)
             self.canonical[k] = np.empty(count, dtype=np.int64)
-            self.canonical[k][np.argsort(self.canonical[k - 1][prefix] * v + last)] = np.arange(count)
+            self.canonical[k][np.argsort(self.canonical[k - 1][prefix] * v + self.canonical[1][last])] = \
+                np.arange(count)
             self.built = k
 
     def _ids(self, part: Partition, k: int) -> np.ndarray:

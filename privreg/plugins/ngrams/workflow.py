@@ -98,6 +98,12 @@ def ngrams_workflow(
     Writes ``ngrams-<k>.txt`` (one n-gram per line), ``table.txt`` (counts per length in
     the shape of the paper's Table 3) and ``result.json``; with a plain event log as the
     charger also ``ledger.jsonl`` (the CLI keeps its own ``ledger.sqlite``).
+
+    Released n-grams are listed in sorted order (a function of the released sets, never of
+    the input's row order). Timing depends on the data: it grows with the tokens and the
+    distinct n-grams (``benchmarks/ngrams.py``: about 12 s for 1e7 tokens), and with the
+    sizes of the released sets, so an observer of the running time learns the corpus's
+    scale. Run where timing is not observable.
     """
     if method == "dpsu-single" and length is None:
         raise PrivregValueError("method dpsu-single needs --length k (the one n-gram length to extract)")

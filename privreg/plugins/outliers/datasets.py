@@ -158,7 +158,8 @@ def standardise(points: np.ndarray) -> np.ndarray:
 
 def read_csv_points(path: Path, columns: Sequence[str] | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
     """The numeric columns ``columns`` (default: all) of a CSV file with a header row, as
-    a float64 matrix. Empty or non-numeric cells are an error naming row and column."""
+    a float64 matrix. Empty or non-numeric cells are an error naming the column (never the
+    cell or its row: they are data)."""
     p = Path(path)
     if not p.is_file():
         raise PrivregValueError(f"input {str(p)!r} is not a file; pass a CSV file with a header row")
@@ -179,10 +180,11 @@ def read_csv_points(path: Path, columns: Sequence[str] | None = None) -> tuple[n
             try:
                 out[i, j] = float(row[col])
             except (ValueError, IndexError):
-                cell = row[col] if col < len(row) else "<missing>"
+                # the rule and the column (public schema), never the cell or its row
                 raise PrivregValueError(
-                    f"{str(p)!r} row {i + 2}, column {names[j]!r}: {cell!r} is not a number; "
-                    f"clean the data or pick numeric columns with columns=..."
+                    f"{str(p)!r}: column {names[j]!r} has a cell that is empty or not a number; "
+                    f"every cell of the chosen columns must be a number. Clean the data or "
+                    f"pick numeric columns with columns=..."
                 ) from None
     if not len(rows):
         raise PrivregValueError(f"{str(p)!r} has a header but no records")

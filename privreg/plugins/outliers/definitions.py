@@ -34,11 +34,20 @@ __all__ = [
 ]
 
 
+#: Largest coordinate magnitude of a record: a squared coordinate difference is then at
+#: most 4e200, so squared distances stay inside the float64 range for any realistic
+#: number of attributes.
+MAX_COORDINATE = 1e100
+
+
 def as_dataset(data: Any, name: str = "data") -> np.ndarray:
     """``data`` as a finite float64 matrix with one record per row (a 1-d array is one
-    attribute). Raises naming the first bad entry."""
+    attribute), every coordinate within ``[-1e100, 1e100]`` (:data:`MAX_COORDINATE`, so
+    squared distances cannot overflow). Errors name the rule, never a cell or its position."""
     try:
         arr = np.asarray(data, dtype=np.float64)
+    except OverflowError:
+        arr = np.array([np.inf])
     except (TypeError, ValueError):
         raise PrivregTypeError(
             f"{name} must be a 2-d array of numbers (one record per row); got {type(data).__name__}"
@@ -48,15 +57,17 @@ def as_dataset(data: Any, name: str = "data") -> np.ndarray:
     if arr.ndim != 2:
         raise PrivregValueError(f"{name} must be 2-d (records x attributes); got shape {arr.shape}")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise PrivregValueError(f"{name} is empty (shape {arr.shape}); it needs records and attributes")
-    bad = np.argwhere(~np.isfinite(arr))
-    if bad.size:
-        i, j = (int(x) for x in bad[0])
+        raise PrivregValueError(f"{name} is empty; it needs records and attributes")
+    if not np.all(np.isfinite(arr)):
         raise PrivregValueError(
-            f"{name}[{i}, {j}] = {arr[i, j]} is not finite; remove or impute NaN/inf before "
-            f"analysing outliers"
+            f"{name} must be finite; remove or impute NaN/inf before analysing outliers"
         )
-    return arr
+    if np.any(np.abs(arr) > MAX_COORDINATE):
+        raise PrivregValueError(
+            f"every coordinate of {name} must lie in [-1e100, 1e100] (so that squared distances "
+            f"cannot overflow); scale the attributes by a public constant"
+        )
+    return arr + 0.0
 
 
 def check_subspace(subspace: Any, dimension: int | None = None) -> tuple[int, ...] | None:

@@ -60,6 +60,11 @@ def outlier_count_workflow(
     records is treated as public). Only the noisy count is reported: the true count and
     the data-dependent noise scale are never shown. Scale columns with public constants
     beforehand if needed. Default input: Synthetic 1 (50 generated records, Table 1).
+
+    Input range and errors as ``smooth-outlier-count`` (coordinates within [-1e100, 1e100];
+    errors name the column and the rule, never a cell or a row). Timing depends on the
+    data as there (measured 2x for 200 records in 2 columns, 60-110x for 60 records in 3
+    columns with the exact cover, ``benchmarks/data_timing.py``).
     """
     points, names, source = _load(input, columns, synthetic_1)
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius, step=step, cover=cover)
@@ -102,6 +107,12 @@ def outlier_subspaces_workflow(
     ``2 eps'``); with ``count_fraction > 0`` each of the ``h`` counts is released at
     ``(count_fraction epsilon / h, delta / h)``; basic composition. Default input:
     Synthetic 2 (500 generated records, Table 2).
+
+    Timing depends on the data: the utilities count outliers in every candidate subspace
+    (KD-trees), the selection is a rejection sampler (about 8x between utility vectors,
+    see ``exponential``) and each count's smooth bound behaves as ``smooth-outlier-count``.
+    The subspaces are listed in the order drawn (the mechanism's output), never in an
+    order taken from the data.
     """
     points, names, source = _load(input, columns, synthetic_2)
     candidates = all_subspaces(points.shape[1], dimension)

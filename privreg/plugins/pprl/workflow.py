@@ -102,6 +102,9 @@ def pprl_workflow(
     No differential privacy is claimed, so nothing is charged to the budget. The shared
     secret is drawn from the run's random source unless ``secret_file`` holds one (at least
     16 random bytes).
+
+    Timing depends on the records (block sizes, candidate pairs, early termination), as
+    the transcript does; nothing here hides it.
     """
     rng = context.rng
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:

@@ -497,7 +497,7 @@ class PrivateTraining(Protocol):
                 if l2max > config.l2_bound * (1 + 1e-12) + (math.sqrt(config.d) * 2.0 ** -(config.feature_bits + 1)
                                                            if config.feature_bits else 0):
                     raise PrivregValueError(
-                        f"a message has ||x||_2 = {l2max:.4g} > l2_bound={config.l2_bound}; cap the features "
+                        f"a message exceeds the public l2_bound={config.l2_bound} on ||x||_2; cap the features "
                         f"(NgramHasher(max_active=...)) or raise l2_bound")
             self.X = M
         self.y = None if y is None else check_labels(y, n)

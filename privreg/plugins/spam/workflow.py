@@ -259,6 +259,9 @@ def spam_filter(
     GaussianMechanism and charged to the budget first: the trained model is
     ``(epsilon, delta)``-DP (replace-one, per run) also towards Bob. Without DP nothing is
     charged and the model itself is not differentially private.
+
+    Timing depends on the data: on the numbers of messages and features, and on how many
+    features each message has (sparse arithmetic); it is not constant-time.
     """
     run = run_spam(context=context, input=input, bundled=bundled, train=train, test=test, space=space, hash=hash,
                    max_active=max_active, reduction=reduction, reduced_dim=reduced_dim, batch_size=batch_size,

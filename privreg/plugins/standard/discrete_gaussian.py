@@ -38,6 +38,12 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     exact law for ``sigma^2`` equal to the square of the given float (no rounding of the
     scale): ``path="fast"`` vectorised, ``path="exact"`` one rational draw at a time, both
     from the OS CSPRNG. Outputs are integers, so nothing leaks through floating point.
+
+    **Input range.** Integers (or whole floats) in ``[-2**62, 2**62]``, scalar or
+    ``dimension``-vector. Anything else -- ``2**63 - 1``, ``2**64 - 1`` (which int64 would
+    turn into -1), ``1e308``, non-integers -- is refused before the charge with an error
+    naming the rule, so ``value + noise`` always fits int64. A scalar output is that
+    exact integer, a vector output int64. Running time does not depend on the value.
     """
 
     name: ClassVar[str] = "discrete-gaussian"

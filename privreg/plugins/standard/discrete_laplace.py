@@ -31,6 +31,12 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     vectorised with the scale rounded up by less than ``max(2**-40, 2**-39 * scale)``
     (:func:`privreg.noise.fast.fast_scale`; only ever more noise), ``path="exact"``
     uses the exact rational scale. The charged event is the DiscreteLaplace applied.
+
+    **Input range.** Integers (or whole floats) in ``[-2**62, 2**62]``, scalar or
+    ``dimension``-vector. Anything else -- ``2**63 - 1``, ``2**64 - 1`` (which int64 would
+    turn into -1), ``1e308``, non-integers -- is refused before the charge with an error
+    naming the rule, so ``value + noise`` always fits int64. A scalar output is that
+    exact integer, a vector output int64. Running time does not depend on the value.
     """
 
     name: ClassVar[str] = "discrete-laplace"

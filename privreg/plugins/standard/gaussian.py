@@ -162,6 +162,16 @@ class GaussianMechanism(GridMechanism):
 
     Paths: ``"fast"`` (default) vectorised, several million draws per second per core (benchmarks/noise.py);
     ``"exact"`` one scalar draw at a time. Both sample the discrete Gaussian exactly.
+
+    **Input range.** Every finite float64, scalar or ``dimension``-vector; NaN, inf and
+    integers beyond 1.8e308 are refused before the charge. Nothing is clamped: the
+    snapped value and the noise are added in exact integer arithmetic and the output is
+    their grid point rounded once to the nearest float (``+-inf`` only beyond the float
+    range), so no input that passes validation can make the release fail after the charge.
+
+    **Timing.** Values beyond about ``2**53`` grid steps take an exact Python-integer path:
+    measured (``benchmarks/data_timing.py``) 1.1-1.2x for one release of 1000
+    coordinates, up to 3.4x for ``release_many`` of 1e5 draws of a scalar near 1e300.
     """
 
     name: ClassVar[str] = "gaussian"

@@ -1,9 +1,23 @@
 """Releases of real-valued queries as integer noise on a grid (shared by Laplace and
-Gaussian): snap the answer to the grid, add integer noise, map back."""
+Gaussian): snap the answer to the grid, add integer noise, map back.
+
+**Arithmetic on data never overflows.** A snapped answer ``k = round(x / g)`` is a Python
+integer, exact for every finite float ``x`` (up to about ``1.8e308 / g``). ``k + z`` is
+computed in int64 only when ``|k|`` and the noise ``|z|`` are both below ``2**62`` (so
+the sum fits), and in Python integers otherwise. The released float is
+:func:`grid_to_float`: ``(k + z) * g`` rounded once to the nearest float, ``+-inf`` when
+that lies beyond the float range -- a fixed function of the integer ``k + z`` whichever
+path computed it, so the path taken changes the running time, never the output. Integer
+mechanisms accept queries in ``[-2**62, 2**62]`` (:data:`MAX_INTEGER_QUERY`) and refuse
+anything else before the charge, so ``k + z`` fits int64 whenever ``|z| <= 2**62``.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
 from abc import abstractmethod
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -13,52 +27,155 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
 from privreg.noise import Grid, snap_to_grid
 
-__all__ = ["GridMechanism", "IntegerNoiseMechanism", "finite_array", "integer_array"]
+__all__ = [
+    "GridMechanism",
+    "IntegerNoiseMechanism",
+    "MAX_INTEGER_QUERY",
+    "finite_array",
+    "integer_array",
+    "grid_to_float",
+    "grid_values",
+    "snap_values",
+    "exact_sum",
+    "saturate_int64",
+]
+
+#: Largest magnitude of an integer query (and of a snapped value on the int64 fast path):
+#: ``k + z`` then fits int64 for every noise value of magnitude at most ``2**62``.
+MAX_INTEGER_QUERY = 1 << 62
+_INT64_MAX = (1 << 63) - 1
+#: Below this magnitude an integer converts to float64 exactly.
+_FLOAT_EXACT = 1 << 53
 
 
 def finite_array(name: str, value: Any) -> np.ndarray:
-    """``value`` as a float64 array (0-d or 1-d) after rejecting NaN/inf and non-numbers."""
+    """``value`` as a float64 array (0-d or 1-d) after rejecting NaN/inf and non-numbers.
+    Errors name the argument and the rule, never a value or a position."""
     try:
         arr = np.asarray(value, dtype=np.float64)
+    except OverflowError:
+        raise PrivregValueError(
+            f"{name} must lie within the float64 range (|x| <= 1.8e308); an integer beyond it "
+            f"cannot be released. Scale the query down before releasing.") from None
     except (TypeError, ValueError):
-        raise PrivregTypeError(f"{name} must be a number or a 1-d array of numbers; got {value!r}") from None
+        raise PrivregTypeError(
+            f"{name} must be a number or a 1-d array of numbers; got {type(value).__name__}") from None
     if arr.ndim > 1:
         raise PrivregValueError(f"{name} must be a scalar or a 1-d vector; got shape {arr.shape}")
-    bad = np.flatnonzero(~np.isfinite(arr.reshape(-1)))
-    if bad.size:
+    if not np.all(np.isfinite(arr)):
         raise PrivregValueError(
-            f"{name} must be finite; got {arr.reshape(-1)[bad[0]]} (at {int(bad[0])}). "
-            f"Remove or impute NaN/inf before releasing."
-        )
-    return arr
+            f"{name} must be finite (no NaN or inf, and integers within the float64 range); "
+            f"remove or impute such entries before releasing.")
+    return np.asarray(arr + 0.0)  # -0.0 becomes 0.0
 
 
 def integer_array(name: str, value: Any, dimension: int) -> np.ndarray:
-    """``value`` as an int64 scalar or vector of ``dimension`` coordinates; whole floats
-    are accepted, anything else is an error pointing to the real-valued mechanisms."""
+    """``value`` as an int64 scalar or vector of ``dimension`` coordinates, each in
+    ``[-2**62, 2**62]``; whole floats are accepted. Anything else is refused with an error
+    naming the argument and the rule (never the value): beyond that range the noisy sum
+    could leave int64."""
     arr = np.asarray(value)
     if arr.ndim > 1:
         raise PrivregValueError(f"{name} must be a scalar or a 1-d vector; got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise PrivregTypeError(
-                f"{name} must hold integers (counts); got {value!r}. Use the 'laplace' or "
-                f"'gaussian' mechanism for real-valued queries."
-            )
     size = arr.size if arr.ndim else 1
     if size != dimension:
         raise PrivregValueError(
             f"{name} has {size} coordinate(s) but the mechanism was built for dimension="
             f"{dimension}; build it with dimension={size}"
         )
-    return arr.astype(np.int64)
+    flat = arr.reshape(-1)
+    out_of_range = PrivregValueError(
+        f"{name} must hold integers in [-2**62, 2**62] (the range in which value + noise "
+        f"cannot overflow int64); scale or clip the query to a public range before releasing")
+    if flat.dtype.kind == "O":
+        items = flat.tolist()
+        if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in items):
+            raise _not_integers(name)
+        if any(abs(int(x)) > MAX_INTEGER_QUERY for x in items):
+            raise out_of_range
+        return np.array([int(x) for x in items], dtype=np.int64).reshape(arr.shape)
+    if flat.dtype.kind in "iu":
+        if flat.size and (int(flat.max()) > MAX_INTEGER_QUERY
+                          or (flat.dtype.kind == "i" and int(flat.min()) < -MAX_INTEGER_QUERY)):
+            raise out_of_range
+        return arr.astype(np.int64)
+    if flat.dtype.kind == "f":
+        if not np.all(np.isfinite(flat)) or not np.all(flat == np.round(flat)):
+            raise _not_integers(name)
+        if flat.size and float(np.max(np.abs(flat))) > MAX_INTEGER_QUERY:
+            raise out_of_range
+        return arr.astype(np.int64)
+    raise _not_integers(name)
+
+
+def _not_integers(name: str) -> PrivregTypeError:
+    return PrivregTypeError(
+        f"{name} must hold integers (counts), as int or whole floats; use the 'laplace' or "
+        f"'gaussian' mechanism for real-valued queries."
+    )
+
+
+# --- exact arithmetic on snapped values ----------------------------------------------------
+
+def snap_values(values: np.ndarray, grid: Grid) -> list[int]:
+    """``round(x / step)`` for every entry, as exact Python integers (any finite float)."""
+    return [snap_to_grid(float(x), grid) for x in np.asarray(values, dtype=np.float64).reshape(-1)]
+
+
+def exact_sum(k: list[int], noise: np.ndarray) -> np.ndarray:
+    """``k + noise`` exactly, ``k`` broadcast along the last axis of ``noise``: an int64
+    array when every ``|k|`` and ``|z|`` is at most ``2**62`` (no overflow), otherwise an
+    object array of Python integers."""
+    noise = np.asarray(noise)
+    if (all(-MAX_INTEGER_QUERY <= x <= MAX_INTEGER_QUERY for x in k)
+            and (noise.size == 0 or (int(noise.max()) <= MAX_INTEGER_QUERY
+                                     and int(noise.min()) >= -MAX_INTEGER_QUERY))):
+        return np.asarray(k, dtype=np.int64) + noise.astype(np.int64, copy=False)
+    base = np.empty(len(k), dtype=object)
+    base[:] = [int(x) for x in k]
+    return base + noise.astype(object)
+
+
+def grid_to_float(total: int, step: Fraction) -> float:
+    """``total * step`` rounded once to the nearest float; ``+-inf`` beyond the float
+    range (IEEE rounding of an overflow). Never raises."""
+    num = int(total) * step.numerator
+    try:
+        return num / step.denominator  # int / int: correctly rounded
+    except OverflowError:
+        return math.inf if num > 0 else -math.inf
+
+
+def grid_values(totals: np.ndarray, step: Fraction) -> np.ndarray:
+    """:func:`grid_to_float` of every entry of ``totals`` (int64 or object integers), as a
+    float64 array of the same shape. Vectorised when every ``|total| <= 2**53`` and the
+    step is a float far from overflow (then ``float(total) * step`` is that same single
+    rounding); elementwise in Python integers otherwise."""
+    totals = np.asarray(totals)
+    f_step = float(step)
+    if (totals.dtype == np.int64 and Fraction(f_step) == step and f_step < 2.0 ** 960
+            and (totals.size == 0 or (int(totals.max()) <= _FLOAT_EXACT and int(totals.min()) >= -_FLOAT_EXACT))):
+        return totals.astype(np.float64) * f_step
+    flat = [grid_to_float(t, step) for t in totals.reshape(-1).tolist()]
+    return np.array(flat, dtype=np.float64).reshape(totals.shape)
+
+
+def saturate_int64(totals: np.ndarray) -> np.ndarray:
+    """Integer totals as int64, clipped to ``[-(2**63 - 1), 2**63 - 1]`` (a fixed function
+    of the totals; reached only if a noise value exceeds ``2**62``)."""
+    totals = np.asarray(totals)
+    if totals.dtype == np.int64:
+        return totals
+    flat = [max(-_INT64_MAX, min(_INT64_MAX, int(t))) for t in totals.reshape(-1).tolist()]
+    return np.array(flat, dtype=np.int64).reshape(totals.shape)
 
 
 class IntegerNoiseMechanism(Mechanism):
     """Base of mechanisms adding integer noise from :meth:`_noise` to integer queries of
-    ``dimension`` coordinates: outputs are integers, so no grid is needed."""
+    ``dimension`` coordinates: outputs are integers, so no grid is needed. Queries must lie
+    in ``[-2**62, 2**62]`` (refused before the charge otherwise); a scalar output is the
+    exact Python integer ``k + z``, a vector output int64 (saturating at ``+-(2**63 - 1)``,
+    which needs a noise value beyond ``2**62``)."""
 
     dimension: int
 
@@ -70,12 +187,14 @@ class IntegerNoiseMechanism(Mechanism):
         return integer_array("value", value, self.dimension)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        out = value.reshape(-1) + self._noise(self.dimension, rng)
-        return int(out[0]) if value.ndim == 0 else out
+        noise = self._noise(self.dimension, rng)
+        if value.ndim == 0:
+            return int(value) + int(noise[0])
+        return saturate_int64(exact_sum(value.reshape(-1).tolist(), noise))
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
         noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
-        out = value.reshape(-1) + noise
+        out = saturate_int64(exact_sum(value.reshape(-1).tolist(), noise))
         return out[:, 0] if value.ndim == 0 else out
 
 
@@ -83,7 +202,12 @@ class GridMechanism(Mechanism):
     """Base of mechanisms that snap a ``dimension``-coordinate answer to ``grid`` (step
     ``sensitivity / grid.multiple``) and add integer noise from :meth:`_noise`. The output
     is a deterministic function of integers, so its floating-point bits reveal nothing
-    about the input (Mironov 2012)."""
+    about the input (Mironov 2012).
+
+    Input range: every finite float64 (and every integer within the float range); NaN,
+    inf and larger integers are refused before the charge. Nothing is clamped: the
+    arithmetic is exact (module docstring), and an output beyond the float range is
+    ``+-inf``."""
 
     dimension: int
 
@@ -110,15 +234,15 @@ class GridMechanism(Mechanism):
             )
         return arr
 
-    def _snap(self, value: np.ndarray) -> np.ndarray:
-        grid = self.grid
-        return np.array([snap_to_grid(float(x), grid) for x in value.reshape(-1)], dtype=np.int64)
+    def _snap(self, value: np.ndarray) -> list[int]:
+        return snap_values(value, self.grid)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        out = (self._snap(value) + self._noise(self.dimension, rng)).astype(np.float64) * self._step
+        totals = exact_sum(self._snap(value), self._noise(self.dimension, rng))
+        out = grid_values(totals, self.grid.step)
         return float(out[0]) if value.shape == () else out.reshape(value.shape)
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
         noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
-        out = (self._snap(value) + noise).astype(np.float64) * self._step
+        out = grid_values(exact_sum(self._snap(value), noise), self.grid.step)
         return out[:, 0] if value.shape == () else out.reshape((count, *value.shape))

@@ -35,6 +35,10 @@ def _bounds(lower: Any, upper: Any) -> tuple[float, float]:
             f"need finite lower < upper; got lower={lower}, upper={upper}. Declare the "
             f"range from domain knowledge, never from the data"
         )
+    if not math.isfinite(upper - lower):
+        raise PrivregValueError(
+            f"upper - lower must be finite (at most 1.8e308); got lower={lower}, upper={upper}. "
+            f"Declare a narrower range, or shift and scale the data by public constants")
     return lower, upper
 
 
@@ -50,11 +54,10 @@ class MedianQuery:
         x = finite_array("data", data).reshape(-1)
         if x.size == 0:
             raise PrivregValueError("data is empty; the median needs at least one record")
-        bad = np.flatnonzero((x < self.lower) | (x > self.upper))
-        if bad.size:
+        if np.any((x < self.lower) | (x > self.upper)):
             raise PrivregValueError(
-                f"data[{int(bad[0])}] = {x[bad[0]]} is outside the declared bounds "
-                f"[{self.lower:g}, {self.upper:g}]; widen the bounds or clip the data first"
+                f"data has values outside the declared bounds [{self.lower:g}, {self.upper:g}]; "
+                f"widen the bounds or clip the data first"
             )
         return np.sort(x)
 
@@ -122,7 +125,19 @@ def smooth_median_mechanism(
 
     Guarantee: (epsilon, delta)-DP for neighbours that replace one of ``n`` records
     (``n`` public). ``step`` is the public output grid (default ``(upper - lower) / 2^20``).
-    Data outside the declared bounds are refused before anything is charged.
+
+    Input range: a non-empty 1-d array of finite values within ``[lower, upper]``;
+    anything else is refused before the charge, with an error naming the rule, never a
+    value or a row. ``upper - lower`` must be finite. The output is the noisy grid point
+    rounded once to a float (``+-inf`` only if it lies beyond the float range, possible
+    only with bounds near 1e308); nothing can fail after the charge.
+
+    Timing depends on the data: the scan over distances ``k`` stops when no later term
+    can exceed the best so far, and the noise sampler's time grows with sigma. Measured
+    (``benchmarks/data_timing.py``, n = 1001, [0, 100], epsilon 1, delta 1e-6): 0.2 ms
+    when half the records sit at each bound, 4-5 ms for uniform or normal data, 10 ms
+    when all records are equal -- up to 50-60x between inputs (uniform data take about
+    0.4x the time of constant data).
     """
     lower, upper = _bounds(lower, upper)
     _, beta = smooth_gaussian_parameters(epsilon=epsilon, delta=delta)

@@ -22,24 +22,28 @@ _BITS = 53
 
 
 def category_array(name: str, inputs: Any, k: int) -> np.ndarray:
-    """``inputs`` as a 1-d int64 array of categories in ``[0, k)``."""
-    arr = np.asarray(inputs)
+    """``inputs`` as a 1-d int64 array of categories in ``[0, k)``; whole floats are
+    accepted. Anything else is refused with the rule, never a value or its position."""
+    try:
+        arr = np.asarray(inputs)
+    except (TypeError, ValueError, OverflowError):
+        raise PrivregTypeError(f"{name} must be a 1-d array of integer category codes") from None
     if arr.ndim != 1:
         raise PrivregValueError(f"{name} must be a 1-d array (one category per user); got shape {arr.shape}")
+    outside = PrivregValueError(
+        f"{name} has entries outside the declared domain [0, {k}) of category codes; encode "
+        f"categories as 0..k-1 or raise k")
     if arr.size and arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            if np.any((arr < 0) | (arr >= k)):  # before the cast: 1e308 must not wrap
+                raise outside
             arr = arr.astype(np.int64)
         else:
-            raise PrivregTypeError(f"{name} must hold integer category codes; got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    bad = (arr < 0) | (arr >= k)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise PrivregValueError(
-            f"{name}[{i}] = {arr[i]} is outside the declared domain [0, {k}); encode categories "
-            f"as 0..k-1 or raise k"
-        )
-    return arr
+            raise PrivregTypeError(
+                f"{name} must hold integer category codes (int or whole floats); got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= k):  # compared before any cast to int64
+        raise outside
+    return arr.astype(np.int64, copy=False)
 
 
 @attrs.frozen(kw_only=True)

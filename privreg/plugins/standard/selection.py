@@ -139,18 +139,22 @@ def utility_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a 1-d array of finite utilities, one per candidate (at least one).
 
     Integer utilities stay integers (int64/uint64) so large counts are not rounded;
-    floating-point utilities become float64 (an exact widening).
+    floating-point utilities become float64 (an exact widening). Every finite float64 is
+    accepted (the sampler works on exact rationals, so nothing overflows); NaN, inf and
+    integers beyond uint64 are refused. Errors name the rule, never a utility, its
+    position or how many are bad: utilities are computed from the data.
     """
     try:
         arr = np.asarray(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise PrivregTypeError(
-            f"{name} must be a 1-d array of numbers (one utility per candidate); got {value!r}"
+            f"{name} must be a 1-d array of numbers (one utility per candidate); got "
+            f"{type(value).__name__}"
         ) from None
     if arr.dtype.kind not in "iuf":
         raise PrivregTypeError(
-            f"{name} must hold real numbers (one utility per candidate); got dtype {arr.dtype} "
-            f"from {value!r}. Pass e.g. np.array([3.0, 1.0, 2.0])."
+            f"{name} must hold real numbers (one utility per candidate: int64, uint64 or "
+            f"float); got dtype {arr.dtype}. Pass e.g. np.array([3.0, 1.0, 2.0])."
         )
     if arr.ndim != 1:
         raise PrivregValueError(
@@ -163,12 +167,9 @@ def utility_array(name: str, value: Any) -> np.ndarray:
         )
     if arr.dtype.kind == "f":
         arr = arr.astype(np.float64)
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        if not np.all(np.isfinite(arr)):
             raise PrivregValueError(
-                f"{name}[{i}] = {arr[i]} is not finite ({int(bad.sum())} non-finite utilit"
-                f"{'y' if bad.sum() == 1 else 'ies'} in all); every candidate needs a finite "
+                f"every entry of {name} must be finite; every candidate needs a finite "
                 f"utility. Remove the candidate or give it a finite (e.g. very low) utility."
             )
     return arr
@@ -317,6 +318,14 @@ class ExponentialMechanism(_Selection):
     the exponential mechanism's distribution. The maximiser has ``gamma = 0``, so a trial
     is accepted with probability at least ``1/k``: at most ``k`` trials are expected.
     The input is the utility vector (1-d, finite); the output is the chosen index.
+
+    **Input range.** Every finite float64, int64 or uint64 utility (converted to exact
+    rationals: nothing overflows, nothing is clamped); NaN and inf are refused before the
+    charge. **Timing depends on the utilities**: the rejection sampler needs about
+    ``k / sum_i exp(-gamma_i)`` trials, from 1 (equal utilities) to ``k`` (one clear
+    leader). Measured (``benchmarks/data_timing.py``, 100 candidates, epsilon 1): 0.34 ms
+    with equal utilities, 2.8 ms with one leader and the others 100 below -- 8.3x. Run
+    releases where their timing is not observable.
     """
 
     name: ClassVar[str] = "exponential"
@@ -355,6 +364,13 @@ class PermuteAndFlip(_Selection):
     most ``k`` coins are flipped. ``release_many`` flips every coin and returns a
     uniformly random head, which has the same distribution (see
     :func:`_permute_and_flip_many`). The input is the utility vector; the output the index.
+
+    **Input range.** Every finite float64, int64 or uint64 utility (converted to exact
+    rationals: nothing overflows, nothing is clamped); NaN and inf are refused before the
+    charge. **Timing depends on the utilities**: the number of coins flipped grows as the
+    utilities spread, up to ``k``. Measured (``benchmarks/data_timing.py``, 100
+    candidates, epsilon 1): 0.35 ms with equal utilities, 1.7 ms with one leader and the
+    others 100 below -- 4.8x. Run releases where their timing is not observable.
     """
 
     name: ClassVar[str] = "permute-and-flip"
@@ -389,6 +405,14 @@ class ReportNoisyMax(_Selection):
     the exact rejection sampler of :class:`ExponentialMechanism` (Gumbel) or the exact
     permute-and-flip sampler of :class:`PermuteAndFlip` (exponential), on exact rationals
     and uniform CSPRNG integers. Only the argmax is released, never the noisy values.
+
+    **Input range.** Every finite float64, int64 or uint64 utility (converted to exact
+    rationals: nothing overflows, nothing is clamped); NaN and inf are refused before the
+    charge. **Timing depends on the utilities**, as for the sampler it uses: measured
+    (``benchmarks/data_timing.py``, 100 candidates, epsilon 1, equal utilities against one
+    leader with the others 100 below) 4.9x with exponential noise (permute-and-flip's
+    sampler) and about 8x with Gumbel noise (the exponential mechanism's). Run releases
+    where their timing is not observable.
     """
 
     name: ClassVar[str] = "report-noisy-max"

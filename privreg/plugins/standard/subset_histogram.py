@@ -141,14 +141,14 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float,
         raise PrivregValueError(f"counts must be a 1-d integer array over a domain of >= 2 items; got shape {c.shape}")
     c = c.astype(np.int64)
     if (c < 0).any():
-        raise PrivregValueError(f"counts must be non-negative; got {int(c.min())} at item {int(np.argmin(c))}")
+        raise PrivregValueError("counts must be non-negative (one count of reports per item)")
     s = c.size
     d = v.check_int("subset_size", subset_size, minimum=1)
     if d >= s:
         raise PrivregValueError(f"subset_size must be below the domain size {s}; got {d}")
     n = int(c.sum())
     if n > _MAX_REPORTS:
-        raise PrivregValueError(f"at most {_MAX_REPORTS} reports per histogram; got {n}: split them into batches")
+        raise PrivregValueError(f"at most {_MAX_REPORTS} reports per histogram: split them into batches")
     kept = gen.binomial(c, keep_probability)
     votes = kept.copy()
     own = np.stack([kept, c - kept])  # class 0 needs d - 1 other items, class 1 needs d

@@ -33,7 +33,7 @@ from privreg.noise import uniform_below
 from privreg.noise.stream import keyed_generator
 from privreg.plugins.standard.probabilities import exp_lower_bound
 from privreg.plugins.standard.randomized_response import category_array
-from privreg.plugins.standard.subset_histogram import subset_histogram
+from privreg.plugins.standard.subset_histogram import _MAX_REPORTS, subset_histogram
 
 __all__ = ["SubsetSelection", "uniform_chunked", "uniform_subsets"]
 
@@ -241,6 +241,10 @@ class SubsetSelection(Randomizer):
         if c.shape != (self.s,) or (c.size and c.dtype.kind not in "iu") or (c < 0).any():
             raise PrivregValueError(f"counts must be {self.s} non-negative integers (one per item); got "
                                     f"shape {c.shape}, dtype {c.dtype}")
+        # checked before the charge (the sampler refuses more reports than this after it)
+        if c.size and (int(c.max()) > _MAX_REPORTS or int(c.astype(np.int64).sum()) > _MAX_REPORTS):
+            raise PrivregValueError(f"counts must sum to at most {_MAX_REPORTS} reports per histogram; "
+                                    f"split the reports into batches")
         rng = resolve_random(rng)
         self.charge_reports(int(c.sum()), charger=charger, rng=rng, label=label)
         return subset_histogram(c, subset_size=self.subset_size, keep_probability=float(self.keep_probability),

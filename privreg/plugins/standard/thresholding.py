@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import attrs
 import numpy as np
@@ -65,24 +65,54 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace, PrivacyEvent
 from privreg.core.mechanism import Mechanism
+from privreg.core.randomizer import _secure_permutation
 from privreg.core.randomness import RandomSource
-from privreg.noise import Grid, snap_to_grid
+from privreg.noise import Grid
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.noise.gaussian import discrete_gaussian_many
 from privreg.plugins.standard.gaussian import GaussianMechanism
+from privreg.plugins.standard.grid_mechanism import exact_sum, grid_values, snap_values
 from privreg.plugins.standard.noise_params import float_at_most
 
-__all__ = ["LaplaceThresholding", "GaussianThresholding", "validate_key_counts"]
+__all__ = ["LaplaceThresholding", "GaussianThresholding", "validate_key_counts", "canonical_order", "KeyCounts"]
 
 # relative safety margin on float threshold computations (they are then rounded up to an
 # integer number of grid steps and re-checked)
 _MARGIN = 1e-9
 
 
-def validate_key_counts(value: Any) -> tuple[tuple[Hashable, ...], np.ndarray]:
+class KeyCounts(NamedTuple):
+    """Validated thresholding input: keys in canonical order with their totals."""
+
+    keys: tuple[Hashable, ...]
+    counts: np.ndarray  # float64, finite, >= 0
+    sorted: bool  # False: no deterministic order exists; releases permute keys at random
+
+
+def canonical_order(keys: Sequence[Hashable]) -> list[int] | None:
+    """Indices putting ``keys`` in an order that depends only on the *set* of keys, never
+    on the order the caller listed them in: ascending when the keys are totally ordered
+    (numbers, strings, tuples of them), else by (type, repr) when those are distinct (keys
+    of mixed types). None when neither gives a strict order (e.g. two NaN keys); the
+    release then orders its keys by a uniform permutation from the secure source."""
+    n = len(keys)
+    try:
+        order = sorted(range(n), key=keys.__getitem__)
+        if all(bool(keys[a] < keys[b]) for a, b in zip(order, order[1:])):
+            return order
+    except TypeError:
+        pass
+    tags = [(type(k).__module__, type(k).__qualname__, repr(k)) for k in keys]
+    if len(set(tags)) == n:
+        return sorted(range(n), key=tags.__getitem__)
+    return None
+
+
+def validate_key_counts(value: Any) -> KeyCounts:
     """``value`` -- a mapping key -> count, or a pair ``(keys, counts)`` of equal length --
-    as (keys, float64 counts), after checking keys are hashable and distinct and counts are
-    finite, non-negative real numbers."""
+    as :class:`KeyCounts` in canonical order (:func:`canonical_order`), after checking keys
+    are hashable and distinct and counts are finite, non-negative real numbers within the
+    float64 range. Errors name the rule, never a key, a count or how many keys there are."""
     fix = ("Pass a dict {key: count} or a pair (keys, counts) of equal length, with the "
            "counts computed after bounding each user's contribution.")
     if isinstance(value, Mapping):
@@ -91,47 +121,59 @@ def validate_key_counts(value: Any) -> tuple[tuple[Hashable, ...], np.ndarray]:
         try:
             keys, counts = list(value[0]), list(np.asarray(value[1], dtype=object).reshape(-1))
         except TypeError:
-            raise PrivregTypeError(f"value must be a mapping or a pair (keys, counts); got {value!r}. {fix}") from None
+            raise PrivregTypeError(
+                f"value must be a mapping or a pair (keys, counts); got a pair holding "
+                f"{type(value[0]).__name__} and {type(value[1]).__name__}. {fix}") from None
         if np.ndim(value[1]) != 1 or len(keys) != len(counts):
             raise PrivregValueError(
-                f"value=(keys, counts) needs two sequences of equal length; got {len(keys)} key(s) and "
-                f"counts of shape {np.shape(value[1])}. {fix}")
+                f"value=(keys, counts) needs two 1-d sequences of equal length. {fix}")
     else:
-        raise PrivregTypeError(f"value must be a mapping key -> count or a pair (keys, counts); got {value!r}. {fix}")
+        raise PrivregTypeError(
+            f"value must be a mapping key -> count or a pair (keys, counts); got "
+            f"{type(value).__name__}. {fix}")
     seen: set[Any] = set()
     for key in keys:
         try:
             hash(key)
         except TypeError:
             raise PrivregTypeError(
-                f"every key must be hashable; got key {key!r} of type {type(key).__name__}. "
+                f"every key must be hashable; got a key of type {type(key).__name__}. "
                 f"Use str, int or tuples as keys.") from None
         if key in seen:
-            raise PrivregValueError(f"keys must be distinct; key {key!r} appears twice. Sum its counts first.")
+            raise PrivregValueError("keys must be distinct; a key appears twice. Sum its counts first.")
         seen.add(key)
     out = np.empty(len(counts), dtype=np.float64)
-    for i, (key, c) in enumerate(zip(keys, counts)):
+    for i, c in enumerate(counts):
         if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating, Fraction)):
-            raise PrivregTypeError(f"count of key {key!r} must be a real number; got {c!r}. {fix}")
-        x = float(c)
+            raise PrivregTypeError(
+                f"every count must be a real number (int, float or Fraction); got a "
+                f"{type(c).__name__}. {fix}")
+        try:
+            x = float(c)
+        except OverflowError:
+            x = math.inf
         if not math.isfinite(x) or x < 0:
             raise PrivregValueError(
-                f"count of key {key!r} must be finite and >= 0; got {c!r}. Remove the key or fix its count.")
+                "every count must be finite, >= 0 and within the float64 range (<= 1.8e308); "
+                "remove such keys or fix their counts.")
         out[i] = x
-    return tuple(keys), out
-
-
-def _released(keys: tuple[Hashable, ...], noisy: np.ndarray, threshold: int, step: float) -> dict[Hashable, float]:
-    """Keys whose noisy integer total exceeds ``threshold``, with totals back in data units
-    (a deterministic function of integers: post-processing)."""
-    keep = np.flatnonzero(noisy > threshold)
-    return {keys[i]: float(noisy[i]) * step for i in keep}
+    order = canonical_order(keys)
+    if order is None:
+        return KeyCounts(keys=tuple(keys), counts=out, sorted=False)
+    return KeyCounts(keys=tuple(keys[i] for i in order), counts=out[order], sorted=True)
 
 
 class _Thresholding(Mechanism):
-    """Shared release logic: snap, add integer noise, keep the totals above the threshold."""
+    """Shared release logic: snap, add integer noise, keep the totals above the threshold.
 
-    def validate_input(self, value: Any) -> tuple[tuple[Hashable, ...], np.ndarray]:
+    Input range: counts finite, >= 0 and within float64 (anything else is refused before
+    the charge); nothing is clamped, the snapped totals and the noise are added exactly
+    (:func:`~privreg.plugins.standard.grid_mechanism.exact_sum`). Output order: the
+    released keys in ascending order (:func:`canonical_order`), so the output never
+    depends on the order of the input; keys with no such order come in a uniformly
+    random order drawn from the secure source."""
+
+    def validate_input(self, value: Any) -> KeyCounts:
         return validate_key_counts(value)
 
     @abstractmethod
@@ -152,21 +194,29 @@ class _Thresholding(Mechanism):
         """tau in data units: a key is released iff its noisy total is > tau."""
         return float(self.threshold_int * self._grid().step)
 
-    def _snap(self, counts: np.ndarray) -> np.ndarray:
-        grid = self._grid()
-        return np.array([snap_to_grid(float(x), grid) for x in counts], dtype=np.int64)
+    def _released(self, value: KeyCounts, totals: np.ndarray, rng: RandomSource) -> list[dict[Hashable, float]]:
+        """For each row of ``totals`` (noisy integer totals, one column per key): the keys
+        whose total exceeds the threshold, with totals back in data units (a deterministic
+        function of integers: post-processing), in canonical order."""
+        keep = np.asarray(totals > self.threshold_int, dtype=bool)
+        values = np.zeros(totals.shape, dtype=np.float64)
+        values[keep] = grid_values(totals[keep], self._grid().step)
+        out = []
+        for row_keep, row_values in zip(keep, values):
+            idx = np.flatnonzero(row_keep)
+            if not value.sorted:
+                idx = idx[_secure_permutation(idx.size, rng)]
+            out.append({value.keys[i]: x for i, x in zip(idx.tolist(), row_values[idx].tolist())})
+        return out
 
-    def _sample(self, value: Any, rng: RandomSource, data: Any) -> dict[Hashable, float]:
-        keys, counts = value
-        noisy = self._snap(counts) + self._noise(len(keys), rng)
-        return _released(keys, noisy, self.threshold_int, float(self._grid().step))
+    def _sample(self, value: KeyCounts, rng: RandomSource, data: Any) -> dict[Hashable, float]:
+        k = snap_values(value.counts, self._grid())
+        return self._released(value, exact_sum(k, self._noise(len(value.keys), rng))[None, :], rng)[0]
 
-    def _sample_many(self, value: Any, count: int, rng: RandomSource, data: Any) -> list[dict[Hashable, float]]:
-        keys, counts = value
-        k = self._snap(counts)
-        noise = self._noise(count * len(keys), rng).reshape(count, len(keys))
-        step, t = float(self._grid().step), self.threshold_int
-        return [_released(keys, k + row, t, step) for row in noise]
+    def _sample_many(self, value: KeyCounts, count: int, rng: RandomSource, data: Any) -> list[dict[Hashable, float]]:
+        k = snap_values(value.counts, self._grid())
+        noise = self._noise(count * len(value.keys), rng).reshape(count, len(value.keys))
+        return self._released(value, exact_sum(k, noise), rng)
 
 
 @attrs.frozen(kw_only=True)
@@ -209,6 +259,15 @@ class LaplaceThresholding(_Thresholding):
     ``Composed([DiscreteLaplace(s, Delta_0 m), ApproxDP(0, delta)])`` (see the module
     docstring for why this composition bound is valid). Output: ``{key: noisy total}`` for
     the released keys only, totals on the grid (they may be below a key's true total).
+
+    **Input range, order, timing.** Totals must be finite, ``>= 0`` and within float64
+    (refused before the charge otherwise; the error never names a key or a count);
+    nothing is clamped, totals and noise are added exactly. Released keys come in
+    ascending order (by type and repr for keys of mixed types; in a uniformly random
+    order from the secure source when no strict order exists), never in the caller's
+    order. Running time is linear in the number of keys (itself data); totals beyond
+    ``2**53`` grid steps take an exact Python-integer path (measured 1.0-1.5x for 1000
+    keys near 1e300, ``benchmarks/data_timing.py``).
     """
 
     name: ClassVar[str] = "laplace-thresholding"
@@ -308,6 +367,15 @@ class GaussianThresholding(_Thresholding):
     **Guarantee.** ``(epsilon, delta)``-DP for add/remove-one-user neighbours; charged as
     ``ApproxDP(epsilon, delta)`` (module docstring: the noise event is verified
     ``(epsilon, delta/2)``-DP and the threshold adds delta/2). Output: ``{key: noisy total}`` for the released keys only.
+
+    **Input range, order, timing.** Totals must be finite, ``>= 0`` and within float64
+    (refused before the charge otherwise; the error never names a key or a count);
+    nothing is clamped, totals and noise are added exactly. Released keys come in
+    ascending order (by type and repr for keys of mixed types; in a uniformly random
+    order from the secure source when no strict order exists), never in the caller's
+    order. Running time is linear in the number of keys (itself data); totals beyond
+    ``2**53`` grid steps take an exact Python-integer path (measured 1.0-1.5x for 1000
+    keys near 1e300, ``benchmarks/data_timing.py``).
     """
 
     name: ClassVar[str] = "gaussian-thresholding"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +42,22 @@ def read_column(path: Path | None, column: str) -> np.ndarray:
         raise PrivregValueError(f"column {column!r} is not numeric") from None
 
 
+def _clamped_sum(values: np.ndarray) -> float:
+    """The exact sum of ``values``, rounded to the nearest float and clamped to the finite
+    float range. Clamping is 1-Lipschitz, so one row still moves the result by at most
+    ``max(|lower|, |upper|)`` (up to float rounding), and the release of a finite value
+    cannot fail after the charge."""
+    try:
+        total = math.fsum(values.tolist())  # correctly rounded
+        if math.isfinite(total):
+            return total
+    except OverflowError:
+        pass
+    exact = sum(map(Fraction, values.tolist()), Fraction(0))
+    limit = Fraction(sys.float_info.max)
+    return float(max(-limit, min(limit, exact)))
+
+
 def bounded_mean(
     *,
     context: WorkflowContext,
@@ -55,25 +74,33 @@ def bounded_mean(
     count with sensitivity 1 at epsilon/2 and a sum with sensitivity max(|lower|, |upper|)
     at epsilon/2; the mean is post-processing). Values outside [lower, upper] are an error
     unless ``clip`` is set: the bounds must come from domain knowledge, never from the data.
+    Such an error names the column and the rule, never a row or a value. The sum is exact
+    and clamped to the float range (1-Lipschitz), and both releases are prepared before
+    the first charge, so nothing can fail between the two charges.
+
+    Timing: linear in the number of rows (reading the CSV dominates), which is itself
+    private under add/remove; the exact-sum fallback runs only when the float sum would
+    overflow (bounds near 1e308).
     """
     if not lower < upper:
         raise PrivregValueError(f"lower ({lower}) must be < upper ({upper})")
     x = read_column(input, column)
     outside = (x < lower) | (x > upper) | ~np.isfinite(x)
     if outside.any() and not clip:
-        i = int(np.flatnonzero(outside)[0])
+        # the rule and the column only: a row index or a value would be private data
         raise PrivregValueError(
-            f"row {i} of column {column!r} is {x[i]}, outside the declared bounds "
-            f"[{lower}, {upper}]; widen the bounds or pass clip=true"
+            f"column {column!r} has values outside the declared bounds [{lower:g}, {upper:g}] "
+            f"(or missing values); widen the bounds or pass clip=true"
         )
     x = np.clip(np.nan_to_num(x, nan=lower), lower, upper)
     half = epsilon / 2
-    count = LaplaceMechanism(epsilon=half, sensitivity=1.0).release(
-        float(x.size), charger=context.charger, rng=context.rng, label=f"count({column})"
-    )
-    total = LaplaceMechanism(epsilon=half, sensitivity=max(abs(lower), abs(upper))).release(
-        float(x.sum()), charger=context.charger, rng=context.rng, label=f"sum({column})"
-    )
+    # both mechanisms and both inputs are ready before the first charge: nothing after it
+    # can fail because of the data
+    count_mech = LaplaceMechanism(epsilon=half, sensitivity=1.0)
+    sum_mech = LaplaceMechanism(epsilon=half, sensitivity=max(abs(lower), abs(upper)))
+    n, s = float(x.size), _clamped_sum(x)
+    count = count_mech.release(n, charger=context.charger, rng=context.rng, label=f"count({column})")
+    total = sum_mech.release(s, charger=context.charger, rng=context.rng, label=f"sum({column})")
     mean = float(np.clip(total.output / max(count.output, 1.0), lower, upper))
     metrics = {"count": count.output, "sum": total.output, "mean": mean, "epsilon": epsilon}
     outputs = {}
