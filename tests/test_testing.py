@@ -469,3 +469,22 @@ def test_cli_neighbours_must_be_json(monkeypatch, registry):
     with pytest.raises(PrivregValueError, match="--neighbours FIRST must be a JSON value"):
         _cli("audit-mechanism", "good-counts", "--neighbours", "{a: 1}", "{}")
     assert _cli("audit-mechanism", "good-counts", "--samples", "1000", "--insecure-seed", "1", "--extreme") == 0
+
+
+def test_audit_reports_a_randomizer_failing_after_its_charge():
+    from privreg.audit import audit_randomizer
+    from privreg.plugins.standard.randomized_response import RandomizedResponse
+
+    @attrs.frozen(kw_only=True)
+    class FailsOnThree(RandomizedResponse):
+        """BROKEN: randomizing category 3 raises after the charge."""
+
+        def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
+            if (inputs == 3).any():
+                raise ZeroDivisionError("category 3 has no alternative")
+            return super()._randomize(inputs, rng)
+
+    result = audit_randomizer(FailsOnThree(epsilon=1.0, k=4), neighbours=(np.array([0]), np.array([3])),
+                              samples=1000, rng=InsecureReproducibleRandom(seed=4))
+    assert not result.passed and "ZeroDivisionError" in result.failure
+    assert "second neighbour (array([3], dtype=int64))" in result.failure and "first released normally" in result.failure
