@@ -24,3 +24,7 @@ def template_on_path(monkeypatch):
     yield
     for name in [m for m in sys.modules if m.startswith("privreg_template")]:
         del sys.modules[name]
+
+
+# the contract suite's fixture (privreg_contract) and its --privreg-* options
+pytest_plugins = ["privreg.testing.pytest_plugin"]

@@ -1,29 +1,51 @@
-"""Contracts every registered item passes: the built-in registry plus the template plugin.
+"""Contracts every registered item passes: the built-in registry plus the template plugin,
+checked by privreg.testing -- the suite plugin authors run on their own items.
 
-New plugins get these checks for free: the items are enumerated from the registry.
+New plugins get these checks for free: the items are enumerated from the registry. The
+(item, check) pairs in KNOWN fail today (issue #16) and are strict expected failures: each
+must keep failing until its fix lands, and then its marker goes.
 """
 
-import json
 import sys
 
-import numpy as np
 import pytest
 
 import privreg
-from privreg import (
-    BudgetExceededError,
-    EventLog,
-    InsecureReproducibleRandom,
-    ItemKind,
-    Mechanism,
-    PrivacyEvent,
-    Randomizer,
-    Sensitivity,
-    WorkflowContext,
-    WorkflowResult,
-    event_from_json,
-)
+from privreg import ItemKind
+from privreg.testing import CHECKS, applicable_checks, contract_params
 from conftest import TEMPLATE
+
+ITEM1 = "issue #16 item 1 (no value-dependent failure after the charge), fixed on branch h-16a"
+ITEM2 = "issue #16 item 2 (collections in a canonical order), fixed on branch h-16a"
+ITEM3 = "issue #16 item 3 (errors never quote the data), fixed on branch h-16a"
+
+#: What privreg.testing finds on the registered items today.
+KNOWN = {
+    # int64 overflow after the charge (OverflowError) and wrap-around (2**53 - 1 -> -9e15)
+    ("laplace", "no-raise-after-charge"): ITEM1,
+    ("laplace", "audit"): ITEM1,
+    ("gaussian", "no-raise-after-charge"): ITEM1,
+    ("gaussian", "audit"): ITEM1,
+    ("laplace-thresholding", "no-raise-after-charge"): ITEM1,
+    ("laplace-thresholding", "audit"): ITEM1,
+    ("gaussian-thresholding", "no-raise-after-charge"): ITEM1,
+    ("gaussian-thresholding", "audit"): ITEM1,
+    # integers beyond int64 wrap around (2**64 - 1 -> -1, 2**63 -> -2**63)
+    ("discrete-laplace", "no-raise-after-charge"): ITEM1,
+    ("discrete-gaussian", "no-raise-after-charge"): ITEM1,
+    # released keys in the caller's order
+    ("laplace-thresholding", "canonical-order"): ITEM2,
+    ("gaussian-thresholding", "canonical-order"): ITEM2,
+    # messages quoting the value or the key
+    ("laplace-thresholding", "data-free-errors"): ITEM3,
+    ("gaussian-thresholding", "data-free-errors"): ITEM3,
+    ("smooth-gaussian", "data-free-errors"): ITEM3,
+    ("discrete-laplace", "data-free-errors"): ITEM3,
+    ("discrete-gaussian", "data-free-errors"): ITEM3,
+    ("randomized-response", "data-free-errors"): ITEM3,
+    ("optimized-unary-encoding", "data-free-errors"): ITEM3,
+    ("subset-selection", "data-free-errors"): ITEM3,
+}
 
 
 def _registry():
@@ -38,38 +60,7 @@ def _registry():
 
 
 ITEMS = _registry()
-
-
-def _of(kind):
-    return [pytest.param(i, id=i.name) for i in ITEMS if i.kind is kind]
-
-
-class CountingRandom(InsecureReproducibleRandom):
-    """Counts draws, to prove that the charge happens before any noise is drawn."""
-
-    def __init__(self, seed=0):
-        super().__init__(seed=seed)
-        self.draws = 0
-
-    def randbits(self, k):
-        self.draws += 1
-        return super().randbits(k)
-
-    def random_bytes(self, n):
-        self.draws += 1
-        return super().random_bytes(n)
-
-
-class SpyCharger(EventLog):
-    def __init__(self, rng, refuse=False):
-        super().__init__()
-        self.rng, self.refuse, self.draws_at_charge = rng, refuse, []
-
-    def charge(self, event, **kwargs):
-        self.draws_at_charge.append(self.rng.draws)
-        if self.refuse:
-            raise BudgetExceededError("refused by test")
-        super().charge(event, **kwargs)
+CASES = contract_params(ITEMS, xfail=KNOWN)
 
 
 def test_registry_is_not_empty():
@@ -77,140 +68,15 @@ def test_registry_is_not_empty():
     assert {ItemKind.MECHANISM, ItemKind.RANDOMIZER, ItemKind.SENSITIVITY, ItemKind.WORKFLOW} <= kinds
 
 
-@pytest.mark.parametrize("item", [pytest.param(i, id=i.name) for i in ITEMS])
-def test_item_is_documented_and_cited(item):
-    assert item.summary and "\n" not in item.summary
-    assert item.citation.authors and item.citation.title and item.citation.year >= 1900
-    assert all(p.doc for p in item.params)
-    assert item.description, f"{item.name}: the factory's docstring must state its guarantees"
-    assert item.plugin
+def test_every_item_gets_every_check_of_its_kind():
+    ran = {(p.values[0].name, p.values[1]) for p in CASES}
+    for item in ITEMS:
+        kinds = [c for c, (_, k) in CHECKS.items() if item.kind in k and c != "canonical-order"]
+        assert set(kinds) <= {c for n, c in ran if n == item.name}, item.name
+    assert ("laplace-thresholding", "canonical-order") in ran and ("laplace", "canonical-order") not in ran
+    assert applicable_checks(ITEMS[0])[0] == "documented"
 
 
-@pytest.mark.parametrize("item", _of(ItemKind.MECHANISM))
-def test_mechanism_contract(item):
-    mech = item.create(item.example.params)
-    assert isinstance(mech, Mechanism)
-    event = mech.privacy_event()
-    assert isinstance(event, PrivacyEvent) and event == mech.privacy_event()
-    assert event_from_json(event.to_json()) == event
-    json.dumps(mech.parameters())
-
-    rng = CountingRandom()
-    charger = SpyCharger(rng)
-    x, y = item.example.neighbours
-    release = mech.release(x, charger=charger, rng=rng, label="contract")
-    assert charger.draws_at_charge == [0], "noise was drawn before the release was charged"
-    assert charger.events == (event,) and release.event == event
-    (charge,) = charger.charges
-    assert charge.label == "contract" and charge.randomness["reproducible"] is True
-    mech.release(y, charger=charger, rng=rng)
-
-    same = [mech.release(x, charger=EventLog(), rng=InsecureReproducibleRandom(seed=5)).output
-            for _ in range(2)]
-    np.testing.assert_array_equal(same[0], same[1])
-
-
-def _canonical(output):
-    """A value-based key for any output (dicts by sorted items, arrays by their bytes)."""
-    if isinstance(output, dict):
-        return repr(sorted((repr(k), float(v)) for k, v in output.items()))
-    return np.asarray(output, dtype=np.float64).tobytes()
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.MECHANISM))
-def test_release_many_charges_once_before_sampling(item):
-    mech = item.create(item.example.params)
-    rng = CountingRandom()
-    charger = SpyCharger(rng)
-    out = mech.release_many(item.example.neighbours[0], 20, charger=charger, rng=rng)
-    assert charger.draws_at_charge == [0] and len(out.output) == 20
-    assert charger.events == (privreg.SelfComposed(event=mech.privacy_event(), count=20),)
-    assert len({_canonical(o) for o in out.output}) > 1, "draws must be independent"
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.MECHANISM))
-def test_refused_charge_releases_nothing(item):
-    mech = item.create(item.example.params)
-    rng = CountingRandom()
-    charger = SpyCharger(rng, refuse=True)
-    with pytest.raises(BudgetExceededError):
-        mech.release(item.example.neighbours[0], charger=charger, rng=rng)
-    assert rng.draws == 0
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.MECHANISM))
-def test_invalid_input_is_refused_before_charging(item):
-    mech = item.create(item.example.params)
-    log = EventLog()
-    with pytest.raises(privreg.PrivregError):
-        mech.release(np.array([np.nan]), charger=log)
-    assert log.charges == ()
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.MECHANISM) + _of(ItemKind.RANDOMIZER))
-def test_charger_must_be_given(item):
-    obj = item.create(item.example.params)
-    call = obj.release if isinstance(obj, Mechanism) else obj.randomize
-    with pytest.raises(TypeError):
-        call(item.example.neighbours[0])  # no charger: refuse, never release unaccounted
-    with pytest.raises(privreg.PrivregTypeError):
-        call(item.example.neighbours[0], charger=object())
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.RANDOMIZER))
-def test_randomizer_contract(item):
-    rz = item.create(item.example.params)
-    assert isinstance(rz, Randomizer) and rz.epsilon0 > 0
-    x, y = item.example.neighbours
-    population = np.concatenate([np.asarray(x)] * 5000 + [np.asarray(y)] * 5000)
-    rng = CountingRandom()
-    charger = SpyCharger(rng)
-    out = rz.randomize(population, charger=charger, rng=rng)
-    assert charger.draws_at_charge == [0]
-    assert len(out.reports) == len(population)
-    assert out.event == privreg.LocalDP(epsilon0=rz.epsilon0, randomizer=rz.name)
-
-    shuffled = rz.randomize(population, charger=charger, rng=rng, shuffle=True)
-    assert shuffled.event == privreg.Shuffled(event=out.event, num_reports=len(population))
-    assert charger.events[-1] == shuffled.event
-
-    refusing = SpyCharger(rng := CountingRandom(), refuse=True)
-    with pytest.raises(BudgetExceededError):
-        rz.randomize(population, charger=refusing, rng=rng)
-    assert rng.draws == 0
-    if rz.has_estimator:
-        est = rz.estimate(out.reports)
-        assert est.counts.shape == est.variance.shape and (est.variance >= 0).all()
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.SENSITIVITY))
-def test_sensitivity_contract(item):
-    sens = item.create(item.example.params)
-    assert isinstance(sens, Sensitivity)
-    if not sens.data_dependent:
-        assert np.isfinite(sens.bound()) and sens.bound() > 0
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.WORKFLOW))
-def test_workflow_contract(item, tmp_path, template_on_path):
-    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path)
-    result = item.run(ctx, item.example.params)
-    assert isinstance(result, WorkflowResult) and result.summary
-    if item.charges:
-        assert ctx.charger.charges, "a workflow that releases must charge its releases"
-    else:
-        assert not ctx.charger.charges, "a workflow declared charges=False must not charge"
-    assert all(isinstance(c.event, PrivacyEvent) for c in ctx.charger.charges)
-    for path in result.outputs.values():
-        assert path.is_file() and tmp_path in path.parents
-
-
-@pytest.mark.parametrize("item", _of(ItemKind.PROTOCOL))
-def test_protocol_contract(item):
-    from privreg.core.protocol import Protocol
-
-    proto = item.create(item.example.params)
-    assert isinstance(proto, Protocol) and proto.caveats.strip()
-    names = [p.name for p in proto.parties()]
-    assert len(set(names)) == len(names) and set(proto.learns()) == set(names)
-    assert all(text.strip() for text in proto.learns().values())
+@pytest.mark.parametrize("item,check", CASES)
+def test_contract(item, check, privreg_contract, template_on_path):
+    privreg_contract(item, check)

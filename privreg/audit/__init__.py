@@ -7,9 +7,12 @@ et al. 2020; floating-point events after Mironov 2012). See :mod:`privreg.audit.
 The ledger audit (what was charged) is a different thing: :mod:`privreg.accountant.audit`.
 """
 
+from privreg.audit.extreme import EXTREME_FLOATS, EXTREME_INTS, extreme_neighbours
 from privreg.audit.empirical import (
     APPROX_AUDIT_DELTA,
     AuditResult,
+    ExtremeAudit,
+    audit_extreme_neighbours,
     audit_item,
     audit_mechanism,
     audit_randomizer,
@@ -18,7 +21,12 @@ from privreg.audit.empirical import (
 
 __all__ = [
     "APPROX_AUDIT_DELTA",
+    "EXTREME_FLOATS",
+    "EXTREME_INTS",
+    "extreme_neighbours",
     "AuditResult",
+    "ExtremeAudit",
+    "audit_extreme_neighbours",
     "audit_item",
     "audit_mechanism",
     "audit_randomizer",

@@ -1,17 +1,25 @@
 """``privreg audit-mechanism NAME``: the empirical privacy audit from the command line.
 
 Exit codes: 0 when no violation is found, 3 when the empirical lower bound exceeds the
-claimed epsilon; bad input raises a :class:`~privreg.core.errors.PrivregError`, which the
-main CLI prints as one line (exit 2).
+claimed epsilon or a release raised after its charge (a value-dependent error: reported
+with the pair of inputs that triggers it, never as a crash); bad input raises a
+:class:`~privreg.core.errors.PrivregError`, which the main CLI prints as one line (exit 2).
+
+``--extreme`` also audits the declared neighbours moved to extreme magnitudes (2**53,
+2**63, 2**64, 1e300, 1e308; :mod:`privreg.audit.extreme`); ``--neighbours FIRST SECOND``
+audits a pair of your own, each a JSON value (a number, a list: an array, an object).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
-from privreg.audit.empirical import AuditResult, audit_item
+import numpy as np
+
+from privreg.audit.empirical import AuditResult, audit_extreme_neighbours, audit_item
 from privreg.cli import format as fmt
 from privreg.core.errors import PrivregValueError
 from privreg.core.items import ItemKind
@@ -40,6 +48,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="false-alarm probability of the audit, in (0, 1) (default 1e-6)")
     p.add_argument("--insecure-seed", type=int, metavar="N",
                    help="reproducible noise from a seed (the audit draws on synthetic inputs only)")
+    p.add_argument("--extreme", action="store_true",
+                   help="also audit the example neighbours moved to 2**53, 2**63, 2**64, 1e300 and 1e308")
+    p.add_argument("--neighbours", nargs=2, metavar=("FIRST", "SECOND"),
+                   help="audit this pair instead of the example's: two JSON values, e.g. 0 1, "
+                        "'[0, 5]' '[1, 4]' or '{\"a\": 10}' '{\"a\": 11}'")
     p.set_defaults(func=cmd_audit_mechanism)
     return p
 
@@ -63,8 +76,11 @@ def format_result(result: AuditResult, *, kind: str = "") -> str:
         if result.passed
         else f"FAIL: the lower bound exceeds the claimed epsilon (false-alarm probability <= {result.alpha:g})"
     )
+    if result.failure:
+        verdict = "FAIL: a release raised after its charge (a value-dependent error; no sampling needed)"
     rows = [
         ("audit", f"{kind + ' ' if kind else ''}{result.subject}"),
+        ("neighbours", f"{result.neighbours[0]} and {result.neighbours[1]}"),
         ("claimed epsilon", f"{_g(result.claimed_epsilon)} at delta {result.claimed_delta:g} "
                             f"({result.claim_accountant})"),
         ("empirical lower bound", f"{_g(result.epsilon_lower_bound)} (alpha {result.alpha:g}, "
@@ -74,6 +90,8 @@ def format_result(result: AuditResult, *, kind: str = "") -> str:
                               f"neighbour (of {result.estimation_samples} each)"),
         ("verdict", verdict),
     ]
+    if result.failure:
+        rows.insert(-1, ("failure", result.failure))
     return fmt.table([("", "")] + rows).split("\n", 1)[1]
 
 
@@ -89,6 +107,33 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
     if args.insecure_seed is not None:
         print("privreg: NOTE: --insecure-seed makes the audit's noise reproducible from the seed",
               file=sys.stderr)
-    result = audit_item(item, samples=args.samples, alpha=args.alpha, rng=rng)
+    neighbours = _parse_pair(args.neighbours) if args.neighbours else None
+    result = audit_item(item, samples=args.samples, alpha=args.alpha, rng=rng, neighbours=neighbours)
     print(format_result(result, kind=item.kind.value))
-    return 0 if result.passed else EXIT_VIOLATION
+    passed = result.passed
+    if args.extreme:
+        extreme = audit_extreme_neighbours(item, samples=args.samples, alpha=args.alpha, rng=rng)
+        for moved in extreme.results:
+            print("\n" + format_result(moved, kind=item.kind.value))
+        for first, second, error in extreme.refused:
+            print(f"\nrefused before the charge (validation, nothing released): {first} and {second}: {error}")
+        print(f"\nextreme neighbours: {len(extreme.results)} pair(s) audited, {len(extreme.failures)} "
+              f"violation(s), {len(extreme.refused)} refused before the charge")
+        passed = passed and extreme.passed
+    return 0 if passed else EXIT_VIOLATION
+
+
+def _parse_value(text: str, which: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PrivregValueError(
+            f"--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{\"a\": 3}}); got {text!r}: "
+            f"{exc.msg}") from None
+    if isinstance(value, list):
+        return np.asarray(value)
+    return value
+
+
+def _parse_pair(texts: list[str]) -> tuple[Any, Any]:
+    return _parse_value(texts[0], "FIRST"), _parse_value(texts[1], "SECOND")

@@ -31,6 +31,14 @@ of one audit of a correct mechanism is at most ``alpha`` (``k`` audits: at most
 the OS CSPRNG; a seeded :class:`~privreg.core.randomness.InsecureReproducibleRandom`
 is a pseudo-random stand-in, used to make tests deterministic).
 
+A release that raises *after* its charge is a violation too, with no sampling needed:
+the error is an output that depends on the value (an observer of it learns which side
+of a threshold the input is on, an infinite privacy loss). The audit then reports
+``epsilon_lower_bound = inf`` with ``failure`` naming the error and the neighbour it
+occurred on; an input refused *before* the charge (validation) is bad input and raises.
+:func:`audit_extreme_neighbours` moves an item's declared neighbours to extreme magnitudes
+(:mod:`privreg.audit.extreme`) and audits each moved pair.
+
 Passing is *not* a proof of privacy: the search only covers the events above, and
 violations of probability below about ``1 / samples`` cannot be seen (Gilbert and
 McMillan 2018). A lower bound above the claim, on the other hand, is evidence of a bug
@@ -48,8 +56,10 @@ import numpy as np
 from privreg.audit.claims import Claim, claim_for
 from privreg.audit.events import choose_event
 from privreg.audit.extract import build_features
+from privreg.audit.extreme import extreme_neighbours, show_input
 from privreg.audit.pool import Layout, to_pool
 from privreg.audit.sampling import (
+    ChargedFailure,
     check_alpha,
     check_neighbours,
     check_samples,
@@ -68,6 +78,8 @@ from privreg.core.randomness import RandomSource, resolve_random
 __all__ = [
     "APPROX_AUDIT_DELTA",
     "AuditResult",
+    "ExtremeAudit",
+    "audit_extreme_neighbours",
     "audit_item",
     "audit_mechanism",
     "audit_randomizer",
@@ -90,7 +102,10 @@ class AuditResult:
     ``"second"``) on which it was more likely, and ``count_first`` / ``count_second`` are
     its counts among the ``estimation_samples`` outputs of each side. ``selection_bound``
     is the (optimistic, because it chose the event) bound on the selection halves.
-    ``passed`` is True when the lower bound does not exceed ``claimed_epsilon``.
+    ``neighbours`` renders the two inputs. ``failure`` is empty, or says which release
+    raised which error after its charge (then the lower bound is ``inf``: a violation).
+    ``passed`` is True when there is no failure and the lower bound does not exceed
+    ``claimed_epsilon``.
     """
 
     subject: str
@@ -109,11 +124,14 @@ class AuditResult:
     selection_count_second: int
     selection_bound: float
     candidates: int
+    neighbours: tuple[str, str] = ("", "")
+    failure: str = ""
 
     @property
     def passed(self) -> bool:
-        """No violation found: the lower bound is at most the claimed epsilon."""
-        return self.epsilon_lower_bound <= self.claimed_epsilon
+        """No violation found: no release failed after its charge, and the lower bound is
+        at most the claimed epsilon."""
+        return not self.failure and self.epsilon_lower_bound <= self.claimed_epsilon
 
 
 def _claim(claimed_epsilon: Any, claimed_delta: Any) -> Claim:
@@ -147,7 +165,7 @@ def audit_samples(
 
 
 def _audit(first: Any, second: Any, *, samples: int, claim: Claim, alpha: float,
-           direction: np.ndarray | None, subject: str) -> AuditResult:
+           direction: np.ndarray | None, subject: str, neighbours: tuple[str, str] = ("", "")) -> AuditResult:
     layout = Layout(samples_first=samples, samples_second=samples)
     pool = to_pool(first, second, layout=layout)
     features = build_features(pool, layout=layout, direction=direction)
@@ -178,6 +196,39 @@ def _audit(first: Any, second: Any, *, samples: int, claim: Claim, alpha: float,
         selection_count_second=choice.selection_second,
         selection_bound=choice.selection_bound,
         candidates=choice.candidates,
+        neighbours=neighbours,
+    )
+
+
+def _draw_both(draw: Any, first: Any, second: Any) -> tuple[Any, Any, dict[str, BaseException]]:
+    """Outputs on both neighbours (first, then second, as before) and the errors raised
+    after a charge, by side."""
+    outputs, failures = {}, {}
+    for side, value in (("first", first), ("second", second)):
+        try:
+            outputs[side] = draw(value)
+        except ChargedFailure as exc:
+            failures[side] = exc.error
+    return outputs.get("first"), outputs.get("second"), failures
+
+
+def _failure_result(failures: dict[str, BaseException], *, samples: int, claim: Claim, alpha: float,
+                    subject: str, neighbours: tuple[str, str]) -> AuditResult:
+    """A release failed after its charge: a violation (the error is a value-dependent output)."""
+    sides = " and ".join(f"the {side} neighbour ({neighbours[side == 'second']})" for side in failures)
+    errors = sorted({f"{type(e).__name__}: {e}" for e in failures.values()})
+    only = "" if len(failures) == 2 else f"; the {'second' if 'first' in failures else 'first'} released normally"
+    failure = (f"the release raised {' / '.join(errors)} after its charge on {sides}{only}. An observer "
+               f"of the error learns which side of a threshold the value is on (epsilon = inf): validate "
+               f"against public constraints before the charge, and compute in a range that cannot fail")
+    first_side = next(iter(failures))
+    return AuditResult(
+        subject=subject, epsilon_lower_bound=math.inf, claimed_epsilon=claim.epsilon,
+        claimed_delta=claim.delta, claim_accountant=claim.accountant, alpha=alpha, samples=samples,
+        event=f"release raises after its charge on the {' and '.join(failures)} neighbour{'s' if len(failures) == 2 else ''}", larger_on=first_side,
+        count_first=0, count_second=0, estimation_samples=samples - samples // 2,
+        selection_count_first=0, selection_count_second=0, selection_bound=math.inf, candidates=0,
+        neighbours=neighbours, failure=failure,
     )
 
 
@@ -210,11 +261,20 @@ def audit_mechanism(
     delta = v.check_delta("claimed_delta", claimed_delta)
     rng = resolve_random(rng)
     claim = claim_for(mechanism.privacy_event(), delta=delta)
-    out_a = draw_mechanism(mechanism, first, samples=samples, rng=rng)
-    out_b = draw_mechanism(mechanism, second, samples=samples, rng=rng)
+    return _audit_mechanism(mechanism, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng)
+
+
+def _audit_mechanism(mechanism: Mechanism, first: Any, second: Any, *, samples: int, alpha: float,
+                     claim: Claim, rng: RandomSource) -> AuditResult:
+    subject = mechanism.name or type(mechanism).__name__
+    shown = (show_input(first), show_input(second))
+    out_a, out_b, failures = _draw_both(
+        lambda value: draw_mechanism(mechanism, value, samples=samples, rng=rng), first, second)
+    if failures:
+        return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject,
+                               neighbours=shown)
     return _audit(out_a, out_b, samples=samples, claim=claim, alpha=alpha,
-                  direction=direction_of(first, second),
-                  subject=mechanism.name or type(mechanism).__name__)
+                  direction=direction_of(first, second), subject=subject, neighbours=shown)
 
 
 def audit_randomizer(
@@ -239,27 +299,18 @@ def audit_randomizer(
     alpha = check_alpha(alpha)
     rng = resolve_random(rng)
     claim = Claim(epsilon=float(randomizer.epsilon0), delta=0.0, accountant="epsilon0")
-    out_a = draw_randomizer(randomizer, first, samples=samples, rng=rng)
-    out_b = draw_randomizer(randomizer, second, samples=samples, rng=rng)
+    subject = randomizer.name or type(randomizer).__name__
+    shown = (show_input(first), show_input(second))
+    out_a, out_b, failures = _draw_both(
+        lambda value: draw_randomizer(randomizer, value, samples=samples, rng=rng), first, second)
+    if failures:
+        return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject,
+                               neighbours=shown)
     return _audit(out_a, out_b, samples=samples, claim=claim, alpha=alpha, direction=None,
-                  subject=randomizer.name or type(randomizer).__name__)
+                  subject=subject, neighbours=shown)
 
 
-def audit_item(
-    item: RegistryItem,
-    *,
-    samples: int = 100_000,
-    alpha: float = 1e-6,
-    claimed_delta: float | None = None,
-    rng: RandomSource | None = None,
-) -> AuditResult:
-    """Audit a registered mechanism or randomizer on its example: build it from
-    ``item.example.params`` and draw on ``item.example.neighbours``.
-
-    ``claimed_delta`` (mechanisms only): ``None`` audits the pure-DP claim (delta 0) when
-    the mechanism's event has a finite one, and otherwise the claim at
-    :data:`APPROX_AUDIT_DELTA`. Same guarantee as :func:`audit_mechanism`.
-    """
+def _auditable(item: Any) -> RegistryItem:
     if not isinstance(item, RegistryItem):
         raise PrivregTypeError(f"item must be a RegistryItem; got {item!r}")
     if item.kind not in (ItemKind.MECHANISM, ItemKind.RANDOMIZER):
@@ -271,14 +322,100 @@ def audit_item(
             f"{item.kind.value} {item.name!r} declares no example neighbours; set "
             f"Example(neighbours=(first, second)) in its RegistryItem"
         )
-    built = item.create(item.example.params)
+    return item
+
+
+def _item_claim(item: RegistryItem, built: Any, claimed_delta: float | None) -> Claim:
+    """The claim :func:`audit_item` tests (see there)."""
     if item.kind is ItemKind.RANDOMIZER:
         if claimed_delta not in (None, 0, 0.0):
             raise PrivregValueError("randomizers make pure (delta = 0) claims; leave claimed_delta unset")
-        return audit_randomizer(built, neighbours=item.example.neighbours, samples=samples,
-                                alpha=alpha, rng=rng)
+        return Claim(epsilon=float(built.epsilon0), delta=0.0, accountant="epsilon0")
     if claimed_delta is None:
         pure = claim_for(built.privacy_event(), delta=0.0)
-        claimed_delta = 0.0 if math.isfinite(pure.epsilon) else APPROX_AUDIT_DELTA
-    return audit_mechanism(built, neighbours=item.example.neighbours, samples=samples, alpha=alpha,
-                           claimed_delta=claimed_delta, rng=rng)
+        if math.isfinite(pure.epsilon):
+            return pure
+        claimed_delta = APPROX_AUDIT_DELTA
+    return claim_for(built.privacy_event(), delta=v.check_delta("claimed_delta", claimed_delta))
+
+
+def audit_item(
+    item: RegistryItem,
+    *,
+    samples: int = 100_000,
+    alpha: float = 1e-6,
+    claimed_delta: float | None = None,
+    rng: RandomSource | None = None,
+    neighbours: tuple[Any, Any] | None = None,
+) -> AuditResult:
+    """Audit a registered mechanism or randomizer on its example: build it from
+    ``item.example.params`` and draw on ``item.example.neighbours`` (or on ``neighbours``,
+    a pair you give).
+
+    ``claimed_delta`` (mechanisms only): ``None`` audits the pure-DP claim (delta 0) when
+    the mechanism's event has a finite one, and otherwise the claim at
+    :data:`APPROX_AUDIT_DELTA`. Same guarantee as :func:`audit_mechanism`.
+    """
+    item = _auditable(item)
+    pair = check_neighbours(item.example.neighbours if neighbours is None else neighbours)
+    samples, alpha = check_samples(samples), check_alpha(alpha)
+    built = item.create(item.example.params)
+    claim = _item_claim(item, built, claimed_delta)
+    rng = resolve_random(rng)
+    if item.kind is ItemKind.RANDOMIZER:
+        return audit_randomizer(built, neighbours=pair, samples=samples, alpha=alpha, rng=rng)
+    return _audit_mechanism(built, *pair, samples=samples, alpha=alpha, claim=claim, rng=rng)
+
+
+@attrs.frozen(kw_only=True)
+class ExtremeAudit:
+    """The audits of an item on its neighbours moved to extreme magnitudes
+    (:func:`privreg.audit.extreme.extreme_neighbours`). ``results``: one audit per pair the
+    item accepted; ``refused``: ``(first, second, error)`` for pairs refused before the
+    charge (validation against public constraints: allowed, nothing was released).
+    ``passed``: every audited pair passed."""
+
+    subject: str
+    results: tuple[AuditResult, ...]
+    refused: tuple[tuple[str, str, str], ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> tuple[AuditResult, ...]:
+        return tuple(r for r in self.results if not r.passed)
+
+
+def audit_extreme_neighbours(
+    item: RegistryItem,
+    *,
+    samples: int = 1000,
+    alpha: float = 1e-6,
+    claimed_delta: float | None = None,
+    rng: RandomSource | None = None,
+) -> ExtremeAudit:
+    """Audit ``item`` (as :func:`audit_item`, same claim) on each pair of
+    :func:`~privreg.audit.extreme.extreme_neighbours` of its declared neighbours: where
+    float and int64 arithmetic break (2**53, 2**63, 2**64, 1e300, 1e308, -1e308). A
+    release that raises after its charge on either side is a violation; a pair refused
+    before the charge is listed in ``refused``. Each audit errs with probability at most
+    ``alpha`` (false alarms over the k pairs: at most k alpha)."""
+    item = _auditable(item)
+    samples, alpha = check_samples(samples), check_alpha(alpha)
+    built = item.create(item.example.params)
+    claim = _item_claim(item, built, claimed_delta)
+    rng = resolve_random(rng)
+    results, refused = [], []
+    for first, second in extreme_neighbours(*item.example.neighbours):
+        try:
+            if item.kind is ItemKind.RANDOMIZER:
+                result = audit_randomizer(built, neighbours=(first, second), samples=samples, alpha=alpha, rng=rng)
+            else:
+                result = _audit_mechanism(built, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng)
+        except Exception as exc:  # refused before the charge (draws raise ChargedFailure after it)
+            refused.append((show_input(first), show_input(second), f"{type(exc).__name__}: {exc}"))
+            continue
+        results.append(result)
+    return ExtremeAudit(subject=item.name, results=tuple(results), refused=tuple(refused))

@@ -116,7 +116,14 @@ def build_features(pool: Pool, *, layout: Layout, direction: np.ndarray | None =
         rows = [r.tobytes() for r in np.ascontiguousarray(flat)]
         singles.append(_categories(
             rows, selection, "output",
-            lambda k: np.array2string(np.frombuffer(k, dtype=np.float64).reshape(shape).astype(np.int64),
-                                      separator=","),
+            lambda k: _integer_row(np.frombuffer(k, dtype=np.float64).reshape(shape)),
         ))
     return FeatureSet(singles=tuple(singles), pairs=tuple(pairs))
+
+
+def _integer_row(row: np.ndarray) -> str:
+    """An integer-valued output row, exactly (Python ints: no int64 overflow at 2**63)."""
+    values = [int(x) if np.isfinite(x) else float(x) for x in row.ravel().tolist()]
+    if row.ndim <= 1:
+        return "[" + ",".join(str(x) for x in values) + "]"
+    return np.array2string(np.array(values, dtype=object).reshape(row.shape), separator=",")

@@ -18,8 +18,8 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomizer import Randomizer
 from privreg.core.randomness import RandomSource
 
-__all__ = ["MIN_SAMPLES", "check_alpha", "check_neighbours", "check_samples", "draw_mechanism",
-           "draw_randomizer", "direction_of"]
+__all__ = ["MIN_SAMPLES", "ChargedFailure", "check_alpha", "check_neighbours", "check_samples",
+           "draw_mechanism", "draw_randomizer", "direction_of"]
 
 #: Fewer samples per side cannot give a useful bound at any sensible alpha.
 MIN_SAMPLES = 1000
@@ -55,14 +55,39 @@ def direction_of(first: Any, second: Any) -> np.ndarray | None:
     return (b - a).reshape(-1)
 
 
+class ChargedFailure(Exception):
+    """A release raised *after* its charge: the failure itself is an output that depends on
+    the value (the auditor reports it as a violation, never as bad input). ``error`` is
+    the exception the release raised."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+def _charged_call(call: Any, log: EventLog) -> Any:
+    """``call()``; an exception raised after ``log`` recorded a charge becomes a
+    :class:`ChargedFailure`, one raised before it (validation) propagates unchanged."""
+    try:
+        return call()
+    except Exception as exc:
+        if log.charges:
+            raise ChargedFailure(exc) from exc
+        raise
+
+
 def draw_mechanism(mechanism: Mechanism, value: Any, *, samples: int, rng: RandomSource) -> Any:
-    """``samples`` independent releases of ``value`` (first axis: the repetition)."""
-    release = mechanism.release_many(value, samples, charger=EventLog(), rng=rng, label="empirical audit")
+    """``samples`` independent releases of ``value`` (first axis: the repetition). Raises
+    :class:`ChargedFailure` if the release fails after it was charged."""
+    log = EventLog()
+    release = _charged_call(
+        lambda: mechanism.release_many(value, samples, charger=log, rng=rng, label="empirical audit"), log)
     return _check_count(release.output, samples, mechanism.name or type(mechanism).__name__)
 
 
 def draw_randomizer(randomizer: Randomizer, value: Any, *, samples: int, rng: RandomSource) -> np.ndarray:
-    """The reports of ``samples`` users who all hold the single-user input ``value``."""
+    """The reports of ``samples`` users who all hold the single-user input ``value``
+    (:class:`ChargedFailure` if randomizing fails after the charge)."""
     arr = np.asarray(value)
     if arr.ndim == 0:
         arr = arr.reshape(1)
@@ -72,7 +97,9 @@ def draw_randomizer(randomizer: Randomizer, value: Any, *, samples: int, rng: Ra
             f"np.array([3])); got shape {arr.shape}"
         )
     inputs = np.repeat(arr, samples, axis=0)
-    reports = randomizer.randomize(inputs, charger=EventLog(), rng=rng, label="empirical audit").reports
+    log = EventLog()
+    reports = _charged_call(
+        lambda: randomizer.randomize(inputs, charger=log, rng=rng, label="empirical audit"), log).reports
     return _check_count(reports, samples, randomizer.name or type(randomizer).__name__)
 
 

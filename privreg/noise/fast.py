@@ -22,10 +22,12 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.noise.vector import uniform_below
 
-__all__ = ["discrete_laplace_many", "fast_scale", "MAX_PART"]
+__all__ = ["discrete_laplace_many", "fast_scale", "MAX_PART", "CHUNK"]
 
 #: Largest numerator/denominator used by the vectorised sampler.
 MAX_PART = 1 << 40
+#: Values drawn per pass of :func:`discrete_laplace_many` (its temporaries fit in cache).
+CHUNK = 1 << 18
 
 
 def fast_scale(scale: Fraction) -> Fraction:
@@ -79,22 +81,35 @@ def _geometric_exp_neg_one(size: int, rng: RandomSource) -> np.ndarray:
 
 def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> np.ndarray:
     """``size`` independent integers with P(z) proportional to exp(-|z| / scale'), where
-    ``scale' = fast_scale(scale) >= scale``; int64 array (CKS 2020, Algorithm 2)."""
+    ``scale' = fast_scale(scale) >= scale``; int64 array (CKS 2020, Algorithm 2).
+
+    The draws are made in chunks of :data:`CHUNK` values, one after the other, so the
+    temporaries stay in cache and the cost per value does not grow with ``size``. Each
+    chunk is a run of the same exact algorithm on fresh randomness, so the law of every
+    value is unchanged. A seeded source gives the same values as an unchunked run for
+    ``size <= CHUNK``; beyond, the stream is consumed chunk by chunk (other values, the
+    same law)."""
     size = v.check_int("size", size, minimum=0)
     scaled = fast_scale(scale)
     t, s = scaled.numerator, scaled.denominator
     out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
+    for start in range(0, size, CHUNK):
+        _laplace_chunk(out[start:start + CHUNK], t, s, rng)
+    return out
+
+
+def _laplace_chunk(out: np.ndarray, t: int, s: int, rng: RandomSource) -> None:
+    """Fill ``out`` with discrete Laplace draws of scale ``t / s`` (CKS Algorithm 2)."""
+    pending = np.arange(out.size)
     while pending.size:
         u = uniform_below(t, pending.size, rng)
         keep = _bernoulli_exp_neg_fraction(u, t, rng)
-        idx, u = pending[keep], u[keep]
-        x = u + t * _geometric_exp_neg_one(idx.size, rng)
+        kept = np.flatnonzero(keep)
+        x = u[kept] + t * _geometric_exp_neg_one(kept.size, rng)
         y = x // s
-        negative = uniform_below(2, idx.size, rng).astype(bool)
+        negative = uniform_below(2, kept.size, rng).astype(bool)
         ok = ~(negative & (y == 0))  # zero would otherwise be counted twice
-        out[idx[ok]] = np.where(negative[ok], -y[ok], y[ok])
-        done = np.zeros(size, dtype=bool)
-        done[idx[ok]] = True
-        pending = pending[~done[pending]]
-    return out
+        out[pending[kept[ok]]] = np.where(negative[ok], -y[ok], y[ok])
+        finished = np.zeros(pending.size, dtype=bool)
+        finished[kept[ok]] = True
+        pending = pending[~finished]

@@ -15,6 +15,10 @@ from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg_template.event import GeometricHistogram
 
 
+#: The largest count accepted (public): count + noise cannot leave int64 (see NoisyHistogram).
+MAX_COUNT = 2**62
+
+
 @attrs.frozen(kw_only=True)
 class NoisyHistogram(Mechanism):
     """Adds two-sided geometric noise of scale ``1/epsilon`` to every bin of a histogram.
@@ -23,6 +27,11 @@ class NoisyHistogram(Mechanism):
     neighbours; L1 sensitivity 1). Counts are integers, so the exact discrete Laplace
     sampler applies without any grid (Dwork et al. 2006; Ghosh-Roughgarden-Sundararajan
     2009 for the geometric mechanism).
+
+    Input range: counts in ``[0, 2**62]``, checked before the charge, so ``count + noise``
+    stays within int64 unless the noise exceeds 2**62 in magnitude (probability below
+    ``exp(-2**22)`` for every epsilon the sampler accepts): no release fails or wraps
+    around after its charge. Errors name the rule, never the counts.
     """
 
     name: ClassVar[str] = "template-histogram-mechanism"
@@ -42,10 +51,18 @@ class NoisyHistogram(Mechanism):
         return GeometricHistogram(epsilon=claimed)
 
     def validate_input(self, value: Any) -> np.ndarray:
+        # messages state the rule and public facts (shape, dtype), never a count: an error
+        # is an output too, and nothing has been charged yet
         counts = np.asarray(value)
-        if counts.ndim != 1 or counts.dtype.kind not in "iu" or (counts < 0).any():
+        if counts.ndim != 1 or counts.dtype.kind not in "iu":
             raise PrivregValueError(
-                f"value must be a 1-d array of non-negative integer counts; got {value!r}"
+                f"value must be a 1-d array of integer counts; got shape {counts.shape}, dtype "
+                f"{counts.dtype}. Pass e.g. np.array([3, 5])."
+            )
+        if (counts < 0).any() or (counts > MAX_COUNT).any():
+            raise PrivregValueError(
+                f"value must hold counts in [0, 2**62]; some are outside. Check how the histogram "
+                f"was counted."
             )
         return counts.astype(np.int64)
 

@@ -1,0 +1,208 @@
+"""Inputs the contract checks feed a mechanism, shaped like its declared neighbours:
+extreme finite values (fixed, and a hypothesis strategy mixing them) and inputs that
+carry a sentinel value an error message must never quote.
+
+hypothesis is imported only when :func:`extreme_inputs` is called (``pip install
+'privreg[testing]'``), so ``import privreg.testing`` works without it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from privreg.audit.extreme import EXTREME_FLOATS, EXTREME_INTS, extreme_neighbours
+from privreg.core.errors import PrivregError
+
+__all__ = [
+    "SENTINEL", "SENTINEL_DIGITS", "SENTINEL_KEY", "describe_like", "extreme_inputs", "fixed_extremes",
+    "hypothesis_modules", "mentions_sentinel", "sentinel_inputs",
+]
+
+#: A value no message should quote; its digits :data:`SENTINEL_DIGITS` survive repr, ``:g``,
+#: ``:e`` and numpy formatting (3.1337625e+04, 31337.6, 31337.625).
+SENTINEL = 31337.625
+SENTINEL_DIGITS = "31337"
+#: A mapping key carrying the same digits (keys are data too: n-grams, partitions).
+SENTINEL_KEY = "key-31337"
+_SENTINEL_INT = 31337
+_SENTINEL_HUGE = 3.1337e300
+_SENTINEL_HUGE_INT = 31337 * 10**20  # beyond uint64: numpy makes it an object array
+
+
+def mentions_sentinel(text: str) -> bool:
+    """True when ``text`` quotes the sentinel (digits compared without '.', ',' and '_')."""
+    squeezed = text.replace(".", "").replace(",", "").replace("_", "")
+    return SENTINEL_DIGITS in squeezed
+
+
+def hypothesis_modules() -> tuple[Any, Any]:
+    """``(hypothesis, hypothesis.strategies)``, imported on first use."""
+    try:
+        import hypothesis
+        from hypothesis import strategies
+    except ImportError:  # pragma: no cover - the test extra installs it
+        raise PrivregError(
+            "privreg.testing's extreme-input check needs hypothesis; install it with "
+            "pip install 'privreg[testing]' (or pip install hypothesis)") from None
+    return hypothesis, strategies
+
+
+def describe_like(value: Any) -> str | None:
+    """'float', 'int' (scalars and arrays), 'mapping' (to numbers), or None."""
+    if isinstance(value, Mapping):
+        vals = list(value.values())
+        ok = vals and all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+                          for x in vals)
+        return "mapping" if ok else None
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        return None
+    if arr.size == 0:
+        return None
+    return {"i": "int", "u": "int", "f": "float"}.get(arr.dtype.kind)
+
+
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, (np.ndarray, list, tuple, Mapping))
+
+
+def _int_valued(mapping: Mapping[Any, Any]) -> bool:
+    return all(isinstance(x, (int, np.integer)) for x in mapping.values())
+
+
+def _array(values: list[Any], shape: tuple[int, ...], integer: bool) -> np.ndarray:
+    """``values`` as an array of ``shape``: floats as float64; integers as numpy infers
+    them (int64, uint64, or object beyond uint64), as a caller's array would be."""
+    if not integer:
+        return np.array(values, dtype=np.float64).reshape(shape)
+    return np.array([int(x) for x in values]).reshape(shape)
+
+
+def _population(like: np.ndarray, values: list[Any], integer: bool) -> np.ndarray:
+    """A randomizer's population: one user per value, each shaped like ``like[0]``."""
+    row = like.shape[1:]
+    per = int(np.prod(row)) if row else 1
+    flat = [values[i % len(values)] for i in range(per * len(values))]
+    return _array(flat, (len(values), *row), integer)
+
+
+def fixed_extremes(like: Any, other: Any, *, population: bool = False) -> list[Any]:
+    """Deterministic extreme inputs shaped like the declared neighbour ``like``: each
+    extreme value everywhere, the extremes mixed in one input, and both inputs of every
+    pair of :func:`~privreg.audit.extreme.extreme_neighbours` (``other`` is the second
+    neighbour). ``population``: ``like`` is one user's input to a randomizer."""
+    kind = describe_like(like)
+    if kind is None:
+        return []
+    if kind == "mapping":
+        keys = list(like)
+        ints = _int_valued(like)
+        values = EXTREME_INTS if ints else EXTREME_FLOATS
+        out: list[Any] = [{k: e for k in keys} for e in values]
+        out.append({k: values[i % len(values)] for i, k in enumerate(keys)})
+    elif population:
+        arr = np.asarray(like)
+        integer = kind == "int"
+        values = EXTREME_INTS if integer else EXTREME_FLOATS
+        out = [_population(arr, [e], integer) for e in values]
+        out.append(_population(arr, list(values), integer))
+        return out
+    else:
+        integer = kind == "int"
+        values = EXTREME_INTS if integer else EXTREME_FLOATS
+        if _is_scalar(like):
+            out = list(values)
+        else:
+            arr = np.asarray(like)
+            out = [_array([e] * arr.size, arr.shape, integer) for e in values]
+            for shift in range(0, len(values), max(1, arr.size)):  # every extreme, mixed
+                mixed = [values[(shift + i) % len(values)] for i in range(arr.size)]
+                out.append(_array(mixed, arr.shape, integer))
+    for a, b in extreme_neighbours(like, other):
+        out += [a, b]
+    return out
+
+
+def extreme_inputs(like: Any, *, population: bool = False) -> Any:
+    """A hypothesis strategy of finite inputs shaped like ``like``, each coordinate an
+    extreme value (2**53, 2**63, 2**64, 1e308, -0.0, subnormals, ...) or any finite
+    number, mixed freely. None when ``like`` is not numeric."""
+    _, st = hypothesis_modules()
+    kind = describe_like(like)
+    if kind is None:
+        return None
+    floats = st.one_of(st.sampled_from(EXTREME_FLOATS), st.floats(allow_nan=False, allow_infinity=False))
+    ints = st.one_of(st.sampled_from(EXTREME_INTS), st.integers())
+    if kind == "mapping":
+        keys = list(like) + ["privreg-testing-extra"]
+        values = ints if _int_valued(like) else st.one_of(floats, ints)
+        return st.dictionaries(st.sampled_from(keys), values, min_size=1, max_size=len(keys))
+    integer = kind == "int"
+    element = ints if integer else floats
+    arr = np.asarray(like)
+    if population:
+        per = int(np.prod(arr.shape[1:])) if arr.ndim > 1 else 1
+        return st.lists(st.lists(element, min_size=per, max_size=per), min_size=1, max_size=6).map(
+            lambda rows: _array([x for r in rows for x in r], (len(rows), *arr.shape[1:]), integer))
+    if _is_scalar(like):
+        return element
+    return st.lists(element, min_size=arr.size, max_size=arr.size).map(
+        lambda xs: _array(xs, arr.shape, integer))
+
+
+def _with(arr: np.ndarray, first: Any, last: Any | None = None) -> np.ndarray:
+    """A float copy of ``arr`` (at least 2 coordinates if ``last`` is given) with its first
+    coordinate set to ``first`` and its last to ``last``."""
+    flat = arr.astype(np.float64).ravel().tolist()
+    if last is not None and len(flat) < 2:
+        return np.array([first, last], dtype=np.float64)
+    flat[0] = first
+    if last is not None:
+        flat[-1] = last
+    return np.array(flat, dtype=np.float64).reshape(arr.shape)
+
+
+def _with_int(arr: np.ndarray, first: int) -> np.ndarray:
+    flat = [int(x) for x in arr.ravel().tolist()]
+    flat[0] = first
+    return np.array(flat).reshape(arr.shape)
+
+
+def sentinel_inputs(like: Any, *, population: bool = False) -> list[Any]:
+    """Inputs shaped like ``like`` that carry :data:`SENTINEL` (or :data:`SENTINEL_KEY`)
+    next to what makes them invalid: a NaN or an infinity elsewhere, a negative, huge or
+    fractional value, a wrong shape or a key with a bad count. A message raised for any of
+    them must not quote the sentinel."""
+    kind = describe_like(like)
+    if kind is None:
+        return []
+    if kind == "mapping":
+        k0 = next(iter(like))
+        return [
+            {**like, SENTINEL_KEY: math.nan},
+            {**like, SENTINEL_KEY: -1.0},
+            {**like, k0: -SENTINEL},
+            {**like, k0: math.nan, SENTINEL_KEY: SENTINEL},
+            {**like, SENTINEL_KEY: "31337"},
+            {**like, k0: _SENTINEL_HUGE},
+            {**like, k0: SENTINEL},
+        ]
+    arr = np.asarray(like)
+    if population or kind == "int":
+        out = [_with_int(arr, _SENTINEL_INT), _with_int(arr, -_SENTINEL_INT), _with_int(arr, _SENTINEL_HUGE_INT),
+               _with(arr, SENTINEL), _with(arr, SENTINEL, math.nan)]
+        if _is_scalar(like):
+            out = [SENTINEL, -_SENTINEL_INT, _SENTINEL_HUGE_INT, _SENTINEL_INT] + out
+        return out
+    out = [_with(arr, SENTINEL, math.nan), _with(arr, SENTINEL, math.inf), _with(arr, -SENTINEL),
+           _with(arr, _SENTINEL_HUGE), _with(arr, -_SENTINEL_HUGE), np.array([[SENTINEL]])]
+    if _is_scalar(like):
+        out = [SENTINEL, -SENTINEL, _SENTINEL_HUGE] + out
+    return out
