@@ -117,6 +117,10 @@ def _not_integers(name: str) -> PrivregTypeError:
 
 # --- exact arithmetic on snapped values ----------------------------------------------------
 
+#: Values per chunk of a grid mechanism's release_many (about 2 MiB of int64 temporaries).
+_CHUNK = 1 << 18
+
+
 def snap_values(values: np.ndarray, grid: Grid) -> list[int]:
     """``round(x / step)`` for every entry, as exact Python integers (any finite float)."""
     return [snap_to_grid(float(x), grid) for x in np.asarray(values, dtype=np.float64).reshape(-1)]
@@ -243,6 +247,13 @@ class GridMechanism(Mechanism):
         return float(out[0]) if value.shape == () else out.reshape(value.shape)
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
-        noise = self._noise(count * self.dimension, rng).reshape(count, self.dimension)
-        out = grid_values(exact_sum(self._snap(value), noise), self.grid.step)
+        # In chunks of about _CHUNK values, so that the noise and sum temporaries stay in
+        # cache at any count (independent draws per chunk: the same joint law).
+        snapped, dim, step = self._snap(value), self.dimension, self.grid.step
+        out = np.empty((count, dim), dtype=np.float64)
+        rows = max(1, _CHUNK // dim)
+        for start in range(0, count, rows):
+            n = min(rows, count - start)
+            noise = self._noise(n * dim, rng).reshape(n, dim)
+            out[start:start + n] = grid_values(exact_sum(snapped, noise), step)
         return out[:, 0] if value.shape == () else out.reshape((count, *value.shape))
