@@ -40,7 +40,7 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["Accountant", "Handler", "leaves"]
+__all__ = ["Accountant", "Handler", "MAX_TOTAL_COUNT", "leaves"]
 
 #: ``handler(accountant, event)`` -> the cost of one release of ``event``, or None.
 Handler = Callable[[Any, PrivacyEvent], Any]
@@ -50,6 +50,9 @@ Handler = Callable[[Any, PrivacyEvent], Any]
 # "cannot vouch", never a crash of the caller.
 _HANDLER_ERRORS = (ArithmeticError, ValueError, MemoryError, RecursionError, PrivregError)
 _MAX_LOWERING = 16
+#: The largest total repetition count of one leaf an accountant folds in: counts multiply
+#: through nested SelfComposed events, and every state is kept in float64.
+MAX_TOTAL_COUNT = 2**1000
 
 
 def _key(event: PrivacyEvent) -> Any:
@@ -152,6 +155,8 @@ class Accountant(ABC):
         """One walk: ``(costs with counts, None, "")`` or ``([], first bad leaf, why)``."""
         plan: list[tuple[Any, int]] = []
         for leaf, n in leaves(event, count):
+            if n > MAX_TOTAL_COUNT:
+                return [], leaf, "it is repeated more than 2**1000 times (nested counts multiply)"
             c, why = self.cost(leaf)
             if c is None:
                 return [], leaf, why
