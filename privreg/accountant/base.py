@@ -183,8 +183,14 @@ class Accountant(ABC):
         plan, bad, why = self._plan(event, count)
         if bad is not None:
             raise UnsupportedEventError(bad, self.name or type(self).__name__, why)
-        for c, n in plan:
-            self._add(c, n)
+        staged = self.copy()  # all leaves or none: a failing fold leaves self unchanged
+        try:
+            for c, n in plan:
+                staged._add(c, n)
+        except _HANDLER_ERRORS as exc:
+            raise UnsupportedEventError(event, self.name or type(self).__name__,
+                                        f"cannot compose it ({type(exc).__name__}: {exc})") from None
+        vars(self).update(vars(staged))
         self.compositions += 1
         return self
 
