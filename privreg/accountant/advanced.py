@@ -176,9 +176,13 @@ class KOVAccountant(_PairAccountant):
                 return 0.0
             if self._delta(k * eps) > delta:
                 return math.inf
-            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, k * eps, xtol=1e-13, rtol=1e-13)
+            top = k * eps
+            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
+                                   xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+            step = max(root * 1e-13, 1e-300)
             while self._delta(root) > delta:  # land on the safe side of the root
-                root = root * (1 + 1e-13) + 1e-300
+                root = min(root + step, top)
+                step *= 2
             return root
         basic_eps, basic_delta, log_survive, s2, drift = self._theorem_3_5()
         slack = -math.expm1(math.log1p(-delta) - log_survive)  # delta_tilde of KOV Theorem 3.5
