@@ -141,7 +141,7 @@ class Accountant(ABC):
                 if c is None:
                     return None, "no bound for these parameters"
                 if not self._valid(c):
-                    return None, "its bound is not finite"
+                    return None, "its bound is not finite (or not a valid cost)"
                 return c, ""
             lowered = related.lower()
             if lowered is None or lowered == related:
