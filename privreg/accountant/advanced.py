@@ -30,10 +30,16 @@ __all__ = ["DRVAccountant", "KOVAccountant", "drv_epsilon", "rr_composition_delt
 KOV_EXACT_MAX_COUNT = 10_000
 
 
+def _drv_drift(eps: np.ndarray, counts: np.ndarray) -> float:
+    """sum counts_i eps_i (e^eps_i - 1): inf (no bound) once e^eps_i overflows."""
+    with np.errstate(over="ignore"):
+        return float(np.sum(counts * eps * np.expm1(eps)))
+
+
 def drv_epsilon(eps: np.ndarray, counts: np.ndarray, delta_prime: float) -> float:
     """DRV's eps' at slack delta' for eps_i repeated counts_i times."""
     s2 = float(np.sum(counts * eps**2))
-    drift = float(np.sum(counts * eps * np.expm1(eps)))
+    drift = _drv_drift(eps, counts)
     return math.sqrt(2 * math.log(1 / delta_prime) * s2) + drift
 
 
@@ -101,10 +107,11 @@ class DRVAccountant(_PairAccountant):
             return 0.0
         best = basic_delta if epsilon >= basic_eps else 1.0
         eps, _, cnt = self._arrays()
-        drift = float(np.sum(cnt * eps * np.expm1(eps)))
+        drift = _drv_drift(eps, cnt)
         s2 = float(np.sum(cnt * eps**2))
         if epsilon > drift and s2 > 0:
-            best = min(best, basic_delta + math.exp(-((epsilon - drift) ** 2) / (2 * s2)))
+            gap = epsilon - drift
+            best = min(best, basic_delta + math.exp(-(gap * gap) / (2 * s2)))
         return min(1.0, best)
 
 
@@ -129,17 +136,42 @@ class KOVAccountant(_PairAccountant):
             # 1 - (1-d)^k (1 - d_RR), written without cancellation for tiny deltas
             log_survive = k * math.log1p(-dlt)
             return min(1.0, -math.expm1(log_survive) + math.exp(log_survive) * rr_composition_delta(eps, k, epsilon))
-        # mixed: invert epsilon(delta) numerically (it is monotone)
-        if self._epsilon(1 - 1e-15) > epsilon:
-            return 1.0
-        if self._epsilon(1e-300) <= epsilon:
-            return 1e-300
-        return float(optimize.brentq(lambda d: self._epsilon(d) - epsilon, 1e-300, 1 - 1e-15, xtol=1e-300))
+        return self._theorem_3_5_delta(epsilon)
+
+    def _theorem_3_5(self) -> tuple[float, float, float, float, float]:
+        """``(basic eps, basic delta, log prod (1 - delta_i), sum eps_i^2, drift)`` of KOV
+        Theorem 3.5, with drift = sum eps_i (e^eps_i - 1) / (e^eps_i + 1) = sum eps_i tanh(eps_i / 2)
+        (no inf / inf for large eps_i). Costs O(distinct pairs), whatever the counts."""
+        basic_eps, basic_delta = self._basic()
+        eps, dlt, cnt = self._arrays()
+        log_survive = float(np.sum(cnt * np.log1p(-dlt)))
+        s2 = float(np.sum(cnt * eps**2))
+        drift = float(np.sum(cnt * eps * np.tanh(eps / 2)))
+        return basic_eps, basic_delta, log_survive, s2, drift
+
+    def _theorem_3_5_delta(self, epsilon: float) -> float:
+        """The inverse of the Theorem 3.5 epsilon in closed form: the smallest slack
+        delta_tilde whose bound is <= ``epsilon``, then 1 - (1 - delta_tilde) prod (1 - delta_i)."""
+        basic_eps, basic_delta, log_survive, s2, drift = self._theorem_3_5()
+        best = basic_delta if epsilon >= basic_eps else 1.0
+        if not (epsilon > drift and 0 < s2 < math.inf):
+            return best
+        # b2 <= epsilon iff log(1/slack) <= x; b1 <= epsilon iff log(e + sqrt(s2)/slack) <= x
+        gap = epsilon - drift
+        x = min(gap * gap / (2 * s2), 1e300)
+        log_slack = -x
+        if x > 1:
+            log_slack = min(log_slack, 0.5 * math.log(s2) - x - math.log(-math.expm1(1 - x)))
+        # a larger slack is always allowed: absorb rounding in x; floor 1e-300 as before
+        log_slack = max(log_slack + 1e-13 * (1 + x), math.log(1e-300))
+        if log_slack >= 0:
+            return best
+        slack = math.exp(log_slack)
+        return min(best, -math.expm1(math.log1p(-slack) + log_survive))
 
     def _epsilon(self, delta: float) -> float:
         if not self._pairs:
             return 0.0
-        basic_eps, basic_delta = self._basic()
         hom = self._homogeneous()
         if hom is not None:
             eps, dlt, k = hom
@@ -147,18 +179,19 @@ class KOVAccountant(_PairAccountant):
                 return 0.0
             if self._delta(k * eps) > delta:
                 return math.inf
-            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, k * eps, xtol=1e-13, rtol=1e-13)
+            top = k * eps
+            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
+                                   xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+            step = max(root * 1e-13, 1e-300)
             while self._delta(root) > delta:  # land on the safe side of the root
-                root = root * (1 + 1e-13) + 1e-300
+                root = min(root + step, top)
+                step *= 2
             return root
-        eps, dlt, cnt = self._arrays()
-        log_survive = float(np.sum(cnt * np.log1p(-dlt)))
+        basic_eps, basic_delta, log_survive, s2, drift = self._theorem_3_5()
         slack = -math.expm1(math.log1p(-delta) - log_survive)  # delta_tilde of KOV Theorem 3.5
         best = basic_eps if delta >= basic_delta else math.inf
-        if slack <= 0:
+        if slack <= 0 or not s2 < math.inf:
             return best
-        s2 = float(np.sum(cnt * eps**2))
-        drift = float(np.sum(cnt * eps * np.expm1(eps) / (np.exp(eps) + 1)))
         b1 = drift + math.sqrt(2 * s2 * math.log(math.e + math.sqrt(s2) / slack))
         b2 = drift + math.sqrt(2 * s2 * math.log(1 / slack))
         return min(best, b1, b2)

@@ -43,7 +43,7 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["Accountant", "Handler", "leaves", "finite_number", "finite_pair"]
+__all__ = ["Accountant", "Handler", "MAX_TOTAL_COUNT", "leaves", "finite_number", "finite_pair"]
 
 #: ``handler(accountant, event)`` -> the cost of one release of ``event``, or None.
 Handler = Callable[[Any, PrivacyEvent], Any]
@@ -53,6 +53,9 @@ Handler = Callable[[Any, PrivacyEvent], Any]
 # "cannot vouch", never a crash of the caller.
 _HANDLER_ERRORS = (ArithmeticError, ValueError, MemoryError, RecursionError, PrivregError)
 _MAX_LOWERING = 16
+#: The largest total repetition count of one leaf an accountant folds in: counts multiply
+#: through nested SelfComposed events, and every state is kept in float64.
+MAX_TOTAL_COUNT = 2**1000
 
 
 def finite_number(cost: Any) -> bool:
@@ -175,6 +178,8 @@ class Accountant(ABC):
         """One walk: ``(costs with counts, None, "")`` or ``([], first bad leaf, why)``."""
         plan: list[tuple[Any, int]] = []
         for leaf, n in leaves(event, count):
+            if n > MAX_TOTAL_COUNT:
+                return [], leaf, "it is repeated more than 2**1000 times (nested counts multiply)"
             c, why = self.cost(leaf)
             if c is None:
                 return [], leaf, why
@@ -201,8 +206,14 @@ class Accountant(ABC):
         plan, bad, why = self._plan(event, count)
         if bad is not None:
             raise UnsupportedEventError(bad, self.name or type(self).__name__, why)
-        for c, n in plan:
-            self._add(c, n)
+        staged = self.copy()  # all leaves or none: a failing fold leaves self unchanged
+        try:
+            for c, n in plan:
+                staged._add(c, n)
+        except _HANDLER_ERRORS as exc:
+            raise UnsupportedEventError(event, self.name or type(self).__name__,
+                                        f"cannot compose it ({type(exc).__name__}: {exc})") from None
+        vars(self).update(vars(staged))
         self.compositions += 1
         return self
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from dp_accounting.pld import common
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as dpl
 
 from privreg.accountant.base import Accountant, Handler
@@ -43,11 +44,23 @@ MAX_EXACT_DISCRETE_SENSITIVITY = 4096
 #: dp-accounting enumerates a discrete Gaussian's support (about +-11 sigma); above this
 #: sigma, or for more than one coordinate, the event is left to RDP and zCDP (exact there).
 MAX_EXACT_DISCRETE_SIGMA = 2e5
-#: The largest privacy loss grid the accountant will hold (8 bytes a point).
-MAX_PLD_POINTS = 1 << 22
+#: The largest privacy loss grid the accountant will hold: 8 bytes a point once built,
+#: but dp-accounting needs up to ~160 bytes a point while building one (about 330 MiB
+#: at this limit; 650 MiB at the former 1 << 22).
+MAX_PLD_POINTS = 1 << 21
+#: A composition whose mass at finite loss would fall below this is refused: its delta is
+#: 1 to six digits anyway, and dp-accounting's tail truncation (1e-15) empties such a
+#: PMF and then fails (IndexError).
+MIN_FINITE_MASS = 1e-6
+# A built PMF whose total mass (with the mass at infinity) is below 1 by more than this
+# has lost mass and is refused.
+_MASS_TOLERANCE = 1e-9
 # Standard deviations of a Gaussian's support dp-accounting keeps (its truncation
 # bound, 1e-15 tail mass, is about 8 standard deviations; 12 leaves margin).
 _TAIL_SD = 12.0
+# The largest count dp-accounting's sparse self-composition is left to (2 ** 16 > 1000
+# points: dp-accounting itself turns a PMF of two or more points dense before that).
+_SPARSE_MAX_COUNT = 16
 
 
 def _gaussian_points(ratio: float, vdi: float) -> float:
@@ -72,13 +85,21 @@ def _pure_pld(acc: PLDAccountant, eps: float, delta: float = 0.0) -> dpl.Privacy
                                        value_discretization_interval=acc.vdi)
 
 
+def _noise(multiplier: float) -> float:
+    if not 0 < multiplier < math.inf:
+        raise ValueError(f"noise / sensitivity = {multiplier!r} is not a positive finite number")
+    return multiplier
+
+
 def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution:
+    _noise(e.noise_multiplier)
     _checked(_gaussian_points(1.0 / e.noise_multiplier, acc.vdi), acc)
     return dpl.from_gaussian_mechanism(standard_deviation=e.noise_multiplier,
                                        value_discretization_interval=acc.vdi, sampling_prob=q)
 
 
 def _laplace(acc: PLDAccountant, e: Laplace, q: float = 1.0) -> dpl.PrivacyLossDistribution:
+    _noise(e.noise_multiplier)
     _checked(_pure_points(1.0 / e.noise_multiplier, acc.vdi), acc)
     return dpl.from_laplace_mechanism(parameter=e.noise_multiplier, value_discretization_interval=acc.vdi,
                                       sampling_prob=q)
@@ -130,6 +151,12 @@ def _size(pld: dpl.PrivacyLossDistribution) -> int:
     return sum(p.size for p in pmfs.values())
 
 
+def _log_finite_mass(pld: dpl.PrivacyLossDistribution) -> float:
+    """log of the smaller probability of a finite privacy loss (remove or add)."""
+    inf_mass = max(float(pld._pmf_remove._infinity_mass), float(pld._pmf_add._infinity_mass))
+    return math.log1p(-inf_mass) if inf_mass < 1 else -math.inf
+
+
 def _self_composed_size(pld: dpl.PrivacyLossDistribution, count: int) -> float:
     """Grid points of ``pld`` self-composed ``count`` times, by dp-accounting's own
     truncation bounds (computed without the composition)."""
@@ -146,6 +173,37 @@ def _self_composed_size(pld: dpl.PrivacyLossDistribution, count: int) -> float:
         lower, upper = common.compute_self_convolve_bounds(probs, count, 1e-15)
         total += upper - lower + 1
     return total
+
+
+def _pmf_ok(pmf: Any) -> bool:
+    """Finite, non-negative masses summing to 1 (to rounding) with the mass at infinity.
+    dp-accounting loses mass in some extremes (half of it for a Poisson-sampled discrete
+    Laplace of scale 1e105): a delta computed from the rest could be too small."""
+    if isinstance(pmf, pld_pmf.DensePLDPmf):
+        probs = np.asarray(pmf._probs, dtype=np.float64)
+    else:
+        probs = np.fromiter(pmf._loss_probs.values(), dtype=np.float64, count=pmf.size)
+    inf_mass = float(pmf._infinity_mass)
+    if not (probs.size > 0 and np.all(probs >= 0) and np.all(np.isfinite(probs)) and 0 <= inf_mass <= 1):
+        return False
+    return float(np.sum(probs)) + inf_mass >= 1 - _MASS_TOLERANCE
+
+
+def _dense_for_self_composition(pld: dpl.PrivacyLossDistribution, count: int) -> dpl.PrivacyLossDistribution:
+    """``pld`` with dense PMFs when dp-accounting's sparse self-composition would not
+    scale: it composes ``count - 1`` times in a Python loop while ``size ** count`` stays
+    within 1000 (forever for a one-point PMF such as an eps = 0 event), and it computes
+    that power as an exact integer (gigabytes for a count of 1e11). Past a count of 16 a
+    PMF of two or more points is densified by dp-accounting itself, so only the
+    one-point case changes its path (the result is the same point mass)."""
+    pmfs = (pld._pmf_remove, pld._pmf_add)
+    if all(isinstance(p, pld_pmf.DensePLDPmf) for p in pmfs) or not any(
+            p.size == 1 or count > _SPARSE_MAX_COUNT for p in pmfs):
+        return pld
+    remove = pld._pmf_remove.to_dense_pmf()
+    if pld._symmetric:
+        return dpl.PrivacyLossDistribution(remove)
+    return dpl.PrivacyLossDistribution(remove, pld._pmf_add.to_dense_pmf())
 
 
 class PLDAccountant(Accountant):
@@ -178,25 +236,38 @@ class PLDAccountant(Accountant):
         return hit
 
     def _valid(self, cost: Any) -> bool:
-        return isinstance(cost, dpl.PrivacyLossDistribution)
+        """A PLD whose masses are finite and non-negative (dp-accounting returns NaN
+        masses for an infinite noise multiplier, which it then fails to compose)."""
+        return isinstance(cost, dpl.PrivacyLossDistribution) and all(
+            _pmf_ok(p) for p in (cost._pmf_remove, cost._pmf_add))
 
     def _plan(self, event: PrivacyEvent, count: int) -> tuple[list[tuple[Any, int]], PrivacyEvent | None, str]:
         plan, bad, why = super()._plan(event, count)
         if bad is not None:
             return plan, bad, why
         points = float(_size(self._pld))
+        log_finite = _log_finite_mass(self._pld)
         for pld, n in plan:
             points += _self_composed_size(pld, n)
             if not points <= MAX_PLD_POINTS:
                 return [], event, (f"the composed privacy loss grid would need {points:.3g} points "
                                    f"(limit {MAX_PLD_POINTS}); use the rdp or zcdp accountant")
+            log_finite += n * _log_finite_mass(pld)
+            if not log_finite >= math.log(MIN_FINITE_MASS):
+                return [], event, (f"its delta would exceed 1 - {MIN_FINITE_MASS:g}: nothing left to "
+                                   f"account")
         return plan, None, ""
 
     def _add(self, cost: dpl.PrivacyLossDistribution, count: int) -> None:
-        self._pld = self._pld.compose(cost if count == 1 else cost.self_compose(count))
+        if count > 1:
+            cost = _dense_for_self_composition(cost, count).self_compose(count)
+        self._pld = self._pld.compose(cost)
 
     def _epsilon(self, delta: float) -> float:
         return float(self._pld.get_epsilon_for_delta(delta))
 
     def _delta(self, epsilon: float) -> float:
-        return float(self._pld.get_delta_for_epsilon(epsilon))
+        # the mass at infinite loss counts at every epsilon: dp-accounting's sum can round
+        # below it (even below 0) when a long FFT composition leaves ~1e-13 noise
+        inf_mass = max(float(self._pld._pmf_remove._infinity_mass), float(self._pld._pmf_add._infinity_mass))
+        return max(float(self._pld.get_delta_for_epsilon(epsilon)), inf_mass)

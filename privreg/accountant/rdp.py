@@ -60,10 +60,19 @@ def pure_dp_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
     return np.logaddexp(a * lp + (1 - a) * lq, a * lq + (1 - a) * lp) / (a - 1)
 
 
+def _multiplier(event: Gaussian | Laplace) -> float:
+    """noise / sensitivity, refused (ValueError: cannot vouch) unless positive and finite:
+    dp-accounting divides by it, or iterates to no end on an infinite one."""
+    m = event.noise_multiplier
+    if not 0 < m < math.inf:
+        raise ValueError(f"noise / sensitivity = {m!r} is not a positive finite number")
+    return m
+
+
 def _gaussian_tree(event: PrivacyEvent) -> dpe.DpEvent | None:
     """Translate a tree of Gaussians (the only sub-event dp_accounting can subsample)."""
     if isinstance(event, Gaussian):
-        return dpe.GaussianDpEvent(noise_multiplier=event.noise_multiplier)
+        return dpe.GaussianDpEvent(noise_multiplier=_multiplier(event))
     if isinstance(event, Composed):
         parts = [_gaussian_tree(e) for e in event.events]
         return None if any(p is None for p in parts) else dpe.ComposedDpEvent(events=parts)
@@ -76,9 +85,9 @@ def _gaussian_tree(event: PrivacyEvent) -> dpe.DpEvent | None:
 def to_dp_accounting(event: PrivacyEvent) -> dpe.DpEvent | None:
     """The ``dp_accounting`` event for a privreg leaf event, or None."""
     if isinstance(event, Gaussian):
-        return dpe.GaussianDpEvent(noise_multiplier=event.noise_multiplier)
+        return dpe.GaussianDpEvent(noise_multiplier=_multiplier(event))
     if isinstance(event, Laplace):
-        return dpe.LaplaceDpEvent(noise_multiplier=event.noise_multiplier)
+        return dpe.LaplaceDpEvent(noise_multiplier=_multiplier(event))
     if isinstance(event, ZCDP):
         return dpe.ZCDpEvent(rho=event.rho)
     if isinstance(event, PoissonSampled):
@@ -165,6 +174,8 @@ class RDPAccountant(Accountant):
         return rdp_epsilon(self.orders, self.curve(), delta)
 
     def _delta(self, epsilon: float) -> float:
+        if not np.any(self._curve):
+            return 0.0
         if not np.isfinite(self._curve).any():
             return 1.0
         return float(dpr.compute_delta(self.orders, self.curve(), epsilon)[0])
@@ -173,8 +184,10 @@ class RDPAccountant(Accountant):
 def rdp_epsilon(orders: np.ndarray, curve: np.ndarray, delta: float) -> float:
     """Epsilon at ``delta`` of a mechanism that is (alpha, curve[alpha])-RDP at every
     order, by the tight conversion (CKS 2020, Proposition 12); inf when no order helps."""
+    if not np.any(curve):
+        return 0.0  # zero divergence at every order: nothing was released about anyone
     if delta == 0:
-        return 0.0 if not np.any(curve) else math.inf
+        return math.inf
     finite = np.isfinite(curve)
     if not finite.any():
         return math.inf

@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import attrs
 
+from privreg.core.errors import PrivregError
 from privreg.core.events import (
     ZCDP,
     ApproxDP,
@@ -111,7 +112,10 @@ def relate(event: PrivacyEvent, relation: str) -> tuple[PrivacyEvent | None, str
     if held == "add_remove" and relation == "replace_one":
         current: PrivacyEvent | None = event
         while current is not None:
-            converted = to_replace_one(current)
+            try:
+                converted = to_replace_one(current)
+            except PrivregError as exc:  # e.g. group privacy pushes delta to 1, or 2 x sensitivity overflows
+                return None, f"group privacy gives no replace-one guarantee for {event.kind!r} ({exc})"
             if converted is not None:
                 return converted, ""
             lowered = current.lower()

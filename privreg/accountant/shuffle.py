@@ -76,8 +76,9 @@ below the window the divergence at ``c = 0`` and the mass above it the divergenc
 window's end; binomial masses come from ``cdf`` below the mean and ``sf`` above it (no
 cancellation), and the sum is inflated by a relative ``1e-6`` against rounding (against
 mpmath, our per-``c`` divergences at ``c`` up to ``1e9`` are within ``1e-8``). A delta
-costs ``O(4096)`` vectorised scipy calls whatever ``n`` is (``n`` up to ``2**53``; the
-accuracy was checked up to ``n = 1e9``); an epsilon is a bisection of about 40 such steps
+costs ``O(4096)`` vectorised scipy calls (``n`` up to ``2**53``; above ``10**12`` the bound
+for ``10**12`` reports is used, valid by monotonicity in ``n``, because scipy's binomial
+tails slow down with ``n``; the accuracy was checked up to ``n = 1e9``); an epsilon is a bisection of about 40 such steps
 (relative tolerance ``1e-9``), well under a second at ``n = 1e9``. For
 ``eps0 > 700`` (no clone is expected among ``2**53`` reports, and ``e^eps0`` overflows)
 the numerical bounds return the randomized-response values directly.
@@ -85,6 +86,7 @@ the numerical bounds return the randomized-response values directly.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -115,6 +117,11 @@ _ROUNDING_SLACK = 1e-6  # relative inflation of every numerical delta against ro
 _REL_TOL = 1e-9  # bisection stops when the bracket is this narrow relative to epsilon
 _MAX_REPORTS = 2**53  # counts beyond this are not exact floats
 _NO_CLONES_EPS0 = 700.0  # beyond, Pr[C > 0] < 2**53 e^-700 and e^eps0 overflows: use RR
+#: The numerical bounds use at most this many reports. Valid for more: the bound is
+#: non-increasing in n (C grows stochastically with n and the divergence is non-increasing
+#: in c), so the bound for 10**12 reports holds for any larger n. Needed because scipy's
+#: binomial tails cost grows with c: one epsilon took 25 s at n = 2**53, 1.4 s at 10**12.
+_MAX_NUMERICAL_REPORTS = 10**12
 
 
 def shuffle_epsilon(
@@ -133,6 +140,13 @@ def shuffle_epsilon(
         return min(_closed_form_epsilon(eps0, n, delta), eps0)
     if eps0 > _NO_CLONES_EPS0:
         return _rr_epsilon(delta, eps0)
+    return _cached_numerical_epsilon(eps0, min(n, _MAX_NUMERICAL_REPORTS), delta, bound)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_numerical_epsilon(eps0: float, n: int, delta: float, bound: str) -> float:
+    """The numerical epsilon (cached: accountants and filters ask for the same shuffle's
+    bound repeatedly, and one costs up to a second at 10**12 reports)."""
     grid = _clone_grid(n, _clone_probability(eps0, bound))
     return min(_numerical_epsilon(grid, eps0, delta), eps0)
 
@@ -155,7 +169,7 @@ def shuffle_delta(
         return min(_closed_form_delta(eps0, n, eps), _rr_delta(eps, eps0))
     if eps0 > _NO_CLONES_EPS0:
         return _rr_delta(eps, eps0)
-    grid = _clone_grid(n, _clone_probability(eps0, bound))
+    grid = _clone_grid(min(n, _MAX_NUMERICAL_REPORTS), _clone_probability(eps0, bound))
     return min(_numerical_delta(grid, eps, eps0)[0], _rr_delta(eps, eps0))
 
 
