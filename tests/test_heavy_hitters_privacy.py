@@ -16,7 +16,7 @@ from privreg.accountant import make_accountant
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.audit import audit_randomizer
-from privreg.core.errors import BudgetExceededError
+from privreg.core.errors import BudgetExceededError, PrivregValueError
 from privreg.core.registry import load_registry
 from privreg.plugins.heavy_hitters import hooks
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
@@ -25,6 +25,7 @@ from privreg.plugins.heavy_hitters.privacy import (
     k_anonymity,
     keep_probability_bound,
     local_epsilon,
+    triehh_event,
 )
 from privreg.plugins.heavy_hitters.sampling import sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
@@ -33,6 +34,22 @@ from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_s
 
 def seeded(seed):
     return InsecureReproducibleRandom(seed=seed)
+
+
+class CountingRandom(InsecureReproducibleRandom):
+    """Counts draws, to show that nothing is drawn before a refusal."""
+
+    def __init__(self, seed=0):
+        super().__init__(seed=seed)
+        self.draws = 0
+
+    def randbits(self, k):
+        self.draws += 1
+        return super().randbits(k)
+
+    def random_bytes(self, n):
+        self.draws += 1
+        return super().random_bytes(n)
 
 
 PRODUCTION = dict(epsilon=10.0, users_per_layer=500_000, contribution_bound=60)  # Section 4.1
@@ -63,8 +80,9 @@ def test_central_epsilon_reported_by_the_workflow_is_the_accountants():
 
 def test_production_configuration_gets_the_papers_central_epsilon_from_the_accountant():
     """eps0 = 10, n = N*B = 5e5 * 60 = 3e7, delta = 1e-10 (Section 4.1): FMT 2021 numerical
-    0.3075 (the paper prints 0.315, the FMT 2021 tool's output; see tests/test_shuffle.py),
-    the closed form 0.7308, and 0.2138 under a declared FMT 2023 bound."""
+    0.3075 (the paper prints 0.315, the FMT 2021 tool's output; see tests/test_shuffle.py)
+    and the closed form 0.7308. The FMT 2023 bound (0.2138) is refused: with eta_max =
+    10,000 the deep layers' reports hold d = 46 items, outside the bound's class."""
     trie = LDPTrieHH(**PRODUCTION, max_prefixes=10_000, depth=15, passes=2)
     event = trie.privacy_event()
     assert event == Shuffled(event=LocalDP(epsilon0=10.0, randomizer="subset-selection"), num_reports=30_000_000)
@@ -73,8 +91,70 @@ def test_production_configuration_gets_the_papers_central_epsilon_from_the_accou
     assert local_epsilon(event) == 10.0
     closed = LDPTrieHH(**PRODUCTION, max_prefixes=10_000, depth=15, shuffle_bound="fmt21-closed-form")
     assert central_epsilon(closed.privacy_event(), 1e-10) == pytest.approx(0.7308, abs=1e-4)
-    declared = LDPTrieHH(**PRODUCTION, max_prefixes=10_000, depth=15, shuffle_bound="fmt23-numerical")
-    assert central_epsilon(declared.privacy_event(), 1e-10) == pytest.approx(0.2138, abs=1e-4)
+    with pytest.raises(PrivregValueError, match="d=46 >= 2") as info:
+        LDPTrieHH(**PRODUCTION, max_prefixes=10_000, depth=15, shuffle_bound="fmt23-numerical")
+    assert "shuffle_bound='fmt21-numerical'" in str(info.value)
+    assert shuffle_epsilon(epsilon0=10.0, num_reports=30_000_000, delta=1e-10,
+                           bound="fmt23-numerical") == pytest.approx(0.2138, abs=1e-4)
+
+
+# --- the FMT 2023 bound is refused where Subset Selection is outside its class -------------
+
+@pytest.mark.parametrize("max_prefixes, depth, allowed", [
+    (200, 15, True),  # widest layer 200 * 101 = 20,200 candidates + gamma: d = 1 at eps 10
+    (300, 15, False),  # 30,300 + 1: d = ceil(30,301 / (e^10 + 1)) = 2
+    (300, 1, True),  # one layer only: |Z_1| = 100 * 101 = 10,100, d = 1
+])
+def test_fmt23_is_accepted_exactly_when_every_layer_reports_one_item(max_prefixes, depth, allowed):
+    kwargs = dict(epsilon=10.0, users_per_layer=100, contribution_bound=2, max_prefixes=max_prefixes,
+                  depth=depth, shuffle_bound="fmt23-numerical")
+    widest = SubsetSelection(epsilon=10.0, s=max(100 * 101, max_prefixes * 101 * (depth > 1)) + 1)
+    assert widest.admits_fmt23_decomposition is allowed
+    assert (widest.subset_size == 1) is allowed
+    if allowed:
+        assert LDPTrieHH(**kwargs).privacy_event().bound == "fmt23-numerical"
+    else:
+        with pytest.raises(PrivregValueError, match="shuffle_bound='fmt23-numerical'.*fmt21-numerical"):
+            LDPTrieHH(**kwargs)
+    assert LDPTrieHH(**{**kwargs, "shuffle_bound": "fmt21-numerical"}).privacy_event().bound == "fmt21-numerical"
+
+
+def test_triehh_event_refuses_fmt23_for_subsets_of_two_or_more():
+    ss = SubsetSelection(epsilon=2.0, s=50)  # d = ceil(50 / (e^2 + 1)) = 6
+    with pytest.raises(PrivregValueError, match="d=6 >= 2.*bound='fmt21-numerical'"):
+        triehh_event(randomizer=ss, users_per_layer=10, contribution_bound=2, bound="fmt23-numerical")
+    rr = SubsetSelection(epsilon=5.0, s=50)  # d = 1: k-ary randomized response
+    assert triehh_event(randomizer=rr, users_per_layer=10, contribution_bound=2,
+                        bound="fmt23-numerical").bound == "fmt23-numerical"
+
+
+def test_workflow_refuses_fmt23_before_charging_or_drawing_anything():
+    """oov-discovery at eps = 5 over the example's layers (d = 68 in layer 1): refused with
+    the parameter, its value and the fix; nothing charged, no randomness drawn."""
+    item = load_registry(plugins={"heavy_hitters": hooks}, autoload=False).get("oov-discovery")
+    log, rng = EventLog(), CountingRandom(seed=3)
+    params = {**item.example.params, "epsilon": 5.0, "shuffle_bound": "fmt23-numerical"}
+    with pytest.raises(PrivregValueError) as info:
+        item.run(WorkflowContext(charger=log, rng=rng), params)
+    message = str(info.value)
+    assert "shuffle_bound='fmt23-numerical'" in message and "use shuffle_bound='fmt21-numerical'" in message
+    assert len(log.events) == 0 and rng.draws == 0
+
+
+def test_cli_refuses_fmt23_with_one_line_and_an_empty_ledger(capsys, tmp_path):
+    from privreg.accountant.ledger import Ledger
+    from privreg.cli.main import main
+
+    code = main(["run", "oov-discovery", "--epsilon", "5", "--shuffle-bound", "fmt23-numerical",
+                 "--users-per-layer", "100", "--depth", "3", "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("privreg: error:")
+    assert "--shuffle-bound fmt23-numerical" in err and "fmt21-numerical" in err
+    ledger = Ledger(tmp_path / "ledger.sqlite", create=False)
+    try:
+        assert list(ledger.rows()) == []
+    finally:
+        ledger.close()
 
 
 def test_a_session_must_account_shuffles_at_a_delta():

@@ -16,7 +16,11 @@ import pytest
 from scipy import stats
 
 from privreg.accountant import shuffle as shuffle_module
-from privreg.accountant.shuffle_reference import fmt21_tool_epsilon, pair_divergence_by_summation
+from privreg.accountant.shuffle_reference import (
+    fmt21_published_closed_form,
+    fmt21_published_epsilon,
+    pair_divergence_by_summation,
+)
 from privreg.accountant.shuffle import (
     DEFAULT_SHUFFLE_BOUND,
     SHUFFLE_BOUNDS,
@@ -55,38 +59,48 @@ def delta_by_summation(n: int, eps0: float, eps: float, clone_probability: float
 # ------------------------------------------------------------------- known values
 
 
-def test_published_procedure_is_unsound_outside_the_closed_form_regime():
-    """Why accounting never uses the published procedure: where Theorem 3.1's condition
-    fails its bisection is capped at the (inapplicable) closed-form value."""
+def test_published_script_starts_from_eps0_where_the_closed_form_does_not_apply():
+    """computeamplification.py (FMT21's published script) starts its bisection from eps0
+    when eps0 >= log(n / (16 log(4/delta))). At n = 1e6, eps0 = 10, delta = 1e-10 the
+    mean clone count is 45.4, so with step 100 the first interval below it is [0, 45],
+    charged its mass (about 1/2) times the divergence at c = 0 (e^10 - e^eps)/(e^10 + 1):
+    above 1e-10 at every midpoint, so the script prints eps0 = 10.0 (and 2.34375 for its
+    lower-bound mode: the script's own output, run at commit 993d285). Our bound finds the
+    little amplification there is (8.72; the former emulation, which started from the
+    closed form's inapplicable value, printed 1.95, where the FMT21 delta is 7.5e-8)."""
     n, eps0, delta = 10**6, 10.0, 1e-10
-    assert eps0 > math.log(n / (16 * math.log(2 / delta)))
-    printed = fmt21_tool_epsilon(n, eps0, delta)
-    assert shuffle_delta(epsilon0=eps0, num_reports=n, epsilon=printed) > 100 * delta
+    assert eps0 > math.log(n / (16 * math.log(4 / delta)))
+    assert fmt21_published_epsilon(n, eps0, delta) == 10.0
+    assert fmt21_published_epsilon(n, eps0, delta, upper_bound=False) == pytest.approx(2.34375, abs=1e-12)
     ours = shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta)
-    assert shuffle_delta(epsilon0=eps0, num_reports=n, epsilon=ours) <= delta
+    assert abs(ours - 8.7195) < 1e-4 and shuffle_delta(epsilon0=eps0, num_reports=n, epsilon=ours) <= delta
+    assert shuffle_delta(epsilon0=eps0, num_reports=n, epsilon=1.95) > 100 * delta
+    assert fmt21_published_closed_form(n, eps0, delta) == eps0  # the script's fallback too
 
 
-def test_fmt21_readme_example_is_bracketed_and_the_tool_emulation_is_exact():
-    """Published values: the README of github.com/apple/ml-shuffling-amplification says
-    that for n = 1e5 reports, eps0 = 4, delta = 1e-6 the shuffled eps lies "between
-    0.1675385583317841 and 0.172790550755978" (numerical lower/upper bound, coarse settings)
-    and that the closed-form analysis gives "at most 0.5378040242374512".
+def test_fmt21_readme_example_is_reproduced_and_bracketed():
+    """The README of github.com/apple/ml-shuffling-amplification says that for n = 1e5
+    reports, eps0 = 4, delta = 1e-6 the shuffled eps lies "between 0.1675385583317841 and
+    0.172790550755978" (the script's numericalanalysis in lower and upper mode, example.py
+    settings) and that the closed-form analysis gives "at most 0.5378040242374512".
 
-    Our fmt21-numerical (a finer upper bound) must lie inside the bracket; our emulation of
-    the tool must print the README's upper value, which checks the emulation used below for
-    paper 001. (The tool's closed form is a variant of Theorem 3.1 that is slightly larger
-    than the printed theorem, which gives 0.5346.)
+    The faithful re-implementation must print all three; our fmt21-numerical (a finer
+    upper bound) must lie inside the bracket. (The script's closed form is a variant of
+    Theorem 3.1 that is slightly larger than the printed theorem, which gives 0.5346.)
     """
+    assert fmt21_published_epsilon(100_000, 4.0, 1e-6) == pytest.approx(0.172790550755978, abs=1e-12)
+    assert fmt21_published_epsilon(100_000, 4.0, 1e-6, upper_bound=False) == pytest.approx(
+        0.1675385583317841, abs=1e-12)
+    assert fmt21_published_closed_form(100_000, 4.0, 1e-6) == pytest.approx(0.5378040242374512, abs=1e-12)
     eps = shuffle_epsilon(epsilon0=4.0, num_reports=100_000, delta=1e-6)
     assert 0.1675385583317841 <= eps <= 0.172790550755978
     assert abs(eps - 0.16977) < 1e-4
-    assert fmt21_tool_epsilon(100_000, 4.0, 1e-6) == pytest.approx(0.172790550755978, abs=1e-12)
     closed = shuffle_epsilon(epsilon0=4.0, num_reports=100_000, delta=1e-6, bound="fmt21-closed-form")
     assert closed == pytest.approx(0.5346339916517, abs=1e-9)
     assert closed < 0.5378040242374512
 
 
-def test_paper_001_headline_eps_0_315_is_the_fmt21_tool_output():
+def test_paper_001_headline_eps_0_315_is_the_published_script_output():
     """Paper 001 reports central eps = 0.315 at delta = 1e-10 for en-US. Derivation:
 
     * eps0 = 10 per report: Section 4.1 "we choose N=5e5, T=60, eps=10, D=15"; Theorem 1
@@ -104,13 +118,42 @@ def test_paper_001_headline_eps_0_315_is_the_fmt21_tool_output():
     0.2138 here (see the next test). Section 4.1 says the number came from "the privacy
     amplification analysis and calculation tool provided in [17]" = FMT21's
     computeamplification.py: with its example settings (step = 100, 10 bisection steps) it
-    prints 0.31475 -> "0.315". The exact FMT21 value is 0.3075, so the published claim is
-    a valid, slightly loose, FMT21 upper bound.
+    prints 0.3147495399174751 (the script itself, run at commit 993d285, takes minutes
+    here) -> "0.315". The exact FMT21 value is 0.3075, so the published claim is a valid,
+    slightly loose, FMT21 upper bound.
     """
     n, eps0, delta = EN_US["num_reports"], EN_US["epsilon0"], EN_US["delta"]
-    tool = fmt21_tool_epsilon(n, eps0, delta)
-    assert abs(tool - 0.315) < 0.0005
+    script = fmt21_published_epsilon(n, eps0, delta)
+    assert script == pytest.approx(0.3147495399174751, abs=1e-12)
+    assert abs(script - 0.315) < 0.0005
     assert shuffle_epsilon(**EN_US, bound="fmt21-numerical") <= 0.315
+
+
+@pytest.mark.parametrize("n, eps0, delta", [
+    (100_000, 4.0, 1e-6), (10**6, 10.0, 1e-10), (10**8, 10.0, 1e-10), (10**9, 10.0, 1e-10),
+    (5_000, 1.0, 1e-6), (10**7, 0.5, 1e-12), (10**5, 6.0, 1e-3),
+])
+def test_our_bound_is_never_above_the_published_scripts_and_the_scripts_holds(n, eps0, delta):
+    """Both bound the same FMT21 pair; ours on a finer grid, so it is never larger than the
+    script's upper bound, and where the script amplifies at all its epsilon holds under our
+    (near exact) delta. Its lower-bound mode's bisection bracket starts below ours."""
+    ours = shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta)
+    script = fmt21_published_epsilon(n, eps0, delta)
+    assert ours <= script <= eps0
+    if script < eps0:
+        assert shuffle_delta(epsilon0=eps0, num_reports=n, epsilon=script) <= delta
+    lower = fmt21_published_epsilon(n, eps0, delta, upper_bound=False)
+    start = fmt21_published_closed_form(n, eps0, delta) if eps0 < math.log(n / (16 * math.log(4 / delta))) else eps0
+    assert lower - start / 2**10 <= ours  # the bracket's lower end
+
+
+def test_published_script_arguments_are_validated():
+    with pytest.raises(PrivregValueError, match="step"):
+        fmt21_published_epsilon(1000, 1.0, 1e-6, step=0)
+    with pytest.raises(PrivregValueError, match="delta"):
+        fmt21_published_epsilon(1000, 1.0, 0.0)
+    with pytest.raises(PrivregError, match="upper_bound"):
+        fmt21_published_epsilon(1000, 1.0, 1e-6, upper_bound="yes")
 
 
 def test_paper_001_parameters_under_each_bound():

@@ -103,6 +103,21 @@ def _algorithm_1_law(s: int, d: int, p: Fraction, z: int) -> dict:
 CONFIGS = [(5, 0.5), (6, 0.2), (4, 2.0), (7, 0.05), (8, 1.5)]  # d = 2, 3, 1, 4, 2
 
 
+@pytest.mark.parametrize("s, eps", CONFIGS + [(6, 3.0), (2, 0.7), (9, 1.0), (3, 0.01)])
+def test_fmt23_membership_is_the_shuffle_modules_matrix_check(s, eps):
+    """SubsetSelection.admits_fmt23_decomposition (closed form) agrees with the project's
+    membership test run on the randomizer's exact output law: d = 1 in, d >= 2 out."""
+    from privreg.accountant.shuffle import admits_fmt23_decomposition
+
+    ss = SubsetSelection(epsilon=eps, s=s)
+    d = ss.subset_size
+    laws = [_algorithm_1_law(s, d, ss.keep_probability, z) for z in range(s)]
+    subsets = list(combinations(range(s), d))
+    matrix = np.array([[float(law[S]) for S in subsets] for law in laws])
+    assert ss.admits_fmt23_decomposition == admits_fmt23_decomposition(matrix, epsilon0=eps)
+    assert ss.admits_fmt23_decomposition == (d == 1)
+
+
 @pytest.mark.parametrize("s, eps", CONFIGS)
 def test_exact_output_distribution_is_eps_ldp_and_tight(s, eps):
     ss = SubsetSelection(epsilon=eps, s=s)

@@ -6,6 +6,15 @@ a hair on the unsafe side it is stepped up until the check passes. The returned 
 therefore never overshoots the budget; it may be larger than the exact optimum by at most
 the stated tolerance.
 
+"Verified" means exactly, not in double precision: a float check of a curve can pass a
+value a few ulps on the unsafe side (double rounding of ``sensitivity / sigma`` and of the
+log-space difference of two tails). The closed-form calibrations (Gaussian, Laplace,
+DPNE) therefore check the float they return against the curve evaluated in exact
+rational arithmetic (Laplace) or in mpmath at a precision that keeps 30 significant
+digits after cancellation (Gaussian tails), with a relative margin of 1e-20 for that
+evaluation, *and* against privreg's own double-precision curve, so that accountants which
+compose the returned noise in doubles also see the target met.
+
 * :func:`calibrate_gaussian_sigma` -- the exact analytic Gaussian mechanism (Balle-Wang
   2018, Theorem 8), solved on :func:`privreg.accountant.curves.gaussian_delta`.
 * :func:`calibrate_laplace_scale` -- pure DP Laplace, ``scale = sensitivity / epsilon``
@@ -20,9 +29,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
+import struct
+
 import attrs
+import mpmath
 import numpy as np
 from scipy import optimize, special
 
@@ -56,6 +69,83 @@ def _step_up(x: float) -> float:
     return max(math.nextafter(x, math.inf), x * (1 + 1e-15))
 
 
+# --- exact checks ------------------------------------------------------------------------
+
+_EXACT_DIGITS = 30  # significant digits kept after cancellation in the mpmath curves
+_EXACT_MARGIN = mpmath.mpf(10) ** -20  # relative margin against mpmath's own rounding
+_MAX_DPS = 20_000  # beyond this the curve is not worth evaluating (never reached in tests)
+
+
+def _bits(x: float) -> int:
+    """The IEEE-754 bit pattern of ``x >= 0``, an integer increasing with ``x``."""
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+def _from_bits(i: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", i))[0]
+
+
+_MAX_FLOAT_BITS = _bits(math.inf) - 1
+
+
+def _smallest_passing(x0: float, ok: Callable[[float], bool], what: str) -> float:
+    """The smallest positive float ``x`` with ``ok(x)``, searched from the estimate ``x0``.
+
+    ``ok`` is meant to be monotone (false below a threshold, true above). The search
+    gallops in ulps from ``x0`` to a float that fails and one that passes, then bisects
+    over the floats in between, always keeping a float that *passed* and returning it;
+    so the result passes ``ok`` even if ``ok`` is not quite monotone."""
+    start = _bits(x0)
+    if ok(x0):
+        hi, step = start, 1
+        while True:  # gallop down to a failing float (bits 0 is +0.0: counts as failing)
+            lo = max(start - step, 0)
+            if lo == 0 or not ok(_from_bits(lo)):
+                break
+            hi, step = lo, 2 * step
+    else:
+        lo, step = start, 1
+        while True:  # gallop up to a passing float
+            hi = start + step
+            if hi > _MAX_FLOAT_BITS:
+                raise PrivregValueError(f"no finite {what} meets the target; relax the target")
+            if ok(_from_bits(hi)):
+                break
+            lo, step = hi, 2 * step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(_from_bits(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return _from_bits(hi)
+
+
+def _exact_gaussian_delta(epsilon: float, mu: Callable[[], mpmath.mpf]) -> mpmath.mpf:
+    """``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Balle-Wang 2018, Theorem 8) in
+    mpmath; ``mu()`` builds the exact ratio at the working precision. The precision is
+    raised until ``_EXACT_DIGITS`` significant digits survive the cancellation."""
+    dps = 50
+    while dps <= _MAX_DPS:
+        with mpmath.workdps(dps):
+            m, e = mu(), mpmath.mpf(epsilon)
+            a = mpmath.ncdf(-e / m + m / 2)
+            d = a - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+            if d > 0 and a < d * mpmath.mpf(10) ** (dps - _EXACT_DIGITS):
+                return d
+        dps *= 4
+    raise PrivregValueError(  # pragma: no cover - would need mu below ~1e-5000
+        f"the Gaussian curve at epsilon={epsilon} cannot be evaluated exactly; rescale the query")
+
+
+def _exact_delta_at_most(epsilon: float, delta: float, mu: Callable[[], mpmath.mpf]) -> bool:
+    """Whether the exact Gaussian delta at ``epsilon`` is at most ``delta`` (with the
+    relative ``_EXACT_MARGIN`` against the evaluation's rounding)."""
+    d = _exact_gaussian_delta(epsilon, mu)
+    with mpmath.workdps(40):
+        return bool(d * (1 + _EXACT_MARGIN) <= mpmath.mpf(delta))
+
+
 def _largest_gaussian_mu(epsilon: float, delta: float) -> float:
     """The largest mu = sensitivity/sigma with gaussian_delta(epsilon, mu) <= delta,
     up to rounding (the caller verifies and steps to the safe side)."""
@@ -82,9 +172,13 @@ def calibrate_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float
     ``(epsilon, delta)``-DP, by the exact analytic Gaussian (Balle-Wang 2018, Theorem 8;
     the curve is :func:`privreg.accountant.curves.gaussian_delta`).
 
-    Guarantee: ``gaussian_delta(epsilon, sensitivity / sigma) <= delta`` holds for the
-    returned sigma, evaluated exactly as written, and sigma exceeds the exact optimum by a
-    relative error of order 1e-15 only.
+    Guarantee: for the returned float sigma the exact curve, with ``mu = sensitivity /
+    sigma`` taken exactly (mpmath, see the module docstring), gives ``delta(epsilon) <=
+    delta``, so sigma is never below the exact optimum; and so does privreg's double
+    precision :func:`~privreg.accountant.curves.gaussian_delta` at ``sensitivity / sigma``.
+    Sigma is the smallest float passing both checks: within a few ulps of the exact
+    optimum for usual targets; where the double-precision curve errs high (epsilon near
+    1e-4 with delta below 1e-200) up to a relative 1e-9 above it.
 
     ``epsilon > 0``, ``0 < delta < 1`` and ``sensitivity > 0`` are required (``delta = 0``
     is out of reach of any Gaussian).
@@ -93,20 +187,21 @@ def calibrate_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float
     delta = v.check_delta("delta", delta, allow_zero=False)
     sensitivity = v.check_sensitivity("sensitivity", sensitivity)
     mu = _largest_gaussian_mu(epsilon, delta)
-    sigma = sensitivity / mu
-    for _ in range(_MAX_SAFE_STEPS):
-        if gaussian_delta(epsilon, sensitivity / sigma) <= delta:
-            return sigma
-        sigma = _step_up(sigma)
-    raise PrivregValueError(  # pragma: no cover - see _MAX_SAFE_STEPS
-        f"could not verify a Gaussian sigma for epsilon={epsilon}, delta={delta}")
+
+    def ok(sigma: float) -> bool:
+        return gaussian_delta(epsilon, sensitivity / sigma) <= delta and _exact_delta_at_most(
+            epsilon, delta, lambda: mpmath.mpf(sensitivity) / mpmath.mpf(sigma))
+
+    return _smallest_passing(sensitivity / mu, ok, "Gaussian sigma")
 
 
 def calibrate_laplace_scale(*, epsilon: float, sensitivity: float = 1.0) -> float:
     """The smallest Laplace scale ``b`` with ``sensitivity / b <= epsilon``: the Laplace
     mechanism on a query of L1 ``sensitivity`` is then pure ``epsilon``-DP
-    (Dwork-McSherry-Nissim-Smith 2006). The division is verified in floating point and
-    the scale stepped up if rounding made ``sensitivity / b`` exceed ``epsilon``."""
+    (Dwork-McSherry-Nissim-Smith 2006). ``sensitivity / b <= epsilon`` is verified in
+    exact rational arithmetic (the float quotient can round below ``epsilon`` when the
+    exact one is above it) and in floating point, and the scale stepped up by ulps until
+    both hold."""
     epsilon = v.check_epsilon("epsilon", epsilon)
     sensitivity = v.check_sensitivity("sensitivity", sensitivity)
     scale = sensitivity / epsilon
@@ -115,8 +210,12 @@ def calibrate_laplace_scale(*, epsilon: float, sensitivity: float = 1.0) -> floa
             f"sensitivity / epsilon = {sensitivity} / {epsilon} is not a usable scale "
             f"(overflow or underflow); rescale the query"
         )
-    while sensitivity / scale > epsilon:
+    exact_sensitivity, exact_epsilon = Fraction(sensitivity), Fraction(epsilon)
+    while sensitivity / scale > epsilon or exact_sensitivity > exact_epsilon * Fraction(scale):
         scale = math.nextafter(scale, math.inf)
+        if math.isinf(scale):  # pragma: no cover - needs sensitivity / epsilon near 1.8e308
+            raise PrivregValueError(f"sensitivity / epsilon = {sensitivity} / {epsilon} overflows; "
+                                    f"rescale the query")
     return scale
 
 
@@ -247,11 +346,27 @@ def _schedule(sigma_star: float, t: int, schedule: str, decay: float | None) -> 
     return [sigma_1 * decay**j for j in range(t)]
 
 
-def _dpsu_threshold_ok(rho: float, sigma_1: float, tail_log: float, t: np.ndarray) -> bool:
+def _dpsu_threshold_ok(rho: float, sigma_1: float, delta_threshold: float, t: np.ndarray) -> bool:
     """For every t: P[some of t new items of weight 1/sqrt(t) crosses rho] <= delta_thr,
-    i.e. t * log Phi((rho - 1/sqrt(t)) / sigma_1) >= log(1 - delta_thr)."""
+    i.e. t * log Phi((rho - 1/sqrt(t)) / sigma_1) >= log(1 - delta_thr).
+
+    Checked in doubles for every t, and exactly (mpmath; ``rho``, ``sigma_1``,
+    ``delta_thr`` and ``sqrt(t)`` taken exactly) for every t whose double-precision slack
+    is within a relative 1e-9 of the bound: only those can be misjudged by rounding, which
+    is of order 1e-14 relative here."""
+    tail_log = math.log1p(-delta_threshold)
     z = (rho - 1 / np.sqrt(t)) / sigma_1
-    return bool(np.all(t * special.log_ndtr(z) >= tail_log))
+    slack = t * special.log_ndtr(z) - tail_log
+    if not bool(np.all(slack >= 0)):
+        return False
+    near = t[slack <= 1e-9 * -tail_log]
+    with mpmath.workdps(60):
+        bound = mpmath.log1p(-mpmath.mpf(delta_threshold))
+        for ti in near.astype(np.int64).tolist():
+            zi = (mpmath.mpf(rho) - 1 / mpmath.sqrt(ti)) / mpmath.mpf(sigma_1)
+            if ti * mpmath.log1p(-mpmath.ncdf(-zi)) * (1 + _EXACT_MARGIN) < bound:
+                return False
+    return True
 
 
 def calibrate_dpne(
@@ -278,10 +393,12 @@ def calibrate_dpne(
       (Section 3.1.1, "Setting sigma_k");
     * ``rho_1 = max_{1<=t<=Delta_1} 1/sqrt(t) + sigma_1 PhiInv((1 - delta/2)^(1/t))``.
 
-    Guarantees (verified before returning, stepping to the safe side if rounding requires
-    it): the T Gaussian steps together are ``(epsilon, delta/2)``-DP by the exact GDP
-    accountant, and the threshold rho_1 keeps the bad-event probability of DPSU at most
-    delta/2 for every t <= Delta_1; by basic composition DPNE is ``(epsilon, delta)``-DP.
+    Guarantees (verified exactly before returning, as in the module docstring, stepping to
+    the safe side if rounding requires it): the T Gaussian steps together are
+    ``(epsilon, delta/2)``-DP by the exact GDP curve (and by privreg's GDP accountant), and
+    the threshold rho_1 (the smallest float passing the check) keeps the bad-event
+    probability of DPSU at most delta/2 for every t <= Delta_1; by basic composition DPNE
+    is ``(epsilon, delta)``-DP.
     """
     epsilon = v.check_epsilon("epsilon", epsilon)
     delta = v.check_delta("delta", delta, allow_zero=False)
@@ -309,11 +426,16 @@ def calibrate_dpne(
     sigma_star = calibrate_gaussian_sigma(epsilon=epsilon, delta=delta_gaussian)
 
     sigmas = _schedule(sigma_star, t_max, schedule, decay)
-    for _ in range(_MAX_SAFE_STEPS):  # the T Gaussians must compose to (eps, delta/2)
+
+    def composes(sigmas: list[float]) -> bool:  # the T Gaussians compose to (eps, delta/2)
         acc = GDPAccountant()
         for s in sigmas:
             acc.compose(Gaussian(sigma=s))
-        if acc.delta(epsilon) <= delta_gaussian:
+        return acc.delta(epsilon) <= delta_gaussian and _exact_delta_at_most(
+            epsilon, delta_gaussian, lambda: mpmath.sqrt(mpmath.fsum(1 / mpmath.mpf(s) ** 2 for s in sigmas)))
+
+    for _ in range(_MAX_SAFE_STEPS):
+        if composes(sigmas):
             break
         sigmas = [_step_up(s) for s in sigmas]
     else:  # pragma: no cover - see _MAX_SAFE_STEPS
@@ -321,16 +443,11 @@ def calibrate_dpne(
 
     sigma_1 = sigmas[0]
     t = np.arange(1, d1 + 1, dtype=np.float64)
-    tail_log = math.log1p(-delta_threshold)  # log(1 - delta/2)
-    tail = -np.expm1(tail_log / t)  # 1 - (1 - delta/2)^(1/t), without cancellation
+    tail = -np.expm1(math.log1p(-delta_threshold) / t)  # 1 - (1 - delta/2)^(1/t), no cancellation
     # PhiInv(1 - tail) = -PhiInv(tail) = isf(tail): accurate in the far tail
     rho_1 = float(np.max(1 / np.sqrt(t) - sigma_1 * special.ndtri(tail)))
-    for _ in range(_MAX_SAFE_STEPS):
-        if _dpsu_threshold_ok(rho_1, sigma_1, tail_log, t):
-            break
-        rho_1 = _step_up(rho_1)
-    else:  # pragma: no cover - see _MAX_SAFE_STEPS
-        raise PrivregValueError("could not verify the DPNE threshold rho_1")
+    rho_1 = _smallest_passing(rho_1, lambda r: _dpsu_threshold_ok(r, sigma_1, delta_threshold, t),
+                              "DPNE threshold rho_1")
 
     return DPNECalibration(
         epsilon=epsilon, delta=delta, max_n=t_max, schedule=schedule, decay=decay, delta_1=d1,

@@ -19,8 +19,10 @@ Bounds (``SHUFFLE_BOUNDS``)
     the delta of ``eps0``-DP itself, ``(e^eps0 - e^eps)/(e^eps0 + 1)`` (binary randomized
     response is the worst ``eps0``-DP mechanism at every eps).
 ``"fmt21-numerical"`` (the default)
-    Same paper, the reduction behind Theorem 3.1 evaluated numerically (the method of its
-    Appendix E and of the authors' ``computeamplification.py``): the shuffled outputs on
+    Same paper, the reduction behind Theorem 3.1 evaluated numerically by the project's
+    own method (see "Numerics" below; the paper's Appendix E and the authors' script
+    ``computeamplification.py`` evaluate the same reduction more coarsely, see
+    :mod:`privreg.accountant.shuffle_reference`): the shuffled outputs on
     neighbouring datasets are post-processings of ``P = (A + D, C - A + 1 - D)`` and
     ``Q = (A + 1 - D, C - A + D)`` with ``C ~ Bin(n - 1, e^-eps0)`` (the "clones" of the
     changed user), ``A ~ Bin(C, 1/2)`` and ``D ~ Bern(e^eps0 / (e^eps0 + 1))``. Holds for
@@ -57,7 +59,7 @@ checks the condition for a finite randomizer. Binary and k-ary randomized respon
 containing ``x0`` and ``x1`` but not ``x``). Paper 001 (Sun et al., Theorem 2) cites FMT23
 Theorem 3.2 for subset selection, whose ``d = ceil(s/(e^eps + 1))`` exceeds 1 once the
 candidate set has more than ``e^eps + 1`` elements; its published eps = 0.315 is in fact
-the output of the FMT21 authors' tool (see ``tests/test_shuffle.py``).
+the output of the FMT21 authors' script (see ``tests/test_shuffle.py``).
 
 The default bound is therefore ``"fmt21-numerical"``, valid for every ``eps0``-LDP
 randomizer. Passing ``bound="fmt23-numerical"`` is the caller's declaration that the

@@ -38,7 +38,8 @@ _PARAMS = (
     Param(name="personal_share", type=float, default=0.5, minimum=0, maximum=1,
           doc="share of a user's unknown words that are their own bursty words (typos, names)"),
     Param(name="shuffle_bound", type=str, default=DEFAULT_SHUFFLE_BOUND, choices=SHUFFLE_BOUNDS,
-          doc="amplification bound for the central epsilon (fmt21-numerical holds for every randomizer)"),
+          doc="amplification bound for the central epsilon (fmt21-numerical holds for every randomizer; "
+              "fmt23-numerical is refused unless every layer's reports hold one item, d = 1)"),
     Param(name="votes", type=str, default="aggregate", choices=list(VOTE_METHODS),
           doc="aggregate: each layer's vote sum sampled directly (same law up to float rounding); "
               "reports: every report drawn by the exact sampler (slower, O(N B d))"),

@@ -10,7 +10,8 @@ Sun et al. 2024 (arXiv:2404.11607), Section 3:
   reports. The bound is computed by :mod:`privreg.accountant.shuffle`; its default is the
   Feldman-McMillan-Talwar 2021 numerical bound (valid for every eps0-LDP randomizer). The
   paper cites FMT 2023 Theorem 3.2, which after its erratum holds only for a class of
-  randomizers that Subset Selection with ``d >= 2`` is not in (see that module).
+  randomizers that Subset Selection with ``d >= 2`` is not in (see that module), so
+  ``bound="fmt23-numerical"`` is refused unless every layer's reports hold one item.
 * Lemma 1 -- approximate k-anonymity (:func:`k_anonymity`).
 
 Accounting. A user reports in exactly one layer of one pass (Algorithm 2, line 7; the
@@ -55,9 +56,16 @@ def triehh_event(
     """The event of a whole LDP TrieHH run (any number of layers and passes): the
     randomizer's own shuffled event for ``n = N*B`` reports (Theorem 2), naming the
     amplification ``bound`` accountants must apply. See the module docstring for why one
-    event covers every layer."""
+    event covers every layer. ``bound="fmt23-numerical"`` is refused for a randomizer
+    outside the FMT23 class (``d >= 2``; :attr:`SubsetSelection.admits_fmt23_decomposition`)."""
     if not isinstance(randomizer, SubsetSelection):
         raise PrivregTypeError(f"randomizer must be a SubsetSelection; got {randomizer!r}")
+    if bound == "fmt23-numerical" and not randomizer.admits_fmt23_decomposition:
+        raise PrivregValueError(
+            f"bound='fmt23-numerical' does not hold for Subset Selection with d="
+            f"{randomizer.subset_size} >= 2 items per report (s={randomizer.s}, epsilon="
+            f"{randomizer.epsilon}): it is outside the class the FMT23 bound holds for after its "
+            f"erratum; use bound='fmt21-numerical' (the default, valid for every eps0-LDP randomizer)")
     n = v.check_int("users_per_layer", users_per_layer, minimum=1) * v.check_int(
         "contribution_bound", contribution_bound, minimum=1)
     event = randomizer.privacy_event(num_reports=n, shuffled=True)

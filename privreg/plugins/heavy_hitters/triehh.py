@@ -157,7 +157,9 @@ class LDPTrieHH:
     Parameters: ``epsilon`` (local, per report), ``users_per_layer`` N,
     ``contribution_bound`` B, ``max_prefixes`` eta_max, ``depth`` D, ``sampler``
     (``"greedy"`` or ``"random"``), ``passes``, ``min_votes`` (see the module notes),
-    ``shuffle_bound`` (the amplification bound the charged event names), ``votes``
+    ``shuffle_bound`` (the amplification bound the charged event names;
+    ``"fmt23-numerical"`` is refused at construction unless every layer's reports hold a
+    single item, see :attr:`SubsetSelection.admits_fmt23_decomposition`), ``votes``
     (``"aggregate"``, the default: each layer's vote sum is sampled directly, the same
     law as the reports' up to double-precision rounding, in ``O(|Z_i| log |Z_i|)``; or
     ``"reports"``: every report formed by the exact sampler, ``O(N B d)``) and
@@ -187,11 +189,30 @@ class LDPTrieHH:
 
     def __attrs_post_init__(self) -> None:
         self.randomizer(self.first_layer_candidates)  # refuse an unrealisable epsilon now
+        if self.shuffle_bound == "fmt23-numerical":
+            # d grows with the domain, so the largest layer decides: if its reports hold one
+            # item every layer's do (k-ary randomized response, inside FMT23's class)
+            widest = self.randomizer(self.largest_layer_candidates)
+            if not widest.admits_fmt23_decomposition:
+                raise PrivregValueError(
+                    f"shuffle_bound='fmt23-numerical' (--shuffle-bound fmt23-numerical) does not hold "
+                    f"here: with epsilon={self.epsilon}, layers of up to {self.largest_layer_candidates} "
+                    f"candidates use Subset Selection with d={widest.subset_size} >= 2 items per report, "
+                    f"outside the class the FMT23 bound holds for after its erratum "
+                    f"(privreg.accountant.shuffle.admits_fmt23_decomposition rejects it); use "
+                    f"shuffle_bound='fmt21-numerical' (the default, valid for every eps0-LDP randomizer)")
 
     @property
     def first_layer_candidates(self) -> int:
         """``|Z_1| = (|X| - 1) |X|``: every symbol but ``⊥``, extended by every symbol."""
         return (self.alphabet.size - 1) * self.alphabet.size
+
+    @property
+    def largest_layer_candidates(self) -> int:
+        """The largest ``|Z_i|`` any layer can have: ``|Z_1|``, or ``eta_max |X|`` from
+        layer 2 on (at most ``eta_max`` prefixes are extended by every symbol)."""
+        later = self.max_prefixes * self.alphabet.size if self.depth >= 2 else 0
+        return max(self.first_layer_candidates, later)
 
     @property
     def users_needed(self) -> int:

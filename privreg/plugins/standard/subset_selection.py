@@ -202,6 +202,23 @@ class SubsetSelection(Randomizer):
         p, d = self.keep_probability, self.subset_size
         return p * (self.s - d) / ((1 - p) * d)
 
+    @property
+    def admits_fmt23_decomposition(self) -> bool:
+        """Whether this randomizer is in the class for which the FMT23 shuffle bound
+        (``"fmt23-numerical"``) holds after its erratum, by the criterion of
+        :func:`privreg.accountant.shuffle.admits_fmt23_decomposition`:
+        ``min_x R(x)(S) (e^eps + 1) >= `` the two largest ``R(x)(S)``, for every output S.
+
+        In closed form: a column's smallest entry is ``(1-p)/C(s-1, d)`` (an input outside
+        S; one exists since ``d < s``), its two largest are the inputs in S, so with
+        ``d = 1`` (k-ary randomized response) the condition is ``r <= e^eps`` (true) and with
+        ``d >= 2`` it is ``2 r <= e^eps + 1`` for the realised ratio ``r``
+        (:attr:`privacy_ratio`), which fails for every epsilon this class accepts
+        (``r`` is within ``2^-50`` of ``e^eps``). Tests compare it with the matrix check."""
+        if self.subset_size == 1:
+            return True
+        return 2 * self.privacy_ratio <= Fraction(math.exp(self.epsilon)) + 1
+
     def validate_inputs(self, inputs: Any) -> np.ndarray:
         return category_array("inputs", inputs, self.s)
 
