@@ -297,7 +297,10 @@ def test_quoting_the_value_fails_data_free_errors(registry):
 
 def test_failing_after_the_charge_fails_the_audit_on_extreme_neighbours(registry):
     err = _fails(registry.get("leaky-counts"), "audit")
-    assert "extreme neighbour pair(s) fail" in err.problem and "OverflowError" in err.problem
+    # past 2**63 the int64 sum raises OverflowError or wraps around (numpy's scalar overflow
+    # follows the process's warning filters): either way the pair fails
+    assert "extreme neighbour pair(s) fail" in err.problem
+    assert "OverflowError" in err.problem or "got -9223372036854775" in err.problem
     assert "after its charge" in err.problem and "before the charge" in err.fix
 
 
@@ -452,7 +455,10 @@ def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch,
     code = _cli("audit-mechanism", "leaky-counts", "--samples", "1000", "--insecure-seed", "3", "--extreme")
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION
-    assert out.count("FAIL: a release raised after its charge") == 2 and "2 violation(s)" in out
+    # 2 pairs raise; a third may wrap around instead of passing, as numpy's scalar overflow
+    # follows the process's warning filters
+    assert out.count("FAIL: a release raised after its charge") >= 2
+    assert "2 violation(s)" in out or "3 violation(s)" in out
     # the pair that triggers it: 2**63 - 1 releases, 2**63 raises
     assert ("neighbours             {'a': 9223372036854775807, 'b': 9223372036854775800} and "
             "{'a': 9223372036854775808, 'b': 9223372036854775800}") in out
