@@ -50,9 +50,11 @@ Consequences, shown by the tests: where the closed form's condition fails the se
 starts from ``eps0``, and with step 100 the first interval below the mean charges the
 whole mass ``Pr[C < ceil(m)]`` the divergence at ``c = 0`` (nearly 1), so at n = 1e6,
 eps0 = 10, delta = 1e-10 (``m = 45.4``) no midpoint qualifies and the upper bound is
-``eps0 = 10.0`` -- valid, but no amplification. Where the condition holds the result is a
-valid FMT21 upper bound, looser than ``shuffle_epsilon`` (intervals of 100 clone counts,
-10 bisection steps).
+``eps0 = 10.0`` -- valid, but no amplification. With ``n <= step`` the loop of step 3 is empty (``B`` runs
+to ``ceil(n/step) - 1 = 0``), every delta is 0 and the script returns ``start /
+2^num_iterations`` -- not a valid bound (e.g. ``eps0 / 1024`` for 50 reports). Otherwise
+(``n > step``) the upper bound is a valid FMT21 bound, looser than ``shuffle_epsilon``
+(intervals of 100 clone counts, 10 bisection steps).
 """
 
 from __future__ import annotations
