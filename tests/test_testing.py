@@ -299,8 +299,7 @@ def test_failing_after_the_charge_fails_the_audit_on_extreme_neighbours(registry
     err = _fails(registry.get("leaky-counts"), "audit")
     # past 2**63 the int64 sum raises OverflowError or wraps around (numpy's scalar overflow
     # follows the process's warning filters): either way the pair fails
-    assert "extreme neighbour pair(s) fail" in err.problem
-    assert "OverflowError" in err.problem or "got -9223372036854775" in err.problem
+    assert "extreme neighbour pair(s) fail" in err.problem and "(epsilon = inf)" in err.problem
     assert "after its charge" in err.problem and "before the charge" in err.fix
 
 
@@ -459,11 +458,8 @@ def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch,
     # follows the process's warning filters
     assert out.count("FAIL: a release raised after its charge") >= 2
     assert "2 violation(s)" in out or "3 violation(s)" in out
-    # the pair that triggers it: 2**63 - 1 releases, 2**63 raises
-    assert ("neighbours             {'a': 9223372036854775807, 'b': 9223372036854775800} and "
-            "{'a': 9223372036854775808, 'b': 9223372036854775800}") in out
-    assert ("raised OverflowError: Python int too large to convert to C long after its charge on the second "
-            "neighbour ({'a': 9223372036854775808, 'b': 9223372036854775800}); the first released normally") in out
+    # the pair that triggers it is named: 2**63 raises (2**63 - 1 may wrap around first)
+    assert "9223372036854775808" in out and "after its charge on the second neighbour" in out
     code = _cli("audit-mechanism", "leaky-counts", "--samples", "1000", "--neighbours", '{"a": 10}', '{"a": 1e300}')
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION and "FAIL: a release raised after its charge" in out
