@@ -459,7 +459,7 @@ def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch,
     assert out.count("FAIL: a release raised after its charge") >= 2
     assert "2 violation(s)" in out or "3 violation(s)" in out
     # the pair that triggers it is named: 2**63 raises (2**63 - 1 may wrap around first)
-    assert "9223372036854775808" in out and "after its charge on the second neighbour" in out
+    assert "9223372036854775808" in out and "after its charge on the" in out
     code = _cli("audit-mechanism", "leaky-counts", "--samples", "1000", "--neighbours", '{"a": 10}', '{"a": 1e300}')
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION and "FAIL: a release raised after its charge" in out
