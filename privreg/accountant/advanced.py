@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, stats
@@ -41,6 +42,20 @@ def drv_epsilon(eps: np.ndarray, counts: np.ndarray, delta_prime: float) -> floa
     s2 = float(np.sum(counts * eps**2))
     drift = _drv_drift(eps, counts)
     return math.sqrt(2 * math.log(1 / delta_prime) * s2) + drift
+
+
+def _bisect_safe(ok: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The upper end of a bisection for the smallest x in [lo, hi] with ok(x), given
+    ok(hi) (relative width 1e-13, at most 1100 halvings)."""
+    for _ in range(1100):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi or hi - lo <= 1e-13 * hi:
+            break
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def rr_composition_delta(eps: float, k: int, eps_g: float) -> float:
@@ -177,8 +192,11 @@ class KOVAccountant(_PairAccountant):
             if self._delta(k * eps) > delta:
                 return math.inf
             top = k * eps
-            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
-                                   xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+            try:
+                root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
+                                       xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+            except RuntimeError:  # no convergence (eps near the float floor): bisect
+                root = _bisect_safe(lambda e: self._delta(e) <= delta, 0.0, top)
             step = max(root * 1e-13, 1e-300)
             while self._delta(root) > delta:  # land on the safe side of the root
                 root = min(root + step, top)
