@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, stats
@@ -30,6 +31,15 @@ __all__ = ["DRVAccountant", "KOVAccountant", "drv_epsilon", "rr_composition_delt
 KOV_EXACT_MAX_COUNT = 10_000
 
 
+def _norm(eps: np.ndarray, counts: np.ndarray) -> float:
+    """sqrt(sum counts_i eps_i^2), scaled so that eps_i^2 neither underflows (eps_i below
+    1e-162 would give 0: no privacy loss) nor overflows."""
+    top = float(np.max(eps, initial=0.0))
+    if top == 0 or not math.isfinite(top):
+        return top
+    return top * math.sqrt(float(np.sum(counts * (eps / top) ** 2)))
+
+
 def _drv_drift(eps: np.ndarray, counts: np.ndarray) -> float:
     """sum counts_i eps_i (e^eps_i - 1): inf (no bound) once e^eps_i overflows."""
     with np.errstate(over="ignore"):
@@ -38,9 +48,22 @@ def _drv_drift(eps: np.ndarray, counts: np.ndarray) -> float:
 
 def drv_epsilon(eps: np.ndarray, counts: np.ndarray, delta_prime: float) -> float:
     """DRV's eps' at slack delta' for eps_i repeated counts_i times."""
-    s2 = float(np.sum(counts * eps**2))
     drift = _drv_drift(eps, counts)
-    return math.sqrt(2 * math.log(1 / delta_prime) * s2) + drift
+    return math.sqrt(2 * math.log(1 / delta_prime)) * _norm(eps, counts) + drift
+
+
+def _bisect_safe(ok: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The upper end of a bisection for the smallest x in [lo, hi] with ok(x), given
+    ok(hi) (relative width 1e-13, at most 1100 halvings)."""
+    for _ in range(1100):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi or hi - lo <= 1e-13 * hi:
+            break
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def rr_composition_delta(eps: float, k: int, eps_g: float) -> float:
@@ -108,10 +131,10 @@ class DRVAccountant(_PairAccountant):
         best = basic_delta if epsilon >= basic_eps else 1.0
         eps, _, cnt = self._arrays()
         drift = _drv_drift(eps, cnt)
-        s2 = float(np.sum(cnt * eps**2))
-        if epsilon > drift and s2 > 0:
-            gap = epsilon - drift
-            best = min(best, basic_delta + math.exp(-(gap * gap) / (2 * s2)))
+        norm = _norm(eps, cnt)
+        if epsilon > drift and norm > 0:
+            z = (epsilon - drift) / norm
+            best = min(best, basic_delta + math.exp(-z * z / 2))
         return min(1.0, best)
 
 
@@ -139,29 +162,28 @@ class KOVAccountant(_PairAccountant):
         return self._theorem_3_5_delta(epsilon)
 
     def _theorem_3_5(self) -> tuple[float, float, float, float, float]:
-        """``(basic eps, basic delta, log prod (1 - delta_i), sum eps_i^2, drift)`` of KOV
+        """``(basic eps, basic delta, log prod (1 - delta_i), sqrt(sum eps_i^2), drift)`` of KOV
         Theorem 3.5, with drift = sum eps_i (e^eps_i - 1) / (e^eps_i + 1) = sum eps_i tanh(eps_i / 2)
         (no inf / inf for large eps_i). Costs O(distinct pairs), whatever the counts."""
         basic_eps, basic_delta = self._basic()
         eps, dlt, cnt = self._arrays()
         log_survive = float(np.sum(cnt * np.log1p(-dlt)))
-        s2 = float(np.sum(cnt * eps**2))
         drift = float(np.sum(cnt * eps * np.tanh(eps / 2)))
-        return basic_eps, basic_delta, log_survive, s2, drift
+        return basic_eps, basic_delta, log_survive, _norm(eps, cnt), drift
 
     def _theorem_3_5_delta(self, epsilon: float) -> float:
         """The inverse of the Theorem 3.5 epsilon in closed form: the smallest slack
         delta_tilde whose bound is <= ``epsilon``, then 1 - (1 - delta_tilde) prod (1 - delta_i)."""
-        basic_eps, basic_delta, log_survive, s2, drift = self._theorem_3_5()
+        basic_eps, basic_delta, log_survive, norm, drift = self._theorem_3_5()
         best = basic_delta if epsilon >= basic_eps else 1.0
-        if not (epsilon > drift and 0 < s2 < math.inf):
+        if not (epsilon > drift and 0 < norm < math.inf):
             return best
-        # b2 <= epsilon iff log(1/slack) <= x; b1 <= epsilon iff log(e + sqrt(s2)/slack) <= x
-        gap = epsilon - drift
-        x = min(gap * gap / (2 * s2), 1e300)
+        # b2 <= epsilon iff log(1/slack) <= x; b1 <= epsilon iff log(e + norm/slack) <= x
+        z = (epsilon - drift) / norm
+        x = min(z * z / 2, 1e300)
         log_slack = -x
         if x > 1:
-            log_slack = min(log_slack, 0.5 * math.log(s2) - x - math.log(-math.expm1(1 - x)))
+            log_slack = min(log_slack, math.log(norm) - x - math.log(-math.expm1(1 - x)))
         # a larger slack is always allowed: absorb rounding in x; floor 1e-300 as before
         log_slack = max(log_slack + 1e-13 * (1 + x), math.log(1e-300))
         if log_slack >= 0:
@@ -180,18 +202,21 @@ class KOVAccountant(_PairAccountant):
             if self._delta(k * eps) > delta:
                 return math.inf
             top = k * eps
-            root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
-                                   xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+            try:
+                root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
+                                       xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+            except RuntimeError:  # no convergence (eps near the float floor): bisect
+                root = _bisect_safe(lambda e: self._delta(e) <= delta, 0.0, top)
             step = max(root * 1e-13, 1e-300)
             while self._delta(root) > delta:  # land on the safe side of the root
                 root = min(root + step, top)
                 step *= 2
             return root
-        basic_eps, basic_delta, log_survive, s2, drift = self._theorem_3_5()
+        basic_eps, basic_delta, log_survive, norm, drift = self._theorem_3_5()
         slack = -math.expm1(math.log1p(-delta) - log_survive)  # delta_tilde of KOV Theorem 3.5
         best = basic_eps if delta >= basic_delta else math.inf
-        if slack <= 0 or not s2 < math.inf:
+        if slack <= 0 or not norm < math.inf:
             return best
-        b1 = drift + math.sqrt(2 * s2 * math.log(math.e + math.sqrt(s2) / slack))
-        b2 = drift + math.sqrt(2 * s2 * math.log(1 / slack))
+        b1 = drift + math.sqrt(2 * math.log(math.e + norm / slack)) * norm
+        b2 = drift + math.sqrt(2 * math.log(1 / slack)) * norm
         return min(best, b1, b2)

@@ -50,10 +50,14 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         if hi > 1e6:
             return math.inf
     root = optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-13)
-    # brentq may land a hair below the true root: step up until the bound holds
+    # brentq may land a hair below the true root: step up until the bound holds, with
+    # steps that double (its absolute xtol is coarse next to a root of 1e-11 at tiny mu,
+    # and steps of a relative 1e-13 would then take ~1e10 iterations)
+    factor = 1e-13
     while gaussian_delta(root, mu) > delta:
         root = math.nextafter(root, math.inf) if root > 0 else 1e-300
-        root *= 1 + 1e-13
+        root = min(root * (1 + factor), hi)
+        factor *= 2
     return root
 
 

@@ -49,7 +49,7 @@ from privreg.accountant.relations import relate
 from privreg.accountant.basic import PAIR_HANDLERS, BasicAccountant
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.pld import PLDAccountant
-from privreg.accountant.rdp import ORDERS, RDPAccountant, rdp_epsilon
+from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.core import validation as v
@@ -221,7 +221,8 @@ class AdvancedFilter(Filter):
         pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
         if pair is None:
             raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
-        self.sum_sq += count * pair[0] * pair[0]
+        if pair[0] > 0:  # a square that underflows to 0 would claim no privacy loss
+            self.sum_sq += count * max(pair[0] * pair[0], TINY)
         self.sum_delta += count * pair[1]
 
     def _spent(self) -> float:

@@ -11,6 +11,7 @@ import math
 
 from privreg.accountant.base import Accountant, Handler, finite_number
 from privreg.accountant.curves import gaussian_delta, gaussian_epsilon
+from privreg.accountant.rdp import TINY
 from privreg.core.events import Gaussian, PrivacyEvent
 
 __all__ = ["GDPAccountant", "MU_HANDLERS"]
@@ -36,7 +37,8 @@ class GDPAccountant(Accountant):
         return finite_number(cost)
 
     def _add(self, cost: float, count: int) -> None:
-        self._mu_squared += count * float(cost) * float(cost)
+        # mu > 0 always here: a square that underflows to 0 would claim no privacy loss
+        self._mu_squared += count * max(float(cost) * float(cost), TINY)
 
     @property
     def mu(self) -> float:

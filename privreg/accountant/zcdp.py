@@ -5,7 +5,7 @@ from __future__ import annotations
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
 from privreg.accountant.base import Accountant, Handler, finite_number
-from privreg.accountant.rdp import ORDERS
+from privreg.accountant.rdp import ORDERS, TINY
 from privreg.core.events import (
     ZCDP,
     DiscreteGaussian,
@@ -21,8 +21,15 @@ from privreg.core.events import (
 __all__ = ["ZCDPAccountant", "RHO_HANDLERS", "rho_of", "zcdp_epsilon", "zcdp_delta"]
 
 
+def _positive(rho: float) -> float:
+    """rho of an event with positive privacy loss: never 0 (an underflowed rho, e.g.
+    eps^2 / 2 for eps < 1e-162, would claim nothing was released), so at least
+    :data:`~privreg.accountant.rdp.TINY`."""
+    return max(rho, TINY)
+
+
 def _pure(eps: float) -> float:
-    return 0.5 * eps * eps
+    return _positive(0.5 * eps * eps) if eps > 0 else 0.0
 
 
 #: The zCDP parameter of one release. Gaussian: (sens/sigma)^2 / 2 (BS16 Prop. 1.6);
@@ -32,13 +39,13 @@ def _pure(eps: float) -> float:
 #: report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
 RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = {
     ZCDP: lambda acc, e: e.rho,
-    DiscreteGaussian: lambda acc, e: e.rho,
-    Gaussian: lambda acc, e: 0.5 * (e.sensitivity / e.sigma) ** 2,
+    DiscreteGaussian: lambda acc, e: _positive(e.rho),
+    Gaussian: lambda acc, e: _positive(0.5 * (e.sensitivity / e.sigma) ** 2),
     Laplace: lambda acc, e: _pure(e.sensitivity / e.scale),
     PureDP: lambda acc, e: _pure(e.epsilon),
     DiscreteLaplace: lambda acc, e: _pure(e.epsilon),
     LocalDP: lambda acc, e: _pure(e.epsilon0),
-    Exponential: lambda acc, e: e.epsilon**2 / (8 if e.bounded_range else 2),
+    Exponential: lambda acc, e: _positive(e.epsilon**2 / (8 if e.bounded_range else 2)),
 }
 
 
