@@ -225,6 +225,7 @@ class PLDAccountant(Accountant):
         super().__init__(neighbouring=neighbouring)
         self.vdi = v.check_sensitivity("value_discretization_interval", value_discretization_interval)
         self._pld = dpl.identity(value_discretization_interval=self.vdi)
+        self._released = False
         self._cache: dict[Any, Any] = {}
         self._fft_slack = 0.0  # FFT_ERROR per release composed (see _delta)
 
@@ -273,17 +274,25 @@ class PLDAccountant(Accountant):
         return plan, None, ""
 
     def _add(self, cost: dpl.PrivacyLossDistribution, count: int) -> None:
+        self._released = True
+        if _size(cost) <= 2 and float(cost.get_delta_for_epsilon(0.0)) == 0.0 and all(
+                p.size == 1 for p in (cost._pmf_remove, cost._pmf_add)):
+            return  # one point with no loss (P = Q): composing it changes nothing, exactly
         if count > 1:
             cost = _dense_for_self_composition(cost, count).self_compose(count)
         self._pld = self._pld.compose(cost)
         self._fft_slack += count * FFT_ERROR
 
     def _epsilon(self, delta: float) -> float:
+        if not self._released:
+            return 0.0  # nothing composed: dp-accounting's identity answers inf at delta 0
         if delta <= self._fft_slack:
             return math.inf
         return float(self._pld.get_epsilon_for_delta(delta - self._fft_slack))
 
     def _delta(self, epsilon: float) -> float:
+        if not self._released:
+            return 0.0
         # the mass at infinite loss counts at every epsilon: dp-accounting's sum can round
         # below it (even below 0) when a long FFT composition leaves ~1e-13 noise
         inf_mass = max(float(self._pld._pmf_remove._infinity_mass), float(self._pld._pmf_add._infinity_mass))
