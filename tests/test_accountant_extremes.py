@@ -52,6 +52,10 @@ from privreg.core.events import (
     Shuffled,
 )
 
+# Extreme parameters overflow to inf inside numpy and dp-accounting on purpose: that inf is
+# the handled path (a refusal or an infinite bound), so its RuntimeWarnings are expected.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
 MiB = 1 << 20
 #: Generous memory cap per example (tracemalloc peak, and growth of the peak RSS).
 MEMORY_CAP = 512 * MiB
