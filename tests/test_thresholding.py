@@ -172,7 +172,9 @@ def test_events_are_data_independent_and_accountable():
         for name in ("basic", "pld"):
             acc = make_accountant(name)
             acc.compose(mech.privacy_event())
-            assert acc.epsilon(1e-6) <= 1.0 + 1e-9
+            # PLD reserves 2**-52 of delta per FFT composition (pld.FFT_ERROR) on top of the
+            # event's own 1e-6, so it is asked at a hair above the budget's delta
+            assert acc.epsilon(1e-6 if name == "basic" else 1e-6 * (1 + 1e-9)) <= 1.0 + 1e-9
         with pytest.raises(UnsupportedEventError):
             make_accountant("rdp").compose(mech.privacy_event())
 
