@@ -614,3 +614,13 @@ def test_kov_mixed_delta_is_a_closed_form():
         assert 0.0 <= d <= 1.0
         if d < 1.0:
             assert acc.epsilon(d) <= e * (1 + 1e-9)  # the inverse agrees, on the safe side
+
+
+def test_gaussian_curve_keeps_its_tail_at_tiny_mu():
+    # gaussian_delta's log-space difference was all rounding at mu = 2e-12: delta 0 at
+    # eps 7.1e-11 where it is 4.5e-289 (mpmath), so GDP undercut the exact epsilon at
+    # delta 1e-300, which lies in (7.24e-11, 7.2486e-11) (mpmath: delta 1.68e-300, 3.5e-301)
+    acc = make_accountant("gdp", neighbouring="replace_one").compose(Gaussian(sigma=1e228, sensitivity=1e216))
+    assert acc.epsilon(1e-300) >= 7.24e-11
+    assert acc.delta(7.24e-11) >= 1.67e-300
+    assert gaussian_delta(7.09e-11, 2e-12) >= 4.5e-289
