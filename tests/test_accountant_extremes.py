@@ -9,7 +9,9 @@ cleanly (``supports()`` False, :class:`UnsupportedEventError`, a dead filter), m
 raise anything else, and must stay within a memory cap. A hang detector (``SIGALRM``)
 fails an example that does not finish at all; it is not a speed target.
 
-The explicit regression tests below pin the crashes reproduced before the refactor.
+Where an exact curve is known (Gaussian: mu-GDP; PureDP: k-fold randomized response),
+every answer is also checked to be an upper bound on it. The explicit regression tests
+at the end pin the crashes reproduced before the refactor and those these tests found.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy import special
 
 from privreg.accountant import ACCOUNTANTS, advanced, make_accountant
 from privreg.accountant.advanced import KOV_EXACT_MAX_COUNT, rr_composition_delta
@@ -57,7 +60,7 @@ from privreg.core.events import (
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 MiB = 1 << 20
-#: Generous memory cap per example (tracemalloc peak, and growth of the peak RSS).
+#: Generous memory cap per example: resident peak over the resident size at its start.
 MEMORY_CAP = 512 * MiB
 #: Hang detector: an example still running after this long fails (not a speed target).
 HANG_SECONDS = 60
@@ -338,6 +341,16 @@ def epsilon_from_below(exact_delta, d, top=None):
     return lo
 
 
+def gaussian_delta_from_below(eps, mu):
+    """A lower bound on the Gaussian (mu-GDP) delta at ``eps``: Balle-Wang's
+    Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) in log space, with the log gap narrowed
+    by its rounding error (privreg's gaussian_delta widens it: an upper bound)."""
+    a = float(special.log_ndtr(-eps / mu + mu / 2))
+    b = eps + float(special.log_ndtr(-eps / mu - mu / 2))
+    gap = a - b - 1e-14 * (abs(a) + abs(b))
+    return math.exp(a) * -math.expm1(-gap) if gap > 0 else 0.0
+
+
 def _never_below(acc, label, exact_deltas, exact_epsilons):
     """acc's answers are never below the exact curve (a bound must be an upper bound)."""
     for e, want in zip(EPSILONS, exact_deltas):
@@ -351,13 +364,14 @@ def _never_below(acc, label, exact_deltas, exact_epsilons):
 @given(sigma=NOISE, sensitivity=NOISE, count=COUNT, nb=st.sampled_from(RELATIONS))
 def test_gaussian_answers_never_undercut_the_exact_curve(sigma, sensitivity, count, nb):
     """A Gaussian's exact curve is mu-GDP's, mu = sqrt(count) sensitivity / sigma (doubled
-    for replace-one): every accountant that answers must answer at or above it."""
+    for replace-one): every accountant that answers must answer at or above it (checked
+    against a lower bound on it)."""
     mu = (2.0 if nb == "replace_one" else 1.0) * math.sqrt(count) * (sensitivity / sigma)
     if not 0 < mu < 1e6:
         return
     event = Gaussian(sigma=sigma, sensitivity=sensitivity)
-    exact_deltas = [gaussian_delta(e, mu) for e in EPSILONS]
-    exact_epsilons = [epsilon_from_below(lambda e: gaussian_delta(e, mu), d) for d in CHECKED_DELTAS]
+    exact_deltas = [gaussian_delta_from_below(e, mu) for e in EPSILONS]
+    exact_epsilons = [epsilon_from_below(lambda e: gaussian_delta_from_below(e, mu), d) for d in CHECKED_DELTAS]
     for label, name, options in ACCOUNTANT_CONFIGS:
         if options["neighbouring"] != nb:
             continue
@@ -392,7 +406,7 @@ def test_pure_dp_answers_never_undercut_randomized_response(eps, count):
         _never_below(acc, f"{label} on {event!r} x {count}", exact_deltas, exact_epsilons)
 
 
-# --- regressions: crashes reproduced before the refactor -------------------------------
+# --- regressions: crashes reproduced before the refactor, and found by the tests above ---
 
 ALL_CONFIGS = pytest.mark.parametrize("label, name, options", ACCOUNTANT_CONFIGS,
                                       ids=[c[0] for c in ACCOUNTANT_CONFIGS])
@@ -564,6 +578,8 @@ def test_replace_one_group_privacy_past_delta_one_is_refused():
     (Gaussian(sigma=1e300, sensitivity=TINY), 1),
     # dp-accounting kept half the mass (none at infinity): 0.5 ** 10000 emptied the PMF
     (PoissonSampled(sampling_probability=0.5, event=DiscreteLaplace(scale=1e105, sensitivity=1)), 10**4),
+    # 2e14 releases: rounding excess compounded to a total mass of 15, mass at infinity -0.08
+    (SelfComposed(event=Composed(events=[Laplace(scale=1e256, sensitivity=3.0)] * 2), count=10**7), 10**7),
 ])
 def test_pld_degenerate_distributions_are_refused(event, count):
     for nb in RELATIONS:
@@ -614,3 +630,14 @@ def test_kov_mixed_delta_is_a_closed_form():
         assert 0.0 <= d <= 1.0
         if d < 1.0:
             assert acc.epsilon(d) <= e * (1 + 1e-9)  # the inverse agrees, on the safe side
+
+
+def test_gaussian_curve_keeps_its_tail_at_tiny_mu():
+    # gaussian_delta's log-space difference was all rounding at mu = 2e-12: delta 0 at
+    # eps 7.1e-11 where it is 4.5e-289 (mpmath), so GDP undercut the exact epsilon at
+    # delta 1e-300, which lies in (7.24e-11, 7.2486e-11) (mpmath: delta 1.68e-300, 3.5e-301)
+    acc = make_accountant("gdp", neighbouring="replace_one").compose(Gaussian(sigma=1e228, sensitivity=1e216))
+    assert acc.epsilon(1e-300) >= 7.24e-11
+    assert acc.delta(7.24e-11) >= 1.67e-300
+    assert gaussian_delta(7.09e-11, 2e-12) >= 4.5e-289
+    assert gaussian_delta_from_below(7.09e-11, 2e-12) <= 4.6e-289

@@ -17,6 +17,11 @@ from privreg.core import validation as v
 __all__ = ["gaussian_delta", "gaussian_epsilon", "amplify_by_sampling"]
 
 
+#: Relative rounding error allowed for each log-CDF term of gaussian_delta (about five
+#: times the error of scipy's log_ndtr plus that of its argument, -eps/mu +- mu/2).
+_LOG_NDTR_ERROR = 1e-14
+
+
 def _log_ndtr(x: float) -> float:
     return float(special.log_ndtr(x))
 
@@ -30,9 +35,14 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
         return 0.0
     a = _log_ndtr(-epsilon / mu + mu / 2)
     b = epsilon + _log_ndtr(-epsilon / mu - mu / 2)
-    if b >= a:
+    # delta = e^a (1 - e^(b - a)). For tiny mu, a - b is a small difference of terms of
+    # size |a| + |b| (e.g. mu = 2e-12, eps = 7e-11: a - b is mostly rounding, and gave
+    # delta 0 where it is 4.5e-289), so it is widened by a bound on its rounding error:
+    # the result is never below the exact delta.
+    gap = a - b + _LOG_NDTR_ERROR * (abs(a) + abs(b))
+    if gap <= 0:
         return 0.0
-    return max(0.0, math.exp(a) * -math.expm1(b - a))
+    return max(0.0, math.exp(a) * -math.expm1(-gap))
 
 
 def gaussian_epsilon(delta: float, mu: float) -> float:

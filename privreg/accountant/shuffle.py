@@ -78,10 +78,11 @@ below the window the divergence at ``c = 0`` and the mass above it the divergenc
 window's end; binomial masses come from ``cdf`` below the mean and ``sf`` above it (no
 cancellation), and the sum is inflated by a relative ``1e-6`` against rounding (against
 mpmath, our per-``c`` divergences at ``c`` up to ``1e9`` are within ``1e-8``). A delta
-costs ``O(4096)`` vectorised scipy calls (``n`` up to ``2**53``; above ``10**12`` the bound
-for ``10**12`` reports is used, valid by monotonicity in ``n``, because scipy's binomial
-tails slow down with ``n``; the accuracy was checked up to ``n = 1e9``); an epsilon is a bisection of about 40 such steps
-(relative tolerance ``1e-9``), well under a second at ``n = 1e9``. For
+costs ``O(4096)`` vectorised scipy calls (``n`` up to ``2**53``; above ``10**12`` the
+bound for ``10**12`` reports is used, valid by monotonicity in ``n``, because scipy's
+binomial tails slow down with ``n``; the accuracy was checked up to ``n = 1e9``); an
+epsilon is a bisection of about 40 such steps (relative tolerance ``1e-9``), well under a
+second at ``n = 1e9``. For
 ``eps0 > 700`` (no clone is expected among ``2**53`` reports, and ``e^eps0`` overflows)
 the numerical bounds return the randomized-response values directly.
 """
