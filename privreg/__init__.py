@@ -5,8 +5,8 @@ The public API lives in :mod:`privreg.core` (interfaces, events, registry) and
 Importing privreg loads no plugin.
 """
 
-from privreg.core import *  # noqa: F401,F403
+from privreg.__about__ import __version__
+from privreg.core import *  # noqa: F403
 from privreg.core import __all__ as _core_all
 
-__version__ = "0.1.0"
-__all__ = ["__version__", *_core_all]
+__all__ = ["__version__", *_core_all]  # noqa: PLE0604 -- strs, computed by privreg.core
