@@ -56,7 +56,7 @@ from privreg.plugins.pprl.plaintext import plaintext_linkage
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
-from privreg.plugins.spam.training import cpu_seconds
+from privreg.plugins.spam.training_protocol import cpu_seconds
 
 MAX_BLOCK_PRODUCTS = 10_000
 

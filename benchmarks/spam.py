@@ -3,7 +3,7 @@ protocol against a naive element-wise python-paillier (phe) implementation of th
 
     python benchmarks/spam.py [--n 1000] [--d 10000] [--bits 2048] [--naive-docs 12] [--naive-coords 200]
 
-One training step = steps 1-12 of privreg.plugins.spam.training on one batch of ``n``
+One training step = steps 1-12 of privreg.plugins.spam.training_protocol on one batch of ``n``
 messages with ``d`` binary hashed 4-gram features (real SpamAssassin messages when
 ../shared/data/spamassassin.tar.gz exists, else synthetic ones of the same density),
 at ``bits``-bit keys, reveal="final". Both implementations run in the same process on the
@@ -42,7 +42,7 @@ from privreg.crypto import generate_paillier_keypair, parallel
 from privreg.plugins.spam.corpus import default_corpus_path, labels_of, paper_split, read_corpus
 from privreg.plugins.spam.costs import time_table
 from privreg.plugins.spam.features import NgramHasher, binary_csr
-from privreg.plugins.spam.training import PrivateTraining, TrainingConfig, cpu_seconds, uniform_ints
+from privreg.plugins.spam.training_protocol import PrivateTraining, TrainingConfig, cpu_seconds, uniform_ints
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:

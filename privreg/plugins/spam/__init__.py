@@ -12,7 +12,7 @@ Logistic regression trained and evaluated over e-mail that the model owner never
   sign corrected) and AUC;
 - :mod:`~privreg.plugins.spam.link`: the public periodic approximation of the sigmoid
   that the private protocol evaluates (the printed protocol cannot be run literally);
-- :mod:`~privreg.plugins.spam.training`: the training protocol (Section 4.2) as a
+- :mod:`~privreg.plugins.spam.training_protocol`: the training protocol (Section 4.2) as a
   :class:`~privreg.core.protocol.Protocol` between Alice and Bob;
 - :mod:`~privreg.plugins.spam.evaluation`: the evaluation protocol (Section 4.3) with the
   DGK secure comparison of :mod:`privreg.crypto.compare`;

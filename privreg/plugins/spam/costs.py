@@ -7,7 +7,7 @@ of steps gives ``3n + d`` encryptions (steps 1, 3, 5, 8) and ``2n + d`` decrypti
 8, 12), i.e. ``5n + 2d`` operations; the ``4n + 2d`` ciphertexts match its list (steps 1, 3,
 5, 7, 8, 11).
 
-This implementation (see :mod:`~privreg.plugins.spam.training`), per batch of ``k``
+This implementation (see :mod:`~privreg.plugins.spam.training_protocol`), per batch of ``k``
 messages with ``m`` sine terms in the link and packing capacities ``c1`` (masked inner
 products) and ``c2`` (gradients) values per ciphertext:
 
@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from privreg.plugins.spam.training import STEP_ROWS, StepTimer, TrainingPlan
+from privreg.plugins.spam.training_protocol import STEP_ROWS, StepTimer, TrainingPlan
 
 __all__ = ["paper_counts", "predicted_counts", "packing_capacity", "leakage_bound", "feature_entropy",
            "time_table", "counts_table", "measured_counts", "Counts"]

@@ -52,7 +52,7 @@ from privreg.crypto.channel import (
     send_public_key,
 )
 from privreg.crypto.compare import sign_holder, sign_keyholder
-from privreg.plugins.spam.training import StepTimer, declare_bound
+from privreg.plugins.spam.training_protocol import StepTimer, declare_bound
 
 __all__ = ["EvaluationConfig", "PrivateEvaluation", "quantize_weights", "expected_labels"]
 

@@ -2,7 +2,7 @@
 
 Reproduces paper 000 on the SpamAssassin corpus: features (Section 6.2, optional
 reduction of 6.4), plaintext training (the reference), private training (Section 4.2,
-:mod:`~privreg.plugins.spam.training`), private evaluation (Section 4.3,
+:mod:`~privreg.plugins.spam.training_protocol`), private evaluation (Section 4.3,
 :mod:`~privreg.plugins.spam.evaluation`), and the reports: AUC of the privately trained
 model against plaintext training, a per-step time table in the shape of Table 4, and
 operation counts against Section 5.3.
@@ -45,7 +45,7 @@ from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
 from privreg.plugins.spam.reduction import make_reducer
-from privreg.plugins.spam.training import PrivateTraining, TrainingConfig, cpu_seconds, quantize_features
+from privreg.plugins.spam.training_protocol import PrivateTraining, TrainingConfig, cpu_seconds, quantize_features
 
 __all__ = ["spam_filter", "demo_steps", "SpamRun", "run_spam"]
 
