@@ -22,7 +22,8 @@ from privreg.plugins.spam.costs import measured_counts, predicted_counts
 from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
-from privreg.plugins.spam.training_protocol import PrivateTraining, TrainingConfig
+from privreg.plugins.spam.training_config import TrainingConfig
+from privreg.plugins.spam.training_protocol import PrivateTraining
 
 KEY = cached_keypair(256, 1)
 

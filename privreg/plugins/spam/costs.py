@@ -30,7 +30,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from privreg.plugins.spam.training_protocol import STEP_ROWS, StepTimer, TrainingPlan
+from privreg.plugins.spam.training_plan import TrainingPlan
+from privreg.plugins.spam.training_protocol import STEP_ROWS, StepTimer
 
 __all__ = ["paper_counts", "predicted_counts", "packing_capacity", "leakage_bound", "feature_entropy",
            "time_table", "counts_table", "measured_counts", "Counts"]
