@@ -43,7 +43,8 @@ from privreg.plugins.spam.corpus import default_corpus_path, labels_of, paper_sp
 from privreg.plugins.spam.costs import time_table
 from privreg.plugins.spam.features import NgramHasher, binary_csr
 from privreg.plugins.spam.training_config import TrainingConfig
-from privreg.plugins.spam.training_protocol import PrivateTraining, cpu_seconds, uniform_ints
+from privreg.plugins.spam.fixed_point import uniform_ints
+from privreg.plugins.spam.training_protocol import PrivateTraining, cpu_seconds
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:

@@ -52,7 +52,8 @@ from privreg.crypto.channel import (
     send_public_key,
 )
 from privreg.crypto.compare import sign_holder, sign_keyholder
-from privreg.plugins.spam.training_protocol import StepTimer, declare_bound
+from privreg.plugins.spam.fixed_point import declare_bound
+from privreg.plugins.spam.training_protocol import StepTimer
 
 __all__ = ["EvaluationConfig", "PrivateEvaluation", "quantize_weights", "expected_labels"]
 

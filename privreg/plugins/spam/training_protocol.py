@@ -103,7 +103,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from gmpy2 import mpz
 
 from privreg.core import validation as v
 from privreg.core.charging import Charger
@@ -119,57 +118,16 @@ from privreg.crypto.channel import (
     send_encrypted,
     send_public_key,
 )
-from privreg.crypto.errors import PlaintextOverflowError
 from privreg.crypto.packing import PackedCiphertexts
+from privreg.plugins.spam.fixed_point import declare_bound, uniform_ints
 from privreg.plugins.spam.logistic import check_labels
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_plan import gradient_mechanism, mech_step_int
 
-__all__ = ["PrivateTraining", "STEP_ROWS", "StepTimer",
-           "declare_bound", "uniform_ints", "quantize_features", "cpu_seconds"]
+__all__ = ["PrivateTraining", "STEP_ROWS", "StepTimer", "cpu_seconds"]
 
 #: Rows of the per-step time table, in the shape of the paper's Table 4.
 STEP_ROWS = ("1", "2, 3", "4, 5", "6, 7", "8", "9, 10", "11", "12")
-
-
-# ------------------------------------------------------------------ helpers
-
-def uniform_ints(rng: RandomSource, count: int, bits: int) -> list[int]:
-    """``count`` independent integers uniform in ``[0, 2^bits)`` from ``rng``."""
-    nbytes = (bits + 7) // 8
-    raw = rng.random_bytes(count * nbytes)
-    extra = nbytes * 8 - bits
-    out = []
-    for i in range(count):
-        x = int.from_bytes(raw[i * nbytes:(i + 1) * nbytes], "big")
-        out.append(x >> extra)
-    return out
-
-
-def declare_bound(vec: EncryptedVector, bound: int) -> EncryptedVector:
-    """``vec`` with a public ``bound`` on |plaintext| that the protocol proves (its tracked
-    bound is looser, or was computed from a private operand). Decryption still checks it.
-    Raises PlaintextOverflowError if the bound does not fit the key's signed plaintext range."""
-    if bound > vec.public_key.max_int:
-        raise PlaintextOverflowError(
-            f"a protocol value may reach {int(bound).bit_length()} bits, beyond the key's "
-            f"{vec.public_key.max_int.bit_length()}-bit signed plaintext range; use a larger key or a smaller "
-            f"sigma/scale")
-    return EncryptedVector(public_key=vec.public_key, ciphertexts=[mpz(x) for x in vec.ciphertexts],
-                           scale=vec.scale, power=vec.power, bound=int(bound), bound_public=True,
-                           randomised=False)
-
-
-def quantize_features(X: Any, feature_bits: int) -> sp.csr_matrix:
-    """``round(X 2^feature_bits)`` as an int64 CSR matrix (binary int inputs unchanged)."""
-    M = sp.csr_matrix(X)
-    if feature_bits == 0:
-        if M.dtype.kind == "f" and not np.all(M.data == np.round(M.data)):
-            raise PrivregValueError("real-valued features need feature_bits > 0 (fixed point).")
-        return sp.csr_matrix(M, dtype=np.int64)
-    out = sp.csr_matrix((np.rint(M.data * 2.0**feature_bits).astype(np.int64), M.indices, M.indptr), shape=M.shape)
-    out.eliminate_zeros()
-    return out
 
 
 def _round_div(x: int, shift: int) -> int:
@@ -244,7 +202,8 @@ class PrivateTraining(Protocol):
     the module docstring. Parties ``alice`` (data) and ``bob`` (model, keys).
 
     Each process passes the inputs of the parties it hosts: Bob ``keypair`` (and ``w0``);
-    Alice ``X`` (n x d, binary or fixed-point integers after :func:`quantize_features`),
+    Alice ``X`` (n x d, binary or fixed-point integers after
+    :func:`~privreg.plugins.spam.fixed_point.quantize_features`),
     ``y`` (+-1), and with DP a ``charger``. ``config`` and ``n`` are public and must agree.
     Outputs: Bob a dict with ``w`` (the trained weights), ``timings``, ``counts``; Alice a
     dict with ``timings`` and ``counts``.

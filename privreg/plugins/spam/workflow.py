@@ -42,11 +42,12 @@ from privreg.plugins.spam.costs import (
 )
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation, expected_labels
 from privreg.plugins.spam.features import NgramHasher
+from privreg.plugins.spam.fixed_point import quantize_features
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
 from privreg.plugins.spam.reduction import make_reducer
 from privreg.plugins.spam.training_config import TrainingConfig
-from privreg.plugins.spam.training_protocol import PrivateTraining, cpu_seconds, quantize_features
+from privreg.plugins.spam.training_protocol import PrivateTraining, cpu_seconds
 
 __all__ = ["spam_filter", "demo_steps", "SpamRun", "run_spam"]
 
