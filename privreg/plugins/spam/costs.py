@@ -31,7 +31,8 @@ import attrs
 import numpy as np
 
 from privreg.plugins.spam.training_plan import TrainingPlan
-from privreg.plugins.spam.training_protocol import STEP_ROWS, StepTimer
+from privreg.plugins.spam.training_protocol import STEP_ROWS
+from privreg.timing import PhaseTimer
 
 __all__ = ["paper_counts", "predicted_counts", "packing_capacity", "leakage_bound", "feature_entropy",
            "time_table", "counts_table", "measured_counts", "Counts"]
@@ -124,7 +125,7 @@ _ROW_TEXT = {
 }
 
 
-def time_table(timers: dict[str, StepTimer], *, docs: int) -> str:
+def time_table(timers: dict[str, PhaseTimer], *, docs: int) -> str:
     """Seconds per step (the paper's Table 4 rows), wall and CPU, and per message."""
     rows = [["steps", "what", "wall s", "cpu s", "cpu ms/msg"]]
     tw = tc = 0.0

@@ -95,10 +95,7 @@ overflow); the public bounds are derived in
 from __future__ import annotations
 
 import math
-import os
-import time
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -123,8 +120,9 @@ from privreg.plugins.spam.fixed_point import declare_bound, uniform_ints
 from privreg.plugins.spam.logistic import check_labels
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_plan import gradient_mechanism, mech_step_int
+from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
-__all__ = ["PrivateTraining", "STEP_ROWS", "StepTimer", "cpu_seconds"]
+__all__ = ["PrivateTraining", "STEP_ROWS", "step_timer"]
 
 #: Rows of the per-step time table, in the shape of the paper's Table 4.
 STEP_ROWS = ("1", "2, 3", "4, 5", "6, 7", "8", "9, 10", "11", "12")
@@ -135,64 +133,11 @@ def _round_div(x: int, shift: int) -> int:
     return (x + (1 << (shift - 1))) >> shift if shift > 0 else x
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _children(pid: str) -> list[str]:
-    out: list[str] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out.extend(fh.read().split())
-        except OSError:
-            continue
-    return out
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process plus its live descendants (the Paillier worker pool,
-    started through a forkserver), read from ``/proc`` on Linux; elsewhere this process
-    only. On a loaded machine CPU time is the fair measure: wall time also counts other
-    users' work."""
-    total = time.process_time()
-    todo = _children("self")
-    seen: set[str] = set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-        except (OSError, IndexError, ValueError):
-            continue
-        todo.extend(_children(pid))
-    return total
-
-
-class StepTimer:
-    """Wall-clock seconds and CPU seconds (this process and its worker processes, see
-    :func:`cpu_seconds`) per protocol step (Table 4 rows); only a party's own computing
-    is timed, never its waiting for messages."""
-
-    def __init__(self) -> None:
-        self.wall: dict[str, float] = {row: 0.0 for row in STEP_ROWS}
-        self.cpu: dict[str, float] = {row: 0.0 for row in STEP_ROWS}
-
-    @contextmanager
-    def step(self, row: str):  # type: ignore[no-untyped-def]
-        w0, c0 = time.perf_counter(), cpu_seconds()
-        try:
-            yield
-        finally:
-            self.wall[row] += time.perf_counter() - w0
-            self.cpu[row] += cpu_seconds() - c0
+def step_timer() -> PhaseTimer:
+    """A timer of the Table 4 rows (:data:`STEP_ROWS`): wall seconds and CPU seconds of
+    this process and its Paillier worker processes. Only a party's own computing is
+    timed, never its waiting for messages."""
+    return PhaseTimer(STEP_ROWS, cpu_clock=process_tree_cpu_seconds)
 
 
 # ------------------------------------------------------------------ the protocol
@@ -287,7 +232,7 @@ class PrivateTraining(Protocol):
         kp = require_input(self.keypair, "keypair", self.bob)
         c, plan = self.config, self.plan
         sk, pk = kp.private_key, kp.public_key
-        timer = StepTimer()
+        timer = step_timer()
         with counting() as counts:
             await send_public_key(ch, self.alice, pk, step="setup.public-key")
             W_B = [0] * c.d if self.w0 is None else [int(x) for x in np.rint(self.w0 * 2**c.weight_bits).astype(object)]
@@ -296,13 +241,13 @@ class PrivateTraining(Protocol):
             for _epoch in range(c.epochs):
                 for s, e in plan.batch_bounds:
                     k = e - s
-                    with timer.step("1"):
+                    with timer.phase("1"):
                         if max(abs(x) for x in W_B) > plan.share_bound:
                             raise ProtocolError("Bob's weight share left its public bound; the run is aborted")
                         enc_w = sk.encrypt(W_B, bound=plan.share_bound, workers=c.workers)
                     await send_encrypted(ch, self.alice, enc_w, step="1.E[w]", workers=c.workers)
                     packed = await ch.recv(self.alice, step="3.masked-inner-products")
-                    with timer.step("4, 5"):
+                    with timer.phase("4, 5"):
                         _check_packed(packed, pk, k, "3.masked-inner-products")
                         V = sk.decrypt_packed(packed, workers=c.workers)
                         theta = np.array([int(x) % plan.period_int for x in V], dtype=np.float64)
@@ -313,7 +258,7 @@ class PrivateTraining(Protocol):
                         enc_t = sk.encrypt(vals, bound=2**c.trig_bits, workers=c.workers)
                     await send_encrypted(ch, self.alice, enc_t, step="5.E[trig]", workers=c.workers)
                     packed_g = await ch.recv(self.alice, step="11.E[gradient]")
-                    with timer.step("12"):
+                    with timer.phase("12"):
                         _check_packed(packed_g, pk, c.d, "11.E[gradient]")
                         G = sk.decrypt_packed(packed_g, workers=c.workers)
                         W_B = [_round_div(c.decay_int * wb * 2 ** (plan.fg + c.feature_bits)
@@ -338,7 +283,7 @@ class PrivateTraining(Protocol):
         y = require_input(self.y, "y", self.alice)
         c, plan = self.config, self.plan
         rng = resolve_random(self.rng)
-        timer = StepTimer()
+        timer = step_timer()
         XT = sp.csr_matrix(X.T)
         harmonics, coef = c.link.harmonics, c.link.coefficients
         m = harmonics.size
@@ -356,7 +301,7 @@ class PrivateTraining(Protocol):
                     k = e - s
                     Xb, yb = X[s:e], y[s:e]
                     enc_wb = await ch.recv(self.bob, step="1.E[w]")
-                    with timer.step("2, 3"):
+                    with timer.phase("2, 3"):
                         if not isinstance(enc_wb, EncryptedVector) or len(enc_wb) != c.d:
                             raise ProtocolError(f"expected {c.d} encrypted weights at step 1.E[w]")
                         pk.check_same(enc_wb.public_key, "the encrypted weights")
@@ -367,7 +312,7 @@ class PrivateTraining(Protocol):
                         out = rerandomized(pack(masked, workers=c.workers), rng=rng, workers=c.workers)
                     await send_encrypted(ch, self.bob, out, step="3.masked-inner-products", rng=rng, workers=c.workers)
                     enc_t = await ch.recv(self.bob, step="5.E[trig]")
-                    with timer.step("6, 7"):
+                    with timer.phase("6, 7"):
                         if not isinstance(enc_t, EncryptedVector) or len(enc_t) != 2 * m * k:
                             raise ProtocolError(f"expected {2 * m * k} encrypted values at step 5.E[trig]")
                         pk.check_same(enc_t.public_key, "the encrypted trigonometric values")
@@ -382,9 +327,9 @@ class PrivateTraining(Protocol):
                                           shape=(k, 2 * m * k))
                         enc_T = enc_t.dot(M, bound=2**c.coef_bits, workers=c.workers)
                         enc_T = declare_bound(enc_T.add_plain([int(t) * half for t in yb]), plan.t_bound)
-                    with timer.step("9, 10"):
+                    with timer.phase("9, 10"):
                         enc_G = enc_T.dot(XT[:, s:e], bound=c.feature_bound, workers=c.workers)
-                    with timer.step("11"):
+                    with timer.phase("11"):
                         extra = [0] * c.d
                         if noise is not None:
                             extra = noise[b]
