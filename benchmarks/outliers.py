@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 import numpy as np
 import scipy
 
-from privreg.plugins.outliers.ball_cover import BudgetExhausted
+from privreg.plugins.outliers.cover_algorithm1 import BudgetExhausted
 from privreg.plugins.outliers.definitions import outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.smooth import smooth_upper_bound, smooth_upper_bound_reference

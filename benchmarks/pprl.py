@@ -15,7 +15,7 @@ T = 3, star rule; encryptor assignment "auto" (greedy + MILP within 1 s).
    rng=None everywhere: a seeded source would mark the key insecure), InMemoryTransport
    (keep_payloads=False), workers=None (the crypto layer's process pool on every usable
    core), layout="slots". Wall seconds and CPU seconds (this process plus its worker
-   processes, privreg.plugins.spam.training.cpu_seconds), the linkage unit's phase times
+   processes, privreg.timing.process_tree_cpu_seconds), the linkage unit's phase times
    and the data parties' encryption / distance times.
 2. Baseline "naive phe": the same Paillier work element-wise with python-paillier on the
    same key (to_phe()), one process: per encrypted record one phe encryption per filter bit
@@ -56,7 +56,7 @@ from privreg.plugins.pprl.plaintext import plaintext_linkage
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
-from privreg.plugins.spam.training import cpu_seconds
+from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
 MAX_BLOCK_PRODUCTS = 10_000
 
@@ -79,9 +79,10 @@ def run_protocol(d: dict, kp, layout: str) -> dict:
     recs = d["records"]
     proto = PPRLProtocol(parties=tuple(recs), records=recs, secret=d["secret"], keypair=kp, layout=layout,
                          max_block_products=MAX_BLOCK_PRODUCTS, workers=None, rng=None)
-    c0, w0 = cpu_seconds(), time.perf_counter()
-    res = proto.run(transport=InMemoryTransport(keep_payloads=False))
-    cpu, wall = cpu_seconds() - c0, time.perf_counter() - w0
+    timer = PhaseTimer(cpu_clock=process_tree_cpu_seconds)
+    with timer.phase("protocol"):
+        res = proto.run(transport=InMemoryTransport(keep_payloads=False))
+    cpu, wall = timer.cpu["protocol"], timer.wall["protocol"]
     lu = res.outputs[LINKAGE_UNIT]
     q = linkage_quality(lu["links"], entities={p: r.entities for p, r in recs.items()}, parties=tuple(recs))
     party_t = {p: res.outputs[p]["timings"] for p in recs}

@@ -3,7 +3,7 @@ protocol against a naive element-wise python-paillier (phe) implementation of th
 
     python benchmarks/spam.py [--n 1000] [--d 10000] [--bits 2048] [--naive-docs 12] [--naive-coords 200]
 
-One training step = steps 1-12 of privreg.plugins.spam.training on one batch of ``n``
+One training step = steps 1-12 of privreg.plugins.spam.training_protocol on one batch of ``n``
 messages with ``d`` binary hashed 4-gram features (real SpamAssassin messages when
 ../shared/data/spamassassin.tar.gz exists, else synthetic ones of the same density),
 at ``bits``-bit keys, reveal="final". Both implementations run in the same process on the
@@ -11,7 +11,7 @@ same key (privreg's key converted with to_phe()).
 
 Measurements (the machine is shared, so CPU time is the primary figure):
   - privreg: CPU seconds of this process and its worker processes (read from /proc,
-    privreg.plugins.spam.training.cpu_seconds) and wall-clock time, with the crypto
+    privreg.timing.process_tree_cpu_seconds) and wall-clock time, with the crypto
     layer's worker pool on all usable cores. "2-core" = CPU / 2, the time on two idle
     cores if the work parallelises perfectly; the wall time is also printed.
   - naive phe: the same step with one phe.EncryptedNumber per value, one process: phe
@@ -42,7 +42,10 @@ from privreg.crypto import generate_paillier_keypair, parallel
 from privreg.plugins.spam.corpus import default_corpus_path, labels_of, paper_split, read_corpus
 from privreg.plugins.spam.costs import time_table
 from privreg.plugins.spam.features import NgramHasher, binary_csr
-from privreg.plugins.spam.training import PrivateTraining, TrainingConfig, cpu_seconds, uniform_ints
+from privreg.plugins.spam.fixed_point import uniform_ints
+from privreg.plugins.spam.training_config import TrainingConfig
+from privreg.plugins.spam.training_protocol import PrivateTraining
+from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:
@@ -64,9 +67,10 @@ def fast_step(X, y, kp, d: int) -> dict:
     kp.private_key.decrypt(warm.rerandomize())
     kp.private_key.encrypt([0], bound=1, workers=1)
     warm.rerandomize(workers=1)
-    c0, w0 = cpu_seconds(), time.perf_counter()
-    res = PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure).run()
-    cpu, wall = cpu_seconds() - c0, time.perf_counter() - w0
+    timer = PhaseTimer(cpu_clock=process_tree_cpu_seconds)
+    with timer.phase("step"):
+        res = PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure).run()
+    cpu, wall = timer.cpu["step"], timer.wall["step"]
     timers = {p: res.outputs[p]["timings"] for p in ("alice", "bob")}
     return {"cpu": cpu, "wall": wall, "table": time_table(timers, docs=n), "timers": timers,
             "terms": cfg.link.terms, "cfg": cfg}

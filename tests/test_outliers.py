@@ -17,19 +17,12 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.plugins.outliers.ball_cover import (
-    FitTruss,
-    PairCore,
-    algorithm1_reference,
-    BudgetExhausted,
-    max_cover,
-    max_cover_1d,
-    max_cover_2d,
-    max_cover_branch_and_bound,
-    max_cover_core,
-    max_cover_projection,
-    max_cover_truss,
-)
+from privreg.plugins.outliers.ball_cover import max_cover
+from privreg.plugins.outliers.cover_algorithm1 import BudgetExhausted, algorithm1_reference
+from privreg.plugins.outliers.cover_core import PairCore, max_cover_core
+from privreg.plugins.outliers.cover_exact import max_cover_1d, max_cover_2d, max_cover_branch_and_bound
+from privreg.plugins.outliers.cover_projection import max_cover_projection
+from privreg.plugins.outliers.cover_truss import FitTruss, max_cover_truss
 from privreg.plugins.outliers.definitions import (
     OutlierCountQuery,
     as_dataset,
@@ -392,7 +385,8 @@ def test_truss_is_much_tighter_than_projection_in_seven_dimensions():
 
 def test_triangle_fit_test_agrees_with_the_smallest_enclosing_ball():
     """The closed form used for fit triangles never refuses a triple that fits."""
-    from privreg.plugins.outliers.ball_cover import _squared_distances, _triangle_fits
+    from privreg.plugins.outliers.cover_geometry import squared_distances
+    from privreg.plugins.outliers.cover_truss import triangle_fits
 
     gen = np.random.default_rng(8)
     for d in (2, 3, 7):
@@ -401,10 +395,10 @@ def test_triangle_fit_test_agrees_with_the_smallest_enclosing_ball():
             if gen.random() < 0.2:
                 q[2] = q[0] + gen.random() * (q[1] - q[0])  # collinear
             seb = enclosing_ball(q)
-            sq = _squared_distances(q[[0, 0, 1]], q[[1, 2, 2]])
+            sq = squared_distances(q[[0, 0, 1]], q[[1, 2, 2]])
             for r in (seb.upper, seb.upper * 1.001, seb.upper * 0.999):
-                got = bool(_triangle_fits(sq[0:1], sq[1:2], sq[2:3], r * r)[0])
-                got_permuted = bool(_triangle_fits(sq[2:3], sq[0:1], sq[1:2], r * r)[0])
+                got = bool(triangle_fits(sq[0:1], sq[1:2], sq[2:3], r * r)[0])
+                got_permuted = bool(triangle_fits(sq[2:3], sq[0:1], sq[1:2], r * r)[0])
                 assert got == got_permuted
                 if r >= seb.upper:
                     assert got
@@ -436,13 +430,13 @@ def test_prefix_queries_equal_fresh_computations_and_keep_the_threshold_contract
 def test_truss_without_distance_matrices_gives_the_same_numbers(monkeypatch):
     """Above 2,500 points the structure computes blocks of distances on the fly and looks
     edges up by binary search; forced here on a small set, it must agree exactly."""
-    import privreg.plugins.outliers.ball_cover as ball_cover
+    import privreg.plugins.outliers.cover_truss as cover_truss
 
     gen = np.random.default_rng(13)
     p = gen.normal(size=(80, 5)) / math.sqrt(5)
     keys = gen.integers(0, 6, size=80)
     dense = FitTruss(p, 0.6, keys)
-    monkeypatch.setattr(ball_cover, "_DENSE_LIMIT", 0)
+    monkeypatch.setattr(cover_truss, "_DENSE_LIMIT", 0)
     sparse_ = FitTruss(p, 0.6, keys)
     assert sparse_._sqm is None and dense._sqm is not None
     assert sparse_.T == dense.T > 0

@@ -1,5 +1,5 @@
 """Paper 000 private training (plugin ``spam``, Section 4.2 in the sound form of
-privreg.plugins.spam.training): agreement with plaintext training, what Bob receives,
+privreg.plugins.spam.training_protocol): agreement with plaintext training, what Bob receives,
 operation counts against the prediction, differential privacy, and refusals.
 
 Keys below 2048 bits are used with the explicit insecure opt-in (tests/crypto_keys.py).
@@ -22,7 +22,8 @@ from privreg.plugins.spam.costs import measured_counts, predicted_counts
 from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
-from privreg.plugins.spam.training import PrivateTraining, TrainingConfig
+from privreg.plugins.spam.training_config import TrainingConfig
+from privreg.plugins.spam.training_protocol import PrivateTraining
 
 KEY = cached_keypair(256, 1)
 

@@ -31,7 +31,6 @@ call charges its reports to a per-layer allowance that refuses any report beyond
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +48,7 @@ from privreg.plugins.heavy_hitters.privacy import triehh_event
 from privreg.plugins.heavy_hitters.sampling import SAMPLERS, contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_chunked
+from privreg.timing import PhaseTimer, process_cpu_seconds
 
 __all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "VOTE_METHODS", "layer_votes"]
 
@@ -300,10 +300,11 @@ class LDPTrieHH:
         names = list(self.alphabet.symbols)  # strings of P'_{i-1}
         found: list[str] = []
         stats: list[LayerStats] = []
+        timer = PhaseTimer(cpu_clock=process_cpu_seconds)
         for layer in range(1, self.depth + 1):
             if not names:
                 break
-            started, cpu = time.perf_counter(), time.process_time()
+            timer.mark()
             group = next(stream, None)
             if not isinstance(group, UserWords) or group.num_users != self.users_per_layer:
                 raise PrivregValueError(
@@ -342,11 +343,12 @@ class LDPTrieHH:
             position = np.full(candidates, -1, dtype=np.int64)
             position[extend] = np.arange(extend.size)
             node = np.where(word_code >= 0, position[np.maximum(word_code, 0)], -1)
+            seconds, cpu_seconds = timer.lap(f"layer {layer}")
             stats.append(LayerStats(
                 pass_index=pass_index, layer=layer, users=group.num_users,
                 reports=group.num_users * self.contribution_bound, real_reports=real, candidates=candidates,
                 subset_size=ss.subset_size, threshold=tau, kept=int(kept.size), new_words=len(words),
-                seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu))
+                seconds=seconds, cpu_seconds=cpu_seconds))
             bar = "#" * round(20 * layer / self.depth)
             echo(f"[{bar:<20}] pass {pass_index}/{self.passes} layer {layer}/{self.depth}: "
                  f"{group.num_users} users, |Z_i| = {candidates}, d = {ss.subset_size}, "

@@ -3,7 +3,9 @@ distance-based outliers -- the outlier count with smooth-sensitivity Gaussian no
 top-h subspace discovery with the exponential mechanism.
 
 Modules: :mod:`.definitions` (Definitions 7-8), :mod:`.kissing` (Theorem 4, eq. (18)),
-:mod:`.seb` and :mod:`.ball_cover` (Algorithm 1 and faster exact methods),
+:mod:`.seb` and :mod:`.ball_cover` (Algorithm 1, faster exact methods and bounds, one
+module per family: :mod:`.cover_exact`, :mod:`.cover_projection`, :mod:`.cover_truss`,
+:mod:`.cover_core`, :mod:`.cover_algorithm1`; shared helpers in :mod:`.cover_geometry`),
 :mod:`.smooth` (Theorems 5-6, Propositions 1-2, Algorithm 2), :mod:`.release`
 (Theorem 2 via the standard plugin's smooth Gaussian; Algorithm 3), :mod:`.datasets`,
 :mod:`.workflows`, :mod:`.hooks`.

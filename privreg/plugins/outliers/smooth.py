@@ -72,15 +72,11 @@ from scipy.spatial import cKDTree
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.sensitivity import Norm, Sensitivity, SensitivityKind
-from privreg.plugins.outliers.ball_cover import (
-    COVER_METHODS,
-    FitTruss,
-    PairCore,
-    algorithm1_reference,
-    max_cover,
-    max_cover_branch_and_bound,
-    max_cover_truss,
-)
+from privreg.plugins.outliers.ball_cover import COVER_METHODS, max_cover
+from privreg.plugins.outliers.cover_algorithm1 import algorithm1_reference
+from privreg.plugins.outliers.cover_core import PairCore
+from privreg.plugins.outliers.cover_exact import max_cover_branch_and_bound
+from privreg.plugins.outliers.cover_truss import FitTruss, max_cover_truss
 from privreg.plugins.outliers.definitions import check_subspace, degrees, subspace_points
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 
@@ -210,8 +206,8 @@ class _Covers:
 
 class _PrefixCovers:
     """A bound ``c(P_centre(t))`` for ``d >= 3`` computed on degree-keyed structures: the
-    fit-truss number (:class:`~.ball_cover.FitTruss`) or the core bound
-    (:class:`~.ball_cover.PairCore`), with the contract of :class:`_Covers` relaxed: the
+    fit-truss number (:class:`~.cover_truss.FitTruss`) or the core bound
+    (:class:`~.cover_core.PairCore`), with the contract of :class:`_Covers` relaxed: the
     exact value when it is at least ``at_least``, else *some* upper bound below
     ``at_least`` (a tighter one than ``at_least - 1`` lets Proposition 1 carry further).
 
@@ -319,9 +315,9 @@ def smooth_upper_bound_reference(data: Any, *, k: int, radius: float, beta: floa
                                  subspace: Sequence[int] | None = None,
                                  budget: int | None = None) -> SmoothBound:
     """The same bound with every cover computed by the paper's Algorithm 1 as printed
-    (:func:`~.ball_cover.algorithm1_reference`, ``O(2^|P|)``): the baseline of
+    (:func:`~.cover_algorithm1.algorithm1_reference`, ``O(2^|P|)``): the baseline of
     ``benchmarks/outliers.py``. ``budget`` caps the enclosing-ball calls of each cover
-    (:class:`~.ball_cover.BudgetExhausted` beyond)."""
+    (:class:`~.cover_algorithm1.BudgetExhausted` beyond)."""
     pts, k, radius = _prepare(data, k, radius, subspace)
     beta = v.check_epsilon("beta", beta)
     d = _Degrees(pts, k, radius)

@@ -32,7 +32,6 @@ No privacy is involved: this is an evaluation tool that sees every filter.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 import attrs
@@ -47,6 +46,7 @@ from privreg.plugins.pprl.kdf import check_secret
 from privreg.plugins.pprl.matching import _check_rule, match_plaintext
 from privreg.plugins.pprl.merge import candidate_groups, oversized_blocks, sliding_window_merge
 from privreg.plugins.pprl.records import CandidateGroups, EncodedRecords, check_party_records
+from privreg.timing import PhaseTimer
 
 __all__ = ["PlaintextLinkage", "plaintext_linkage"]
 
@@ -102,36 +102,30 @@ def plaintext_linkage(records: Mapping[str, EncodedRecords], *, secret: bytes,
         lmin = v.check_int("lmin", lmin, minimum=0)
     rng = resolve_random(rng)
     parts = [records[p] for p in names]
-    seconds: dict[str, float] = {}
-    t_start = t0 = time.perf_counter()
-
-    def lap(phase: str) -> None:
-        nonlocal t0
-        now = time.perf_counter()
-        seconds[phase] = now - t0
-        t0 = now
+    timer = PhaseTimer()  # wall seconds per phase
 
     if lmin is None:
         lmin = cfg.lmin if cfg.lmin is not None else choose_lmin(parts, config=cfg, secret=secret, rng=rng).lmin
-    lap("lmin")
+    timer.lap("lmin")
     sigs = [party_signatures(r, config=cfg, secret=secret, lmin=lmin) for r in parts]
-    lap("signatures")
+    timer.lap("signatures")
     blocks = sliding_window_merge(sigs, window=window)
-    lap("merge")
+    timer.lap("merge")
     groups = candidate_groups(blocks, parties=names, max_group_products=max_group_products,
                               max_block_products=max_block_products)
     skipped = 0 if max_block_products is None else \
         int(oversized_blocks(blocks, parties=names, limit=max_block_products).size)
-    lap("groups")
+    timer.lap("groups")
     units = group_units(groups, blocks)
     assignment = assign_encryptors(groups, units, speeds=speeds, method=assignment_method,
                                    time_limit=assignment_time_limit)
-    lap("assignment")
+    timer.lap("assignment")
     filters = {p: records[p].match_filters for p in names}
     matched = match_plaintext(groups, filters, threshold, rule=rule,
                               encryptor=assignment.group_encryptors(units) if rule == "star" else None)
-    lap("matching")
-    seconds["total"] = time.perf_counter() - t_start
+    timer.lap("matching")
+    seconds = dict(timer.wall)
+    seconds["total"] = timer.elapsed()
     return PlaintextLinkage(parties=names, groups=groups, matched=matched,
                             links=np.asarray(groups.records[matched], dtype=np.int64), lmin=int(lmin),
                             blocks=len(blocks), skipped_blocks=skipped, assignment=assignment, seconds=seconds)

@@ -48,7 +48,6 @@ encryptions per encrypted record, distances packed hundreds per decryption). See
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -81,6 +80,7 @@ from privreg.crypto.keys import MIN_KEY_BITS, PaillierKeypair, generate_paillier
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
 from privreg.plugins.pprl.matching import ComparisonRound, MatchingSession, _check_rule
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
+from privreg.timing import PhaseTimer
 
 __all__ = ["PPRLProtocol", "LINKAGE_UNIT"]
 
@@ -114,19 +114,6 @@ def _positive_int(payload: Mapping[str, Any], key: str, frm: str) -> int:
     if not isinstance(x, int) or isinstance(x, bool) or x < 1:
         raise ProtocolError(f"{frm!r} sent a malformed {key!r} (expected a positive integer).")
     return x
-
-
-class _Timer:
-    """Wall-clock seconds per phase. Parties share one event loop in memory, so a phase
-    of one party's synchronous computation is that party's own time."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def add(self, phase: str, t0: float) -> float:
-        now = time.perf_counter()
-        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - t0
-        return now
 
 
 class _Planner:
@@ -291,15 +278,16 @@ class PPRLProtocol(Protocol):
         )
 
         rng = resolve_random(self.rng)
-        timer = _Timer()
-        t0 = t_start = time.perf_counter()
+        # wall seconds per phase; parties share one event loop in memory, so a phase of one
+        # party's synchronous computation is that party's own time
+        timer = PhaseTimer()
         with counting() as ops:
             kp = self.keypair or generate_paillier_keypair(n_bits=self.key_bits,
                                                            insecure_allow_small_keys=self.insecure, rng=rng)
             pk, sk = kp.public_key, kp.private_key
             for p in self.names:
                 await send_public_key(ch, p, pk, step="keys")
-            t0 = timer.add("keys", t0)
+            timer.lap("keys")
             # --- blocking: suffix length, signatures, merge, candidate groups
             cfg = self.blocking
             dispersion: dict[str, Any] = {}
@@ -342,14 +330,14 @@ class PPRLProtocol(Protocol):
                                       max_block_products=self.max_block_products)
             skipped = 0 if self.max_block_products is None else int(
                 oversized_blocks(blocks, parties=self.names, limit=self.max_block_products).size)
-            t0 = timer.add("blocking", t0)
+            timer.lap("blocking")
             units = group_units(groups, blocks)
             assignment = assign_encryptors(groups, units, speeds=self.speeds, method=self.assignment_method,
                                            time_limit=self.assignment_time_limit)
             speeds = None if self.speeds is None else [self.speeds[p] for p in self.names]
             session = MatchingSession(groups, assignment.group_encryptors(units), threshold=self.threshold,
                                       rule=self.rule, early_rounds=self.early_rounds, speeds=speeds)
-            t0 = timer.add("assignment", t0)
+            timer.lap("assignment")
             # --- matching
             per_unit = 1 if self.layout == "bits" else slot_layout(pk, length=length, sigma=self.sigma)[1]
             planner = _Planner(len(self.names), per_unit)
@@ -364,16 +352,16 @@ class PPRLProtocol(Protocol):
             for i, p in enumerate(self.names):
                 await ch.send(p, {"kind": "result", "groups": np.arange(result.group_ids.size, dtype=np.int64),
                                   "records": result.links[:, i].astype(np.int64)}, step="result")
-            timer.add("matching", t0)
-        seconds = dict(timer.seconds)
-        seconds["total"] = time.perf_counter() - t_start
+            timer.lap("matching")
+        seconds = dict(timer.wall)
+        seconds["total"] = timer.elapsed()
         return {"links": result.links, "parties": self.names, "candidates": len(groups), "blocks": len(blocks),
                 "groups": groups, "block_stats": block_statistics(blocks), "skipped_blocks": skipped,
                 "lmin": lmin, "dispersion": dispersion, "counts": result.counts, "assignment": assignment,
                 "layout": self.layout, "timings": seconds, "ops": ops.as_dict()}
 
     async def _lu_round(self, ch: Channel, plan: ComparisonRound, planner: _Planner, pk: Any, sk: Any,
-                        length: int, timer: _Timer) -> np.ndarray:
+                        length: int, timer: PhaseTimer) -> np.ndarray:
         """Send one round's requests, collect and decrypt its distances (in plan order)."""
         label = plan.label
         n = len(self.names)
@@ -410,13 +398,12 @@ class PPRLProtocol(Protocol):
             parts = payload.get("parts") if isinstance(payload, Mapping) else None
             if not isinstance(parts, list) or len(parts) != len(sels):
                 raise ProtocolError(f"{self.names[c]!r} sent malformed distances for round {label!r}.")
-            t0 = time.perf_counter()
-            for sel, part in zip(sels, parts):
-                d = EncryptedDistances.from_payload(part, public_key=pk)
-                if d.count != sel.size or d.length != length or d.layout != self.layout:
-                    raise ProtocolError(f"{self.names[c]!r} sent distances that do not match round {label!r}.")
-                out[sel] = decrypt_distances(sk, d, workers=self.workers)
-            timer.add("decryption", t0)
+            with timer.phase("decryption"):
+                for sel, part in zip(sels, parts):
+                    d = EncryptedDistances.from_payload(part, public_key=pk)
+                    if d.count != sel.size or d.length != length or d.layout != self.layout:
+                        raise ProtocolError(f"{self.names[c]!r} sent distances that do not match round {label!r}.")
+                    out[sel] = decrypt_distances(sk, d, workers=self.workers)
         if np.any(out < 0):
             raise ProtocolError(f"round {label!r} ended with pairs whose distance never arrived.")
         return out
@@ -430,36 +417,36 @@ class PPRLProtocol(Protocol):
         secret = require_input(self.secret, "secret", me)
         rng = resolve_random(self.rng)
         lu = self.linkage_unit
-        timer = _Timer()
+        timer = PhaseTimer()  # wall seconds per phase, as the linkage unit's
         filters = np.ascontiguousarray(records.match_filters, dtype=bool)
         with counting() as ops:
             pk = await recv_public_key(ch, lu, step="keys", allow_insecure=self.insecure)
-            t0 = time.perf_counter()
+            timer.mark()
             cfg = self.blocking
             if cfg.lmin is None:
                 ent = party_dispersion(records, config=cfg, secret=secret, rng=rng)
-                t0 = timer.add("blocking", t0)
+                timer.lap("blocking")
                 await ch.send(lu, {"entropies": np.asarray(ent, dtype=np.float64),
                                    "filter_length": int(records.block_filters.shape[1])}, step="dispersion")
                 msg = await ch.recv(lu, step="lmin")
                 lmin = msg.get("lmin") if isinstance(msg, Mapping) else None
                 if not isinstance(lmin, int) or isinstance(lmin, bool) or lmin < 0:
                     raise ProtocolError("the linkage unit sent a malformed lmin.")
-                t0 = time.perf_counter()
+                timer.mark()
             else:
                 lmin = cfg.lmin
             sig = party_signatures(records, config=cfg, secret=secret, lmin=lmin, rng=rng)
-            t0 = timer.add("blocking", t0)
+            timer.lap("blocking")
             await ch.send(lu, {"record": sig.record, "lsh_group": sig.lsh_group, "lsh_key": sig.lsh_key,
                                "suffix_len": sig.suffix_len, "suffix": sig.suffix,
                                "filter_length": int(filters.shape[1])}, step="signatures")
             msg = await ch.recv(lu, step="groups")
             enc_records = self._records_field(msg, "encrypt", len(records))
-            t0 = time.perf_counter()
+            timer.mark()
             own = encrypt_filters(pk, filters[enc_records], layout=self.layout, sigma=self.sigma, rng=rng,
                                   workers=self.workers)
             encrypted = int(enc_records.size)
-            t0 = timer.add("encryption", t0)
+            timer.lap("encryption")
             received: dict[str, EncryptedFilters] = {}
             while True:
                 msg = await ch.recv(lu)
@@ -471,12 +458,12 @@ class PPRLProtocol(Protocol):
                 label = msg["label"]
                 if msg["encrypt"] is not None:
                     more = self._records_field(msg["encrypt"], "records", len(records))
-                    t0 = time.perf_counter()
+                    timer.mark()
                     own = own.merged(encrypt_filters(pk, filters[more], layout=self.layout, sigma=self.sigma,
                                                      first_unit=int(msg["encrypt"]["first_unit"]), rng=rng,
                                                      workers=self.workers))
                     encrypted += int(more.size)
-                    timer.add("encryption", t0)
+                    timer.lap("encryption")
                 for c, units in sorted(msg["send"].items()):
                     await send_encrypted(ch, c, own.select(units).to_payload(), step=f"encrypted-filters-{label}",
                                          rng=rng, workers=self.workers)
@@ -489,7 +476,7 @@ class PPRLProtocol(Protocol):
                     received[e] = received[e].merged(got) if e in received else got
                 if msg["compare"]:
                     parts = []
-                    t0 = time.perf_counter()
+                    timer.mark()
                     for req in msg["compare"]:  # in the linkage unit's order: it maps the parts back
                         e = req.get("from") if isinstance(req, Mapping) else None
                         if e not in received:
@@ -499,9 +486,9 @@ class PPRLProtocol(Protocol):
                         d = hamming_distances(received[e], rows, filters[recs], rng=rng, workers=self.workers)
                         parts.append(d.to_payload())
                     payload = rerandomized({"parts": parts}, rng=rng, workers=self.workers)
-                    timer.add("distances", t0)
+                    timer.lap("distances")
                     await send_encrypted(ch, lu, payload, step=f"distances-{label}", rng=rng, workers=self.workers)
-        return {"links": links, "encrypted": encrypted, "timings": dict(timer.seconds), "ops": ops.as_dict()}
+        return {"links": links, "encrypted": encrypted, "timings": dict(timer.wall), "ops": ops.as_dict()}
 
     @staticmethod
     def _records_field(msg: Any, key: str, count: int) -> np.ndarray:

@@ -7,7 +7,7 @@ of steps gives ``3n + d`` encryptions (steps 1, 3, 5, 8) and ``2n + d`` decrypti
 8, 12), i.e. ``5n + 2d`` operations; the ``4n + 2d`` ciphertexts match its list (steps 1, 3,
 5, 7, 8, 11).
 
-This implementation (see :mod:`~privreg.plugins.spam.training`), per batch of ``k``
+This implementation (see :mod:`~privreg.plugins.spam.training_protocol`), per batch of ``k``
 messages with ``m`` sine terms in the link and packing capacities ``c1`` (masked inner
 products) and ``c2`` (gradients) values per ciphertext:
 
@@ -30,7 +30,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from privreg.plugins.spam.training import STEP_ROWS, StepTimer, TrainingPlan
+from privreg.plugins.spam.training_plan import TrainingPlan
+from privreg.plugins.spam.training_protocol import STEP_ROWS
+from privreg.timing import PhaseTimer
 
 __all__ = ["paper_counts", "predicted_counts", "packing_capacity", "leakage_bound", "feature_entropy",
            "time_table", "counts_table", "measured_counts", "Counts"]
@@ -123,7 +125,7 @@ _ROW_TEXT = {
 }
 
 
-def time_table(timers: dict[str, StepTimer], *, docs: int) -> str:
+def time_table(timers: dict[str, PhaseTimer], *, docs: int) -> str:
     """Seconds per step (the paper's Table 4 rows), wall and CPU, and per message."""
     rows = [["steps", "what", "wall s", "cpu s", "cpu ms/msg"]]
     tw = tc = 0.0

@@ -52,7 +52,8 @@ from privreg.crypto.channel import (
     send_public_key,
 )
 from privreg.crypto.compare import sign_holder, sign_keyholder
-from privreg.plugins.spam.training import StepTimer, declare_bound
+from privreg.plugins.spam.fixed_point import declare_bound
+from privreg.plugins.spam.training_protocol import step_timer
 
 __all__ = ["EvaluationConfig", "PrivateEvaluation", "quantize_weights", "expected_labels"]
 
@@ -177,13 +178,13 @@ class PrivateEvaluation(Protocol):
         kp = require_input(self.keypair, "keypair", self.bob)
         W = require_input(self.W, "w", self.bob)
         c = self.config
-        timer = StepTimer()
+        timer = step_timer()
         with counting() as counts:
             await send_public_key(ch, self.carol, kp.public_key, step="eval.public-key")
-            with timer.step("1"):
+            with timer.phase("1"):
                 enc = kp.private_key.encrypt(W, bound=c.w_bound_int, rng=self.rng, workers=c.workers)
             await send_encrypted(ch, self.carol, enc, step="eval.1.E[w]")
-            with timer.step("4, 5"):
+            with timer.phase("4, 5"):
                 await sign_keyholder(ch, holder=self.carol, private_key=kp.private_key, count=self.count, bits=c.bits,
                                      sigma=c.sigma, output="holder", step="eval.sign", rng=self.rng,
                                      workers=c.workers)
@@ -192,13 +193,13 @@ class PrivateEvaluation(Protocol):
     async def _run_carol(self, ch: Channel) -> dict[str, Any]:
         X = require_input(self.X, "X", self.carol)
         c = self.config
-        timer = StepTimer()
+        timer = step_timer()
         with counting() as counts:
             pk = await recv_public_key(ch, self.bob, step="eval.public-key", allow_insecure=self.allow_insecure)
             enc = await recv_encrypted(ch, self.bob, step="eval.1.E[w]", public_key=pk, length=c.d)
-            with timer.step("2, 3"):
+            with timer.phase("2, 3"):
                 u = declare_bound(enc.dot(X, bound=c.feature_bound, workers=c.workers), c.u_bound)
-            with timer.step("4, 5"):
+            with timer.phase("4, 5"):
                 bits = await sign_holder(ch, keyholder=self.bob, enc=u, bits=c.bits, sigma=c.sigma, output="holder",
                                          step="eval.sign", rng=self.rng, workers=c.workers)
             if bits is None or len(bits) != self.count:

@@ -10,7 +10,7 @@ from privreg.core.workflow import DemoStep
 from privreg.plugins.spam.citations import PSR12
 from privreg.plugins.spam.features import HASHES
 from privreg.plugins.spam.reduction import REDUCERS
-from privreg.plugins.spam.training import REVEALS
+from privreg.plugins.spam.training_config import REVEALS
 from privreg.plugins.spam.workflow import demo_steps, spam_filter
 
 _PARAMS = (

@@ -11,7 +11,7 @@ Additive masks cannot pass through ``exp``; they can pass through ``sin`` and ``
     sin(w (v - r)) = sin(w v) cos(w r) - cos(w v) sin(w r).
 
 So the protocol evaluates a *periodic* function: with ``v = u + r`` and ``r`` uniform
-modulo the period (statistically hiding ``u``; :mod:`privreg.plugins.spam.training`), Bob
+modulo the period (statistically hiding ``u``; :mod:`privreg.plugins.spam.training_protocol`), Bob
 returns encryptions of ``sin(k theta)``, ``cos(k theta)`` for his angle ``theta`` and Alice
 combines them with coefficients that only she knows. The periodic function used is
 

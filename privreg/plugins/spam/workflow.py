@@ -2,7 +2,7 @@
 
 Reproduces paper 000 on the SpamAssassin corpus: features (Section 6.2, optional
 reduction of 6.4), plaintext training (the reference), private training (Section 4.2,
-:mod:`~privreg.plugins.spam.training`), private evaluation (Section 4.3,
+:mod:`~privreg.plugins.spam.training_protocol`), private evaluation (Section 4.3,
 :mod:`~privreg.plugins.spam.evaluation`), and the reports: AUC of the privately trained
 model against plaintext training, a per-step time table in the shape of Table 4, and
 operation counts against Section 5.3.
@@ -42,10 +42,13 @@ from privreg.plugins.spam.costs import (
 )
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation, expected_labels
 from privreg.plugins.spam.features import NgramHasher
+from privreg.plugins.spam.fixed_point import quantize_features
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
 from privreg.plugins.spam.reduction import make_reducer
-from privreg.plugins.spam.training import PrivateTraining, TrainingConfig, cpu_seconds, quantize_features
+from privreg.plugins.spam.training_config import TrainingConfig
+from privreg.plugins.spam.training_protocol import PrivateTraining
+from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
 __all__ = ["spam_filter", "demo_steps", "SpamRun", "run_spam"]
 
@@ -94,7 +97,7 @@ def run_spam(
     echo = context.echo
     rng = rng if rng is not None else context.rng
     out = SpamRun()
-    t0 = time.perf_counter()
+    clock = PhaseTimer(cpu_clock=process_tree_cpu_seconds)  # CPU includes the Paillier workers
     tr, te, source = _load(input, bundled, train, test)
     echo(f"spam-filter: {len(tr)} training and {len(te)} test messages from {source}")
     hasher = NgramHasher(space=space, hash=hash, max_active=max_active)
@@ -148,10 +151,10 @@ def run_spam(
             bar = "#" * int(30 * done / total)
             echo(f"spam-filter: private training [{bar:<30}] batch {done}/{total}")
 
-    c0, w0 = cpu_seconds(), time.perf_counter()
-    res = PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
-                          allow_insecure=insecure_small_keys, rng=rng, progress=progress).run()
-    train_cpu, train_wall = cpu_seconds() - c0, time.perf_counter() - w0
+    with clock.phase("training"):
+        res = PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
+                              allow_insecure=insecure_small_keys, rng=rng, progress=progress).run()
+    train_cpu, train_wall = clock.cpu["training"], clock.wall["training"]
     w_private = res.outputs["bob"]["w"]
     auc_private = auc(Xte_q @ w_private, yte)
     timers = {p: res.outputs[p]["timings"] for p in ("alice", "bob")}
@@ -168,10 +171,10 @@ def run_spam(
         ecfg = EvaluationConfig(d=d, w_bound=w_bound, weight_bits=eval_weight_bits, feature_bound=feature_bound,
                                 l1_bound=l1, sigma=sigma, workers=workers)
         echo(f"spam-filter: private evaluation of {n_eval} test messages ({ecfg.bits}-bit comparisons)")
-        c1, w1 = cpu_seconds(), time.perf_counter()
-        ev = PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
-                               allow_insecure=insecure_small_keys, rng=rng).run()
-        eval_cpu, eval_wall = cpu_seconds() - c1, time.perf_counter() - w1
+        with clock.phase("evaluation"):
+            ev = PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
+                                   allow_insecure=insecure_small_keys, rng=rng).run()
+        eval_cpu, eval_wall = clock.cpu["evaluation"], clock.wall["evaluation"]
         labels = ev.outputs["carol"]["labels"]
         quantised = expected_labels(w_private, Qte[:n_eval], ecfg)
         float_labels = np.where(Xte_q[:n_eval] @ w_private >= 0, 1, -1)
@@ -194,7 +197,7 @@ def run_spam(
         "counts": {"measured": attrs.asdict(meas), "predicted": attrs.asdict(pred), "predicted_equal": meas == pred},
         "leakage_eq2": leak,
         "evaluation": eval_info,
-        "seconds": time.perf_counter() - t0,
+        "seconds": clock.elapsed(),
     })
     out["_tables"] = {
         "time": time_table(timers, docs=messages),
