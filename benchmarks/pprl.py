@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from privreg.core.protocol import InMemoryTransport
+from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import generate_paillier_keypair
 from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin
@@ -57,6 +57,7 @@ from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
 from privreg.plugins.spam.training import cpu_seconds
+from privreg.mpc.runtime import run_protocol
 
 MAX_BLOCK_PRODUCTS = 10_000
 
@@ -80,7 +81,7 @@ def run_protocol(d: dict, kp, layout: str) -> dict:
     proto = PPRLProtocol(parties=tuple(recs), records=recs, secret=d["secret"], keypair=kp, layout=layout,
                          max_block_products=MAX_BLOCK_PRODUCTS, workers=None, rng=None)
     c0, w0 = cpu_seconds(), time.perf_counter()
-    res = proto.run(transport=InMemoryTransport(keep_payloads=False))
+    res = run_protocol(proto, transport=InMemoryTransport(keep_payloads=False))
     cpu, wall = cpu_seconds() - c0, time.perf_counter() - w0
     lu = res.outputs[LINKAGE_UNIT]
     q = linkage_quality(lu["links"], entities={p: r.entities for p, r in recs.items()}, parties=tuple(recs))

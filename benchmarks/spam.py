@@ -43,6 +43,7 @@ from privreg.plugins.spam.corpus import default_corpus_path, labels_of, paper_sp
 from privreg.plugins.spam.costs import time_table
 from privreg.plugins.spam.features import NgramHasher, binary_csr
 from privreg.plugins.spam.training import PrivateTraining, TrainingConfig, cpu_seconds, uniform_ints
+from privreg.mpc.runtime import run_protocol
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:
@@ -65,7 +66,7 @@ def fast_step(X, y, kp, d: int) -> dict:
     kp.private_key.encrypt([0], bound=1, workers=1)
     warm.rerandomize(workers=1)
     c0, w0 = cpu_seconds(), time.perf_counter()
-    res = PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure).run()
+    res = run_protocol(PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure))
     cpu, wall = cpu_seconds() - c0, time.perf_counter() - w0
     timers = {p: res.outputs[p]["timings"] for p in ("alice", "bob")}
     return {"cpu": cpu, "wall": wall, "table": time_table(timers, docs=n), "timers": timers,

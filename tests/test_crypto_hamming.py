@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.core.wire import decode, encode
+from privreg.mpc.wire import decode, encode
 from privreg.crypto import PlaintextOverflowError, WrongKeyError, counting, pack
 from privreg.crypto.channel import rerandomized
 from privreg.crypto.hamming import (

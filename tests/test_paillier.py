@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
-from privreg.core.protocol import InMemoryTransport, Party, Protocol
+from privreg.core.protocol import Party, Protocol
+from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.core.wire import decode, encode
+from privreg.mpc.wire import decode, encode
 from privreg.crypto import (
     EncryptedVector,
     FixedBaseTable,
@@ -41,6 +42,7 @@ from privreg.crypto import (
 )
 from privreg.crypto.channel import rerandomized, send_encrypted
 from privreg.crypto.vector import _from_raw, _from_wire, _to_wire
+from privreg.mpc.runtime import run_protocol
 
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=40)
 CODEC = FixedPoint(scale=2**20)
@@ -420,7 +422,7 @@ def test_vectors_and_keys_travel_and_are_counted_in_transcripts(kp):
     enc = pk.encrypt([1.5, -2.0, 3.25], bound=4, codec=CODEC)
     derived = enc.dot(np.eye(3)) * 2  # private bound: not sent
     payloads = [("key", pk), ("vec", enc), ("derived", derived), ("both", [enc, pack(enc)]), ("plain", [1, 2])]
-    res = _Pair(payloads).run(transport=InMemoryTransport(keep_payloads=False))
+    res = run_protocol(_Pair(payloads), transport=InMemoryTransport(keep_payloads=False))
     key, got, got_derived, both, _ = res.outputs["B"]
     assert key is pk  # one key object per modulus in a process
     assert got.bound == enc.bound and got.bound_public and got.power == 1 and got.scale == CODEC.scale

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregValueError, SerializationError
-from privreg.core.wire import decode, encode
+from privreg.mpc.wire import decode, encode
 from privreg.crypto import FixedPoint, PackedCiphertexts, PlaintextOverflowError, pack
 from privreg.crypto.packing import _from_wire, _to_wire
 

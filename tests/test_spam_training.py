@@ -23,6 +23,7 @@ from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
 from privreg.plugins.spam.training import PrivateTraining, TrainingConfig
+from privreg.mpc.runtime import run_protocol
 
 KEY = cached_keypair(256, 1)
 
@@ -37,7 +38,7 @@ def small():
 def _run(X, y, cfg, *, seed=7, charger=None, keypair=KEY, transport=None):
     proto = PrivateTraining(config=cfg, n=X.shape[0], keypair=keypair, X=X, y=y, charger=charger,
                             allow_insecure=True, rng=InsecureReproducibleRandom(seed=seed))
-    return proto.run(transport=transport)
+    return run_protocol(proto, transport=transport)
 
 
 @pytest.mark.parametrize("reveal", ["final", "every-batch"])
@@ -158,7 +159,7 @@ def test_small_keys_refused_and_overflow_raises(small):
     cfg = TrainingConfig(d=256, eta=0.01, batch_size=10, workers=1)
     proto = PrivateTraining(config=cfg, n=30, keypair=KEY, X=X, y=y)  # Alice does not opt in
     with pytest.raises(ProtocolError, match="insecure"):
-        proto.run()
+        run_protocol(proto)
     wide = TrainingConfig(d=256, eta=0.01, batch_size=10, sigma=120, workers=1)
     with pytest.raises(ProtocolError) as err:  # 160-bit key, 120-bit masks: the masked values do not fit
         _run(X, y, wide, keypair=cached_keypair(160, 2))

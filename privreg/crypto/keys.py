@@ -38,7 +38,7 @@ from gmpy2 import mpz
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.core.wire import register_type
+from privreg.mpc.wire import register_type
 from privreg.crypto import parallel
 from privreg.crypto.counting import _add
 from privreg.crypto.errors import PlaintextOverflowError, WrongKeyError
@@ -244,7 +244,7 @@ def _zero_mod_p_chunk(p: int, cts: Sequence[int]) -> list[bool]:
 class PaillierPrivateKey:
     """The factors ``p, q`` of a public key's modulus, with CRT precomputation.
 
-    It cannot be pickled or sent through :mod:`privreg.core.wire`.
+    It cannot be pickled or sent through :mod:`privreg.mpc.wire`.
     """
 
     def __init__(self, *, public_key: PaillierPublicKey, p: int, q: int) -> None:

@@ -32,7 +32,7 @@ from gmpy2 import mpz
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
-from privreg.core.wire import register_type
+from privreg.mpc.wire import register_type
 from privreg.crypto import parallel
 from privreg.crypto.counting import _add
 from privreg.crypto.errors import PlaintextOverflowError

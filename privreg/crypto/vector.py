@@ -17,7 +17,7 @@ computed from a party's private plaintext operand (an operation without a declar
 ``bound=``) is kept locally and not sent, so the metadata of a sent vector never depends
 on private data; the receiver then only has the key's range check.
 
-Sending: a vector can be sent through :mod:`privreg.core.wire` (and so through protocol
+Sending: a vector can be sent through :mod:`privreg.mpc.wire` (and so through protocol
 transports, which count its ciphertexts) only once it is *re-randomised*: fresh from
 encryption or from :meth:`EncryptedVector.rerandomize`. The result of any homomorphic
 operation is not, because it is a deterministic function of ciphertexts the receiver
@@ -41,7 +41,7 @@ from gmpy2 import mpz
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
-from privreg.core.wire import register_type
+from privreg.mpc.wire import register_type
 from privreg.crypto import parallel
 from privreg.crypto.counting import _add
 from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array

@@ -24,6 +24,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MIN_KEY_BITS, generate_paillier_keypair
+from privreg.mpc import run_protocol
 from privreg.plugins.spam.corpus import (
     Message,
     bundled_corpus,
@@ -149,8 +150,8 @@ def run_spam(
             echo(f"spam-filter: private training [{bar:<30}] batch {done}/{total}")
 
     c0, w0 = cpu_seconds(), time.perf_counter()
-    res = PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
-                          allow_insecure=insecure_small_keys, rng=rng, progress=progress).run()
+    res = run_protocol(PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
+                                       allow_insecure=insecure_small_keys, rng=rng, progress=progress))
     train_cpu, train_wall = cpu_seconds() - c0, time.perf_counter() - w0
     w_private = res.outputs["bob"]["w"]
     auc_private = auc(Xte_q @ w_private, yte)
@@ -169,8 +170,8 @@ def run_spam(
                                 l1_bound=l1, sigma=sigma, workers=workers)
         echo(f"spam-filter: private evaluation of {n_eval} test messages ({ecfg.bits}-bit comparisons)")
         c1, w1 = cpu_seconds(), time.perf_counter()
-        ev = PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
-                               allow_insecure=insecure_small_keys, rng=rng).run()
+        ev = run_protocol(PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
+                                            allow_insecure=insecure_small_keys, rng=rng))
         eval_cpu, eval_wall = cpu_seconds() - c1, time.perf_counter() - w1
         labels = ev.outputs["carol"]["labels"]
         quantised = expected_labels(w_private, Qte[:n_eval], ecfg)
