@@ -71,7 +71,7 @@ def test_comparison_transcript_shows_only_ciphertexts_and_blinded_values(kp):
     # what the key holder can see after decrypting: per comparison at most one zero, and the
     # nonzero values are blinded to uniform residues (none of the small c_i in the clear)
     sk = kp.private_key
-    raw = sk._raw(blinded._c, workers=1)
+    raw = sk.raw_decrypt(blinded._c, workers=1)
     for k in range(len(pairs)):
         group = raw[5 * k:5 * k + 5]
         assert sum(1 for m in group if m == 0) <= 1
