@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from privreg.core.randomness import SecureRandom
-from privreg.crypto import ObfuscatorPool, generate_paillier_keypair, pack, parallel
+from privreg.crypto import ObfuscatorPool, decrypt, decrypt_packed, encrypt, generate_paillier_keypair, pack, parallel
 
 
 def _cpu(fn, count: int) -> float:
@@ -54,30 +54,30 @@ def bench(bits: int, ops: int) -> list[tuple[str, str, float | None, float]]:
     values = [rng.randbits(31) - 2**30 for _ in range(ops)]
     k32 = [rng.randbits(31) + 1 for _ in range(ops)]
     table_start = time.process_time()
-    pk.encrypt([0], bound=1, workers=1)  # builds the DJN table once per key
-    sk.encrypt([0], bound=1, workers=1)
+    encrypt(pk, [0], bound=1, workers=1)  # builds the DJN table once per key
+    encrypt(sk, [0], bound=1, workers=1)
     tables = time.process_time() - table_start
     rows: list[tuple[str, str, float | None, float]] = []
 
     phe_enc = _cpu(lambda: [ppk.encrypt(x) for x in values], ops)
-    enc = pk.encrypt(values, bound=2**30, workers=1)
-    rows.append((f"{bits}", "encrypt djn", phe_enc, _cpu(lambda: pk.encrypt(values, bound=2**30, workers=1), ops)))
+    enc = encrypt(pk, values, bound=2**30, workers=1)
+    rows.append((f"{bits}", "encrypt djn", phe_enc, _cpu(lambda: encrypt(pk, values, bound=2**30, workers=1), ops)))
     rows.append((f"{bits}", "encrypt std", phe_enc,
-                 _cpu(lambda: pk.encrypt(values, bound=2**30, obfuscation="standard", workers=1), ops)))
-    rows.append((f"{bits}", "encrypt kh djn", phe_enc, _cpu(lambda: sk.encrypt(values, bound=2**30, workers=1), ops)))
+                 _cpu(lambda: encrypt(pk, values, bound=2**30, obfuscation="standard", workers=1), ops)))
+    rows.append((f"{bits}", "encrypt kh djn", phe_enc, _cpu(lambda: encrypt(sk, values, bound=2**30, workers=1), ops)))
     rows.append((f"{bits}", "encrypt kh std", phe_enc,
-                 _cpu(lambda: sk.encrypt(values, bound=2**30, obfuscation="standard", workers=1), ops)))
+                 _cpu(lambda: encrypt(sk, values, bound=2**30, obfuscation="standard", workers=1), ops)))
     pool = ObfuscatorPool(pk, size=ops, workers=1)
     rows.append((f"{bits}", "encrypt pool", phe_enc,
-                 _cpu(lambda: pk.encrypt(values, bound=2**30, obfuscation=pool, workers=1), ops)))
+                 _cpu(lambda: encrypt(pk, values, bound=2**30, obfuscation=pool, workers=1), ops)))
 
     penc = [ppk.encrypt(x) for x in values]
     phe_dec = _cpu(lambda: [psk.decrypt(c) for c in penc], ops)
-    rows.append((f"{bits}", "decrypt", phe_dec, _cpu(lambda: sk.decrypt(enc, workers=1), ops)))
-    many = pk.encrypt(values * 8, bound=2**30, workers=1)  # enough values to fill packed ciphertexts
+    rows.append((f"{bits}", "decrypt", phe_dec, _cpu(lambda: decrypt(sk, enc, workers=1), ops)))
+    many = encrypt(pk, values * 8, bound=2**30, workers=1)  # enough values to fill packed ciphertexts
 
     def packed() -> None:
-        sk.decrypt_packed(pack(many, workers=1), workers=1)
+        decrypt_packed(sk, pack(many, workers=1), workers=1)
 
     rows.append((f"{bits}", "packed decrypt", phe_dec, _cpu(packed, len(many))))
 
@@ -102,14 +102,14 @@ def bench(bits: int, ops: int) -> list[tuple[str, str, float | None, float]]:
 def parallel_rows(bits: int, count: int) -> list[tuple[str, float, float]]:
     kp = generate_paillier_keypair(n_bits=bits)
     vals = list(range(count))
-    kp.public_key.encrypt(vals[:1], bound=count, workers=1)
+    encrypt(kp.public_key, vals[:1], bound=count, workers=1)
     cores = parallel.usable_cores()
-    kp.public_key.encrypt(vals[: 2 * cores], bound=count, workers=cores)  # start the workers
-    one = _wall(lambda: kp.public_key.encrypt(vals, bound=count, workers=1))
-    enc = kp.public_key.encrypt(vals, bound=count, workers=1)
-    many = _wall(lambda: kp.public_key.encrypt(vals, bound=count, workers=cores))
-    d1 = _wall(lambda: kp.private_key.decrypt(enc, workers=1))
-    dn = _wall(lambda: kp.private_key.decrypt(enc, workers=cores))
+    encrypt(kp.public_key, vals[: 2 * cores], bound=count, workers=cores)  # start the workers
+    one = _wall(lambda: encrypt(kp.public_key, vals, bound=count, workers=1))
+    enc = encrypt(kp.public_key, vals, bound=count, workers=1)
+    many = _wall(lambda: encrypt(kp.public_key, vals, bound=count, workers=cores))
+    d1 = _wall(lambda: decrypt(kp.private_key, enc, workers=1))
+    dn = _wall(lambda: decrypt(kp.private_key, enc, workers=cores))
     return [(f"encrypt djn x{count}", one, many), (f"decrypt x{count}", d1, dn)]
 
 

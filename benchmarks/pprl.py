@@ -46,9 +46,10 @@ import time
 
 import numpy as np
 
-from privreg.core.protocol import InMemoryTransport
+from privreg import mpc
+from privreg.mpc import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.crypto import generate_paillier_keypair
+from privreg.crypto import decrypt, encrypt, generate_paillier_keypair
 from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin
 from privreg.plugins.pprl.datasets import ENTITY, febrl_population, make_parties
 from privreg.plugins.pprl.encoding import encode_records
@@ -81,7 +82,7 @@ def run_protocol(d: dict, kp, layout: str) -> dict:
                          max_block_products=MAX_BLOCK_PRODUCTS, workers=None, rng=None)
     timer = PhaseTimer(cpu_clock=process_tree_cpu_seconds)
     with timer.phase("protocol"):
-        res = proto.run(transport=InMemoryTransport(keep_payloads=False))
+        res = mpc.run_protocol(proto, transport=InMemoryTransport(keep_payloads=False))
     cpu, wall = timer.cpu["protocol"], timer.wall["protocol"]
     lu = res.outputs[LINKAGE_UNIT]
     q = linkage_quality(lu["links"], entities={p: r.entities for p, r in recs.items()}, parties=tuple(recs))
@@ -157,7 +158,7 @@ def main() -> None:
     print(f"key: fresh 2048-bit Paillier key ({time.perf_counter() - t0:.1f} s to generate), "
           f"insecure={kp.public_key.insecure}")
     # fixed-base tables are built once per key and process: warm this process and the workers
-    kp.private_key.decrypt(kp.public_key.encrypt(list(range(64)), bound=64))
+    decrypt(kp.private_key, encrypt(kp.public_key, list(range(64)), bound=64))
 
     d, t_enc = parties_data(args.parties, args.records, seed=1)
     sizes = {p: len(r) for p, r in d["records"].items()}

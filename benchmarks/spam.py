@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.crypto import generate_paillier_keypair, parallel
+from privreg.crypto import decrypt, encrypt, generate_paillier_keypair, parallel
 from privreg.plugins.spam.corpus import default_corpus_path, labels_of, paper_split, read_corpus
 from privreg.plugins.spam.costs import time_table
 from privreg.plugins.spam.features import NgramHasher, binary_csr
@@ -46,6 +46,7 @@ from privreg.plugins.spam.fixed_point import uniform_ints
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
 from privreg.timing import PhaseTimer, process_tree_cpu_seconds
+from privreg.mpc.runtime import run_protocol
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:
@@ -63,13 +64,13 @@ def fast_step(X, y, kp, d: int) -> dict:
     cfg = TrainingConfig(d=d, batch_size=X.shape[0], epochs=1)
     n = X.shape[0]
     # fixed-base tables are built once per key and process: warm this process and the workers
-    warm = kp.private_key.encrypt(list(range(2 * parallel.PARALLEL_MIN_BATCH)), bound=10**6)
-    kp.private_key.decrypt(warm.rerandomize())
-    kp.private_key.encrypt([0], bound=1, workers=1)
+    warm = encrypt(kp.private_key, list(range(2 * parallel.PARALLEL_MIN_BATCH)), bound=10**6)
+    decrypt(kp.private_key, warm.rerandomize())
+    encrypt(kp.private_key, [0], bound=1, workers=1)
     warm.rerandomize(workers=1)
     timer = PhaseTimer(cpu_clock=process_tree_cpu_seconds)
     with timer.phase("step"):
-        res = PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure).run()
+        res = run_protocol(PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure))
     cpu, wall = timer.cpu["step"], timer.wall["step"]
     timers = {p: res.outputs[p]["timings"] for p in ("alice", "bob")}
     return {"cpu": cpu, "wall": wall, "table": time_table(timers, docs=n), "timers": timers,
@@ -84,7 +85,7 @@ def naive_step(X, y, kp, d: int, cfg: TrainingConfig, docs: int, coords: int) ->
     rng = InsecureReproducibleRandom(seed=1)
     harmonics, coef = cfg.link.harmonics, cfg.link.coefficients
     plan = cfg.plan(X.shape[0])
-    fast_w = kp.private_key.encrypt([rng.randbits(40) for _ in range(d)], bound=2**40, workers=1)
+    fast_w = encrypt(kp.private_key, [rng.randbits(40) for _ in range(d)], bound=2**40, workers=1)
     enc_w = [phe.EncryptedNumber(ppk, int(c), 0) for c in fast_w.ciphertexts]  # same ciphertexts, phe objects
 
     # per-coordinate part: Bob encrypts a weight; Alice obfuscates a gradient; Bob decrypts it

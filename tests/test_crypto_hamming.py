@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.core.wire import decode, encode
-from privreg.crypto import PlaintextOverflowError, WrongKeyError, counting, pack
+from privreg.mpc.wire import decode, encode
+from privreg.crypto import PlaintextOverflowError, WrongKeyError, counting, decrypt_ints, encrypt, pack
 from privreg.crypto.channel import rerandomized
 from privreg.crypto.hamming import (
     LAYOUTS,
@@ -26,7 +26,7 @@ from privreg.crypto.hamming import (
     plaintext_distances,
     slot_layout,
 )
-from privreg.crypto.vector import _from_raw
+from privreg.crypto.vector import vector_from_ciphertexts
 
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=25)
 RNG = InsecureReproducibleRandom  # seeded sources: tests only
@@ -105,7 +105,7 @@ def test_slots_share_ciphertexts_and_mask_the_other_slots(kp):
     d = hamming_distances(enc, enc.rows()[[0, 2]], np.stack([b, b]), rng=RNG(seed=2), workers=1)
     assert d.ciphertext_count == 1
     np.testing.assert_array_equal(decrypt_distances(sk, d), plaintext_distances(a[[0, 2]], np.stack([b, b])))
-    raw = sk.decrypt_ints(d.vec)[0]
+    raw = decrypt_ints(sk, d.vec)[0]
     slots = [(raw >> (t * s_bits)) & ((1 << s_bits) - 1) for t in range(per)]
     true = plaintext_distances(a, np.tile(b, (per, 1)))
     assert slots[0] == true[0] and slots[2] == true[2]
@@ -203,14 +203,14 @@ def test_wrong_key_raises(kp):
 
 def test_values_that_are_not_distances_raise(kp):
     pk, sk = kp.public_key, kp.private_key
-    vec = pk.encrypt([3, 21], bound=21, rng=RNG(seed=1))  # 21 > L = 20: not a distance
+    vec = encrypt(pk, [3, 21], bound=21, rng=RNG(seed=1))  # 21 > L = 20: not a distance
     bad = EncryptedDistances(public_key=pk, layout="bits", length=20, count=2, packed=pack(vec))
     with pytest.raises(PlaintextOverflowError, match="outside"):
         decrypt_distances(sk, bad)
     with pytest.raises(SerializationError, match="bound"):
         EncryptedDistances.from_payload(bad.rerandomize(rng=RNG(seed=2)).to_payload(), public_key=pk)
     s_bits, per = slot_layout(pk, length=20, sigma=40)
-    big = _from_raw(pk, [pk.encrypt([90], bound=90, rng=RNG(seed=3))._c[0]], bound=(1 << (per * s_bits)) - 1)
+    big = vector_from_ciphertexts(pk, [encrypt(pk, [90], bound=90, rng=RNG(seed=3))._c[0]], bound=(1 << (per * s_bits)) - 1)
     slot = EncryptedDistances(public_key=pk, layout="slots", length=20, count=1, vec=big,
                               pair_ct=np.zeros(1, dtype=np.int64), pair_slot=np.zeros(1, dtype=np.int64),
                               slot_bits=s_bits)

@@ -22,7 +22,7 @@ from scipy import stats
 
 import privreg
 from privreg.audit import APPROX_AUDIT_DELTA, AuditResult, audit_item, audit_mechanism, audit_randomizer, audit_samples
-from privreg.audit.cli import EXIT_VIOLATION, add_parser, format_result
+from privreg.cli.audit import EXIT_VIOLATION, add_parser, format_result
 from privreg.audit.grid import grid_features
 from privreg.audit.pool import Layout
 from privreg.audit.stats import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
@@ -528,7 +528,7 @@ class _BrokenPlugin:
 
 def test_cli_exit_code_3_on_a_violation(capsys, monkeypatch):
     registry = load_registry(plugins={"broken": _BrokenPlugin()}, autoload=False)
-    monkeypatch.setattr("privreg.audit.cli.default_registry", lambda: registry)
+    monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
     code = _cli("audit-mechanism", "textbook-laplace", "--samples", "20000", "--insecure-seed", "2")
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION == 3

@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
-from privreg.core.protocol import InMemoryTransport, Party, Protocol
+from privreg.core.protocol import Party, Protocol
+from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.core.wire import decode, encode
+from privreg.mpc.wire import decode, encode
 from privreg.crypto import (
     EncryptedVector,
     FixedBaseTable,
@@ -35,12 +36,17 @@ from privreg.crypto import (
     PlaintextOverflowError,
     WrongKeyError,
     counting,
+    decrypt,
+    decrypt_ints,
+    decrypt_packed,
+    encrypt,
     generate_paillier_keypair,
     pack,
     parallel,
 )
 from privreg.crypto.channel import rerandomized, send_encrypted
-from privreg.crypto.vector import _from_raw, _from_wire, _to_wire
+from privreg.crypto.vector import _from_wire, _to_wire, vector_from_ciphertexts
+from privreg.mpc.runtime import run_protocol
 
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=40)
 CODEC = FixedPoint(scale=2**20)
@@ -101,12 +107,12 @@ def test_default_key_is_2048_bits_secure_and_interoperates_with_phe():
     assert gmpy2.is_prime(sk.p, 30) and gmpy2.is_prime(sk.q, 30) and sk.p * sk.q == pk.n
     assert pk.djn_exponent_bits == 1024
     vals = [0, 1, -1, 2**40, -(2**40)]
-    enc = pk.encrypt(vals, bound=2**40)
-    assert sk.decrypt(enc).tolist() == vals
+    enc = encrypt(pk, vals, bound=2**40)
+    assert decrypt(sk, enc).tolist() == vals
     assert [x if x < pk.n // 2 else x - pk.n for x in phe_decrypt(kp, enc)] == vals
     # and phe's encryption decrypts with ours
     c = pk.to_phe().encrypt(12345).ciphertext()
-    assert sk.decrypt(_from_raw(pk, [gmpy2.mpz(c)], bound=2**20)).tolist() == [12345]
+    assert decrypt(sk, vector_from_ciphertexts(pk, [gmpy2.mpz(c)], bound=2**20)).tolist() == [12345]
 
 
 def test_seeded_keys_are_reproducible_and_flagged():
@@ -139,20 +145,20 @@ def test_integer_operations_equal_plaintext(xs, data):
     pk, sk = kp.public_key, kp.private_key
     ys = data.draw(st.lists(small_ints, min_size=len(xs), max_size=len(xs)))
     ks = data.draw(st.lists(st.integers(-1000, 1000), min_size=len(xs), max_size=len(xs)))
-    ex, ey = pk.encrypt(xs, bound=2**30), sk.encrypt(ys, bound=2**30)
+    ex, ey = encrypt(pk, xs, bound=2**30), encrypt(sk, ys, bound=2**30)
     x, y, k = np.array(xs, dtype=object), np.array(ys, dtype=object), np.array(ks, dtype=object)
-    assert sk.decrypt(ex + ey).tolist() == (x + y).tolist()
-    assert sk.decrypt(ex - ey).tolist() == (x - y).tolist()
-    assert sk.decrypt(-ex).tolist() == (-x).tolist()
-    assert sk.decrypt(ex + np.array(ks)).tolist() == (x + k).tolist()
-    assert sk.decrypt(ex * np.array(ks)).tolist() == (x * k).tolist()
-    assert sk.decrypt(ex * 7 - 3).tolist() == (x * 7 - 3).tolist()
-    assert sk.decrypt(ex.sum()).tolist() == [sum(xs)]
-    assert sk.decrypt(ex.dot(np.array(ks))).tolist() == [int(np.dot(x, k))]
+    assert decrypt(sk, ex + ey).tolist() == (x + y).tolist()
+    assert decrypt(sk, ex - ey).tolist() == (x - y).tolist()
+    assert decrypt(sk, -ex).tolist() == (-x).tolist()
+    assert decrypt(sk, ex + np.array(ks)).tolist() == (x + k).tolist()
+    assert decrypt(sk, ex * np.array(ks)).tolist() == (x * k).tolist()
+    assert decrypt(sk, ex * 7 - 3).tolist() == (x * 7 - 3).tolist()
+    assert decrypt(sk, ex.sum()).tolist() == [sum(xs)]
+    assert decrypt(sk, ex.dot(np.array(ks))).tolist() == [int(np.dot(x, k))]
     m = np.array([ks, [1] * len(xs), [0] * len(xs)])
-    assert sk.decrypt(ex.dot(m, bound=1000)).tolist() == [int(np.dot(x, k)), sum(xs), 0]
-    assert sk.decrypt(ex[::-1]).tolist() == xs[::-1]
-    assert sk.decrypt(EncryptedVector.concat([ex, ey])).tolist() == xs + ys
+    assert decrypt(sk, ex.dot(m, bound=1000)).tolist() == [int(np.dot(x, k)), sum(xs), 0]
+    assert decrypt(sk, ex[::-1]).tolist() == xs[::-1]
+    assert decrypt(sk, EncryptedVector.concat([ex, ey])).tolist() == xs + ys
 
 
 @SETTINGS
@@ -162,21 +168,21 @@ def test_fixed_point_operations_equal_plaintext_on_the_encoded_integers(xs, data
     pk, sk = kp.public_key, kp.private_key
     ws = data.draw(st.lists(st.floats(-10, 10), min_size=len(xs), max_size=len(xs)))
     S = CODEC.scale
-    ex = pk.encrypt(xs, bound=1000, codec=CODEC)
+    ex = encrypt(pk, xs, bound=1000, codec=CODEC)
     xi = CODEC.encode(xs)
     wi = CODEC.encode(ws)
     # exact on the scaled integers: one public scale, power tracked by the operations
-    assert sk.decrypt_ints(ex) == xi
+    assert decrypt_ints(sk, ex) == xi
     prod = ex * np.array(ws)
-    assert prod.power == 2 and sk.decrypt_ints(prod) == [a * b for a, b in zip(xi, wi)]
+    assert prod.power == 2 and decrypt_ints(sk, prod) == [a * b for a, b in zip(xi, wi)]
     dot = ex.dot(np.array(ws))
-    assert sk.decrypt_ints(dot) == [sum(a * b for a, b in zip(xi, wi))]
+    assert decrypt_ints(sk, dot) == [sum(a * b for a, b in zip(xi, wi))]
     mixed = prod + ex  # aligned to power 2 by multiplying ex by the scale
-    assert sk.decrypt_ints(mixed) == [a * b + a * S for a, b in zip(xi, wi)]
-    assert sk.decrypt_ints(ex + np.array(ws)) == [a + b for a, b in zip(xi, wi)]
+    assert decrypt_ints(sk, mixed) == [a * b + a * S for a, b in zip(xi, wi)]
+    assert decrypt_ints(sk, ex + np.array(ws)) == [a + b for a, b in zip(xi, wi)]
     # and the decoded reals are within the rounding error of plaintext arithmetic
-    np.testing.assert_allclose(sk.decrypt(dot), [np.dot(xs, ws)], atol=2000 * 10 / S)
-    np.testing.assert_allclose(sk.decrypt(ex), xs, atol=0.5 / S)
+    np.testing.assert_allclose(decrypt(sk, dot), [np.dot(xs, ws)], atol=2000 * 10 / S)
+    np.testing.assert_allclose(decrypt(sk, ex), xs, atol=0.5 / S)
 
 
 def test_sparse_and_bool_matrices(kp):
@@ -185,15 +191,15 @@ def test_sparse_and_bool_matrices(kp):
     pk, sk = kp.public_key, kp.private_key
     u = np.arange(-5, 5)
     X = (np.arange(40).reshape(4, 10) % 3 == 0)
-    enc = pk.encrypt(u, bound=5)
-    assert sk.decrypt(enc.dot(X, bound=1)).tolist() == (X.astype(int) @ u).tolist()
-    assert sk.decrypt(enc.dot(sp.csr_matrix(X.astype(np.int8)), bound=1)).tolist() == (X.astype(int) @ u).tolist()
-    assert sk.decrypt(enc[np.array([True, False] * 5)]).tolist() == u[::2].tolist()
+    enc = encrypt(pk, u, bound=5)
+    assert decrypt(sk, enc.dot(X, bound=1)).tolist() == (X.astype(int) @ u).tolist()
+    assert decrypt(sk, enc.dot(sp.csr_matrix(X.astype(np.int8)), bound=1)).tolist() == (X.astype(int) @ u).tolist()
+    assert decrypt(sk, enc[np.array([True, False] * 5)]).tolist() == u[::2].tolist()
 
 
 def test_operand_validation(kp):
     pk = kp.public_key
-    enc = pk.encrypt([1, 2, 3], bound=10)
+    enc = encrypt(pk, [1, 2, 3], bound=10)
     with pytest.raises(PrivregValueError, match="3"):
         enc + np.array([1, 2])
     with pytest.raises(PrivregTypeError, match="integers"):
@@ -201,9 +207,9 @@ def test_operand_validation(kp):
     with pytest.raises(PrivregTypeError, match="Paillier"):
         enc.mul_plain(enc)
     with pytest.raises(PrivregTypeError):
-        pk.encrypt([0.5], bound=1)
+        encrypt(pk, [0.5], bound=1)
     with pytest.raises(PrivregValueError, match="finite"):
-        pk.encrypt([np.nan], bound=1, codec=CODEC)
+        encrypt(pk, [np.nan], bound=1, codec=CODEC)
 
 
 # ------------------------------------------------------------------ overflow raises, never wraps
@@ -212,25 +218,25 @@ def test_operand_validation(kp):
 def test_encrypt_checks_the_declared_bound(kp):
     pk = kp.public_key
     with pytest.raises(PlaintextOverflowError, match="bound"):
-        pk.encrypt([5, 11], bound=10)
+        encrypt(pk, [5, 11], bound=10)
     with pytest.raises(PlaintextOverflowError):
-        pk.encrypt([2.5], bound=2.0, codec=CODEC)
+        encrypt(pk, [2.5], bound=2.0, codec=CODEC)
     with pytest.raises(PlaintextOverflowError, match="range"):
-        pk.encrypt([1], bound=int(pk.max_int) + 1)
+        encrypt(pk, [1], bound=int(pk.max_int) + 1)
     # integer bounds are exact at any size (a float would overflow past 2^1024)
     wide = cached_keypair(2400, 3)
     big = 2**1100 + 1
-    enc = wide.public_key.encrypt([big, -big], bound=big)
-    assert wide.private_key.decrypt(enc).tolist() == [big, -big] and enc.bound == big
+    enc = encrypt(wide.public_key, [big, -big], bound=big)
+    assert decrypt(wide.private_key, enc).tolist() == [big, -big] and enc.bound == big
     with pytest.raises(PlaintextOverflowError, match="bound"):
-        wide.public_key.encrypt([big + 1], bound=big)
+        encrypt(wide.public_key, [big + 1], bound=big)
     with pytest.raises(PrivregValueError, match=">= 0"):
-        pk.encrypt([0], bound=-1)
+        encrypt(pk, [0], bound=-1)
 
 
 def test_operations_raise_before_the_bound_could_wrap(kp):
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([2**200, -(2**200)], bound=2**200)
+    enc = encrypt(pk, [2**200, -(2**200)], bound=2**200)
     big = enc
     for _ in range(100):
         try:
@@ -242,11 +248,11 @@ def test_operations_raise_before_the_bound_could_wrap(kp):
         pytest.fail("multiplying by 2^20 a hundred times never raised at 512 bits")
     # every result computed before the refusal is exact
     k = big.bound // 2**200
-    assert sk.decrypt(big).tolist() == [2**200 * k, -(2**200) * k]
+    assert decrypt(sk, big).tolist() == [2**200 * k, -(2**200) * k]
     with pytest.raises(PlaintextOverflowError):
         enc.dot(np.full((1, 2), 2**320))  # refused by the bound even though the values cancel
     with pytest.raises(PlaintextOverflowError):
-        pk.encrypt([0] * 4, bound=pk.max_int // 2).sum()
+        encrypt(pk, [0] * 4, bound=pk.max_int // 2).sum()
     with pytest.raises(PlaintextOverflowError, match="declared"):
         enc.add_plain([5, 5], bound=4)
 
@@ -256,34 +262,34 @@ def test_decryption_refuses_values_outside_the_range_or_the_bound(kp):
     n, n2 = pk.n, pk.n2
     middle = (1 + (n // 2) * n) % n2  # encrypts n/2: the overflow zone, neither sign
     with pytest.raises(PlaintextOverflowError, match="overflow zone"):
-        sk.decrypt(_from_raw(pk, [middle], bound=int(pk.max_int)))
-    ten = pk.encrypt([10], bound=10)
-    lying = _from_raw(pk, list(ten._c), bound=9)  # a ciphertext above its declared bound
+        decrypt(sk, vector_from_ciphertexts(pk, [middle], bound=int(pk.max_int)))
+    ten = encrypt(pk, [10], bound=10)
+    lying = vector_from_ciphertexts(pk, list(ten._c), bound=9)  # a ciphertext above its declared bound
     with pytest.raises(PlaintextOverflowError, match="bound"):
-        sk.decrypt(lying)
+        decrypt(sk, lying)
 
 
 # ------------------------------------------------------------------ wrong keys
 
 
 def test_ciphertexts_under_another_key_raise(kp, kp_other):
-    a = kp.public_key.encrypt([1, 2], bound=5)
-    b = kp_other.public_key.encrypt([1, 2], bound=5)
+    a = encrypt(kp.public_key, [1, 2], bound=5)
+    b = encrypt(kp_other.public_key, [1, 2], bound=5)
     with pytest.raises(WrongKeyError, match="key"):
         a + b
     with pytest.raises(WrongKeyError):
-        kp_other.private_key.decrypt(a)
+        decrypt(kp_other.private_key, a)
     with pytest.raises(WrongKeyError):
-        kp_other.private_key.decrypt_packed(pack(a))
+        decrypt_packed(kp_other.private_key, pack(a))
     with pytest.raises(WrongKeyError):
-        kp.public_key.encrypt([1], bound=1, obfuscation=ObfuscatorPool(kp_other.public_key, size=1))
+        encrypt(kp.public_key, [1], bound=1, obfuscation=ObfuscatorPool(kp_other.public_key, size=1))
     with pytest.raises(WrongKeyError):
         EncryptedVector.concat([a, b])
 
 
 def test_ciphertexts_under_an_unknown_key_are_refused_on_the_wire():
     kp = generate_paillier_keypair(n_bits=256, insecure_allow_small_keys=True)
-    data = encode(kp.public_key.encrypt([1], bound=1))
+    data = encode(encrypt(kp.public_key, [1], bound=1))
     del kp
     import gc
 
@@ -314,26 +320,26 @@ def test_a_small_key_not_announced_as_insecure_is_refused_on_the_wire():
 
 def test_rerandomised_ciphertexts_decrypt_the_same_and_differ(kp):
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([0, 5, -7, 0], bound=10)
+    enc = encrypt(pk, [0, 5, -7, 0], bound=10)
     for obf in ("djn", "standard", ObfuscatorPool(pk, size=4)):
         fresh = enc.rerandomize(obfuscation=obf)
         assert fresh.randomised
-        assert sk.decrypt(fresh).tolist() == [0, 5, -7, 0]
+        assert decrypt(sk, fresh).tolist() == [0, 5, -7, 0]
         assert all(a != b for a, b in zip(fresh.ciphertexts, enc.ciphertexts))
     # equal plaintexts never give equal ciphertexts
-    assert len(set(pk.encrypt([3] * 20, bound=3).ciphertexts)) == 20
+    assert len(set(encrypt(pk, [3] * 20, bound=3).ciphertexts)) == 20
 
 
 def test_results_of_operations_must_be_rerandomised_before_sending(kp):
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([1, 2], bound=5)
+    enc = encrypt(pk, [1, 2], bound=5)
     encode(enc)  # fresh from encryption: fine
     derived = enc * 3
     assert not derived.randomised
     with pytest.raises(SerializationError, match="re-randomised"):
         encode(derived)
     sent = decode(encode(rerandomized([derived, {"k": enc}])))
-    assert sk.decrypt(sent[0]).tolist() == [3, 6] and sk.decrypt(sent[1]["k"]).tolist() == [1, 2]
+    assert decrypt(sk, sent[0]).tolist() == [3, 6] and decrypt(sk, sent[1]["k"]).tolist() == [1, 2]
     # a received vector cannot be forwarded unchanged
     with pytest.raises(SerializationError, match="re-randomised"):
         encode(sent[0])
@@ -346,27 +352,27 @@ def test_every_obfuscation_decrypts_correctly_and_key_holder_matches(kp):
     vals = list(range(-10, 10))
     for obf in ("djn", "standard"):
         for who in (pk, sk):
-            enc = who.encrypt(vals, bound=10, obfuscation=obf)
-            assert sk.decrypt(enc).tolist() == vals
+            enc = encrypt(who, vals, bound=10, obfuscation=obf)
+            assert decrypt(sk, enc).tolist() == vals
             assert [x if x < pk.n // 2 else x - pk.n for x in phe_decrypt(kp, enc)] == vals
     with pytest.raises(PrivregValueError, match="obfuscation"):
-        pk.encrypt([1], bound=1, obfuscation="fast")
+        encrypt(pk, [1], bound=1, obfuscation="fast")
 
 
 def test_obfuscator_pool_hands_out_each_obfuscator_once(kp):
     pk, sk = kp.public_key, kp.private_key
     pool = ObfuscatorPool(pk, size=5, rng=InsecureReproducibleRandom(seed=1))
     snapshot = list(pool._items)
-    a = pk.encrypt([1, 1], bound=1, obfuscation=pool)
-    b = pk.encrypt([1, 1, 1], bound=1, obfuscation=pool)
+    a = encrypt(pk, [1, 1], bound=1, obfuscation=pool)
+    b = encrypt(pk, [1, 1, 1], bound=1, obfuscation=pool)
     assert len(pool) == 0 and pool.used == 5
     assert len(set(a.ciphertexts + b.ciphertexts)) == 5
     n, n2 = pk.n, pk.n2
     assert [int((1 + n) * r % n2) for r in snapshot] == list(a.ciphertexts + b.ciphertexts)
     with pytest.raises(ObfuscatorsExhaustedError, match="fill"):
-        pk.encrypt([1], bound=1, obfuscation=pool)
+        encrypt(pk, [1], bound=1, obfuscation=pool)
     pool.fill(1)
-    assert sk.decrypt(pk.encrypt([4], bound=4, obfuscation=pool)).tolist() == [4]
+    assert decrypt(sk, encrypt(pk, [4], bound=4, obfuscation=pool)).tolist() == [4]
     for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
         with pytest.raises(TypeError, match="one-time"):
             attempt(pool)
@@ -417,17 +423,17 @@ class _Pair(Protocol):
 
 def test_vectors_and_keys_travel_and_are_counted_in_transcripts(kp):
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([1.5, -2.0, 3.25], bound=4, codec=CODEC)
+    enc = encrypt(pk, [1.5, -2.0, 3.25], bound=4, codec=CODEC)
     derived = enc.dot(np.eye(3)) * 2  # private bound: not sent
     payloads = [("key", pk), ("vec", enc), ("derived", derived), ("both", [enc, pack(enc)]), ("plain", [1, 2])]
-    res = _Pair(payloads).run(transport=InMemoryTransport(keep_payloads=False))
+    res = run_protocol(_Pair(payloads), transport=InMemoryTransport(keep_payloads=False))
     key, got, got_derived, both, _ = res.outputs["B"]
     assert key is pk  # one key object per modulus in a process
     assert got.bound == enc.bound and got.bound_public and got.power == 1 and got.scale == CODEC.scale
-    assert sk.decrypt(got).tolist() == [1.5, -2.0, 3.25]
+    assert decrypt(sk, got).tolist() == [1.5, -2.0, 3.25]
     assert not got_derived.bound_public and got_derived.bound == pk.max_int  # the private bound stayed home
-    assert sk.decrypt(got_derived).tolist() == [3.0, -4.0, 6.5]
-    assert sk.decrypt_packed(both[1]).tolist() == [1.5, -2.0, 3.25]
+    assert decrypt(sk, got_derived).tolist() == [3.0, -4.0, 6.5]
+    assert decrypt_packed(sk, both[1]).tolist() == [1.5, -2.0, 3.25]
     steps = res.transcript.per_step()
     assert [steps[s].ciphertexts for s in ("key", "vec", "derived", "both", "plain")] == [0, 3, 3, 4, 0]
     assert steps["vec"].bytes > 3 * 2 * pk.n_bits // 8  # three 1024-bit ciphertexts
@@ -438,7 +444,7 @@ def test_vectors_and_keys_travel_and_are_counted_in_transcripts(kp):
 
 def test_malformed_vector_bytes_are_refused(kp):
     pk = kp.public_key
-    enc = pk.encrypt([1], bound=1)
+    enc = encrypt(pk, [1], bound=1)
     t = _to_wire(enc)
 
     zero = (t[0], t[1], t[2], t[3], t[4], b"\x00" * t[4])
@@ -457,22 +463,22 @@ def test_parallel_batches_equal_the_serial_path(monkeypatch, kp):
     pk, sk = kp.public_key, kp.private_key
     vals = list(range(-40, 40))
     try:
-        serial = pk.encrypt(vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=1)
-        par = pk.encrypt(vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=2)
+        serial = encrypt(pk, vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=1)
+        par = encrypt(pk, vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=2)
         assert serial.ciphertexts == par.ciphertexts  # randomness comes from the parent
-        kh = sk.encrypt(vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=2)
-        kh1 = sk.encrypt(vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=1)
+        kh = encrypt(sk, vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=2)
+        kh1 = encrypt(sk, vals, bound=40, rng=InsecureReproducibleRandom(seed=9), workers=1)
         assert kh.ciphertexts == kh1.ciphertexts
-        assert sk.decrypt(par, workers=2).tolist() == vals
+        assert decrypt(sk, par, workers=2).tolist() == vals
         X = np.arange(80 * 3).reshape(3, 80) % 3 - 1
-        assert sk.decrypt(par.dot(X, workers=2)).tolist() == (X @ np.array(vals)).tolist()
-        assert sk.decrypt(par.mul_plain(np.arange(80), workers=2)).tolist() == (np.arange(80) * vals).tolist()
-        assert sk.decrypt_packed(pack(par, workers=2), workers=2).tolist() == vals
+        assert decrypt(sk, par.dot(X, workers=2)).tolist() == (X @ np.array(vals)).tolist()
+        assert decrypt(sk, par.mul_plain(np.arange(80), workers=2)).tolist() == (np.arange(80) * vals).tolist()
+        assert decrypt_packed(sk, pack(par, workers=2), workers=2).tolist() == vals
         # workers=None: small batches stay in-process, large ones go parallel
         monkeypatch.setattr(parallel, "PARALLEL_MIN_BATCH", 10)
         assert parallel.resolve_workers(9, None) == 1
         assert parallel.resolve_workers(10_000, None) == parallel.usable_cores()
-        assert sk.decrypt(kh.rerandomize(workers=None)).tolist() == vals
+        assert decrypt(sk, kh.rerandomize(workers=None)).tolist() == vals
     finally:
         parallel.shutdown()
 
@@ -480,11 +486,11 @@ def test_parallel_batches_equal_the_serial_path(monkeypatch, kp):
 def test_counts_are_kept_per_context(kp):
     pk, sk = kp.public_key, kp.private_key
     with counting() as c:
-        enc = pk.encrypt([1, 2, 3], bound=3)
-        sk.decrypt(enc.rerandomize())
-        sk.decrypt_packed(pack(enc))
+        enc = encrypt(pk, [1, 2, 3], bound=3)
+        decrypt(sk, enc.rerandomize())
+        decrypt_packed(sk, pack(enc))
     assert c == OpCounts(encryptions=3, rerandomizations=3, decryptions=4, values_decrypted=6, packed=3)
-    pk.encrypt([1], bound=1)  # outside the context: not counted
+    encrypt(pk, [1], bound=1)  # outside the context: not counted
     assert c.encryptions == 3
 
 
@@ -504,5 +510,5 @@ def test_phe_keys_convert_both_ways(kp):
     assert isinstance(ppk, phe.PaillierPublicKey) and ppk.n == kp.public_key.n
     back = PaillierPublicKey.from_phe(ppk, insecure_allow_small_keys=True)
     assert back == kp.public_key
-    enc = back.encrypt([42], bound=42)  # its own DJN base, same modulus: interoperable
-    assert kp.private_key.decrypt(enc).tolist() == [42]
+    enc = encrypt(back, [42], bound=42)  # its own DJN base, same modulus: interoperable
+    assert decrypt(kp.private_key, enc).tolist() == [42]

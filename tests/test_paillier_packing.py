@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregValueError, SerializationError
-from privreg.core.wire import decode, encode
-from privreg.crypto import FixedPoint, PackedCiphertexts, PlaintextOverflowError, pack
+from privreg.mpc.wire import decode, encode
+from privreg.crypto import FixedPoint, PackedCiphertexts, PlaintextOverflowError, decrypt, decrypt_packed, encrypt, pack
 from privreg.crypto.packing import _from_wire, _to_wire
 
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=30)
@@ -25,11 +25,11 @@ def test_packed_decrypt_equals_unpacked(bound_bits, xs, headroom):
     kp = cached_keypair(512, 1)
     pk, sk = kp.public_key, kp.private_key
     bound = max(2**bound_bits, max(abs(x) for x in xs))
-    enc = pk.encrypt(xs, bound=bound)
+    enc = encrypt(pk, xs, bound=bound)
     packed = pack(enc, headroom_bits=headroom)
     assert packed.count == len(xs) and packed.ciphertext_count == -(-len(xs) // packed.per_ct)
     assert packed.per_ct * packed.slot_bits < pk.max_int.bit_length()
-    assert sk.decrypt_packed(packed).tolist() == sk.decrypt(enc).tolist() == xs
+    assert decrypt_packed(sk, packed).tolist() == decrypt(sk, enc).tolist() == xs
 
 
 def test_packing_saves_decryptions_and_keeps_fixed_point():
@@ -37,38 +37,38 @@ def test_packing_saves_decryptions_and_keeps_fixed_point():
     pk, sk = kp.public_key, kp.private_key
     codec = FixedPoint(scale=2**16)
     x = np.linspace(-3, 3, 50)
-    enc = pk.encrypt(x, bound=3, codec=codec)
+    enc = encrypt(pk, x, bound=3, codec=codec)
     half = enc.mul_plain(np.full(50, 0.5), bound=0.5)  # power 2, public bound
     packed = pack(half)
     assert packed.power == 2
-    np.testing.assert_array_equal(sk.decrypt_packed(packed), sk.decrypt(half))
-    np.testing.assert_allclose(sk.decrypt_packed(packed), x / 2, atol=2**-16)
+    np.testing.assert_array_equal(decrypt_packed(sk, packed), decrypt(sk, half))
+    np.testing.assert_allclose(decrypt_packed(sk, packed), x / 2, atol=2**-16)
     assert packed.ciphertext_count <= 5  # 50 values in a handful of ciphertexts
 
 
 def test_a_private_bound_needs_a_declared_public_bound():
     kp = cached_keypair(512, 1)
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([1, 2, 3], bound=10)
+    enc = encrypt(pk, [1, 2, 3], bound=10)
     derived = enc * np.array([3, 1, 2])  # bound computed from the plaintext operand: private
     assert not derived.bound_public
     with pytest.raises(PrivregValueError, match="bound="):
         pack(derived)  # the slot layout would reveal the private bound
     packed = pack(derived, bound=30)
     assert packed.offset == 30
-    assert sk.decrypt_packed(packed).tolist() == [3, 2, 6]
+    assert decrypt_packed(sk, packed).tolist() == [3, 2, 6]
 
 
 def test_headroom_allows_sums_and_refuses_carries():
     kp = cached_keypair(512, 1)
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([7, -7, 0, 3], bound=7)
+    enc = encrypt(pk, [7, -7, 0, 3], bound=7)
     p0 = pack(enc)
     with pytest.raises(PlaintextOverflowError, match="headroom"):
         p0 + p0
     p2 = pack(enc, headroom_bits=2)
     total = p2 + p2 + p2 + p2  # 4 = 2^2 sums fit
-    assert sk.decrypt_packed(total).tolist() == [28, -28, 0, 12]
+    assert decrypt_packed(sk, total).tolist() == [28, -28, 0, 12]
     with pytest.raises(PlaintextOverflowError):
         total + p2
 
@@ -76,23 +76,23 @@ def test_headroom_allows_sums_and_refuses_carries():
 def test_packed_values_out_of_their_slots_raise():
     kp = cached_keypair(512, 1)
     pk, sk = kp.public_key, kp.private_key
-    enc = pk.encrypt([1, 2, 3], bound=3)
+    enc = encrypt(pk, [1, 2, 3], bound=3)
     packed = pack(enc)
     # tamper: add 2^slot_bits * 5 to the plaintext, which lands in a slot beyond the layout
     n, n2 = pk.n, pk.n2
     shift = 1 << (packed.slot_bits * packed.count)
     packed._c[0] = packed._c[0] * (1 + shift * n) % n2
     with pytest.raises(PlaintextOverflowError, match="beyond"):
-        sk.decrypt_packed(packed)
+        decrypt_packed(sk, packed)
     packed = pack(enc)
     packed._c[0] = packed._c[0] * (1 + 3 * n) % n2  # slot 0 (1 + B = 4) leaves its range [0, 2B]
     with pytest.raises(PlaintextOverflowError, match="range"):
-        sk.decrypt_packed(packed)
+        decrypt_packed(sk, packed)
 
 
 def test_slots_that_cannot_fit_the_key_raise():
     kp = cached_keypair(512, 1)
-    enc = kp.public_key.encrypt([1], bound=2**200)
+    enc = encrypt(kp.public_key, [1], bound=2**200)
     with pytest.raises(PlaintextOverflowError, match="capacity"):
         pack(enc, headroom_bits=400)
     with pytest.raises(PlaintextOverflowError):
@@ -102,13 +102,13 @@ def test_slots_that_cannot_fit_the_key_raise():
 def test_packed_ciphertexts_on_the_wire():
     kp = cached_keypair(512, 1)
     pk, sk = kp.public_key, kp.private_key
-    packed = pack(pk.encrypt(list(range(30)), bound=30))
+    packed = pack(encrypt(pk, list(range(30)), bound=30))
     with pytest.raises(SerializationError, match="re-randomised"):
         encode(packed)
     fresh = packed.rerandomize()
     back = decode(encode(fresh))
     assert isinstance(back, PackedCiphertexts) and not back.randomised
-    assert sk.decrypt_packed(back).tolist() == list(range(30))
+    assert decrypt_packed(sk, back).tolist() == list(range(30))
     t = _to_wire(fresh)
     with pytest.raises(SerializationError, match="layout"):
         _from_wire((*t[:2], t[2] * 100, *t[3:]))

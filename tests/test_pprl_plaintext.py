@@ -10,7 +10,7 @@ import pytest
 from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.protocol import InMemoryTransport
+from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
@@ -19,6 +19,7 @@ from privreg.plugins.pprl.plaintext import plaintext_linkage
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
+from privreg.mpc.runtime import run_protocol
 
 SECRET = bytes(range(7, 39))  # tests only
 
@@ -45,7 +46,7 @@ def test_same_links_as_the_protocol(records, rule):
     proto = PPRLProtocol(parties=3, records=records, secret=SECRET, keypair=cached_keypair(512, 4),
                          insecure_allow_small_keys=True, workers=1, rule=rule, assignment_method="greedy",
                          rng=InsecureReproducibleRandom(seed=5))
-    lu = proto.run(transport=InMemoryTransport(keep_payloads=False)).outputs[LINKAGE_UNIT]
+    lu = run_protocol(proto, transport=InMemoryTransport(keep_payloads=False)).outputs[LINKAGE_UNIT]
     plain = plaintext_linkage(records, secret=SECRET, lmin=lu["lmin"], rule=rule)
     assert plain.lmin == lu["lmin"] and plain.blocks == lu["blocks"]
     assert len(plain.groups) == lu["candidates"] > 0

@@ -15,9 +15,9 @@ import pytest
 from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregValueError
-from privreg.core.protocol import InMemoryTransport
+from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.core.transport_tcp import TcpTransport
+from privreg.mpc.tcp import TcpTransport
 from privreg.plugins.pprl.assignment import group_units
 from privreg.plugins.pprl.blocking import BlockingConfig, party_signatures
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
@@ -26,6 +26,7 @@ from privreg.plugins.pprl.matching import match_plaintext
 from privreg.plugins.pprl.merge import candidate_groups, sliding_window_merge
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
+from privreg.mpc.runtime import arun_protocol, run_protocol
 
 SECRET = bytes(range(101, 133))  # tests only: a real run draws secrets.token_bytes(32)
 PARTIES = ("P1", "P2", "P3")
@@ -68,7 +69,7 @@ def links(lu):
 
 @pytest.mark.parametrize("layout", ["slots", "bits"])
 def test_linked_groups_equal_the_plaintext_pipeline(records, kp, layout):
-    res = protocol(records, kp, layout=layout).run(transport=InMemoryTransport())
+    res = run_protocol(protocol(records, kp, layout=layout), transport=InMemoryTransport())
     lu = res.outputs[LINKAGE_UNIT]
     groups, want = reference(records, lu)
     assert lu["candidates"] == len(groups) > 0
@@ -92,7 +93,7 @@ def test_linked_groups_equal_the_plaintext_pipeline(records, kp, layout):
 
 
 def test_all_pairs_rule_with_completion_round(records, kp):
-    res = protocol(records, kp, rule="all", early_rounds=1, threshold=4).run()
+    res = run_protocol(protocol(records, kp, rule="all", early_rounds=1, threshold=4))
     lu = res.outputs[LINKAGE_UNIT]
     groups, _ = reference(records, lu, threshold=4)
     filters = {p: records[p].match_filters for p in PARTIES}
@@ -104,7 +105,7 @@ def test_all_pairs_rule_with_completion_round(records, kp):
 
 def test_fixed_lmin_skips_the_dispersion_step(records, kp):
     cfg = BlockingConfig(lmin=3, lsh_bits=12)
-    res = protocol(records, kp, blocking=cfg).run()
+    res = run_protocol(protocol(records, kp, blocking=cfg))
     lu = res.outputs[LINKAGE_UNIT]
     assert lu["lmin"] == 3
     assert "dispersion" not in res.transcript.per_step() and "lmin" not in res.transcript.per_step()
@@ -118,8 +119,8 @@ def test_party_names_in_any_order(records, kp):
     names = ("C", "A", "B")
     renamed = {q: EncodedRecords(party=q, ids=records[p].ids, block_filters=records[p].block_filters,
                                  match_filters=records[p].match_filters) for q, p in zip(names, PARTIES)}
-    res = PPRLProtocol(parties=names, records=renamed, secret=SECRET, keypair=kp, insecure_allow_small_keys=True,
-                       workers=1, rng=InsecureReproducibleRandom(seed=2)).run()
+    res = run_protocol(PPRLProtocol(parties=names, records=renamed, secret=SECRET, keypair=kp, insecure_allow_small_keys=True,
+                       workers=1, rng=InsecureReproducibleRandom(seed=2)))
     lu = res.outputs[LINKAGE_UNIT]
     assert lu["parties"] == names
     cfg = BlockingConfig()
@@ -177,7 +178,7 @@ def assert_no_filter(payloads, records, parties):
 
 
 def test_the_linkage_unit_never_receives_a_filter(records, kp):
-    res = protocol(records, kp).run(transport=InMemoryTransport(keep_payloads=True))
+    res = run_protocol(protocol(records, kp), transport=InMemoryTransport(keep_payloads=True))
     received = res.transcript.received_by(LINKAGE_UNIT)
     assert {m.step for m in received} >= {"dispersion", "signatures", "distances-r1", "distances-r2"}
     assert assert_no_filter([m.payload for m in received], records, PARTIES) > 50
@@ -191,7 +192,7 @@ def test_the_linkage_unit_never_receives_a_filter(records, kp):
 
 
 def test_no_party_receives_another_partys_plaintext_filter(records, kp):
-    res = protocol(records, kp).run(transport=InMemoryTransport(keep_payloads=True))
+    res = run_protocol(protocol(records, kp), transport=InMemoryTransport(keep_payloads=True))
     for p in PARTIES:
         received = res.transcript.received_by(p)
         assert {m.sender for m in received} >= {LINKAGE_UNIT}
@@ -207,7 +208,7 @@ def test_record_ids_and_entity_labels_are_never_sent(records, kp):
     """``EncodedRecords.ids`` and ``entities`` stay with their party: no string in any
     payload anyone receives is a record id or a ground-truth entity label (records are
     addressed by position only), and the protocol's links do not depend on entities."""
-    res = protocol(records, kp).run(transport=InMemoryTransport(keep_payloads=True))
+    res = run_protocol(protocol(records, kp), transport=InMemoryTransport(keep_payloads=True))
     secret_strings = {s for p in PARTIES for s in records[p].ids + (records[p].entities or ())}
     assert len(secret_strings) > 100
     payloads = [m.payload for who in (*PARTIES, LINKAGE_UNIT) for m in res.transcript.received_by(who)]
@@ -217,7 +218,7 @@ def test_record_ids_and_entity_labels_are_never_sent(records, kp):
     # the walker does see strings: a planted id is caught
     assert secret_strings.intersection({x for x in _walk([{"a": records["P1"].ids[0]}]) if isinstance(x, str)})
     blind = {p: attrs.evolve(r, entities=None) for p, r in records.items()}
-    assert links(protocol(blind, kp).run().outputs[LINKAGE_UNIT]) == links(res.outputs[LINKAGE_UNIT])
+    assert links(run_protocol(protocol(blind, kp)).outputs[LINKAGE_UNIT]) == links(res.outputs[LINKAGE_UNIT])
 
 
 # ------------------------------------------------------------------ keys and arguments
@@ -257,7 +258,7 @@ def test_linkage_unit_and_parties_on_two_tcp_transports(records, kp):
     proto = protocol(records, kp, rng=None)
 
     async def main():
-        return await asyncio.wait_for(asyncio.gather(proto.arun(transport=lu_t), proto.arun(transport=parties_t)), 120)
+        return await asyncio.wait_for(asyncio.gather(arun_protocol(proto, transport=lu_t), arun_protocol(proto, transport=parties_t)), 120)
 
     lu_res, parties_res = asyncio.run(main())
     lu = lu_res.outputs[LINKAGE_UNIT]

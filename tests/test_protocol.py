@@ -1,4 +1,4 @@
-"""Tests of the multi-party protocol runtime (privreg.core.protocol).
+"""Tests of the multi-party protocol runtime (privreg.mpc) and the Protocol interface.
 
 Every test that could hang on a broken deadlock detector runs the protocol through
 ``asyncio.wait_for`` with a timeout, so a regression fails instead of hanging.
@@ -13,16 +13,12 @@ import numpy as np
 import pytest
 
 from privreg.core.errors import PrivregValueError, ProtocolError
-from privreg.core.protocol import (
-    Channel,
-    InMemoryTransport,
-    Message,
-    Party,
-    Protocol,
-    Transcript,
-)
+from privreg.core.protocol import Channel, Party, Protocol
+from privreg.mpc.transcript import Message, Transcript
+from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.core.wire import decode, encode
+from privreg.mpc.wire import decode, encode
+from privreg.mpc.runtime import arun_protocol, run_protocol
 
 TIMEOUT = 10.0  # seconds; generous, the protocols below finish in milliseconds
 MODULUS = (1 << 61) - 1
@@ -32,7 +28,7 @@ def run_guarded(protocol: Protocol, **kwargs):
     """Run ``protocol`` but fail (TimeoutError) rather than hang if it never finishes."""
 
     async def main():
-        return await asyncio.wait_for(protocol.arun(**kwargs), timeout=TIMEOUT)
+        return await asyncio.wait_for(arun_protocol(protocol, **kwargs), timeout=TIMEOUT)
 
     return asyncio.run(main())
 
@@ -536,7 +532,7 @@ def test_abstract_intermediate_protocol_may_omit_caveats():
 
 
 def test_sync_run_works():
-    res = SecureSum({"A": 40, "B": 2}).run()
+    res = run_protocol(SecureSum({"A": 40, "B": 2}))
     assert dict(res.outputs) == {"A": 42, "B": 42}
 
 

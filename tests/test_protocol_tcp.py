@@ -1,5 +1,5 @@
-"""The TCP transport (privreg.core.transport_tcp) and the transcript counts of the
-protocol runtime (privreg.core.protocol).
+"""The TCP transport (privreg.mpc.tcp) and the transcript counts of the
+protocol runtime (privreg.mpc).
 
 One test runs a protocol (the DGK secure comparison) with its two parties in two
 processes over loopback TCP on ephemeral ports. The others run two transports in one
@@ -19,9 +19,12 @@ import pytest
 from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregValueError, ProtocolError
-from privreg.core.protocol import InMemoryTransport, Message, Party, Protocol, Transcript, Traffic
-from privreg.core.transport_tcp import TcpTransport
+from privreg.core.protocol import Party, Protocol
+from privreg.mpc.transcript import Message, Traffic, Transcript
+from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.tcp import TcpTransport
 from privreg.crypto.compare import SecureComparison
+from privreg.mpc.runtime import arun_protocol, run_protocol
 
 HERE = Path(__file__).parent
 TIMEOUT = 30.0
@@ -62,7 +65,7 @@ def run_split(proto, *transports):
 
     async def main():
         return await asyncio.wait_for(
-            asyncio.gather(*(proto.arun(transport=t) for t in transports), return_exceptions=True), TIMEOUT)
+            asyncio.gather(*(arun_protocol(proto, transport=t) for t in transports), return_exceptions=True), TIMEOUT)
 
     return asyncio.run(main())
 
@@ -97,7 +100,7 @@ def test_secure_comparison_with_parties_in_two_processes():
         q_in.put({"keyholder": transport.address})
         proto = SecureComparison(bits=bits, count=len(a), output="both", keypair=kp, keyholder_values=a,
                                  allow_insecure=True)
-        res = proto.run(transport=transport)
+        res = run_protocol(proto, transport=transport)
         status, child_outputs, child_transcript = q_out.get(timeout=60)
         assert status == "ok", child_outputs
     finally:
@@ -141,7 +144,7 @@ def test_ping_pong_over_loopback_and_transcripts_agree():
     assert dict(ra.outputs) == {"ping": [0, 10, 20]} and dict(rb.outputs) == {"pong": "done"}
     assert keyed(ra.transcript) == keyed(rb.transcript)
     assert [m.step for m in ra.transcript.messages] == ["ping0", "pong0", "ping1", "pong1", "ping2", "pong2"]
-    mem = FnProtocol(ping=ping, pong=pong).run(transport=InMemoryTransport())
+    mem = run_protocol(FnProtocol(ping=ping, pong=pong), transport=InMemoryTransport())
     assert keyed(mem.transcript) == keyed(ra.transcript)  # the same sizes as in memory
 
 

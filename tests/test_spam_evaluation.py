@@ -15,6 +15,7 @@ from privreg.plugins.spam.corpus import bundled_corpus, labels_of, paper_split
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation, expected_labels, quantize_weights
 from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.logistic import train_logistic
+from privreg.mpc.runtime import run_protocol
 
 KEY = cached_keypair(512, 3)
 
@@ -22,7 +23,7 @@ KEY = cached_keypair(512, 3)
 def _evaluate(cfg, w, X, seed=5):
     proto = PrivateEvaluation(config=cfg, count=X.shape[0], keypair=KEY, w=w, X=X, allow_insecure=True,
                               rng=InsecureReproducibleRandom(seed=seed))
-    return proto.run()
+    return run_protocol(proto)
 
 
 def test_labels_match_the_quantised_model_on_real_messages():

@@ -15,7 +15,7 @@ from privreg.core.charging import EventLog
 from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.events import DiscreteGaussian
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.crypto import EncryptedVector, PackedCiphertexts, PaillierPublicKey
+from privreg.crypto import EncryptedVector, PackedCiphertexts, PaillierPublicKey, decrypt_packed
 from privreg.crypto.errors import PlaintextOverflowError
 from privreg.plugins.spam.corpus import bundled_corpus, default_corpus_path, labels_of, paper_split, read_corpus
 from privreg.plugins.spam.costs import measured_counts, predicted_counts
@@ -24,6 +24,7 @@ from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
+from privreg.mpc.runtime import run_protocol
 
 KEY = cached_keypair(256, 1)
 
@@ -38,7 +39,7 @@ def small():
 def _run(X, y, cfg, *, seed=7, charger=None, keypair=KEY, transport=None):
     proto = PrivateTraining(config=cfg, n=X.shape[0], keypair=keypair, X=X, y=y, charger=charger,
                             allow_insecure=True, rng=InsecureReproducibleRandom(seed=seed))
-    return proto.run(transport=transport)
+    return run_protocol(proto, transport=transport)
 
 
 @pytest.mark.parametrize("reveal", ["final", "every-batch"])
@@ -87,7 +88,7 @@ def test_bob_never_receives_an_unmasked_inner_product_gradient_or_feature(small)
         if m.step == "3.masked-inner-products":
             assert isinstance(m.payload, PackedCiphertexts)  # ciphertexts only, never features
             s, e = plan.batch_bounds[batch]
-            V = np.array([int(v) for v in sk.decrypt_packed(m.payload)], dtype=object)
+            V = np.array([int(v) for v in decrypt_packed(sk, m.payload)], dtype=object)
             U = np.rint((X[s:e] @ ref_w) * 2**cfg.weight_bits).astype(np.int64)
             R = V - U.astype(object)
             # what Bob decrypts is U + R with R uniform over 2^mask_bits: never U itself
@@ -97,7 +98,7 @@ def test_bob_never_receives_an_unmasked_inner_product_gradient_or_feature(small)
             s, e = plan.batch_bounds[batch]
             z = y[s:e] * (X[s:e] @ ref_w)
             G = np.asarray(X[s:e].T @ (y[s:e] * cfg.link(z))).ravel() * 2**plan.fg
-            Ghat = [int(v) for v in sk.decrypt_packed(m.payload)]
+            Ghat = [int(v) for v in decrypt_packed(sk, m.payload)]
             assert all(abs(gh - g) > 2 ** (plan.gmask_bits - 24) for gh, g in zip(Ghat, G))
             ref_w = ref_w + cfg.eta_effective * np.asarray(X[s:e].T @ (y[s:e] * cfg.link(z))).ravel()
             batch += 1
@@ -118,7 +119,7 @@ def test_every_batch_reveals_only_batch_sums(small):
     for (s, e), packed in zip(plan.batch_bounds, grads):
         z = y[s:e] * (X[s:e] @ w)
         per_msg = X[s:e].multiply((y[s:e] * cfg.link(z))[:, None]).toarray()
-        G = np.array([int(v) for v in KEY.private_key.decrypt_packed(packed)]) / 2**plan.fg
+        G = np.array([int(v) for v in decrypt_packed(KEY.private_key, packed)]) / 2**plan.fg
         np.testing.assert_allclose(G, per_msg.sum(axis=0), atol=1e-5)  # the batch sum (the paper's leak)
         for row in per_msg:  # and not any single message's gradient
             assert np.max(np.abs(G - row)) > 0.1
@@ -159,7 +160,7 @@ def test_small_keys_refused_and_overflow_raises(small):
     cfg = TrainingConfig(d=256, eta=0.01, batch_size=10, workers=1)
     proto = PrivateTraining(config=cfg, n=30, keypair=KEY, X=X, y=y)  # Alice does not opt in
     with pytest.raises(ProtocolError, match="insecure"):
-        proto.run()
+        run_protocol(proto)
     wide = TrainingConfig(d=256, eta=0.01, batch_size=10, sigma=120, workers=1)
     with pytest.raises(ProtocolError) as err:  # 160-bit key, 120-bit masks: the masked values do not fit
         _run(X, y, wide, keypair=cached_keypair(160, 2))

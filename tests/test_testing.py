@@ -23,7 +23,7 @@ import pytest
 import privreg
 from privreg import Mechanism, PrivacyEvent, PrivregValueError, RandomSource
 from privreg.audit import audit_item, audit_mechanism, extreme_neighbours
-from privreg.audit.cli import EXIT_VIOLATION, add_parser
+from privreg.cli.audit import EXIT_VIOLATION, add_parser
 from privreg.core.events import DiscreteLaplace
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import Citation, Example, Param, RegistryItem
@@ -450,7 +450,7 @@ def _cli(*argv: str) -> int:
 
 
 def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch, registry):
-    monkeypatch.setattr("privreg.audit.cli.default_registry", lambda: registry)
+    monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
     code = _cli("audit-mechanism", "leaky-counts", "--samples", "1000", "--insecure-seed", "3", "--extreme")
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION
@@ -467,7 +467,7 @@ def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch,
 
 
 def test_cli_neighbours_must_be_json(monkeypatch, registry):
-    monkeypatch.setattr("privreg.audit.cli.default_registry", lambda: registry)
+    monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
     with pytest.raises(PrivregValueError, match="--neighbours FIRST must be a JSON value"):
         _cli("audit-mechanism", "good-counts", "--neighbours", "{a: 1}", "{}")
     assert _cli("audit-mechanism", "good-counts", "--samples", "1000", "--insecure-seed", "1", "--extreme") == 0

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from privreg import PrivregTypeError, SerializationError
-from privreg.core import wire
-from privreg.core.wire import decode, encode, encoded_size, register_type
+from privreg.mpc import wire
+from privreg.mpc.wire import decode, encode, encoded_size, register_type
 
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=150)
 

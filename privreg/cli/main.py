@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from privreg import __version__
-from privreg.audit import cli as audit_cli
+from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.accountant.audit import audit_ledger, format_report, plot_report, report_json
 from privreg.accountant.budget import BudgetSession, PrivacyBudget

@@ -1,6 +1,7 @@
 """privreg's core: the four interfaces, privacy events, the registry and its hook specs.
 
-Importing this package loads no plugin; call :func:`default_registry` for that.
+Importing this package loads no plugin (call :func:`default_registry` for that) and no
+networking code: protocols are run by :mod:`privreg.mpc`.
 """
 
 from privreg.core.charging import Charge, Charger, EventLog
@@ -41,18 +42,7 @@ from privreg.core.events import (
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import REQUIRED, Citation, Example, ItemKind, Param, RegistryItem
 from privreg.core.mechanism import Mechanism, Release
-from privreg.core.protocol import (
-    Channel,
-    InMemoryTransport,
-    Party,
-    Protocol,
-    ProtocolResult,
-    Traffic,
-    Transcript,
-    Transport,
-    count_ciphertexts,
-)
-from privreg.core.transport_tcp import TcpTransport
+from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomizer import FrequencyEstimate, Randomizer, Reports
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import Registry, default_registry, load_registry, reset_default_registry
@@ -66,9 +56,75 @@ from privreg.core.sensitivity import (
 )
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 
-import types as _types
-
 __all__ = [
-    _n for _n, _v in list(globals().items())
-    if not _n.startswith("_") and not isinstance(_v, _types.ModuleType)
+    # the four interfaces and what they return
+    "Mechanism",
+    "Release",
+    "Randomizer",
+    "Reports",
+    "FrequencyEstimate",
+    "Sensitivity",
+    "SensitivityKind",
+    "GlobalSensitivity",
+    "LocalSensitivity",
+    "SmoothSensitivity",
+    "Norm",
+    "Protocol",
+    "Party",
+    "Channel",
+    # privacy events
+    "PrivacyEvent",
+    "PureDP",
+    "ApproxDP",
+    "ZCDP",
+    "LocalDP",
+    "NoPrivacyLoss",
+    "Laplace",
+    "Gaussian",
+    "DiscreteLaplace",
+    "DiscreteGaussian",
+    "Exponential",
+    "Composed",
+    "SelfComposed",
+    "PoissonSampled",
+    "SampledWithoutReplacement",
+    "Shuffled",
+    "event_type",
+    "event_from_dict",
+    "event_from_json",
+    # charging releases
+    "Charge",
+    "Charger",
+    "EventLog",
+    # randomness
+    "RandomSource",
+    "SecureRandom",
+    "InsecureReproducibleRandom",
+    # the registry, its items and plugin hooks
+    "Registry",
+    "default_registry",
+    "load_registry",
+    "reset_default_registry",
+    "RegistryItem",
+    "ItemKind",
+    "Param",
+    "REQUIRED",
+    "Citation",
+    "Example",
+    "hookimpl",
+    "DemoStep",
+    "WorkflowContext",
+    "WorkflowResult",
+    # errors
+    "PrivregError",
+    "PrivregValueError",
+    "PrivregTypeError",
+    "BudgetExceededError",
+    "UnsupportedEventError",
+    "PluginError",
+    "DuplicateNameError",
+    "UnknownItemError",
+    "ProtocolError",
+    "DeadlockError",
+    "SerializationError",
 ]

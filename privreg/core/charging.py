@@ -21,7 +21,7 @@ import attrs
 from privreg.core.errors import BudgetExceededError, PrivregTypeError
 from privreg.core.events import PrivacyEvent, event_from_dict
 
-__all__ = ["Charger", "Charge", "EventLog", "NoReleases", "jsonable"]
+__all__ = ["Charger", "Charge", "EventLog", "NoReleases", "check_charger", "jsonable"]
 
 
 @runtime_checkable
@@ -38,6 +38,17 @@ class Charger(Protocol):
         randomness: Mapping[str, Any] | None = None,
     ) -> None:
         """Record ``event`` (or raise, e.g. ``BudgetExceededError``, to stop the release)."""
+
+
+def check_charger(charger: Any) -> Charger:
+    """``charger`` if it is a :class:`Charger` (what mechanisms and randomizers charge
+    releases to), else PrivregTypeError naming what to pass."""
+    if not isinstance(charger, Charger):
+        raise PrivregTypeError(
+            f"charger must have a charge(event, ...) method (a budget session or "
+            f"privreg.core.EventLog); got {charger!r}"
+        )
+    return charger
 
 
 def jsonable(value: Any) -> Any:

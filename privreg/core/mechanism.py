@@ -13,8 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from privreg.core.charging import Charger, jsonable
-from privreg.core.errors import PrivregTypeError
+from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.events import PrivacyEvent, SelfComposed
 from privreg.core.validation import check_count
 from privreg.core.randomness import RandomSource, resolve_random
@@ -29,15 +28,6 @@ class Release:
     output: Any
     event: PrivacyEvent
     mechanism: str
-
-
-def _check_charger(charger: Any) -> Charger:
-    if not isinstance(charger, Charger):
-        raise PrivregTypeError(
-            f"charger must have a charge(event, ...) method (a budget session or "
-            f"privreg.core.EventLog); got {charger!r}"
-        )
-    return charger
 
 
 class Mechanism(ABC):
@@ -125,7 +115,7 @@ class Mechanism(ABC):
     ) -> tuple[Any, RandomSource]:
         """Validate, then charge ``event``; returns the canonical value and the source.
         Raises (charging nothing) if the value is invalid."""
-        charger = _check_charger(charger)
+        charger = check_charger(charger)
         canonical = self.validate_input(value)
         rng = resolve_random(rng)
         charger.charge(

@@ -16,10 +16,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg.core.charging import Charger, jsonable
+from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.errors import PrivregError
 from privreg.core.events import LocalDP, PrivacyEvent, Shuffled
-from privreg.core.mechanism import _check_charger
 from privreg.core.randomness import RandomSource, resolve_random
 
 __all__ = ["Randomizer", "Reports", "FrequencyEstimate"]
@@ -96,7 +95,7 @@ class Randomizer(ABC):
         """Charge, then randomize every user's input. With ``shuffle=True`` the reports are
         returned in a uniformly random order (the shuffler's job) and the charged event is
         ``Shuffled``, which amplification-aware accountants can use."""
-        charger = _check_charger(charger)
+        charger = check_charger(charger)
         values = self.validate_inputs(inputs)
         rng = resolve_random(rng)
         n = int(values.shape[0])
@@ -111,7 +110,7 @@ class Randomizer(ABC):
         """Charge ``charger`` for ``n`` reports of this randomizer, as :meth:`randomize`
         does before it draws anything (also for samplers that simulate ``n`` reports in
         aggregate), and return the charged event."""
-        charger = _check_charger(charger)
+        charger = check_charger(charger)
         event = self.privacy_event(num_reports=max(n, 1), shuffled=shuffled)
         charger.charge(
             event,

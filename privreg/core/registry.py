@@ -20,11 +20,10 @@ A name registered by two plugins raises :class:`DuplicateNameError` naming both.
 from __future__ import annotations
 
 import difflib
-import importlib.metadata as md
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -34,6 +33,10 @@ from privreg.core.errors import DuplicateNameError, PluginError, UnknownItemErro
 from privreg.core.events import EVENT_TYPES, PrivacyEvent
 from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.workflow import DemoStep
+
+if TYPE_CHECKING:
+    # importlib.metadata loads email and socket: imported only when entry points are read
+    import importlib.metadata as md
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -270,7 +273,9 @@ def load_registry(
         autoload = not _env_truthy(DISABLE_AUTOLOAD_ENV)
     allow_list = list(allow) if allow is not None else _env_list(PLUGINS_ENV)
     if entry_points is None:
-        entry_points = md.entry_points(group=ENTRY_POINT_GROUP)
+        import importlib.metadata
+
+        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
     available, failures = _dedupe_entry_points(entry_points)
     direct = dict(plugins or {})
 

@@ -4,13 +4,16 @@ Built on gmpy2 (the arithmetic) and interoperable with python-paillier (``phe``:
 convert with ``to_phe``/``from_phe``; ``benchmarks/paillier.py`` compares the two).
 
 - :mod:`~privreg.crypto.keys`: key generation from the OS CSPRNG, at least 2048 bits
-  unless ``insecure_allow_small_keys=True``; CRT decryption; key-holder CRT encryption.
+  unless ``insecure_allow_small_keys=True``; CRT decryption of raw ciphertexts.
 - :mod:`~privreg.crypto.encoding`: integers, and reals in fixed point with one public scale.
-- :mod:`~privreg.crypto.vector`: :class:`EncryptedVector`, vectorised homomorphic
-  operations with overflow tracking; wire type ``privreg.paillier.EncryptedVector``.
+- :mod:`~privreg.crypto.vector`: :func:`encrypt` (public key, or the private key for the
+  key holder's CRT encryption), :func:`decrypt`, :class:`EncryptedVector` with vectorised
+  homomorphic operations and overflow tracking; wire type ``privreg.paillier.EncryptedVector``.
 - :mod:`~privreg.crypto.obfuscation`: DJN fixed-base obfuscators, precomputed one-time
   obfuscators (:class:`ObfuscatorPool`).
-- :mod:`~privreg.crypto.packing`: several values per ciphertext for decryption.
+- :mod:`~privreg.crypto.packing`: several values per ciphertext for decryption
+  (:func:`pack`, :func:`decrypt_packed`).
+- :mod:`~privreg.crypto.modarith`: modular products and powers over ciphertext lists.
 - :mod:`~privreg.crypto.parallel`: multiprocessing for large batches.
 - :mod:`~privreg.crypto.channel`: sending keys and ciphertexts (always re-randomised).
 - :mod:`~privreg.crypto.inner_product`, :mod:`~privreg.crypto.compare`: the encrypted
@@ -19,6 +22,8 @@ convert with ``to_phe``/``from_phe``; ``benchmarks/paillier.py`` compares the tw
 - :mod:`~privreg.crypto.hamming`: encrypted Hamming distances between bit vectors (Bloom
   filters), one bit per ciphertext or many filters per ciphertext in masked slots.
 - :mod:`~privreg.crypto.counting`: counts of encryptions, decryptions, re-randomisations.
+
+Messages travel through :mod:`privreg.mpc` (this package registers its wire types there).
 
 Caveats (each speed-up and what it rests on)
 --------------------------------------------
@@ -66,8 +71,8 @@ from privreg.crypto.keys import (
     generate_paillier_keypair,
 )
 from privreg.crypto.obfuscation import FixedBaseTable, ObfuscatorPool
-from privreg.crypto.packing import PackedCiphertexts, pack
-from privreg.crypto.vector import EncryptedVector
+from privreg.crypto.packing import PackedCiphertexts, decrypt_packed, pack
+from privreg.crypto.vector import EncryptedVector, decrypt, decrypt_ints, encrypt
 
 __all__ = [
     "MIN_KEY_BITS",
@@ -85,6 +90,10 @@ __all__ = [
     "WrongKeyError",
     "counting",
     "current_counts",
+    "decrypt",
+    "decrypt_ints",
+    "decrypt_packed",
+    "encrypt",
     "generate_paillier_keypair",
     "pack",
 ]

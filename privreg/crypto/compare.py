@@ -66,7 +66,8 @@ from privreg.crypto.channel import (
 from privreg.crypto.encoding import as_int_list
 from privreg.crypto.keys import PaillierKeypair, PaillierPrivateKey, PaillierPublicKey
 from privreg.crypto.obfuscation import random_unit
-from privreg.crypto.vector import EncryptedVector, _check_bound, _from_raw, _powmod_chunk
+from privreg.crypto.modarith import powmod_chunk
+from privreg.crypto.vector import EncryptedVector, check_bound, decrypt_ints, encrypt, vector_from_ciphertexts
 
 __all__ = [
     "SecureComparison",
@@ -111,11 +112,11 @@ async def dgk_keyholder(ch: Channel, *, holder: str, private_key: PaillierPrivat
     a = _check_values("values", values, bits)
     width = bits + 1
     plain = [((2 * x + 1) >> i) & 1 for x in a for i in range(width)]  # LSB first, per comparison
-    enc = private_key.encrypt(plain, bound=1, rng=rng, workers=workers)
+    enc = encrypt(private_key, plain, bound=1, rng=rng, workers=workers)
     await send_encrypted(ch, holder, enc, step=f"{step}.bits")
     blinded = await recv_encrypted(ch, holder, step=f"{step}.blinded", public_key=private_key.public_key,
                                    length=len(plain))
-    zero = private_key._zero_mod_p(blinded._c, workers=workers)
+    zero = private_key.zero_mod_p(blinded._c, workers=workers)
     return [int(any(zero[k * width:(k + 1) * width])) for k in range(len(a))]
 
 
@@ -129,7 +130,7 @@ async def dgk_holder(ch: Channel, *, keyholder: str, public_key: PaillierPublicK
     width = bits + 1
     enc = await recv_encrypted(ch, keyholder, step=f"{step}.bits", public_key=public_key, length=len(b) * width)
     n, n2 = public_key.n, public_key.n2
-    _check_bound(public_key, 3 * width + 5, "a DGK term")
+    check_bound(public_key, 3 * width + 5, "a DGK term")
     g = n + 1
     cs: list[mpz] = []
     shares = []
@@ -153,8 +154,8 @@ async def dgk_holder(ch: Channel, *, keyholder: str, public_key: PaillierPublicK
     wk = parallel.resolve_workers(len(cs), workers)
     chunks = [(int(n2), cs[i0:i0 + len(part)], units[i0:i0 + len(part)])
               for i0, part in _offsets(parallel.split(list(range(len(cs))), wk))]
-    blinded = parallel.run_chunks(_powmod_chunk, chunks, wk)
-    vec = _from_raw(public_key, blinded, bound=public_key.max_int)
+    blinded = parallel.run_chunks(powmod_chunk, chunks, wk)
+    vec = vector_from_ciphertexts(public_key, blinded, bound=public_key.max_int)
     await send_encrypted(ch, keyholder, vec, step=f"{step}.blinded", rng=rng, workers=workers)
     return shares
 
@@ -204,9 +205,9 @@ async def sign_holder(ch: Channel, *, keyholder: str, enc: EncryptedVector, bits
     mask_bits = bits + 1 + sigma
     top = 1 << bits
     r = [rng.randbits(mask_bits) for _ in range(len(enc))]
-    bound = _check_bound(pk, enc.bound + top + (1 << mask_bits), "the masked comparison value")
+    bound = check_bound(pk, enc.bound + top + (1 << mask_bits), "the masked comparison value")
     n, n2 = pk.n, pk.n2
-    masked = _from_raw(pk, [c * (1 + (top + rk) * n) % n2 for c, rk in zip(enc._c, r)], bound=bound)
+    masked = vector_from_ciphertexts(pk, [c * (1 + (top + rk) * n) % n2 for c, rk in zip(enc._c, r)], bound=bound)
     await send_encrypted(ch, keyholder, masked, step=f"{step}.masked", rng=rng, workers=workers)
     delta = await dgk_holder(ch, keyholder=keyholder, public_key=pk, values=[x & (top - 1) for x in r],
                              bits=bits, step=f"{step}.dgk", rng=rng, workers=workers)
@@ -224,7 +225,7 @@ async def sign_keyholder(ch: Channel, *, holder: str, private_key: PaillierPriva
     _check_output(output)
     masked = await recv_encrypted(ch, holder, step=f"{step}.masked", public_key=private_key.public_key,
                                   length=v.check_int("count", count, minimum=1))
-    d = private_key.decrypt_ints(masked, workers=workers)
+    d = decrypt_ints(private_key, masked, workers=workers)
     if any(x < 0 for x in d):
         raise ProtocolError("a masked comparison value decrypted to a negative number; the holder broke the protocol")
     top = 1 << bits
@@ -349,7 +350,7 @@ class EncryptedSign(Protocol):
         u = require_input(self.u, "u", self.keyholder)
         u_bound = require_input(self.u_bound, "u_bound", self.keyholder)
         await send_public_key(ch, self.holder, kp.public_key, step="sign.public-key")
-        enc = kp.private_key.encrypt(u, bound=u_bound, codec=self.codec, rng=self.rng, workers=self.workers)
+        enc = encrypt(kp.private_key, u, bound=u_bound, codec=self.codec, rng=self.rng, workers=self.workers)
         await send_encrypted(ch, self.holder, enc, step="sign.vector")
         return await sign_keyholder(ch, holder=self.holder, private_key=kp.private_key, count=self.rows,
                                     bits=self.bits, sigma=self.sigma, output=self.output, rng=self.rng,

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 
 import attrs
 
-__all__ = ["OpCounts", "counting", "current_counts"]
+__all__ = ["OpCounts", "add_count", "counting", "current_counts"]
 
 
 @attrs.define(kw_only=True)
@@ -52,7 +52,10 @@ def current_counts() -> OpCounts | None:
     return _CURRENT.get()
 
 
-def _add(field: str, k: int) -> None:
+def add_count(field: str, k: int) -> None:
+    """Add ``k`` to the ``field`` counter (an :class:`OpCounts` attribute) of the counts
+    installed in this context; nothing when none is installed. Every module that performs
+    Paillier operations reports them here."""
     counts = _CURRENT.get()
     if counts is not None:
         setattr(counts, field, getattr(counts, field) + k)

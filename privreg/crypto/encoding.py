@@ -21,7 +21,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
-__all__ = ["FixedPoint", "as_int_list", "as_real_array"]
+__all__ = ["FixedPoint", "as_int_list", "as_real_array", "decode_scaled"]
 
 
 def _is_int_like(x: Any) -> bool:
@@ -90,3 +90,14 @@ class FixedPoint:
         """Reals from scaled integers (correctly rounded division)."""
         d = self.scale ** v.check_int("power", power, minimum=0)
         return np.array([int(x) / d for x in ints], dtype=np.float64)
+
+
+def decode_scaled(ints: list[int], scale: int, power: int) -> np.ndarray:
+    """Decrypted scaled integers as values: floats ``x / scale**power`` when ``power > 0``
+    (fixed point), else integers (int64, or object dtype beyond int64)."""
+    if power > 0:
+        d = scale**power
+        return np.array([x / d for x in ints], dtype=np.float64)
+    if all(-(2**63) <= x < 2**63 for x in ints):
+        return np.array(ints, dtype=np.int64)
+    return np.array(ints, dtype=object)

@@ -86,9 +86,10 @@ from privreg.crypto import parallel
 from privreg.crypto.errors import PlaintextOverflowError
 from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey
 from privreg.crypto.obfuscation import ObfuscatorPool
-from privreg.crypto.packing import PackedCiphertexts, pack
-from privreg.crypto.counting import _add
-from privreg.crypto.vector import EncryptedVector, _from_raw, _prod
+from privreg.crypto.packing import PackedCiphertexts, decrypt_packed, pack
+from privreg.crypto.counting import add_count
+from privreg.crypto.modarith import prod_mod
+from privreg.crypto.vector import EncryptedVector, decrypt_ints, encrypt, vector_from_ciphertexts
 
 __all__ = [
     "LAYOUTS",
@@ -257,7 +258,7 @@ class EncryptedFilters:
 
     def to_payload(self) -> dict[str, Any]:
         """The wire form: public layout metadata and one EncryptedVector."""
-        vec = _from_raw(self.public_key, list(self._c), bound=self._unit_bound(), randomised=self.randomised)
+        vec = vector_from_ciphertexts(self.public_key, list(self._c), bound=self._unit_bound(), randomised=self.randomised)
         return {"layout": self.layout, "length": self.length, "per_unit": self.per_unit,
                 "slot_bits": self.slot_bits, "units": np.asarray(self.units, dtype=np.int64),
                 "sizes": np.asarray(self.sizes, dtype=np.int64), "cts": vec}
@@ -320,7 +321,7 @@ def encrypt_filters(public_key: PaillierPublicKey, filters: Any, *, layout: str 
     """Encrypt the rows of ``filters`` ((m, L) bits) in ``layout``; units are numbered
     from ``first_unit`` (continue a set without clashing ids). Fresh encryptions, so the
     result can be sent as it is. ``obfuscation`` as in
-    :meth:`~privreg.crypto.keys.PaillierPublicKey.encrypt`."""
+    :func:`~privreg.crypto.vector.encrypt`."""
     _check_key(public_key)
     layout = _check_layout(layout)
     first_unit = v.check_int("first_unit", first_unit, minimum=0)
@@ -334,7 +335,7 @@ def encrypt_filters(public_key: PaillierPublicKey, filters: Any, *, layout: str 
         slot_bits, per_unit = slot_layout(public_key, length=length, sigma=sigma)
         values, sizes = _slot_plaintexts(f, per_unit, slot_bits) if m else ([], [])
         bound = (1 << (per_unit * slot_bits)) - 1
-    cts = public_key.encrypt(values, bound=bound, obfuscation=obfuscation, rng=rng, workers=workers)._c
+    cts = encrypt(public_key, values, bound=bound, obfuscation=obfuscation, rng=rng, workers=workers)._c
     return EncryptedFilters(public_key=public_key, layout=layout, length=length, per_unit=per_unit,
                             slot_bits=slot_bits, units=range(first_unit, first_unit + len(sizes)), sizes=sizes,
                             ciphertexts=cts, randomised=True)
@@ -355,7 +356,7 @@ def _distance_chunk(n: int, n2: int, units: Sequence[Sequence[mpz]],
         cts = units[u]
         s = sums.get(u)
         if s is None:
-            s = sums[u] = _prod(list(cts), n2)
+            s = sums[u] = prod_mod(list(cts), n2)
         q = mpz(1)
         for i in positions:
             q = q * cts[i] % n2
@@ -428,7 +429,7 @@ def hamming_distances(enc: EncryptedFilters, rows: Any, filters: Any, *, rng: Ra
         cts: list[mpz] = [mpz(0)] * len(out)
         for j, k in enumerate(order.tolist()):
             cts[k] = out[j]
-        vec = _from_raw(pk, cts, bound=length)
+        vec = vector_from_ciphertexts(pk, cts, bound=length)
         packed = pack(vec, workers=workers) if cts else None
         return EncryptedDistances(public_key=pk, layout="bits", length=length, count=r.size, packed=packed)
     # slots: one result ciphertext per distinct (unit, comparer filter)
@@ -458,7 +459,7 @@ def hamming_distances(enc: EncryptedFilters, rows: Any, filters: Any, *, rng: Ra
         mask = rng.randbits(size * s_bits) & pattern if pattern else 0
         tasks.append((0, ones_form, pos, int(b.sum()) * spread + mask))
     out = _run_tasks(enc, group_units[order], tasks, workers)
-    vec = _from_raw(pk, out, bound=(1 << (enc.per_unit * s_bits)) - 1)
+    vec = vector_from_ciphertexts(pk, out, bound=(1 << (enc.per_unit * s_bits)) - 1)
     return EncryptedDistances(public_key=pk, layout="slots", length=length, count=r.size, vec=vec,
                               pair_ct=rank[inverse].astype(np.int64), pair_slot=slots.astype(np.int64),
                               slot_bits=s_bits)
@@ -568,14 +569,14 @@ def decrypt_distances(private_key: PaillierPrivateKey, distances: EncryptedDista
     if distances.count == 0:
         return np.zeros(0, dtype=np.int64)
     if distances.layout == "bits":
-        out = np.asarray(private_key.decrypt_packed(distances.packed, workers=workers), dtype=np.int64)
+        out = np.asarray(decrypt_packed(private_key, distances.packed, workers=workers), dtype=np.int64)
     else:
         raw = _decrypt_slots(private_key, distances.vec, workers)
         s = distances.slot_bits
         mask = (1 << s) - 1
         out = np.array([(raw[c] >> (t * s)) & mask for c, t in zip(distances.pair_ct.tolist(),
                                                                     distances.pair_slot.tolist())], dtype=np.int64)
-        _add("values_decrypted", int(out.size))
+        add_count("values_decrypted", int(out.size))
         if any(m < 0 or m > distances.vec.bound for m in raw):
             raise PlaintextOverflowError("a slot ciphertext decrypts outside its slot layout: overflow or tampering")
     if out.size and (out.min() < 0 or out.max() > length):
@@ -599,11 +600,11 @@ def _decrypt_slots(private_key: PaillierPrivateKey, vec: EncryptedVector, worker
     sk = private_key
     p, hp = (sk.p, sk.hp) if sk.p < sk.q else (sk.q, sk.hq)
     if vec.bound >= p:  # a key with unbalanced primes (imported): decrypt in full
-        return sk.decrypt_ints(vec, workers=workers)
+        return decrypt_ints(sk, vec, workers=workers)
     w = parallel.resolve_workers(len(vec), workers)
     chunks = [(int(p), int(hp), list(c)) for c in parallel.split(list(vec._c), w)]
     raw = parallel.run_chunks(_mod_prime_chunk, chunks, w)
-    _add("decryptions", len(raw))
+    add_count("decryptions", len(raw))
     return [int(m) for m in raw]
 
 

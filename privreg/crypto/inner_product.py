@@ -43,7 +43,7 @@ from privreg.crypto.channel import (
 )
 from privreg.crypto.encoding import FixedPoint
 from privreg.crypto.keys import PaillierKeypair, PaillierPrivateKey
-from privreg.crypto.vector import EncryptedVector
+from privreg.crypto.vector import EncryptedVector, check_bound, decrypt, decrypt_ints, encrypt
 
 __all__ = [
     "AdditiveShares",
@@ -118,10 +118,8 @@ async def inner_product_holder(
 
 def _add_raw(y: EncryptedVector, ints: Sequence[int], ints_bound: int) -> EncryptedVector:
     """``y`` plus raw scaled integers ``ints`` (|ints| < ints_bound, a public bound)."""
-    from privreg.crypto.vector import _check_bound
-
     pk = y.public_key
-    bound = _check_bound(pk, y.bound + ints_bound, "the masked value")
+    bound = check_bound(pk, y.bound + ints_bound, "the masked value")
     n, n2 = pk.n, pk.n2
     return EncryptedVector(public_key=pk, ciphertexts=[c * (1 + (k % n) * n) % n2 for c, k in zip(y._c, ints)],
                            scale=y.scale, power=y.power, bound=bound, bound_public=y.bound_public,
@@ -136,8 +134,8 @@ async def inner_product_keyholder(
     _check_reveal(reveal)
     y = await recv_encrypted(ch, holder, step=step, public_key=private_key.public_key, length=rows)
     if reveal == "keyholder":
-        return private_key.decrypt(y, workers=workers)
-    return AdditiveShares(private_key.decrypt_ints(y, workers=workers), scale=y.scale, power=y.power)
+        return decrypt(private_key, y, workers=workers)
+    return AdditiveShares(decrypt_ints(private_key, y, workers=workers), scale=y.scale, power=y.power)
 
 
 class EncryptedInnerProduct(Protocol):
@@ -190,7 +188,7 @@ class EncryptedInnerProduct(Protocol):
         u = require_input(self.u, "u", self.keyholder)
         u_bound = require_input(self.u_bound, "u_bound", self.keyholder)
         await send_public_key(ch, self.holder, kp.public_key, step="ip.public-key")
-        enc = kp.private_key.encrypt(u, bound=u_bound, codec=self.codec, rng=self.rng, workers=self.workers)
+        enc = encrypt(kp.private_key, u, bound=u_bound, codec=self.codec, rng=self.rng, workers=self.workers)
         await send_encrypted(ch, self.holder, enc, step="ip.vector")
         return await inner_product_keyholder(ch, holder=self.holder, private_key=kp.private_key, rows=self.rows,
                                              reveal=self.reveal, workers=self.workers)

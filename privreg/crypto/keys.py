@@ -1,4 +1,8 @@
-"""Paillier keys: generation from the OS CSPRNG, CRT decryption, key-holder encryption.
+"""Paillier keys: generation from the OS CSPRNG, CRT decryption of raw ciphertexts.
+
+Keys work on integers only: encrypting and decrypting values (bounds, fixed point,
+vectors) is :mod:`privreg.crypto.vector`'s (``encrypt``, ``decrypt``), packed
+ciphertexts are :mod:`privreg.crypto.packing`'s.
 
 The scheme is Paillier's (Eurocrypt 1999) with ``g = n + 1``, so ``g^m = 1 + m n mod n^2``,
 plus the Damgard-Jurik-Nielsen fixed base ``h_s`` in the public key for fast encryption
@@ -28,26 +32,19 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import gmpy2
-import numpy as np
 from gmpy2 import mpz
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.core.wire import register_type
 from privreg.crypto import parallel
-from privreg.crypto.counting import _add
-from privreg.crypto.errors import PlaintextOverflowError, WrongKeyError
-
-if TYPE_CHECKING:
-    from privreg.crypto.encoding import FixedPoint
-    from privreg.crypto.obfuscation import ObfuscatorPool
-    from privreg.crypto.packing import PackedCiphertexts
-    from privreg.crypto.vector import EncryptedVector
+from privreg.crypto.counting import add_count
+from privreg.crypto.errors import WrongKeyError
+from privreg.mpc.wire import register_type
 
 __all__ = [
     "MIN_KEY_BITS",
@@ -165,21 +162,6 @@ class PaillierPublicKey:
                 f"{self.key_id.hex()[:12]}; ciphertexts of different keys cannot be combined or decrypted"
             )
 
-    def encrypt(self, values: Any, *, bound: float, codec: FixedPoint | None = None,
-                obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                workers: int | None = None) -> EncryptedVector:
-        """Encrypt ``values`` (integers, or reals with ``codec``) as an EncryptedVector.
-
-        ``bound`` is the public bound on ``|value|`` (in the values' units); it is checked
-        against the values and tracked through homomorphic operations so that overflow
-        raises instead of wrapping. ``obfuscation``: ``"djn"`` (default, fast, DCR plus the
-        DJN short-exponent assumption), ``"standard"`` (DCR only), or an ObfuscatorPool.
-        """
-        from privreg.crypto.vector import _encrypt
-
-        return _encrypt(self, values, bound=bound, codec=codec, obfuscation=obfuscation, rng=rng,
-                        workers=workers, private_key=None)
-
     def to_phe(self) -> Any:
         """This key as a python-paillier ``PaillierPublicKey`` (for comparisons)."""
         import phe
@@ -244,7 +226,8 @@ def _zero_mod_p_chunk(p: int, cts: Sequence[int]) -> list[bool]:
 class PaillierPrivateKey:
     """The factors ``p, q`` of a public key's modulus, with CRT precomputation.
 
-    It cannot be pickled or sent through :mod:`privreg.core.wire`.
+    It cannot be pickled or sent through :mod:`privreg.mpc.wire`. Decrypt vectors with
+    :func:`privreg.crypto.vector.decrypt`.
     """
 
     def __init__(self, *, public_key: PaillierPublicKey, p: int, q: int) -> None:
@@ -273,102 +256,30 @@ class PaillierPrivateKey:
 
     # ------------------------------------------------------------ decryption
 
-    def _raw(self, cts: Sequence[mpz], workers: int | None) -> list[mpz]:
+    def raw_decrypt(self, cts: Sequence[mpz], *, workers: int | None = None) -> list[mpz]:
+        """The plaintexts in [0, n) of the raw ciphertexts ``cts``, by the CRT (signed
+        values and bounds are the business of :func:`privreg.crypto.vector.decrypt_ints`)."""
         w = parallel.resolve_workers(len(cts), workers)
         params = tuple(int(x) for x in (self.p, self.q, self.p2, self.q2, self.hp, self.hq, self.q_inv_p))
         chunks = [(params, c) for c in parallel.split(list(cts), w)]
         out = parallel.run_chunks(_decrypt_chunk, chunks, w)
-        _add("decryptions", len(cts))
+        add_count("decryptions", len(cts))
         return out
 
-    def decrypt_ints(self, vec: EncryptedVector, *, workers: int | None = None) -> list[int]:
-        """The signed scaled integers of ``vec`` (exact).
-
-        Raises PlaintextOverflowError if a value lies outside the key's signed range or
-        outside the vector's tracked bound (a sign of overflow or of tampering).
-        """
-        from privreg.crypto.vector import EncryptedVector
-
-        if not isinstance(vec, EncryptedVector):
-            raise PrivregTypeError(f"vec must be an EncryptedVector; got {type(vec).__name__}.")
-        self.public_key.check_same(vec.public_key, "the vector")
-        raw = self._raw(vec._c, workers)
-        n, max_int = self.public_key.n, self.public_key.max_int
-        out = []
-        for i, m in enumerate(raw):
-            if m <= max_int:
-                x = int(m)
-            elif m >= n - max_int:
-                x = int(m - n)
-            else:
-                raise PlaintextOverflowError(
-                    f"decrypted value {i} lies in the overflow zone of the key (between +{max_int.bit_length()} "
-                    f"and -{max_int.bit_length()} bits): a result overflowed the plaintext range. Use a larger "
-                    f"key or smaller values/scale."
-                )
-            if abs(x) > vec.bound:
-                raise PlaintextOverflowError(
-                    f"decrypted value {i} has {abs(x).bit_length()} bits, above the vector's tracked bound "
-                    f"({vec.bound.bit_length()} bits): the ciphertext does not match its declared bound"
-                )
-            out.append(x)
-        _add("values_decrypted", len(out))
-        return out
-
-    def decrypt(self, vec: EncryptedVector, *, workers: int | None = None) -> np.ndarray:
-        """Decrypt ``vec``: floats (fixed point decoded) if it holds reals, else integers
-        (int64, or object dtype beyond int64)."""
-        ints = self.decrypt_ints(vec, workers=workers)
-        return _decode_values(ints, vec.scale, vec.power)
-
-    def decrypt_packed(self, packed: PackedCiphertexts, *, workers: int | None = None) -> np.ndarray:
-        """Decrypt packed ciphertexts: the same values as decrypting the vector unpacked."""
-        from privreg.crypto.packing import unpack_plaintexts
-
-        self.public_key.check_same(packed.public_key, "the packed ciphertexts")
-        raw = self._raw(packed._c, workers)
-        ints = unpack_plaintexts(packed, raw)
-        _add("values_decrypted", len(ints))
-        return _decode_values(ints, packed.scale, packed.power)
-
-    def _zero_mod_p(self, cts: Sequence[mpz], workers: int | None = None) -> list[bool]:
+    def zero_mod_p(self, cts: Sequence[mpz], *, workers: int | None = None) -> list[bool]:
         """Whether each plaintext is 0 mod p. Equals "is 0" only when every nonzero plaintext
         is a unit mod n (the blinded values of the comparison protocol); half a decryption."""
         w = parallel.resolve_workers(len(cts), workers)
         chunks = [(int(self.p), list(c)) for c in parallel.split(list(cts), w)]
         out = parallel.run_chunks(_zero_mod_p_chunk, chunks, w)
-        _add("decryptions", len(cts))
+        add_count("decryptions", len(cts))
         return out
-
-    # ------------------------------------------------------------ key-holder encryption
-
-    def encrypt(self, values: Any, *, bound: float, codec: FixedPoint | None = None,
-                obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                workers: int | None = None) -> EncryptedVector:
-        """Encrypt as the key holder, with obfuscators computed modulo p^2 and q^2 (CRT).
-
-        ``"standard"`` gives the same distribution as public-key encryption; ``"djn"`` (the
-        default) uses an exponent uniform modulo lcm(p-1, q-1), so unlike public-key DJN
-        it rests on DCR alone. Arguments as in :meth:`PaillierPublicKey.encrypt`."""
-        from privreg.crypto.vector import _encrypt
-
-        return _encrypt(self.public_key, values, bound=bound, codec=codec, obfuscation=obfuscation,
-                        rng=rng, workers=workers, private_key=self)
 
     def to_phe(self) -> Any:
         """This key as a python-paillier ``PaillierPrivateKey`` (for comparisons)."""
         import phe
 
         return phe.PaillierPrivateKey(self.public_key.to_phe(), int(self.p), int(self.q))
-
-
-def _decode_values(ints: list[int], scale: int, power: int) -> np.ndarray:
-    if power > 0:
-        d = scale**power
-        return np.array([x / d for x in ints], dtype=np.float64)
-    if all(-(2**63) <= x < 2**63 for x in ints):
-        return np.array(ints, dtype=np.int64)
-    return np.array(ints, dtype=object)
 
 
 @attrs.frozen(kw_only=True)

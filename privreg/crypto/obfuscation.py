@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gmpy2
 from gmpy2 import mpz
@@ -55,11 +55,9 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import parallel
 from privreg.crypto.errors import ObfuscatorsExhaustedError
+from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey
 
-if TYPE_CHECKING:
-    from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey
-
-__all__ = ["FixedBaseTable", "ObfuscatorPool", "OBFUSCATIONS"]
+__all__ = ["FixedBaseTable", "ObfuscatorPool", "OBFUSCATIONS", "draw_obfuscators", "make_obfuscators", "random_unit"]
 
 OBFUSCATIONS = ("djn", "standard")
 
@@ -210,8 +208,6 @@ class ObfuscatorPool:
 
     def __init__(self, public_key: PaillierPublicKey, *, size: int = 0, mode: str = "standard",
                  rng: RandomSource | None = None, workers: int | None = None) -> None:
-        from privreg.crypto.keys import PaillierPublicKey
-
         if not isinstance(public_key, PaillierPublicKey):
             raise PrivregTypeError(
                 f"public_key must be a PaillierPublicKey; got {type(public_key).__name__}")
@@ -254,3 +250,15 @@ class ObfuscatorPool:
 
     def __repr__(self) -> str:
         return f"ObfuscatorPool({len(self)} left, {self.used} used, mode={self.mode!r})"
+
+
+def draw_obfuscators(public_key: PaillierPublicKey, count: int, obfuscation: str | ObfuscatorPool, *,
+                     rng: RandomSource | None = None, workers: int | None = None,
+                     private_key: PaillierPrivateKey | None = None) -> list[mpz]:
+    """``count`` obfuscators for ``public_key``: taken from ``obfuscation`` if it is an
+    :class:`ObfuscatorPool` (of the same key), else made fresh in that mode (via the CRT
+    if ``private_key``)."""
+    if isinstance(obfuscation, ObfuscatorPool):
+        public_key.check_same(obfuscation.public_key, "the obfuscator pool")
+        return obfuscation.take(count)
+    return make_obfuscators(public_key, count, mode=obfuscation, rng=rng, workers=workers, private_key=private_key)

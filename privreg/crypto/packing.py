@@ -27,20 +27,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import gmpy2
+import numpy as np
 from gmpy2 import mpz
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
-from privreg.core.wire import register_type
 from privreg.crypto import parallel
-from privreg.crypto.counting import _add
+from privreg.crypto.counting import add_count
+from privreg.crypto.encoding import decode_scaled
 from privreg.crypto.errors import PlaintextOverflowError
-from privreg.crypto.keys import PaillierPublicKey, lookup_public_key
-from privreg.crypto.obfuscation import ObfuscatorPool
-from privreg.crypto.vector import EncryptedVector, _declared, _mulmod_chunk, _obfuscators
+from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey, lookup_public_key
+from privreg.crypto.modarith import mulmod_chunk
+from privreg.crypto.obfuscation import ObfuscatorPool, draw_obfuscators
+from privreg.crypto.vector import EncryptedVector, declared_bound
+from privreg.mpc.wire import register_type
 
-__all__ = ["PackedCiphertexts", "pack"]
+__all__ = ["PackedCiphertexts", "decrypt_packed", "pack", "unpack_plaintexts"]
 
 
 class PackedCiphertexts:
@@ -100,9 +103,9 @@ class PackedCiphertexts:
     def rerandomize(self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
                     workers: int | None = None) -> PackedCiphertexts:
         """Fresh ciphertexts of the same packed plaintexts (required before sending)."""
-        rho = _obfuscators(self.public_key, len(self._c), obfuscation, rng, workers, None)
-        _add("rerandomizations", len(self._c))
-        out = _mulmod_chunk(int(self.public_key.n2), self._c, rho)
+        rho = draw_obfuscators(self.public_key, len(self._c), obfuscation, rng=rng, workers=workers)
+        add_count("rerandomizations", len(self._c))
+        out = mulmod_chunk(int(self.public_key.n2), self._c, rho)
         return PackedCiphertexts(
             public_key=self.public_key, ciphertexts=out, count=self.count, per_ct=self.per_ct,
             slot_bits=self.slot_bits, offset=self.offset, slot_bound=self.slot_bound, bound=self.bound,
@@ -133,7 +136,7 @@ def pack(vec: EncryptedVector, *, headroom_bits: int = 0, bound: float | None = 
         raise PrivregTypeError(f"vec must be an EncryptedVector; got {type(vec).__name__}.")
     headroom_bits = v.check_int("headroom_bits", headroom_bits, minimum=0)
     if bound is not None:
-        b = _declared("bound", bound, vec.scale ** vec.power)
+        b = declared_bound("bound", bound, vec.scale ** vec.power)
         if b < vec.bound:
             raise PlaintextOverflowError(
                 f"bound={bound!r} is below the vector's tracked bound ({vec.bound.bit_length()} bits as scaled "
@@ -157,7 +160,7 @@ def pack(vec: EncryptedVector, *, headroom_bits: int = 0, bound: float | None = 
     pk = vec.public_key
     chunks = [(int(pk.n), int(pk.n2), slot_bits, b, part) for part in parallel.split(groups, w)]
     cts = parallel.run_chunks(_pack_chunk, chunks, w) if groups else []
-    _add("packed", len(vec))
+    add_count("packed", len(vec))
     return PackedCiphertexts(public_key=pk, ciphertexts=cts, count=len(vec), per_ct=per_ct, slot_bits=slot_bits,
                              offset=b, slot_bound=2 * b, bound=b, scale=vec.scale, power=vec.power,
                              randomised=False)
@@ -183,6 +186,19 @@ def unpack_plaintexts(packed: PackedCiphertexts, raw: Sequence[mpz]) -> list[int
                     f"packed value {j * packed.per_ct + i} lies outside its tracked range: overflow or tampering")
             out.append(value)
     return out
+
+
+def decrypt_packed(private_key: PaillierPrivateKey, packed: PackedCiphertexts, *,
+                   workers: int | None = None) -> np.ndarray:
+    """Decrypt packed ciphertexts: the same values as decrypting the vector unpacked."""
+    if not isinstance(private_key, PaillierPrivateKey):
+        raise PrivregTypeError(
+            f"private_key must be a PaillierPrivateKey; got {type(private_key).__name__}. Pass keypair.private_key.")
+    private_key.public_key.check_same(packed.public_key, "the packed ciphertexts")
+    raw = private_key.raw_decrypt(packed._c, workers=workers)
+    ints = unpack_plaintexts(packed, raw)
+    add_count("values_decrypted", len(ints))
+    return decode_scaled(ints, packed.scale, packed.power)
 
 
 def _to_wire(p: PackedCiphertexts) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ computed from a party's private plaintext operand (an operation without a declar
 ``bound=``) is kept locally and not sent, so the metadata of a sent vector never depends
 on private data; the receiver then only has the key's range check.
 
-Sending: a vector can be sent through :mod:`privreg.core.wire` (and so through protocol
+Sending: a vector can be sent through :mod:`privreg.mpc.wire` (and so through protocol
 transports, which count its ciphertexts) only once it is *re-randomised*: fresh from
 encryption or from :meth:`EncryptedVector.rerandomize`. The result of any homomorphic
 operation is not, because it is a deterministic function of ciphertexts the receiver
@@ -32,7 +32,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gmpy2
 import numpy as np
@@ -41,25 +41,33 @@ from gmpy2 import mpz
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
-from privreg.core.wire import register_type
 from privreg.crypto import parallel
-from privreg.crypto.counting import _add
-from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array
+from privreg.crypto.counting import add_count
+from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array, decode_scaled
 from privreg.crypto.errors import PlaintextOverflowError
-from privreg.crypto.keys import PaillierPublicKey, lookup_public_key
-from privreg.crypto.obfuscation import ObfuscatorPool, make_obfuscators
+from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey, lookup_public_key
+from privreg.crypto.modarith import mulmod_chunk, powmod_chunk, prod_mod
+from privreg.crypto.obfuscation import ObfuscatorPool, draw_obfuscators
+from privreg.mpc.wire import register_type
 
-if TYPE_CHECKING:
-    from privreg.crypto.keys import PaillierPrivateKey
-
-__all__ = ["EncryptedVector"]
+__all__ = [
+    "EncryptedVector",
+    "check_bound",
+    "declared_bound",
+    "decrypt",
+    "decrypt_ints",
+    "encrypt",
+    "vector_from_ciphertexts",
+]
 
 
 def _bits(x: int) -> str:
     return f"{int(x).bit_length()} bits"
 
 
-def _check_bound(pk: PaillierPublicKey, bound: int, what: str) -> int:
+def check_bound(pk: PaillierPublicKey, bound: int, what: str) -> int:
+    """``bound`` (a bound on ``|plaintext|`` of ``what``) as an int, or PlaintextOverflowError
+    if it exceeds the key's signed plaintext range, so that no result wraps modulo n."""
     if bound > pk.max_int:
         raise PlaintextOverflowError(
             f"{what} could reach {_bits(bound)} in magnitude, beyond the key's signed plaintext range "
@@ -79,7 +87,7 @@ def _is_real_operand(values: Any) -> bool:
     return False
 
 
-def _declared(name: str, bound: Any, factor: int) -> int:
+def declared_bound(name: str, bound: Any, factor: int) -> int:
     """A declared bound in value units as a bound on scaled integers (exact, rounded up).
     Integer bounds are taken exactly, whatever their size (no float conversion)."""
     if isinstance(bound, (int, np.integer)) and not isinstance(bound, bool):
@@ -92,23 +100,13 @@ def _declared(name: str, bound: Any, factor: int) -> int:
     return math.ceil(Fraction(bound) * factor)
 
 
-def _prod(cs: Sequence[mpz], n2: mpz) -> mpz:
-    """Product modulo n2 (reduced after every multiplication: operands stay at |n2| bits)."""
-    if not cs:
-        return mpz(1)
-    acc = cs[0]
-    for c in cs[1:]:
-        acc = acc * c % n2
-    return acc
-
-
 def _dot_chunk(n2: int, cts: Sequence[mpz], rows: Sequence[tuple[Sequence[int], Sequence[int] | None]]) -> list[mpz]:
     """``prod_j cts[j]^k_j mod n2`` per row; ``coefs`` None means all ones (binary rows)."""
     n2 = mpz(n2)
     out = []
     for idx, coefs in rows:
         if coefs is None:
-            out.append(_prod([cts[j] for j in idx], n2))
+            out.append(prod_mod([cts[j] for j in idx], n2))
             continue
         terms = []
         for j, k in zip(idx, coefs):
@@ -116,7 +114,7 @@ def _dot_chunk(n2: int, cts: Sequence[mpz], rows: Sequence[tuple[Sequence[int], 
                 terms.append(cts[j])
             elif k != 0:
                 terms.append(gmpy2.powmod(cts[j], k, n2))  # gmpy2 inverts for k < 0
-        out.append(_prod(terms, n2))
+        out.append(prod_mod(terms, n2))
     return out
 
 
@@ -127,28 +125,10 @@ def _localised(n2: int, cts: Sequence[mpz], rows: Sequence[tuple[Sequence[int], 
     return (n2, [cts[j] for j in cols], [([where[j] for j in idx], coefs) for idx, coefs in rows])
 
 
-def _powmod_chunk(n2: int, cts: Sequence[mpz], exps: Sequence[int]) -> list[mpz]:
-    n2 = mpz(n2)
-    out = []
-    for c, k in zip(cts, exps):
-        if k == 1:
-            out.append(c)
-        elif k == 0:
-            out.append(mpz(1))
-        else:
-            out.append(gmpy2.powmod(c, k, n2))
-    return out
-
-
-def _mulmod_chunk(n2: int, a: Sequence[mpz], b: Sequence[mpz]) -> list[mpz]:
-    n2 = mpz(n2)
-    return [x * y % n2 for x, y in zip(a, b)]
-
-
 class EncryptedVector:
     """Ciphertexts of one key, of scaled integers ``round(x * scale**power)``.
 
-    Build one with ``public_key.encrypt`` (or ``private_key.encrypt``). Operations:
+    Build one with :func:`encrypt` (a public key, or the private key as key holder). Operations:
     ``+``/``-`` with another vector or with plaintext values, ``*`` (element-wise) by
     plaintext values, :meth:`dot` with a plaintext vector or matrix, :meth:`sum`,
     :meth:`rerandomize`, indexing and :meth:`concat`. Plaintext integers act exactly;
@@ -258,7 +238,7 @@ class EncryptedVector:
             raise PrivregValueError(f"the plaintext operand has {len(ints)} values; the vector has {len(self)}.")
         if bound is None:
             return ints, power_add, max((abs(k) for k in ints), default=0), False
-        declared = _declared("bound", bound, factor)
+        declared = declared_bound("bound", bound, factor)
         if actual > float(bound) or max((abs(k) for k in ints), default=0) > declared:
             raise PlaintextOverflowError(
                 f"a plaintext operand exceeds its declared bound={bound!r}; declare a bound that holds "
@@ -280,7 +260,7 @@ class EncryptedVector:
         if power == self.power:
             return self
         factor = self.scale ** (power - self.power)
-        bound = _check_bound(self.public_key, self.bound * factor, "rescaling")
+        bound = check_bound(self.public_key, self.bound * factor, "rescaling")
         n2 = self.public_key.n2
         return self._like([gmpy2.powmod(c, factor, n2) for c in self._c], bound=bound, power=power)
 
@@ -289,7 +269,7 @@ class EncryptedVector:
     def __add__(self, other: Any) -> EncryptedVector:
         if isinstance(other, EncryptedVector):
             a, b = self._align(other)
-            bound = _check_bound(self.public_key, a.bound + b.bound, "the sum")
+            bound = check_bound(self.public_key, a.bound + b.bound, "the sum")
             n2 = self.public_key.n2
             return a._like([x * y % n2 for x, y in zip(a._c, b._c)], bound=bound,
                            bound_public=a.bound_public and b.bound_public)
@@ -314,7 +294,7 @@ class EncryptedVector:
         ``|values|``; without it the result's bound is private (computed from the values)."""
         ints, _, b, public = self._operand(values, for_mul=False, bound=bound)
         pk = self.public_key
-        new_bound = _check_bound(pk, self.bound + b, "the sum")
+        new_bound = check_bound(pk, self.bound + b, "the sum")
         n, n2 = pk.n, pk.n2
         return self._like([c * (1 + (k % n) * n) % n2 for c, k in zip(self._c, ints)], bound=new_bound,
                           bound_public=self.bound_public and public)
@@ -328,18 +308,18 @@ class EncryptedVector:
         """Multiply element-wise by plaintext ``values`` (a scalar broadcasts); reals raise
         ``power`` by one. ``bound``: a public bound on ``|values|``."""
         ints, power_add, b, public = self._operand(values, for_mul=True, bound=bound)
-        new_bound = _check_bound(self.public_key, self.bound * b, "the product")
+        new_bound = check_bound(self.public_key, self.bound * b, "the product")
         w = parallel.resolve_workers(len(self), workers)
         n2 = int(self.public_key.n2)
         idx = parallel.split(list(range(len(self))), w)
         chunks = [(n2, [self._c[i] for i in part], [ints[i] for i in part]) for part in idx]
-        return self._like(parallel.run_chunks(_powmod_chunk, chunks, w), bound=new_bound,
+        return self._like(parallel.run_chunks(powmod_chunk, chunks, w), bound=new_bound,
                           power=self.power + power_add, bound_public=self.bound_public and public)
 
     def sum(self) -> EncryptedVector:
         """The encrypted sum of all entries (a vector of length 1)."""
-        bound = _check_bound(self.public_key, self.bound * len(self), "the sum")
-        return self._like([_prod(self._c, self.public_key.n2)], bound=bound)
+        bound = check_bound(self.public_key, self.bound * len(self), "the sum")
+        return self._like([prod_mod(self._c, self.public_key.n2)], bound=bound)
 
     def dot(self, matrix: Any, *, bound: float | None = None, workers: int | None = None) -> EncryptedVector:
         """``matrix @ x`` for the encrypted vector ``x``: one ciphertext per row of the
@@ -355,13 +335,13 @@ class EncryptedVector:
             raise PrivregValueError(f"the matrix has {ncols} columns; the vector has {len(self)} entries.")
         factor = self.scale if real else 1
         if bound is not None:
-            declared = _declared("bound", bound, factor)
+            declared = declared_bound("bound", bound, factor)
             if entry_max > declared:
                 raise PlaintextOverflowError(f"a matrix entry exceeds its declared bound={bound!r}.")
             new_bound, public = declared * ncols * self.bound, self.bound_public
         else:
             new_bound, public = row_l1 * self.bound, False
-        new_bound = _check_bound(self.public_key, new_bound, "an inner product")
+        new_bound = check_bound(self.public_key, new_bound, "an inner product")
         w = parallel.resolve_workers(sum(len(r[0]) for r in rows), workers)
         if w == 1:
             out = _dot_chunk(int(self.public_key.n2), self._c, rows)
@@ -422,9 +402,9 @@ class EncryptedVector:
                     workers: int | None = None) -> EncryptedVector:
         """Fresh ciphertexts of the same plaintexts (multiplied by new obfuscators):
         unlinkable to this vector, and allowed on the wire."""
-        rho = _obfuscators(self.public_key, len(self), obfuscation, rng, workers, None)  # the costly part
-        out = _mulmod_chunk(int(self.public_key.n2), self._c, rho)
-        _add("rerandomizations", len(self))
+        rho = draw_obfuscators(self.public_key, len(self), obfuscation, rng=rng, workers=workers)  # the costly part
+        out = mulmod_chunk(int(self.public_key.n2), self._c, rho)
+        add_count("rerandomizations", len(self))
         return self._like(out, randomised=True)
 
 
@@ -436,21 +416,34 @@ def _negate(values: Any) -> Any:
     return -values
 
 
-def _obfuscators(pk: PaillierPublicKey, count: int, obfuscation: Any, rng: RandomSource | None,
-                 workers: int | None, private_key: PaillierPrivateKey | None) -> list[mpz]:
-    if isinstance(obfuscation, ObfuscatorPool):
-        pk.check_same(obfuscation.public_key, "the obfuscator pool")
-        return obfuscation.take(count)
-    return make_obfuscators(pk, count, mode=obfuscation, rng=rng, workers=workers, private_key=private_key)
+def encrypt(key: PaillierPublicKey | PaillierPrivateKey, values: Any, *, bound: float,
+            codec: FixedPoint | None = None, obfuscation: str | ObfuscatorPool = "djn",
+            rng: RandomSource | None = None, workers: int | None = None) -> EncryptedVector:
+    """Encrypt ``values`` (integers, or reals with ``codec``) as an EncryptedVector.
 
+    ``key`` is a public key, or the private key for the key holder's encryption with
+    obfuscators computed modulo p^2 and q^2 (CRT): ``"standard"`` then gives the same
+    distribution as public-key encryption, and ``"djn"`` uses an exponent uniform modulo
+    lcm(p-1, q-1), so unlike public-key DJN it rests on DCR alone.
 
-def _encrypt(pk: PaillierPublicKey, values: Any, *, bound: Any, codec: FixedPoint | None,
-             obfuscation: Any, rng: RandomSource | None, workers: int | None,
-             private_key: PaillierPrivateKey | None) -> EncryptedVector:
+    ``bound`` is the public bound on ``|value|`` (in the values' units); it is checked
+    against the values and tracked through homomorphic operations so that overflow
+    raises instead of wrapping. ``obfuscation``: ``"djn"`` (default, fast, DCR plus the
+    DJN short-exponent assumption for a public key), ``"standard"`` (DCR only), or an
+    ObfuscatorPool.
+    """
+    if isinstance(key, PaillierPrivateKey):
+        pk, private_key = key.public_key, key
+    elif isinstance(key, PaillierPublicKey):
+        pk, private_key = key, None
+    else:
+        raise PrivregTypeError(
+            f"key must be a PaillierPublicKey or PaillierPrivateKey; got {type(key).__name__}. "
+            f"Pass keypair.public_key (or keypair.private_key to encrypt as the key holder).")
     if codec is None:
         ints = as_int_list("values", values)
         scale, power = 1, 0
-        b = _declared("bound", bound, 1)
+        b = declared_bound("bound", bound, 1)
         actual = max((abs(k) for k in ints), default=0)
         if actual > b:
             raise PlaintextOverflowError(
@@ -461,26 +454,75 @@ def _encrypt(pk: PaillierPublicKey, values: Any, *, bound: Any, codec: FixedPoin
             raise PrivregTypeError(f"codec must be a FixedPoint; got {type(codec).__name__}.")
         arr = as_real_array("values", values)
         scale, power = codec.scale, 1
-        b = _declared("bound", bound, codec.scale)
+        b = declared_bound("bound", bound, codec.scale)
         if arr.size and float(np.max(np.abs(arr))) > float(bound):
             raise PlaintextOverflowError(
                 f"a value to encrypt has magnitude {float(np.max(np.abs(arr)))!r} > bound={bound!r}; declare a "
                 f"bound that holds for every value (it is public)")
         ints = codec.encode(arr, power=1)
-    _check_bound(pk, b, "an encrypted value")
-    rho = _obfuscators(pk, len(ints), obfuscation, rng, workers, private_key)
+    check_bound(pk, b, "an encrypted value")
+    rho = draw_obfuscators(pk, len(ints), obfuscation, rng=rng, workers=workers, private_key=private_key)
     n, n2 = pk.n, pk.n2
     cts = [(1 + (m % n) * n) * r % n2 for m, r in zip(ints, rho)]
-    _add("encryptions", len(cts))
+    add_count("encryptions", len(cts))
     return EncryptedVector(public_key=pk, ciphertexts=cts, scale=scale, power=power, bound=b,
                            bound_public=True, randomised=True)
 
 
-def _from_raw(pk: PaillierPublicKey, cts: list[mpz], *, bound: int, randomised: bool = False) -> EncryptedVector:
-    """An integer vector from raw ciphertexts built by a protocol that tracks ``bound`` itself."""
-    _check_bound(pk, bound, "a protocol value")
+def vector_from_ciphertexts(pk: PaillierPublicKey, cts: list[mpz], *, bound: int,
+                            randomised: bool = False) -> EncryptedVector:
+    """An integer vector from raw ciphertexts built by a protocol that tracks ``bound`` itself
+    (checked against the key's range); ``randomised`` only if every ciphertext is fresh."""
+    check_bound(pk, bound, "a protocol value")
     return EncryptedVector(public_key=pk, ciphertexts=cts, scale=1, power=0, bound=bound,
                            bound_public=True, randomised=randomised)
+
+
+
+# ------------------------------------------------------------------ decryption
+
+def decrypt_ints(private_key: PaillierPrivateKey, vec: EncryptedVector, *, workers: int | None = None) -> list[int]:
+    """The signed scaled integers of ``vec`` (exact).
+
+    Raises PlaintextOverflowError if a value lies outside the key's signed range or
+    outside the vector's tracked bound (a sign of overflow or of tampering).
+    """
+    if not isinstance(private_key, PaillierPrivateKey):
+        raise PrivregTypeError(
+            f"private_key must be a PaillierPrivateKey; got {type(private_key).__name__}. Pass keypair.private_key.")
+    if not isinstance(vec, EncryptedVector):
+        raise PrivregTypeError(f"vec must be an EncryptedVector; got {type(vec).__name__}.")
+    pk = private_key.public_key
+    pk.check_same(vec.public_key, "the vector")
+    raw = private_key.raw_decrypt(vec._c, workers=workers)
+    n, max_int = pk.n, pk.max_int
+    out = []
+    for i, m in enumerate(raw):
+        if m <= max_int:
+            x = int(m)
+        elif m >= n - max_int:
+            x = int(m - n)
+        else:
+            raise PlaintextOverflowError(
+                f"decrypted value {i} lies in the overflow zone of the key (between +{max_int.bit_length()} "
+                f"and -{max_int.bit_length()} bits): a result overflowed the plaintext range. Use a larger "
+                f"key or smaller values/scale."
+            )
+        if abs(x) > vec.bound:
+            raise PlaintextOverflowError(
+                f"decrypted value {i} has {abs(x).bit_length()} bits, above the vector's tracked bound "
+                f"({vec.bound.bit_length()} bits): the ciphertext does not match its declared bound"
+            )
+        out.append(x)
+    add_count("values_decrypted", len(out))
+    return out
+
+
+def decrypt(private_key: PaillierPrivateKey, vec: EncryptedVector, *, workers: int | None = None) -> np.ndarray:
+    """Decrypt ``vec``: floats (fixed point decoded) if it holds reals, else integers
+    (int64, or object dtype beyond int64)."""
+    ints = decrypt_ints(private_key, vec, workers=workers)
+    return decode_scaled(ints, vec.scale, vec.power)
 
 
 # ------------------------------------------------------------------ wire

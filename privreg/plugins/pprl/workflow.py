@@ -17,6 +17,7 @@ from typing import Any
 from privreg.core.errors import PrivregValueError
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MIN_KEY_BITS
+from privreg.mpc import run_protocol
 from privreg.plugins.pprl.blocking import BlockingConfig
 from privreg.plugins.pprl.datasets import (
     ENTITY,
@@ -126,7 +127,7 @@ def pprl_workflow(
                          insecure_allow_small_keys=insecure_small_keys, max_block_products=max_block_products,
                          rng=rng, workers=workers)
     t1 = time.perf_counter()
-    result = proto.run()
+    result = run_protocol(proto)
     wall = time.perf_counter() - t1
     lu = result.outputs[LINKAGE_UNIT]
     entities = {p: e.entities for p, e in encoded.items()}

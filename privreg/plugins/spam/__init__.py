@@ -25,5 +25,5 @@ Logistic regression trained and evaluated over e-mail that the model owner never
 - :mod:`~privreg.plugins.spam.workflow`: ``privreg run spam-filter`` and the demo step.
 
 All Paillier arithmetic is :mod:`privreg.crypto`'s; the parties talk through
-:mod:`privreg.core.protocol` transports (in memory or TCP).
+:mod:`privreg.mpc` transports (in memory or TCP).
 """

@@ -42,7 +42,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource
-from privreg.crypto import PaillierKeypair, counting
+from privreg.crypto import PaillierKeypair, counting, encrypt
 from privreg.crypto.channel import (
     RoleParty,
     recv_encrypted,
@@ -182,7 +182,7 @@ class PrivateEvaluation(Protocol):
         with counting() as counts:
             await send_public_key(ch, self.carol, kp.public_key, step="eval.public-key")
             with timer.phase("1"):
-                enc = kp.private_key.encrypt(W, bound=c.w_bound_int, rng=self.rng, workers=c.workers)
+                enc = encrypt(kp.private_key, W, bound=c.w_bound_int, rng=self.rng, workers=c.workers)
             await send_encrypted(ch, self.carol, enc, step="eval.1.E[w]")
             with timer.phase("4, 5"):
                 await sign_keyholder(ch, holder=self.carol, private_key=kp.private_key, count=self.count, bits=c.bits,

@@ -106,7 +106,7 @@ from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.crypto import EncryptedVector, PaillierKeypair, counting, pack
+from privreg.crypto import EncryptedVector, PaillierKeypair, counting, decrypt_packed, encrypt, pack
 from privreg.crypto.channel import (
     RoleParty,
     recv_public_key,
@@ -244,23 +244,23 @@ class PrivateTraining(Protocol):
                     with timer.phase("1"):
                         if max(abs(x) for x in W_B) > plan.share_bound:
                             raise ProtocolError("Bob's weight share left its public bound; the run is aborted")
-                        enc_w = sk.encrypt(W_B, bound=plan.share_bound, workers=c.workers)
+                        enc_w = encrypt(sk, W_B, bound=plan.share_bound, workers=c.workers)
                     await send_encrypted(ch, self.alice, enc_w, step="1.E[w]", workers=c.workers)
                     packed = await ch.recv(self.alice, step="3.masked-inner-products")
                     with timer.phase("4, 5"):
                         _check_packed(packed, pk, k, "3.masked-inner-products")
-                        V = sk.decrypt_packed(packed, workers=c.workers)
+                        V = decrypt_packed(sk, packed, workers=c.workers)
                         theta = np.array([int(x) % plan.period_int for x in V], dtype=np.float64)
                         theta *= 2 * np.pi / plan.period_int
                         ang = np.multiply.outer(theta, harmonics)
                         trig = np.concatenate([np.sin(ang), np.cos(ang)], axis=1) * 2.0**c.trig_bits
                         vals = [int(x) for x in np.rint(trig).astype(np.int64).reshape(-1)]
-                        enc_t = sk.encrypt(vals, bound=2**c.trig_bits, workers=c.workers)
+                        enc_t = encrypt(sk, vals, bound=2**c.trig_bits, workers=c.workers)
                     await send_encrypted(ch, self.alice, enc_t, step="5.E[trig]", workers=c.workers)
                     packed_g = await ch.recv(self.alice, step="11.E[gradient]")
                     with timer.phase("12"):
                         _check_packed(packed_g, pk, c.d, "11.E[gradient]")
-                        G = sk.decrypt_packed(packed_g, workers=c.workers)
+                        G = decrypt_packed(sk, packed_g, workers=c.workers)
                         W_B = [_round_div(c.decay_int * wb * 2 ** (plan.fg + c.feature_bits)
                                           + c.eta_int * int(gj) * 2**c.weight_bits, shift)
                                for wb, gj in zip(W_B, G)]

@@ -24,6 +24,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MIN_KEY_BITS, generate_paillier_keypair
+from privreg.mpc import run_protocol
 from privreg.plugins.spam.corpus import (
     Message,
     bundled_corpus,
@@ -152,8 +153,8 @@ def run_spam(
             echo(f"spam-filter: private training [{bar:<30}] batch {done}/{total}")
 
     with clock.phase("training"):
-        res = PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
-                              allow_insecure=insecure_small_keys, rng=rng, progress=progress).run()
+        res = run_protocol(PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
+                              allow_insecure=insecure_small_keys, rng=rng, progress=progress))
     train_cpu, train_wall = clock.cpu["training"], clock.wall["training"]
     w_private = res.outputs["bob"]["w"]
     auc_private = auc(Xte_q @ w_private, yte)
@@ -172,8 +173,8 @@ def run_spam(
                                 l1_bound=l1, sigma=sigma, workers=workers)
         echo(f"spam-filter: private evaluation of {n_eval} test messages ({ecfg.bits}-bit comparisons)")
         with clock.phase("evaluation"):
-            ev = PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
-                                   allow_insecure=insecure_small_keys, rng=rng).run()
+            ev = run_protocol(PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
+                                   allow_insecure=insecure_small_keys, rng=rng))
         eval_cpu, eval_wall = clock.cpu["evaluation"], clock.wall["evaluation"]
         labels = ev.outputs["carol"]["labels"]
         quantised = expected_labels(w_private, Qte[:n_eval], ecfg)

@@ -4,12 +4,12 @@
 over TCP (asyncio streams). Each process that hosts parties creates one transport, which
 binds its listening socket at construction (``port=0`` picks a free port, read back from
 :attr:`TcpTransport.address`); the processes then exchange addresses out of band
-(:meth:`TcpTransport.set_peers`) and each calls ``protocol.arun(transport=...)`` (or
-``protocol.run``). Messages between two parties hosted in the same process stay in
-memory, exactly as with :class:`~privreg.core.protocol.InMemoryTransport`.
+(:meth:`TcpTransport.set_peers`) and each calls
+``privreg.mpc.arun_protocol(protocol, transport=...)`` (or ``run_protocol``). Messages
+between two parties hosted in the same process stay in memory, exactly as with :class:`~privreg.mpc.transport.InMemoryTransport`.
 
 Wire format: every frame is an 8-byte big-endian length followed by a
-:mod:`privreg.core.wire` encoding of a tuple. A connection opens with
+:mod:`privreg.mpc.wire` encoding of a tuple. A connection opens with
 ``("H", session, [parties hosted by the connecting process])``; then come messages
 ``("M", step, sender, receiver, payload_bytes)`` and one ``("F", party, failure)`` when a
 hosted party finishes (``failure`` is None, or the error as text). Each process opens one
@@ -48,8 +48,9 @@ from typing import Any
 
 from privreg.core import validation as v
 from privreg.core.errors import DeadlockError, PrivregError, PrivregTypeError, PrivregValueError, ProtocolError
-from privreg.core.protocol import InMemoryTransport, Message, count_ciphertexts
-from privreg.core.wire import decode, encode
+from privreg.mpc.transcript import Message, count_ciphertexts
+from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.wire import decode, encode
 
 __all__ = ["TcpTransport"]
 

@@ -111,7 +111,7 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
             _enc(val, out, depth + 1)
     else:
         raise SerializationError(
-            f"cannot send a {type(x).__name__}; register it with privreg.core.wire.register_type"
+            f"cannot send a {type(x).__name__}; register it with privreg.mpc.wire.register_type"
         )
 
 
