@@ -208,12 +208,14 @@ class _Collector:
             for item in self._call(hook_name):
                 if not isinstance(item, RegistryItem):
                     raise PluginError(f"{hook_name} returned {item!r}, not a RegistryItem")
-                if item.kind.value != kind:
+                # the hook says what the item is; an explicit kind may only agree with it
+                if item.kind is not None and item.kind.value != kind:
                     raise PluginError(
                         f"{hook_name} returned {item.name!r} of kind {item.kind.value!r}; "
-                        f"expected {kind!r}"
+                        f"expected {kind!r}. Leave out kind=, or return the item from the "
+                        f"hook of its kind"
                     )
-                items.append(attrs.evolve(item, plugin=self.name))
+                items.append(attrs.evolve(item, kind=kind, plugin=self.name))
         return items
 
     def event_types(self) -> list[type[PrivacyEvent]]:
