@@ -41,7 +41,7 @@ from privreg.core.events import (
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import REQUIRED, Citation, Example, ItemKind, Param, RegistryItem
 from privreg.core.mechanism import Mechanism, Release
-from privreg.core.params import Spec, param_field, param_fields, params_of
+from privreg.core.params import OPEN_UNIT, POSITIVE, Spec, param_field, param_fields, params_of
 from privreg.core.protocol import (
     Channel,
     InMemoryTransport,

@@ -27,8 +27,9 @@ import math
 import numbers
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -36,7 +37,7 @@ import attrs
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
-__all__ = ["REQUIRED", "Param", "Spec", "param_field", "param_fields", "params_of"]
+__all__ = ["REQUIRED", "POSITIVE", "OPEN_UNIT", "Param", "Spec", "param_field", "param_fields", "params_of"]
 
 
 class _Required:
@@ -46,6 +47,12 @@ class _Required:
 
 #: Default of a parameter that has no default.
 REQUIRED: Any = _Required()
+
+#: Limits shared by many parameters, e.g. ``param_field(doc="...", **POSITIVE)``:
+#: > 0 (epsilon, sensitivities, scales) and the open interval (0, 1) (delta).
+POSITIVE: Mapping[str, Any] = MappingProxyType({"minimum": 0, "exclusive_minimum": True})
+OPEN_UNIT: Mapping[str, Any] = MappingProxyType(
+    {"minimum": 0, "exclusive_minimum": True, "maximum": 1, "exclusive_maximum": True})
 
 _TYPES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool", Path: "path"}
 # string annotations (``from __future__ import annotations``) of the parameter types
