@@ -22,6 +22,7 @@ A limit is thus written exactly once and holds for Python callers and the CLI al
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
@@ -37,7 +38,10 @@ import attrs
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
-__all__ = ["REQUIRED", "POSITIVE", "OPEN_UNIT", "Param", "Spec", "param_field", "param_fields", "params_of"]
+__all__ = [
+    "REQUIRED", "POSITIVE", "OPEN_UNIT", "Param", "Spec", "param_field", "param_fields", "params_of",
+    "check_params",
+]
 
 
 class _Required:
@@ -318,10 +322,12 @@ def _function_params(func: Callable[..., Any]) -> tuple[Param, ...]:
     where = getattr(func, "__qualname__", repr(func))
     out = []
     for p in inspect.signature(func, eval_str=True).parameters.values():
-        if p.name == "context" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+        if p.name in ("context", "self") or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue  # the workflow context is not a parameter
         meta = getattr(p.annotation, "__metadata__", ())
         specs = [m for m in meta if isinstance(m, (Spec, Param))]
+        if not specs and p.default is not p.empty:
+            continue  # an optional argument for Python callers only (e.g. rng)
         if len(specs) != 1:
             raise PrivregTypeError(
                 f"{where}: argument {p.name!r} needs its documentation and limits in its annotation, "
@@ -331,7 +337,8 @@ def _function_params(func: Callable[..., Any]) -> tuple[Param, ...]:
         if isinstance(spec, Param):  # reuse another factory's declaration, under this name
             out.append(attrs.evolve(spec, name=p.name, default=default))
         else:
-            out.append(spec.param(p.name, _plain_type(p.annotation.__origin__, f"{where}({p.name})"), default))
+            type_ = spec.type or _plain_type(p.annotation.__origin__, f"{where}({p.name})")
+            out.append(spec.param(p.name, type_, default))
     return tuple(out)
 
 
@@ -350,3 +357,24 @@ def params_of(factory: Any, name: str | None = None) -> Any:
     raise PrivregValueError(
         f"{getattr(factory, '__name__', factory)!r} has no parameter {name!r}; "
         f"its parameters are {[p.name for p in params]}")
+
+
+def check_params(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: check a function's ``Annotated`` arguments on every call with the
+    Params the registry derives from them, so a plain function or ``__init__`` enforces
+    the limits it documents (values other than numbers, strings and paths go through
+    unchecked, e.g. a list of party names)."""
+    signature = inspect.signature(func)
+    params: dict[str, Param] = {}
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if not params:  # annotations resolve once the defining module is complete
+            params.update((p.name, p) for p in _function_params(func))
+        bound = signature.bind(*args, **kwargs)
+        for name, value in bound.arguments.items():
+            if name in params and (value is None or isinstance(value, (numbers.Real, str, Path))):
+                bound.arguments[name] = params[name].validate(value)
+        return func(*bound.args, **bound.kwargs)
+
+    return checked

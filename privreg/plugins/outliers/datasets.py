@@ -28,7 +28,6 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-
 import attrs
 import numpy as np
 
