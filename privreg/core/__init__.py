@@ -3,8 +3,6 @@
 Importing this package loads no plugin; call :func:`default_registry` for that.
 """
 
-import types as _types
-
 from privreg.core.charging import Charge, Charger, EventLog
 from privreg.core.errors import (
     BudgetExceededError,
@@ -41,24 +39,9 @@ from privreg.core.events import (
     event_type,
 )
 from privreg.core.hookspecs import hookimpl
-from privreg.core.items import (
-    REQUIRED,
-    Citation,
-    Example,
-    ItemKind,
-    Param,
-    RegistryItem,
-)
+from privreg.core.items import REQUIRED, Citation, Example, ItemKind, Param, RegistryItem
 from privreg.core.mechanism import Mechanism, Release
-from privreg.core.params import (
-    OPEN_UNIT,
-    POSITIVE,
-    Spec,
-    check_params,
-    param_field,
-    param_fields,
-    params_of,
-)
+from privreg.core.params import OPEN_UNIT, POSITIVE, Spec, check_params, param_field, param_fields, params_of
 from privreg.core.protocol import (
     Channel,
     InMemoryTransport,
@@ -70,18 +53,10 @@ from privreg.core.protocol import (
     Transport,
     count_ciphertexts,
 )
+from privreg.core.transport_tcp import TcpTransport
 from privreg.core.randomizer import FrequencyEstimate, Randomizer, Reports
-from privreg.core.randomness import (
-    InsecureReproducibleRandom,
-    RandomSource,
-    SecureRandom,
-)
-from privreg.core.registry import (
-    Registry,
-    default_registry,
-    load_registry,
-    reset_default_registry,
-)
+from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
+from privreg.core.registry import Registry, default_registry, load_registry, reset_default_registry
 from privreg.core.sensitivity import (
     GlobalSensitivity,
     LocalSensitivity,
@@ -90,8 +65,9 @@ from privreg.core.sensitivity import (
     SensitivityKind,
     SmoothSensitivity,
 )
-from privreg.core.transport_tcp import TcpTransport
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
+
+import types as _types
 
 __all__ = [
     _n for _n, _v in list(globals().items())

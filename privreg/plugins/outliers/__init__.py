@@ -10,20 +10,10 @@ Modules: :mod:`.definitions` (Definitions 7-8), :mod:`.kissing` (Theorem 4, eq. 
 """
 
 from privreg.plugins.outliers.ball_cover import max_cover
-from privreg.plugins.outliers.definitions import (
-    OutlierCountQuery,
-    outlier_count,
-    outlier_mask,
-)
-from privreg.plugins.outliers.kissing import (
-    global_sensitivity_lower,
-    global_sensitivity_upper,
-)
+from privreg.plugins.outliers.definitions import OutlierCountQuery, outlier_count, outlier_mask
+from privreg.plugins.outliers.kissing import global_sensitivity_lower, global_sensitivity_upper
 from privreg.plugins.outliers.release import outlier_count_mechanism, top_h_subspaces
-from privreg.plugins.outliers.smooth import (
-    OutlierCountSmoothSensitivity,
-    smooth_upper_bound,
-)
+from privreg.plugins.outliers.smooth import OutlierCountSmoothSensitivity, smooth_upper_bound
 
 __all__ = [
     "OutlierCountQuery",

@@ -92,11 +92,7 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 
 from privreg.core.errors import PrivregValueError
-from privreg.plugins.outliers.seb import (
-    enclosing_ball,
-    fits_in_ball,
-    fits_in_ball_batch,
-)
+from privreg.plugins.outliers.seb import enclosing_ball, fits_in_ball, fits_in_ball_batch
 
 __all__ = [
     "COVER_METHODS",

@@ -28,6 +28,7 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
+
 import attrs
 import numpy as np
 

@@ -7,11 +7,7 @@ from privreg.core.workflow import DemoStep, WorkflowContext
 from privreg.plugins.outliers.datasets import synthetic_1, synthetic_2
 from privreg.plugins.outliers.definitions import outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
-from privreg.plugins.outliers.release import (
-    all_subspaces,
-    outlier_count_mechanism,
-    top_h_subspaces,
-)
+from privreg.plugins.outliers.release import all_subspaces, outlier_count_mechanism, top_h_subspaces
 
 
 def _outlier_step(ctx: WorkflowContext) -> str:

@@ -17,10 +17,7 @@ from privreg.plugins.outliers.params import Cover, Delta, Epsilon, K, Step, Subs
 from privreg.plugins.outliers.params import radius as radius_spec
 from privreg.plugins.outliers.release import DEFAULT_STEP, outlier_count_mechanism
 from privreg.plugins.outliers.smooth import OutlierCountSmoothSensitivity
-from privreg.plugins.outliers.workflows import (
-    outlier_count_workflow,
-    outlier_subspaces_workflow,
-)
+from privreg.plugins.outliers.workflows import outlier_count_workflow, outlier_subspaces_workflow
 
 # Theorem 4's witness in the plane (k = 2, r = 1): x0 at the origin keeps the 8 clustered
 # records inliers; moving x0 far away makes all 9 records outliers.

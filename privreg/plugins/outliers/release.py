@@ -21,19 +21,12 @@ from privreg.core.charging import Charger
 from privreg.core.errors import PrivregValueError
 from privreg.core.mechanism import Release
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.plugins.outliers.definitions import (
-    OutlierCountQuery,
-    as_dataset,
-    check_subspace,
-    outlier_count,
-)
+from privreg.plugins.outliers.definitions import as_dataset, check_subspace, outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.smooth import OutlierCountSmoothSensitivity
+from privreg.plugins.outliers.definitions import OutlierCountQuery
 from privreg.plugins.standard.selection import ExponentialMechanism, epsilon_spent
-from privreg.plugins.standard.smooth_gaussian import (
-    SmoothGaussianMechanism,
-    smooth_gaussian_parameters,
-)
+from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
 
 __all__ = [
     "DEFAULT_STEP",

@@ -82,11 +82,7 @@ from privreg.plugins.outliers.ball_cover import (
     max_cover_branch_and_bound,
     max_cover_truss,
 )
-from privreg.plugins.outliers.definitions import (
-    check_subspace,
-    degrees,
-    subspace_points,
-)
+from privreg.plugins.outliers.definitions import check_subspace, degrees, subspace_points
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 
 __all__ = [

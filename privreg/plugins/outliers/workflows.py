@@ -13,22 +13,9 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
-from privreg.plugins.outliers.params import (
-    Columns,
-    Cover,
-    Epsilon,
-    Input,
-    K,
-    Step,
-    WorkflowDelta,
-)
+from privreg.plugins.outliers.params import Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
-from privreg.plugins.outliers.release import (
-    DEFAULT_STEP,
-    all_subspaces,
-    outlier_count_mechanism,
-    top_h_subspaces,
-)
+from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
 
 __all__ = ["outlier_count_workflow", "outlier_subspaces_workflow"]
 

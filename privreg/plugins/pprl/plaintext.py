@@ -41,30 +41,12 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.plugins.pprl.assignment import (
-    METHODS,
-    EncryptorAssignment,
-    assign_encryptors,
-    group_units,
-)
-from privreg.plugins.pprl.blocking import (
-    BlockingConfig,
-    check_blocking,
-    choose_lmin,
-    party_signatures,
-)
+from privreg.plugins.pprl.assignment import METHODS, EncryptorAssignment, assign_encryptors, group_units
+from privreg.plugins.pprl.blocking import BlockingConfig, check_blocking, choose_lmin, party_signatures
 from privreg.plugins.pprl.kdf import check_secret
 from privreg.plugins.pprl.matching import _check_rule, match_plaintext
-from privreg.plugins.pprl.merge import (
-    candidate_groups,
-    oversized_blocks,
-    sliding_window_merge,
-)
-from privreg.plugins.pprl.records import (
-    CandidateGroups,
-    EncodedRecords,
-    check_party_records,
-)
+from privreg.plugins.pprl.merge import candidate_groups, oversized_blocks, sliding_window_merge
+from privreg.plugins.pprl.records import CandidateGroups, EncodedRecords, check_party_records
 
 __all__ = ["PlaintextLinkage", "plaintext_linkage"]
 

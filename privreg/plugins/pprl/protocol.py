@@ -73,25 +73,15 @@ from privreg.crypto.hamming import (
     LAYOUTS,
     EncryptedDistances,
     EncryptedFilters,
-    _check_layout,
     decrypt_distances,
     encrypt_filters,
     hamming_distances,
+    _check_layout,
     slot_layout,
 )
-from privreg.crypto.keys import (
-    MIN_INSECURE_KEY_BITS,
-    MIN_KEY_BITS,
-    PaillierKeypair,
-    generate_paillier_keypair,
-)
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
-from privreg.plugins.pprl.matching import (
-    RULES,
-    ComparisonRound,
-    MatchingSession,
-    _check_rule,
-)
+from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSession, _check_rule
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 
 __all__ = ["PPRLProtocol", "LINKAGE_UNIT"]

@@ -270,11 +270,7 @@ def calibrate_dispersion(parties: Sequence[EncodedRecords], *, config: Any, secr
     ``lmin`` where precision and recall level off; recall falls only slowly with
     ``lmin``). The parties' :class:`EncodedRecords` must carry ground-truth entities.
     Use the result as ``DispersionConfig(ht=..., lt=...)``; keep ``theta`` below ``ht``."""
-    from privreg.plugins.pprl.blocking import (
-        BlockingConfig,
-        choose_lmin,
-        party_signatures,
-    )
+    from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin, party_signatures
     from privreg.plugins.pprl.merge import candidate_groups, sliding_window_merge
     from privreg.plugins.pprl.quality import blocking_quality
 

@@ -9,11 +9,7 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
-from privreg.core.params import (
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.noise.fast import MAX_PART
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many

@@ -9,11 +9,7 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
-from privreg.core.params import (
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale

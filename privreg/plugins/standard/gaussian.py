@@ -16,12 +16,7 @@ from privreg.accountant.pld import MAX_EXACT_DISCRETE_SIGMA
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
-from privreg.core.params import (
-    OPEN_UNIT,
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,

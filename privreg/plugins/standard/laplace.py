@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
-from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,

@@ -10,11 +10,7 @@ import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.params import (
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
 from privreg.noise import uniform_below

@@ -34,11 +34,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Exponential, PrivacyEvent
 from privreg.core.mechanism import Mechanism
-from privreg.core.params import (
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.noise import bernoulli_exp_neg, uniform_below
 from privreg.noise.coins import ExpCoins

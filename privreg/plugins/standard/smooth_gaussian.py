@@ -48,16 +48,11 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, PrivacyEvent
 from privreg.core.mechanism import Mechanism
-from privreg.core.params import (
-    OPEN_UNIT,
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import Sensitivity, SensitivityKind
-from privreg.noise.fast import MAX_PART
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
+from privreg.noise.fast import MAX_PART
 from privreg.plugins.standard.grid_mechanism import grid_to_float
 
 __all__ = [

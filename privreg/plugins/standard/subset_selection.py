@@ -25,14 +25,10 @@ import attrs
 import numpy as np
 
 from privreg.core import validation as v
-from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.params import (
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
+from privreg.core.charging import Charger
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.noise import uniform_below
 from privreg.noise.stream import keyed_generator

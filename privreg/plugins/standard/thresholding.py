@@ -64,12 +64,7 @@ from scipy import special
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace, PrivacyEvent
 from privreg.core.mechanism import Mechanism
-from privreg.core.params import (
-    OPEN_UNIT,
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomizer import _secure_permutation
 from privreg.core.randomness import RandomSource
 from privreg.noise import Grid

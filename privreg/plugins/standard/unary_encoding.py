@@ -19,15 +19,11 @@ import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.params import (
-    POSITIVE,
-    param_field,
-    param_fields,
-)
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
-from privreg.plugins.standard.probabilities import exp_lower_bound
 from privreg.plugins.standard.randomized_response import category_array
+from privreg.plugins.standard.probabilities import exp_lower_bound
 
 __all__ = ["OptimizedUnaryEncoding", "bernoulli_dyadic"]
 
