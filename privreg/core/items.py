@@ -162,7 +162,7 @@ class RegistryItem:
         needs_pair = self.kind in (ItemKind.MECHANISM, ItemKind.RANDOMIZER)
         if needs_pair and self.example.neighbours is None:
             raise PrivregValueError(
-                f"{self._what} {self.name!r}: example.neighbours must give two "
+                f"{self.kind_name} {self.name!r}: example.neighbours must give two "
                 f"neighbouring inputs, so the contract tests and the auditor can exercise it"
             )
 
@@ -172,7 +172,8 @@ class RegistryItem:
             raise PrivregTypeError(f"item {self.name!r}: factory must be callable; got {value!r}")
 
     @property
-    def _what(self) -> str:
+    def kind_name(self) -> str:
+        """The kind's value, or ``"item"`` before the registry set the kind."""
         return "item" if self.kind is None else self.kind.value
 
     @property
@@ -185,7 +186,7 @@ class RegistryItem:
             if p.name == name:
                 return p
         raise PrivregValueError(
-            f"{self._what} {self.name!r} has no parameter {name!r}; "
+            f"{self.kind_name} {self.name!r} has no parameter {name!r}; "
             f"its parameters are {[p.name for p in self.params]}"
         )
 
@@ -197,7 +198,7 @@ class RegistryItem:
         unknown = sorted(set(given) - known)
         if unknown:
             raise PrivregValueError(
-                f"{self._what} {self.name!r} got unknown parameter(s) {unknown}; "
+                f"{self.kind_name} {self.name!r} got unknown parameter(s) {unknown}; "
                 f"its parameters are {sorted(known)}"
             )
         out: dict[str, Any] = {}
@@ -206,7 +207,7 @@ class RegistryItem:
                 out[p.name] = p.validate(given[p.name])
             elif p.required:
                 raise PrivregValueError(
-                    f"{self._what} {self.name!r} needs parameter {p.name!r} ({p.doc})"
+                    f"{self.kind_name} {self.name!r} needs parameter {p.name!r} ({p.doc})"
                 )
             else:
                 out[p.name] = p.validate(p.default)  # converted, e.g. str -> Path
@@ -221,10 +222,13 @@ class RegistryItem:
     def run(self, context: Any, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
         """Run a workflow with validated parameters."""
         if self.kind is not ItemKind.WORKFLOW:
-            raise PrivregTypeError(f"{self.name!r} is a {self._what}, not a workflow")
+            what = "not registered yet (no kind)" if self.kind is None else f"a {self.kind_name}"
+            raise PrivregTypeError(
+                f"{self.name!r} is {what}, not a workflow: register it through "
+                f"privreg_register_workflows, or pass kind='workflow'")
         return self.factory(context=context, **self.bind(values, **kwargs))
 
 
 def params_from(specs: Sequence[Param]) -> tuple[Param, ...]:
     """Validate a parameter list (helper for plugin authors)."""
-    return _params(specs)
+    return _params(specs) or ()

@@ -22,6 +22,7 @@ A limit is thus written exactly once and holds for Python callers and the CLI al
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import math
@@ -162,7 +163,7 @@ class Param:
         if value is None and self.default is None:
             return None
         x = self._coerce(value)
-        if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
             too_low = self.minimum is not None and (
                 x <= self.minimum if self.exclusive_minimum else x < self.minimum
             )
@@ -224,7 +225,7 @@ class Spec:
     check: Callable[[Any], Any] | None = None
     type: type | None = None
 
-    def param(self, name: str, type_: type, default: Any) -> Param:
+    def param(self, name: str, type_: builtins.type, default: Any) -> Param:
         return Param(
             name=name, type=self.type or type_, doc=self.doc, default=default,
             minimum=self.minimum, maximum=self.maximum, exclusive_minimum=self.exclusive_minimum,

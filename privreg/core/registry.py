@@ -124,7 +124,7 @@ class Registry:
         """All items (of one ``kind``), sorted by kind then name."""
         want = None if kind is None else ItemKind(kind)
         chosen = [i for i in self._items.values() if want is None or i.kind is want]
-        return tuple(sorted(chosen, key=lambda i: (_KIND_ORDER[i.kind], i.name)))
+        return tuple(sorted(chosen, key=lambda i: (_KIND_ORDER[ItemKind(i.kind)], i.name)))
 
     def names(self) -> tuple[str, ...]:
         return tuple(i.name for i in self.items())
@@ -352,8 +352,8 @@ def load_registry(
         prior = seen.get(item.name)
         if prior is not None:
             raise DuplicateNameError(
-                f"name {item.name!r} is registered twice: as a {prior.kind.value} by plugin "
-                f"{prior.plugin!r} and as a {item.kind.value} by plugin {item.plugin!r}. "
+                f"name {item.name!r} is registered twice: as a {prior.kind_name} by plugin "
+                f"{prior.plugin!r} and as a {item.kind_name} by plugin {item.plugin!r}. "
                 f"Uninstall one, or select plugins with {PLUGINS_ENV}=name1,name2."
             )
         seen[item.name] = item
