@@ -42,6 +42,7 @@ from privreg.core.events import (
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import REQUIRED, Citation, Example, ItemKind, Param, RegistryItem
 from privreg.core.mechanism import Mechanism, Release
+from privreg.core.params import OPEN_UNIT, POSITIVE, Spec, check_params, param_field, param_fields, params_of
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomizer import FrequencyEstimate, Randomizer, Reports
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
@@ -109,6 +110,13 @@ __all__ = [
     "ItemKind",
     "Param",
     "REQUIRED",
+    "Spec",
+    "param_field",
+    "param_fields",
+    "params_of",
+    "check_params",
+    "POSITIVE",
+    "OPEN_UNIT",
     "Citation",
     "Example",
     "hookimpl",

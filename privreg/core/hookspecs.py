@@ -81,7 +81,7 @@ def privreg_demo_steps():  # type: ignore[no-untyped-def]
     Steps of all plugins are concatenated and run sorted by ``(order, title)``."""
 
 
-#: hook name -> the item kind it registers (None: not a RegistryItem hook).
+#: hook name -> the item kind it registers: the registry sets each returned item's kind.
 REGISTRATION_HOOKS = {
     "privreg_register_mechanisms": "mechanism",
     "privreg_register_randomizers": "randomizer",

@@ -11,27 +11,16 @@ from __future__ import annotations
 
 import enum
 import inspect
-import math
-import numbers
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.params import REQUIRED, Param, params_of
 
 __all__ = ["ItemKind", "Citation", "Param", "Example", "RegistryItem", "REQUIRED"]
-
-
-class _Required:
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-#: Default of a parameter that has no default.
-REQUIRED: Any = _Required()
 
 
 class ItemKind(str, enum.Enum):
@@ -75,138 +64,9 @@ class Citation:
         return " ".join(parts)
 
 
-_TYPES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool", Path: "path"}
-
-
-@attrs.frozen(kw_only=True)
-class Param:
-    """A typed parameter with a default, documentation and validation.
-
-    ``check`` (optional) receives the converted value and raises a ValueError (ideally a
-    :class:`PrivregValueError`) for values out of range; ``minimum``/``maximum``/``choices``
-    cover the common cases declaratively and show in ``privreg describe``.
-    """
-
-    name: str = attrs.field(converter=lambda x: v.check_name("name", x))
-    type: type = attrs.field()
-    doc: str = attrs.field(converter=_nonempty("doc"))
-    default: Any = REQUIRED
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive_minimum: bool = False
-    choices: tuple[Any, ...] | None = attrs.field(
-        default=None, converter=lambda x: None if x is None else tuple(x)
-    )
-    check: Callable[[Any], Any] | None = None
-
-    @type.validator
-    def _known_type(self, attribute: Any, value: Any) -> None:
-        if not isinstance(value, type) or value not in _TYPES:
-            raise PrivregTypeError(
-                f"Param {self.name!r}: type must be one of {list(_TYPES.values())}; got {value!r}"
-            )
-
-    def __attrs_post_init__(self) -> None:
-        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
-            raise PrivregValueError(
-                f"Param {self.name!r}: minimum {self.minimum} exceeds maximum {self.maximum}")
-        for choice in self.choices or ():
-            self._coerce(choice)
-        if self.default is not REQUIRED and self.default is not None:
-            self.validate(self.default)
-
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
-    @property
-    def type_name(self) -> str:
-        return _TYPES[self.type]
-
-    def constraint_text(self) -> str:
-        """Human-readable constraints, e.g. ``> 0``, ``one of ['a', 'b']``."""
-        bits = []
-        if self.minimum is not None:
-            bits.append(f"{'>' if self.exclusive_minimum else '>='} {self.minimum:g}")
-        if self.maximum is not None:
-            bits.append(f"<= {self.maximum:g}")
-        if self.choices is not None:
-            bits.append(f"one of {list(self.choices)}")
-        return ", ".join(bits)
-
-    def _coerce(self, value: Any) -> Any:
-        t = self.type
-        if t is bool:
-            if not isinstance(value, bool):
-                raise PrivregTypeError(f"parameter {self.name} must be true or false; got {value!r}")
-            return value
-        if t is int:
-            return v.check_int(f"parameter {self.name}", value)
-        if t is float:
-            x = v.check_real(f"parameter {self.name}", value)
-            if math.isnan(x) or math.isinf(x):
-                raise PrivregValueError(
-                    f"parameter {self.name} must be finite; got {value!r}. Pass a finite number."
-                )
-            return x
-        if t is Path:
-            if not isinstance(value, (str, Path)):
-                raise PrivregTypeError(f"parameter {self.name} must be a path; got {value!r}")
-            return Path(value)
-        if not isinstance(value, str):
-            raise PrivregTypeError(f"parameter {self.name} must be a str; got {value!r}")
-        return value
-
-    def validate(self, value: Any) -> Any:
-        """Convert and check ``value``; raise an error naming this parameter if it is invalid.
-        ``None`` is accepted only by parameters whose default is ``None`` (optional)."""
-        if value is None and self.default is None:
-            return None
-        x = self._coerce(value)
-        if isinstance(x, numbers.Real) and not isinstance(x, bool):
-            too_low = self.minimum is not None and (
-                x <= self.minimum if self.exclusive_minimum else x < self.minimum
-            )
-            too_high = self.maximum is not None and x > self.maximum
-            if too_low or too_high:
-                raise PrivregValueError(
-                    f"parameter {self.name} must be {self.constraint_text()}; got {value!r}"
-                )
-        if self.choices is not None and x not in self.choices:
-            raise PrivregValueError(
-                f"parameter {self.name} must be one of {list(self.choices)}; got {value!r}"
-            )
-        if self.check is not None:
-            try:
-                self.check(x)
-            except PrivregValueError:
-                raise
-            except ValueError as exc:  # name the parameter even if the check did not
-                raise PrivregValueError(f"parameter {self.name}: {exc}") from exc
-        return x
-
-    def parse(self, text: str) -> Any:
-        """Parse a command-line string, then :meth:`validate` it."""
-        if self.type is bool:
-            low = text.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return self.validate(True)
-            if low in ("0", "false", "no", "off"):
-                return self.validate(False)
-            raise PrivregValueError(f"parameter {self.name} must be true or false; got {text!r}")
-        if self.type in (int, float):
-            try:
-                num = int(text) if self.type is int else float(text)
-            except ValueError:
-                raise PrivregValueError(
-                    f"parameter {self.name} must be {'an integer' if self.type is int else 'a number'}; "
-                    f"got {text!r}"
-                ) from None
-            return self.validate(num)
-        return self.validate(text)
-
-
-def _params(xs: Any) -> tuple[Param, ...]:
+def _params(xs: Any) -> tuple[Param, ...] | None:
+    if xs is None:
+        return None
     out = tuple(xs)
     for p in out:
         if not isinstance(p, Param):
@@ -246,7 +106,9 @@ def _pair_of(x: Any) -> tuple[Any, Any] | None:
     return tuple(x)  # type: ignore[return-value]
 
 
-def _kind(x: Any) -> ItemKind:
+def _kind(x: Any) -> ItemKind | None:
+    if x is None:
+        return None
     try:
         return ItemKind(x)
     except ValueError:
@@ -267,7 +129,11 @@ class RegistryItem:
     ``factory(**params)`` builds the object (for workflows: runs it, with an extra
     ``context`` keyword). ``example`` is a small valid configuration (see
     :class:`Example`). ``plugin`` is filled in by the registry with the name of the
-    plugin that registered the item. ``charges`` (workflows): ``False`` declares a workflow
+    plugin that registered the item. ``kind`` is set by the registry from the hook that
+    returned the item (``privreg_register_mechanisms`` -> mechanism, ...); plugins leave it
+    out (an explicit kind that contradicts the hook fails the plugin). ``params`` are
+    derived from the factory (:func:`privreg.core.params.params_of`) unless given, so
+    each parameter is declared once, where the factory declares it. ``charges`` (workflows): ``False`` declares a workflow
     that releases no differentially private output -- a cryptographic protocol whose
     outputs are protected by what each party learns -- and so charges nothing; the
     contract tests hold a workflow to its declaration either way. ``neighbouring``: the
@@ -277,24 +143,26 @@ class RegistryItem:
     """
 
     name: str = attrs.field(converter=lambda x: v.check_name("name", x))
-    kind: ItemKind = attrs.field(converter=_kind)
+    kind: ItemKind | None = attrs.field(default=None, converter=_kind)
     summary: str = attrs.field(converter=_summary)
     citation: Citation = attrs.field(validator=attrs.validators.instance_of(Citation))
     factory: Callable[..., Any] = attrs.field()
     example: Example = attrs.field(validator=attrs.validators.instance_of(Example))
-    params: tuple[Param, ...] = attrs.field(default=(), converter=_params)
+    params: tuple[Param, ...] = attrs.field(default=None, converter=_params)
     plugin: str = ""
     charges: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     neighbouring: str = attrs.field(default="add_remove", converter=lambda x: v.check_relation("neighbouring", x))
 
     def __attrs_post_init__(self) -> None:
+        if self.params is None:  # derived once; attrs.evolve (the registry) passes them on
+            object.__setattr__(self, "params", _params(params_of(self.factory)))
         if self.kind is ItemKind.WORKFLOW and any(p.name == "context" for p in self.params):
             raise PrivregValueError(f"workflow {self.name!r}: 'context' is reserved, rename that parameter")
         self.bind(self.example.params)  # the example must be valid for the declared params
         needs_pair = self.kind in (ItemKind.MECHANISM, ItemKind.RANDOMIZER)
         if needs_pair and self.example.neighbours is None:
             raise PrivregValueError(
-                f"{self.kind.value} {self.name!r}: example.neighbours must give two "
+                f"{self.kind_name} {self.name!r}: example.neighbours must give two "
                 f"neighbouring inputs, so the contract tests and the auditor can exercise it"
             )
 
@@ -302,6 +170,11 @@ class RegistryItem:
     def _callable(self, attribute: Any, value: Any) -> None:
         if not callable(value):
             raise PrivregTypeError(f"item {self.name!r}: factory must be callable; got {value!r}")
+
+    @property
+    def kind_name(self) -> str:
+        """The kind's value, or ``"item"`` before the registry set the kind."""
+        return "item" if self.kind is None else self.kind.value
 
     @property
     def description(self) -> str:
@@ -313,7 +186,7 @@ class RegistryItem:
             if p.name == name:
                 return p
         raise PrivregValueError(
-            f"{self.kind.value} {self.name!r} has no parameter {name!r}; "
+            f"{self.kind_name} {self.name!r} has no parameter {name!r}; "
             f"its parameters are {[p.name for p in self.params]}"
         )
 
@@ -325,7 +198,7 @@ class RegistryItem:
         unknown = sorted(set(given) - known)
         if unknown:
             raise PrivregValueError(
-                f"{self.kind.value} {self.name!r} got unknown parameter(s) {unknown}; "
+                f"{self.kind_name} {self.name!r} got unknown parameter(s) {unknown}; "
                 f"its parameters are {sorted(known)}"
             )
         out: dict[str, Any] = {}
@@ -334,7 +207,7 @@ class RegistryItem:
                 out[p.name] = p.validate(given[p.name])
             elif p.required:
                 raise PrivregValueError(
-                    f"{self.kind.value} {self.name!r} needs parameter {p.name!r} ({p.doc})"
+                    f"{self.kind_name} {self.name!r} needs parameter {p.name!r} ({p.doc})"
                 )
             else:
                 out[p.name] = p.validate(p.default)  # converted, e.g. str -> Path
@@ -349,10 +222,13 @@ class RegistryItem:
     def run(self, context: Any, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
         """Run a workflow with validated parameters."""
         if self.kind is not ItemKind.WORKFLOW:
-            raise PrivregTypeError(f"{self.name!r} is a {self.kind.value}, not a workflow")
+            what = "not registered yet (no kind)" if self.kind is None else f"a {self.kind_name}"
+            raise PrivregTypeError(
+                f"{self.name!r} is {what}, not a workflow: register it through "
+                f"privreg_register_workflows, or pass kind='workflow'")
         return self.factory(context=context, **self.bind(values, **kwargs))
 
 
 def params_from(specs: Sequence[Param]) -> tuple[Param, ...]:
     """Validate a parameter list (helper for plugin authors)."""
-    return _params(specs)
+    return _params(specs) or ()

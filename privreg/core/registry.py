@@ -127,7 +127,7 @@ class Registry:
         """All items (of one ``kind``), sorted by kind then name."""
         want = None if kind is None else ItemKind(kind)
         chosen = [i for i in self._items.values() if want is None or i.kind is want]
-        return tuple(sorted(chosen, key=lambda i: (_KIND_ORDER[i.kind], i.name)))
+        return tuple(sorted(chosen, key=lambda i: (_KIND_ORDER[ItemKind(i.kind)], i.name)))
 
     def names(self) -> tuple[str, ...]:
         return tuple(i.name for i in self.items())
@@ -211,12 +211,14 @@ class _Collector:
             for item in self._call(hook_name):
                 if not isinstance(item, RegistryItem):
                     raise PluginError(f"{hook_name} returned {item!r}, not a RegistryItem")
-                if item.kind.value != kind:
+                # the hook says what the item is; an explicit kind may only agree with it
+                if item.kind is not None and item.kind.value != kind:
                     raise PluginError(
                         f"{hook_name} returned {item.name!r} of kind {item.kind.value!r}; "
-                        f"expected {kind!r}"
+                        f"expected {kind!r}. Leave out kind=, or return the item from the "
+                        f"hook of its kind"
                     )
-                items.append(attrs.evolve(item, plugin=self.name))
+                items.append(attrs.evolve(item, kind=kind, plugin=self.name))
         return items
 
     def event_types(self) -> list[type[PrivacyEvent]]:
@@ -355,8 +357,8 @@ def load_registry(
         prior = seen.get(item.name)
         if prior is not None:
             raise DuplicateNameError(
-                f"name {item.name!r} is registered twice: as a {prior.kind.value} by plugin "
-                f"{prior.plugin!r} and as a {item.kind.value} by plugin {item.plugin!r}. "
+                f"name {item.name!r} is registered twice: as a {prior.kind_name} by plugin "
+                f"{prior.plugin!r} and as a {item.kind_name} by plugin {item.plugin!r}. "
                 f"Uninstall one, or select plugins with {PLUGINS_ENV}=name1,name2."
             )
         seen[item.name] = item

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 
 import privreg
-from privreg import Citation, Example, Param, RegistryItem, WorkflowContext, WorkflowResult
+from privreg import POSITIVE, Citation, Example, RegistryItem, Spec, WorkflowContext, WorkflowResult
 from privreg.core.accounting import AccountingHandler
 from privreg.datasets import load_adult
 from privreg_template.event import GeometricHistogram, exact_rho
@@ -20,7 +22,12 @@ CITATION = Citation(
 )
 
 
-def histogram_workflow(*, context: WorkflowContext, column: str, epsilon: float) -> WorkflowResult:
+def histogram_workflow(
+    *,
+    context: WorkflowContext,
+    column: Annotated[str, Spec(doc="categorical Adult column")] = "race",
+    epsilon: Annotated[float, Spec(doc="privacy parameter epsilon", **POSITIVE)] = 1.0,
+) -> WorkflowResult:
     """Noisy histogram of a categorical column of the bundled UCI Adult slice.
 
     Guarantee: ``epsilon``-DP (one release of :class:`NoisyHistogram`); the category
@@ -46,14 +53,11 @@ def privreg_register_mechanisms():
     return [
         RegistryItem(
             name="template-histogram-mechanism",
-            kind="mechanism",
             summary="integer histogram with two-sided geometric noise (template plugin)",
             citation=CITATION,
-            factory=NoisyHistogram,
+            factory=NoisyHistogram,  # its parameters come from its param_field()s
             # neighbouring histograms: one person added to bin 0
             example=Example(params={"epsilon": 1.0}, neighbours=(np.array([3, 5]), np.array([4, 5]))),
-            params=(Param(name="epsilon", type=float, doc="privacy parameter epsilon", minimum=0,
-                          exclusive_minimum=True),),
         )
     ]
 
@@ -63,16 +67,10 @@ def privreg_register_workflows():
     return [
         RegistryItem(
             name="template-histogram",
-            kind="workflow",
             summary="noisy histogram of a categorical UCI Adult column (template plugin)",
             citation=CITATION,
-            factory=histogram_workflow,
+            factory=histogram_workflow,  # its parameters come from its signature
             example=Example(params={"column": "sex", "epsilon": 1.0}),
-            params=(
-                Param(name="column", type=str, default="race", doc="categorical Adult column"),
-                Param(name="epsilon", type=float, default=1.0, doc="privacy parameter epsilon",
-                      minimum=0, exclusive_minimum=True),
-            ),
         )
     ]
 

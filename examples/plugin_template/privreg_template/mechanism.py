@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg import Mechanism, PrivacyEvent, PrivregValueError, RandomSource
-from privreg.core.validation import check_epsilon
+from privreg import POSITIVE, Mechanism, PrivacyEvent, PrivregValueError, RandomSource, param_field, param_fields
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg_template.event import GeometricHistogram
 
@@ -19,7 +18,8 @@ from privreg_template.event import GeometricHistogram
 MAX_COUNT = 2**62
 
 
-@attrs.frozen(kw_only=True)
+# param_fields: the field declares its limit once, for the class and the registry alike
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class NoisyHistogram(Mechanism):
     """Adds two-sided geometric noise of scale ``1/epsilon`` to every bin of a histogram.
 
@@ -35,7 +35,7 @@ class NoisyHistogram(Mechanism):
     """
 
     name: ClassVar[str] = "template-histogram-mechanism"
-    epsilon: float = attrs.field(converter=lambda x: check_epsilon("epsilon", x))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
 
     @property
     def noise_scale(self) -> Fraction:

@@ -13,15 +13,18 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
 
+from privreg.accountant.shuffle import DEFAULT_SHUFFLE_BOUND, SHUFFLE_BOUNDS
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
 from privreg.plugins.heavy_hitters.privacy import central_epsilon, k_anonymity, local_epsilon
-from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, TrieHHResult
+from privreg.plugins.heavy_hitters.sampling import SAMPLERS
+from privreg.plugins.heavy_hitters.triehh import VOTE_METHODS, LDPTrieHH, TrieHHResult
 
 __all__ = ["oov_discovery", "format_layers"]
 
@@ -40,22 +43,40 @@ def format_layers(result: TrieHHResult) -> str:
 def oov_discovery(
     *,
     context: WorkflowContext,
-    epsilon: float,
-    delta: float,
-    users_per_layer: int,
-    contribution_bound: int,
-    max_prefixes: int,
-    depth: int,
-    passes: int,
-    sampler: str,
-    days: int,
-    vocabulary: int,
-    known_words: int,
-    oov_per_day: float,
-    personal_share: float,
-    shuffle_bound: str,
-    show: int,
-    votes: str = "aggregate",
+    epsilon: Annotated[float, Spec(
+        doc="item-level local epsilon of every Subset Selection report (Theorem 1)", **POSITIVE)] = 10.0,
+    delta: Annotated[float, Spec(
+        doc="delta of the central (eps', delta) after shuffling (Theorem 2)", minimum=0, exclusive_minimum=True, maximum=0.5)] = 1e-10,
+    users_per_layer: Annotated[int, Spec(
+        doc="N: fresh users per trie layer (a run uses N * depth * passes users)", minimum=1)] = 20_000,
+    contribution_bound: Annotated[int, Spec(
+        doc="B: reports per user (distinct prefixes, padded with the dummy gamma)", minimum=1)] = 2,
+    max_prefixes: Annotated[int, Spec(
+        doc="eta_max: prefixes kept per layer", minimum=1)] = 1000,
+    depth: Annotated[int, Spec(
+        doc="D: trie depth (longest word found: D characters)", minimum=1, maximum=64)] = 15,
+    passes: Annotated[int, Spec(
+        doc="tries built one after another on disjoint users; earlier words become known", minimum=1)] = 2,
+    sampler: Annotated[str, Spec(
+        doc="local sampler: greedy (most typed prefixes) or random (uniform distinct prefixes)", choices=SAMPLERS)] = "random",
+    days: Annotated[int, Spec(
+        doc="T: days of typing per simulated user", minimum=1)] = 60,
+    vocabulary: Annotated[int, Spec(
+        doc="words of the simulated law (the most frequent English words, wordfreq)", minimum=2, maximum=300_000)] = 30_000,
+    known_words: Annotated[int, Spec(
+        doc="size of the known vocabulary V (the most frequent words); the rest are targets", minimum=0)] = 1000,
+    oov_per_day: Annotated[float, Spec(
+        doc="out-of-vocabulary words a simulated user types per day (Poisson mean)", **POSITIVE)] = 0.5,
+    personal_share: Annotated[float, Spec(
+        doc="share of a user's unknown words that are their own bursty words (typos, names)", minimum=0, maximum=1)] = 0.5,
+    shuffle_bound: Annotated[str, Spec(
+        doc="amplification bound for the central epsilon (fmt21-numerical holds for every randomizer; "
+            "fmt23-numerical is refused unless every layer's reports hold one item, d = 1)", choices=SHUFFLE_BOUNDS)] = DEFAULT_SHUFFLE_BOUND,
+    votes: Annotated[str, Spec(
+        doc="aggregate: each layer's vote sum sampled directly (same law up to float rounding); "
+            "reports: every report drawn by the exact sampler (slower, O(N B d))", choices=list(VOTE_METHODS))] = "aggregate",
+    show: Annotated[int, Spec(
+        doc="discovered words printed per pass", minimum=0)] = 25,
 ) -> WorkflowResult:
     """Discover out-of-vocabulary words with LDP TrieHH (Sun et al. 2024, Algorithm 2)
     on a simulated population, and report coverage and privacy.

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from privreg.backends import Tokenizer, make_backend
 from privreg.core.charging import EventLog
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
-from privreg.plugins.ngrams.dpne import ExtractionResult, extract_ngrams, table3
+from privreg.plugins.ngrams.dpne import VALID_COUNTS, VARIANTS, ExtractionResult, extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine, NgramEngine, SparkNgramEngine
+from privreg.plugins.ngrams.levels import PRUNINGS
+from privreg.plugins.ngrams.noise_plan import METHODS
 from privreg.plugins.ngrams.partitions import PartitionedCorpus
 from privreg.plugins.ngrams.spamassassin import bundled_path
 
@@ -58,29 +61,52 @@ def run_extraction(*, context: WorkflowContext, input: Path | None, backend: str
 def ngrams_workflow(
     *,
     context: WorkflowContext,
-    input: Path | None,
-    format: str | None,
-    user_column: str,
-    text_column: str,
-    epsilon: float,
-    delta: float,
-    max_n: int,
-    max_keys: int,
-    method: str,
-    length: int | None,
-    schedule: str,
-    decay: float | None,
-    eta: float,
-    pruning: str,
-    variant: str,
-    valid_count: str,
-    sample_rate: float | None,
-    backend: str,
-    spark_master: str,
-    token_pattern: str,
-    lowercase: bool,
-    progress: bool,
-    workers: int,
+    input: Annotated[Path | None, Spec(
+        doc="CSV (with header), JSONL or Parquet file of (user, text) rows; default: bundled SpamAssassin ham slice")] = None,
+    format: Annotated[str | None, Spec(
+        doc="input format (default: from the file suffix)", choices=["csv", "jsonl", "parquet"])] = None,
+    user_column: Annotated[str, Spec(
+        doc="column holding the user id")] = "user_id",
+    text_column: Annotated[str, Spec(
+        doc="column holding the text")] = "text",
+    epsilon: Annotated[float, Spec(
+        doc="privacy parameter epsilon of the whole extraction", **POSITIVE)] = 4.0,
+    delta: Annotated[float, Spec(
+        doc="privacy parameter delta of the whole extraction (half to the Gaussians, half to rho_1)", minimum=0, exclusive_minimum=True, maximum=0.5)] = 1e-7,
+    max_n: Annotated[int, Spec(
+        doc="T: the longest n-gram length extracted", minimum=1, maximum=64)] = 9,
+    max_keys: Annotated[int, Spec(
+        doc="Delta_k: the most distinct k-grams one user contributes, for every length k", minimum=1)] = 300,
+    method: Annotated[str, Spec(
+        doc="dpne, or a DPSU baseline of Table 3 (dpsu-single needs --length)", choices=list(METHODS))] = "dpne",
+    length: Annotated[int | None, Spec(
+        doc="the one n-gram length of dpsu-single", minimum=1)] = None,
+    schedule: Annotated[str, Spec(
+        doc="sigma_k schedule of DPNE: equal, or geometric sigma_k = c sigma_(k-1) (needs --decay)", choices=["equal", "geometric"])] = "equal",
+    decay: Annotated[float | None, Spec(
+        doc="c of the geometric schedule, 0 < c < 1", minimum=0, exclusive_minimum=True, maximum=1)] = None,
+    eta: Annotated[float, Spec(
+        doc="tolerated fraction of spurious n-grams (sets rho_k, k >= 2)", minimum=0, exclusive_minimum=True, maximum=0.5)] = 0.01,
+    pruning: Annotated[str, Spec(
+        doc="valid k-grams: both = (S1 x S(k-1)) n (S(k-1) x S1), single = S(k-1) x S1", choices=list(PRUNINGS))] = "both",
+    variant: Annotated[str, Spec(
+        doc="scalable (Appendix A, V_k implicit) or explicit (Algorithm 1, histogram over all of V_k)", choices=list(VARIANTS))] = "scalable",
+    valid_count: Annotated[str, Spec(
+        doc="|V_k| exactly (default) or by EstimateValidKgrams (Algorithm 3, as the paper)", choices=list(VALID_COUNTS))] = "exact",
+    sample_rate: Annotated[float | None, Spec(
+        doc="p of EstimateValidKgrams (default: about 2^20 draws)", minimum=0, exclusive_minimum=True, maximum=1)] = None,
+    backend: Annotated[str, Spec(
+        doc="local (numpy/pandas, in-process) or spark (PySpark; pip install privreg[spark], Java 17)", choices=["local", "spark"])] = "local",
+    spark_master: Annotated[str, Spec(
+        doc="Spark master URL when --backend spark")] = "local[2]",
+    token_pattern: Annotated[str, Spec(
+        doc="regular expression matching one token")] = r"[\w']+",
+    lowercase: Annotated[bool, Spec(
+        doc="lower-case text before tokenizing")] = True,
+    progress: Annotated[bool, Spec(
+        doc="show a progress bar over lengths (needs tqdm)")] = False,
+    workers: Annotated[int, Spec(
+        doc="processes that tokenize and run the per-partition passes (local backend)", minimum=1)] = 1,
 ) -> WorkflowResult:
     """Differentially private n-gram extraction (Kim-Gopi-Kulkarni-Yekhanin 2021, paper 002):
     DPNE (Algorithm 1, or the scalable Algorithm 2 of Appendix A) or a DPSU baseline

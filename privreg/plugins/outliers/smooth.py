@@ -71,6 +71,7 @@ from scipy.spatial import cKDTree
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.sensitivity import Norm, Sensitivity, SensitivityKind
 from privreg.plugins.outliers.ball_cover import COVER_METHODS, max_cover
 from privreg.plugins.outliers.cover_algorithm1 import algorithm1_reference
@@ -391,11 +392,7 @@ def _algorithm2(d: _Degrees, beta: float, covers: Any) -> SmoothBound:
     return SmoothBound(value=best, terms=tuple(terms), argmax=arg, global_upper=gs, beta=beta)
 
 
-def _beta(x: Any) -> float:
-    return v.check_epsilon("beta", x)
-
-
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class OutlierCountSmoothSensitivity(Sensitivity):
     """The beta-smooth upper bound of Algorithm 2 on the local sensitivity of the outlier
     count ``q_count(X, k, r, S)`` (paper 003, Theorems 5-6, Propositions 1-2), for
@@ -408,11 +405,11 @@ class OutlierCountSmoothSensitivity(Sensitivity):
     bound; the looser ones only add noise."""
 
     kind: ClassVar[SensitivityKind] = SensitivityKind.SMOOTH
-    k: int = attrs.field(converter=lambda x: v.check_int("k", x, minimum=1))
-    radius: float = attrs.field(converter=lambda x: v.check_sensitivity("radius", x))
-    beta: float = attrs.field(converter=_beta)
+    k: int = param_field(minimum=1, doc="a record is an outlier with fewer than k neighbours")
+    radius: float = param_field(doc="neighbourhood radius r (distance divided by sqrt(|S|))", **POSITIVE)
+    beta: float = param_field(doc="smoothness parameter beta", **POSITIVE)
     subspace: tuple[int, ...] | None = attrs.field(default=None, converter=check_subspace)
-    cover: str = attrs.field(default="exact", converter=_method)
+    cover: str = param_field(default="exact", choices=COVER_METHODS, doc="max-ball-cover method")
     norm: Norm = Norm.L1
 
     def details(self, data: Any) -> SmoothBound:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
-from privreg.plugins.outliers.release import all_subspaces, outlier_count_mechanism, top_h_subspaces
+from privreg.plugins.outliers.params import Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
+from privreg.plugins.outliers.params import radius as radius_spec
+from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
 
 __all__ = ["outlier_count_workflow", "outlier_subspaces_workflow"]
 
@@ -42,14 +46,14 @@ def _write(context: WorkflowContext, metrics: dict) -> dict[str, Path]:
 def outlier_count_workflow(
     *,
     context: WorkflowContext,
-    input: Path | None,
-    columns: str,
-    k: int,
-    radius: float,
-    epsilon: float,
-    delta: float,
-    step: float,
-    cover: str,
+    input: Input = None,
+    columns: Columns = "",
+    k: K = 3,
+    radius: Annotated[float, radius_spec("#columns")] = 1.1,
+    epsilon: Epsilon = 1.0,
+    delta: WorkflowDelta = 1e-6,
+    step: Step = DEFAULT_STEP,
+    cover: Cover = "exact",
 ) -> WorkflowResult:
     """Release the number of distance-based outliers among the records of a CSV file
     (fewer than ``k`` other records within ``radius``; distance over the chosen columns
@@ -85,16 +89,17 @@ def outlier_count_workflow(
 def outlier_subspaces_workflow(
     *,
     context: WorkflowContext,
-    input: Path | None,
-    columns: str,
-    dimension: int,
-    h: int,
-    k: int,
-    radius: float,
-    epsilon: float,
-    count_fraction: float,
-    delta: float,
-    cover: str,
+    input: Input = None,
+    columns: Columns = "",
+    dimension: Annotated[int, Spec(doc="columns per candidate subspace", minimum=1)] = 1,
+    h: Annotated[int, Spec(doc="number of subspaces to find", minimum=1)] = 2,
+    k: K = 3,
+    radius: Annotated[float, radius_spec("dimension")] = 0.13,
+    epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon (selection and counts)", **POSITIVE)] = 2.0,
+    count_fraction: Annotated[float, Spec(doc="share of epsilon spent on the h found subspaces' counts (0: none)",
+                                          minimum=0, maximum=0.99)] = 0.0,
+    delta: WorkflowDelta = 1e-6,
+    cover: Cover = "exact",
 ) -> WorkflowResult:
     """Find ``h`` subspaces of ``dimension`` columns holding many outliers with the
     exponential mechanism (paper 003, Algorithm 3, utility ``q_count / GS_UB``), and

@@ -49,12 +49,13 @@ encryptions per encrypted record, distances packed hundreds per decryption). See
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import counting
@@ -68,6 +69,7 @@ from privreg.crypto.channel import (
 )
 from privreg.crypto.hamming import (
     DEFAULT_SIGMA,
+    LAYOUTS,
     EncryptedDistances,
     EncryptedFilters,
     decrypt_distances,
@@ -76,9 +78,9 @@ from privreg.crypto.hamming import (
     _check_layout,
     slot_layout,
 )
-from privreg.crypto.keys import MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
-from privreg.plugins.pprl.matching import ComparisonRound, MatchingSession, _check_rule
+from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSession, _check_rule
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 from privreg.timing import PhaseTimer
 
@@ -145,6 +147,16 @@ class _Planner:
         return self.row[p][pos]
 
 
+# the registry's parameters of PPRLProtocol (the other arguments are for Python callers)
+_Parties = Annotated[int | Sequence[str], Spec(type=int, minimum=2, doc="number of data parties (P1..Pn)")]
+_Threshold = Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")]
+_Rule = Annotated[str, Spec(choices=RULES, doc="star (the paper's verdict) or all (every pair within T)")]
+_Layout = Annotated[str, Spec(choices=LAYOUTS,
+                              doc="ciphertext layout of the filters (slots: many filters per ciphertext)")]
+_KeyBits = Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits of the linkage unit's key")]
+_Insecure = Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")]
+
+
 class PPRLProtocol(Protocol):
     """MP-SPPRL between data parties and a linkage unit (see the module docstring).
 
@@ -188,10 +200,11 @@ class PPRLProtocol(Protocol):
         "deterministic under the shared secret. Not constant-time; no transport security (use TLS or a "
         "private network for TCP).")
 
-    def __init__(self, *, parties: int | Sequence[str] = 3, records: Mapping[str, EncodedRecords] | None = None,
-                 secret: bytes | None = None, blocking: Any = None, threshold: int = 3, rule: str = "star",
-                 early_rounds: int | None = None, layout: str = "slots", sigma: int = DEFAULT_SIGMA,
-                 key_bits: int = MIN_KEY_BITS, insecure_allow_small_keys: bool = False,
+    @check_params
+    def __init__(self, *, parties: _Parties = 3, records: Mapping[str, EncodedRecords] | None = None,
+                 secret: bytes | None = None, blocking: Any = None, threshold: _Threshold = 3, rule: _Rule = "star",
+                 early_rounds: int | None = None, layout: _Layout = "slots", sigma: int = DEFAULT_SIGMA,
+                 key_bits: _KeyBits = MIN_KEY_BITS, insecure_allow_small_keys: _Insecure = False,
                  keypair: PaillierKeypair | None = None, speeds: Mapping[str, float] | None = None,
                  assignment_method: str = "auto", assignment_time_limit: float = 1.0,
                  max_group_products: int | None = None, max_block_products: int | None = None,
@@ -206,7 +219,7 @@ class PPRLProtocol(Protocol):
         self.records = {} if records is None else check_party_records(records, self.names)
         self.secret = None if secret is None else check_secret(secret)
         self.blocking, self.window = check_blocking(blocking, n)
-        self.threshold = v.check_int("threshold", threshold, minimum=0)
+        self.threshold = v.check_int("threshold", threshold)
         self.rule = _check_rule(rule)
         if early_rounds is not None:
             v.check_int("early_rounds", early_rounds, minimum=1)
@@ -219,7 +232,7 @@ class PPRLProtocol(Protocol):
             raise PrivregTypeError(
                 f"insecure_allow_small_keys must be True or False; got {insecure_allow_small_keys!r}.")
         self.insecure = insecure_allow_small_keys
-        self.key_bits = v.check_int("key_bits", key_bits, minimum=1)
+        self.key_bits = v.check_int("key_bits", key_bits)
         if keypair is not None:
             if not isinstance(keypair, PaillierKeypair):
                 raise PrivregTypeError(f"keypair must be a PaillierKeypair; got {type(keypair).__name__}.")

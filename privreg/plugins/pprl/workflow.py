@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MIN_KEY_BITS
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.mpc import run_protocol
 from privreg.plugins.pprl.blocking import BlockingConfig
 from privreg.plugins.pprl.datasets import (
@@ -30,6 +32,7 @@ from privreg.plugins.pprl.datasets import (
 )
 from privreg.plugins.pprl.encoding import encode_records
 from privreg.plugins.pprl.kdf import check_secret
+from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA, pseudopeople_schema
@@ -76,22 +79,35 @@ def _secret(path: Path | None, rng: Any) -> bytes:
 def pprl_workflow(
     *,
     context: WorkflowContext,
-    data: str = "synthetic",
-    parties: int = 3,
-    records: int = 1000,
-    corruption: float = 0.3,
-    lsh_groups: int = 3,
-    lsh_bits: int = 20,
-    suffix_count: int = 2,
-    lmin: int | None = None,
-    window: int | None = None,
-    threshold: int = 3,
-    rule: str = "star",
-    key_bits: int = MIN_KEY_BITS,
-    insecure_small_keys: bool = False,
-    secret_file: Path | None = None,
-    max_block_products: int | None = 10_000,
-    workers: int | None = None,
+    data: Annotated[str, Spec(
+        choices=DATASETS,
+        doc="synthetic (generated, no extra packages), febrl (FEBRL 4 population corrupted for --parties "
+            "parties), febrl4 (its two files, 2 parties) or pseudopeople (census/SSA/W-2, 3 parties); "
+            "febrl* and pseudopeople need pip install 'privreg[pprl]'")] = "synthetic",
+    parties: Annotated[int, Spec(minimum=3, maximum=9, doc="data parties for synthetic/febrl (3-9)")] = 3,
+    records: Annotated[int, Spec(minimum=10, doc="population size for synthetic/febrl")] = 1000,
+    corruption: Annotated[float, Spec(
+        minimum=0, maximum=1,
+        doc="fraction of each party's records with FEBRL-style edits (the paper: 0.3 and 0.75)")] = 0.3,
+    lsh_groups: Annotated[int, Spec(minimum=1, doc="J: LSH groups (the paper: 3)")] = 3,
+    lsh_bits: Annotated[int, Spec(minimum=1, doc="K: bits per LSH key (the paper: 20)")] = 20,
+    suffix_count: Annotated[int, Spec(minimum=1, doc="x: suffix lengths lmin..lmin+x-1")] = 2,
+    lmin: Annotated[int | None, Spec(
+        minimum=0,
+        doc="shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)")] = None,
+    window: Annotated[int | None, Spec(minimum=2, doc="sliding-window size (default: the paper's)")] = None,
+    threshold: Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")] = 3,
+    rule: Annotated[str, Spec(
+        choices=RULES,
+        doc="star: the paper's verdict (encrypting party's record close to every other); all: every pair")] = "star",
+    key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS,
+                                  doc="Paillier modulus bits (>= 2048 unless insecure)")] = MIN_KEY_BITS,
+    insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE)")] = False,
+    secret_file: Annotated[Path | None, Spec(
+        doc="file holding the data parties' shared secret (>= 16 random bytes); default: a fresh one")] = None,
+    max_block_products: Annotated[int | None, Spec(
+        minimum=1, doc="skip a final block that would yield more candidate groups than this (reported)")] = 10_000,
+    workers: Annotated[int | None, Spec(minimum=1, doc="worker processes for Paillier batches")] = None,
 ) -> WorkflowResult:
     """Link the records of several parties with MP-SPPRL (Tong et al. 2019, paper 004):
     keyed Bloom filters, double blocking (Hamming LSH, then suffix blocking), the

@@ -14,16 +14,18 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
 import numpy as np
 import scipy.sparse as sp
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import POSITIVE, Spec, check_params
 from privreg.core.randomness import RandomSource
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MIN_KEY_BITS, generate_paillier_keypair
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.mpc import run_protocol
 from privreg.plugins.spam.corpus import (
     Message,
@@ -42,12 +44,12 @@ from privreg.plugins.spam.costs import (
     time_table,
 )
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation, expected_labels
-from privreg.plugins.spam.features import NgramHasher
+from privreg.plugins.spam.features import HASHES, NgramHasher
 from privreg.plugins.spam.fixed_point import quantize_features
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
-from privreg.plugins.spam.reduction import make_reducer
-from privreg.plugins.spam.training_config import TrainingConfig
+from privreg.plugins.spam.reduction import REDUCERS, make_reducer
+from privreg.plugins.spam.training_config import REVEALS, TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
 from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
@@ -79,13 +81,61 @@ def _load(input: Path | None, bundled: bool, train: int | None,
     return tr, te, source
 
 
+@check_params
 def run_spam(
-    *, context: WorkflowContext, input: Path | None = None, bundled: bool = False, train: int | None = None,
-    test: int | None = None, space: int = 10_000, hash: str = "modulo", max_active: int | None = None,
-    reduction: str = "none", reduced_dim: int = 1000, batch_size: int = 100, eta: float = 3e-4, lam: float = 0.0,
-    epochs: int = 1, period: float = 64.0, harmonics: int = 19, reveal: str = "final", key_bits: int = MIN_KEY_BITS,
-    insecure_small_keys: bool = False, dp: str = "none", epsilon: float = 1.0, delta: float = 1e-6,
-    private_eval: int | None = None, eval_weight_bits: int = 8, sigma: int = 40, workers: int | None = None,
+    *,
+    context: WorkflowContext,
+    input: Annotated[Path | None, Spec(
+        doc="SpamAssassin tarball (folders easy-ham-1/2, hard-ham-1, spam-1/2); default "
+            "../shared/data/spamassassin.tar.gz when present, else the bundled slice")] = None,
+    bundled: Annotated[bool, Spec(
+        doc="use the bundled 80-message slice")] = False,
+    train: Annotated[int | None, Spec(
+        doc="training messages (default 3000 as in the paper, or half of a smaller corpus)", minimum=1)] = None,
+    test: Annotated[int | None, Spec(
+        doc="test messages (default 3000, or the rest)", minimum=1)] = None,
+    space: Annotated[int, Spec(
+        doc="hash space of the character 4-grams (the paper: 10^6 reduced to 10^4)", minimum=2)] = 10_000,
+    hash: Annotated[str, Spec(
+        doc="modulo (the paper: 32-bit 4-gram mod space) or mix (a fixed 64-bit mixing first)", choices=list(HASHES))] = "modulo",
+    max_active: Annotated[int | None, Spec(
+        doc="keep at most this many distinct 4-grams per message (public bound for DP)", minimum=1)] = None,
+    reduction: Annotated[str, Spec(
+        doc="dimensionality reduction of Section 6.4 (pca is the data-dependent baseline)", choices=sorted(REDUCERS))] = "none",
+    reduced_dim: Annotated[int, Spec(
+        doc="target dimension of the reduction", minimum=1)] = 1000,
+    batch_size: Annotated[int, Spec(
+        doc="K: messages per training batch (eq. (2))", minimum=1)] = 100,
+    eta: Annotated[float, Spec(
+        doc="step size applied to the batch sum of gradients", minimum=0, exclusive_minimum=True, maximum=0.5)] = 3e-4,
+    lam: Annotated[float, Spec(
+        doc="L2 regularisation lambda (sign corrected)", minimum=0)] = 0.0,
+    epochs: Annotated[int, Spec(
+        doc="passes over the training data", minimum=1)] = 1,
+    period: Annotated[float, Spec(
+        doc="period P of the private sigmoid approximation (a power of two; exact for |w.x| << P/2)", minimum=4)] = 64.0,
+    harmonics: Annotated[int, Spec(
+        doc="highest odd harmonic of the approximation (Bob encrypts harmonics+1 values per message)", minimum=1)] = 19,
+    reveal: Annotated[str, Spec(
+        doc="final: Bob learns only the final model; every-batch: w after every batch (the paper)", choices=list(REVEALS))] = "final",
+    key_bits: Annotated[int, Spec(
+        doc="Paillier modulus bits (>= 2048 unless insecure)", minimum=MIN_INSECURE_KEY_BITS)] = MIN_KEY_BITS,
+    insecure_small_keys: Annotated[bool, Spec(
+        doc="allow keys below 2048 bits (paper reproduction at 256/1024 bits; INSECURE)")] = False,
+    dp: Annotated[str, Spec(
+        doc="gradient: Gaussian noise on every batch gradient, charged to the budget (model is (eps, delta)-DP)", choices=["none", "gradient"])] = "none",
+    epsilon: Annotated[float, Spec(
+        doc="epsilon of the whole training when dp=gradient (the run's budget)", **POSITIVE)] = 1.0,
+    delta: Annotated[float, Spec(
+        doc="delta of the whole training when dp=gradient", minimum=0, exclusive_minimum=True, maximum=0.5)] = 1e-6,
+    private_eval: Annotated[int | None, Spec(
+        doc="test messages classified by the private evaluation protocol (default: all)", minimum=0)] = None,
+    eval_weight_bits: Annotated[int, Spec(
+        doc="fractional bits of the weights in the evaluation (sets the comparison length)", minimum=0, maximum=32)] = 8,
+    sigma: Annotated[int, Spec(
+        doc="statistical security parameter", minimum=20, maximum=128)] = 40,
+    workers: Annotated[int | None, Spec(
+        doc="worker processes for Paillier batches", minimum=1)] = None,
     rng: RandomSource | None = None,
 ) -> SpamRun:
     """Run the whole pipeline and return its numbers (see :func:`spam_filter`)."""
@@ -93,8 +143,6 @@ def run_spam(
         raise PrivregValueError(
             f"key_bits={key_bits} is below {MIN_KEY_BITS}; for paper reproduction at 256 or 1024 bits pass "
             f"insecure_small_keys=true (the keys are then insecure).")
-    if dp not in ("none", "gradient"):
-        raise PrivregValueError(f"dp must be 'none' or 'gradient'; got {dp!r}.")
     echo = context.echo
     rng = rng if rng is not None else context.rng
     out = SpamRun()
@@ -244,13 +292,7 @@ def _summary(run: SpamRun) -> str:
     return "\n".join(lines)
 
 
-def spam_filter(
-    *, context: WorkflowContext, input: Path | None, bundled: bool, train: int | None, test: int | None,
-    space: int, hash: str, max_active: int | None, reduction: str, reduced_dim: int, batch_size: int, eta: float,
-    lam: float, epochs: int, period: float, harmonics: int, reveal: str, key_bits: int, insecure_small_keys: bool,
-    dp: str, epsilon: float, delta: float, private_eval: int | None, eval_weight_bits: int, sigma: int,
-    workers: int | None,
-) -> WorkflowResult:
+def spam_filter(*, context: WorkflowContext, **options: Any) -> WorkflowResult:
     """Privacy-preserving spam filtering (paper 000): private training and private
     evaluation of logistic regression on SpamAssassin, against plaintext training.
 
@@ -267,11 +309,7 @@ def spam_filter(
     Timing depends on the data: on the numbers of messages and features, and on how many
     features each message has (sparse arithmetic); it is not constant-time.
     """
-    run = run_spam(context=context, input=input, bundled=bundled, train=train, test=test, space=space, hash=hash,
-                   max_active=max_active, reduction=reduction, reduced_dim=reduced_dim, batch_size=batch_size,
-                   eta=eta, lam=lam, epochs=epochs, period=period, harmonics=harmonics, reveal=reveal,
-                   key_bits=key_bits, insecure_small_keys=insecure_small_keys, dp=dp, epsilon=epsilon, delta=delta,
-                   private_eval=private_eval, eval_weight_bits=eval_weight_bits, sigma=sigma, workers=workers)
+    run = run_spam(context=context, **options)  # run_spam's signature declares the parameters
     summary = _summary(run)
     metrics = {k: v for k, v in run.items() if not k.startswith("_")}
     outputs = {}

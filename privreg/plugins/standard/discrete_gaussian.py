@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import numpy as np
 
-from privreg.core import validation as v
-from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.noise.fast import MAX_PART
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
 from privreg.plugins.standard.grid_mechanism import IntegerNoiseMechanism
-from privreg.plugins.standard.noise_params import check_path
+from privreg.plugins.standard.noise_params import PATHS
 
 __all__ = ["DiscreteGaussianMechanism"]
 
 
-def _sigma(x: Any) -> float:
-    sigma = v.check_sensitivity("sigma", x)
-    if sigma >= MAX_PART:
-        raise PrivregValueError(f"sigma = {sigma:g} must be below 2**40; scale the query down instead")
-    return sigma
-
-
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     """Adds discrete Gaussian noise, P(z) proportional to exp(-z^2 / (2 sigma^2)) on the
     integers, to every coordinate of an integer-valued query (counts, histograms).
@@ -47,10 +39,12 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     """
 
     name: ClassVar[str] = "discrete-gaussian"
-    sigma: float = attrs.field(converter=_sigma)
-    sensitivity: int = attrs.field(default=1, converter=lambda x: v.check_count("sensitivity", x))
-    dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
-    path: str = attrs.field(default="fast", converter=check_path)
+    sigma: float = param_field(maximum=MAX_PART, exclusive_maximum=True, **POSITIVE,
+                               doc="noise standard-deviation parameter, in the query's integer units (below 2**40)")
+    sensitivity: int = param_field(default=1, minimum=1, doc="integer L2 sensitivity of the query")
+    dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
+    path: str = param_field(default="fast", choices=PATHS,
+                            doc="vectorised exact sampler, or one exact rational draw at a time")
 
     @property
     def sigma2(self) -> Fraction:

@@ -8,18 +8,18 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from privreg.core import validation as v
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.plugins.standard.grid_mechanism import IntegerNoiseMechanism
-from privreg.plugins.standard.noise_params import check_path, float_at_most
+from privreg.plugins.standard.noise_params import PATHS, float_at_most
 
 __all__ = ["DiscreteLaplaceMechanism"]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     """Adds two-sided geometric noise, P(z) proportional to exp(-|z| epsilon / sensitivity),
     to every coordinate of an integer-valued query (counts, histograms).
@@ -40,10 +40,11 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     """
 
     name: ClassVar[str] = "discrete-laplace"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
-    dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
-    path: str = attrs.field(default="fast", converter=check_path)
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    sensitivity: int = param_field(minimum=1, doc="integer L1 sensitivity of the query")
+    dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
+    path: str = param_field(default="fast", choices=PATHS,
+                            doc="vectorised sampler, or one exact rational draw at a time")
 
     @property
     def noise_scale(self) -> Fraction:

@@ -16,6 +16,7 @@ from privreg.accountant.pld import MAX_EXACT_DISCRETE_SIGMA
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
+from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,
@@ -24,7 +25,7 @@ from privreg.core.sensitivity import (
 from privreg.noise import Grid
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
 from privreg.plugins.standard.grid_mechanism import GridMechanism
-from privreg.plugins.standard.noise_params import as_global, check_path
+from privreg.plugins.standard.noise_params import PATHS, as_global
 
 __all__ = ["GaussianMechanism", "as_global_l2", "classic_gaussian_ratio", "CALIBRATIONS"]
 
@@ -115,7 +116,7 @@ def _calibrate(epsilon: float, delta: float, dimension: int, calibration: str) -
         f"could not verify a discrete Gaussian for epsilon={epsilon}, delta={delta}")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class GaussianMechanism(GridMechanism):
     """Adds Gaussian noise to a query of ``dimension`` coordinates (1: a scalar) whose
     global L2 sensitivity is ``sensitivity``; ``(epsilon, delta)``-DP.
@@ -175,12 +176,16 @@ class GaussianMechanism(GridMechanism):
     """
 
     name: ClassVar[str] = "gaussian"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    delta: float = attrs.field(converter=lambda x: v.check_delta("delta", x, allow_zero=False))
-    sensitivity: GlobalSensitivity = attrs.field(converter=as_global_l2)
-    dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
-    calibration: str = attrs.field(default="analytic", converter=_calibration)
-    path: str = attrs.field(default="fast", converter=check_path)
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    delta: float = param_field(doc="privacy parameter delta, well below 1/n", **OPEN_UNIT)
+    sensitivity: GlobalSensitivity = param_field(type=float, doc="global L2 sensitivity of the query",
+                                                 converter=as_global_l2, **POSITIVE)
+    dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
+    calibration: str = param_field(
+        default="analytic", choices=CALIBRATIONS,
+        doc="analytic (Balle-Wang 2018), or classic sqrt(2 ln(1.25/delta))/eps for eps < 1")
+    path: str = param_field(default="fast", choices=PATHS,
+                            doc="vectorised exact sampler, or one exact rational draw at a time")
 
     def __attrs_post_init__(self) -> None:
         if self.calibration == "classic":

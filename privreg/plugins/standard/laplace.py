@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg.core import validation as v
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
 from privreg.core.randomness import RandomSource
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,
@@ -18,7 +18,7 @@ from privreg.core.sensitivity import (
 from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.plugins.standard.grid_mechanism import GridMechanism
-from privreg.plugins.standard.noise_params import as_global, check_path, float_at_most
+from privreg.plugins.standard.noise_params import PATHS, as_global, float_at_most
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 
@@ -30,7 +30,7 @@ def as_global_l1(x: Any) -> GlobalSensitivity:
 
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class LaplaceMechanism(GridMechanism):
     """Adds Laplace noise of scale ``sensitivity / epsilon`` to a query of ``dimension``
     coordinates (1: a scalar).
@@ -65,10 +65,12 @@ class LaplaceMechanism(GridMechanism):
     """
 
     name: ClassVar[str] = "laplace"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    sensitivity: GlobalSensitivity = attrs.field(converter=as_global_l1)
-    dimension: int = attrs.field(default=1, converter=lambda x: v.check_int("dimension", x, minimum=1))
-    path: str = attrs.field(default="fast", converter=check_path)
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    sensitivity: GlobalSensitivity = param_field(type=float, doc="global L1 sensitivity of the query",
+                                                 converter=as_global_l1, **POSITIVE)
+    dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
+    path: str = param_field(default="fast", choices=PATHS,
+                            doc="vectorised sampler, or one exact rational draw at a time")
 
     @property
     def grid(self) -> Grid:

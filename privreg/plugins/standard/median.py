@@ -11,7 +11,7 @@ sensitivity at distance ``k`` is ``max_{0 <= t <= k+1} (x_{m+t} - x_{m+t-k-1})``
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import attrs
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import OPEN_UNIT, POSITIVE, Spec, param_field, param_fields
 from privreg.core.sensitivity import LocalSensitivity, Norm, Sensitivity, SensitivityKind
 from privreg.plugins.standard.grid_mechanism import finite_array
 from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
@@ -84,7 +85,7 @@ def median_local_sensitivity(*, lower: float, upper: float) -> LocalSensitivity:
     return LocalSensitivity(function=lambda data: q.local_at_distance(data, 0))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class MedianSmoothSensitivity(Sensitivity):
     """The beta-smooth sensitivity of the median, ``max_k e^(-k beta) LS^(k)(x)``
     (NRS 2007, Definition 2.2 and Proposition 3.4), computed exactly: the data are sorted
@@ -92,9 +93,9 @@ class MedianSmoothSensitivity(Sensitivity):
     every later term, is at most the best term so far."""
 
     kind: ClassVar[SensitivityKind] = SensitivityKind.SMOOTH
-    lower: float = attrs.field(converter=lambda x: v.check_real("lower", x))
-    upper: float = attrs.field(converter=lambda x: v.check_real("upper", x))
-    beta: float = attrs.field(converter=lambda x: v.check_epsilon("beta", x))
+    lower: float = param_field(doc="declared lower bound of the data")
+    upper: float = param_field(doc="declared upper bound of the data")
+    beta: float = param_field(doc="smoothness parameter beta (e.g. from smooth_gaussian_parameters)", **POSITIVE)
     norm: Norm = Norm.L1
 
     def __attrs_post_init__(self) -> None:
@@ -118,7 +119,12 @@ def median_smooth_sensitivity(*, lower: float, upper: float, beta: float) -> Med
 
 
 def smooth_median_mechanism(
-    *, epsilon: float, delta: float, lower: float, upper: float, step: float | None = None
+    *,
+    epsilon: Annotated[float, Spec(doc="privacy parameter epsilon", **POSITIVE)],
+    delta: Annotated[float, Spec(doc="privacy parameter delta", **OPEN_UNIT)],
+    lower: Annotated[float, Spec(doc="declared lower bound of the data")],
+    upper: Annotated[float, Spec(doc="declared upper bound of the data")],
+    step: Annotated[float | None, Spec(doc="public output grid (default (upper - lower) / 2^20)", **POSITIVE)] = None,
 ) -> SmoothGaussianMechanism:
     """The median of data declared to lie in ``[lower, upper]``, released with Gaussian
     noise scaled to its beta-smooth sensitivity (NRS 2007; Okada et al. 2015, Theorem 2).

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
 from privreg.noise import uniform_below
@@ -46,7 +46,7 @@ def category_array(name: str, inputs: Any, k: int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class RandomizedResponse(Randomizer):
     """k-ary randomized response: report the true category with probability
     ``p = e^eps / (e^eps + k - 1)``, otherwise a uniformly random other category.
@@ -58,8 +58,8 @@ class RandomizedResponse(Randomizer):
     """
 
     name: ClassVar[str] = "randomized-response"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    k: int = attrs.field(converter=lambda x: v.check_int("k", x, minimum=2))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    k: int = param_field(minimum=2, doc="number of categories")
 
     def __attrs_post_init__(self) -> None:
         self.keep_numerator  # noqa: B018 -- refuse an epsilon we cannot round safely, early

@@ -34,6 +34,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Exponential, PrivacyEvent
 from privreg.core.mechanism import Mechanism
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.noise import bernoulli_exp_neg, uniform_below
 from privreg.noise.coins import ExpCoins
@@ -261,13 +262,17 @@ def _permute_and_flip_many(gammas: list[Fraction], count: int, rng: RandomSource
 
 # --- mechanisms --------------------------------------------------------------------------
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class _Selection(Mechanism):
     """Shared configuration and validation of the selection mechanisms."""
 
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    sensitivity: float = attrs.field(converter=lambda x: v.check_sensitivity("sensitivity", x))
-    monotonic: bool = attrs.field(default=False, converter=lambda x: _flag("monotonic", x))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    sensitivity: float = param_field(
+        doc="utility sensitivity Delta_u: the most any one candidate's utility can change between neighbours",
+        **POSITIVE)
+    monotonic: bool = param_field(
+        default=False, converter=lambda x: _flag("monotonic", x),
+        doc="true only if all utilities always move in the same direction between neighbours (eps/Delta scaling)")
 
     @property
     def weight_exponent(self) -> Fraction:
@@ -385,7 +390,7 @@ class PermuteAndFlip(_Selection):
         return _permute_and_flip_many(self.gammas(value), count, rng).tolist()
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class ReportNoisyMax(_Selection):
     """Report-noisy-max: the index of the largest ``u_i + Z_i`` with i.i.d. noise ``Z_i`` of
     scale ``2 sensitivity / epsilon`` (``sensitivity / epsilon`` if ``monotonic``).
@@ -416,7 +421,8 @@ class ReportNoisyMax(_Selection):
     """
 
     name: ClassVar[str] = "report-noisy-max"
-    noise: str = attrs.field(default="gumbel", converter=_noise)
+    noise: str = param_field(default="gumbel", choices=NOISE_KINDS,
+                             doc="gumbel (= exponential mechanism) or exponential (= permute-and-flip)")
 
     def _variant(self) -> str:
         return "report_noisy_max_gumbel" if self.noise == "gumbel" else "report_noisy_max_exponential"

@@ -48,6 +48,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, PrivacyEvent
 from privreg.core.mechanism import Mechanism
+from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import Sensitivity, SensitivityKind
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
@@ -130,7 +131,7 @@ def _smooth(s: Any) -> Sensitivity:
     return s
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class SmoothGaussianMechanism(Mechanism):
     """``(epsilon, delta)``-DP release of a real statistic ``query(dataset)`` with Gaussian
     noise of scale ``S(dataset) / alpha`` where ``S = sensitivity`` is beta-smooth
@@ -153,11 +154,11 @@ class SmoothGaussianMechanism(Mechanism):
 
     name = "smooth-gaussian"
 
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    delta: float = attrs.field(converter=_check_delta)
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    delta: float = param_field(doc="privacy parameter delta", **OPEN_UNIT)
     query: Callable[[Any], Any] = attrs.field(converter=_callable)
     sensitivity: Sensitivity = attrs.field(converter=_smooth)
-    step: float = attrs.field(converter=lambda x: v.check_sensitivity("step", x))
+    step: float = param_field(doc="public output grid", **POSITIVE)
 
     def __attrs_post_init__(self) -> None:
         alpha, beta = smooth_gaussian_parameters(epsilon=self.epsilon, delta=self.delta)

@@ -26,6 +26,7 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.charging import Charger
 from privreg.core.randomness import RandomSource, resolve_random
@@ -93,7 +94,7 @@ def uniform_subsets(n: int, d: int, m: int, rng: RandomSource) -> np.ndarray:
     return out
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class SubsetSelection(Randomizer):
     """Subset Selection over the domain ``{0, ..., s-1}`` (Sun et al. 2024, Algorithm 1;
     Wang et al. 2016; Ye-Barg 2017/2018).
@@ -145,12 +146,12 @@ class SubsetSelection(Randomizer):
     """
 
     name: ClassVar[str] = "subset-selection"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    s: int = attrs.field(converter=lambda x: v.check_int("s", x, minimum=2))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    s: int = param_field(
+        minimum=2, maximum=_MAX_DOMAIN,
+        doc="domain size: items are coded 0..s-1 (reports hold d = ceil(s/(e^eps+1)) items)")
 
     def __attrs_post_init__(self) -> None:
-        if self.s > _MAX_DOMAIN:
-            raise PrivregValueError(f"s must be <= 2**62; got {self.s}")
         if self.privacy_ratio <= 1:
             raise PrivregValueError(
                 f"epsilon={self.epsilon!r} is too small for subset selection over s={self.s} "

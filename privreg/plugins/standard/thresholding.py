@@ -61,10 +61,10 @@ import attrs
 import numpy as np
 from scipy import special
 
-from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace, PrivacyEvent
 from privreg.core.mechanism import Mechanism
+from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomizer import _secure_permutation
 from privreg.core.randomness import RandomSource
 from privreg.noise import Grid
@@ -219,7 +219,7 @@ class _Thresholding(Mechanism):
         return self._released(value, exact_sum(k, noise), rng)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class LaplaceThresholding(_Thresholding):
     """Laplace thresholding: ``(epsilon, delta)``-DP release of the keys whose noisy total
     exceeds tau, with their noisy totals (Korolova et al. 2009, "Releasing Search Queries
@@ -271,11 +271,13 @@ class LaplaceThresholding(_Thresholding):
     """
 
     name: ClassVar[str] = "laplace-thresholding"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    delta: float = attrs.field(converter=lambda x: v.check_delta("delta", x, allow_zero=False))
-    max_partitions: int = attrs.field(converter=lambda x: v.check_count("max_partitions", x))
-    max_contribution: float = attrs.field(
-        default=1.0, converter=lambda x: v.check_sensitivity("max_contribution", x))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)",
+                               **OPEN_UNIT)
+    max_partitions: int = param_field(
+        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)")
+    max_contribution: float = param_field(
+        default=1.0, doc="Delta_inf: the largest weight one user puts on one key", **POSITIVE)
 
     def __attrs_post_init__(self) -> None:
         self.threshold_int  # compute (and verify) at construction  # noqa: B018
@@ -324,7 +326,7 @@ class LaplaceThresholding(_Thresholding):
         return discrete_laplace_many(self.noise_scale, count, rng)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class GaussianThresholding(_Thresholding):
     """Gaussian thresholding, DPSU's weighted Gaussian policy (Gopi et al. 2020,
     "Differentially Private Set Union", ICML, Section 5 (Gaussian policies; threshold
@@ -379,10 +381,13 @@ class GaussianThresholding(_Thresholding):
     """
 
     name: ClassVar[str] = "gaussian-thresholding"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    delta: float = attrs.field(converter=lambda x: v.check_delta("delta", x, allow_zero=False))
-    max_partitions: int = attrs.field(converter=lambda x: v.check_count("max_partitions", x))
-    sensitivity: float = attrs.field(default=1.0, converter=lambda x: v.check_sensitivity("sensitivity", x))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)",
+                               **OPEN_UNIT)
+    max_partitions: int = param_field(
+        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)")
+    sensitivity: float = param_field(
+        default=1.0, doc="Delta_2: a user with t keys puts weight <= sensitivity/sqrt(t) on each", **POSITIVE)
 
     def __attrs_post_init__(self) -> None:
         self.threshold_int  # calibrate (cached) and verify at construction  # noqa: B018

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
 from privreg.plugins.standard.randomized_response import category_array
@@ -67,7 +67,7 @@ def bernoulli_dyadic(numerator: int, bits: int, size: int, rng: RandomSource) ->
     return out  # draws still tied equal the threshold: U == threshold is not below it
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class OptimizedUnaryEncoding(Randomizer):
     """Optimized Unary Encoding over ``{0, ..., k-1}`` (Wang-Blocki-Li-Jha 2017).
 
@@ -98,8 +98,8 @@ class OptimizedUnaryEncoding(Randomizer):
     """
 
     name: ClassVar[str] = "optimized-unary-encoding"
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    k: int = attrs.field(converter=lambda x: v.check_int("k", x, minimum=2))
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    k: int = param_field(minimum=2, doc="number of categories (report length in bits)")
 
     def __attrs_post_init__(self) -> None:
         if self.flip_numerator >= _ONE // 2:

@@ -8,10 +8,12 @@ import math
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
 from privreg.plugins.standard.laplace import LaplaceMechanism
@@ -61,12 +63,12 @@ def _clamped_sum(values: np.ndarray) -> float:
 def bounded_mean(
     *,
     context: WorkflowContext,
-    input: Path | None,
-    column: str,
-    lower: float,
-    upper: float,
-    epsilon: float,
-    clip: bool,
+    input: Annotated[Path | None, Spec(doc="CSV file with a header row (default: bundled UCI Adult slice)")] = None,
+    column: Annotated[str, Spec(doc="numeric column to release")] = "age",
+    lower: Annotated[float, Spec(doc="declared lower bound of the column")] = 17.0,
+    upper: Annotated[float, Spec(doc="declared upper bound of the column")] = 90.0,
+    epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon", **POSITIVE)] = 1.0,
+    clip: Annotated[bool, Spec(doc="clip values outside [lower, upper] instead of failing")] = False,
 ) -> WorkflowResult:
     """Release the count, sum and mean of a bounded numeric column with Laplace noise.
 
