@@ -236,8 +236,8 @@ def main() -> None:
     head = (f"{'backend':<21}{'tokens':>11}{'cores':>6}{wall_s:>9}{cpu_s:>9}{per_core:>14}{'tokens/CPU s':>14}"
             f"{'RSS MB':>8}{'base MB':>9}{'released':>10}")
     say(header("DPNE, T=9, eps=4, delta=1e-7, Delta=300, eta=0.01, both-side pruning; synthetic corpus; "
-               "each row in a fresh process", processes="1 (+2 workers for -2p, + the JVM for spark)",
-               cores="1 (2 for -2p and spark's local[2])") + f"\n{head}")
+               "each row in a fresh process", processes="1 per row (+2 workers for -2p; + the JVM for spark)",
+               cores="1 per row (2 for -2p and for spark's local[2])") + f"\n{head}")
     rows = {}
     with tempfile.TemporaryDirectory(prefix="privreg-bench-") as tmp:
         inputs: dict[float, Path] = {}

@@ -129,7 +129,7 @@ def main() -> None:
     cores = parallel.usable_cores()
     print()
     print(header(f"A batch at {args.bits[0]} bits, privreg on 1 core against its worker pool on {cores} cores",
-                 processes=f"1, or 1 + {cores} workers,", cores=f"1 or {cores}"))
+                 processes=f"1, or 1 + {cores} workers", cores=f"1 or {cores}"))
     for name, one, many in parallel_rows(args.bits[0], args.batch):
         for label, t in (("1 core", one), (f"{cores} cores", many)):
             cells = "   ".join(f"{c} {v}" for c, v in zip(columns("s"), t.cells(".2f")))

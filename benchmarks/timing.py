@@ -51,7 +51,7 @@ def machine() -> str:
 
 def header(title: str, *, processes: int | str, cores: int | str) -> str:
     """A table's title with the processes and cores its rows used and the machine."""
-    return f"{title}\n[{processes} process(es) on {cores} core(s); {machine()}]\n[{NOTE}]"
+    return f"{title}\n[processes: {processes}; cores: {cores}; {machine()}]\n[{NOTE}]"
 
 
 def columns(unit: str = "s") -> list[str]:
