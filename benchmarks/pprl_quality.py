@@ -271,7 +271,8 @@ def main() -> None:
     md = [
         "# MP-SPPRL linkage quality (paper 004) on FEBRL data",
         "",
-        f"Command: `python benchmarks/pprl_quality.py --sample {args.sample} --parties {args.parties}`  ",
+        f"Command: `python benchmarks/pprl_quality.py --sample {args.sample} --parties {args.parties}"
+        f"{' --quick' if args.quick else ''}`  ",
         f"Machine: {platform.platform()}, Python {sys.version.split()[0]}, {os.cpu_count()} cores (shared); "
         f"total run time {total:.0f} s (wall).  ",
         f"{machine()}. Time columns: each row's plaintext_linkage, {NOTE}.",
