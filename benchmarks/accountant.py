@@ -47,12 +47,12 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 from dp_accounting import dp_event as dpe  # noqa: E402
 from dp_accounting.pld import pld_privacy_accountant as google_pld  # noqa: E402
+from timing import Timing, columns, header, measure  # noqa: E402
 
 from privreg.accountant.pld import PLDAccountant  # noqa: E402
 from privreg.accountant.shuffle import shuffle_epsilon  # noqa: E402
 from privreg.accountant.shuffle_reference import fmt21_published_epsilon  # noqa: E402
 from privreg.core.events import Composed, Gaussian, Laplace  # noqa: E402
-from timing import Timing, columns, header, measure  # noqa: E402
 
 FAITHFUL = ("faithful implementation of FMT21's published script computeamplification.py "
             "(labelled: privreg's code, not the script)")
@@ -123,7 +123,8 @@ def shuffle_rows(repeats: int, script, sizes) -> list[tuple[str, ...]]:  # type:
         if script is not None:
             timed = _time(lambda: script.numericalanalysis(n, eps0, delta, 10, 100, True), 1)
             rows.append(_row(task, "numericalanalysis(n, 10, 1e-10, 10, 100, True)",
-                             "the real peer: the authors' computeamplification.py itself", timed, f"eps {timed[1]:.4f}"))
+                             "the real peer: the authors' computeamplification.py itself", timed,
+                             f"eps {timed[1]:.4f}"))
     return rows
 
 

@@ -26,12 +26,13 @@ import argparse
 import importlib.metadata
 import math
 
+from timing import Timing, header, measure, timed
+
 from privreg.accountant import make_accountant
 from privreg.accountant.budget import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
 from privreg.accountant.filters import FILTERS
 from privreg.core.errors import BudgetExceededError
 from privreg.core.events import Composed, Exponential, Gaussian, Laplace, PoissonSampled, PrivacyEvent
-from timing import Timing, header, measure, timed
 
 
 def workloads(shrink: int = 1) -> dict[str, list[PrivacyEvent]]:
@@ -51,15 +52,15 @@ def filter_epsilon(events: list[PrivacyEvent], filters: tuple[str, ...], delta: 
                    event_delta: float | None = None) -> tuple[float, Timing]:
     """(epsilon spent, time) after charging every event to a session with a budget too
     large to refuse anything (inf if some event cannot be accounted)."""
-    with timed(cores=1) as t:
-        with BudgetSession(budget=PrivacyBudget(epsilon=1e9, delta=delta), filters=filters,
-                           event_delta=event_delta) as s:
-            try:
-                for e in events:
-                    s.charge(e, mechanism="bench", parameters={})
-                spent = min(s.spent().values(), default=math.inf)
-            except BudgetExceededError:
-                spent = math.inf
+    session = BudgetSession(budget=PrivacyBudget(epsilon=1e9, delta=delta), filters=filters,
+                            event_delta=event_delta)
+    with timed(cores=1) as t, session as s:
+        try:
+            for e in events:
+                s.charge(e, mechanism="bench", parameters={})
+            spent = min(s.spent().values(), default=math.inf)
+        except BudgetExceededError:
+            spent = math.inf
     return spent, t.timing
 
 

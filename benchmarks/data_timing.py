@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from timing import Timing, columns, header, measure
 
 import privreg
 from privreg import EventLog
-from timing import Timing, columns, header, measure
 
 
 def _time(release: Callable[[], Any], repeat: int, sample: float) -> Timing:

@@ -35,10 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import Timing, columns, header, measure, timed
+
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.ledger import Ledger
 from privreg.core import Charge, Gaussian, PureDP
-from timing import Timing, columns, header, measure, timed
 
 META = {"format": 1, "budget": {"epsilon": 10.0, "delta": 1e-6}}
 BUDGET = PrivacyBudget(epsilon=10.0, delta=1e-6)

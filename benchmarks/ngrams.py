@@ -51,10 +51,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from timing import columns, header, timed
 
 from privreg.core import EventLog, InsecureReproducibleRandom
 from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus, write_records
-from timing import columns, header, timed
 
 SETTINGS = dict(epsilon=4.0, delta=1e-7, max_n=9, max_keys=300, eta=0.01)
 TOKENS_PER_USER = 65.6  # mean of the default synthetic activity law

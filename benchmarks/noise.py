@@ -18,9 +18,10 @@ from the OS CSPRNG, ``release_many``) or call the samplers alone: Laplace (epsil
 sensitivity 1: discrete Laplace of scale 2048 grid units), discrete Laplace (epsilon 1,
 sensitivity 1), Gaussian (epsilon 1, delta 1e-5, sensitivity 1: discrete Gaussian of
 sigma ~3820 grid units). numpy's rows are the real peer numpy (version printed in the
-row), the textbook insecure baseline (PCG64 and a float sample, the Mironov 2012 leak). The exact paths (one draw at a time, ~2e4 draws/s)
-are timed the same way in a second table at 1e3 and 1e4 samples per call: 1e7 would take
-minutes. OpenDP and PyDP are measured where they install (pip install opendp python-dp);
+row), the textbook insecure baseline (PCG64 and a float sample, the Mironov 2012 leak).
+The exact paths (one draw at a time, ~2e4 draws/s) are timed the same way in a second
+table at 1e3 and 1e4 samples per call: 1e7 would take minutes. OpenDP and PyDP are
+measured where they install (pip install opendp python-dp);
 they are not privreg dependencies.
 
 Goals checked at the end: the per-sample CPU cost of each privreg sampler at 1e7 samples
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
+from timing import Timing, columns, header, timed
 
 from privreg import EventLog
 from privreg.core.randomness import SecureRandom
@@ -47,7 +49,6 @@ from privreg.noise.gaussian import discrete_gaussian_many
 from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.plugins.standard.gaussian import GaussianMechanism
 from privreg.plugins.standard.laplace import LaplaceMechanism
-from timing import Timing, columns, header, timed
 
 Row = tuple[str, Callable[[int], object]]
 

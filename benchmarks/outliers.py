@@ -42,12 +42,12 @@ from datetime import datetime, timezone
 
 import numpy as np
 import scipy
+from timing import header, timed
 
 from privreg.plugins.outliers.cover_algorithm1 import BudgetExhausted
 from privreg.plugins.outliers.definitions import outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.smooth import smooth_upper_bound, smooth_upper_bound_reference
-from timing import header, timed
 
 RADIUS = {1: 0.3, 2: 0.5, 3: 0.6, 5: 0.7, 7: 0.8, 10: 0.9}
 BETA = 0.5 / (4 * (1 + np.log(2 / 0.01)))

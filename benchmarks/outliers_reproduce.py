@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timing import Timing, columns, header, timed
 
 from privreg import EventLog, InsecureReproducibleRandom
 from privreg.accountant.calibration import calibrate_gaussian_sigma
@@ -50,7 +51,6 @@ from privreg.plugins.outliers.kissing import global_sensitivity_upper, paper_low
 from privreg.plugins.outliers.release import all_subspaces, select_top_h, subspace_utilities
 from privreg.plugins.outliers.smooth import smooth_upper_bound
 from privreg.plugins.standard.smooth_gaussian import smooth_gaussian_parameters
-from timing import Timing, columns, header, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 ADULT = ROOT.parent / "shared" / "data" / "adult" / "adult.data"

@@ -28,10 +28,10 @@ import argparse
 import importlib.metadata
 
 import numpy as np
+from timing import Timing, columns, header, measure
 
 from privreg.core.randomness import SecureRandom
 from privreg.crypto import ObfuscatorPool, generate_paillier_keypair, pack, parallel
-from timing import Timing, columns, header, measure
 
 
 def _cpu(fn, count: int) -> Timing:

@@ -42,6 +42,7 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
+from timing import NOTE, columns, header, machine, timed
 
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
@@ -58,7 +59,6 @@ from privreg.plugins.pprl.tuning import (
     multiparty_collision_probability,
     suggest_lsh,
 )
-from timing import NOTE, columns, header, machine, timed
 
 SECRET = bytes(range(40, 72))  # benchmark only: a real run draws secrets.token_bytes(32)
 PAPER = {"J": 3, "K": 20, "T": 3}

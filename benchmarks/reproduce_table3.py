@@ -35,13 +35,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import Timing, columns, header, timed
+
 from privreg.core import EventLog, InsecureReproducibleRandom
 from privreg.plugins.ngrams.dpne import extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine
 from privreg.plugins.ngrams.partitions import PartitionedCorpus
 from privreg.plugins.ngrams.spamassassin import bundled_path, ham_records
 from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus
-from timing import Timing, columns, header, timed
 
 PARTITION_TOKENS = 2_000_000
 

@@ -19,11 +19,11 @@ import secrets
 from fractions import Fraction
 
 import numpy as np
+from timing import Timing, columns, header, measure
 
 from privreg import EventLog, SecureRandom
 from privreg.noise import discrete_laplace
 from privreg.plugins.standard.randomized_response import RandomizedResponse
-from timing import Timing, columns, header, measure
 
 
 def _rr_loop(x: np.ndarray, rr: RandomizedResponse) -> np.ndarray:

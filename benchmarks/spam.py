@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from timing import columns, header, measure, timed
 
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import generate_paillier_keypair, parallel
@@ -48,7 +49,6 @@ from privreg.plugins.spam.features import NgramHasher, binary_csr
 from privreg.plugins.spam.fixed_point import uniform_ints
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
-from timing import columns, header, measure, timed
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 
 START_LOAD = os.getloadavg()  # the scripts import this module first: the load before their work
 _TICKS = os.sysconf("SC_CLK_TCK")
-NOTE = ("wall: time.perf_counter; CPU: this process + its child processes (getrusage + /proc of live "
-        "workers); CPU / core: CPU divided by the cores the row ran on (a per-core cost, not a wall time)")
+NOTE = (
+    "wall: time.perf_counter; CPU: this process + its child processes (getrusage + /proc of live "
+    "workers); CPU / core: CPU divided by the cores the row ran on (a per-core cost, not a wall time)"
+)
 
 
 def usable_cores() -> int:
@@ -44,9 +46,11 @@ def usable_cores() -> int:
 def machine() -> str:
     """One line on the machine and its load when the script started."""
     a, b, c = START_LOAD
-    return (f"machine: {os.cpu_count()} cores (os.cpu_count), {usable_cores()} usable by this process, "
-            f"load average {a:.2f} / {b:.2f} / {c:.2f} at start (shared: wall time includes waiting for "
-            f"the CPU); Python {platform.python_version()}")
+    return (
+        f"machine: {os.cpu_count()} cores (os.cpu_count), {usable_cores()} usable by this process, "
+        f"load average {a:.2f} / {b:.2f} / {c:.2f} at start (shared: wall time includes waiting for "
+        f"the CPU); Python {platform.python_version()}"
+    )
 
 
 def header(title: str, *, processes: int | str, cores: int | str) -> str:

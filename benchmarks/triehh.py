@@ -44,6 +44,7 @@ import os
 import time
 
 import numpy as np
+from timing import Timing, columns, header, timed
 
 from privreg import EventLog
 from privreg.core.randomness import SecureRandom
@@ -51,7 +52,6 @@ from privreg.plugins.heavy_hitters.population import PopulationModel, english_wo
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, layer_votes
 from privreg.plugins.standard.subset_selection import SubsetSelection
-from timing import Timing, columns, header, timed
 
 EPS, B, ETA, ALPHABET = 10.0, 60, 10_000, 101
 _LOOP_SECONDS = 5.0

@@ -39,11 +39,11 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from timing import columns, header, timed
 
 from privreg import EventLog, InsecureReproducibleRandom
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH
-from timing import columns, header, timed
 
 PAPER_TABLE_1 = {"GS, one pass": 77.1, "RS, one pass": 83.1, "RS, two passes": 92.1}
 SETTINGS = {"GS, one pass": ("greedy", 1), "RS, one pass": ("random", 1), "RS, two passes": ("random", 2)}
