@@ -1,6 +1,6 @@
 """Accountant speed against named baselines, on the same computations, in one run.
 
-    python benchmarks/accountant.py [--repeats N] [--published-script DIR]
+    python benchmarks/accountant.py [--repeats N] [--published-script DIR] [--quick]
 
 Every row names what it times:
 - "privreg ..." rows are this project's methods.
@@ -24,11 +24,12 @@ Computations:
   is looser, and at n = 1e6 (Theorem 3.1's condition fails, so its search starts from
   eps0) it finds no amplification at all.
 
-Times: CPU seconds per core (time.process_time of this process, with numpy's thread pools
-limited to one thread below, so one core does all the work) and wall seconds
-(time.perf_counter), best of --repeats runs (the published script: one run, as it can
-take minutes). Wall time includes waiting for the CPU on a loaded machine; CPU time does
-not.
+Times (benchmarks/timing.py): wall s (time.perf_counter), CPU s (this process and its
+children) and CPU s / core, on one core (numpy's thread pools are limited to one thread
+below, so one core does all the work); best of --repeats runs by CPU (the published
+script: one run, as it can take minutes). Wall time includes waiting for the CPU on a
+loaded machine; CPU time does not. ``--quick``: one repeat, 100 PLD events, n = 1e6 and
+3e7 only.
 """
 
 from __future__ import annotations
@@ -41,46 +42,43 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # o
 import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from dp_accounting import dp_event as dpe  # noqa: E402
 from dp_accounting.pld import pld_privacy_accountant as google_pld  # noqa: E402
+from timing import Timing, columns, header, measure  # noqa: E402
 
 from privreg.accountant.pld import PLDAccountant  # noqa: E402
 from privreg.accountant.shuffle import shuffle_epsilon  # noqa: E402
 from privreg.accountant.shuffle_reference import fmt21_published_epsilon  # noqa: E402
 from privreg.core.events import Composed, Gaussian, Laplace  # noqa: E402
 
-FAITHFUL = "faithful re-implementation of FMT21's published script (computeamplification.py)"
-HEADER = ("computation", "implementation", "what it is", "CPU s per core (process_time)",
-          "wall s (perf_counter)", "result")
+FAITHFUL = ("faithful implementation of FMT21's published script computeamplification.py "
+            "(labelled: privreg's code, not the script)")
+HEADER = ("computation", "implementation", "what it is", *columns("s"), "result")
 
 
-def _time(fn, repeats: int) -> tuple[float, float, object]:
-    """(CPU seconds, wall seconds, output): the run with the least CPU time."""
-    best: tuple[float, float, object] | None = None
+def _time(fn, repeats: int) -> tuple[Timing, object]:
+    """(time, output) of the run with the least CPU time."""
+    best: tuple[Timing, object] | None = None
     for _ in range(repeats):
-        cpu, wall = time.process_time(), time.perf_counter()
-        out = fn()
-        took = (time.process_time() - cpu, time.perf_counter() - wall, out)
-        if best is None or took[0] < best[0]:
+        took = measure(fn)
+        if best is None or took[0].cpu < best[0].cpu:
             best = took
     assert best is not None
     return best
 
 
-def _row(computation: str, implementation: str, what: str, timed: tuple[float, float, object],
+def _row(computation: str, implementation: str, what: str, timed: tuple[Timing, object],
          result: str) -> tuple[str, ...]:
-    cpu, wall, _ = timed
-    return computation, implementation, what, f"{cpu:.4f}", f"{wall:.4f}", result
+    return computation, implementation, what, *timed[0].cells(".4f"), result
 
 
-def pld_rows(repeats: int) -> list[tuple[str, ...]]:
+def pld_rows(repeats: int, each: int) -> list[tuple[str, ...]]:
     rng = np.random.default_rng(0)
-    events = [Gaussian(sigma=float(s)) for s in rng.choice(np.linspace(20, 60, 10), 500)]
-    events += [Laplace(scale=float(s)) for s in rng.choice(np.linspace(50, 150, 10), 500)]
+    events = [Gaussian(sigma=float(s)) for s in rng.choice(np.linspace(20, 60, 10), each)]
+    events += [Laplace(scale=float(s)) for s in rng.choice(np.linspace(50, 150, 10), each)]
     rng.shuffle(events)
     translated = [
         dpe.GaussianDpEvent(e.noise_multiplier) if isinstance(e, Gaussian) else dpe.LaplaceDpEvent(e.noise_multiplier)
@@ -91,12 +89,12 @@ def pld_rows(repeats: int) -> list[tuple[str, ...]]:
         lambda: google_pld.PLDAccountant(value_discretization_interval=1e-4).compose(dpe.ComposedDpEvent(translated)),
         repeats,
     )
-    task = "PLD, 1000 mixed Gaussian+Laplace"
+    task = f"PLD, {2 * each} mixed Gaussian+Laplace"
     version = importlib.metadata.version("dp-accounting")
     return [
-        _row(task, "privreg PLDAccountant", "this project", ours, f"eps {ours[2].epsilon(1e-6):.6f}"),
-        _row(task, "dp_accounting PLDAccountant", f"real peer library (dp-accounting {version})", theirs,
-             f"eps {theirs[2].get_epsilon(1e-6):.6f}"),
+        _row(task, "privreg PLDAccountant", "this project", ours, f"eps {ours[1].epsilon(1e-6):.6f}"),
+        _row(task, "dp_accounting PLDAccountant", f"the real peer dp-accounting {version}", theirs,
+             f"eps {theirs[1].get_epsilon(1e-6):.6f}"),
     ]
 
 
@@ -110,22 +108,23 @@ def _load_script(folder: str):  # type: ignore[no-untyped-def]
     return module
 
 
-def shuffle_rows(repeats: int, script) -> list[tuple[str, ...]]:  # type: ignore[no-untyped-def]
+def shuffle_rows(repeats: int, script, sizes) -> list[tuple[str, ...]]:  # type: ignore[no-untyped-def]
     eps0, delta = 10.0, 1e-10
     rows = []
-    for n in (10**6, 3 * 10**7, 10**8, 10**9):
+    for n in sizes:
         task = f"shuffle eps0=10 delta=1e-10 n={n:.0e}"
         for bound in ("fmt21-numerical", "fmt23-numerical"):
             timed = _time(lambda: shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound=bound), repeats)
             rows.append(_row(task, f"privreg shuffle_epsilon, {bound}", "this project's numerical bound", timed,
-                             f"eps {timed[2]:.4f}"))
+                             f"eps {timed[1]:.4f}"))
         timed = _time(lambda: fmt21_published_epsilon(n, eps0, delta), repeats)
         rows.append(_row(task, "privreg fmt21_published_epsilon (step 100, 10 iterations)", FAITHFUL, timed,
-                         f"eps {timed[2]:.4f}"))
+                         f"eps {timed[1]:.4f}"))
         if script is not None:
             timed = _time(lambda: script.numericalanalysis(n, eps0, delta, 10, 100, True), 1)
             rows.append(_row(task, "numericalanalysis(n, 10, 1e-10, 10, 100, True)",
-                             "the published script itself (computeamplification.py)", timed, f"eps {timed[2]:.4f}"))
+                             "the real peer: the authors' computeamplification.py itself", timed,
+                             f"eps {timed[1]:.4f}"))
     return rows
 
 
@@ -134,10 +133,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--published-script", metavar="DIR",
                     help="folder holding the authors' computeamplification.py, to time it too")
+    ap.add_argument("--quick", action="store_true", help="one repeat, 100 PLD events, n = 1e6 and 3e7 only")
     args = ap.parse_args()
+    if args.quick:
+        args.repeats = 1
+    sizes = (10**6, 3 * 10**7) if args.quick else (10**6, 3 * 10**7, 10**8, 10**9)
     script = _load_script(args.published_script) if args.published_script else None
-    rows = [HEADER] + pld_rows(args.repeats) + shuffle_rows(args.repeats, script)
+    rows = [HEADER] + pld_rows(args.repeats, 50 if args.quick else 500) + shuffle_rows(args.repeats, script, sizes)
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    print(header("Accountant speed", processes=1, cores=1))
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 

@@ -1,6 +1,6 @@
 """Privacy ledger speed and writer fairness, in one run.
 
-    python benchmarks/ledger.py [--charges N] [--seconds S] [--sizes 10,1000,100000]
+    python benchmarks/ledger.py [--charges N] [--seconds S] [--sizes 10,1000,100000] [--quick]
 
 Tables:
 
@@ -13,12 +13,15 @@ Tables:
    BudgetSession.open (which catches up with every row). This needs the BudgetSession of
    issue #15 (filters=/plan=); with an older session the table says so and is skipped.
 3. Fairness: two processes charging in a tight loop for a few seconds; each one's count
-   and maximum wait per charge. Baseline: the pre-#15 scheme (SQLite's busy handler
-   only: BEGIN IMMEDIATE, read the head, insert, COMMIT), measured in the same run on a
-   plain SQLite file with the same pragmas.
+   and maximum wait per charge. Baseline: privreg's own pre-#15 scheme (SQLite's busy
+   handler only: BEGIN IMMEDIATE, read the head, insert, COMMIT), re-implemented here on a
+   plain SQLite file with the same pragmas and labelled as such (no peer library has a
+   budget ledger), measured in the same run.
 
-Times: "CPU" is time.process_time of the measuring process (one core), "wall" is
-time.perf_counter; both in milliseconds per operation unless labelled otherwise.
+Times (benchmarks/timing.py): every row has wall, CPU and CPU per core; tables 1 and 2 in
+milliseconds per call of one process on one core, table 3 in seconds of the two
+charging processes (CPU summed over both, per core over 2). ``--quick``: sizes 10 and
+1,000, 10 charges, 0.5 s of fairness per scheme.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from timing import Timing, columns, header, measure, timed
 
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.ledger import Ledger
@@ -60,21 +65,13 @@ def _fill(path: Path, n: int, event, meta=None) -> None:
     ledger.close()
 
 
-def _per_op(fn, repeats: int) -> tuple[float, float]:
-    """(CPU ms, wall ms) per call of fn, over ``repeats`` calls."""
-    c0, w0 = time.process_time(), time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (1e3 * (time.process_time() - c0) / repeats, 1e3 * (time.perf_counter() - w0) / repeats)
-
-
-def _ms(x: tuple[float, float]) -> tuple[str, str]:
-    return f"{x[0]:.3f}", f"{x[1]:.3f}"
+def _per_op(fn, repeats: int) -> Timing:
+    """Milliseconds per call of fn, over ``repeats`` calls."""
+    return measure(lambda: [fn() for _ in range(repeats)])[0].scaled(1e3 / repeats)
 
 
 def ledger_table(root: Path, sizes: list[int], charges: int) -> str:
-    rows = [("rows", "try_append CPU", "try_append wall", "head() wall", "rows(after=n-10) wall",
-             "verify tail wall", "open wall", "open_readonly wall")]
+    rows = [("rows", "operation", *columns("ms/call"))]
     event = PureDP(epsilon=1e-7)
     for n in sizes:
         path = root / f"ledger-{n}.sqlite"
@@ -95,8 +92,10 @@ def ledger_table(root: Path, sizes: list[int], charges: int) -> str:
         ledger.close()
         reopen = _per_op(lambda: Ledger(path, create=False).close(), 50)
         reopen_ro = _per_op(lambda: Ledger.open_readonly(path).close(), 50)
-        rows.append((f"{n:,}", *_ms(cost), f"{head[1]:.4f}", f"{tail[1]:.4f}", f"{verify[1]:.4f}",
-                     f"{reopen[1]:.3f}", f"{reopen_ro[1]:.3f}"))
+        for op, t in (("try_append", cost), ("head()", head), ("rows(after=n-10)", tail),
+                      ("rows(after=n-10, verify=True)", verify), ("Ledger(path)", reopen),
+                      ("Ledger.open_readonly", reopen_ro)):
+            rows.append((f"{n:,}", op, *t.cells(".4f")))
     return _table(rows)
 
 
@@ -109,7 +108,7 @@ SESSION_KINDS = {
 
 
 def session_table(root: Path, sizes: list[int], charges: int) -> str:
-    rows = [("accountant", "rows", "charge CPU", "charge wall", "BudgetSession.open wall")]
+    rows = [("accountant", "rows", "operation", *columns("ms/call"))]
     for kind, (event, options) in SESSION_KINDS.items():
         for n in sizes:
             path = root / f"session-{kind.split()[0]}-{n}.sqlite"
@@ -119,12 +118,11 @@ def session_table(root: Path, sizes: list[int], charges: int) -> str:
                 return (f"skipped: this BudgetSession does not take the issue #15 API "
                         f"(filters=/plan=): {exc}")
             _fill(path, n, event)
-            w0 = time.perf_counter()
-            session = BudgetSession.open(path)
-            opened = 1e3 * (time.perf_counter() - w0)
+            opened, session = measure(lambda: BudgetSession.open(path))
             cost = _per_op(lambda: session.charge(event, mechanism="bench", parameters={}), charges)
             session.close()
-            rows.append((kind, f"{n:,}", *_ms(cost), f"{opened:.1f}"))
+            rows.append((kind, f"{n:,}", "charge", *cost.cells(".3f")))
+            rows.append((kind, f"{n:,}", "BudgetSession.open", *opened.scaled(1e3).cells(".1f")))
     return _table(rows)
 
 
@@ -168,18 +166,20 @@ def _fair_worker(mode: str, path: str, barrier, seconds: float, out) -> None:
             session.charge(event, mechanism="bench", parameters={})
     barrier.wait()
     count, worst, end = 0, 0.0, time.time() + seconds
-    while time.time() < end:
-        t0 = time.perf_counter()
-        charge()
-        worst = max(worst, time.perf_counter() - t0)
-        count += 1
-    out.put((os.getpid(), count, worst))
+    with timed(cores=1) as t:
+        while time.time() < end:
+            t0 = time.perf_counter()
+            charge()
+            worst = max(worst, time.perf_counter() - t0)
+            count += 1
+    out.put((os.getpid(), count, worst, t.timing.wall, t.timing.cpu))
 
 
 def fairness_table(root: Path, seconds: float) -> str:
-    rows = [("scheme", "charges A", "charges B", "max wait A (ms)", "max wait B (ms)")]
+    rows = [("scheme", "charges A", "charges B", "max wait A (ms)", "max wait B (ms)", *columns("s"))]
     ctx = mp.get_context("spawn")
-    schemes = [("baseline: SQLite busy handler only", "baseline"),
+    schemes = [("baseline: privreg's pre-#15 scheme, SQLite busy handler only (re-implemented, labelled)",
+                "baseline"),
                ("Ledger.try_append + writer queue", "ledger"),
                ("BudgetSession.charge (basic)", "session")]
     for label, mode in schemes:
@@ -200,8 +200,9 @@ def fairness_table(root: Path, seconds: float) -> str:
         results = sorted((out.get() for _ in procs), key=lambda r: -r[1])
         for p in procs:
             p.join()
-        (_, na, wa), (_, nb, wb) = results
-        rows.append((label, str(na), str(nb), f"{1e3 * wa:.1f}", f"{1e3 * wb:.1f}"))
+        (_, na, wa, walla, cpua), (_, nb, wb, wallb, cpub) = results
+        both = Timing(max(walla, wallb), cpua + cpub, cores=2)
+        rows.append((label, str(na), str(nb), f"{1e3 * wa:.1f}", f"{1e3 * wb:.1f}", *both.cells(".2f")))
     return _table(rows)
 
 
@@ -211,17 +212,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="fairness run per scheme (default 5)")
     parser.add_argument("--sizes", default="10,1000,100000", help="ledger sizes (default 10,1000,100000)")
     parser.add_argument("--dir", help="where to put the ledgers (default: a temporary folder)")
+    parser.add_argument("--quick", action="store_true", help="sizes 10,1000; 10 charges; 0.5 s fairness")
     args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.charges, args.seconds = "10,1000", 10, 0.5
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
-        print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores; "
-              f"ledgers in {root}\n")
-        print(f"1. Ledger alone (ms per call; {args.charges} try_append per size)\n")
+        print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; ledgers in {root}\n")
+        print(header(f"1. Ledger alone (ms per call; {args.charges} try_append per size)", processes=1, cores=1))
         print(ledger_table(root, sizes, args.charges) + "\n")
-        print(f"2. BudgetSession (ms per charge; {args.charges} charges per row)\n")
+        print(header(f"2. BudgetSession (ms per call; {args.charges} charges per row)", processes=1, cores=1))
         print(session_table(root, sizes, args.charges) + "\n")
-        print(f"3. Fairness: two processes charging in a tight loop for {args.seconds:g} s each\n")
+        print(header(f"3. Fairness: two processes charging in a tight loop for {args.seconds:g} s each "
+                     f"(wall: the longer loop; CPU: both loops)", processes=2, cores=2))
         print(fairness_table(root, args.seconds))
 
 

@@ -1,25 +1,27 @@
 """Secure noise cost per sample at 1e5, 1e6 and 1e7 samples per call, against numpy's
 insecure generator (and OpenDP / PyDP where they install), in one run.
 
-    python benchmarks/noise.py [--sizes 1e5,1e6,1e7] [--work 1e7]
+    python benchmarks/noise.py [--sizes 1e5,1e6,1e7] [--work 1e7] [--quick]
 
-Every row is timed the same way: for each call size ``n`` the row is called
-``ceil(work / n)`` times (1e7 samples in all by default, so small calls are not one noisy
-measurement), and the table shows, per sample,
+Every row is timed the same way (benchmarks/timing.py): for each call size ``n`` the row
+is called ``ceil(work / n)`` times (1e7 samples in all by default, so small calls are not
+one noisy measurement), and the table shows, per sample,
 
-* **CPU ns** -- ``time.process_time`` of this process: CPU time on one core (every
-  sampler here is single-threaded), so other processes on a shared machine do not
-  distort it; the per-core figure;
-* **wall ns** -- ``time.perf_counter``: elapsed time, which includes waiting for the CPU.
+* **wall ns** -- ``time.perf_counter``: elapsed time, which includes waiting for the CPU;
+* **CPU ns** -- CPU time of this process and its children, so other processes on a
+  shared machine do not distort it;
+* **CPU ns / core** -- CPU ns over the cores the row ran on: one (every sampler here is
+  single-threaded), so the same figure; the goals below use it.
 
 privreg's rows go through the real mechanisms where named (snap to the grid, integer noise
 from the OS CSPRNG, ``release_many``) or call the samplers alone: Laplace (epsilon 1,
 sensitivity 1: discrete Laplace of scale 2048 grid units), discrete Laplace (epsilon 1,
 sensitivity 1), Gaussian (epsilon 1, delta 1e-5, sensitivity 1: discrete Gaussian of
-sigma ~3820 grid units). numpy's rows are the textbook insecure baseline (PCG64 and a
-float sample, the Mironov 2012 leak). The exact paths (one draw at a time, ~2e4 draws/s)
-are timed the same way in a second table at 1e3 and 1e4 samples per call: 1e7 would take
-minutes. OpenDP and PyDP are measured where they install (pip install opendp python-dp);
+sigma ~3820 grid units). numpy's rows are the real peer numpy (version printed in the
+row), the textbook insecure baseline (PCG64 and a float sample, the Mironov 2012 leak).
+The exact paths (one draw at a time, ~2e4 draws/s) are timed the same way in a second
+table at 1e3 and 1e4 samples per call: 1e7 would take minutes. OpenDP and PyDP are
+measured where they install (pip install opendp python-dp);
 they are not privreg dependencies.
 
 Goals checked at the end: the per-sample CPU cost of each privreg sampler at 1e7 samples
@@ -32,12 +34,13 @@ arrays at 1e7, about 10 ns per sample and array), shown for information.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
-import time
 from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
+from timing import Timing, columns, header, timed
 
 from privreg import EventLog
 from privreg.core.randomness import SecureRandom
@@ -50,16 +53,15 @@ from privreg.plugins.standard.laplace import LaplaceMechanism
 Row = tuple[str, Callable[[int], object]]
 
 
-def _time(fn: Callable[[int], object], n: int, work: float) -> tuple[float, float]:
-    """(CPU ns, wall ns) per sample over ``ceil(work / n)`` calls of ``fn(n)``."""
+def _time(fn: Callable[[int], object], n: int, work: float) -> Timing:
+    """Nanoseconds per sample over ``ceil(work / n)`` calls of ``fn(n)``, on one core."""
     calls = max(1, math.ceil(work / n))
-    cpu = wall = 0.0
+    total = Timing(0.0, 0.0)
     for _ in range(calls):
-        c0, w0 = time.process_time(), time.perf_counter()
-        fn(n)
-        cpu += time.process_time() - c0
-        wall += time.perf_counter() - w0
-    return cpu / (calls * n) * 1e9, wall / (calls * n) * 1e9
+        with timed(cores=1) as t:
+            fn(n)
+        total += t.timing
+    return total.scaled(1e9 / (calls * n))
 
 
 def _opendp(kind: str) -> Callable[[int], object] | None:
@@ -84,21 +86,28 @@ def _pydp(kind: str) -> Callable[[int], object] | None:
     return lambda n: [mech.add_noise(0.0) for _ in range(n)]
 
 
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def _size(n: int) -> str:
     k = round(math.log10(n))
     return f"1e{k}" if 10**k == n else str(n)
 
 
 def _table(rows: list[Row], sizes: list[int], work: float) -> tuple[list[list[str]], dict[str, list[float]]]:
-    header = ["ns per sample, at n samples per call"] + [f"n={_size(n)} {label}" for n in sizes
-                                                         for label in ("CPU", "wall")]
-    lines, cpu = [header], {}
+    head = ["ns per sample, at n samples per call"] + [f"n={_size(n)} {label}" for n in sizes
+                                                       for label in columns("ns")]
+    lines, cpu = [head], {}
     for name, fn in rows:
         cells, costs = [name], []
         for n in sizes:
-            c, w = _time(fn, n, work)
-            cells += [f"{c:,.0f}", f"{w:,.0f}"]
-            costs.append(c)
+            t = _time(fn, n, work)
+            cells += t.cells(",.0f")
+            costs.append(t.cpu_per_core)
         lines.append(cells)
         cpu[name] = costs
         print("  measured:", name, flush=True)
@@ -115,7 +124,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1e5,1e6,1e7", help="samples per call, comma-separated")
     ap.add_argument("--work", type=float, default=1e7, help="samples timed per row and size")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (1e4,1e5 per call, 1e5 samples per row)")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.work = "1e4,1e5", 1e5
     sizes = [int(float(x)) for x in args.sizes.split(",")]
     secure = SecureRandom()
     laplace = LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
@@ -135,13 +147,15 @@ def main() -> None:
     for s in (1, 100, 10_000):
         fast.append((f"privreg discrete_gaussian_many alone, sigma {s}",
                      lambda n, s=s: discrete_gaussian_many(Fraction(s) ** 2, n, secure)))
+    peer = f"real peer numpy {np.__version__}"
     baselines: list[Row] = [
-        ("numpy laplace (insecure: PCG64, float leak)", lambda n: np.random.default_rng().laplace(size=n)),
-        ("numpy normal (insecure: PCG64, float leak)", lambda n: np.random.default_rng().normal(size=n)),
+        (f"{peer} laplace (insecure: PCG64, float leak)", lambda n: np.random.default_rng().laplace(size=n)),
+        (f"{peer} normal (insecure: PCG64, float leak)", lambda n: np.random.default_rng().normal(size=n)),
     ]
     for kind in ("laplace", "gaussian"):
-        for name, fn in ((f"OpenDP make_{kind} on a vector", _opendp(kind)),
-                         (f"PyDP {kind.capitalize()}Mechanism.add_noise", _pydp(kind))):
+        for name, fn in ((f"real peer OpenDP {_version('opendp')} make_{kind} on a vector", _opendp(kind)),
+                         (f"real peer PyDP {_version('python-dp')} {kind.capitalize()}Mechanism.add_noise",
+                          _pydp(kind))):
             if fn is not None:
                 baselines.append((name, fn))
     exact: list[Row] = [
@@ -155,9 +169,11 @@ def main() -> None:
 
     lines, cpu = _table(fast + baselines, sizes, args.work)
     exact_lines, _ = _table(exact, [1000, 10_000], 2e4)
-    print("\nNoise cost per sample (CPU ns: time.process_time, one core; wall ns: time.perf_counter)")
+    print()
+    print(header("Noise cost per sample (every row single-threaded)", processes=1, cores=1))
     _print(lines)
-    print("\nExact paths, timed the same way at 1e3 and 1e4 samples per call")
+    print()
+    print(header("Exact paths, timed the same way at 1e3 and 1e4 samples per call", processes=1, cores=1))
     _print(exact_lines)
     print()
     if 1_000_000 in sizes and 10_000_000 in sizes:
@@ -166,12 +182,12 @@ def main() -> None:
             ratio = cpu[name][i7] / cpu[name][i6]
             sampler = "alone" in name  # the goal is the samplers'; mechanisms add their output arrays
             verdict = ("flat" if ratio <= 1.15 else "GROWS") if sampler else "info"
-            print(f"{verdict}: {name}: CPU cost at 1e7 / at 1e6 = {ratio:.2f}")
+            print(f"{verdict}: {name}: CPU per core at 1e7 / at 1e6 = {ratio:.2f}")
         print("(info: a mechanism's release_many also allocates its result arrays; at 1e7 they are 80 MB "
               "each, fresh pages from the OS, about 10 ns per sample per array)")
     rate = 1e9 / min(cpu[fast[3][0]])
     print(f"Gaussian mechanism fast path {'meets' if rate >= 1e6 else 'MISSES'} the 1e6 samples/s per core "
-          f"goal ({rate:,.0f}/s, CPU time, best call size).")
+          f"goal ({rate:,.0f}/s per core, from CPU ns / core at the best call size).")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 the number of records N and the dimension d, for every max-ball-cover method, in one run
 with the paper's own method.
 
-    python benchmarks/outliers.py [--sizes 20,50,200,1000,5000] [--dims 2,3,7] [--limit 60]
+    python benchmarks/outliers.py [--sizes 20,50,200,1000,5000] [--dims 2,3,7] [--limit 60] [--quick]
 
 Columns (beta = 0.0198: epsilon = 0.5, delta = 0.01 by Theorem 2; k = 3), a time and the
 bound ``S(X)`` for each method of :func:`~privreg.plugins.outliers.smooth.smooth_upper_bound`:
@@ -16,16 +16,19 @@ bound ``S(X)`` for each method of :func:`~privreg.plugins.outliers.smooth.smooth
 * ``core`` -- the core bound (degeneracy of the graph of pairs within 2r, plus one;
   near-linear). The fast safe bound, much looser in high dimensions.
 * ``projection`` -- the coordinate-plane projection bound (the earlier safe bound).
-* ``paper Algorithm 1`` -- the baseline: the same Algorithm 2 with every cover computed by
-  Algorithm 1 as printed (``O(2^|P|)`` smallest-enclosing-ball calls), stopped after
+* ``paper Algorithm 1`` -- the baseline, a faithful implementation of Okada et al. 2015
+  (paper 003), Algorithm 1 (labelled; privreg's code): the same Algorithm 2 with every
+  cover computed by Algorithm 1 as printed (``O(2^|P|)`` smallest-enclosing-ball calls), stopped after
   ``--budget`` ball calls per cover or ``--limit`` seconds.
 
 Data: inliers from N(0, I_d) and 2% outliers from N(20, 100 I_d) (the paper's synthetic
 recipe), radius chosen per dimension so that most inliers are inliers. Checked in the same
 run: ``exact`` equals Algorithm 1 wherever both finish, and ``exact <= truss <= core``
-(and ``exact <= projection``) wherever they finish. Times are wall-clock and depend on the
-data and on the machine's load (printed on top); the methods themselves never look at
-the clock (the limit here is the benchmark's, not the library's).
+(and ``exact <= projection``) wherever they finish. Times (benchmarks/timing.py): wall s
+and CPU s / core of each method in each cell, one process on one core (so CPU s equals
+CPU s / core); wall time depends on the machine's load (printed on top); the methods
+themselves never look at the clock (the wall-clock limit here is the benchmark's, not the
+library's). ``--quick``: N in 20, 50; d in 2, 3; a 5 s limit.
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ import os
 import platform
 import signal
 import sys
-import time
 from datetime import datetime, timezone
 
 import numpy as np
 import scipy
+from timing import header, timed
 
 from privreg.plugins.outliers.cover_algorithm1 import BudgetExhausted
 from privreg.plugins.outliers.definitions import outlier_count
@@ -62,14 +65,15 @@ def _alarm(signum, frame):  # noqa: ARG001
 def _timed(fn, limit: float):
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
-    start = time.perf_counter()
+    clock = timed(cores=1)
     try:
-        out = fn()
-        return out, time.perf_counter() - start, ""
+        with clock:
+            out = fn()
+        return out, clock.timing, ""
     except _Timeout:
-        return None, limit, f"> {limit:g} s"
+        return None, clock.timing, f"> {limit:g} s"
     except BudgetExhausted:
-        return None, time.perf_counter() - start, "budget"
+        return None, clock.timing, "budget"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -97,8 +101,9 @@ def _conditions(argv: list[str]) -> list[str]:
         f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {cpu}, {os.cpu_count()} cores "
         f"(shared with other jobs), load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at start; "
         f"Python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}",
-        f"beta = {BETA:.4f} (epsilon 0.5, delta 0.01, Theorem 2), k = 3; limit per cell and method as given; "
-        f"times in seconds (wall clock).",
+        f"beta = {BETA:.4f} (epsilon 0.5, delta 0.01, Theorem 2), k = 3; limit per cell and method as given "
+        f"(wall clock); times in seconds, wall and CPU per core.",
+        header("", processes=1, cores=1).strip(),
     ]
 
 
@@ -109,15 +114,18 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per cell and method before giving up")
     ap.add_argument("--budget", type=int, default=200_000, help="ball calls per cover for Algorithm 1")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    ap.add_argument("--quick", action="store_true", help="N in 20,50; d in 2,3; a 5 s limit")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.dims, args.limit = "20,50", "2,3", 5.0
     sizes = [int(x) for x in args.sizes.split(",")]
     dims = [int(x) for x in args.dims.split(",")]
     methods = [m for m in args.methods.split(",") if m]
     print("\n".join(_conditions(sys.argv)) + "\n")
     head = ["d", "N", "r", "count", "GS_UB"]
     for m in methods:
-        head += [f"{m} s", f"S {m}"]
-    head += ["Algorithm 1 s", "exact vs Alg. 1"]
+        head += [f"{m} wall s", f"{m} CPU s / core", f"S {m}"]
+    head += ["Algorithm 1 wall s", "Algorithm 1 CPU s / core", "exact vs Alg. 1 (CPU)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for d in dims:
@@ -134,7 +142,7 @@ def main() -> None:
                 value = "-" if res is None else f"{res.value:.2f}"
                 if res is not None and m != "exact" and got.get("exact", (None,))[0] is not None:
                     value += f" (+{100 * (res.value / got['exact'][0].value - 1):.0f}%)"
-                cells += [note or f"{secs:.3f}", value]
+                cells += [note or f"{secs.wall:.3f}", f"{secs.cpu_per_core:.3f}", value]
             ref, t_ref, note_ref = _timed(
                 lambda: smooth_upper_bound_reference(x, k=3, radius=r, beta=BETA, budget=args.budget), args.limit)
             exact, t_exact = got.get("exact", (None, None))
@@ -148,11 +156,11 @@ def main() -> None:
                 if got["projection"][0].value < exact.value:
                     raise AssertionError(f"d={d} N={n}: projection below exact")
             if exact is not None:
-                speed = (f"{t_ref / t_exact:.1f}x faster" if ref is not None
-                         else f">{t_ref / t_exact:.0f}x faster")
+                ratio = t_ref.cpu_per_core / max(t_exact.cpu_per_core, 1e-9)
+                speed = f"{ratio:.1f}x faster" if ref is not None else f">{ratio:.0f}x faster"
             else:
                 speed = "-"
-            cells += [note_ref or f"{t_ref:.3f}", speed]
+            cells += [note_ref or f"{t_ref.wall:.3f}", f"{t_ref.cpu_per_core:.3f}", speed]
             print("| " + " | ".join(cells) + " |", flush=True)
 
 

@@ -27,6 +27,9 @@ sample's), else of the bundled slice. A scale-up table (Adult with N = 500 and 2
 shows where the smooth bound beats the global one. Writes
 ``outliers_figures34.{md,csv,png}``, ``outliers_scale.{md,csv}`` and
 ``outliers_figure5.{md,csv,png}`` to ``--out``. A few minutes (``--quick``: seconds).
+Every table row also reports the time of its own computation (benchmarks/timing.py:
+wall s, CPU s, CPU s / core; one process, one core). No speed baseline: the rows compare
+calibrations (Theorem 1, Theorem 2, the analytic Gaussian) and selection weights.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timing import Timing, columns, header, timed
 
 from privreg import EventLog, InsecureReproducibleRandom
 from privreg.accountant.calibration import calibrate_gaussian_sigma
@@ -54,6 +58,15 @@ DELTA = 0.01
 EPS_34 = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 EPS_5 = [0.2, 0.4, 0.8, 1.6, 3.2]
 HS = [1, 2, 3, 4]
+TIME_KEYS = ("wall_s", "cpu_s", "cpu_s_per_core")
+
+
+def _times(t: Timing) -> dict:
+    return dict(zip(TIME_KEYS, (t.wall, t.cpu, t.cpu_per_core)))
+
+
+def _time_cells(r: dict) -> str:
+    return " | ".join(f"{r[k]:.2f}" for k in TIME_KEYS)
 
 
 def _adult_sets(count: int) -> tuple[list[np.ndarray], str]:
@@ -74,13 +87,15 @@ def figures_34(datasets: int) -> tuple[list[dict], str]:
         counts = np.mean([outlier_count(x, k=3, radius=r) for x in xs])
         for eps in EPS_34:
             alpha, beta = smooth_gaussian_parameters(epsilon=eps, delta=DELTA)
-            smooth = float(np.mean([smooth_upper_bound(x, k=3, radius=r, beta=beta).value for x in xs]))
+            with timed(cores=1) as clock:
+                smooth = float(np.mean([smooth_upper_bound(x, k=3, radius=r, beta=beta).value for x in xs]))
             factor = math.sqrt(2 * math.log(2 / DELTA)) / eps  # Theorem 1
             rows.append({
                 "data": name, "d": d, "r": r, "epsilon": eps, "true_count": counts, "smooth_bound": smooth,
                 "sigma_smooth": smooth / alpha, "GS_lower": gs_lo, "sigma_global_lower": gs_lo * factor,
                 "GS_upper": gs_up, "sigma_global_upper": gs_up * factor,
                 "sigma_analytic_upper": calibrate_gaussian_sigma(epsilon=eps, delta=DELTA, sensitivity=gs_up),
+                **_times(clock.timing),
             })
     return rows, source
 
@@ -99,26 +114,27 @@ def scale_up() -> list[dict]:
         gs_up = global_sensitivity_upper(n=x.shape[0], k=3, d=7)
         for eps in epsilons:
             alpha, beta = smooth_gaussian_parameters(epsilon=eps, delta=DELTA)
-            started = time.perf_counter()
-            smooth = smooth_upper_bound(x, k=3, radius=0.35, beta=beta).value
+            with timed(cores=1) as clock:
+                smooth = smooth_upper_bound(x, k=3, radius=0.35, beta=beta).value
             rows.append({"N": x.shape[0], "epsilon": eps, "true_count": outlier_count(x, k=3, radius=0.35),
                          "smooth_bound": smooth, "sigma_smooth": smooth / alpha, "GS_upper": gs_up,
                          "sigma_global_upper": gs_up * math.sqrt(2 * math.log(2 / DELTA)) / eps,
                          "sigma_analytic_upper": calibrate_gaussian_sigma(epsilon=eps, delta=DELTA,
                                                                          sensitivity=gs_up),
-                         "seconds": time.perf_counter() - started})
+                         **_times(clock.timing)})
     return rows
 
 
 def _table_scale(rows: list[dict]) -> str:
     out = ["Scale-up: Adult, 7 attributes, 5% outliers, r = 0.35, delta = 0.01 (one sample per N)", "",
            "| N | eps | true count | S(X) | sd smooth | sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB "
-           "| ratio analytic/smooth | seconds for S(X) |", "|---|---|---|---|---|---|---|---|---|"]
+           "| ratio analytic/smooth | " + " | ".join(f"S(X) {c}" for c in columns("s")) + " |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['N']} | {r['epsilon']} | {r['true_count']} | {r['smooth_bound']:.2f} | "
                    f"{r['sigma_smooth']:.0f} | {r['sigma_global_upper']:.0f} (GS {r['GS_upper']}) | "
                    f"{r['sigma_analytic_upper']:.0f} | {r['sigma_analytic_upper'] / r['sigma_smooth']:.2f} | "
-                   f"{r['seconds']:.1f} |")
+                   f"{_time_cells(r)} |")
     return "\n".join(out)
 
 
@@ -134,13 +150,15 @@ def figure_5(runs: int, datasets: int) -> list[dict]:
         for h in HS:
             for eps in EPS_5:
                 tp = 0
-                for u in utilities:
-                    for _ in range(per_set):
-                        picks, _ = select_top_h(u, h=h, epsilon=scale * eps, charger=EventLog(), rng=rng)
-                        tp += sum(cands[i] in truth for i in picks)
+                with timed(cores=1) as clock:
+                    for u in utilities:
+                        for _ in range(per_set):
+                            picks, _ = select_top_h(u, h=h, epsilon=scale * eps, charger=EventLog(), rng=rng)
+                            tp += sum(cands[i] in truth for i in picks)
                 total = per_set * len(utilities)
                 rows.append({"variant": variant, "h": h, "epsilon": eps, "epsilon_spent": scale * eps,
-                             "precision": tp / (total * h), "recall": tp / (total * len(truth)), "runs": total})
+                             "precision": tp / (total * h), "recall": tp / (total * len(truth)), "runs": total,
+                             **_times(clock.timing)})
     return rows
 
 
@@ -155,27 +173,30 @@ def _table_34(rows: list[dict], source: str) -> str:
     out = [f"Figures 3-4: noise standard deviation of the outlier count (delta = {DELTA}, k = 3, N = 50; "
            f"means over the data sets; Adult scaled with {source} constants)", "",
            "| data | eps | true count | S(X) | sd smooth (Thm 2) | sd global @ eq.(18) LB | ratio LB/smooth "
-           "| sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB | ratio UB/smooth |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB | ratio UB/smooth | "
+           + " | ".join(f"S(X) {c}" for c in columns("s")) + " |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['data']} (d={r['d']}, r={r['r']}) | {r['epsilon']:.1f} | {r['true_count']:.1f} | "
                    f"{r['smooth_bound']:.2f} | {r['sigma_smooth']:.1f} | {r['sigma_global_lower']:.1f} "
                    f"(GS {r['GS_lower']}) | {r['sigma_global_lower'] / r['sigma_smooth']:.2f} | "
                    f"{r['sigma_global_upper']:.1f} (GS {r['GS_upper']}) | {r['sigma_analytic_upper']:.1f} | "
-                   f"{r['sigma_global_upper'] / r['sigma_smooth']:.2f} |")
+                   f"{r['sigma_global_upper'] / r['sigma_smooth']:.2f} | {_time_cells(r)} |")
     return "\n".join(out)
 
 
 def _table_5(rows: list[dict]) -> str:
     out = ["Figure 5: top-h subspace discovery on Synthetic 2 (true subspaces {x0}, {x1}; "
            f"{rows[0]['runs']} runs per cell)", "",
-           "| variant | h | " + " | ".join(f"eps {e:g}" for e in EPS_5) + " |",
-           "|---|---|" + "---|" * len(EPS_5)]
+           "| variant | h | " + " | ".join(f"eps {e:g}" for e in EPS_5) + " | "
+           + " | ".join(f"all eps {c}" for c in columns("s")) + " |",
+           "|---|---|" + "---|" * (len(EPS_5) + 3)]
     for variant in ("privreg", "paper weights"):
         for h in HS:
             cells = [r for r in rows if r["variant"] == variant and r["h"] == h]
+            spent = {k: sum(c[k] for c in cells) for k in TIME_KEYS}
             out.append(f"| {variant} | {h} | " + " | ".join(
-                f"P {c['precision']:.2f} / R {c['recall']:.2f}" for c in cells) + " |")
+                f"P {c['precision']:.2f} / R {c['recall']:.2f}" for c in cells) + f" | {_time_cells(spent)} |")
     out.append("\n'paper weights' at eps really spends 2 eps (Theorem 3/7 trap); privreg at eps spends eps.")
     return "\n".join(out)
 
@@ -240,6 +261,7 @@ def main() -> None:
         args.runs, args.datasets = 150, 3
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    print(header("Paper 003, Figures 3-5 (time columns: each row's own computation)", processes=1, cores=1) + "\n")
     rows34, source = figures_34(args.datasets)
     text34 = _table_34(rows34, source)
     print(text34, "\n")

@@ -3,7 +3,7 @@ element-wise python-paillier (phe) implementation of the same Paillier work, and
 time against the number of parties.
 
     python benchmarks/pprl.py [--records 5000] [--parties 3] [--naive-records 10] [--naive-pairs 200]
-                              [--bits-records 1000] [--blocking-parties 3,5,7,9]
+                              [--bits-records 1000] [--blocking-parties 3,5,7,9] [--quick]
 
 Data: the 5,000 clean FEBRL 4 records (datasets.febrl_population(4)) copied to every party
 (make_parties with overlap=1.0, so each party holds all --records entities) and 30% of
@@ -14,16 +14,17 @@ T = 3, star rule; encryptor assignment "auto" (greedy + MILP within 1 s).
 1. privreg: PPRLProtocol with a fresh 2048-bit key (generated with the OS CSPRNG,
    rng=None everywhere: a seeded source would mark the key insecure), InMemoryTransport
    (keep_payloads=False), workers=None (the crypto layer's process pool on every usable
-   core), layout="slots". Wall seconds and CPU seconds (this process plus its worker
-   processes, privreg.timing.process_tree_cpu_seconds), the linkage unit's phase times
-   and the data parties' encryption / distance times.
-2. Baseline "naive phe": the same Paillier work element-wise with python-paillier on the
+   core), layout="slots". Wall s, CPU s (this process plus its worker processes) and CPU
+   s / core (over the usable cores; benchmarks/timing.py), the linkage unit's phase times
+   and the data parties' encryption / distance times (wall, from the protocol).
+2. Baseline: the real peer python-paillier (phe, version printed), used element-wise for
+   the same Paillier work on the
    same key (to_phe()), one process: per encrypted record one phe encryption per filter bit
    (L = 100) and E[|a|] as the phe sum of its bits; per pair the homomorphic Hamming
    distance E[|a|] + |b| - 2 * sum_{i: b_i = 1} E[a_i] (phe additions, one phe scalar
    multiplication by -2, i.e. a negation and a doubling) and one phe decryption. Measured
-   on --naive-records records and --naive-pairs pairs (CPU time), extrapolated linearly
-   with the run's actual counts (records encrypted by all parties, distances computed).
+   on --naive-records records and --naive-pairs pairs (wall and CPU, one core),
+   extrapolated linearly with the run's actual counts (records encrypted by all parties, distances computed).
    It leaves out blocking, re-randomisation and transfer, which favours the baseline.
 3. Optional second baseline: the same protocol with layout="bits" (textbook: L encryptions
    per record, distances packed) at --bits-records records per party, against "slots" at
@@ -32,19 +33,22 @@ T = 3, star rule; encryptor assignment "auto" (greedy + MILP within 1 s).
    privreg.plugins.pprl.plaintext) for 3, 5, 7, 9 parties over the same population
    (--records per party), max_block_products = 10,000.
 
-Target (issue #9): 3 parties x 5,000 records in at most 5 minutes on 2 cores.
+Every timed row reports wall s, CPU s and CPU s / core. Target (issue #9): 3 parties x
+5,000 records in at most 5 minutes (wall) on 2 cores. ``--quick``: 200 records, 3 parties,
+2 naive records and 10 pairs, 100 records for the layout baseline, blocking for 3 parties.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import importlib.metadata
 import platform
 import secrets
 import sys
 import time
 
 import numpy as np
+from timing import Timing, columns, header, measure, timed, usable_cores
 
 from privreg import mpc
 from privreg.mpc import InMemoryTransport
@@ -57,7 +61,6 @@ from privreg.plugins.pprl.plaintext import plaintext_linkage
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
-from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
 MAX_BLOCK_PRODUCTS = 10_000
 
@@ -80,38 +83,35 @@ def run_protocol(d: dict, kp, layout: str) -> dict:
     recs = d["records"]
     proto = PPRLProtocol(parties=tuple(recs), records=recs, secret=d["secret"], keypair=kp, layout=layout,
                          max_block_products=MAX_BLOCK_PRODUCTS, workers=None, rng=None)
-    timer = PhaseTimer(cpu_clock=process_tree_cpu_seconds)
-    with timer.phase("protocol"):
-        res = mpc.run_protocol(proto, transport=InMemoryTransport(keep_payloads=False))
-    cpu, wall = timer.cpu["protocol"], timer.wall["protocol"]
+    clock, res = measure(lambda: mpc.run_protocol(proto, transport=InMemoryTransport(keep_payloads=False)), cores=usable_cores())
     lu = res.outputs[LINKAGE_UNIT]
     q = linkage_quality(lu["links"], entities={p: r.entities for p, r in recs.items()}, parties=tuple(recs))
     party_t = {p: res.outputs[p]["timings"] for p in recs}
-    return {"wall": wall, "cpu": cpu, "lu": lu, "parties": party_t, "quality": q,
+    return {"time": clock, "lu": lu, "parties": party_t, "quality": q,
             "encrypted": {p: int(res.outputs[p]["encrypted"]) for p in recs},
             "ops": {p: res.outputs[p]["ops"] for p in recs} | {LINKAGE_UNIT: lu["ops"]},
             "traffic": res.transcript.step_table()}
 
 
 def naive_phe(kp, filters: np.ndarray, records: int, pairs: int) -> dict:
-    """CPU seconds per encrypted record (L phe encryptions + the phe sum E[|a|]) and per
-    pair (phe homomorphic distance + one phe decryption), element-wise."""
+    """Time per encrypted record (L phe encryptions + the phe sum E[|a|]) and per pair
+    (phe homomorphic distance + one phe decryption), element-wise, one core."""
     ppk, psk = kp.public_key.to_phe(), kp.private_key.to_phe()
     L = filters.shape[1]
     a = filters[:records]
-    t0 = time.process_time()
     enc = []
-    for row in a:
-        bits = [ppk.encrypt(int(x)) for x in row]
-        total = bits[0]
-        for c in bits[1:]:
-            total = total + c
-        enc.append((bits, total))
-    per_record = (time.process_time() - t0) / records
+    with timed(cores=1) as clock:
+        for row in a:
+            bits = [ppk.encrypt(int(x)) for x in row]
+            total = bits[0]
+            for c in bits[1:]:
+                total = total + c
+            enc.append((bits, total))
+    per_record = clock.timing.scaled(1 / records)
     b = filters[records:records + max(1, pairs // records)]
     work = [(i, j) for i in range(records) for j in range(b.shape[0])][:pairs]
-    t0 = time.process_time()
     checked = 0
+    clock = timed(cores=1).__enter__()
     for i, j in work:
         bits, total = enc[i]
         ones = np.flatnonzero(b[j])
@@ -121,22 +121,29 @@ def naive_phe(kp, filters: np.ndarray, records: int, pairs: int) -> dict:
         dist = total + int(ones.size) + s * -2
         value = psk.decrypt(dist)
         checked += int(value == int(np.count_nonzero(a[i] != b[j])))
-    per_pair = (time.process_time() - t0) / len(work)
+    clock.__exit__()
+    per_pair = clock.timing.scaled(1 / len(work))
     if checked != len(work):
         raise RuntimeError("naive phe distances are wrong")
     return {"per_record": per_record, "per_pair": per_pair, "L": L, "records": records, "pairs": len(work),
-            "per_encryption": per_record / L}
+            "per_encryption": per_record.scaled(1 / L)}
 
 
 def blocking_times(n: int, records: int) -> dict:
+    clock = timed(cores=1).__enter__()
     d, t_enc = parties_data(n, records, seed=200 + n)
     recs = d["records"]
     lmin = choose_lmin(list(recs.values()), config=BlockingConfig(), secret=d["secret"]).lmin
     out = plaintext_linkage(recs, secret=d["secret"], lmin=lmin, max_block_products=MAX_BLOCK_PRODUCTS)
+    clock.__exit__()
     s = out.seconds
-    return {"parties": n, "encoding": t_enc, "signatures": s["signatures"], "merge": s["merge"],
+    return {"time": clock.timing, "parties": n, "encoding": t_enc, "signatures": s["signatures"], "merge": s["merge"],
             "groups": s["groups"], "total": t_enc + s["signatures"] + s["merge"] + s["groups"],
             "candidates": len(out.groups), "blocks": out.blocks, "skipped": out.skipped_blocks, "lmin": lmin}
+
+
+def _cells(t: Timing, unit: str = "s", fmt: str = ".1f") -> str:
+    return ", ".join(f"{c} {v}" for c, v in zip(columns(unit), t.cells(fmt)))
 
 
 def main() -> None:
@@ -147,12 +154,15 @@ def main() -> None:
     ap.add_argument("--naive-pairs", type=int, default=200)
     ap.add_argument("--bits-records", type=int, default=1000, help="0 skips the layout='bits' baseline")
     ap.add_argument("--blocking-parties", default="3,5,7,9")
+    ap.add_argument("--quick", action="store_true", help="200 records; small baselines; blocking for 3 parties")
     args = ap.parse_args()
+    if args.quick:
+        args.records, args.naive_records, args.naive_pairs = 200, 2, 10
+        args.bits_records, args.blocking_parties = 100, "3"
     print(f"# python benchmarks/pprl.py --records {args.records} --parties {args.parties} "
           f"--naive-records {args.naive_records} --naive-pairs {args.naive_pairs} --bits-records "
           f"{args.bits_records} --blocking-parties {args.blocking_parties}")
-    print(f"# machine: {platform.platform()}, Python {sys.version.split()[0]}, {os.cpu_count()} cores "
-          f"(affinity {len(os.sched_getaffinity(0))}), load average {os.getloadavg()[0]:.2f} at start (shared)")
+    print(f"# {platform.platform()}, Python {sys.version.split()[0]}")
     t0 = time.perf_counter()
     kp = generate_paillier_keypair(n_bits=2048)  # OS CSPRNG: a secure key
     print(f"key: fresh 2048-bit Paillier key ({time.perf_counter() - t0:.1f} s to generate), "
@@ -162,14 +172,17 @@ def main() -> None:
 
     d, t_enc = parties_data(args.parties, args.records, seed=1)
     sizes = {p: len(r) for p, r in d["records"].items()}
-    print(f"\n## 1. PPRLProtocol, {args.parties} parties x {args.records} records (FEBRL 4 population, 30% "
-          f"corrupted), layout='slots', workers=None\nencoding {t_enc:.1f} s (not in the protocol time); sizes "
-          f"{sizes}")
+    cores = usable_cores()
+    print()
+    print(header(f"## 1. PPRLProtocol, {args.parties} parties x {args.records} records (FEBRL 4 population, 30% "
+                 f"corrupted), layout='slots', workers=None", processes=f"1 + {cores} Paillier workers",
+                 cores=cores))
+    print(f"encoding {t_enc:.1f} s (not in the protocol time); sizes {sizes}")
     fast = run_protocol(d, kp, "slots")
     lu = fast["lu"]
     counts = lu["counts"]
-    print(f"wall {fast['wall']:.1f} s, CPU {fast['cpu']:.1f} s (process + workers); target <= 300 s on 2 cores: "
-          f"{'met' if fast['wall'] <= 300 else 'NOT met'}")
+    verdict = "met" if fast["time"].wall <= 300 else "NOT met"
+    print(f"{_cells(fast['time'])}; target <= 300 s wall on 2 cores: {verdict}")
     print(f"lmin {lu['lmin']}, final blocks {lu['blocks']}, candidate groups {lu['candidates']}; linked "
           f"{fast['quality'].linked}, recall {fast['quality'].recall:.3f}, precision {fast['quality'].precision:.3f}")
     print(counts.table())
@@ -180,42 +193,49 @@ def main() -> None:
     print(f"{LINKAGE_UNIT} ops {fast['ops'][LINKAGE_UNIT]}")
     print("traffic per step:\n" + fast["traffic"])
 
-    print(f"\n## 2. Baseline 'naive phe' (python-paillier {__import__('phe').__version__}, element-wise, 1 process, "
-          f"same key)")
+    print()
+    print(header(f"## 2. Baseline: the real peer python-paillier (phe {importlib.metadata.version('phe')}), "
+                 f"element-wise, same key", processes=1, cores=1))
     first = next(iter(d["records"].values())).match_filters
     naive = naive_phe(kp, first, args.naive_records, args.naive_pairs)
     enc_total = sum(fast["encrypted"].values())
     pairs_total = counts.comparisons
-    naive_total = naive["per_record"] * enc_total + naive["per_pair"] * pairs_total
-    print(f"measured on {naive['records']} records / {naive['pairs']} pairs: {1e3 * naive['per_encryption']:.2f} ms "
-          f"per phe encryption ({1e3 * naive['per_record']:.0f} ms per record incl. E[|a|]), "
-          f"{1e3 * naive['per_pair']:.2f} ms per pair (homomorphic distance + decryption)")
-    print(f"extrapolated with the run's counts: {enc_total} records encrypted x {naive['per_record']:.3f} s + "
-          f"{pairs_total} distances x {naive['per_pair']:.4f} s = {naive_total:.0f} s CPU")
-    print(f"speed-up of privreg: {naive_total / fast['cpu']:.1f}x in CPU time ({naive_total:.0f} s vs "
-          f"{fast['cpu']:.1f} s), {naive_total / fast['wall']:.1f}x against privreg's wall time")
+    naive_total = naive["per_record"].scaled(enc_total) + naive["per_pair"].scaled(pairs_total)
+    print(f"measured on {naive['records']} records / {naive['pairs']} pairs: per phe encryption "
+          f"{_cells(naive['per_encryption'].scaled(1e3), 'ms', '.2f')}; per record incl. E[|a|] "
+          f"{_cells(naive['per_record'].scaled(1e3), 'ms', '.0f')}; per pair (homomorphic distance + decryption) "
+          f"{_cells(naive['per_pair'].scaled(1e3), 'ms', '.2f')}")
+    print(f"extrapolated with the run's counts ({enc_total} records encrypted, {pairs_total} distances): "
+          f"{_cells(naive_total, 's', '.0f')}")
+    print(f"speed-up of privreg: {naive_total.cpu / fast['time'].cpu:.1f}x in CPU time, "
+          f"{naive_total.wall / fast['time'].wall:.1f}x in wall time (phe on 1 core, privreg on {cores})")
 
     if args.bits_records:
-        print(f"\n## 3. Baseline layout='bits' (textbook layout on the fast layer), {args.parties} x "
-              f"{args.bits_records} records")
+        print()
+        print(header(f"## 3. Baseline layout='bits' (the paper's textbook layout, one ciphertext per filter bit, "
+                     f"on privreg's fast layer), {args.parties} x {args.bits_records} records",
+                     processes=f"1 + {cores} Paillier workers", cores=cores))
         small, _ = parties_data(args.parties, args.bits_records, seed=2)
         for layout in ("bits", "slots"):
             r = run_protocol(small, kp, layout)
             c = r["lu"]["counts"]
-            print(f"layout={layout}: wall {r['wall']:.1f} s, CPU {r['cpu']:.1f} s; encrypted "
+            print(f"layout={layout}: {_cells(r['time'])}; encrypted "
                   f"{sum(r['encrypted'].values())} records, distances {c.comparisons}, linked {c.matched}; "
                   f"ops LU {r['ops'][LINKAGE_UNIT]}")
 
-    print(f"\n## 4. Blocking time against parties ({args.records}-record population, every party holds every "
-          f"entity, 30% corrupted; encoding + signatures + merge + candidate groups; plaintext pipeline)")
+    print()
+    print(header(f"## 4. Blocking time against parties ({args.records}-record population, every party holds every "
+                 f"entity, 30% corrupted; encoding + signatures + merge + candidate groups; plaintext pipeline; "
+                 f"stage columns: wall s; the last three columns time the whole row, data generation included)",
+                 processes=1, cores=1))
     print("| parties | records/party | encoding s | signatures s | merge s | groups s | total s | lmin | final blocks "
-          "| candidates | skipped blocks |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| candidates | skipped blocks | " + " | ".join(columns("s")) + " |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in map(int, args.blocking_parties.split(",")):
         b = blocking_times(n, args.records)
         print(f"| {n} | {args.records} | {b['encoding']:.2f} | {b['signatures']:.2f} | {b['merge']:.2f} | "
               f"{b['groups']:.2f} | {b['total']:.2f} | {b['lmin']} | {b['blocks']} | {b['candidates']} | "
-              f"{b['skipped']} |", flush=True)
+              f"{b['skipped']} | " + " | ".join(b["time"].cells(".2f")) + " |", flush=True)
     print(f"\ntotal benchmark time {time.perf_counter() - t0:.0f} s")
 
 

@@ -1,7 +1,7 @@
 """Linkage quality of MP-SPPRL (paper 004) on FEBRL data: the paper's parameters, tuned
 parameters and the LSH-only upper bound, for 2 (FEBRL 4) and 3-9 parties.
 
-    python benchmarks/pprl_quality.py [--out benchmarks/results/pprl_quality.md] [--sample 500]
+    python benchmarks/pprl_quality.py [--out benchmarks/results/pprl_quality.md] [--sample 500] [--quick]
 
 Everything runs on plaintext filters with privreg.plugins.pprl.plaintext.plaintext_linkage,
 the protocol's pipeline without cryptography (tests/test_pprl_protocol.py and
@@ -25,7 +25,10 @@ Rows per data set:
               report pair completeness, which bounds the recall of any matcher.
 Quality (privreg.plugins.pprl.quality): pair completeness (PC) of the candidate groups,
 recall, precision and error rate of the linked groups (multi-party groups: all n records
-of one entity).
+of one entity). Each row's linkage is timed (benchmarks/timing.py: wall s, CPU s, CPU s /
+core; one process, one core). No speed baseline: the rows compare parameters.
+``--quick``: 1,000 FEBRL 4 records per party, 500 entities for the multi-party sets,
+3 parties only, 100 calibration pairs, and no Markdown file unless --out is given.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
+from timing import NOTE, columns, header, machine, timed
 
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
@@ -165,18 +169,17 @@ def exact_bound(recs: Mapping[str, EncodedRecords], *, J: int, K: int, T: int) -
 def evaluate(label: str, recs: Mapping[str, EncodedRecords], *, J: int, K: int, T: int, lmin: int | None,
              seed: int) -> dict:
     cfg = BlockingConfig(lsh_groups=J, lsh_bits=K, lmin=lmin)
-    t0 = time.perf_counter()
-    out = plaintext_linkage(recs, secret=SECRET, blocking=cfg, threshold=T, rule="star",
-                            max_block_products=MAX_BLOCK_PRODUCTS,
-                            rng=InsecureReproducibleRandom(seed=seed))
-    secs = time.perf_counter() - t0
+    with timed(cores=1) as clock:
+        out = plaintext_linkage(recs, secret=SECRET, blocking=cfg, threshold=T, rule="star",
+                                max_block_products=MAX_BLOCK_PRODUCTS,
+                                rng=InsecureReproducibleRandom(seed=seed))
     ent = {p: r.entities for p, r in recs.items()}
     bq = blocking_quality(out.groups, entities=ent)
     lq = linkage_quality(out.links, entities=ent, parties=out.parties)
     return {"row": label, "J": J, "K": K, "T": T, "lmin": out.lmin, "candidates": len(out.groups),
             "skipped": out.skipped_blocks, "blocks": out.blocks, "true": lq.true_groups, "pc": bq.pair_completeness,
             "linked": lq.linked, "recall": lq.recall, "precision": lq.precision, "error": lq.error_rate,
-            "seconds": secs, "exact": exact_bound(recs, J=J, K=K, T=T) if lmin == 0 else None}
+            "time": clock.timing, "exact": exact_bound(recs, J=J, K=K, T=T) if lmin == 0 else None}
 
 
 def run_dataset(title: str, recs: Mapping[str, EncodedRecords], sample: int, seed: int) -> tuple[list[dict], dict]:
@@ -196,15 +199,15 @@ def _f(x: float) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| data | row | J | K | lmin | T | candidates | skipped blocks | PC | linked | recall | precision | "
-            "error rate | exact LSH-only PC | recall bound star / all | s |")
-    lines = [head, "|" + "---|" * 16]
+            "error rate | exact LSH-only PC | recall bound star / all | " + " | ".join(columns("s")) + " |")
+    lines = [head, "|" + "---|" * 18]
     for r in rows:
         e = r["exact"]
         ex = "" if e is None else _f(e["pc"])
         rb = "" if e is None else f"{_f(e['star'])} / {_f(e['all'])}"
         lines.append(f"| {r['data']} | {r['row']} | {r['J']} | {r['K']} | {r['lmin']} | {r['T']} | {r['candidates']} "
                      f"| {r['skipped']} | {_f(r['pc'])} | {r['linked']} | {_f(r['recall'])} | {_f(r['precision'])} | "
-                     f"{_f(r['error'])} | {ex} | {rb} | {r['seconds']:.1f} |")
+                     f"{_f(r['error'])} | {ex} | {rb} | " + " | ".join(r["time"].cells(".1f")) + " |")
     return "\n".join(lines)
 
 
@@ -228,16 +231,24 @@ def calibration_text(title: str, cal: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/pprl_quality.md")
+    ap.add_argument("--out", default=None, help="default benchmarks/results/pprl_quality.md (none with --quick)")
     ap.add_argument("--sample", type=int, default=500, help="labelled true pairs for the calibration")
     ap.add_argument("--parties", default="3,5,7,9")
+    ap.add_argument("--quick", action="store_true", help="1,000 FEBRL 4 records per party, 500 entities, 3 parties")
     args = ap.parse_args()
+    first, subsample = (1000, 500) if args.quick else (None, SUBSAMPLE)
+    if args.quick:
+        args.sample, args.parties = 100, "3"
+    elif args.out is None:
+        args.out = "benchmarks/results/pprl_quality.md"
     t_all = time.perf_counter()
+    print(header("MP-SPPRL linkage quality; time columns: each row's linkage", processes=1, cores=1))
     rows, cals = [], []
     febrl = load_febrl(4)
-    recs = {p: encode_records(febrl.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
-            for p in febrl.parties}
-    r, c = run_dataset("FEBRL 4 (2 x 5000)", recs, args.sample, 1)
+    recs = {p: encode_records(febrl.frames[p].iloc[:first], schema=FEBRL_SCHEMA, secret=SECRET, party=p,
+                              entity_column=ENTITY) for p in febrl.parties}
+    size = int(np.mean([len(x) for x in recs.values()]))
+    r, c = run_dataset(f"FEBRL 4 (2 x {size})", recs, args.sample, 1)
     rows += r
     cals.append(("FEBRL 4 (2 parties)", c))
     print(table(r), flush=True)
@@ -245,7 +256,7 @@ def main() -> None:
     settings = [(n, 0.3) for n in map(int, args.parties.split(","))]
     settings.insert(1, (3, 0.75))
     for n, corr in settings:
-        sub = pop if n <= 5 else pop.iloc[:SUBSAMPLE]
+        sub = pop.iloc[:subsample] if args.quick or n > 5 else pop
         data = make_parties(sub, parties=n, corruption=corr, rng=InsecureReproducibleRandom(seed=100 + n),
                             fields=list(FEBRL_SCHEMA.columns))
         recs = {p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p,
@@ -260,9 +271,11 @@ def main() -> None:
     md = [
         "# MP-SPPRL linkage quality (paper 004) on FEBRL data",
         "",
-        f"Command: `python benchmarks/pprl_quality.py --sample {args.sample} --parties {args.parties}`  ",
+        f"Command: `python benchmarks/pprl_quality.py --sample {args.sample} --parties {args.parties}"
+        f"{' --quick' if args.quick else ''}`  ",
         f"Machine: {platform.platform()}, Python {sys.version.split()[0]}, {os.cpu_count()} cores (shared); "
-        f"total run time {total:.0f} s.",
+        f"total run time {total:.0f} s (wall).  ",
+        f"{machine()}. Time columns: each row's plaintext_linkage, {NOTE}.",
         "",
         "Pipeline: privreg.plugins.pprl.plaintext.plaintext_linkage (the protocol's blocking, merge, candidate "
         "groups, greedy encryptor assignment and verdict on plaintext filters: the protocol's output equals it, "
@@ -310,6 +323,9 @@ def main() -> None:
     ]
     md += summary_lines(rows, cals)
     md += NOTES
+    if args.out is None:
+        print(f"done in {total:.0f} s (no --out: nothing written)")
+        return
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(md) + "\n")
     print(f"wrote {args.out} in {total:.0f} s")

@@ -27,16 +27,19 @@ on the simulation's law (an infinitely large test population). Absolute coverage
 comparable with the paper's (a different population and scale): the orderings are.
 
 Writes ``triehh_table1.md``, ``triehh_figure1.csv`` and ``triehh_figure1.png`` to
-``--out``. Takes about 10 minutes on one core (``--quick``: about two).
+``--out``. Takes about 10 minutes on one core (``--quick``: about two). Every row also
+reports the time of its runs (benchmarks/timing.py: wall s, CPU s, CPU s / core; one
+process, one core). No speed baseline: the rows compare samplers, passes and epsilons
+against the paper's published coverages.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
+from timing import columns, header, timed
 
 from privreg import EventLog, InsecureReproducibleRandom
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
@@ -66,18 +69,19 @@ def coverage(model: PopulationModel, *, epsilon: float, users: int, sampler: str
 
 def table_1(model: PopulationModel, seeds: int, users: int, eta: int, depth: int, out: Path, *, bound: int = 2,
             filename: str = "triehh_table1.md", population: str = "") -> None:
-    rows = ["| setting | coverage (this simulation) | paper (Gboard en-US) |", "| --- | --- | --- |"]
+    rows = ["| setting | coverage (this simulation) | paper (Gboard en-US) | "
+            + " | ".join(f"all seeds {c}" for c in columns("s")) + " |", "| --- | --- | --- | --- | --- | --- |"]
     means = []
     for name, (sampler, passes) in SETTINGS.items():
-        started = time.perf_counter()
-        values = [100 * coverage(model, epsilon=10.0, users=users, sampler=sampler, passes=passes,
-                                 max_prefixes=eta, depth=depth, seed=seed, bound=bound)
-                  for seed in range(1, seeds + 1)]
+        with timed(cores=1) as clock:
+            values = [100 * coverage(model, epsilon=10.0, users=users, sampler=sampler, passes=passes,
+                                     max_prefixes=eta, depth=depth, seed=seed, bound=bound)
+                      for seed in range(1, seeds + 1)]
         means.append(float(np.mean(values)))
         spread = f" +/- {np.std(values, ddof=1):.1f}" if seeds > 1 else ""
-        rows.append(f"| {name} | {np.mean(values):.1f}%{spread} | {PAPER_TABLE_1[name]}% |")
-        print(f"  {name}: {', '.join(f'{x:.1f}%' for x in values)} ({time.perf_counter() - started:.0f} s)",
-              flush=True)
+        rows.append(f"| {name} | {np.mean(values):.1f}%{spread} | {PAPER_TABLE_1[name]}% | "
+                    + " | ".join(clock.timing.cells(".1f")) + " |")
+        print(f"  {name}: {', '.join(f'{x:.1f}%' for x in values)} ({clock.timing.wall:.0f} s wall)", flush=True)
     ordered = means[0] < means[1] < means[2]
     rows.append("")
     rows.append(f"eps = 10, D = {depth}, T = 60, B = {bound}, eta_max = {eta}, {users} users per layer in all "
@@ -89,16 +93,19 @@ def table_1(model: PopulationModel, seeds: int, users: int, eta: int, depth: int
 
 
 def figure_1(model: PopulationModel, epsilons: list[float], users: int, depth: int, out: Path) -> None:
-    points = []
+    points, times = [], []
     for eps in epsilons + [NO_LDP]:
-        started = time.perf_counter()
-        c = 100 * coverage(model, epsilon=eps, users=users, sampler="greedy", passes=1, max_prefixes=300,
-                           depth=depth, seed=1)
+        with timed(cores=1) as clock:
+            c = 100 * coverage(model, epsilon=eps, users=users, sampler="greedy", passes=1, max_prefixes=300,
+                               depth=depth, seed=1)
         points.append((eps, c))
-        print(f"  eps = {eps:g}: coverage {c:.1f}% ({time.perf_counter() - started:.0f} s)", flush=True)
+        times.append(clock.timing)
+        print(f"  eps = {eps:g}: coverage {c:.1f}%, " + ", ".join(
+            f"{label} {v}" for label, v in zip(columns("s"), clock.timing.cells(".1f"))), flush=True)
     with (out / "triehh_figure1.csv").open("w", encoding="utf-8") as fh:
-        fh.write("epsilon,coverage_percent\n")
-        fh.writelines(f"{e:g},{c:.3f}\n" for e, c in points)
+        fh.write("epsilon,coverage_percent,wall_s,cpu_s,cpu_s_per_core\n")
+        fh.writelines(f"{e:g},{c:.3f},{t.wall:.3f},{t.cpu:.3f},{t.cpu_per_core:.3f}\n"
+                      for (e, c), t in zip(points, times))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,6 +137,7 @@ def main() -> None:
                          "passes), B = 60, eta_max = 1e4, 100k words with the 5k most frequent known")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    print(header("Paper 001, Table 1 and Figure 1 in shape", processes=1, cores=1))
     if args.paper_scale:
         big = PopulationModel(law=english_word_law(100_000), known_words=5000, days=60, depth=15,
                               personal_pool=50_000)
