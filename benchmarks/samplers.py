@@ -20,8 +20,8 @@ from fractions import Fraction
 import numpy as np
 
 from privreg import EventLog, SecureRandom
+from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.noise import discrete_laplace
-from privreg.plugins.standard.randomized_response import RandomizedResponse
 
 
 def _rate(fn, count: int) -> float:

@@ -423,7 +423,7 @@ def test_other_mechanism_errors_do_not_quote_the_data():
 
 def test_smooth_gaussian_errors_do_not_quote_the_statistic():
     from privreg.core.sensitivity import SmoothSensitivity
-    from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
+    from privreg.mechanisms.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
 
     _, beta = smooth_gaussian_parameters(epsilon=1.0, delta=1e-6)
     sens = SmoothSensitivity(local_at_distance=lambda x, t: 1.0, beta=beta, max_distance=0, global_bound=1.0)
@@ -475,7 +475,7 @@ def test_refused_charge_after_validation_still_draws_nothing():
 
 
 def test_subset_selection_vote_counts_refuses_too_many_reports_before_the_charge():
-    from privreg.plugins.standard.subset_histogram import _MAX_REPORTS
+    from privreg.mechanisms.subset_histogram import _MAX_REPORTS
 
     ss = REGISTRY.get("subset-selection").create({"epsilon": 1.0, "s": 8})
     log = EventLog()

@@ -16,7 +16,7 @@ from privreg.core.charging import EventLog
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError, UnsupportedEventError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.plugins.standard.thresholding import GaussianThresholding, LaplaceThresholding
+from privreg.mechanisms.thresholding import GaussianThresholding, LaplaceThresholding
 
 # Significance level of every statistical test here (each is a single binomial test).
 ALPHA = 1e-4

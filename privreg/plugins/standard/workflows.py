@@ -14,7 +14,7 @@ import numpy as np
 from privreg.core.errors import PrivregValueError
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
-from privreg.plugins.standard.laplace import LaplaceMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism
 
 __all__ = ["bounded_mean", "read_column"]
 

@@ -25,15 +25,15 @@ import attrs
 import numpy as np
 
 from privreg.core import validation as v
+from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
-from privreg.core.charging import Charger
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.mechanisms.probabilities import exp_lower_bound
+from privreg.mechanisms.randomized_response import category_array
+from privreg.mechanisms.subset_histogram import _MAX_REPORTS, subset_histogram
 from privreg.noise import uniform_below
 from privreg.noise.stream import keyed_generator
-from privreg.plugins.standard.probabilities import exp_lower_bound
-from privreg.plugins.standard.randomized_response import category_array
-from privreg.plugins.standard.subset_histogram import _MAX_REPORTS, subset_histogram
 
 __all__ = ["SubsetSelection", "uniform_chunked", "uniform_subsets"]
 

@@ -12,10 +12,10 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
+from privreg.mechanisms.noise_params import check_path
 from privreg.noise.fast import MAX_PART
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
-from privreg.plugins.standard.grid_mechanism import IntegerNoiseMechanism
-from privreg.plugins.standard.noise_params import check_path
 
 __all__ = ["DiscreteGaussianMechanism"]
 
