@@ -66,7 +66,7 @@ def python_counter_dpne(corpus, *, rng, epsilon, delta, max_n, max_keys, eta):
     sets and Counters; the release uses privreg's coins so only aggregation differs."""
     from scipy import special
 
-    from privreg.plugins.ngrams.coins import gaussian_tail_coins
+    from privreg.noise.gaussian_tail import gaussian_tail_coins
     from privreg.plugins.ngrams.noise_plan import plan_dpne
 
     plan = plan_dpne(epsilon=epsilon, delta=delta, max_n=max_n, max_keys=(max_keys,) * max_n)

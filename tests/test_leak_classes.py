@@ -256,7 +256,7 @@ def test_bounded_mean_cannot_fail_between_its_two_charges(tmp_path):
 
 
 def test_ngram_coins_clamp_totals_beyond_2_53():
-    from privreg.plugins.ngrams.coins import gaussian_tail_coins
+    from privreg.noise.gaussian_tail import gaussian_tail_coins
 
     keep = gaussian_tail_coins(np.array([0, 2**53, 2**62], dtype=np.int64), scale=1 << 20, rho=10.0, sigma=1.0,
                                rng=InsecureReproducibleRandom(seed=0))

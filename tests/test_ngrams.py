@@ -31,7 +31,7 @@ from privreg.core import (
 )
 from privreg.core.registry import load_registry
 from privreg.plugins.ngrams import hooks
-from privreg.plugins.ngrams.coins import _slow_coin, gaussian_tail_binomial, gaussian_tail_coins
+from privreg.noise.gaussian_tail import exact_tail_coin, gaussian_tail_binomial, gaussian_tail_coins
 from privreg.plugins.ngrams.dpne import extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine
 from privreg.plugins.ngrams.levels import Level, estimate_valid_count, is_valid, valid_count, valid_keys
@@ -398,9 +398,9 @@ def test_slow_coin_is_exact_at_the_boundary():
     with mpmath.workprec(200):
         p = mpmath.erfc(mpmath.mpf(2) / mpmath.sqrt(2)) / 2  # a = (rho - 0)/sigma = 2
         w = int(mpmath.floor(p * mpmath.mpf(2) ** 62))
-    assert _slow_coin(w - 1, 0, 1 << 20, 2.0, 1.0, rng) is True
-    assert _slow_coin(w + 1, 0, 1 << 20, 2.0, 1.0, rng) is False
-    decided = [_slow_coin(w, 0, 1 << 20, 2.0, 1.0, rng) for _ in range(8)]  # refined by more bits
+    assert exact_tail_coin(w - 1, 0, 1 << 20, 2.0, 1.0, rng) is True
+    assert exact_tail_coin(w + 1, 0, 1 << 20, 2.0, 1.0, rng) is False
+    decided = [exact_tail_coin(w, 0, 1 << 20, 2.0, 1.0, rng) for _ in range(8)]  # refined by more bits
     assert all(isinstance(d, bool) for d in decided)
 
 
