@@ -14,7 +14,8 @@ another plugin. Modules, by what they hold:
   scaled to smooth sensitivity, and the median's sensitivities;
 * :mod:`~privreg.mechanisms.selection`: exponential mechanism, report-noisy-max,
   permute-and-flip;
-* :mod:`~privreg.mechanisms.thresholding`: key thresholding (partition selection, DPSU);
+* :mod:`~privreg.mechanisms.thresholding`, :mod:`~privreg.mechanisms.dpsu_threshold`: key
+  thresholding (partition selection, DPSU) and DPSU's Gaussian threshold rho;
 * :mod:`~privreg.mechanisms.randomized_response`, :mod:`~privreg.mechanisms.unary_encoding`,
   :mod:`~privreg.mechanisms.subset_selection`, :mod:`~privreg.mechanisms.subset_histogram`:
   local randomizers and their aggregate samplers;
@@ -23,6 +24,7 @@ another plugin. Modules, by what they hold:
 
 from privreg.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
+from privreg.mechanisms.dpsu_threshold import dpsu_threshold, dpsu_threshold_ok
 from privreg.mechanisms.gaussian import (
     CALIBRATIONS,
     GaussianMechanism,
@@ -93,6 +95,8 @@ __all__ = [
     "as_global_l2",
     "bernoulli_dyadic",
     "classic_gaussian_ratio",
+    "dpsu_threshold",
+    "dpsu_threshold_ok",
     "epsilon_spent",
     "median_local_sensitivity",
     "median_smooth_sensitivity",

@@ -67,6 +67,7 @@ from privreg.core.events import ApproxDP, Composed, DiscreteLaplace, PrivacyEven
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomizer import _secure_permutation
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.dpsu_threshold import dpsu_threshold
 from privreg.mechanisms.gaussian import GaussianMechanism
 from privreg.mechanisms.grid_mechanism import exact_sum, grid_values, snap_values
 from privreg.mechanisms.noise_params import float_at_most
@@ -411,11 +412,10 @@ class GaussianThresholding(_Thresholding):
 
     @property
     def paper_threshold(self) -> float:
-        """rho of paper 002 / DPSU with the continuous analytic sigma (reference value)."""
-        sigma = self.noise_mechanism.continuous_sigma
-        t = np.arange(1, self.max_partitions + 1, dtype=np.float64)
-        tail = -np.expm1(math.log1p(-self.threshold_delta) / t)  # 1 - (1 - delta/2)^(1/t)
-        return float(np.max(self.sensitivity / np.sqrt(t) - sigma * special.ndtri(tail)))
+        """rho of paper 002 / DPSU with the continuous analytic sigma (reference value),
+        verified exactly (:func:`~privreg.mechanisms.dpsu_threshold.dpsu_threshold`)."""
+        return dpsu_threshold(sigma=self.noise_mechanism.continuous_sigma, max_keys=self.max_partitions,
+                              delta_threshold=self.threshold_delta, sensitivity=self.sensitivity)
 
     @property
     def threshold_int(self) -> int:
