@@ -149,7 +149,7 @@ def run_one(kind: str, tokens: float, path: str | None) -> dict:
             engine.close()
         counts, n_tokens = res.counts, res.tokens
     else:
-        from privreg.backends import Tokenizer, make_backend
+        from privreg.plugins.ngrams.backends import Tokenizer, make_backend
         from privreg.plugins.ngrams.engines import SparkNgramEngine
 
         backend = make_backend("spark")

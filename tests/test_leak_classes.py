@@ -434,7 +434,7 @@ def test_smooth_gaussian_errors_do_not_quote_the_statistic():
 
 
 def test_jsonl_errors_do_not_quote_the_line(tmp_path):
-    from privreg.backends.local import LocalBackend
+    from privreg.plugins.ngrams.backends.local import LocalBackend
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"user_id": "a", "text": "b"}\n' * 40 + '{"user_id": "secret-user", "text": \n')

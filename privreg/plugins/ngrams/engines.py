@@ -1,7 +1,7 @@
 """Per-backend n-gram aggregation: candidate k-grams, pruned to V_k, per user.
 
 An engine turns the corpus into (user, key) pairs and hands them to its backend's
-:meth:`~privreg.backends.Backend.bounded_histogram`; it keeps the trie of released sets
+:meth:`~privreg.plugins.ngrams.backends.Backend.bounded_histogram`; it keeps the trie of released sets
 (:class:`~privreg.plugins.ngrams.levels.Level`) it needs for pruning. Keys are the same
 integers on every backend (S_1 index for unigrams after release, ``pre * n1 + last`` for
 k-grams), so the driver's release code is shared and the two engines agree exactly
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from privreg.backends.base import DEFAULT_SCALE, Histogram
-from privreg.backends.local import LocalBackend, LocalPairs, TokenCorpus
+from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram
+from privreg.plugins.ngrams.backends.local import LocalBackend, LocalPairs, TokenCorpus
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.levels import Level, _check_pruning

@@ -15,7 +15,7 @@ The accounting of that theorem, and therefore the events charged, one per length
   Charged as ``Gaussian(sigma_k, 1)``. rho_k does not affect privacy (Section 2).
 
 The L2 sensitivity is exactly 1 because the backends add integer weights
-``floor(2^20 / sqrt(t))`` (:func:`privreg.backends.contribution_weights`): a user's vector
+``floor(2^20 / sqrt(t))`` (:func:`privreg.plugins.ngrams.backends.contribution_weights`): a user's vector
 has norm <= 1 and a new key's weight is <= 1/sqrt(t), as Theorem 2.1's proof requires.
 
 Theorem 2.1 adds the Gaussian part, exactly (epsilon, delta/2)-DP by Gaussian DP

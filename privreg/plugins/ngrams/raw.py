@@ -16,7 +16,7 @@ prefix, canonical id of the last token)`` among the k-grams, so that a release u
 seed depends on neither. Neither is used to choose which keys a user keeps: that uses
 each n-gram's 64-bit *content tag* (a hash of its tokens' string tags and its length,
 intrinsic to the n-gram) under the keyed rank of
-:meth:`privreg.backends.LocalBackend.bounded_histogram`. A histogram key is
+:meth:`privreg.plugins.ngrams.backends.LocalBackend.bounded_histogram`. A histogram key is
 ``canonical id * 64 + (k - 1)`` (lengths up to 64).
 """
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from privreg.backends.base import DEFAULT_SCALE
-from privreg.backends.local import LocalBackend, LocalPairs, _mix
+from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE
+from privreg.plugins.ngrams.backends.local import LocalBackend, LocalPairs, _mix
 from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.levels import lookup
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from privreg.backends.base import (
+from privreg.plugins.ngrams.backends.base import (
     DEFAULT_SCALE,
     Backend,
     Histogram,
@@ -419,9 +419,9 @@ class LocalBackend(Backend):
         flight (bounded memory); chunks come back in input order and token ids are
         assigned here, in that order, so the result does not depend on ``workers``."""
         if not isinstance(tokenizer, Tokenizer):
-            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
+            raise PrivregTypeError(f"tokenizer must be a privreg.plugins.ngrams.backends.Tokenizer; got {tokenizer!r}")
         if not isinstance(vocabulary, Vocabulary):
-            raise PrivregTypeError(f"vocabulary must be a privreg.backends.Vocabulary; got {vocabulary!r}")
+            raise PrivregTypeError(f"vocabulary must be a privreg.plugins.ngrams.backends.Vocabulary; got {vocabulary!r}")
         workers = v.check_count("workers", workers)
         p = check_path(path)
         fmt = detect_format(p, format)
@@ -469,7 +469,7 @@ class LocalBackend(Backend):
         at a time; ids are renumbered at the end so that they index the sorted vocabulary.
         Records are grouped by user (stable)."""
         if not isinstance(tokenizer, Tokenizer):
-            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
+            raise PrivregTypeError(f"tokenizer must be a privreg.plugins.ngrams.backends.Tokenizer; got {tokenizer!r}")
         users, user_idx = np.unique(records["user"].to_numpy(dtype=object).astype(str), return_inverse=True)
         user_idx = user_idx.reshape(-1)
         order = np.argsort(user_idx, kind="stable")
