@@ -15,7 +15,7 @@ from scipy import special
 
 from privreg.accountant import make_accountant
 from privreg.plugins.ngrams.backends import LocalBackend, LocalPairs, TokenCorpus, Tokenizer, contribution_weights, detect_format
-from privreg.plugins.ngrams.backends.local import Vocabulary
+from privreg.plugins.ngrams.backends.tokens import Vocabulary
 from privreg.core import (
     ApproxDP,
     BudgetExceededError,
@@ -193,7 +193,7 @@ def test_tokenizer_and_reading_every_format(tmp_path):
 def _brute_bounded(user, key, user_tags, key_tags, max_keys, salt):
     """Per-user bounding written the obvious way (Python sets and sorting): each user's
     distinct keys, the max_keys smallest by (keyed rank, key tag, key), weight W_t."""
-    from privreg.plugins.ngrams.backends.local import keyed_rank
+    from privreg.plugins.ngrams.backends.bounding import keyed_rank
 
     w = contribution_weights(max_keys)
     out: dict[int, int] = {}

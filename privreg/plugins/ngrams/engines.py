@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram
-from privreg.plugins.ngrams.backends.local import LocalBackend, LocalPairs, TokenCorpus
+from privreg.plugins.ngrams.backends.local import LocalBackend
+from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.levels import Level, _check_pruning

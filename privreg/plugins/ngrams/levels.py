@@ -20,7 +20,7 @@ import math
 import attrs
 import numpy as np
 
-from privreg.plugins.ngrams.backends.local import sorted_unique
+from privreg.plugins.ngrams.backends.bounding import sorted_unique
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource

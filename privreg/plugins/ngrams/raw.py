@@ -26,7 +26,9 @@ import numpy as np
 import pandas as pd
 
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE
-from privreg.plugins.ngrams.backends.local import LocalBackend, LocalPairs, _mix
+from privreg.plugins.ngrams.backends.bounding import mix
+from privreg.plugins.ngrams.backends.local import LocalBackend
+from privreg.plugins.ngrams.backends.tokens import LocalPairs
 from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.levels import lookup
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
@@ -70,7 +72,7 @@ class RawNgrams:
             v = np.int64(self.vocab_size)
             prefix, last = self.codes[k] // v, self.codes[k] % v
             with np.errstate(over="ignore"):
-                self.tags[k] = _mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
+                self.tags[k] = mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
             # canonical ids: the rank of (canonical prefix id, canonical last token), which
             # depends neither on the order partitions were read nor on the input's row
             # order (the ids above do)

@@ -26,7 +26,7 @@ import attrs
 import numpy as np
 
 from privreg.plugins.ngrams.backends.base import detect_format
-from privreg.plugins.ngrams.backends.local import TokenCorpus
+from privreg.plugins.ngrams.backends.tokens import TokenCorpus
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 

@@ -21,7 +21,8 @@ from privreg.plugins.ngrams.backends.base import (
     contribution_weights,
     detect_format,
 )
-from privreg.plugins.ngrams.backends.local import LocalBackend, LocalPairs, TokenCorpus
+from privreg.plugins.ngrams.backends.local import LocalBackend
+from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
 from privreg.core.errors import PrivregValueError
 
 __all__ = [
