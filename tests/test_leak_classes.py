@@ -475,16 +475,16 @@ def test_refused_charge_after_validation_still_draws_nothing():
 
 
 def test_subset_selection_vote_counts_refuses_too_many_reports_before_the_charge():
-    from privreg.mechanisms.subset_histogram import _MAX_REPORTS
+    from privreg.mechanisms.subset_histogram import MAX_REPORTS
 
     ss = REGISTRY.get("subset-selection").create({"epsilon": 1.0, "s": 8})
     log = EventLog()
     counts = np.zeros(8, dtype=np.int64)
-    counts[3] = _MAX_REPORTS
+    counts[3] = MAX_REPORTS
     counts[5] = 1
     with pytest.raises(PrivregValueError, match="batches") as err:
         ss.vote_counts_from_histogram(counts, charger=log)
-    assert log.charges == () and str(_MAX_REPORTS + 1) not in str(err.value)
+    assert log.charges == () and str(MAX_REPORTS + 1) not in str(err.value)
     huge = np.full(8, 2**63 - 1, dtype=np.int64)  # an int64 sum would wrap around
     with pytest.raises(PrivregValueError):
         ss.vote_counts_from_histogram(huge, charger=log)

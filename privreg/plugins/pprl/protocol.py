@@ -79,7 +79,7 @@ from privreg.crypto.hamming import (
 )
 from privreg.crypto.keys import MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
-from privreg.plugins.pprl.matching import ComparisonRound, MatchingSession, _check_rule
+from privreg.plugins.pprl.matching import ComparisonRound, MatchingSession, check_rule
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 
 __all__ = ["PPRLProtocol", "LINKAGE_UNIT"]
@@ -220,7 +220,7 @@ class PPRLProtocol(Protocol):
         self.secret = None if secret is None else check_secret(secret)
         self.blocking, self.window = check_blocking(blocking, n)
         self.threshold = v.check_int("threshold", threshold, minimum=0)
-        self.rule = _check_rule(rule)
+        self.rule = check_rule(rule)
         if early_rounds is not None:
             v.check_int("early_rounds", early_rounds, minimum=1)
             if early_rounds > n - 1:
