@@ -71,7 +71,7 @@ def python_counter_dpne(corpus, *, rng, epsilon, delta, max_n, max_keys, eta):
     sets and Counters; the release uses privreg's coins so only aggregation differs."""
     from scipy import special
 
-    from privreg.plugins.ngrams.coins import gaussian_tail_coins
+    from privreg.noise.gaussian_tail import gaussian_tail_coins
     from privreg.plugins.ngrams.noise_plan import plan_dpne
 
     plan = plan_dpne(epsilon=epsilon, delta=delta, max_n=max_n, max_keys=(max_keys,) * max_n)
@@ -154,7 +154,7 @@ def run_one(kind: str, tokens: float, path: str | None) -> dict:
             engine.close()
         counts, n_tokens = res.counts, res.tokens
     else:
-        from privreg.backends import Tokenizer, make_backend
+        from privreg.plugins.ngrams.backends import Tokenizer, make_backend
         from privreg.plugins.ngrams.engines import SparkNgramEngine
 
         backend = make_backend("spark")

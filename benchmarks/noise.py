@@ -44,11 +44,11 @@ from timing import Timing, columns, header, timed
 
 from privreg import EventLog
 from privreg.core.randomness import SecureRandom
+from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
+from privreg.mechanisms.gaussian import GaussianMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism
 from privreg.noise.fast import discrete_laplace_many
 from privreg.noise.gaussian import discrete_gaussian_many
-from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
-from privreg.plugins.standard.gaussian import GaussianMechanism
-from privreg.plugins.standard.laplace import LaplaceMechanism
 
 Row = tuple[str, Callable[[int], object]]
 

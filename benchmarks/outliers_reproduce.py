@@ -50,7 +50,7 @@ from privreg.plugins.outliers.definitions import outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper, paper_lower_bound
 from privreg.plugins.outliers.release import all_subspaces, select_top_h, subspace_utilities
 from privreg.plugins.outliers.smooth import smooth_upper_bound
-from privreg.plugins.standard.smooth_gaussian import smooth_gaussian_parameters
+from privreg.mechanisms.smooth_gaussian import smooth_gaussian_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 ADULT = ROOT.parent / "shared" / "data" / "adult" / "adult.data"

@@ -22,8 +22,8 @@ import numpy as np
 from timing import Timing, columns, header, measure
 
 from privreg import EventLog, SecureRandom
+from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.noise import discrete_laplace
-from privreg.plugins.standard.randomized_response import RandomizedResponse
 
 
 def _rr_loop(x: np.ndarray, rr: RandomizedResponse) -> np.ndarray:

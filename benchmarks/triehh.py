@@ -51,7 +51,7 @@ from privreg.core.randomness import SecureRandom
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, layer_votes
-from privreg.plugins.standard.subset_selection import SubsetSelection
+from privreg.mechanisms.subset_selection import SubsetSelection
 
 EPS, B, ETA, ALPHABET = 10.0, 60, 10_000, 101
 _LOOP_SECONDS = 5.0

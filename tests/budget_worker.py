@@ -33,7 +33,7 @@ def spend(path, threads, attempts, eps):
 
 
 if __name__ == "__main__":  # crash target: charge forever, or block inside a release
-    from privreg.plugins.standard.laplace import LaplaceMechanism
+    from privreg.mechanisms.laplace import LaplaceMechanism
 
     path, mode = sys.argv[1], sys.argv[2]
     session = BudgetSession.open(path)

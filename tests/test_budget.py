@@ -24,7 +24,7 @@ from privreg.core import (
     PrivregValueError,
     PureDP,
 )
-from privreg.plugins.standard.laplace import LaplaceMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism
 
 HERE = Path(__file__).parent
 

@@ -1,4 +1,5 @@
-"""Noise calibration (privreg.accountant.calibration): exact, tight and never unsafe.
+"""Noise calibration (privreg.accountant.calibration, and DPNE's in
+privreg.plugins.ngrams.calibration): exact, tight and never unsafe.
 
 Reference values are recomputed here from closed formulas with scipy (not with privreg's
 curves) and, where dp-accounting offers the same calibration, compared with it.
@@ -21,8 +22,6 @@ from scipy.stats import norm
 
 from privreg.accountant import make_accountant
 from privreg.accountant.calibration import (
-    DPNECalibration,
-    calibrate_dpne,
     calibrate_gaussian_sigma,
     calibrate_laplace_scale,
     calibrate_noise_multiplier,
@@ -39,6 +38,7 @@ from privreg.core.events import (
     SelfComposed,
     Shuffled,
 )
+from privreg.plugins.ngrams.calibration import DPNECalibration, calibrate_dpne
 
 # --- independent closed forms ---------------------------------------------------------
 

@@ -13,7 +13,7 @@ from privreg.core import EventLog
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import DiscreteGaussian
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.plugins.standard.discrete_gaussian import DiscreteGaussianMechanism
+from privreg.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 
 
 def test_charges_the_discrete_gaussian_it_samples() -> None:

@@ -33,7 +33,7 @@ from privreg.core.items import Citation, Example, ItemKind, Param, RegistryItem
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
 from privreg.core.registry import load_registry
-from privreg.plugins.standard.randomized_response import RandomizedResponse
+from privreg.mechanisms.randomized_response import RandomizedResponse
 
 ALPHA = 1e-6
 SAMPLES = 100_000

@@ -24,10 +24,10 @@ from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueErro
 from privreg.core.events import DiscreteGaussian
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.sensitivity import GlobalSensitivity, Norm
+from privreg.mechanisms.gaussian import GaussianMechanism
 from privreg.noise import snap_to_grid
 from privreg.noise.fast import discrete_laplace_many
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
-from privreg.plugins.standard.gaussian import GaussianMechanism
 
 ALPHA = 1e-4
 SIGMA2S = [Fraction(1, 2), Fraction(2), Fraction(9)]

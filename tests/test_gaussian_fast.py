@@ -27,10 +27,10 @@ from scipy import stats
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
+from privreg.mechanisms.gaussian import GaussianMechanism
 from privreg.noise import coins
 from privreg.noise import gaussian as g
 from privreg.noise.gaussian import discrete_gaussian_many
-from privreg.plugins.standard.gaussian import GaussianMechanism
 
 ALPHA = 1e-4
 U = 2.0**-53

@@ -27,7 +27,7 @@ from privreg.plugins.heavy_hitters.population import PopulationModel, WordLaw, e
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
-from privreg.plugins.standard.subset_selection import SubsetSelection
+from privreg.mechanisms.subset_selection import SubsetSelection
 
 
 def seeded(seed):

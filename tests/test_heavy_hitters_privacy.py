@@ -29,7 +29,7 @@ from privreg.plugins.heavy_hitters.privacy import (
 )
 from privreg.plugins.heavy_hitters.sampling import sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
-from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_subsets
+from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets
 
 
 def seeded(seed):

@@ -256,7 +256,7 @@ def test_bounded_mean_cannot_fail_between_its_two_charges(tmp_path):
 
 
 def test_ngram_coins_clamp_totals_beyond_2_53():
-    from privreg.plugins.ngrams.coins import gaussian_tail_coins
+    from privreg.noise.gaussian_tail import gaussian_tail_coins
 
     keep = gaussian_tail_coins(np.array([0, 2**53, 2**62], dtype=np.int64), scale=1 << 20, rho=10.0, sigma=1.0,
                                rng=InsecureReproducibleRandom(seed=0))
@@ -423,7 +423,7 @@ def test_other_mechanism_errors_do_not_quote_the_data():
 
 def test_smooth_gaussian_errors_do_not_quote_the_statistic():
     from privreg.core.sensitivity import SmoothSensitivity
-    from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
+    from privreg.mechanisms.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
 
     _, beta = smooth_gaussian_parameters(epsilon=1.0, delta=1e-6)
     sens = SmoothSensitivity(local_at_distance=lambda x, t: 1.0, beta=beta, max_distance=0, global_bound=1.0)
@@ -434,7 +434,7 @@ def test_smooth_gaussian_errors_do_not_quote_the_statistic():
 
 
 def test_jsonl_errors_do_not_quote_the_line(tmp_path):
-    from privreg.backends.local import LocalBackend
+    from privreg.plugins.ngrams.backends.local import LocalBackend
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"user_id": "a", "text": "b"}\n' * 40 + '{"user_id": "secret-user", "text": \n')
@@ -475,16 +475,16 @@ def test_refused_charge_after_validation_still_draws_nothing():
 
 
 def test_subset_selection_vote_counts_refuses_too_many_reports_before_the_charge():
-    from privreg.plugins.standard.subset_histogram import _MAX_REPORTS
+    from privreg.mechanisms.subset_histogram import MAX_REPORTS
 
     ss = REGISTRY.get("subset-selection").create({"epsilon": 1.0, "s": 8})
     log = EventLog()
     counts = np.zeros(8, dtype=np.int64)
-    counts[3] = _MAX_REPORTS
+    counts[3] = MAX_REPORTS
     counts[5] = 1
     with pytest.raises(PrivregValueError, match="batches") as err:
         ss.vote_counts_from_histogram(counts, charger=log)
-    assert log.charges == () and str(_MAX_REPORTS + 1) not in str(err.value)
+    assert log.charges == () and str(MAX_REPORTS + 1) not in str(err.value)
     huge = np.full(8, 2**63 - 1, dtype=np.int64)  # an int64 sum would wrap around
     with pytest.raises(PrivregValueError):
         ss.vote_counts_from_histogram(huge, charger=log)

@@ -14,9 +14,8 @@ import pytest
 from scipy import special
 
 from privreg.accountant import make_accountant
-from privreg.accountant.calibration import calibrate_dpne
-from privreg.backends import LocalBackend, LocalPairs, TokenCorpus, Tokenizer, contribution_weights, detect_format
-from privreg.backends.local import Vocabulary
+from privreg.plugins.ngrams.backends import LocalBackend, LocalPairs, TokenCorpus, Tokenizer, contribution_weights, detect_format
+from privreg.plugins.ngrams.backends.tokens import Vocabulary
 from privreg.core import (
     ApproxDP,
     BudgetExceededError,
@@ -31,11 +30,13 @@ from privreg.core import (
 )
 from privreg.core.registry import load_registry
 from privreg.plugins.ngrams import hooks
-from privreg.plugins.ngrams.coins import _slow_coin, gaussian_tail_binomial, gaussian_tail_coins
+from privreg.plugins.ngrams.calibration import calibrate_dpne
+from privreg.mechanisms import dpsu_threshold
+from privreg.noise.gaussian_tail import exact_tail_coin, gaussian_tail_binomial, gaussian_tail_coins
 from privreg.plugins.ngrams.dpne import extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine
 from privreg.plugins.ngrams.levels import Level, estimate_valid_count, is_valid, valid_count, valid_keys
-from privreg.plugins.ngrams.noise_plan import dpsu_threshold, plan_dpne, plan_dpsu_even
+from privreg.plugins.ngrams.noise_plan import plan_dpne, plan_dpsu_even
 from privreg.plugins.ngrams.partitions import PartitionedCorpus
 from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus, write_records
 
@@ -99,9 +100,11 @@ def test_applied_plan_is_verified_and_within_a_hair_of_the_paper():
 
 def test_dpsu_threshold_matches_calibrate_dpne():
     cal = calibrate_dpne(epsilon=1.0, delta=1e-6, max_n=3, delta_1=50)
-    assert dpsu_threshold(sigma=cal.sigmas[0], max_keys=50, delta_threshold=5e-7) == pytest.approx(cal.rho_1, rel=1e-12)
+    # one implementation (privreg.mechanisms), wired with sigma_1 and delta/2
+    assert dpsu_threshold(sigma=cal.sigmas[0], max_keys=50, delta_threshold=5e-7) == cal.rho_1
     even = plan_dpsu_even(epsilon=4.0, delta=1e-7, max_n=3, max_keys=(20, 20, 20))
     assert all(r.event.events[1] == ApproxDP(epsilon=0.0, delta=1e-7 / 6) for r in even.releases)
+    assert all(r.rho == dpsu_threshold(sigma=r.sigma, max_keys=20, delta_threshold=1e-7 / 6) for r in even.releases)
 
 
 # --- backends --------------------------------------------------------------------------
@@ -190,7 +193,7 @@ def test_tokenizer_and_reading_every_format(tmp_path):
 def _brute_bounded(user, key, user_tags, key_tags, max_keys, salt):
     """Per-user bounding written the obvious way (Python sets and sorting): each user's
     distinct keys, the max_keys smallest by (keyed rank, key tag, key), weight W_t."""
-    from privreg.backends.local import keyed_rank
+    from privreg.plugins.ngrams.backends.bounding import keyed_rank
 
     w = contribution_weights(max_keys)
     out: dict[int, int] = {}
@@ -398,9 +401,9 @@ def test_slow_coin_is_exact_at_the_boundary():
     with mpmath.workprec(200):
         p = mpmath.erfc(mpmath.mpf(2) / mpmath.sqrt(2)) / 2  # a = (rho - 0)/sigma = 2
         w = int(mpmath.floor(p * mpmath.mpf(2) ** 62))
-    assert _slow_coin(w - 1, 0, 1 << 20, 2.0, 1.0, rng) is True
-    assert _slow_coin(w + 1, 0, 1 << 20, 2.0, 1.0, rng) is False
-    decided = [_slow_coin(w, 0, 1 << 20, 2.0, 1.0, rng) for _ in range(8)]  # refined by more bits
+    assert exact_tail_coin(w - 1, 0, 1 << 20, 2.0, 1.0, rng) is True
+    assert exact_tail_coin(w + 1, 0, 1 << 20, 2.0, 1.0, rng) is False
+    decided = [exact_tail_coin(w, 0, 1 << 20, 2.0, 1.0, rng) for _ in range(8)]  # refined by more bits
     assert all(isinstance(d, bool) for d in decided)
 
 

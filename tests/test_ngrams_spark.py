@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the Spark backend needs pyspark (pip install 'privreg[spark]')")
 
-from privreg.backends import LocalBackend, Tokenizer, contribution_weights  # noqa: E402
-from privreg.backends.spark import SparkBackend  # noqa: E402
+from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, contribution_weights  # noqa: E402
+from privreg.plugins.ngrams.backends.spark import SparkBackend  # noqa: E402
 from privreg.core import EventLog, InsecureReproducibleRandom, WorkflowContext  # noqa: E402
 from privreg.core.registry import load_registry  # noqa: E402
 from privreg.plugins.ngrams import hooks  # noqa: E402

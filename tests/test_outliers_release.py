@@ -47,7 +47,7 @@ from privreg.plugins.outliers.release import (
     top_h_subspaces,
 )
 from privreg.plugins.outliers.smooth import local_sensitivity_bound, smooth_upper_bound
-from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
+from privreg.mechanisms.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 IONOSPHERE = ROOT.parent / "shared" / "data" / "ionosphere" / "ionosphere.csv"

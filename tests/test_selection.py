@@ -24,9 +24,8 @@ from privreg import (
     SelfComposed,
 )
 from privreg.core.randomness import RandomSource
-from privreg.plugins.standard import selection as sel
 from privreg.noise import coins as coins_mod
-from privreg.plugins.standard.selection import (
+from privreg.mechanisms.selection import (
     ExponentialMechanism,
     PermuteAndFlip,
     ReportNoisyMax,

@@ -6,7 +6,7 @@ from privreg.accountant import make_accountant
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.core import BudgetExceededError, InsecureReproducibleRandom, LocalDP, Shuffled
-from privreg.plugins.standard.randomized_response import RandomizedResponse
+from privreg.mechanisms.randomized_response import RandomizedResponse
 
 EN_US = dict(epsilon0=10.0, num_reports=500_000 * 60)
 

@@ -19,13 +19,13 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.sensitivity import GlobalSensitivity, Norm, Sensitivity, SensitivityKind
-from privreg.plugins.standard.median import (
+from privreg.mechanisms.median import (
     MedianQuery,
     median_local_sensitivity,
     median_smooth_sensitivity,
     smooth_median_mechanism,
 )
-from privreg.plugins.standard.smooth_gaussian import (
+from privreg.mechanisms.smooth_gaussian import (
     SmoothGaussianMechanism,
     privacy_loss_bound,
     smooth_gaussian_parameters,

@@ -11,15 +11,14 @@ from privreg import (
     EventLog,
     GlobalSensitivity,
     InsecureReproducibleRandom,
-    Laplace,
     LocalSensitivity,
     PrivregTypeError,
     PrivregValueError,
     WorkflowContext,
 )
+from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.noise import Grid
-from privreg.plugins.standard.laplace import LaplaceMechanism
-from privreg.plugins.standard.randomized_response import RandomizedResponse
 from privreg.plugins.standard.workflows import bounded_mean
 
 
@@ -189,7 +188,7 @@ def test_discrete_laplace_mechanism_pmf_event_and_validation():
     """Noise frequencies match the exact two-sided geometric pmf (chi-square, rejected at
     p < 1e-4, seeded); the event is the DiscreteLaplace applied; non-integers are refused."""
     from privreg.core import DiscreteLaplace
-    from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
+    from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 
     for path in ("fast", "exact"):
         mech = DiscreteLaplaceMechanism(epsilon=0.7, sensitivity=2, path=path)

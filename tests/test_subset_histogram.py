@@ -17,9 +17,9 @@ from scipy import stats
 from privreg import EventLog
 from privreg.core.errors import BudgetExceededError, PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.mechanisms.subset_histogram import subset_histogram
+from privreg.mechanisms.subset_selection import SubsetSelection
 from privreg.noise.stream import keyed_generator
-from privreg.plugins.standard.subset_histogram import subset_histogram
-from privreg.plugins.standard.subset_selection import SubsetSelection
 
 ALPHA = 1e-4
 

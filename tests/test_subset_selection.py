@@ -22,8 +22,8 @@ from privreg import (
     PrivregValueError,
     Shuffled,
 )
-from privreg.plugins.standard.randomized_response import RandomizedResponse
-from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_subsets
+from privreg.mechanisms.randomized_response import RandomizedResponse
+from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets
 
 from ldp_helpers import at_most_exp, exp_exact, seeded
 

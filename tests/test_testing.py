@@ -475,7 +475,7 @@ def test_cli_neighbours_must_be_json(monkeypatch, registry):
 
 def test_audit_reports_a_randomizer_failing_after_its_charge():
     from privreg.audit import audit_randomizer
-    from privreg.plugins.standard.randomized_response import RandomizedResponse
+    from privreg.mechanisms.randomized_response import RandomizedResponse
 
     @attrs.frozen(kw_only=True)
     class FailsOnThree(RandomizedResponse):

@@ -11,12 +11,12 @@ from scipy import stats
 
 import privreg
 from privreg.accountant import make_accountant
-from privreg.accountant.calibration import calibrate_dpne
 from privreg.core.charging import EventLog
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError, UnsupportedEventError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.plugins.standard.thresholding import GaussianThresholding, LaplaceThresholding
+from privreg.mechanisms.thresholding import GaussianThresholding, LaplaceThresholding
+from privreg.plugins.ngrams.calibration import calibrate_dpne
 
 # Significance level of every statistical test here (each is a single binomial test).
 ALPHA = 1e-4

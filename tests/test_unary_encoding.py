@@ -20,7 +20,7 @@ from privreg import (
     PrivregValueError,
     RandomSource,
 )
-from privreg.plugins.standard.unary_encoding import OptimizedUnaryEncoding, bernoulli_dyadic
+from privreg.mechanisms.unary_encoding import OptimizedUnaryEncoding, bernoulli_dyadic
 
 from ldp_helpers import at_most_exp, exp_exact, seeded
 

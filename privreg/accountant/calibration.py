@@ -8,8 +8,8 @@ the stated tolerance.
 
 "Verified" means exactly, not in double precision: a float check of a curve can pass a
 value a few ulps on the unsafe side (double rounding of ``sensitivity / sigma`` and of the
-log-space difference of two tails). The closed-form calibrations (Gaussian, Laplace,
-DPNE) therefore check the float they return against the curve evaluated in exact
+log-space difference of two tails). The closed-form calibrations (Gaussian, Laplace)
+therefore check the float they return against the curve evaluated in exact
 rational arithmetic (Laplace) or in mpmath at a precision that keeps 30 significant
 digits after cancellation (Gaussian tails), with a relative margin of 1e-20 for that
 evaluation, *and* against privreg's own double-precision curve, so that accountants which
@@ -21,8 +21,9 @@ compose the returned noise in doubles also see the target met.
   (Dwork-McSherry-Nissim-Smith 2006).
 * :func:`calibrate_noise_multiplier` -- any event family ``z -> PrivacyEvent`` under any
   privreg accountant, by bisection (the pattern of ``dp_accounting.mechanism_calibration``).
-* :func:`calibrate_dpne` -- the noise split of DPNE (Kim-Gopi-Kulkarni-Yekhanin 2021,
-  "Differentially private n-gram extraction", Theorem 2.1 and Section 3.1.1).
+* :func:`smallest_passing`, :func:`exact_delta_at_most`, :func:`step_up`: the
+  verification helpers behind them, for calibrations built elsewhere (DPNE's lives in the
+  ``ngrams`` plugin, DPSU's threshold in :mod:`privreg.mechanisms.dpsu_threshold`).
 """
 
 from __future__ import annotations
@@ -34,37 +35,34 @@ from typing import Any
 
 import struct
 
-import attrs
 import mpmath
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
 from privreg.accountant import make_accountant
 from privreg.accountant.curves import gaussian_delta
-from privreg.accountant.gdp import GDPAccountant
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.events import Gaussian, PrivacyEvent
+from privreg.core.events import PrivacyEvent
 
 __all__ = [
     "calibrate_gaussian_sigma",
     "calibrate_laplace_scale",
     "calibrate_noise_multiplier",
-    "calibrate_dpne",
-    "DPNECalibration",
-    "DPNE_SCHEDULES",
+    "smallest_passing",
+    "exact_delta_at_most",
+    "step_up",
+    "EXACT_MARGIN",
+    "MAX_SAFE_STEPS",
 ]
-
-#: Noise schedules of DPNE (paper 002, Section 3.1.1 "Setting sigma_k").
-DPNE_SCHEDULES = ("equal", "geometric")
 
 # Safety valve for the "step to the safe side" loops: each step is a few ulps, and the
 # raw solution is already within a few ulps of the root, so this is never reached in
 # practice; reaching it means the check itself is broken.
-_MAX_SAFE_STEPS = 10_000
+MAX_SAFE_STEPS = 10_000
 
 
-def _step_up(x: float) -> float:
+def step_up(x: float) -> float:
     """The next float above ``x`` (plus a relative 1e-15 so loops finish quickly)."""
     return max(math.nextafter(x, math.inf), x * (1 + 1e-15))
 
@@ -72,7 +70,7 @@ def _step_up(x: float) -> float:
 # --- exact checks ------------------------------------------------------------------------
 
 _EXACT_DIGITS = 30  # significant digits kept after cancellation in the mpmath curves
-_EXACT_MARGIN = mpmath.mpf(10) ** -20  # relative margin against mpmath's own rounding
+EXACT_MARGIN = mpmath.mpf(10) ** -20  # relative margin against mpmath's own rounding
 _MAX_DPS = 20_000  # beyond this the curve is not worth evaluating (never reached in tests)
 
 
@@ -88,7 +86,7 @@ def _from_bits(i: int) -> float:
 _MAX_FLOAT_BITS = _bits(math.inf) - 1
 
 
-def _smallest_passing(x0: float, ok: Callable[[float], bool], what: str) -> float:
+def smallest_passing(x0: float, ok: Callable[[float], bool], what: str) -> float:
     """The smallest positive float ``x`` with ``ok(x)``, searched from the estimate ``x0``.
 
     ``ok`` is meant to be monotone (false below a threshold, true above). The search
@@ -138,12 +136,12 @@ def _exact_gaussian_delta(epsilon: float, mu: Callable[[], mpmath.mpf]) -> mpmat
         f"the Gaussian curve at epsilon={epsilon} cannot be evaluated exactly; rescale the query")
 
 
-def _exact_delta_at_most(epsilon: float, delta: float, mu: Callable[[], mpmath.mpf]) -> bool:
+def exact_delta_at_most(epsilon: float, delta: float, mu: Callable[[], mpmath.mpf]) -> bool:
     """Whether the exact Gaussian delta at ``epsilon`` is at most ``delta`` (with the
-    relative ``_EXACT_MARGIN`` against the evaluation's rounding)."""
+    relative ``EXACT_MARGIN`` against the evaluation's rounding)."""
     d = _exact_gaussian_delta(epsilon, mu)
     with mpmath.workdps(40):
-        return bool(d * (1 + _EXACT_MARGIN) <= mpmath.mpf(delta))
+        return bool(d * (1 + EXACT_MARGIN) <= mpmath.mpf(delta))
 
 
 def _largest_gaussian_mu(epsilon: float, delta: float) -> float:
@@ -189,10 +187,10 @@ def calibrate_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float
     mu = _largest_gaussian_mu(epsilon, delta)
 
     def ok(sigma: float) -> bool:
-        return gaussian_delta(epsilon, sensitivity / sigma) <= delta and _exact_delta_at_most(
+        return gaussian_delta(epsilon, sensitivity / sigma) <= delta and exact_delta_at_most(
             epsilon, delta, lambda: mpmath.mpf(sensitivity) / mpmath.mpf(sigma))
 
-    return _smallest_passing(sensitivity / mu, ok, "Gaussian sigma")
+    return smallest_passing(sensitivity / mu, ok, "Gaussian sigma")
 
 
 def calibrate_laplace_scale(*, epsilon: float, sensitivity: float = 1.0) -> float:
@@ -294,163 +292,3 @@ def calibrate_noise_multiplier(
     if not moved_lo and meets(lower):
         return lower
     return hi
-
-
-# --- DPNE (paper 002) -------------------------------------------------------------------
-
-@attrs.frozen(kw_only=True)
-class DPNECalibration:
-    """Noise parameters of DPNE (Kim-Gopi-Kulkarni-Yekhanin 2021, Algorithm 1) that make
-    the whole extraction ``(epsilon, delta)``-DP by their Theorem 2.1.
-
-    * ``sigma_star``: the analytic-Gaussian sigma (sensitivity 1) at
-      ``(epsilon, delta_gaussian)``, Eq. (1) of the paper;
-    * ``sigmas``: ``(sigma_1, ..., sigma_T)`` with ``sum_k 1/sigma_k^2 <= 1/sigma_star^2``
-      (equality up to rounding, on the safe side);
-    * ``rho_1``: the DPSU threshold for 1-grams,
-      ``max_{1<=t<=Delta_1} 1/sqrt(t) + sigma_1 PhiInv((1 - delta_threshold)^(1/t))``,
-      which makes DPSU's release of 1-grams no user could have caused a
-      ``(0, delta_threshold)`` event (Gopi et al. 2020);
-    * the delta split: ``delta_gaussian + delta_threshold = delta`` (both delta/2).
-
-    The thresholds rho_k for k >= 2 do not affect privacy (paper 002, Section 2) and are
-    set from data (|S_{k-1}|, |V_k|), so they are not part of this calibration.
-    """
-
-    epsilon: float
-    delta: float
-    max_n: int
-    schedule: str
-    decay: float | None
-    delta_1: int
-    sigma_star: float
-    sigmas: tuple[float, ...]
-    rho_1: float
-    delta_gaussian: float
-    delta_threshold: float
-
-    @property
-    def mu(self) -> float:
-        """The GDP parameter of all T Gaussian steps: sqrt(sum 1/sigma_k^2) <= 1/sigma_star."""
-        return math.sqrt(math.fsum(1 / s**2 for s in self.sigmas))
-
-
-def _schedule(sigma_star: float, t: int, schedule: str, decay: float | None) -> list[float]:
-    """sigma_1..sigma_T with sum 1/sigma_k^2 = 1/sigma_star^2 (exact arithmetic)."""
-    if schedule == "equal":
-        return [sigma_star * math.sqrt(t)] * t
-    assert decay is not None
-    # sigma_k = c^(k-1) sigma_1, so 1/sigma_star^2 = (1/sigma_1^2) sum_{j<T} c^(-2j)
-    weights = [decay ** (-2 * j) for j in range(t)]
-    sigma_1 = sigma_star * math.sqrt(math.fsum(weights))
-    return [sigma_1 * decay**j for j in range(t)]
-
-
-def _dpsu_threshold_ok(rho: float, sigma_1: float, delta_threshold: float, t: np.ndarray) -> bool:
-    """For every t: P[some of t new items of weight 1/sqrt(t) crosses rho] <= delta_thr,
-    i.e. t * log Phi((rho - 1/sqrt(t)) / sigma_1) >= log(1 - delta_thr).
-
-    Checked in doubles for every t, and exactly (mpmath; ``rho``, ``sigma_1``,
-    ``delta_thr`` and ``sqrt(t)`` taken exactly) for every t whose double-precision slack
-    is within a relative 1e-9 of the bound: only those can be misjudged by rounding, which
-    is of order 1e-14 relative here."""
-    tail_log = math.log1p(-delta_threshold)
-    z = (rho - 1 / np.sqrt(t)) / sigma_1
-    slack = t * special.log_ndtr(z) - tail_log
-    if not bool(np.all(slack >= 0)):
-        return False
-    near = t[slack <= 1e-9 * -tail_log]
-    with mpmath.workdps(60):
-        bound = mpmath.log1p(-mpmath.mpf(delta_threshold))
-        for ti in near.astype(np.int64).tolist():
-            zi = (mpmath.mpf(rho) - 1 / mpmath.sqrt(ti)) / mpmath.mpf(sigma_1)
-            if ti * mpmath.log1p(-mpmath.ncdf(-zi)) * (1 + _EXACT_MARGIN) < bound:
-                return False
-    return True
-
-
-def calibrate_dpne(
-    *,
-    epsilon: float,
-    delta: float,
-    max_n: int,
-    delta_1: int,
-    schedule: str = "equal",
-    decay: float | None = None,
-) -> DPNECalibration:
-    """Noise and 1-gram threshold for DPNE (Kim-Gopi-Kulkarni-Yekhanin 2021, Theorem 2.1).
-
-    ``max_n`` is T (longest n-gram length), ``delta_1`` is Delta_1, the largest number of
-    1-grams a user may contribute in DPSU (an integer, not a privacy delta). With
-    ``delta_gaussian = delta_threshold = delta / 2``:
-
-    * sigma* solves ``delta/2 = Phi(-eps sigma* + 1/(2 sigma*)) - e^eps Phi(-eps sigma* -
-      1/(2 sigma*))`` (Eq. (1); the analytic Gaussian of Balle-Wang 2018 with sensitivity
-      1, the L2 sensitivity of the weighted Gaussian DPSU policy);
-    * ``1/sigma*^2 = sum_{k=1}^T 1/sigma_k^2`` (Gaussian composition, Dong-Roth-Su;
-      paper 002 Proposition 2.3), with ``schedule="equal"``: sigma_k = sqrt(T) sigma*, or
-      ``schedule="geometric"``: sigma_k = c sigma_{k-1} for ``decay`` c in (0, 1)
-      (Section 3.1.1, "Setting sigma_k");
-    * ``rho_1 = max_{1<=t<=Delta_1} 1/sqrt(t) + sigma_1 PhiInv((1 - delta/2)^(1/t))``.
-
-    Guarantees (verified exactly before returning, as in the module docstring, stepping to
-    the safe side if rounding requires it): the T Gaussian steps together are
-    ``(epsilon, delta/2)``-DP by the exact GDP curve (and by privreg's GDP accountant), and
-    the threshold rho_1 (the smallest float passing the check) keeps the bad-event
-    probability of DPSU at most delta/2 for every t <= Delta_1; by basic composition DPNE
-    is ``(epsilon, delta)``-DP.
-    """
-    epsilon = v.check_epsilon("epsilon", epsilon)
-    delta = v.check_delta("delta", delta, allow_zero=False)
-    t_max = v.check_count("max_n", max_n)
-    d1 = v.check_count("delta_1", delta_1)
-    if schedule not in DPNE_SCHEDULES:
-        raise PrivregValueError(f"schedule must be one of {DPNE_SCHEDULES}; got {schedule!r}")
-    if schedule == "geometric":
-        if decay is None:
-            raise PrivregValueError(
-                "schedule='geometric' needs decay=c with 0 < c < 1 (sigma_k = c sigma_{k-1})")
-        decay = v.check_real("decay", decay)
-        if not (0 < decay < 1):
-            raise PrivregValueError(
-                f"decay must lie in (0, 1) (paper 002: sigma_k = c sigma_(k-1), 0 < c < 1); "
-                f"got {decay!r}. Use schedule='equal' for c = 1."
-            )
-        if 2 * (t_max - 1) * -math.log(decay) > 700:  # c^(-2(T-1)) must stay a finite float
-            raise PrivregValueError(f"decay={decay} is too small for max_n={t_max}: sigma_1 overflows")
-    elif decay is not None:
-        raise PrivregValueError(f"decay is only used with schedule='geometric'; got decay={decay!r}")
-
-    delta_gaussian = delta / 2
-    delta_threshold = delta - delta_gaussian
-    sigma_star = calibrate_gaussian_sigma(epsilon=epsilon, delta=delta_gaussian)
-
-    sigmas = _schedule(sigma_star, t_max, schedule, decay)
-
-    def composes(sigmas: list[float]) -> bool:  # the T Gaussians compose to (eps, delta/2)
-        acc = GDPAccountant()
-        for s in sigmas:
-            acc.compose(Gaussian(sigma=s))
-        return acc.delta(epsilon) <= delta_gaussian and _exact_delta_at_most(
-            epsilon, delta_gaussian, lambda: mpmath.sqrt(mpmath.fsum(1 / mpmath.mpf(s) ** 2 for s in sigmas)))
-
-    for _ in range(_MAX_SAFE_STEPS):
-        if composes(sigmas):
-            break
-        sigmas = [_step_up(s) for s in sigmas]
-    else:  # pragma: no cover - see _MAX_SAFE_STEPS
-        raise PrivregValueError("could not verify the DPNE sigma schedule")
-
-    sigma_1 = sigmas[0]
-    t = np.arange(1, d1 + 1, dtype=np.float64)
-    tail = -np.expm1(math.log1p(-delta_threshold) / t)  # 1 - (1 - delta/2)^(1/t), no cancellation
-    # PhiInv(1 - tail) = -PhiInv(tail) = isf(tail): accurate in the far tail
-    rho_1 = float(np.max(1 / np.sqrt(t) - sigma_1 * special.ndtri(tail)))
-    rho_1 = _smallest_passing(rho_1, lambda r: _dpsu_threshold_ok(r, sigma_1, delta_threshold, t),
-                              "DPNE threshold rho_1")
-
-    return DPNECalibration(
-        epsilon=epsilon, delta=delta, max_n=t_max, schedule=schedule, decay=decay, delta_1=d1,
-        sigma_star=sigma_star, sigmas=tuple(float(s) for s in sigmas), rho_1=rho_1,
-        delta_gaussian=delta_gaussian, delta_threshold=delta_threshold,
-    )

@@ -46,7 +46,7 @@ import numpy as np
 from privreg.accountant.advanced import KOVAccountant
 from privreg.accountant.base import Accountant, leaves
 from privreg.accountant.relations import relate
-from privreg.accountant.basic import PAIR_HANDLERS, BasicAccountant
+from privreg.accountant.basic import BasicAccountant
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.pld import PLDAccountant
 from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon

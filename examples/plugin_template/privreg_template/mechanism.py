@@ -61,8 +61,8 @@ class NoisyHistogram(Mechanism):
             )
         if (counts < 0).any() or (counts > MAX_COUNT).any():
             raise PrivregValueError(
-                f"value must hold counts in [0, 2**62]; some are outside. Check how the histogram "
-                f"was counted."
+                "value must hold counts in [0, 2**62]; some are outside. Check how the histogram "
+                "was counted."
             )
         return counts.astype(np.int64)
 

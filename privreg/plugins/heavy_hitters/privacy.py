@@ -37,7 +37,7 @@ from privreg.accountant.shuffle import DEFAULT_SHUFFLE_BOUND
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import PrivacyEvent, Shuffled
-from privreg.plugins.standard.subset_selection import SubsetSelection
+from privreg.mechanisms import SubsetSelection
 
 __all__ = [
     "triehh_event",

@@ -29,7 +29,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
-from privreg.plugins.standard.subset_selection import uniform_chunked
+from privreg.mechanisms import uniform_chunked
 
 __all__ = ["SAMPLERS", "contribution_counts", "sample_contributions"]
 

@@ -47,7 +47,7 @@ from privreg.plugins.heavy_hitters.alphabet import Alphabet
 from privreg.plugins.heavy_hitters.privacy import triehh_event
 from privreg.plugins.heavy_hitters.sampling import SAMPLERS, contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
-from privreg.plugins.standard.subset_selection import SubsetSelection, uniform_chunked
+from privreg.mechanisms import SubsetSelection, uniform_chunked
 from privreg.timing import PhaseTimer, process_cpu_seconds
 
 __all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "VOTE_METHODS", "layer_votes"]

@@ -19,8 +19,8 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms import uniform_chunked
 from privreg.plugins.heavy_hitters.alphabet import Alphabet
-from privreg.plugins.standard.subset_selection import uniform_chunked
 
 __all__ = ["Lexicon", "UserWords"]
 

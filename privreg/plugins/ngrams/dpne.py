@@ -40,7 +40,7 @@ from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Composed
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.plugins.ngrams.coins import gaussian_tail_binomial, gaussian_tail_coins
+from privreg.noise.gaussian_tail import gaussian_tail_binomial, gaussian_tail_coins
 from privreg.plugins.ngrams.engines import NgramEngine
 from privreg.plugins.ngrams.levels import (
     PRUNINGS,
@@ -53,7 +53,6 @@ from privreg.plugins.ngrams.levels import (
 from privreg.plugins.ngrams.noise_plan import (
     METHODS,
     NoisePlan,
-    Release,
     plan_dpne,
     plan_dpsu_all,
     plan_dpsu_even,

@@ -1,7 +1,7 @@
 """Per-backend n-gram aggregation: candidate k-grams, pruned to V_k, per user.
 
 An engine turns the corpus into (user, key) pairs and hands them to its backend's
-:meth:`~privreg.backends.Backend.bounded_histogram`; it keeps the trie of released sets
+:meth:`~privreg.plugins.ngrams.backends.Backend.bounded_histogram`; it keeps the trie of released sets
 (:class:`~privreg.plugins.ngrams.levels.Level`) it needs for pruning. Keys are the same
 integers on every backend (S_1 index for unigrams after release, ``pre * n1 + last`` for
 k-grams), so the driver's release code is shared and the two engines agree exactly
@@ -25,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from privreg.backends.base import DEFAULT_SCALE, Histogram
-from privreg.backends.local import LocalBackend, LocalPairs, TokenCorpus
+from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram
+from privreg.plugins.ngrams.backends.local import LocalBackend
+from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.plugins.ngrams.levels import Level, _check_pruning
+from privreg.plugins.ngrams.levels import Level, check_pruning
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
 from privreg.plugins.ngrams.raw import RawNgrams
 
@@ -133,7 +134,7 @@ class LocalNgramEngine(NgramEngine):
         self._k, self._prev_keys = 1, None
 
     def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
-        _check_pruning(pruning)
+        check_pruning(pruning)
         if self._s1_of_vocab is None:
             raise PrivregValueError("set_unigrams must be called before kgram_histogram")
         if k != self._k + 1 or (k > 2 and self._prev_keys is None):
@@ -272,7 +273,7 @@ class SparkNgramEngine(NgramEngine):
     def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
         from pyspark.sql import functions as F
 
-        _check_pruning(pruning)
+        check_pruning(pruning)
         prev = F.broadcast(self._prev)
         g = self._grams(k).select("user", "g", F.slice("g", 1, k - 1).alias("prefix"),
                                   F.slice("g", 2, k - 1).alias("suffix"), F.element_at("g", k).alias("last"))

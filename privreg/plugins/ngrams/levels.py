@@ -20,14 +20,14 @@ import math
 import attrs
 import numpy as np
 
-from privreg.backends.local import sorted_unique
+from privreg.plugins.ngrams.backends.bounding import sorted_unique
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.noise.vector import uniform_below
 
 __all__ = ["Level", "PRUNINGS", "lookup", "valid_count", "estimate_valid_count", "valid_keys", "is_valid",
-           "sample_spurious"]
+           "sample_spurious", "check_pruning"]
 
 PRUNINGS = ("both", "single")
 
@@ -91,7 +91,8 @@ class Level:
         return np.char.add(np.char.add(prefix.astype(str), " "), tokens[self.last].astype(str))
 
 
-def _check_pruning(pruning: str) -> str:
+def check_pruning(pruning: str) -> str:
+    """``pruning`` if it is one of :data:`PRUNINGS`, else a PrivregValueError naming them."""
     if pruning not in PRUNINGS:
         raise PrivregValueError(f"pruning must be one of {PRUNINGS}; got {pruning!r}")
     return pruning
@@ -99,7 +100,7 @@ def _check_pruning(pruning: str) -> str:
 
 def valid_count(prev: Level, *, pruning: str) -> int:
     """|V_k| for k = prev.k + 1, exactly (Python int)."""
-    _check_pruning(pruning)
+    check_pruning(pruning)
     n1 = prev.n1
     if pruning == "single" or prev.k == 1:
         return prev.size * n1
@@ -145,7 +146,7 @@ def estimate_valid_count(prev: Level, *, pruning: str, rate: float | None, rng: 
     """EstimateValidKgrams (paper 002, Algorithm 3): draw ``N = ceil(p |S_1| |S_{k-1}|)``
     pairs (x, w) uniformly from S_1 x S_{k-1}, count the valid candidates, return
     ``ceil(count / p)``. ``rate`` is p (default: enough for ~2^20 draws, at most 1)."""
-    _check_pruning(pruning)
+    check_pruning(pruning)
     total = prev.n1 * prev.size
     if total == 0:
         return 0
@@ -164,7 +165,7 @@ def estimate_valid_count(prev: Level, *, pruning: str, rate: float | None, rng: 
 def valid_keys(prev: Level, *, pruning: str, limit: int) -> np.ndarray:
     """V_k materialised as sorted keys (Algorithm 1's explicit histogram domain); refuses
     more than ``limit`` keys."""
-    _check_pruning(pruning)
+    check_pruning(pruning)
     count = valid_count(prev, pruning=pruning)
     if count > limit:
         raise PrivregValueError(
@@ -187,7 +188,7 @@ def valid_keys(prev: Level, *, pruning: str, limit: int) -> np.ndarray:
 
 def is_valid(keys: np.ndarray, prev: Level, *, pruning: str) -> np.ndarray:
     """Whether each k-gram key (``pre * n1 + last``) lies in V_k."""
-    _check_pruning(pruning)
+    check_pruning(pruning)
     n1 = prev.n1
     pre, last = keys // n1, keys % n1
     ok = (pre >= 0) & (pre < prev.size) & (last >= 0) & (last < n1)

@@ -1,7 +1,8 @@
 """Noise and thresholds of DPNE and the DPSU baselines, and the events they are charged as.
 
 DPNE's calibration is Theorem 2.1 of Kim-Gopi-Kulkarni-Yekhanin 2021, computed by
-:func:`privreg.accountant.calibration.calibrate_dpne` (sigma*, the sigma_k schedule, rho_1).
+:func:`privreg.plugins.ngrams.calibration.calibrate_dpne` (sigma*, the sigma_k schedule, rho_1);
+the DPSU thresholds are :func:`privreg.mechanisms.dpsu_threshold.dpsu_threshold`.
 The accounting of that theorem, and therefore the events charged, one per length:
 
 * length 1 (DPSU, Algorithm 6): a Gaussian mechanism with L2 sensitivity 1 and noise
@@ -14,7 +15,7 @@ The accounting of that theorem, and therefore the events charged, one per length
   Charged as ``Gaussian(sigma_k, 1)``. rho_k does not affect privacy (Section 2).
 
 The L2 sensitivity is exactly 1 because the backends add integer weights
-``floor(2^20 / sqrt(t))`` (:func:`privreg.backends.contribution_weights`): a user's vector
+``floor(2^20 / sqrt(t))`` (:func:`privreg.plugins.ngrams.backends.contribution_weights`): a user's vector
 has norm <= 1 and a new key's weight is <= 1/sqrt(t), as Theorem 2.1's proof requires.
 
 Theorem 2.1 adds the Gaussian part, exactly (epsilon, delta/2)-DP by Gaussian DP
@@ -32,19 +33,17 @@ Theorem 2.1 says, and the ledger's bound never exceeds the budget.
 from __future__ import annotations
 
 import functools
-import math
 
 import attrs
-import numpy as np
-from scipy import special
 
 from privreg.accountant import make_accountant
-from privreg.accountant.calibration import DPNECalibration, calibrate_dpne
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.events import ApproxDP, Composed, Gaussian, PrivacyEvent
+from privreg.mechanisms import dpsu_threshold
+from privreg.plugins.ngrams.calibration import DPNECalibration, calibrate_dpne
 
-__all__ = ["Release", "NoisePlan", "METHODS", "dpsu_threshold", "verify_events",
+__all__ = ["Release", "NoisePlan", "METHODS", "verify_events",
            "plan_dpne", "plan_dpsu_all", "plan_dpsu_even", "plan_dpsu_single"]
 
 #: Extraction methods: DPNE and the three DPSU baselines of paper 002, Table 3.
@@ -87,25 +86,6 @@ class NoisePlan:
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:
         return tuple(r.event for r in self.releases)
-
-
-def dpsu_threshold(*, sigma: float, max_keys: int, delta_threshold: float) -> float:
-    """DPSU's weighted-Gaussian threshold (Gopi et al. 2020; paper 002 Theorem 2.1's rho_1):
-    ``max_{1<=t<=max_keys} 1/sqrt(t) + sigma PhiInv((1 - delta_threshold)^(1/t))``,
-    stepped up until ``t log Phi((rho - 1/sqrt t)/sigma) >= log(1 - delta_threshold)`` holds
-    for every t (so a user's new keys are released with probability <= delta_threshold).
-    The same formula as calibrate_dpne's rho_1 (tests check they agree), needed here for
-    DPSU-even, whose per-length thresholds use delta/(2T)."""
-    sigma = v.check_sensitivity("sigma", sigma)
-    max_keys = v.check_count("max_keys", max_keys)
-    delta_threshold = v.check_delta("delta_threshold", delta_threshold, allow_zero=False)
-    t = np.arange(1, max_keys + 1, dtype=np.float64)
-    log_keep = math.log1p(-delta_threshold)
-    tail = -np.expm1(log_keep / t)
-    rho = float(np.max(1 / np.sqrt(t) - sigma * special.ndtri(tail)))
-    while not bool(np.all(t * special.log_ndtr((rho - 1 / np.sqrt(t)) / sigma) >= log_keep)):
-        rho = max(math.nextafter(rho, math.inf), rho * (1 + 1e-15))
-    return rho
 
 
 @functools.lru_cache(maxsize=64)

@@ -3,7 +3,7 @@
 DPNE makes one pass over the corpus per n-gram length. To keep memory bounded by a
 partition rather than by the corpus, :class:`PartitionedCorpus` stores the token ids in
 ``P`` partitions: every record goes to partition ``tag(user) mod P`` (``tag`` the 64-bit
-SipHash of the user id string, :func:`privreg.backends.local.string_tags`), so *all*
+SipHash of the user id string, :func:`privreg.plugins.ngrams.backends.tokens.string_tags`), so *all*
 records of a user land in the same partition whatever the order of the input -- input
 grouped by user or not, per-user contribution bounding within a partition is exact, and
 a pass processes one partition at a time and merges the per-partition count tables
@@ -33,8 +33,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from privreg.backends.base import Tokenizer, check_path
-from privreg.backends.local import CHUNK_RECORDS, LocalBackend, TokenChunk, TokenCorpus, Vocabulary, string_tags
+from privreg.plugins.ngrams.backends.base import Tokenizer, check_path
+from privreg.plugins.ngrams.backends.local import CHUNK_RECORDS, LocalBackend
+from privreg.plugins.ngrams.backends.tokens import TokenChunk, TokenCorpus, Vocabulary, string_tags
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 

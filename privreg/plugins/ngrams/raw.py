@@ -16,7 +16,7 @@ prefix, canonical id of the last token)`` among the k-grams, so that a release u
 seed depends on neither. Neither is used to choose which keys a user keeps: that uses
 each n-gram's 64-bit *content tag* (a hash of its tokens' string tags and its length,
 intrinsic to the n-gram) under the keyed rank of
-:meth:`privreg.backends.LocalBackend.bounded_histogram`. A histogram key is
+:meth:`privreg.plugins.ngrams.backends.LocalBackend.bounded_histogram`. A histogram key is
 ``canonical id * 64 + (k - 1)`` (lengths up to 64).
 """
 
@@ -25,8 +25,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from privreg.backends.base import DEFAULT_SCALE
-from privreg.backends.local import LocalBackend, LocalPairs, _mix
+from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE
+from privreg.plugins.ngrams.backends.bounding import mix
+from privreg.plugins.ngrams.backends.local import LocalBackend
+from privreg.plugins.ngrams.backends.tokens import LocalPairs
 from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.levels import lookup
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
@@ -70,7 +72,7 @@ class RawNgrams:
             v = np.int64(self.vocab_size)
             prefix, last = self.codes[k] // v, self.codes[k] % v
             with np.errstate(over="ignore"):
-                self.tags[k] = _mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
+                self.tags[k] = mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
             # canonical ids: the rank of (canonical prefix id, canonical last token), which
             # depends neither on the order partitions were read nor on the input's row
             # order (the ids above do)

@@ -14,7 +14,7 @@ No Reddit-sized text is available offline, so scale tests and benchmarks generat
 
 Everything is vectorised (one chain step for all records at once), so millions of users
 are a matter of seconds. The generator uses numpy's seeded Generator: this is *data*, not
-privacy noise. :func:`synthetic_corpus` returns a :class:`~privreg.backends.TokenCorpus`;
+privacy noise. :func:`synthetic_corpus` returns a :class:`~privreg.plugins.ngrams.backends.TokenCorpus`;
 :func:`write_records` writes (user_id, text) rows as JSONL, CSV or Parquet for the CLI.
 """
 
@@ -25,8 +25,8 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from privreg.backends.base import detect_format
-from privreg.backends.local import TokenCorpus
+from privreg.plugins.ngrams.backends.base import detect_format
+from privreg.plugins.ngrams.backends.tokens import TokenCorpus
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 

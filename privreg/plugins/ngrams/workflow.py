@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from privreg.backends import Tokenizer, make_backend
+from privreg.plugins.ngrams.backends import Tokenizer, make_backend
 from privreg.core.charging import EventLog
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec

@@ -2,8 +2,8 @@
 subspaces (exponential mechanism, paper 003 Algorithm 3).
 
 Both reuse the standard plugin's mechanisms: the count goes through
-:class:`~privreg.plugins.standard.smooth_gaussian.SmoothGaussianMechanism`, each
-subspace draw through :class:`~privreg.plugins.standard.selection.ExponentialMechanism`,
+:class:`~privreg.mechanisms.smooth_gaussian.SmoothGaussianMechanism`, each
+subspace draw through :class:`~privreg.mechanisms.selection.ExponentialMechanism`,
 and both charge before any noise is drawn.
 """
 
@@ -25,8 +25,7 @@ from privreg.plugins.outliers.definitions import as_dataset, check_subspace, out
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.smooth import OutlierCountSmoothSensitivity
 from privreg.plugins.outliers.definitions import OutlierCountQuery
-from privreg.plugins.standard.selection import ExponentialMechanism, epsilon_spent
-from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
+from privreg.mechanisms import ExponentialMechanism, SmoothGaussianMechanism, epsilon_spent, smooth_gaussian_parameters
 
 __all__ = [
     "DEFAULT_STEP",

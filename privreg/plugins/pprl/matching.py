@@ -52,6 +52,7 @@ from privreg.plugins.pprl.records import CandidateGroups
 
 __all__ = [
     "RULES",
+    "check_rule",
     "ComparisonRound",
     "RoundCount",
     "MatchCounts",
@@ -65,7 +66,8 @@ __all__ = [
 RULES = ("star", "all")
 
 
-def _check_rule(rule: Any) -> str:
+def check_rule(rule: Any) -> str:
+    """``rule`` if it is one of :data:`RULES`, else a PrivregValueError naming them."""
     if rule not in RULES:
         raise PrivregValueError(f"rule must be one of {RULES}; got {rule!r}.")
     return rule
@@ -191,7 +193,7 @@ class MatchingSession:
             raise PrivregValueError(f"encryptor must give a party column in 0..{n - 1} for each of the {g} groups.")
         self.e = e.astype(np.int64)
         self.threshold = v.check_int("threshold", threshold, minimum=0)
-        self.rule = _check_rule(rule)
+        self.rule = check_rule(rule)
         if early_rounds is None:
             early_rounds = n - 1
         self.early_rounds = v.check_int("early_rounds", early_rounds, minimum=1)
@@ -424,7 +426,7 @@ def match_plaintext(groups: CandidateGroups, filters: Mapping[str, Any], thresho
     (needs ``encryptor``, the column of each group's encrypting party): the encrypted
     record within ``threshold`` of every other record."""
     groups = _check_groups(groups)
-    rule = _check_rule(rule)
+    rule = check_rule(rule)
     threshold = v.check_int("threshold", threshold, minimum=0)
     parties = tuple(groups.parties)
     f = _filter_arrays(parties, filters)

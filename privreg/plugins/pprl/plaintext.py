@@ -43,7 +43,7 @@ from privreg.core.randomness import RandomSource, resolve_random
 from privreg.plugins.pprl.assignment import METHODS, EncryptorAssignment, assign_encryptors, group_units
 from privreg.plugins.pprl.blocking import BlockingConfig, check_blocking, choose_lmin, party_signatures
 from privreg.plugins.pprl.kdf import check_secret
-from privreg.plugins.pprl.matching import _check_rule, match_plaintext
+from privreg.plugins.pprl.matching import check_rule, match_plaintext
 from privreg.plugins.pprl.merge import candidate_groups, oversized_blocks, sliding_window_merge
 from privreg.plugins.pprl.records import CandidateGroups, EncodedRecords, check_party_records
 from privreg.timing import PhaseTimer
@@ -95,7 +95,7 @@ def plaintext_linkage(records: Mapping[str, EncodedRecords], *, secret: bytes,
     secret = check_secret(secret)
     cfg, window = check_blocking(blocking, len(names))
     threshold = v.check_int("threshold", threshold, minimum=0)
-    rule = _check_rule(rule)
+    rule = check_rule(rule)
     if assignment_method not in METHODS:
         raise PrivregValueError(f"assignment_method must be one of {METHODS}; got {assignment_method!r}.")
     if lmin is not None:

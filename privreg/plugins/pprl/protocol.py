@@ -80,7 +80,7 @@ from privreg.crypto.hamming import (
 )
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
-from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSession, _check_rule
+from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSession, check_rule
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 from privreg.timing import PhaseTimer
 
@@ -220,7 +220,7 @@ class PPRLProtocol(Protocol):
         self.secret = None if secret is None else check_secret(secret)
         self.blocking, self.window = check_blocking(blocking, n)
         self.threshold = v.check_int("threshold", threshold)
-        self.rule = _check_rule(rule)
+        self.rule = check_rule(rule)
         if early_rounds is not None:
             v.check_int("early_rounds", early_rounds, minimum=1)
             if early_rounds > n - 1:

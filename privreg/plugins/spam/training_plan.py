@@ -96,7 +96,7 @@ class TrainingPlan:
 def gradient_mechanism(c: TrainingConfig, n_batches: int, sensitivity: float) -> Any:
     """The Gaussian mechanism of one epoch's gradient noise: ``(epsilon/E, delta/E)`` over
     ``n_batches * d`` coordinates of L2 sensitivity ``sensitivity``."""
-    from privreg.plugins.standard.gaussian import GaussianMechanism
+    from privreg.mechanisms import GaussianMechanism
 
     return GaussianMechanism(epsilon=c.dp_epsilon / c.epochs, delta=c.dp_delta / c.epochs,
                              sensitivity=sensitivity, dimension=n_batches * c.d)

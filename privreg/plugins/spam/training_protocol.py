@@ -68,7 +68,7 @@ no such sensitivity bound holds for the model this protocol trains. And Bob sees
 batch gradient (``every-batch``) before any output could be perturbed. So the noise goes on
 the batch gradients, added by Alice before anything reaches Bob (gradient perturbation):
 Alice adds Gaussian noise to every batch gradient before it leaves her, drawn through
-:class:`~privreg.plugins.standard.gaussian.GaussianMechanism` (charged to the charger
+:class:`~privreg.mechanisms.gaussian.GaussianMechanism` (charged to the charger
 before any noise is drawn): once per epoch, one release of dimension ``batches * d`` on
 the zero vector gives the noise of all the epoch's batches. One message lies in one batch
 per epoch and changes that batch's ``G`` by at most ``Delta = 2 ||x||_2 max|T| / 2^fg`` (L2,

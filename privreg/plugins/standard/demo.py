@@ -6,8 +6,8 @@ import numpy as np
 
 from privreg.core.workflow import DemoStep, WorkflowContext
 from privreg.datasets import load_adult
-from privreg.plugins.standard.laplace import LaplaceMechanism
-from privreg.plugins.standard.randomized_response import RandomizedResponse
+from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.mechanisms.randomized_response import RandomizedResponse
 
 
 def _laplace_step(ctx: WorkflowContext) -> str:

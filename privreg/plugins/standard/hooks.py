@@ -17,28 +17,28 @@ from privreg.core.sensitivity import (
 )
 from privreg.plugins.standard import citations
 from privreg.plugins.standard.demo import demo_steps
-from privreg.plugins.standard.discrete_gaussian import DiscreteGaussianMechanism
-from privreg.plugins.standard.discrete_laplace import DiscreteLaplaceMechanism
-from privreg.plugins.standard.gaussian import GaussianMechanism
-from privreg.plugins.standard.laplace import LaplaceMechanism
-from privreg.plugins.standard.median import (
+from privreg.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
+from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
+from privreg.mechanisms.gaussian import GaussianMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.mechanisms.median import (
     MedianSmoothSensitivity,
     median_local_sensitivity,
     median_smooth_sensitivity,
     smooth_median_mechanism,
 )
-from privreg.plugins.standard.randomized_response import RandomizedResponse
-from privreg.plugins.standard.selection import (
+from privreg.mechanisms.randomized_response import RandomizedResponse
+from privreg.mechanisms.selection import (
     ExponentialMechanism,
     PermuteAndFlip,
     ReportNoisyMax,
 )
-from privreg.plugins.standard.subset_selection import SubsetSelection
-from privreg.plugins.standard.thresholding import (
+from privreg.mechanisms.subset_selection import SubsetSelection
+from privreg.mechanisms.thresholding import (
     GaussianThresholding,
     LaplaceThresholding,
 )
-from privreg.plugins.standard.unary_encoding import OptimizedUnaryEncoding
+from privreg.mechanisms.unary_encoding import OptimizedUnaryEncoding
 from privreg.plugins.standard.workflows import bounded_mean
 
 # candidate 0 gains Delta_u while the others lose Delta_u: the worst case for selection

@@ -16,7 +16,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
-from privreg.plugins.standard.laplace import LaplaceMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism
 
 __all__ = ["bounded_mean", "read_column"]
 

@@ -1,4 +1,4 @@
-"""Parameter handling shared by the noise-adding mechanisms of the standard plugin."""
+"""Parameter handling shared by the noise-adding mechanisms of the library."""
 
 from __future__ import annotations
 

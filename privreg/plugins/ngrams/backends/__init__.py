@@ -1,4 +1,6 @@
-"""Backends for the aggregation half of a privacy pipeline (see :mod:`privreg.backends.base`).
+"""The ngrams plugin's backends for the aggregation half of its pipeline (see
+:mod:`privreg.plugins.ngrams.backends.base`). They serve paper 002's n-gram extraction
+only (token pairs, per-user key bounding), so they live in the plugin.
 
 ``local`` (numpy/pandas, in-process, the default) and ``spark`` (PySpark DataFrame API,
 optional dependency) implement the same :class:`Backend` interface; the release half
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from privreg.backends.base import (
+from privreg.plugins.ngrams.backends.base import (
     DEFAULT_SCALE,
     INPUT_FORMATS,
     WEIGHTINGS,
@@ -19,7 +21,8 @@ from privreg.backends.base import (
     contribution_weights,
     detect_format,
 )
-from privreg.backends.local import LocalBackend, LocalPairs, TokenCorpus
+from privreg.plugins.ngrams.backends.local import LocalBackend
+from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
 from privreg.core.errors import PrivregValueError
 
 __all__ = [
@@ -47,7 +50,7 @@ def make_backend(name: str, **options: Any) -> Backend:
     if name == "local":
         return LocalBackend(**options)
     if name == "spark":
-        from privreg.backends.spark import SparkBackend
+        from privreg.plugins.ngrams.backends.spark import SparkBackend
 
         return SparkBackend(**options)
     raise PrivregValueError(f"backend must be one of {BACKENDS}; got {name!r}")

@@ -1,12 +1,17 @@
-"""Secure coins for Gaussian thresholding on an aggregated histogram.
+"""Secure Gaussian-tail coins: the sampler behind Gaussian thresholding of a histogram.
 
-DPSU and DPNE release a key iff ``H[u] + N(0, sigma^2) > rho`` and publish nothing but
-the set of released keys (Kim-Gopi-Kulkarni-Yekhanin 2021, Algorithms 1, 2 and 6). The
-released set is therefore a function of independent coins, key ``u`` released with
-probability ``Q((rho - H[u]) / sigma)`` (``Q = 1 - Phi``). This module draws exactly those
-coins -- it never forms a noisy floating-point total, so there is no low-order-bit leak
-(Mironov 2012) -- from privreg's CSPRNG integers (:func:`privreg.noise.vector.uniform_below`,
-``RandomSource.randbits``), never from numpy's or Spark's generators.
+Guarantee: :func:`gaussian_tail_coins` returns independent coins, coin ``i`` True with
+probability ``Q((rho - counts[i] / scale) / sigma)`` (``Q = 1 - Phi``) up to a total
+variation below ``2^-270`` per coin; :func:`gaussian_tail_binomial` draws
+``Binomial(n, Q(rho / sigma))`` to the same precision. All randomness comes from privreg's
+CSPRNG integers (:func:`privreg.noise.vector.uniform_below`, ``RandomSource.randbits``),
+never from numpy's or Spark's generators, and no noisy floating-point total is ever
+formed, so there is no low-order-bit leak (Mironov 2012).
+
+Why coins: DPSU and DPNE release a key iff ``H[u] + N(0, sigma^2) > rho`` and publish
+nothing but the set of released keys (Kim-Gopi-Kulkarni-Yekhanin 2021, Algorithms 1, 2 and
+6). The released set is therefore a function of independent coins, key ``u`` released with
+probability ``Q((rho - H[u]) / sigma)``; this module draws exactly those coins.
 
 How a coin is drawn: a uniform ``U`` on [0, 1) is revealed 62 bits at a time and compared
 with ``p = Q(a)``, ``a = (rho - h / scale) / sigma`` (``h`` an exact integer). First against
@@ -35,7 +40,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.noise.vector import uniform_below
 
-__all__ = ["gaussian_tail_coins", "gaussian_tail_probability", "gaussian_tail_binomial"]
+__all__ = ["gaussian_tail_coins", "gaussian_tail_probability", "gaussian_tail_binomial", "exact_tail_coin"]
 
 _BITS = 62
 _REL = 1e-6
@@ -54,8 +59,10 @@ def gaussian_tail_probability(a: mpmath.mpf) -> mpmath.mpf:
     return mpmath.erfc(a / mpmath.sqrt(2)) / 2
 
 
-def _slow_coin(word: int, count: int, scale: int, rho: float, sigma: float, rng: RandomSource) -> bool:
-    """The exact path: ``U = word 2^-62 + more random bits``, compared with Q(a) at 320+ bits."""
+def exact_tail_coin(word: int, count: int, scale: int, rho: float, sigma: float, rng: RandomSource) -> bool:
+    """One coin by the exact path of :func:`gaussian_tail_coins`: ``U = word 2^-62 + more
+    random bits from rng``, compared with ``Q((rho - count / scale) / sigma)`` at 320+ bits
+    (doubled until decided). ``word`` is the coin's first 62 uniform bits."""
     num, bits = word, _BITS
     prec, clear = _PREC, _CLEAR
     while True:
@@ -106,7 +113,7 @@ def gaussian_tail_coins(counts: np.ndarray, *, scale: int, rho: float, sigma: fl
     out = hi < p - tol
     unsure = np.flatnonzero(~out & ~(lo > p + tol))
     for i in unsure.tolist():  # rare: about 1e-6 p + 2^-57 of the coins
-        out[i] = _slow_coin(int(words[i]), int(counts[i]), scale, rho, sigma, rng)
+        out[i] = exact_tail_coin(int(words[i]), int(counts[i]), scale, rho, sigma, rng)
     return out
 
 

@@ -13,8 +13,8 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.probabilities import exp_lower_bound
 from privreg.noise import uniform_below
-from privreg.plugins.standard.probabilities import exp_lower_bound
 
 __all__ = ["RandomizedResponse"]
 

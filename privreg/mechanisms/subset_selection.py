@@ -25,16 +25,16 @@ import attrs
 import numpy as np
 
 from privreg.core import validation as v
+from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
-from privreg.core.charging import Charger
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.mechanisms.probabilities import exp_lower_bound
+from privreg.mechanisms.randomized_response import category_array
+from privreg.mechanisms.subset_histogram import MAX_REPORTS, subset_histogram
 from privreg.noise import uniform_below
 from privreg.noise.stream import keyed_generator
-from privreg.plugins.standard.probabilities import exp_lower_bound
-from privreg.plugins.standard.randomized_response import category_array
-from privreg.plugins.standard.subset_histogram import _MAX_REPORTS, subset_histogram
 
 __all__ = ["SubsetSelection", "uniform_chunked", "uniform_subsets"]
 
@@ -260,8 +260,8 @@ class SubsetSelection(Randomizer):
             raise PrivregValueError(f"counts must be {self.s} non-negative integers (one per item); got "
                                     f"shape {c.shape}, dtype {c.dtype}")
         # checked before the charge (the sampler refuses more reports than this after it)
-        if c.size and (int(c.max()) > _MAX_REPORTS or int(c.astype(np.int64).sum()) > _MAX_REPORTS):
-            raise PrivregValueError(f"counts must sum to at most {_MAX_REPORTS} reports per histogram; "
+        if c.size and (int(c.max()) > MAX_REPORTS or int(c.astype(np.int64).sum()) > MAX_REPORTS):
+            raise PrivregValueError(f"counts must sum to at most {MAX_REPORTS} reports per histogram; "
                                     f"split the reports into batches")
         rng = resolve_random(rng)
         self.charge_reports(int(c.sum()), charger=charger, rng=rng, label=label)

@@ -22,8 +22,8 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
-from privreg.plugins.standard.randomized_response import category_array
-from privreg.plugins.standard.probabilities import exp_lower_bound
+from privreg.mechanisms.probabilities import exp_lower_bound
+from privreg.mechanisms.randomized_response import category_array
 
 __all__ = ["OptimizedUnaryEncoding", "bernoulli_dyadic"]
 

@@ -22,10 +22,10 @@ from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,
 )
+from privreg.mechanisms.grid_mechanism import GridMechanism
+from privreg.mechanisms.noise_params import PATHS, as_global
 from privreg.noise import Grid
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
-from privreg.plugins.standard.grid_mechanism import GridMechanism
-from privreg.plugins.standard.noise_params import PATHS, as_global
 
 __all__ = ["GaussianMechanism", "as_global_l2", "classic_gaussian_ratio", "CALIBRATIONS"]
 

@@ -3,10 +3,10 @@
 A privacy pipeline has two halves. The *aggregation* half touches every record: read
 (user, text) rows, split text into tokens, bound each user's contribution and sum the
 contributions per key. It must scale, so it runs on a backend: in-process numpy/pandas
-(:class:`privreg.backends.local.LocalBackend`) or Apache Spark
-(:class:`privreg.backends.spark.SparkBackend`). The *release* half -- noise, thresholds,
-accounting -- runs on the driver, on the aggregated histogram only, with privreg's secure
-samplers; it never depends on the backend.
+(:class:`~privreg.plugins.ngrams.backends.local.LocalBackend`) or Apache Spark
+(:class:`~privreg.plugins.ngrams.backends.spark.SparkBackend`). The *release* half --
+noise, thresholds, accounting -- runs on the driver, on the aggregated histogram only,
+with privreg's secure samplers; it never depends on the backend.
 
 What every backend guarantees for :meth:`Backend.bounded_histogram` (the contract the
 privacy analysis relies on):

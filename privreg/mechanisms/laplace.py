@@ -15,10 +15,10 @@ from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,
 )
+from privreg.mechanisms.grid_mechanism import GridMechanism
+from privreg.mechanisms.noise_params import PATHS, as_global, float_at_most
 from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
-from privreg.plugins.standard.grid_mechanism import GridMechanism
-from privreg.plugins.standard.noise_params import PATHS, as_global, float_at_most
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 

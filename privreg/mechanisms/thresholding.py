@@ -67,12 +67,13 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomizer import _secure_permutation
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.dpsu_threshold import dpsu_threshold
+from privreg.mechanisms.gaussian import GaussianMechanism
+from privreg.mechanisms.grid_mechanism import exact_sum, grid_values, snap_values
+from privreg.mechanisms.noise_params import float_at_most
 from privreg.noise import Grid
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.noise.gaussian import discrete_gaussian_many
-from privreg.plugins.standard.gaussian import GaussianMechanism
-from privreg.plugins.standard.grid_mechanism import exact_sum, grid_values, snap_values
-from privreg.plugins.standard.noise_params import float_at_most
 
 __all__ = ["LaplaceThresholding", "GaussianThresholding", "validate_key_counts", "canonical_order", "KeyCounts"]
 
@@ -168,7 +169,7 @@ class _Thresholding(Mechanism):
 
     Input range: counts finite, >= 0 and within float64 (anything else is refused before
     the charge); nothing is clamped, the snapped totals and the noise are added exactly
-    (:func:`~privreg.plugins.standard.grid_mechanism.exact_sum`). Output order: the
+    (:func:`~privreg.mechanisms.grid_mechanism.exact_sum`). Output order: the
     released keys in ascending order (:func:`canonical_order`), so the output never
     depends on the order of the input; keys with no such order come in a uniformly
     random order drawn from the secure source."""
@@ -342,7 +343,7 @@ class GaussianThresholding(_Thresholding):
     user has weight <= Delta_2 / sqrt(t). (Only the first property is needed for the noise;
     the second is what the threshold formula of the papers assumes.)
 
-    **Noise.** A :class:`~privreg.plugins.standard.gaussian.GaussianMechanism` with
+    **Noise.** A :class:`~privreg.mechanisms.gaussian.GaussianMechanism` with
     ``(epsilon, delta/2)``, L2 sensitivity Delta_2 and ``dimension=Delta_0`` (the user moves
     at most Delta_0 coordinates) supplies the grid ``g = Delta_2 / m``, the integer L2
     sensitivity ``Delta_int`` (``m + ceil(sqrt(Delta_0))``, or ``m`` when Delta_0 = 1) and
@@ -416,11 +417,10 @@ class GaussianThresholding(_Thresholding):
 
     @property
     def paper_threshold(self) -> float:
-        """rho of paper 002 / DPSU with the continuous analytic sigma (reference value)."""
-        sigma = self.noise_mechanism.continuous_sigma
-        t = np.arange(1, self.max_partitions + 1, dtype=np.float64)
-        tail = -np.expm1(math.log1p(-self.threshold_delta) / t)  # 1 - (1 - delta/2)^(1/t)
-        return float(np.max(self.sensitivity / np.sqrt(t) - sigma * special.ndtri(tail)))
+        """rho of paper 002 / DPSU with the continuous analytic sigma (reference value),
+        verified exactly (:func:`~privreg.mechanisms.dpsu_threshold.dpsu_threshold`)."""
+        return dpsu_threshold(sigma=self.noise_mechanism.continuous_sigma, max_keys=self.max_partitions,
+                              delta_threshold=self.threshold_delta, sensitivity=self.sensitivity)
 
     @property
     def threshold_int(self) -> int:

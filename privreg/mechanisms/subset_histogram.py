@@ -53,9 +53,10 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 
-__all__ = ["subset_histogram"]
+__all__ = ["subset_histogram", "MAX_REPORTS"]
 
-_MAX_REPORTS = 10**9 - 1  # numpy's hypergeometric needs ngood + nbad < 10**9
+#: Most reports one histogram can sample (numpy's hypergeometric needs ngood + nbad < 10**9).
+MAX_REPORTS = 10**9 - 1
 _FINISH_WIDTH = 32  # pure reports in nodes this small are finished directly (_finish_pure)
 
 
@@ -147,8 +148,8 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float,
     if d >= s:
         raise PrivregValueError(f"subset_size must be below the domain size {s}; got {d}")
     n = int(c.sum())
-    if n > _MAX_REPORTS:
-        raise PrivregValueError(f"at most {_MAX_REPORTS} reports per histogram: split them into batches")
+    if n > MAX_REPORTS:
+        raise PrivregValueError(f"at most {MAX_REPORTS} reports per histogram: split them into batches")
     kept = gen.binomial(c, keep_probability)
     votes = kept.copy()
     own = np.stack([kept, c - kept])  # class 0 needs d - 1 other items, class 1 needs d

@@ -51,9 +51,9 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import Sensitivity, SensitivityKind
-from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
+from privreg.mechanisms.grid_mechanism import grid_to_float
 from privreg.noise.fast import MAX_PART
-from privreg.plugins.standard.grid_mechanism import grid_to_float
+from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
 
 __all__ = [
     "SmoothGaussianMechanism",

@@ -11,10 +11,10 @@ import numpy as np
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
+from privreg.mechanisms.noise_params import PATHS
 from privreg.noise.fast import MAX_PART
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
-from privreg.plugins.standard.grid_mechanism import IntegerNoiseMechanism
-from privreg.plugins.standard.noise_params import PATHS
 
 __all__ = ["DiscreteGaussianMechanism"]
 

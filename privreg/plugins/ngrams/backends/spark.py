@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privreg.backends.base import (
+from privreg.plugins.ngrams.backends.base import (
     DEFAULT_SCALE,
     Backend,
     Histogram,
@@ -99,7 +99,7 @@ class SparkBackend(Backend):
         from pyspark.sql import functions as F
 
         if not isinstance(tokenizer, Tokenizer):
-            raise PrivregTypeError(f"tokenizer must be a privreg.backends.Tokenizer; got {tokenizer!r}")
+            raise PrivregTypeError(f"tokenizer must be a privreg.plugins.ngrams.backends.Tokenizer; got {tokenizer!r}")
         text = F.lower(F.col("text")) if tokenizer.lowercase else F.col("text")
         pattern = F.lit("(?U)" + tokenizer.pattern)
         return records.select("user", F.regexp_extract_all(text, pattern, F.lit(0)).alias("tokens"))

@@ -11,10 +11,10 @@ import numpy as np
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
+from privreg.mechanisms.noise_params import PATHS, float_at_most
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
-from privreg.plugins.standard.grid_mechanism import IntegerNoiseMechanism
-from privreg.plugins.standard.noise_params import PATHS, float_at_most
 
 __all__ = ["DiscreteLaplaceMechanism"]
 

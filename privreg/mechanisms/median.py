@@ -14,15 +14,22 @@ import math
 from typing import Annotated, Any, ClassVar
 
 import attrs
-
 import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import OPEN_UNIT, POSITIVE, Spec, param_field, param_fields
-from privreg.core.sensitivity import LocalSensitivity, Norm, Sensitivity, SensitivityKind
-from privreg.plugins.standard.grid_mechanism import finite_array
-from privreg.plugins.standard.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
+from privreg.core.sensitivity import (
+    LocalSensitivity,
+    Norm,
+    Sensitivity,
+    SensitivityKind,
+)
+from privreg.mechanisms.grid_mechanism import finite_array
+from privreg.mechanisms.smooth_gaussian import (
+    SmoothGaussianMechanism,
+    smooth_gaussian_parameters,
+)
 
 __all__ = ["MedianQuery", "MedianSmoothSensitivity", "median_local_sensitivity", "median_smooth_sensitivity",
            "smooth_median_mechanism"]

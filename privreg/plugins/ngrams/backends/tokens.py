@@ -1,0 +1,163 @@
+"""Tokenized text as integer arrays: the vocabulary, token chunks and corpora, and the
+(user, key) pairs handed to :func:`~privreg.plugins.ngrams.backends.bounding.bounded_histogram`.
+
+Tags (:func:`string_tags`) are hashes of the strings themselves, so a user's or token's
+tag never depends on what other users hold.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+
+import attrs
+import numpy as np
+
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.plugins.ngrams.backends.base import Tokenizer
+
+__all__ = ["LocalPairs", "TokenChunk", "TokenCorpus", "Vocabulary", "string_tags", "tokenize_texts"]
+
+
+def string_tags(values: np.ndarray) -> np.ndarray:
+    """A fixed 64-bit hash (pandas' SipHash with its default key) of each string: a tag
+    that depends on the string alone, unlike its index in a data-dependent sorted list."""
+    import pandas as pd
+
+    return pd.util.hash_array(np.asarray(values, dtype=object).astype(str).astype(object))
+
+
+def tokenize_texts(texts: Iterable[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokens of each text as ``(lengths, codes, uniques)``: ``lengths[i]`` tokens of text
+    ``i``, then all tokens in order as ``uniques[codes]`` (``uniques`` in order of first
+    appearance). Exactly :meth:`Tokenizer.tokens` of each text: ``re.findall`` of the
+    pattern on the (lower-cased) text."""
+    import pandas as pd
+
+    pattern = re.compile(tokenizer.pattern)
+    if tokenizer.lowercase:
+        texts = [t.lower() for t in texts]
+    lists = [pattern.findall(t) for t in texts]
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
+    if flat.size == 0:
+        return lengths, np.zeros(0, np.int64), np.zeros(0, dtype=object)
+    codes, uniques = pd.factorize(flat)
+    return lengths, codes.astype(np.int64, copy=False), np.asarray(uniques, dtype=object)
+
+
+class Vocabulary:
+    """Token strings to dense int32 ids in order of first appearance. The only state of
+    streaming tokenization that lives across chunks (it grows with distinct tokens)."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+
+    def ids(self, words: np.ndarray) -> np.ndarray:
+        """The id of each of ``words`` (distinct strings), adding the new ones."""
+        index = self._index
+        return np.fromiter((index.setdefault(w, len(index)) for w in words.tolist()), dtype=np.int32,
+                           count=len(words))
+
+    def words(self) -> np.ndarray:
+        """All tokens, indexed by id."""
+        return np.array(list(self._index), dtype=object)
+
+
+@attrs.frozen(kw_only=True)
+class TokenChunk:
+    """One chunk of tokenized records: ``users`` (the user id string of each record),
+    ``lengths`` (tokens per record, int64) and ``tokens`` (all tokens in record order as
+    int32 ids of a :class:`Vocabulary`)."""
+
+    users: np.ndarray
+    lengths: np.ndarray
+    tokens: np.ndarray
+
+
+@attrs.frozen(kw_only=True)
+class LocalPairs:
+    """(user, key) rows for :meth:`LocalBackend.bounded_histogram`: two aligned 1-d
+    integer arrays (users as dense indices 0..U-1, keys as int64).
+
+    The keyed choice of a user's kept keys must depend on that user's own data only, so
+    it is computed from *intrinsic* tags: ``user_tags[user]`` (e.g. a hash of the user id
+    string; required, since a dense user index shifts when another user is added) and
+    ``key_tags[key]`` when keys are dense indices of data-dependent lists (e.g. token ids
+    of a vocabulary), else the key itself (keys that mean the same thing whatever other
+    users hold, e.g. indices into already released sets)."""
+
+    user: np.ndarray
+    key: np.ndarray
+    user_tags: np.ndarray
+    key_tags: np.ndarray | None = None
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("user", "key"):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+                raise PrivregTypeError(f"{name} must be a 1-d integer numpy array; got {type(arr).__name__}")
+        if self.user.shape != self.key.shape:
+            raise PrivregValueError(f"user and key must be aligned; got {self.user.size} and {self.key.size} rows")
+        for name in ("user_tags", "key_tags"):
+            arr = getattr(self, name)
+            if arr is not None and (not isinstance(arr, np.ndarray) or arr.dtype != np.uint64):
+                raise PrivregTypeError(f"{name} must be a uint64 numpy array of tags")
+
+
+@attrs.frozen(kw_only=True)
+class TokenCorpus:
+    """A tokenized multi-user corpus, in memory.
+
+    * ``tokens``: int32 token id per position (index into ``vocab``);
+    * ``vocab``: the distinct tokens, sorted by code point (so ids agree with Spark's
+      binary string order);
+    * ``user``: int32 user index per position (index into ``users``, sorted ids);
+    * ``record_end``: int64 per position, the exclusive end of its record: an n-gram of
+      length k starts at p only if ``p + k <= record_end[p]`` (n-grams never cross records).
+    """
+
+    tokens: np.ndarray
+    vocab: np.ndarray
+    user: np.ndarray
+    users: np.ndarray
+    record_end: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.tokens.size)
+
+    @property
+    def user_tags(self) -> np.ndarray:
+        """Intrinsic 64-bit tag of each user (a hash of the user id string)."""
+        return string_tags(self.users)
+
+    @property
+    def vocab_tags(self) -> np.ndarray:
+        """Intrinsic 64-bit tag of each token (a hash of the token string)."""
+        return string_tags(self.vocab)
+
+    @classmethod
+    def from_arrays(cls, *, tokens: np.ndarray, user: np.ndarray, record_end: np.ndarray,
+                    vocab: np.ndarray | None = None, users: np.ndarray | None = None) -> TokenCorpus:
+        """Wrap arrays made elsewhere (e.g. the synthetic generator). ``vocab`` defaults to
+        ``"w<id>"`` names, ``users`` to ``"u<index>"``; both must be sorted and distinct."""
+        tokens = np.asarray(tokens)
+        n_vocab = int(tokens.max()) + 1 if tokens.size else 0
+        if vocab is None:
+            width = len(str(max(n_vocab - 1, 0)))
+            vocab = np.array([f"w{i:0{width}d}" for i in range(n_vocab)], dtype=object)
+        if users is None:
+            n_users = int(np.max(user)) + 1 if np.size(user) else 0
+            width = len(str(max(n_users - 1, 0)))
+            users = np.array([f"u{i:0{width}d}" for i in range(n_users)], dtype=object)
+        return cls(tokens=tokens.astype(np.int32, copy=False), vocab=np.asarray(vocab, dtype=object),
+                   user=np.asarray(user).astype(np.int32, copy=False), users=np.asarray(users, dtype=object),
+                   record_end=np.asarray(record_end).astype(np.int64, copy=False))
+
+    def decode(self, start: np.ndarray, length: int) -> list[str]:
+        """The n-grams of ``length`` starting at positions ``start``, as space-joined strings."""
+        idx = start[:, None] + np.arange(length)[None, :]
+        words = self.vocab[self.tokens[idx]]
+        return [" ".join(row) for row in words]
