@@ -411,10 +411,12 @@ def test_gaussian_sigma_meets_the_exact_curve(eps, delta, sens):
 
 
 @pytest.mark.parametrize("eps, delta", GRID)
-def test_gaussian_sigma_is_ulps_from_the_exact_optimum_on_the_grid(eps, delta):
+def test_gaussian_sigma_is_close_to_the_exact_optimum_on_the_grid(eps, delta):
+    # within 2e-11: the double-precision curve sigma must also pass is widened by a bound on
+    # log_ndtr's rounding (so it never undercuts the exact one), which costs up to ~8e-12 here
     sigma = calibrate_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=0.37)
     assert exact_delta_of_sigma(eps, 0.37, sigma) <= delta
-    assert exact_delta_of_sigma(eps, 0.37, sigma * (1 - 1e-13)) > delta
+    assert exact_delta_of_sigma(eps, 0.37, sigma * (1 - 2e-11)) > delta
 
 
 def test_gaussian_sigma_reported_cases_of_the_issue_are_safe():

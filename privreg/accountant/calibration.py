@@ -174,9 +174,10 @@ def calibrate_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float
     sigma`` taken exactly (mpmath, see the module docstring), gives ``delta(epsilon) <=
     delta``, so sigma is never below the exact optimum; and so does privreg's double
     precision :func:`~privreg.accountant.curves.gaussian_delta` at ``sensitivity / sigma``.
-    Sigma is the smallest float passing both checks: within a few ulps of the exact
-    optimum for usual targets; where the double-precision curve errs high (epsilon near
-    1e-4 with delta below 1e-200) up to a relative 1e-9 above it.
+    Sigma is the smallest float passing both checks: within a relative 1e-11 of the exact
+    optimum for usual targets (the double-precision curve is widened by a bound on its
+    rounding, so it errs high); where it errs higher (epsilon near 1e-4 with delta below
+    1e-200) up to a relative 1e-9 above it.
 
     ``epsilon > 0``, ``0 < delta < 1`` and ``sensitivity > 0`` are required (``delta = 0``
     is out of reach of any Gaussian).
