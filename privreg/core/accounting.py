@@ -40,17 +40,26 @@ def _event_class(x: Any) -> type[PrivacyEvent]:
     return x
 
 
-def _callable(x: Any) -> Callable[[Any, PrivacyEvent], Any]:
+def _callable(x: object) -> Callable[[Any, PrivacyEvent], Any]:
     if not callable(x):
         raise PrivregTypeError(f"handler must be callable(accountant, event); got {x!r}")
     return x
+
+
+# Named converters: mypy's attrs plugin cannot type __init__ from a lambda converter.
+def _accountant_name(x: object) -> str:
+    return v.check_name("accountant", x)
+
+
+def _name(x: object) -> str:
+    return v.check_name("name", x)
 
 
 @attrs.frozen(kw_only=True)
 class AccountingHandler:
     """How accountant ``accountant`` prices one release of ``event_type``."""
 
-    accountant: str = attrs.field(converter=lambda x: v.check_name("accountant", x))
+    accountant: str = attrs.field(converter=_accountant_name)
     event_type: type[PrivacyEvent] = attrs.field(converter=_event_class)
     handler: Callable[[Any, PrivacyEvent], Any] = attrs.field(converter=_callable)
 
@@ -59,7 +68,7 @@ class AccountingHandler:
 class AccountantType:
     """A new accountant class, made by ``privreg.accountant.make_accountant(name)``."""
 
-    name: str = attrs.field(converter=lambda x: v.check_name("name", x))
+    name: str = attrs.field(converter=_name)
     factory: type = attrs.field(validator=attrs.validators.instance_of(type))
 
 

@@ -50,7 +50,7 @@ __all__ = [
 #: Every known event type, by its ``kind`` tag (the ``"kind"`` key of its JSON form).
 EVENT_TYPES: dict[str, type[PrivacyEvent]] = {}
 
-_E = TypeVar("_E", bound=type)
+_E = TypeVar("_E", bound="type[PrivacyEvent]")
 
 # Field metadata key marking fields that hold nested events: "one" or "many".
 _NESTED = "privreg_nested_event"
@@ -71,6 +71,9 @@ class PrivacyEvent:
 
     kind: ClassVar[str] = ""
     neighbouring: str | None = None
+    # Declared (not set) so that attrs.fields(type(self)) type-checks: event_type admits
+    # attrs classes only, and attrs sets this on each of them.
+    __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Any], ...]]
 
     def lower(self) -> PrivacyEvent | None:
         """The best guarantee of this event stated as a core event, or None.
@@ -122,7 +125,9 @@ def event_type(kind: str) -> Callable[[_E], _E]:
     v.check_name("kind", kind)
 
     def register(cls: _E) -> _E:
-        if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent) and attrs.has(cls)):
+        # Out of the condition: attrs.has is a TypeGuard, it would narrow cls to type[AttrsInstance].
+        is_attrs = attrs.has(cls)
+        if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent) and is_attrs):
             raise PrivregTypeError(
                 f"event_type({kind!r}) must decorate an attrs class deriving from PrivacyEvent; "
                 f"got {cls!r}"
@@ -190,14 +195,6 @@ def iter_events(event: PrivacyEvent) -> Iterator[PrivacyEvent]:
 
 # --- field helpers -------------------------------------------------------------------
 
-def _eps(name: str, *, allow_zero: bool = True) -> Callable[[Any], float]:
-    return lambda x: v.check_epsilon(name, x, allow_zero=allow_zero)
-
-
-def _sens(name: str) -> Callable[[Any], float]:
-    return lambda x: v.check_sensitivity(name, x)
-
-
 def _event(name: str) -> Callable[[Any], PrivacyEvent]:
     def convert(x: Any) -> PrivacyEvent:
         if not isinstance(x, PrivacyEvent):
@@ -239,6 +236,81 @@ def _text(name: str) -> Callable[[Any], str]:
     return convert
 
 
+# Named converters, one per field: mypy's attrs plugin types __init__ from a named function's
+# parameter, but not from a lambda or from a call such as _text("reason").
+
+def _reason(x: object) -> str:
+    return _text("reason")(x)
+
+
+def _epsilon(x: object) -> float:
+    return v.check_epsilon("epsilon", x, allow_zero=True)
+
+
+def _positive_epsilon(x: object) -> float:
+    return v.check_epsilon("epsilon", x, allow_zero=False)
+
+
+def _epsilon0(x: object) -> float:
+    return v.check_epsilon("epsilon0", x, allow_zero=True)
+
+
+def _rho(x: object) -> float:
+    return v.check_epsilon("rho", x, allow_zero=True)
+
+
+def _delta(x: object) -> float:
+    return v.check_delta("delta", x)
+
+
+def _scale(x: object) -> float:
+    return v.check_sensitivity("scale", x)
+
+
+def _sigma(x: object) -> float:
+    return v.check_sensitivity("sigma", x)
+
+
+def _sensitivity(x: object) -> float:
+    return v.check_sensitivity("sensitivity", x)
+
+
+def _int_sensitivity(x: object) -> int:
+    return v.check_count("sensitivity", x)
+
+
+def _dimension(x: object) -> int:
+    return v.check_count("dimension", x)
+
+
+def _randomizer(x: object) -> str:
+    return _text("randomizer")(x)
+
+
+def _count(x: object) -> int:
+    return v.check_count("count", x)
+
+
+def _sampling_probability(x: object) -> float:
+    return v.check_probability("sampling_probability", x)
+
+
+def _source_size(x: object) -> int:
+    return v.check_count("source_size", x)
+
+
+def _sample_size(x: object) -> int:
+    return v.check_count("sample_size", x)
+
+
+def _num_reports(x: object) -> int:
+    return v.check_count("num_reports", x)
+
+
+def _shuffled_event(x: object) -> PrivacyEvent:
+    return _event("event")(x)
+
+
 # --- leaf events -----------------------------------------------------------------------
 
 @event_type("no_privacy_loss")
@@ -247,7 +319,7 @@ class NoPrivacyLoss(PrivacyEvent):
     """A step that releases nothing about individuals (e.g. an encrypted intermediate that
     no party can decrypt). ``reason`` says why, for the audit trail."""
 
-    reason: str = attrs.field(default="", converter=_text("reason"))
+    reason: str = attrs.field(default="", converter=_reason)
 
 
 @event_type("pure_dp")
@@ -255,7 +327,7 @@ class NoPrivacyLoss(PrivacyEvent):
 class PureDP(PrivacyEvent):
     """Any mechanism known to be ``epsilon``-DP (pure)."""
 
-    epsilon: float = attrs.field(converter=_eps("epsilon"))
+    epsilon: float = attrs.field(converter=_epsilon)
     neighbouring: str | None = _relation()
 
 
@@ -264,8 +336,8 @@ class PureDP(PrivacyEvent):
 class ApproxDP(PrivacyEvent):
     """Any mechanism known to be ``(epsilon, delta)``-DP."""
 
-    epsilon: float = attrs.field(converter=_eps("epsilon"))
-    delta: float = attrs.field(converter=lambda x: v.check_delta("delta", x))
+    epsilon: float = attrs.field(converter=_epsilon)
+    delta: float = attrs.field(converter=_delta)
     neighbouring: str | None = _relation()
 
 
@@ -274,7 +346,7 @@ class ApproxDP(PrivacyEvent):
 class ZCDP(PrivacyEvent):
     """Any mechanism known to be ``rho``-zCDP (Bun-Steinke 2016)."""
 
-    rho: float = attrs.field(converter=_eps("rho"))
+    rho: float = attrs.field(converter=_rho)
     neighbouring: str | None = _relation()
 
 
@@ -286,8 +358,8 @@ class Laplace(PrivacyEvent):
     Pure DP with epsilon = sensitivity / scale (Dwork-McSherry-Nissim-Smith 2006).
     """
 
-    scale: float = attrs.field(converter=_sens("scale"))
-    sensitivity: float = attrs.field(default=1.0, converter=_sens("sensitivity"))
+    scale: float = attrs.field(converter=_scale)
+    sensitivity: float = attrs.field(default=1.0, converter=_sensitivity)
     neighbouring: str | None = _relation()
 
     @property
@@ -307,8 +379,8 @@ class DiscreteLaplace(PrivacyEvent):
     extremes), so PLD and RDP accounting must not treat it as :class:`Laplace`.
     """
 
-    scale: float = attrs.field(converter=_sens("scale"))
-    sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
+    scale: float = attrs.field(converter=_scale)
+    sensitivity: int = attrs.field(converter=_int_sensitivity)
     neighbouring: str | None = _relation()
 
     @property
@@ -330,9 +402,9 @@ class DiscreteGaussian(PrivacyEvent):
     same L2 shift, so the exact 1-dimensional PLD applies only when ``dimension == 1``.
     """
 
-    sigma: float = attrs.field(converter=_sens("sigma"))
-    sensitivity: int = attrs.field(converter=lambda x: v.check_count("sensitivity", x))
-    dimension: int = attrs.field(default=1, converter=lambda x: v.check_count("dimension", x))
+    sigma: float = attrs.field(converter=_sigma)
+    sensitivity: int = attrs.field(converter=_int_sensitivity)
+    dimension: int = attrs.field(default=1, converter=_dimension)
     neighbouring: str | None = _relation()
 
     @property
@@ -345,8 +417,8 @@ class DiscreteGaussian(PrivacyEvent):
 class Gaussian(PrivacyEvent):
     """Gaussian noise of std ``sigma`` added to a query of L2 ``sensitivity``."""
 
-    sigma: float = attrs.field(converter=_sens("sigma"))
-    sensitivity: float = attrs.field(default=1.0, converter=_sens("sensitivity"))
+    sigma: float = attrs.field(converter=_sigma)
+    sensitivity: float = attrs.field(default=1.0, converter=_sensitivity)
     neighbouring: str | None = _relation()
 
     @property
@@ -363,7 +435,7 @@ EXPONENTIAL_VARIANTS = (
 )
 
 
-def _variant(x: Any) -> str:
+def _variant(x: object) -> str:
     if x not in EXPONENTIAL_VARIANTS:
         raise PrivregValueError(f"variant must be one of {EXPONENTIAL_VARIANTS}; got {x!r}")
     return x
@@ -380,7 +452,7 @@ class Exponential(PrivacyEvent):
     ``epsilon``-bounded-range, which gives ``epsilon**2 / 8``-zCDP (Cesar-Rogers 2021).
     """
 
-    epsilon: float = attrs.field(converter=_eps("epsilon", allow_zero=False))
+    epsilon: float = attrs.field(converter=_positive_epsilon)
     variant: str = attrs.field(default="exponential", converter=_variant)
     neighbouring: str | None = _relation()
 
@@ -399,10 +471,10 @@ class LocalDP(PrivacyEvent):
     """
 
     #: An eps0-LDP guarantee bounds replacing one user's input, not adding one.
-    neighbouring: ClassVar[str] = "replace_one"
+    neighbouring = "replace_one"
 
-    epsilon0: float = attrs.field(converter=_eps("epsilon0"))
-    randomizer: str = attrs.field(default="", converter=_text("randomizer"))
+    epsilon0: float = attrs.field(converter=_epsilon0)
+    randomizer: str = attrs.field(default="", converter=_randomizer)
 
 
 # --- combinators ----------------------------------------------------------------------
@@ -421,7 +493,7 @@ class SelfComposed(PrivacyEvent):
     """``count`` adaptive repetitions of ``event``."""
 
     event: PrivacyEvent = _nested("one", "event")
-    count: int = attrs.field(converter=lambda x: v.check_count("count", x))
+    count: int = attrs.field(converter=_count)
 
 
 @event_type("poisson_sampled")
@@ -431,11 +503,9 @@ class PoissonSampled(PrivacyEvent):
     probability ``sampling_probability``."""
 
     #: Balle-Barthe-Gaboardi 2018, Theorem 8 and dp-accounting: add/remove neighbours.
-    neighbouring: ClassVar[str] = "add_remove"
+    neighbouring = "add_remove"
 
-    sampling_probability: float = attrs.field(
-        converter=lambda x: v.check_probability("sampling_probability", x)
-    )
+    sampling_probability: float = attrs.field(converter=_sampling_probability)
     event: PrivacyEvent = _nested("one", "event")
 
 
@@ -453,12 +523,10 @@ class SampledWithoutReplacement(PrivacyEvent):
     ``source_size`` (replace-one neighbours)."""
 
     #: Balle-Barthe-Gaboardi 2018, Theorem 10: substitution neighbours.
-    neighbouring: ClassVar[str] = "replace_one"
+    neighbouring = "replace_one"
 
-    source_size: int = attrs.field(converter=lambda x: v.check_count("source_size", x))
-    sample_size: int = attrs.field(
-        converter=lambda x: v.check_count("sample_size", x), validator=_check_sample_size
-    )
+    source_size: int = attrs.field(converter=_source_size)
+    sample_size: int = attrs.field(converter=_sample_size, validator=_check_sample_size)
     event: PrivacyEvent = _nested("one", "event")
 
 
@@ -474,7 +542,7 @@ def _check_local(instance: Any, attribute: Any, value: PrivacyEvent) -> None:
 SHUFFLE_BOUNDS = ("fmt21-closed-form", "fmt21-numerical", "fmt23-numerical")
 
 
-def _bound(x: Any) -> str:
+def _bound(x: object) -> str:
     if x not in SHUFFLE_BOUNDS:
         raise PrivregValueError(f"bound must be one of {SHUFFLE_BOUNDS}; got {x!r}")
     return x
@@ -493,10 +561,10 @@ class Shuffled(PrivacyEvent):
     """
 
     #: FMT 2021/2023 bound replacing one user's report among ``num_reports``.
-    neighbouring: ClassVar[str] = "replace_one"
+    neighbouring = "replace_one"
 
     event: PrivacyEvent = attrs.field(
-        converter=_event("event"), validator=_check_local, metadata={_NESTED: "one"}
+        converter=_shuffled_event, validator=_check_local, metadata={_NESTED: "one"}
     )
-    num_reports: int = attrs.field(converter=lambda x: v.check_count("num_reports", x))
+    num_reports: int = attrs.field(converter=_num_reports)
     bound: str = attrs.field(default="fmt21-numerical", converter=_bound)

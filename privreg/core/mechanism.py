@@ -64,8 +64,9 @@ class Mechanism(ABC):
 
     def parameters(self) -> dict[str, Any]:
         """The mechanism's configuration as JSON-safe values, for the ledger."""
-        if attrs.has(type(self)):
-            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(type(self))}
+        cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
+        if attrs.has(cls):
+            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(cls)}
         return {}
 
     def release(

@@ -72,8 +72,9 @@ class Randomizer(ABC):
         raise PrivregError(f"randomizer {self.name!r} has no unbiased aggregate estimator")
 
     def parameters(self) -> dict[str, Any]:
-        if attrs.has(type(self)):
-            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(type(self))}
+        cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
+        if attrs.has(cls):
+            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(cls)}
         return {}
 
     def privacy_event(self, *, num_reports: int | None = None, shuffled: bool = False) -> PrivacyEvent:

@@ -75,25 +75,35 @@ class Sensitivity(ABC):
         return self.kind is not SensitivityKind.GLOBAL
 
 
+# Named converters throughout: mypy's attrs plugin types __init__ from a named function's
+# parameter, but not from a lambda or from a call such as _callable("function").
+def _value(x: object) -> float:
+    return v.check_sensitivity("sensitivity", x)
+
+
 @attrs.frozen(kw_only=True)
 class GlobalSensitivity(Sensitivity):
     """A declared global sensitivity: for all neighbours x ~ x', ||f(x) - f(x')|| <= value."""
 
     kind: ClassVar[SensitivityKind] = SensitivityKind.GLOBAL
-    value: float = attrs.field(converter=lambda x: v.check_sensitivity("sensitivity", x))
+    value: float = attrs.field(converter=_value)
     norm: Norm = attrs.field(default=Norm.L1, converter=_norm)
 
     def bound(self, data: Any = None) -> float:
         return self.value
 
 
-def _callable(name: str) -> Callable[[Any], Any]:
-    def convert(f: Any) -> Any:
+def _callable(name: str) -> Callable[[object], Callable[..., Any]]:
+    def convert(f: object) -> Callable[..., Any]:
         if not callable(f):
             raise PrivregTypeError(f"{name} must be callable; got {f!r}")
         return f
 
     return convert
+
+
+def _function(f: object) -> Callable[[Any], float]:
+    return _callable("function")(f)
 
 
 @attrs.frozen(kw_only=True)
@@ -104,13 +114,29 @@ class LocalSensitivity(Sensitivity):
     """
 
     kind: ClassVar[SensitivityKind] = SensitivityKind.LOCAL
-    function: Callable[[Any], float] = attrs.field(converter=_callable("function"))
+    function: Callable[[Any], float] = attrs.field(converter=_function)
     norm: Norm = attrs.field(default=Norm.L1, converter=_norm)
 
     def bound(self, data: Any = None) -> float:
         if data is None:
             raise PrivregValueError("LocalSensitivity.bound needs data: pass bound(data)")
         return v.check_sensitivity("local sensitivity", self.function(data), allow_zero=True)
+
+
+def _local_at_distance(f: object) -> Callable[[Any, int], float]:
+    return _callable("local_at_distance")(f)
+
+
+def _beta(x: object) -> float:
+    return v.check_epsilon("beta", x)
+
+
+def _max_distance(x: object) -> int:
+    return v.check_int("max_distance", x, minimum=0)
+
+
+def _global_bound(x: object) -> float | None:
+    return None if x is None else v.check_sensitivity("global_bound", x)
 
 
 @attrs.frozen(kw_only=True)
@@ -128,15 +154,10 @@ class SmoothSensitivity(Sensitivity):
     """
 
     kind: ClassVar[SensitivityKind] = SensitivityKind.SMOOTH
-    local_at_distance: Callable[[Any, int], float] = attrs.field(
-        converter=_callable("local_at_distance")
-    )
-    beta: float = attrs.field(converter=lambda x: v.check_epsilon("beta", x))
-    max_distance: int = attrs.field(converter=lambda x: v.check_int("max_distance", x, minimum=0))
-    global_bound: float | None = attrs.field(
-        default=None,
-        converter=lambda x: None if x is None else v.check_sensitivity("global_bound", x),
-    )
+    local_at_distance: Callable[[Any, int], float] = attrs.field(converter=_local_at_distance)
+    beta: float = attrs.field(converter=_beta)
+    max_distance: int = attrs.field(converter=_max_distance)
+    global_bound: float | None = attrs.field(default=None, converter=_global_bound)
     norm: Norm = attrs.field(default=Norm.L1, converter=_norm)
 
     def bound(self, data: Any = None) -> float:

@@ -132,8 +132,8 @@ def check_relation(name: str, value: Any) -> str:
     name ``"substitution"`` is read as ``"replace_one"``)."""
     if not isinstance(value, str):
         raise PrivregTypeError(f"{name} must be a str; got {value!r} of type {type(value).__name__}.")
-    value = _LEGACY_RELATIONS.get(value, value)
-    if value not in RELATIONS:
-        raise PrivregValueError(f"{name} must be one of {RELATIONS}; got {value!r}.")
-    return value
+    relation = _LEGACY_RELATIONS.get(value, value)  # a new name, typed str (value is Any)
+    if relation not in RELATIONS:
+        raise PrivregValueError(f"{name} must be one of {RELATIONS}; got {relation!r}.")
+    return relation
 

@@ -7,6 +7,7 @@ random source, and where to write outputs; it returns a :class:`WorkflowResult`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ def _ignore(message: str) -> None:
     """Default sink for progress messages of library callers: they asked for silence."""
 
 
+def _output_dir(p: str | os.PathLike[str] | None) -> Path | None:
+    return None if p is None else Path(p)
+
+
 @attrs.define(kw_only=True)
 class WorkflowContext:
     """Per-run services: ``charger`` (every release is charged here), ``rng`` (the OS
@@ -32,9 +37,7 @@ class WorkflowContext:
 
     charger: Charger = attrs.field(factory=EventLog)
     rng: RandomSource = attrs.field(default=None, converter=resolve_random)
-    output_dir: Path | None = attrs.field(
-        default=None, converter=lambda p: None if p is None else Path(p)
-    )
+    output_dir: Path | None = attrs.field(default=None, converter=_output_dir)
     echo: Callable[[str], None] = _ignore
 
     def output_path(self, name: str) -> Path | None:

@@ -95,7 +95,7 @@ def _check_bits(bits: Any) -> int:
     return v.check_int("bits", bits, minimum=1)
 
 
-def _check_output(output: Any) -> str:
+def _check_output(output: object) -> str:
     if output not in OUTPUTS:
         raise PrivregValueError(f"output must be one of {OUTPUTS}; got {output!r}.")
     return output

@@ -78,6 +78,7 @@ from typing import Any
 import gmpy2
 import numpy as np
 from gmpy2 import mpz
+from numpy.typing import NDArray
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
@@ -111,7 +112,7 @@ DEFAULT_SIGMA = 40
 _INVERSION_COST = 8
 
 
-def _check_layout(layout: Any) -> str:
+def _check_layout(layout: object) -> str:
     if layout not in LAYOUTS:
         raise PrivregValueError(f"layout must be one of {LAYOUTS}; got {layout!r}.")
     return layout
@@ -505,12 +506,14 @@ class EncryptedDistances:
     def rerandomize(self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
                     workers: int | None = None) -> EncryptedDistances:
         """Fresh ciphertexts of the same values (what the channel does before sending)."""
-        kw = {"obfuscation": obfuscation, "rng": rng, "workers": workers}
+        packed, vec = self.packed, self.vec
+        if packed is not None:
+            packed = packed.rerandomize(obfuscation=obfuscation, rng=rng, workers=workers)
+        if vec is not None:
+            vec = vec.rerandomize(obfuscation=obfuscation, rng=rng, workers=workers)
         return EncryptedDistances(
             public_key=self.public_key, layout=self.layout, length=self.length, count=self.count,
-            packed=self.packed.rerandomize(**kw) if self.packed is not None else None,
-            vec=self.vec.rerandomize(**kw) if self.vec is not None else None,
-            pair_ct=self.pair_ct, pair_slot=self.pair_slot, slot_bits=self.slot_bits)
+            packed=packed, vec=vec, pair_ct=self.pair_ct, pair_slot=self.pair_slot, slot_bits=self.slot_bits)
 
     def to_payload(self) -> dict[str, Any]:
         """The wire form (send it with ``send_encrypted``, which re-randomises it)."""
@@ -528,7 +531,9 @@ class EncryptedDistances:
         if not isinstance(payload, Mapping) or payload.get("layout") not in LAYOUTS:
             raise SerializationError("malformed encrypted distances")
         layout, length, count = payload["layout"], payload.get("length"), payload.get("count")
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (length, count)) or length < 1 or count < 0:
+        # isinstance spelled out per value (not in all(...)) so that mypy narrows both to int
+        if (not isinstance(length, int) or isinstance(length, bool) or not isinstance(count, int)
+                or isinstance(count, bool) or length < 1 or count < 0):
             raise SerializationError("malformed encrypted distances (length or count)")
         if layout == "bits":
             packed = payload.get("packed")
@@ -568,16 +573,21 @@ def decrypt_distances(private_key: PaillierPrivateKey, distances: EncryptedDista
     length = distances.length
     if distances.count == 0:
         return np.zeros(0, dtype=np.int64)
+    packed, vec, pair_ct, pair_slot = distances.packed, distances.vec, distances.pair_ct, distances.pair_slot
     if distances.layout == "bits":
-        out = np.asarray(decrypt_packed(private_key, distances.packed, workers=workers), dtype=np.int64)
+        if packed is None:  # only a hand-built EncryptedDistances lacks them (from_payload checks)
+            raise PrivregValueError("bits-layout distances of a nonzero count hold no packed ciphertexts.")
+        out = np.asarray(decrypt_packed(private_key, packed, workers=workers), dtype=np.int64)
     else:
-        raw = _decrypt_slots(private_key, distances.vec, workers)
+        if vec is None or pair_ct is None or pair_slot is None:
+            raise PrivregValueError("slots-layout distances of a nonzero count lack their ciphertexts or slot map.")
+        raw = _decrypt_slots(private_key, vec, workers)
         s = distances.slot_bits
         mask = (1 << s) - 1
-        out = np.array([(raw[c] >> (t * s)) & mask for c, t in zip(distances.pair_ct.tolist(),
-                                                                    distances.pair_slot.tolist())], dtype=np.int64)
+        out = np.array([(raw[c] >> (t * s)) & mask for c, t in zip(pair_ct.tolist(), pair_slot.tolist())],
+                       dtype=np.int64)
         add_count("values_decrypted", int(out.size))
-        if any(m < 0 or m > distances.vec.bound for m in raw):
+        if any(m < 0 or m > vec.bound for m in raw):
             raise PlaintextOverflowError("a slot ciphertext decrypts outside its slot layout: overflow or tampering")
     if out.size and (out.min() < 0 or out.max() > length):
         raise PlaintextOverflowError(
@@ -613,4 +623,5 @@ def plaintext_distances(a: Any, b: Any) -> np.ndarray:
     fa, fb = _check_filters("a", a), _check_filters("b", b)
     if fa.shape != fb.shape:
         raise PrivregValueError(f"a and b must have the same shape; got {fa.shape} and {fb.shape}.")
-    return np.count_nonzero(fa != fb, axis=1).astype(np.int64)
+    counts: NDArray[np.intp] = np.count_nonzero(fa != fb, axis=1)  # typed Any in numpy's stubs with axis
+    return counts.astype(np.int64)

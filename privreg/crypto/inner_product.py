@@ -83,7 +83,7 @@ class AdditiveShares:
         return f"AdditiveShares({len(self)} values, scale {self.scale}^{self.power})"
 
 
-def _check_reveal(reveal: Any) -> str:
+def _check_reveal(reveal: object) -> str:
     if reveal not in REVEALS:
         raise PrivregValueError(f"reveal must be one of {REVEALS}; got {reveal!r}.")
     return reveal

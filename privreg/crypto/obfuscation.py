@@ -173,27 +173,28 @@ def make_obfuscators(
     rng = resolve_random(rng)
     w = parallel.resolve_workers(count, workers)
     pk = public_key
+    # One chunk list per branch: each chunk function takes a differently shaped tuple.
     if mode == "djn" and private_key is None:
         bits = pk.djn_exponent_bits
         exps = [rng.randbits(bits) for _ in range(count)]
-        chunks = [(int(pk.h_s), int(pk.n2), bits, c) for c in parallel.split(exps, w)]
-        return parallel.run_chunks(_djn_chunk, chunks, w)
-    if mode == "djn":
+        djn_chunks = [(int(pk.h_s), int(pk.n2), bits, c) for c in parallel.split(exps, w)]
+        return parallel.run_chunks(_djn_chunk, djn_chunks, w)
+    if mode == "djn" and private_key is not None:
         sk = private_key
         lam = int((sk.p - 1) * (sk.q - 1) // 2)  # lcm(p-1, q-1), as gcd(p-1, q-1) = 2
         exps = [rng.randbelow(lam) for _ in range(count)]
         hp, hq = int(pk.h_s % sk.p2), int(pk.h_s % sk.q2)
-        chunks = [(hp, hq, int(sk.p), int(sk.q), int(sk.q2_inv_p2), c) for c in parallel.split(exps, w)]
-        return parallel.run_chunks(_djn_crt_chunk, chunks, w)
+        djn_crt_chunks = [(hp, hq, int(sk.p), int(sk.q), int(sk.q2_inv_p2), c) for c in parallel.split(exps, w)]
+        return parallel.run_chunks(_djn_crt_chunk, djn_crt_chunks, w)
     rs = [random_unit(int(pk.n), rng) for _ in range(count)]
     if private_key is None:
-        chunks = [(int(pk.n), int(pk.n2), c) for c in parallel.split(rs, w)]
-        return parallel.run_chunks(_standard_chunk, chunks, w)
+        standard_chunks = [(int(pk.n), int(pk.n2), c) for c in parallel.split(rs, w)]
+        return parallel.run_chunks(_standard_chunk, standard_chunks, w)
     sk = private_key
     ep = int(pk.n % (sk.p * (sk.p - 1)))  # the order of Z_{p^2}^* is p(p-1)
     eq = int(pk.n % (sk.q * (sk.q - 1)))
-    chunks = [(int(sk.p2), int(sk.q2), ep, eq, int(sk.q2_inv_p2), c) for c in parallel.split(rs, w)]
-    return parallel.run_chunks(_standard_crt_chunk, chunks, w)
+    crt_chunks = [(int(sk.p2), int(sk.q2), ep, eq, int(sk.q2_inv_p2), c) for c in parallel.split(rs, w)]
+    return parallel.run_chunks(_standard_crt_chunk, crt_chunks, w)
 
 
 class ObfuscatorPool:

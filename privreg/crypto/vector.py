@@ -77,9 +77,10 @@ def check_bound(pk: PaillierPublicKey, bound: int, what: str) -> int:
     return int(bound)
 
 
-def _is_real_operand(values: Any) -> bool:
+def _is_real_operand(values: object) -> bool:
     if isinstance(values, np.ndarray):
-        return values.dtype.kind == "f"
+        dtype: np.dtype[Any] = values.dtype  # isinstance leaves the array's dtype parameter Any
+        return dtype.kind == "f"
     if isinstance(values, (float, np.floating)):
         return True
     if isinstance(values, (list, tuple)):

@@ -120,7 +120,7 @@ class TcpTransport(InMemoryTransport):
         self.max_message_bytes = v.check_int("max_message_bytes", max_message_bytes, minimum=1)
         self._peers: dict[str, tuple[str, int]] = {}
         self._sock = socket.create_server((host, port))  # bound now: peers may connect early
-        self.address: tuple[str, int] = tuple(self._sock.getsockname()[:2])  # type: ignore[assignment]
+        self.address: tuple[str, int] = tuple(self._sock.getsockname()[:2])
         self._used = False
         super().__init__(keep_payloads=keep_payloads)
         if peers:

@@ -57,7 +57,7 @@ class Traffic:
                        ciphertexts=self.ciphertexts + msg.ciphertexts)
 
 
-def _render(rows: list[tuple[str, ...]]) -> str:
+def _render(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
