@@ -173,13 +173,13 @@ def test_shuffle_permutation_is_uniform():
     rejected at p < 1e-4 (seeded, deterministic)."""
     from itertools import permutations
 
-    from privreg.core.randomizer import _secure_permutation
+    from privreg.core.randomizer import secure_permutation
 
     rng = InsecureReproducibleRandom(seed=6)
     index = {p: i for i, p in enumerate(permutations(range(4)))}
     counts = np.zeros(24)
     for _ in range(24_000):
-        counts[index[tuple(_secure_permutation(4, rng))]] += 1
+        counts[index[tuple(secure_permutation(4, rng))]] += 1
     assert stats.chisquare(counts).pvalue > 1e-4
     assert counts.min() > 0
 

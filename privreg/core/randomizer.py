@@ -21,7 +21,7 @@ from privreg.core.errors import PrivregError
 from privreg.core.events import LocalDP, PrivacyEvent, Shuffled
 from privreg.core.randomness import RandomSource, resolve_random
 
-__all__ = ["Randomizer", "Reports", "FrequencyEstimate"]
+__all__ = ["Randomizer", "Reports", "FrequencyEstimate", "secure_permutation"]
 
 
 @attrs.frozen(kw_only=True)
@@ -103,7 +103,7 @@ class Randomizer(ABC):
         event = self.charge_reports(n, charger=charger, rng=rng, shuffled=shuffle, label=label)
         reports = self._randomize(values, rng)
         if shuffle:
-            reports = reports[_secure_permutation(n, rng)]
+            reports = reports[secure_permutation(n, rng)]
         return Reports(reports=reports, event=event, randomizer=self.name, shuffled=shuffle)
 
     def charge_reports(self, n: int, *, charger: Charger, rng: RandomSource, shuffled: bool = False,
@@ -123,8 +123,9 @@ class Randomizer(ABC):
         return event
 
 
-def _secure_permutation(n: int, rng: RandomSource) -> np.ndarray:
-    """A uniform permutation of range(n) by Fisher-Yates on exact uniform integers."""
+def secure_permutation(n: int, rng: RandomSource) -> np.ndarray:
+    """A uniform permutation of ``range(n)``: Fisher-Yates on exact uniform integers from
+    ``rng`` (no float rounding, so every permutation has probability exactly 1/n!)."""
     perm = np.arange(n)
     for i in range(n - 1, 0, -1):
         j = rng.randbelow(i + 1)

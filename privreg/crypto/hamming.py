@@ -93,6 +93,7 @@ from privreg.crypto.modarith import prod_mod
 from privreg.crypto.vector import EncryptedVector, decrypt_ints, encrypt, vector_from_ciphertexts
 
 __all__ = [
+    "check_layout",
     "LAYOUTS",
     "DEFAULT_SIGMA",
     "EncryptedFilters",
@@ -112,7 +113,8 @@ DEFAULT_SIGMA = 40
 _INVERSION_COST = 8
 
 
-def _check_layout(layout: object) -> str:
+def check_layout(layout: object) -> str:
+    """``layout`` if it is one of :data:`LAYOUTS`, else a PrivregValueError naming them."""
     if layout not in LAYOUTS:
         raise PrivregValueError(f"layout must be one of {LAYOUTS}; got {layout!r}.")
     return layout
@@ -324,7 +326,7 @@ def encrypt_filters(public_key: PaillierPublicKey, filters: Any, *, layout: str 
     result can be sent as it is. ``obfuscation`` as in
     :func:`~privreg.crypto.vector.encrypt`."""
     _check_key(public_key)
-    layout = _check_layout(layout)
+    layout = check_layout(layout)
     first_unit = v.check_int("first_unit", first_unit, minimum=0)
     f = _check_filters("filters", filters)
     m, length = f.shape

@@ -65,7 +65,7 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
-from privreg.core.randomizer import _secure_permutation
+from privreg.core.randomizer import secure_permutation
 from privreg.core.randomness import RandomSource
 from privreg.mechanisms.dpsu_threshold import dpsu_threshold
 from privreg.mechanisms.gaussian import GaussianMechanism
@@ -206,7 +206,7 @@ class _Thresholding(Mechanism):
         for row_keep, row_values in zip(keep, values):
             idx = np.flatnonzero(row_keep)
             if not value.sorted:
-                idx = idx[_secure_permutation(idx.size, rng)]
+                idx = idx[secure_permutation(idx.size, rng)]
             out.append({value.keys[i]: x for i, x in zip(idx.tolist(), row_values[idx].tolist())})
         return out
 

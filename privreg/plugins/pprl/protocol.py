@@ -75,7 +75,7 @@ from privreg.crypto.hamming import (
     decrypt_distances,
     encrypt_filters,
     hamming_distances,
-    _check_layout,
+    check_layout,
     slot_layout,
 )
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
@@ -226,7 +226,7 @@ class PPRLProtocol(Protocol):
             if early_rounds > n - 1:
                 raise PrivregValueError(f"early_rounds must be between 1 and {n - 1}; got {early_rounds}.")
         self.early_rounds = early_rounds
-        self.layout = _check_layout(layout)
+        self.layout = check_layout(layout)
         self.sigma = v.check_int("sigma", sigma, minimum=1)
         if not isinstance(insecure_allow_small_keys, bool):
             raise PrivregTypeError(
