@@ -42,13 +42,33 @@ def _nonempty(name: str) -> Callable[[Any], str]:
     return convert
 
 
+def _authors(x: object) -> str:
+    return _nonempty("authors")(x)
+
+
+def _title(x: object) -> str:
+    return _nonempty("title")(x)
+
+
+def _year(x: object) -> int:
+    return v.check_int("year", x, minimum=1900)
+
+
+def _item_name(x: object) -> str:
+    return v.check_name("name", x)
+
+
+def _relation(x: object) -> str:
+    return v.check_relation("neighbouring", x)
+
+
 @attrs.frozen(kw_only=True)
 class Citation:
     """The publication an item implements."""
 
-    authors: str = attrs.field(converter=_nonempty("authors"))
-    title: str = attrs.field(converter=_nonempty("title"))
-    year: int = attrs.field(converter=lambda x: v.check_int("year", x, minimum=1900))
+    authors: str = attrs.field(converter=_authors)
+    title: str = attrs.field(converter=_title)
+    year: int = attrs.field(converter=_year)
     venue: str = ""
     where: str = ""  # e.g. "Algorithm 1", "Theorem 2.1"
     url: str = ""
@@ -78,6 +98,14 @@ def _params(xs: Any) -> tuple[Param, ...] | None:
     return out
 
 
+def _pair_of(x: Any) -> tuple[Any, Any] | None:
+    if x is None:
+        return None
+    if not isinstance(x, (list, tuple)):
+        raise PrivregTypeError(f"neighbours must be a tuple of two inputs; got {x!r}")
+    return tuple(x)
+
+
 @attrs.frozen(kw_only=True)
 class Example:
     """A small, valid configuration of an item, so that tools can exercise every item of
@@ -90,20 +118,12 @@ class Example:
     """
 
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    neighbours: tuple[Any, Any] | None = attrs.field(default=None, converter=lambda x: _pair_of(x))
+    neighbours: tuple[Any, Any] | None = attrs.field(default=None, converter=_pair_of)
 
     @neighbours.validator
     def _pair(self, attribute: Any, value: Any) -> None:
         if value is not None and len(value) != 2:
             raise PrivregValueError(f"neighbours must be a pair of inputs; got {len(value)} items")
-
-
-def _pair_of(x: Any) -> tuple[Any, Any] | None:
-    if x is None:
-        return None
-    if not isinstance(x, (list, tuple)):
-        raise PrivregTypeError(f"neighbours must be a tuple of two inputs; got {x!r}")
-    return tuple(x)  # type: ignore[return-value]
 
 
 def _kind(x: Any) -> ItemKind | None:
@@ -142,7 +162,7 @@ class RegistryItem:
     ``privreg describe`` shows it.
     """
 
-    name: str = attrs.field(converter=lambda x: v.check_name("name", x))
+    name: str = attrs.field(converter=_item_name)
     kind: ItemKind | None = attrs.field(default=None, converter=_kind)
     summary: str = attrs.field(converter=_summary)
     citation: Citation = attrs.field(validator=attrs.validators.instance_of(Citation))
@@ -151,7 +171,7 @@ class RegistryItem:
     params: tuple[Param, ...] = attrs.field(default=None, converter=_params)
     plugin: str = ""
     charges: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    neighbouring: str = attrs.field(default="add_remove", converter=lambda x: v.check_relation("neighbouring", x))
+    neighbouring: str = attrs.field(default="add_remove", converter=_relation)
 
     def __attrs_post_init__(self) -> None:
         if self.params is None:  # derived once; attrs.evolve (the registry) passes them on

@@ -79,6 +79,10 @@ def _choices(x: Any) -> tuple[Any, ...] | None:
     return None if x is None else tuple(x)
 
 
+def _param_name(x: object) -> str:
+    return v.check_name("name", x)
+
+
 @attrs.frozen(kw_only=True)
 class Param:
     """A typed parameter with a default, documentation and validation.
@@ -88,7 +92,7 @@ class Param:
     cover the common cases declaratively and show in ``privreg describe``.
     """
 
-    name: str = attrs.field(converter=lambda x: v.check_name("name", x))
+    name: str = attrs.field(converter=_param_name)
     type: type = attrs.field()
     doc: str = attrs.field(converter=_doc)
     default: Any = REQUIRED
