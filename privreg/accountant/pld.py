@@ -20,7 +20,7 @@ from dp_accounting.pld import common
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as dpl
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, handles
 from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
@@ -138,17 +138,17 @@ def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistributi
 #: The PLD of one release. Gaussian and Laplace events (and their Poisson subsamples
 #: under add/remove) use their exact PLDs; any other (eps, delta)-DP event uses the
 #: tight PLD of an (eps, delta)-DP mechanism.
-PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    Gaussian: _gaussian,
-    Laplace: _laplace,
-    DiscreteGaussian: _discrete_gaussian,
-    DiscreteLaplace: _discrete_laplace,
-    PoissonSampled: _poisson,
-    PureDP: lambda acc, e: _pure_pld(acc, e.epsilon),
-    LocalDP: lambda acc, e: _pure_pld(acc, e.epsilon0),
-    Exponential: lambda acc, e: _pure_pld(acc, e.epsilon),
-    ApproxDP: lambda acc, e: _pure_pld(acc, e.epsilon, e.delta),
-}
+PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(Gaussian, _gaussian),
+    handles(Laplace, _laplace),
+    handles(DiscreteGaussian, _discrete_gaussian),
+    handles(DiscreteLaplace, _discrete_laplace),
+    handles(PoissonSampled, _poisson),
+    handles(PureDP, lambda acc, e: _pure_pld(acc, e.epsilon)),
+    handles(LocalDP, lambda acc, e: _pure_pld(acc, e.epsilon0)),
+    handles(Exponential, lambda acc, e: _pure_pld(acc, e.epsilon)),
+    handles(ApproxDP, lambda acc, e: _pure_pld(acc, e.epsilon, e.delta)),
+])
 
 
 def _size(pld: dpl.PrivacyLossDistribution) -> int:

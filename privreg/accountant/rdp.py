@@ -21,7 +21,7 @@ from dp_accounting import dp_event as dpe
 from dp_accounting import privacy_accountant as dpa
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, handles
 from privreg.core.events import (
     ZCDP,
     Composed,
@@ -157,18 +157,18 @@ def _google(acc: RDPAccountant, e: PrivacyEvent) -> np.ndarray | None:
 #: The RDP curve of one release on :data:`ORDERS`. Pure eps-DP events: binary randomized
 #: response (Blackwell); discrete Gaussian: rho alpha (CKS 2020); bounded-range
 #: selections: also alpha eps^2 / 8 (Cesar-Rogers 2021); the rest through dp-accounting.
-CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    PureDP: lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS),
-    LocalDP: lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS),
-    DiscreteLaplace: lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS),
-    DiscreteGaussian: lambda acc, e: np.maximum(ORDERS * e.rho, TINY),
-    Exponential: _exponential,
-    Gaussian: _google,
-    Laplace: _google,
-    ZCDP: _google,
-    PoissonSampled: _google,
-    SampledWithoutReplacement: _google,
-}
+CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(PureDP, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
+    handles(LocalDP, lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS)),
+    handles(DiscreteLaplace, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
+    handles(DiscreteGaussian, lambda acc, e: np.maximum(ORDERS * e.rho, TINY)),
+    handles(Exponential, _exponential),
+    handles(Gaussian, _google),
+    handles(Laplace, _google),
+    handles(ZCDP, _google),
+    handles(PoissonSampled, _google),
+    handles(SampledWithoutReplacement, _google),
+])
 
 
 def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
