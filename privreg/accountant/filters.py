@@ -190,8 +190,9 @@ class _AccountantFilter(Filter):
 class BasicFilter(_AccountantFilter):
     name = "basic"
     citation = "Rogers-Roth-Ullman-Vadhan 2016: simple composition is a valid privacy filter"
+    acc: BasicAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> BasicAccountant:
         return BasicAccountant(neighbouring=self.neighbouring)
 
     def _add(self, event: PrivacyEvent, count: int) -> None:
@@ -234,8 +235,9 @@ class AdvancedFilter(Filter):
 class ZCDPFilter(_AccountantFilter):
     name = "zcdp"
     citation = "Feldman-Zrnic 2021, Rényi filter, at every order: the interaction is rho-zCDP"
+    acc: ZCDPAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> ZCDPAccountant:
         return ZCDPAccountant(neighbouring=self.neighbouring)
 
     def _spent(self) -> float:
@@ -246,8 +248,9 @@ class RDPFilter(_AccountantFilter):
     name = "rdp"
     citation = ("Feldman-Zrnic 2021, Rényi filter per order, and Lécuyer 2021; union bound over "
                 f"the {len(FILTER_ORDERS)} orders fixed in advance")
+    acc: RDPAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> RDPAccountant:
         return RDPAccountant(neighbouring=self.neighbouring)
 
     def _spent(self) -> float:
@@ -260,8 +263,9 @@ class RDPFilter(_AccountantFilter):
 class GDPFilter(_AccountantFilter):
     name = "gdp"
     citation = "Smith-Thakurta 2022: mu_i^2 add up under fully adaptive composition"
+    acc: GDPAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> GDPAccountant:
         return GDPAccountant(neighbouring=self.neighbouring)
 
     def _spent(self) -> float:
