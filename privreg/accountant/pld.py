@@ -13,7 +13,8 @@ truncation bounds.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from dp_accounting.pld import common
@@ -126,8 +127,20 @@ def _discrete_laplace(acc: PLDAccountant, e: DiscreteLaplace, q: float = 1.0) ->
                                                value_discretization_interval=acc.vdi, sampling_prob=q)
 
 
-_SAMPLED = {Gaussian: _gaussian, Laplace: _laplace, DiscreteGaussian: _discrete_gaussian,
-            DiscreteLaplace: _discrete_laplace}
+#: ``build(accountant, inner event, sampling probability)``: the PLD of a Poisson sample.
+_Build = Callable[["PLDAccountant", PrivacyEvent, float], "dpl.PrivacyLossDistribution | None"]
+_E = TypeVar("_E", bound=PrivacyEvent)
+
+
+def _sampled(event_type: type[_E], build: Callable[[PLDAccountant, _E, float], dpl.PrivacyLossDistribution | None],
+             ) -> tuple[type[PrivacyEvent], _Build]:
+    """One entry of :data:`_SAMPLED`: looked up by exact class, ``build`` only receives
+    ``event_type`` events (the cast says so)."""
+    return event_type, cast(_Build, build)
+
+
+_SAMPLED = dict([_sampled(Gaussian, _gaussian), _sampled(Laplace, _laplace),
+                 _sampled(DiscreteGaussian, _discrete_gaussian), _sampled(DiscreteLaplace, _discrete_laplace)])
 
 
 def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistribution | None:
