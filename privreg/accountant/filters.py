@@ -42,6 +42,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privreg.accountant.advanced import KOVAccountant
 from privreg.accountant.base import Accountant, leaves
@@ -59,7 +60,7 @@ from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 __all__ = ["Filter", "FILTERS", "FILTER_ORDERS", "make_filter", "block_pair"]
 
 
-def _nearest_orders(targets: list[float]) -> np.ndarray:
+def _nearest_orders(targets: list[float]) -> NDArray[np.int64]:
     idx = sorted({int(np.argmin(np.abs(ORDERS - t))) for t in targets})
     return np.array(idx, dtype=np.int64)
 
