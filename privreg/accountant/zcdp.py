@@ -51,7 +51,8 @@ RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
 
 def rho_of(event: PrivacyEvent) -> float | None:
     """The zCDP parameter of a leaf event, or None."""
-    return ZCDPAccountant().cost(event)[0]
+    rho: float | None = ZCDPAccountant().cost(event)[0]
+    return rho
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
