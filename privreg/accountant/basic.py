@@ -67,7 +67,8 @@ PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
     handles(DiscreteLaplace, lambda acc, e: (e.epsilon, 0.0)),
     handles(LocalDP, lambda acc, e: (e.epsilon0, 0.0)),  # an eps0-LDP report is eps0-DP for its user
     handles(Gaussian, lambda acc, e: _at_event_delta(acc, lambda d: gaussian_epsilon(d, 1.0 / e.noise_multiplier))),
-    handles(DiscreteGaussian, lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d))),
+    handles(DiscreteGaussian,
+            lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d))),
     handles(Shuffled, lambda acc, e: _at_event_delta(acc, lambda d: shuffle_epsilon(
         epsilon0=_local(e).epsilon0, num_reports=e.num_reports, delta=d, bound=e.bound))),
     handles(PoissonSampled, _poisson),
@@ -77,7 +78,8 @@ PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
 
 def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
     """One (eps, delta) pair that the leaf ``event`` satisfies, or None."""
-    pair: tuple[float, float] | None = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring).cost(event)[0]
+    accountant = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring)
+    pair: tuple[float, float] | None = accountant.cost(event)[0]
     return pair
 
 

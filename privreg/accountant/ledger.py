@@ -54,7 +54,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -500,8 +500,7 @@ class Ledger:
                 if self._turn_depth == 0:
                     self._turn_owner = None
                     if self._ticket is not None:
-                        assert self._queue is not None  # a ticket comes from the queue
-                        self._queue.leave(self._ticket)
+                        cast(WriterQueue, self._queue).leave(self._ticket)  # a ticket comes from the queue
                         self._ticket = None
         finally:
             self._thread_lock.release()

@@ -17,10 +17,10 @@ import functools
 import math
 
 import numpy as np
-from numpy.typing import NDArray
 from dp_accounting import dp_event as dpe
 from dp_accounting import privacy_accountant as dpa
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
+from numpy.typing import NDArray
 
 from privreg.accountant.base import Accountant, Handler, handles
 from privreg.core.events import (

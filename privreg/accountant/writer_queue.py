@@ -38,6 +38,7 @@ import os
 import struct
 import threading
 import time
+from typing import cast
 
 try:
     import fcntl
@@ -72,8 +73,7 @@ class WriterQueue:
         """Set (or, with F_UNLCK, clear) a lock; False on a conflict. With ``wait``, block
         until it can be set instead."""
         arg = struct.pack(_FLOCK, kind, os.SEEK_SET, start, length, 0) + b"\0" * _FLOCK_PAD
-        command = _OFD_SETLKW if wait else _OFD_SETLK
-        assert command is not None  # open_queue makes no queue without OFD locks
+        command = cast(int, _OFD_SETLKW if wait else _OFD_SETLK)  # open_queue makes no queue without OFD locks
         try:
             fcntl.fcntl(self._fd if fd is None else fd, command, arg)
         except OSError as exc:
