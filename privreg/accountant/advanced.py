@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import optimize, stats
 
 from privreg.accountant.base import Accountant, finite_pair
@@ -31,7 +32,7 @@ __all__ = ["DRVAccountant", "KOVAccountant", "drv_epsilon", "rr_composition_delt
 KOV_EXACT_MAX_COUNT = 10_000
 
 
-def _norm(eps: np.ndarray, counts: np.ndarray) -> float:
+def _norm(eps: NDArray[np.float64], counts: NDArray[np.float64]) -> float:
     """sqrt(sum counts_i eps_i^2), scaled so that eps_i^2 neither underflows (eps_i below
     1e-162 would give 0: no privacy loss) nor overflows."""
     top = float(np.max(eps, initial=0.0))
@@ -40,13 +41,13 @@ def _norm(eps: np.ndarray, counts: np.ndarray) -> float:
     return top * math.sqrt(float(np.sum(counts * (eps / top) ** 2)))
 
 
-def _drv_drift(eps: np.ndarray, counts: np.ndarray) -> float:
+def _drv_drift(eps: NDArray[np.float64], counts: NDArray[np.float64]) -> float:
     """sum counts_i eps_i (e^eps_i - 1): inf (no bound) once e^eps_i overflows."""
     with np.errstate(over="ignore"):
         return float(np.sum(counts * eps * np.expm1(eps)))
 
 
-def drv_epsilon(eps: np.ndarray, counts: np.ndarray, delta_prime: float) -> float:
+def drv_epsilon(eps: NDArray[np.float64], counts: NDArray[np.float64], delta_prime: float) -> float:
     """DRV's eps' at slack delta' for eps_i repeated counts_i times."""
     drift = _drv_drift(eps, counts)
     return math.sqrt(2 * math.log(1 / delta_prime)) * _norm(eps, counts) + drift
@@ -98,7 +99,7 @@ class _PairAccountant(Accountant):
     def _add(self, cost: tuple[float, float], count: int) -> None:
         self._pairs[(float(cost[0]), float(cost[1]))] += count
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _arrays(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         items = sorted(self._pairs.items())
         eps = np.array([p[0] for p, _ in items], dtype=np.float64)
         dlt = np.array([p[1] for p, _ in items], dtype=np.float64)
@@ -202,6 +203,7 @@ class KOVAccountant(_PairAccountant):
             if self._delta(k * eps) > delta:
                 return math.inf
             top = k * eps
+            root: float  # brentq is untyped (scipy ships no stubs)
             try:
                 root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
                                        xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)

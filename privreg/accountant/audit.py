@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
 def _nonadaptive(events: list[PrivacyEvent], delta: float, neighbouring: str,
                  event_delta: float | None) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
-    block = Composed(events=events) if events else None
+    block = Composed(events=tuple(events)) if events else None
     for name in DEFAULT_ACCOUNTANTS:
         acc = make_accountant(name, **accountant_options(name, event_delta=event_delta, neighbouring=neighbouring))
         if block is None:
@@ -202,7 +203,7 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
                        integrity=integrity, flags=tuple(flags), head=head)
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 

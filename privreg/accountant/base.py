@@ -27,7 +27,7 @@ import numbers
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
@@ -43,10 +43,20 @@ from privreg.core.events import (
     SelfComposed,
 )
 
-__all__ = ["Accountant", "Handler", "MAX_TOTAL_COUNT", "leaves", "finite_number", "finite_pair"]
+__all__ = ["Accountant", "Handler", "MAX_TOTAL_COUNT", "handles", "leaves", "finite_number", "finite_pair"]
 
 #: ``handler(accountant, event)`` -> the cost of one release of ``event``, or None.
 Handler = Callable[[Any, PrivacyEvent], Any]
+
+_E = TypeVar("_E", bound=PrivacyEvent)
+_A = TypeVar("_A", bound="Accountant")
+
+
+def handles(event_type: type[_E], handler: Callable[[Any, _E], Any]) -> tuple[type[PrivacyEvent], Handler]:
+    """One entry of a handler table: ``handler`` typed for ``event_type``. Dispatch is by
+    class, so it only ever receives ``event_type`` events; a plain dict literal cannot
+    tell the type checker that, hence the cast."""
+    return event_type, cast(Handler, handler)
 
 # Errors a handler may raise on extreme but valid parameters (overflow in a closed form,
 # a third-party library refusing, an allocation that cannot be served): each means
@@ -61,7 +71,7 @@ MAX_TOTAL_COUNT = 2**1000
 def finite_number(cost: Any) -> bool:
     """A real number, finite and >= 0 (the cost the zcdp and gdp accountants add up)."""
     return (isinstance(cost, numbers.Real) and not isinstance(cost, bool)
-            and math.isfinite(cost) and cost >= 0)
+            and math.isfinite(cost) and not cost < 0)  # numbers.Real declares only < and <=
 
 
 def finite_pair(cost: Any) -> bool:
@@ -193,10 +203,10 @@ class Accountant(ABC):
     def unsupported(self, event: PrivacyEvent) -> PrivacyEvent | None:
         """The first leaf of ``event`` this accountant cannot vouch for, or None."""
         if not isinstance(event, PrivacyEvent):
-            return event  # type: ignore[return-value]
+            return event
         return self._plan(event, 1)[1]
 
-    def compose(self, event: PrivacyEvent, count: int = 1) -> Accountant:
+    def compose(self: _A, event: PrivacyEvent, count: int = 1) -> _A:
         """Add ``count`` adaptive repetitions of ``event`` (parameters fixed in advance);
         returns ``self``. Raises :class:`UnsupportedEventError` naming the leaf it
         cannot vouch for and why, before changing anything."""
@@ -221,7 +231,7 @@ class Accountant(ABC):
     def _add(self, cost: Any, count: int) -> None:
         """Fold ``count`` releases of one leaf of this ``cost`` into the state."""
 
-    def copy(self) -> Accountant:
+    def copy(self: _A) -> _A:
         """An independent copy whose size does not grow with the number of releases."""
         new = copy.copy(self)
         for key, value in vars(self).items():

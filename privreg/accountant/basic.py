@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
-from privreg.accountant.base import Accountant, Handler, finite_pair
+from privreg.accountant.base import Accountant, Handler, finite_pair, handles
 from privreg.accountant.curves import amplify_by_sampling, gaussian_epsilon
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.accountant.zcdp import ZCDPAccountant
@@ -53,27 +53,34 @@ def _without_replacement(acc: Any, e: SampledWithoutReplacement) -> tuple[float,
     return None if inner is None else amplify_by_sampling(*inner, e.sample_size / e.source_size)
 
 
+def _local(e: Shuffled) -> LocalDP:
+    return cast(LocalDP, e.event)  # Shuffled's validator admits LocalDP events only
+
+
 #: One (eps, delta) pair per release, shared by the pair accountants (basic, advanced,
 #: optimal). Curve events (Gaussian, shuffled reports) are read off at ``event_delta``.
-PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    PureDP: lambda acc, e: (e.epsilon, 0.0),
-    ApproxDP: lambda acc, e: (e.epsilon, e.delta),
-    Laplace: lambda acc, e: (e.sensitivity / e.scale, 0.0),
-    Exponential: lambda acc, e: (e.epsilon, 0.0),
-    DiscreteLaplace: lambda acc, e: (e.epsilon, 0.0),
-    LocalDP: lambda acc, e: (e.epsilon0, 0.0),  # an eps0-LDP report is eps0-DP for its user
-    Gaussian: lambda acc, e: _at_event_delta(acc, lambda d: gaussian_epsilon(d, 1.0 / e.noise_multiplier)),
-    DiscreteGaussian: lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d)),
-    Shuffled: lambda acc, e: _at_event_delta(acc, lambda d: shuffle_epsilon(
-        epsilon0=e.event.epsilon0, num_reports=e.num_reports, delta=d, bound=e.bound)),
-    PoissonSampled: _poisson,
-    SampledWithoutReplacement: _without_replacement,
-}
+PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(PureDP, lambda acc, e: (e.epsilon, 0.0)),
+    handles(ApproxDP, lambda acc, e: (e.epsilon, e.delta)),
+    handles(Laplace, lambda acc, e: (e.sensitivity / e.scale, 0.0)),
+    handles(Exponential, lambda acc, e: (e.epsilon, 0.0)),
+    handles(DiscreteLaplace, lambda acc, e: (e.epsilon, 0.0)),
+    handles(LocalDP, lambda acc, e: (e.epsilon0, 0.0)),  # an eps0-LDP report is eps0-DP for its user
+    handles(Gaussian, lambda acc, e: _at_event_delta(acc, lambda d: gaussian_epsilon(d, 1.0 / e.noise_multiplier))),
+    handles(DiscreteGaussian,
+            lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d))),
+    handles(Shuffled, lambda acc, e: _at_event_delta(acc, lambda d: shuffle_epsilon(
+        epsilon0=_local(e).epsilon0, num_reports=e.num_reports, delta=d, bound=e.bound))),
+    handles(PoissonSampled, _poisson),
+    handles(SampledWithoutReplacement, _without_replacement),
+])
 
 
 def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
     """One (eps, delta) pair that the leaf ``event`` satisfies, or None."""
-    return BasicAccountant(event_delta=event_delta, neighbouring=neighbouring).cost(event)[0]
+    accountant = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring)
+    pair: tuple[float, float] | None = accountant.cost(event)[0]
+    return pair
 
 
 class BasicAccountant(Accountant):

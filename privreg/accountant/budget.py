@@ -58,15 +58,28 @@ _PAIR_ACCOUNTANTS = ("basic", "advanced", "optimal")
 LEDGER_FORMAT = 2
 
 
+# Converters of PrivacyBudget's fields (named: the attrs plugin cannot type a lambda's).
+def _epsilon(x: Any) -> float:
+    return v.check_epsilon("epsilon", x)
+
+
+def _delta(x: Any) -> float:
+    return v.check_delta("delta", x)
+
+
+def _relation(x: Any) -> str:
+    return v.check_relation("neighbouring", x)
+
+
 @attrs.frozen(kw_only=True)
 class PrivacyBudget:
     """A total (epsilon, delta) that all releases together may not exceed, for one
     neighbour relation: ``"add_remove"`` (add or remove one user's data, the default) or
     ``"replace_one"`` (replace one user's data; local and shuffled reports need it)."""
 
-    epsilon: float = attrs.field(converter=lambda x: v.check_epsilon("epsilon", x))
-    delta: float = attrs.field(default=0.0, converter=lambda x: v.check_delta("delta", x))
-    neighbouring: str = attrs.field(default="add_remove", converter=lambda x: v.check_relation("neighbouring", x))
+    epsilon: float = attrs.field(converter=_epsilon)
+    delta: float = attrs.field(default=0.0, converter=_delta)
+    neighbouring: str = attrs.field(default="add_remove", converter=_relation)
 
     def to_dict(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring}
@@ -86,7 +99,7 @@ def plan_bound(events: Sequence[PrivacyEvent], *, delta: float, neighbouring: st
     accountant proves for ``events`` composed in order (inf, "none" if none can)."""
     if not events:
         return 0.0, "none"
-    block = Composed(events=list(events))
+    block = Composed(events=tuple(events))
     best = (math.inf, "none")
     for name in DEFAULT_ACCOUNTANTS:
         acc = make_accountant(name, **accountant_options(name, event_delta=event_delta, neighbouring=neighbouring))
@@ -161,9 +174,9 @@ class BudgetSession:
             if self._plan is not None or got != legacy:
                 self._mismatch(ledger, "settings", got, legacy)
         else:
-            for key in ("budget", "rule"):
-                if stored.get(key) != meta[key]:
-                    self._mismatch(ledger, key, stored.get(key), meta[key])
+            for part in ("budget", "rule"):  # not `key`: that is the ledger's key argument
+                if stored.get(part) != meta[part]:
+                    self._mismatch(ledger, part, stored.get(part), meta[part])
         self._filters = self._fresh_filters()
         self._lock = threading.RLock()
         self._seen = 0

@@ -76,11 +76,13 @@ _MAX_DPS = 20_000  # beyond this the curve is not worth evaluating (never reache
 
 def _bits(x: float) -> int:
     """The IEEE-754 bit pattern of ``x >= 0``, an integer increasing with ``x``."""
-    return struct.unpack("<q", struct.pack("<d", x))[0]
+    bits: int = struct.unpack("<q", struct.pack("<d", x))[0]
+    return bits
 
 
 def _from_bits(i: int) -> float:
-    return struct.unpack("<d", struct.pack("<q", i))[0]
+    x: float = struct.unpack("<d", struct.pack("<q", i))[0]
+    return x
 
 
 _MAX_FLOAT_BITS = _bits(math.inf) - 1

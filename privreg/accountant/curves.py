@@ -59,7 +59,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         hi *= 2
         if hi > 1e6:
             return math.inf
-    root = optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-13)
+    root: float = optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-13)
     # brentq may land a hair below the true root: step up until the bound holds, with
     # steps that double (its absolute xtol is coarse next to a root of 1e-11 at tiny mu,
     # and steps of a relative 1e-13 would then take ~1e10 iterations)

@@ -42,6 +42,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privreg.accountant.advanced import KOVAccountant
 from privreg.accountant.base import Accountant, leaves
@@ -59,7 +60,7 @@ from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 __all__ = ["Filter", "FILTERS", "FILTER_ORDERS", "make_filter", "block_pair"]
 
 
-def _nearest_orders(targets: list[float]) -> np.ndarray:
+def _nearest_orders(targets: list[float]) -> NDArray[np.int64]:
     idx = sorted({int(np.argmin(np.abs(ORDERS - t))) for t in targets})
     return np.array(idx, dtype=np.int64)
 
@@ -190,8 +191,9 @@ class _AccountantFilter(Filter):
 class BasicFilter(_AccountantFilter):
     name = "basic"
     citation = "Rogers-Roth-Ullman-Vadhan 2016: simple composition is a valid privacy filter"
+    acc: BasicAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> BasicAccountant:
         return BasicAccountant(neighbouring=self.neighbouring)
 
     def _add(self, event: PrivacyEvent, count: int) -> None:
@@ -234,8 +236,9 @@ class AdvancedFilter(Filter):
 class ZCDPFilter(_AccountantFilter):
     name = "zcdp"
     citation = "Feldman-Zrnic 2021, Rényi filter, at every order: the interaction is rho-zCDP"
+    acc: ZCDPAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> ZCDPAccountant:
         return ZCDPAccountant(neighbouring=self.neighbouring)
 
     def _spent(self) -> float:
@@ -246,8 +249,9 @@ class RDPFilter(_AccountantFilter):
     name = "rdp"
     citation = ("Feldman-Zrnic 2021, Rényi filter per order, and Lécuyer 2021; union bound over "
                 f"the {len(FILTER_ORDERS)} orders fixed in advance")
+    acc: RDPAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> RDPAccountant:
         return RDPAccountant(neighbouring=self.neighbouring)
 
     def _spent(self) -> float:
@@ -260,8 +264,9 @@ class RDPFilter(_AccountantFilter):
 class GDPFilter(_AccountantFilter):
     name = "gdp"
     citation = "Smith-Thakurta 2022: mu_i^2 add up under fully adaptive composition"
+    acc: GDPAccountant
 
-    def _make(self) -> Accountant:
+    def _make(self) -> GDPAccountant:
         return GDPAccountant(neighbouring=self.neighbouring)
 
     def _spent(self) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from privreg.accountant.base import Accountant, Handler, finite_number
+from privreg.accountant.base import Accountant, Handler, finite_number, handles
 from privreg.accountant.curves import gaussian_delta, gaussian_epsilon
 from privreg.accountant.rdp import TINY
 from privreg.core.events import Gaussian, PrivacyEvent
@@ -18,9 +18,9 @@ __all__ = ["GDPAccountant", "MU_HANDLERS"]
 
 #: mu of one release. Only Gaussians: GDP is not an exact description of Laplace or
 #: pure-DP mechanisms, and subsampled Gaussians are GDP only asymptotically (a CLT).
-MU_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    Gaussian: lambda acc, e: e.sensitivity / e.sigma,
-}
+MU_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(Gaussian, lambda acc, e: e.sensitivity / e.sigma),
+])
 
 
 class GDPAccountant(Accountant):

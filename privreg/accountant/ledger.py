@@ -54,7 +54,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -211,6 +211,11 @@ class Ledger:
     the writer queue and for SQLite's write lock.
     """
 
+    # Declared here: _setup assigns them, but the checker reads __init__ first.
+    #: The connection; unset until opened (close() copes: opening can fail).
+    _db: sqlite3.Connection
+    busy_timeout: float
+
     def __init__(
         self,
         path: str | Path,
@@ -286,7 +291,6 @@ class Ledger:
 
     def _setup(self, path: str | Path, *, key: bytes | None, busy_timeout: float, readonly: bool) -> None:
         self.path = str(path)
-        self._db: sqlite3.Connection | None = None
         self._queue: WriterQueue | None = None
         self._key = _check_key(key)
         if (not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool)
@@ -445,8 +449,9 @@ class Ledger:
         return str(self.meta.get("chain", CHAIN_SHA256))
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
+        db: sqlite3.Connection | None = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
         if self._queue is not None:
             self._queue.close()
             self._queue = None
@@ -495,7 +500,7 @@ class Ledger:
                 if self._turn_depth == 0:
                     self._turn_owner = None
                     if self._ticket is not None:
-                        self._queue.leave(self._ticket)
+                        cast(WriterQueue, self._queue).leave(self._ticket)  # a ticket comes from the queue
                         self._ticket = None
         finally:
             self._thread_lock.release()

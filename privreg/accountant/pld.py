@@ -13,14 +13,15 @@ truncation bounds.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from dp_accounting.pld import common
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as dpl
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, handles
 from privreg.core import validation as v
 from privreg.core.events import (
     ApproxDP,
@@ -126,8 +127,20 @@ def _discrete_laplace(acc: PLDAccountant, e: DiscreteLaplace, q: float = 1.0) ->
                                                value_discretization_interval=acc.vdi, sampling_prob=q)
 
 
-_SAMPLED = {Gaussian: _gaussian, Laplace: _laplace, DiscreteGaussian: _discrete_gaussian,
-            DiscreteLaplace: _discrete_laplace}
+#: ``build(accountant, inner event, sampling probability)``: the PLD of a Poisson sample.
+_Build = Callable[["PLDAccountant", PrivacyEvent, float], "dpl.PrivacyLossDistribution | None"]
+_E = TypeVar("_E", bound=PrivacyEvent)
+
+
+def _sampled(event_type: type[_E], build: Callable[[PLDAccountant, _E, float], dpl.PrivacyLossDistribution | None],
+             ) -> tuple[type[PrivacyEvent], _Build]:
+    """One entry of :data:`_SAMPLED`: looked up by exact class, ``build`` only receives
+    ``event_type`` events (the cast says so)."""
+    return event_type, cast(_Build, build)
+
+
+_SAMPLED = dict([_sampled(Gaussian, _gaussian), _sampled(Laplace, _laplace),
+                 _sampled(DiscreteGaussian, _discrete_gaussian), _sampled(DiscreteLaplace, _discrete_laplace)])
 
 
 def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistribution | None:
@@ -138,17 +151,17 @@ def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistributi
 #: The PLD of one release. Gaussian and Laplace events (and their Poisson subsamples
 #: under add/remove) use their exact PLDs; any other (eps, delta)-DP event uses the
 #: tight PLD of an (eps, delta)-DP mechanism.
-PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    Gaussian: _gaussian,
-    Laplace: _laplace,
-    DiscreteGaussian: _discrete_gaussian,
-    DiscreteLaplace: _discrete_laplace,
-    PoissonSampled: _poisson,
-    PureDP: lambda acc, e: _pure_pld(acc, e.epsilon),
-    LocalDP: lambda acc, e: _pure_pld(acc, e.epsilon0),
-    Exponential: lambda acc, e: _pure_pld(acc, e.epsilon),
-    ApproxDP: lambda acc, e: _pure_pld(acc, e.epsilon, e.delta),
-}
+PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(Gaussian, _gaussian),
+    handles(Laplace, _laplace),
+    handles(DiscreteGaussian, _discrete_gaussian),
+    handles(DiscreteLaplace, _discrete_laplace),
+    handles(PoissonSampled, _poisson),
+    handles(PureDP, lambda acc, e: _pure_pld(acc, e.epsilon)),
+    handles(LocalDP, lambda acc, e: _pure_pld(acc, e.epsilon0)),
+    handles(Exponential, lambda acc, e: _pure_pld(acc, e.epsilon)),
+    handles(ApproxDP, lambda acc, e: _pure_pld(acc, e.epsilon, e.delta)),
+])
 
 
 def _size(pld: dpl.PrivacyLossDistribution) -> int:

@@ -20,8 +20,9 @@ import numpy as np
 from dp_accounting import dp_event as dpe
 from dp_accounting import privacy_accountant as dpa
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
+from numpy.typing import NDArray
 
-from privreg.accountant.base import Accountant, Handler
+from privreg.accountant.base import Accountant, Handler, handles
 from privreg.core.events import (
     ZCDP,
     Composed,
@@ -54,7 +55,7 @@ _RELATION = {"add_remove": dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
 TINY = 5e-324
 
 
-def _log_cosh(x: np.ndarray) -> np.ndarray:
+def _log_cosh(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """log cosh x without cancellation: log1p(2 sinh(x/2)^2) for |x| <= 20, else
     |x| - log 2 + log1p(e^(-2|x|))."""
     x = np.abs(x)
@@ -66,7 +67,7 @@ def _log_cosh(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def pure_dp_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
+def pure_dp_rdp(epsilon: float, orders: NDArray[np.float64]) -> NDArray[np.float64]:
     """RDP of binary randomized response with ratio e^eps: the largest Renyi divergence
     of order alpha between any two distributions whose ratio lies in [e^-eps, e^eps].
 
@@ -127,7 +128,7 @@ def to_dp_accounting(event: PrivacyEvent) -> dpe.DpEvent | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _google_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
+def _google_curve(event: PrivacyEvent, neighbouring: str) -> NDArray[np.float64] | None:
     """dp-accounting's RDP curve of one event on :data:`ORDERS` (cached: sampled
     Gaussians are expensive), or None if it has no model of the event."""
     translated = to_dp_accounting(event)
@@ -142,12 +143,12 @@ def _google_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
     return curve
 
 
-def _exponential(acc: object, e: Exponential) -> np.ndarray:
+def _exponential(acc: object, e: Exponential) -> NDArray[np.float64]:
     curve = pure_dp_rdp(e.epsilon, ORDERS)
     return np.maximum(np.minimum(curve, ORDERS * e.epsilon**2 / 8), TINY) if e.bounded_range else curve
 
 
-def _google(acc: RDPAccountant, e: PrivacyEvent) -> np.ndarray | None:
+def _google(acc: RDPAccountant, e: PrivacyEvent) -> NDArray[np.float64] | None:
     curve = _google_curve(e, acc.neighbouring)
     if curve is None or (isinstance(e, ZCDP) and e.rho == 0):
         return curve
@@ -157,23 +158,24 @@ def _google(acc: RDPAccountant, e: PrivacyEvent) -> np.ndarray | None:
 #: The RDP curve of one release on :data:`ORDERS`. Pure eps-DP events: binary randomized
 #: response (Blackwell); discrete Gaussian: rho alpha (CKS 2020); bounded-range
 #: selections: also alpha eps^2 / 8 (Cesar-Rogers 2021); the rest through dp-accounting.
-CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    PureDP: lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS),
-    LocalDP: lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS),
-    DiscreteLaplace: lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS),
-    DiscreteGaussian: lambda acc, e: np.maximum(ORDERS * e.rho, TINY),
-    Exponential: _exponential,
-    Gaussian: _google,
-    Laplace: _google,
-    ZCDP: _google,
-    PoissonSampled: _google,
-    SampledWithoutReplacement: _google,
-}
+CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(PureDP, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
+    handles(LocalDP, lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS)),
+    handles(DiscreteLaplace, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
+    handles(DiscreteGaussian, lambda acc, e: np.maximum(ORDERS * e.rho, TINY)),
+    handles(Exponential, _exponential),
+    handles(Gaussian, _google),
+    handles(Laplace, _google),
+    handles(ZCDP, _google),
+    handles(PoissonSampled, _google),
+    handles(SampledWithoutReplacement, _google),
+])
 
 
-def leaf_curve(event: PrivacyEvent, neighbouring: str) -> np.ndarray | None:
+def leaf_curve(event: PrivacyEvent, neighbouring: str) -> NDArray[np.float64] | None:
     """The RDP curve of one leaf event on :data:`ORDERS`, or None if unsupported."""
-    return RDPAccountant(neighbouring=neighbouring).cost(event)[0]
+    curve: NDArray[np.float64] | None = RDPAccountant(neighbouring=neighbouring).cost(event)[0]
+    return curve
 
 
 class RDPAccountant(Accountant):
@@ -192,10 +194,10 @@ class RDPAccountant(Accountant):
         curve = np.asarray(cost, dtype=np.float64)
         return curve.shape == self.orders.shape and not np.isnan(curve).any() and bool(np.all(curve >= 0))
 
-    def _add(self, cost: np.ndarray, count: int) -> None:
+    def _add(self, cost: NDArray[np.float64], count: int) -> None:
         self._curve = self._curve + count * np.asarray(cost, dtype=np.float64)
 
-    def curve(self) -> np.ndarray:
+    def curve(self) -> NDArray[np.float64]:
         """The total RDP at each of :attr:`orders`."""
         return self._curve
 
@@ -210,7 +212,7 @@ class RDPAccountant(Accountant):
         return float(dpr.compute_delta(self.orders, self.curve(), epsilon)[0])
 
 
-def rdp_epsilon(orders: np.ndarray, curve: np.ndarray, delta: float) -> float:
+def rdp_epsilon(orders: NDArray[np.float64], curve: NDArray[np.float64], delta: float) -> float:
     """Epsilon at ``delta`` of a mechanism that is (alpha, curve[alpha])-RDP at every
     order, by the tight conversion (CKS 2020, Proposition 12); inf when no order helps."""
     if not np.any(curve):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TypeVar, cast
 
 import attrs
 
@@ -52,17 +53,29 @@ from privreg.core.events import (
 
 __all__ = ["relate", "to_replace_one"]
 
-_DOUBLE: dict[type[PrivacyEvent], Callable[[PrivacyEvent], PrivacyEvent]] = {
-    Laplace: lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity),
-    Gaussian: lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity),
-    DiscreteLaplace: lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity),
-    DiscreteGaussian: lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity),
-    PureDP: lambda e: attrs.evolve(e, epsilon=2 * e.epsilon),
-    ApproxDP: lambda e: attrs.evolve(
-        e, epsilon=2 * e.epsilon, delta=min(1.0, e.delta * (1 + math.exp(min(e.epsilon, 700.0))))),
-    ZCDP: lambda e: attrs.evolve(e, rho=4 * e.rho),
-    Exponential: lambda e: attrs.evolve(e, epsilon=2 * e.epsilon),
-}
+# What a doubling rule returns: an event of the class it is registered for.
+_Doubled = Laplace | Gaussian | DiscreteLaplace | DiscreteGaussian | PureDP | ApproxDP | ZCDP | Exponential
+_D = TypeVar("_D", Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, PureDP, ApproxDP, ZCDP, Exponential)
+
+
+def _rule(event_type: type[_D],
+          double: Callable[[_D], _D]) -> tuple[type[PrivacyEvent], Callable[[PrivacyEvent], _Doubled]]:
+    """One entry of the table: looked up by class, ``double`` only receives ``event_type``
+    events, which a dict literal cannot tell the type checker (hence the cast)."""
+    return event_type, cast(Callable[[PrivacyEvent], _Doubled], double)
+
+
+_DOUBLE: dict[type[PrivacyEvent], Callable[[PrivacyEvent], _Doubled]] = dict([
+    _rule(Laplace, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+    _rule(Gaussian, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+    _rule(DiscreteLaplace, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+    _rule(DiscreteGaussian, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+    _rule(PureDP, lambda e: attrs.evolve(e, epsilon=2 * e.epsilon)),
+    _rule(ApproxDP, lambda e: attrs.evolve(
+        e, epsilon=2 * e.epsilon, delta=min(1.0, e.delta * (1 + math.exp(min(e.epsilon, 700.0)))))),
+    _rule(ZCDP, lambda e: attrs.evolve(e, rho=4 * e.rho)),
+    _rule(Exponential, lambda e: attrs.evolve(e, epsilon=2 * e.epsilon)),
+])
 
 
 def to_replace_one(event: PrivacyEvent) -> PrivacyEvent | None:
@@ -85,7 +98,7 @@ def _tree(event: PrivacyEvent, relation: str) -> tuple[PrivacyEvent | None, str]
             if r is None:
                 return None, why
             parts.append(r)
-        return attrs.evolve(event, events=parts), ""
+        return attrs.evolve(event, events=tuple(parts)), ""
     if isinstance(event, SelfComposed):
         r, why = _tree(event.event, relation)
         return (None, why) if r is None else (attrs.evolve(event, event=r), "")

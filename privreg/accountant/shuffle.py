@@ -94,6 +94,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from privreg.core import validation as v
@@ -212,7 +213,7 @@ def _check_common(epsilon0: Any, num_reports: Any, bound: Any) -> tuple[float, i
     return eps0, n, bound
 
 
-def _check_probability_matrix(probabilities: Any) -> np.ndarray:
+def _check_probability_matrix(probabilities: Any) -> NDArray[np.float64]:
     try:
         p = np.asarray(probabilities, dtype=float)
     except (TypeError, ValueError):
@@ -281,7 +282,7 @@ def _clone_probability(eps0: float, bound: str) -> float:
     return math.exp(-eps0)
 
 
-def _pair_divergence(c: np.ndarray, eps: float, eps0: float) -> np.ndarray:
+def _pair_divergence(c: NDArray[np.int64 | np.float64], eps: float, eps0: float) -> NDArray[np.float64]:
     """``D_{e^eps}(P_c || Q_c)`` for each clone count ``c`` (vectorised, exact).
 
     Given ``C = c`` the first coordinate is ``A + D`` under P and ``A + 1 - D`` under Q,
@@ -301,21 +302,22 @@ def _pair_divergence(c: np.ndarray, eps: float, eps0: float) -> np.ndarray:
     # ratio threshold: P_c(k)/Q_c(k) > e^eps  <=>  k/(c + 1 - k) > r
     r = (math.expm1(eps) - math.expm1(-eps0)) / -math.expm1(eps - eps0)
     m = np.clip(np.floor(r / (1.0 + r) * (c + 1.0)) + 1.0, 1.0, c + 1.0)
-    b_prev = stats.binom.pmf(m - 1.0, c, 0.5)  # b(m-1)
-    tail = stats.binom.sf(m - 1.0, c, 0.5)  # Pr[A >= m]
+    b_prev: NDArray[np.float64] = stats.binom.pmf(m - 1.0, c, 0.5)  # b(m-1)
+    tail: NDArray[np.float64] = stats.binom.sf(m - 1.0, c, 0.5)  # Pr[A >= m]
     b_here = b_prev * (c - m + 1.0) / m  # b(m)
     b_back = b_prev * (m - 1.0) / (c - m + 2.0)  # b(m-2)
     at_m = weight * b_prev - slope * tail
     after = weight * b_here - slope * (tail - b_here)
     before = weight * b_back - slope * (tail + b_prev)
-    return np.maximum(np.maximum(at_m, 0.0), np.maximum(after, before))
+    best: NDArray[np.float64] = np.maximum(np.maximum(at_m, 0.0), np.maximum(after, before))
+    return best
 
 
 class _CloneGrid(NamedTuple):
     """Intervals ``[edges[j], edges[j+1])`` covering a window of ``C ~ Bin(trials, q)``."""
 
-    edges: np.ndarray  # int64, increasing; the window is [edges[0], edges[-1] - 1]
-    masses: np.ndarray  # Pr[C in interval j]
+    edges: NDArray[np.int64]  # increasing; the window is [edges[0], edges[-1] - 1]
+    masses: NDArray[np.float64]  # Pr[C in interval j]
     below: float  # Pr[C < edges[0]]
     above: float  # Pr[C >= edges[-1]]
 

@@ -64,6 +64,7 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from privreg.core import validation as v
@@ -110,7 +111,7 @@ def fmt21_published_closed_form(n: int, eps0: float, delta: float) -> float:
     return math.log(1 + shrink * (a + c))
 
 
-def _divergence(c: np.ndarray, eps: float, eps0: float, p_side: bool) -> np.ndarray:
+def _divergence(c: NDArray[np.int64], eps: float, eps0: float, p_side: bool) -> NDArray[np.float64]:
     """Step 4 of the module docstring (the script's ``onestep``), elementwise over the
     clone counts ``c``: the same float operations as the script's scalar code."""
     alpha = math.exp(eps0) / (math.exp(eps0) + 1)
@@ -118,8 +119,8 @@ def _divergence(c: np.ndarray, eps: float, eps0: float, p_side: bool) -> np.ndar
     effective = math.log(((e + 1) * alpha - 1) / ((1 + e) * alpha - e))
     share = 1 / (math.exp(effective if p_side else -effective) + 1)
     cut = share * (c + 1)
-    at_cut = stats.binom.cdf(cut, c, 0.5)
-    before = stats.binom.cdf(cut - 1, c, 0.5)
+    at_cut: NDArray[np.float64] = stats.binom.cdf(cut, c, 0.5)
+    before: NDArray[np.float64] = stats.binom.cdf(cut - 1, c, 0.5)
     p_cdf = alpha * at_cut + (1 - alpha) * before
     q_cdf = (1 - alpha) * at_cut + alpha * before
     if p_side:

@@ -38,6 +38,7 @@ import os
 import struct
 import threading
 import time
+from typing import cast
 
 try:
     import fcntl
@@ -47,8 +48,8 @@ except ImportError:  # Windows: no fcntl, no queue
 __all__ = ["WriterQueue", "QueueTimeout", "open_queue"]
 
 _BASE = 4096  # ticket t is byte _BASE + t; bytes 0..7 are the counter
-_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None) if fcntl is not None else None
-_OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None) if fcntl is not None else None
+_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None) if fcntl is not None else None
+_OFD_SETLKW: int | None = getattr(fcntl, "F_OFD_SETLKW", None) if fcntl is not None else None
 _FLOCK = "@hhqqi"
 _FLOCK_PAD = -struct.calcsize(_FLOCK) % struct.calcsize("@P")
 
@@ -72,8 +73,9 @@ class WriterQueue:
         """Set (or, with F_UNLCK, clear) a lock; False on a conflict. With ``wait``, block
         until it can be set instead."""
         arg = struct.pack(_FLOCK, kind, os.SEEK_SET, start, length, 0) + b"\0" * _FLOCK_PAD
+        command = cast(int, _OFD_SETLKW if wait else _OFD_SETLK)  # open_queue makes no queue without OFD locks
         try:
-            fcntl.fcntl(self._fd if fd is None else fd, _OFD_SETLKW if wait else _OFD_SETLK, arg)
+            fcntl.fcntl(self._fd if fd is None else fd, command, arg)
         except OSError as exc:
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 return False

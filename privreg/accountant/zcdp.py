@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
-from privreg.accountant.base import Accountant, Handler, finite_number
+from privreg.accountant.base import Accountant, Handler, finite_number, handles
 from privreg.accountant.rdp import ORDERS, TINY
 from privreg.core.events import (
     ZCDP,
@@ -37,21 +37,22 @@ def _pure(eps: float) -> float:
 #: exponential mechanism / Gumbel report-noisy-max, which are eps-bounded-range:
 #: eps^2 / 8 (Cesar-Rogers 2021, Lemma 3.2); permute-and-flip and exponential-noise
 #: report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
-RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = {
-    ZCDP: lambda acc, e: e.rho,
-    DiscreteGaussian: lambda acc, e: _positive(e.rho),
-    Gaussian: lambda acc, e: _positive(0.5 * (e.sensitivity / e.sigma) ** 2),
-    Laplace: lambda acc, e: _pure(e.sensitivity / e.scale),
-    PureDP: lambda acc, e: _pure(e.epsilon),
-    DiscreteLaplace: lambda acc, e: _pure(e.epsilon),
-    LocalDP: lambda acc, e: _pure(e.epsilon0),
-    Exponential: lambda acc, e: _positive(e.epsilon**2 / (8 if e.bounded_range else 2)),
-}
+RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
+    handles(ZCDP, lambda acc, e: e.rho),
+    handles(DiscreteGaussian, lambda acc, e: _positive(e.rho)),
+    handles(Gaussian, lambda acc, e: _positive(0.5 * (e.sensitivity / e.sigma) ** 2)),
+    handles(Laplace, lambda acc, e: _pure(e.sensitivity / e.scale)),
+    handles(PureDP, lambda acc, e: _pure(e.epsilon)),
+    handles(DiscreteLaplace, lambda acc, e: _pure(e.epsilon)),
+    handles(LocalDP, lambda acc, e: _pure(e.epsilon0)),
+    handles(Exponential, lambda acc, e: _positive(e.epsilon**2 / (8 if e.bounded_range else 2))),
+])
 
 
 def rho_of(event: PrivacyEvent) -> float | None:
     """The zCDP parameter of a leaf event, or None."""
-    return ZCDPAccountant().cost(event)[0]
+    rho: float | None = ZCDPAccountant().cost(event)[0]
+    return rho
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:

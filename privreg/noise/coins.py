@@ -15,6 +15,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
@@ -30,7 +31,7 @@ _DIGIT_BITS = 62  # uniform_below draws exact uniform integers below 2**62 in on
 _ONE = Fraction(1)
 
 
-def bernoulli_many(p: Fraction, size: int, rng: RandomSource) -> np.ndarray:
+def bernoulli_many(p: Fraction, size: int, rng: RandomSource) -> NDArray[np.bool_]:
     """``size`` independent draws, each True with probability exactly ``p`` (rational in
     [0, 1]), with any denominator.
 
@@ -58,7 +59,7 @@ def bernoulli_many(p: Fraction, size: int, rng: RandomSource) -> np.ndarray:
     return out
 
 
-def bernoulli_exp_neg_unit(gamma: Fraction, size: int, rng: RandomSource) -> np.ndarray:
+def bernoulli_exp_neg_unit(gamma: Fraction, size: int, rng: RandomSource) -> NDArray[np.bool_]:
     """CKS 2020 Algorithm 1 for ``gamma`` in [0, 1], vectorised: ``K = 1``; while
     Bernoulli(gamma / K) succeeds, ``K += 1``; return ``K`` odd. All draws still running
     share the same ``K``, so each round is one :func:`bernoulli_many` call."""
@@ -93,9 +94,9 @@ class ExpCoins:
         self.whole = [g.numerator // g.denominator for g in gammas]
         self.frac = [g - w for g, w in zip(gammas, self.whole)]
         self.rounds = np.array([min(w, self._CAP) for w in self.whole], dtype=np.int64)
-        self._digits: dict[int, np.ndarray] = {}
+        self._digits: dict[int, NDArray[np.int64]] = {}
 
-    def _digit_table(self, k: int) -> np.ndarray:
+    def _digit_table(self, k: int) -> NDArray[np.int64]:
         """First base-2**62 digit of ``frac_i / k`` for every candidate ``i``."""
         table = self._digits.get(k)
         if table is None:
@@ -105,7 +106,7 @@ class ExpCoins:
             self._digits[k] = table
         return table
 
-    def _frac_over(self, k: int, cands: np.ndarray, rng: RandomSource) -> np.ndarray:
+    def _frac_over(self, k: int, cands: NDArray[np.intp], rng: RandomSource) -> NDArray[np.bool_]:
         """Independent Bernoulli(frac_c / k) for each candidate index ``c`` in ``cands``."""
         digits = self._digit_table(k)[cands]
         words = uniform_below(1 << _DIGIT_BITS, cands.size, rng)
@@ -117,7 +118,7 @@ class ExpCoins:
             out[e] = bernoulli(rem, rng)
         return out
 
-    def __call__(self, cands: np.ndarray, rng: RandomSource) -> np.ndarray:
+    def __call__(self, cands: NDArray[np.intp], rng: RandomSource) -> NDArray[np.bool_]:
         n = cands.size
         alive = np.ones(n, dtype=bool)
         need = self.rounds[cands]
@@ -264,7 +265,7 @@ def _nearest_double_exp_neg(m: int) -> float:
 _EXP_NEG_INT = np.array([_nearest_double_exp_neg(m) for m in range(64)] + [0.0])
 
 
-def exp_neg_approx(x: np.ndarray) -> np.ndarray:
+def exp_neg_approx(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """Float64 ``p`` with ``|p - exp(-x)| <= EXP_NEG_APPROX_ERROR = 2**-32`` elementwise,
     for float64 ``x >= 0`` (the error is with respect to the float given; it uses only
     IEEE-754 correctly rounded +, *, floor, so the bound is a theorem, not a libm claim).

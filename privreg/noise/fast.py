@@ -16,6 +16,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
@@ -53,7 +54,7 @@ def fast_scale(scale: Fraction) -> Fraction:
     return Fraction(t, 1 << j)
 
 
-def _bernoulli_exp_neg_fraction(u: np.ndarray, t: int, rng: RandomSource) -> np.ndarray:
+def _bernoulli_exp_neg_fraction(u: NDArray[np.int64], t: int, rng: RandomSource) -> NDArray[np.bool_]:
     """True with probability exactly exp(-u/t), elementwise, for integers 0 <= u <= t
     (CKS Algorithm 1: count K while Bernoulli(gamma/K) succeeds; return K odd)."""
     result = np.zeros(u.size, dtype=bool)
@@ -67,7 +68,7 @@ def _bernoulli_exp_neg_fraction(u: np.ndarray, t: int, rng: RandomSource) -> np.
     return result
 
 
-def _geometric_exp_neg_one(size: int, rng: RandomSource) -> np.ndarray:
+def _geometric_exp_neg_one(size: int, rng: RandomSource) -> NDArray[np.int64]:
     """Number of successes of Bernoulli(exp(-1)) before the first failure, elementwise."""
     count = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
@@ -79,7 +80,7 @@ def _geometric_exp_neg_one(size: int, rng: RandomSource) -> np.ndarray:
     return count
 
 
-def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> np.ndarray:
+def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> NDArray[np.int64]:
     """``size`` independent integers with P(z) proportional to exp(-|z| / scale'), where
     ``scale' = fast_scale(scale) >= scale``; int64 array (CKS 2020, Algorithm 2).
 
@@ -98,7 +99,7 @@ def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> np.n
     return out
 
 
-def _laplace_chunk(out: np.ndarray, t: int, s: int, rng: RandomSource) -> None:
+def _laplace_chunk(out: NDArray[np.int64], t: int, s: int, rng: RandomSource) -> None:
     """Fill ``out`` with discrete Laplace draws of scale ``t / s`` (CKS Algorithm 2)."""
     pending = np.arange(out.size)
     while pending.size:

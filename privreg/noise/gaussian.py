@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
@@ -60,10 +61,10 @@ def check_sigma2(sigma2: Any) -> Fraction:
         )
     if isinstance(sigma2, float) and not math.isfinite(sigma2):
         raise PrivregValueError(f"sigma2 must be finite; got {sigma2!r}. Pass e.g. Fraction(9, 4).")
-    sigma2 = Fraction(sigma2)
-    if sigma2 <= 0:
-        raise PrivregValueError(f"sigma2 must be > 0; got {sigma2}. Pass e.g. Fraction(9, 4).")
-    return sigma2
+    exact = Fraction(sigma2)  # a new name: sigma2 is typed Any as the argument
+    if exact <= 0:
+        raise PrivregValueError(f"sigma2 must be > 0; got {exact}. Pass e.g. Fraction(9, 4).")
+    return exact
 
 
 def _t_of(sigma2: Fraction) -> int:
@@ -91,7 +92,7 @@ def discrete_gaussian(sigma2: Fraction, rng: RandomSource | None) -> int:
 
 # --- the vectorised sampler -----------------------------------------------------------------
 
-def _geometric_table() -> tuple[np.ndarray, np.ndarray]:
+def _geometric_table() -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """For every 16-bit word ``w``: ``V(w) = #{v >= 1 : b_v > w}`` and whether ``w`` is a
     tie, where ``b_v = floor(2**16 exp(-v))`` (exact, from :func:`exp_neg_bounds`).
 
@@ -151,7 +152,7 @@ def _plan(sigma2: Fraction) -> _Plan:
                  inv2s2=inv2s2, shift_f=float(shift), inv2s2_f=float(inv2s2), acceptance=acceptance)
 
 
-def _words(buf: bytes, offset: int, nbytes: int, count: int) -> np.ndarray:
+def _words(buf: bytes, offset: int, nbytes: int, count: int) -> NDArray[np.unsignedinteger[Any]]:
     dtype = {2: "<u2", 4: "<u4", 8: "<u8"}[nbytes]
     return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
 
@@ -170,7 +171,7 @@ def _lambda(plan: _Plan, u: int, x: int) -> Fraction:
     return Fraction(u, plan.t) + (x - plan.shift) ** 2 * plan.inv2s2
 
 
-def _lambda_approx(plan: _Plan, u: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _lambda_approx(plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64]) -> NDArray[np.float64]:
     """float64 ``lambda~`` with ``|lambda~ - lambda| <= 8 * 2**-53 (lambda + 1)`` for
     ``u < t`` and ``0 <= x < 2**47`` (see :func:`discrete_gaussian_many`)."""
     lam = x.astype(np.float64)
@@ -181,8 +182,8 @@ def _lambda_approx(plan: _Plan, u: np.ndarray, x: np.ndarray) -> np.ndarray:
     return lam
 
 
-def _coin_filter(plan: _Plan, u: np.ndarray, x: np.ndarray,
-                 word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _coin_filter(plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64],
+                 word: NDArray[np.unsignedinteger[Any]]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """``(accept, decided)``: where ``decided``, ``accept`` equals ``U' < exp(-lambda)`` for
     every uniform ``U'`` in ``[word, word + 1) / 2**16`` (see :func:`discrete_gaussian_many`)."""
     threshold = exp_neg_approx(_lambda_approx(plan, u, x))
@@ -194,7 +195,7 @@ def _coin_filter(plan: _Plan, u: np.ndarray, x: np.ndarray,
     return accept & decided, decided
 
 
-def _round(plan: _Plan, trials: int, rng: RandomSource) -> np.ndarray:
+def _round(plan: _Plan, trials: int, rng: RandomSource) -> NDArray[np.int64]:
     """``trials`` independent trials; the accepted values, in trial order."""
     n, wb = trials, _WORD_BITS // 8
     buf = rng.random_bytes(n * (plan.u_bytes + 2 * wb) + (n + 7) // 8)
@@ -208,7 +209,7 @@ def _round(plan: _Plan, trials: int, rng: RandomSource) -> np.ndarray:
     coin_word = _words(buf, pos + n * wb, wb, n)
     sign_bytes = np.frombuffer(buf, dtype=np.uint8, offset=pos + 2 * n * wb)
     negative = np.unpackbits(sign_bytes, count=n).astype(bool)
-    count = _GEOMETRIC[geo_word]
+    count: NDArray[np.int64] = _GEOMETRIC[geo_word]
     for i in np.flatnonzero(_GEOMETRIC_TIE[geo_word] & valid).tolist():  # ~2e-4 per trial
         count[i] = _geometric_exactly(int(geo_word[i]), int(count[i]), rng)
     x = u + plan.t * count
@@ -218,10 +219,11 @@ def _round(plan: _Plan, trials: int, rng: RandomSource) -> np.ndarray:
     for i in np.flatnonzero(valid & ~decided).tolist():  # ~2e-5 per trial
         lam = _lambda(plan, int(u[i]), int(x[i]))
         accept[i] = LazyUniform(int(coin_word[i]), _WORD_BITS, rng).below_exp_neg(lam)
-    return np.where(negative, -x, x)[accept]
+    values: NDArray[np.int64] = np.where(negative, -x, x)
+    return values[accept]
 
 
-def discrete_gaussian_many(sigma2: Fraction, size: int, rng: RandomSource | None) -> np.ndarray:
+def discrete_gaussian_many(sigma2: Fraction, size: int, rng: RandomSource | None) -> NDArray[np.int64]:
     """``size`` independent integers, each with P(z) proportional to
     ``exp(-z^2 / (2 sigma2))`` exactly; an int64 array (CKS 2020, Algorithm 3, vectorised).
 

@@ -33,6 +33,7 @@ import math
 
 import mpmath
 import numpy as np
+from numpy.typing import NDArray
 from scipy import special
 
 from privreg.core import validation as v
@@ -106,11 +107,11 @@ def gaussian_tail_coins(counts: np.ndarray, *, scale: int, rho: float, sigma: fl
     sigma = v.check_sensitivity("sigma", sigma)
     n = counts.size
     words = uniform_below(1 << _BITS, n, rng)
-    p = special.ndtr(-((rho - counts.astype(np.float64) / scale) / sigma))
+    p: NDArray[np.float64] = special.ndtr(-((rho - counts.astype(np.float64) / scale) / sigma))
     tol = _REL * p + _ABS
     lo = words.astype(np.float64) * 2.0**-_BITS
     hi = lo + 2.0**-_BITS
-    out = hi < p - tol
+    out: NDArray[np.bool_] = hi < p - tol
     unsure = np.flatnonzero(~out & ~(lo > p + tol))
     for i in unsure.tolist():  # rare: about 1e-6 p + 2^-57 of the coins
         out[i] = exact_tail_coin(int(words[i]), int(counts[i]), scale, rho, sigma, rng)

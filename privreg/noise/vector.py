@@ -7,6 +7,7 @@ The foundation of fast samplers: ``uniform_below(bound, size)`` is exactly unifo
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
@@ -15,11 +16,11 @@ from privreg.core.randomness import RandomSource
 __all__ = ["uniform_below"]
 
 
-def _words(rng: RandomSource, size: int) -> np.ndarray:
+def _words(rng: RandomSource, size: int) -> NDArray[np.uint64]:
     return np.frombuffer(rng.random_bytes(8 * size), dtype="<u8").copy()
 
 
-def uniform_below(bound: int, size: int, rng: RandomSource) -> np.ndarray:
+def uniform_below(bound: int, size: int, rng: RandomSource) -> NDArray[np.int64]:
     """``size`` independent integers, each exactly uniform on ``[0, bound)``, as int64.
     ``bound`` may be at most 2**62."""
     bound = v.check_int("bound", bound, minimum=1)
