@@ -177,8 +177,9 @@ class Filter(ABC):
 class _AccountantFilter(Filter):
     """A filter whose totals are one accountant's state."""
 
+    @abstractmethod
     def _make(self) -> Accountant:
-        raise NotImplementedError
+        """A fresh accountant holding this filter's totals."""
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)

@@ -264,7 +264,7 @@ class PLDAccountant(Accountant):
             hit = super().cost(event)
             try:
                 self._cache[event] = hit
-            except TypeError:
+            except TypeError:  # an unhashable (third-party) event is priced every time
                 pass
         return hit
 
