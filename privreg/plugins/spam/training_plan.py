@@ -96,10 +96,10 @@ class TrainingPlan:
 def gradient_mechanism(c: TrainingConfig, n_batches: int, sensitivity: float) -> Any:
     """The Gaussian mechanism of one epoch's gradient noise: ``(epsilon/E, delta/E)`` over
     ``n_batches * d`` coordinates of L2 sensitivity ``sensitivity``."""
-    from privreg.mechanisms import GaussianMechanism
+    from privreg.mechanisms import GaussianMechanism, as_global_l2
 
     return GaussianMechanism(epsilon=c.dp_epsilon / c.epochs, delta=c.dp_delta / c.epochs,
-                             sensitivity=sensitivity, dimension=n_batches * c.d)
+                             sensitivity=as_global_l2(sensitivity), dimension=n_batches * c.d)
 
 
 def mech_step_int(mech: Any, frac_bits: int) -> int:
