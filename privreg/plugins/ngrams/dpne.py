@@ -173,8 +173,8 @@ def extract_ngrams(
         raise PrivregValueError(f"pruning must be one of {PRUNINGS}; got {pruning!r}")
     max_n = v.check_count("max_n", max_n)
     eta = v.check_probability("eta", eta, open_low=True, open_high=True)
-    keys = (max_keys,) * max_n if isinstance(max_keys, (int, np.integer)) and not isinstance(max_keys, bool) \
-        else tuple(max_keys)
+    # a bool is an int here, so that check_count rejects it with the parameter's name
+    keys = (max_keys,) * max_n if isinstance(max_keys, (int, np.integer)) else tuple(max_keys)
     rng = resolve_random(rng)
     say = echo or (lambda message: None)
 
