@@ -66,7 +66,7 @@ def prepare_parties(*, data: str, parties: int, records: int, corruption: float,
     if data == "febrl4":
         return load_febrl(4), FEBRL_SCHEMA
     if data == "pseudopeople":
-        return load_pseudopeople(), pseudopeople_schema("names")
+        return load_pseudopeople(), pseudopeople_schema(matching="names")
     raise PrivregValueError(f"data must be one of {list(DATASETS)}; got {data!r}.")
 
 
