@@ -146,7 +146,7 @@ def pprl_workflow(
     result = run_protocol(proto)
     wall = time.perf_counter() - t1
     lu = result.outputs[LINKAGE_UNIT]
-    entities = {p: e.entities for p, e in encoded.items()}
+    entities = list(encoded.values())  # encoded with ENTITY: quality reads each one's entities
     linked = linkage_quality(lu["links"], entities=entities, parties=linkage.parties)
     blocked = blocking_quality(lu["groups"], entities=entities, parties=linkage.parties)
     bs = lu["block_stats"]
