@@ -61,7 +61,7 @@ class TrainingPlan:
         dp_sens = 0.0
         noise_bound = 0
         if c.dp:
-            q_l2 = float(c.l2_bound) + (math.sqrt(c.d) * 2.0 ** -(fx + 1) if fx else 0.0)
+            q_l2 = float(c.dp_parameters()[2]) + (math.sqrt(c.d) * 2.0 ** -(fx + 1) if fx else 0.0)
             dp_sens = _dyadic_at_least(2.0 * q_l2 * t_bound / 2**fg)
             mech = gradient_mechanism(c, len(bb), dp_sens)
             step_int = mech_step_int(mech, fg + fx)
@@ -98,7 +98,8 @@ def gradient_mechanism(c: TrainingConfig, n_batches: int, sensitivity: float) ->
     ``n_batches * d`` coordinates of L2 sensitivity ``sensitivity``."""
     from privreg.mechanisms import GaussianMechanism, as_global_l2
 
-    return GaussianMechanism(epsilon=c.dp_epsilon / c.epochs, delta=c.dp_delta / c.epochs,
+    epsilon, delta, _ = c.dp_parameters()
+    return GaussianMechanism(epsilon=epsilon / c.epochs, delta=delta / c.epochs,
                              sensitivity=as_global_l2(sensitivity), dimension=n_batches * c.d)
 
 
