@@ -492,6 +492,15 @@ def test_output_is_downward_closed(small_corpus, variant):
     assert spurious, "eta = 0.3 should produce spurious bigrams, which must still be valid"
 
 
+@pytest.mark.parametrize("bad", [True, False])
+def test_bool_max_keys_is_refused_by_name(small_corpus, bad):
+    """A bool is not a contribution bound: refused as the parameter max_keys, before any charge."""
+    log = EventLog()
+    with pytest.raises(PrivregTypeError, match="max_keys"):
+        extract_ngrams(LocalNgramEngine(small_corpus), charger=log, epsilon=4.0, delta=1e-7, max_n=2, max_keys=bad)
+    assert not log.charges
+
+
 def test_the_whole_plan_is_charged_as_one_block_before_any_noise():
     class Counting(RandomSource):
         def __init__(self) -> None:

@@ -406,6 +406,15 @@ def test_triangle_fit_test_agrees_with_the_smallest_enclosing_ball():
                     assert not got
 
 
+def test_squared_distances_sum_coordinates_in_order_and_broadcast():
+    """One array of squared distances for any number of coordinates (zero: all coincide)."""
+    from privreg.plugins.outliers.cover_geometry import squared_distances
+
+    a, b = np.array([[0.0, 3.0], [1.0, 1.0]]), np.array([[4.0, 0.0]])
+    np.testing.assert_array_equal(squared_distances(a, b), [25.0, 10.0])
+    np.testing.assert_array_equal(squared_distances(a[:, :0], b[:, :0]), [0.0, 0.0])
+
+
 @pytest.mark.parametrize("kind", ["truss", "core"])
 def test_prefix_queries_equal_fresh_computations_and_keep_the_threshold_contract(kind):
     """A keyed structure answers every prefix like a fresh computation on that prefix;

@@ -14,7 +14,9 @@ from privreg.core.events import PureDP
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.registry import default_registry
 from privreg.core.workflow import WorkflowContext
-from privreg.plugins.pprl.workflow import pprl_workflow
+from privreg.plugins.pprl import workflow as pprl_workflow_module
+from privreg.plugins.pprl.schema import PSEUDOPEOPLE_NAMES_SCHEMA
+from privreg.plugins.pprl.workflow import pprl_workflow, prepare_parties
 
 SMALL = dict(data="synthetic", parties=3, records=80, lsh_groups=8, lsh_bits=10, key_bits=512,
              insecure_small_keys=True, workers=1)
@@ -35,6 +37,15 @@ def test_workflow_links_generated_parties_and_reports_quality():
     assert m["block_size"]["min"] >= 3 and m["block_size"]["max"] >= m["block_size"]["median"]
     assert "recall" in res.summary and "distances-r1" in res.summary
     assert not ctx.charger.charges
+
+
+def test_pseudopeople_parties_are_matched_on_names(monkeypatch):
+    """--data pseudopeople pairs its samples with the names schema (SSA has no address)."""
+    loaded = object()
+    monkeypatch.setattr(pprl_workflow_module, "load_pseudopeople", lambda: loaded)
+    linkage, schema = prepare_parties(data="pseudopeople", parties=3, records=10, corruption=0.0, rng=None)
+    assert linkage is loaded
+    assert schema == PSEUDOPEOPLE_NAMES_SCHEMA
 
 
 def test_small_keys_need_the_insecure_flag():

@@ -315,14 +315,19 @@ def _auditable(item: Any) -> RegistryItem:
         raise PrivregTypeError(f"item must be a RegistryItem; got {item!r}")
     if item.kind not in (ItemKind.MECHANISM, ItemKind.RANDOMIZER):
         raise PrivregTypeError(
-            f"{item.name!r} is a {item.kind.value}; only mechanisms and randomizers can be audited"
+            f"{item.name!r} is a {item.kind_name}; only mechanisms and randomizers can be audited"
         )
+    _declared_neighbours(item)
+    return item
+
+
+def _declared_neighbours(item: RegistryItem) -> tuple[Any, Any]:
     if item.example.neighbours is None:
         raise PrivregValueError(
-            f"{item.kind.value} {item.name!r} declares no example neighbours; set "
+            f"{item.kind_name} {item.name!r} declares no example neighbours; set "
             f"Example(neighbours=(first, second)) in its RegistryItem"
         )
-    return item
+    return item.example.neighbours
 
 
 def _item_claim(item: RegistryItem, built: Any, claimed_delta: float | None) -> Claim:
@@ -408,7 +413,7 @@ def audit_extreme_neighbours(
     claim = _item_claim(item, built, claimed_delta)
     rng = resolve_random(rng)
     results, refused = [], []
-    for first, second in extreme_neighbours(*item.example.neighbours):
+    for first, second in extreme_neighbours(*_declared_neighbours(item)):
         try:
             if item.kind is ItemKind.RANDOMIZER:
                 result = audit_randomizer(built, neighbours=(first, second), samples=samples, alpha=alpha, rng=rng)

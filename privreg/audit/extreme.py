@@ -128,12 +128,14 @@ def extreme_neighbours(first: Any, second: Any) -> list[tuple[Any, Any]]:
         vals = _values(first) + _values(second)
         integer = kind == "int"
     pairs: list[tuple[Any, Any]] = []
+    # exact ints for integer inputs (shifts past 2**63 must not round), floats otherwise
+    shifts: list[int] | list[float]
     if integer:
         top, bottom = max(int(x) for x in vals), min(int(x) for x in vals)
         shifts = [t - top for t in _INT_TOPS] + [-(2**63) - bottom]
     else:
-        top, bottom = max(float(x) for x in vals), min(float(x) for x in vals)
-        shifts = [t - top for t in _FLOAT_TOPS] + [-1e308 - bottom]
+        top_f, bottom_f = max(float(x) for x in vals), min(float(x) for x in vals)
+        shifts = [t - top_f for t in _FLOAT_TOPS] + [-1e308 - bottom_f]
     seen = set()
     for c in shifts:
         a, b = _shift(first, c, keys=keys), _shift(second, c, keys=keys)

@@ -101,7 +101,7 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
     item = registry.get(args.name)
     if item.kind not in (ItemKind.MECHANISM, ItemKind.RANDOMIZER):
         raise PrivregValueError(
-            f"{args.name!r} is a {item.kind.value}; audit-mechanism audits mechanisms and randomizers"
+            f"{args.name!r} is a {item.kind_name}; audit-mechanism audits mechanisms and randomizers"
         )
     rng = _random_source(args.insecure_seed)
     if args.insecure_seed is not None:

@@ -38,7 +38,7 @@ def items_by_kind(registry: Registry, kind: str | None) -> str:
 
 
 def describe(item: RegistryItem) -> str:
-    lines = [f"{item.name}  ({item.kind.value}, plugin {item.plugin})", f"  {item.summary}", ""]
+    lines = [f"{item.name}  ({item.kind_name}, plugin {item.plugin})", f"  {item.summary}", ""]
     if item.params:
         rows = [("parameters:", "type", "default", "constraints", "")]
         for p in item.params:
@@ -54,7 +54,7 @@ def describe(item: RegistryItem) -> str:
     relation = ("replace one user's data (replace_one): local or shuffled reports" if item.neighbouring == "replace_one"
                 else "add or remove one user's data (add_remove)")
     lines += ["", f"neighbours: {relation}"]
-    if item.kind.value == "workflow":
+    if item.kind is ItemKind.WORKFLOW:
         lines += ["accounting: " + ("charges nothing (no differentially private release)" if not item.charges
                                     else f"privreg run charges a {item.neighbouring} budget under the basic "
                                          f"filter (fully adaptive; curve events at the budget's delta)")]

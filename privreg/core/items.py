@@ -106,6 +106,10 @@ def _pair_of(x: Any) -> tuple[Any, Any] | None:
     return tuple(x)
 
 
+def _param_values(x: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(x)
+
+
 @attrs.frozen(kw_only=True)
 class Example:
     """A small, valid configuration of an item, so that tools can exercise every item of
@@ -117,7 +121,7 @@ class Example:
     case); for a randomizer, two single-user inputs. Other kinds leave it ``None``.
     """
 
-    params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_param_values)
     neighbours: tuple[Any, Any] | None = attrs.field(default=None, converter=_pair_of)
 
     @neighbours.validator

@@ -68,7 +68,7 @@ from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomizer import secure_permutation
 from privreg.core.randomness import RandomSource
 from privreg.mechanisms.dpsu_threshold import dpsu_threshold
-from privreg.mechanisms.gaussian import GaussianMechanism
+from privreg.mechanisms.gaussian import GaussianMechanism, as_global_l2
 from privreg.mechanisms.grid_mechanism import exact_sum, grid_values, snap_values
 from privreg.mechanisms.noise_params import float_at_most
 from privreg.noise import Grid
@@ -97,9 +97,11 @@ def canonical_order(keys: Sequence[Hashable]) -> list[int] | None:
     of mixed types). None when neither gives a strict order (e.g. two NaN keys); the
     release then orders its keys by a uniform permutation from the secure source."""
     n = len(keys)
+    # compared optimistically: keys that do not support < raise TypeError, handled below
+    ordered: Sequence[Any] = keys
     try:
-        order = sorted(range(n), key=keys.__getitem__)
-        if all(bool(keys[a] < keys[b]) for a, b in zip(order, order[1:])):
+        order = sorted(range(n), key=ordered.__getitem__)
+        if all(bool(ordered[a] < ordered[b]) for a, b in zip(order, order[1:])):
             return order
     except TypeError:
         pass
@@ -397,7 +399,7 @@ class GaussianThresholding(_Thresholding):
     def noise_mechanism(self) -> GaussianMechanism:
         """The Gaussian mechanism whose grid, sensitivity and verified sigma are used."""
         return GaussianMechanism(epsilon=self.epsilon, delta=self.noise_delta,
-                                 sensitivity=self.sensitivity, dimension=self.max_partitions)
+                                 sensitivity=as_global_l2(self.sensitivity), dimension=self.max_partitions)
 
     @property
     def noise_delta(self) -> float:

@@ -141,12 +141,12 @@ def items_of(source: Any) -> list[RegistryItem]:
     from privreg.core.registry import Registry, load_registry
 
     if isinstance(source, Registry):
-        return source.items()
+        return list(source.items())
     if isinstance(source, Mapping):
         registry = load_registry(plugins=dict(source), autoload=False)
         if registry.failures:
             raise PrivregValueError(f"plugins failed to load: {[str(f) for f in registry.failures]}")
-        return registry.items()
+        return list(registry.items())
     if hasattr(source, "__name__") and not isinstance(source, (list, tuple)):
         return items_of({source.__name__.rsplit(".", 1)[0]: source})
     items = list(source)

@@ -44,7 +44,7 @@ class ContractError(PrivregError, AssertionError):
 
     def __init__(self, item: RegistryItem, check: str, problem: str, fix: str) -> None:
         self.item, self.check, self.problem, self.fix = item.name, check, problem, fix
-        super().__init__(f"{item.kind.value} {item.name!r} fails the {check!r} check: {problem}\n  Fix: {fix}")
+        super().__init__(f"{item.kind_name} {item.name!r} fails the {check!r} check: {problem}\n  Fix: {fix}")
 
 
 @attrs.frozen(kw_only=True)
@@ -535,11 +535,12 @@ def check_workflow(item: RegistryItem, s: Settings) -> None:
     name = "workflow"
     with tempfile.TemporaryDirectory(prefix="privreg-testing-") as tmp:
         out_dir = Path(tmp)
-        ctx = WorkflowContext(rng=s.rng(1), output_dir=out_dir)
+        log = EventLog()
+        ctx = WorkflowContext(charger=log, rng=s.rng(1), output_dir=out_dir)
         result = item.run(ctx, item.example.params)
         if not isinstance(result, WorkflowResult) or not result.summary:
             _fail(item, name, "it returned no WorkflowResult with a summary", "return WorkflowResult(summary=...)")
-        charges = ctx.charger.charges
+        charges = log.charges
         if item.charges and not charges:
             _fail(item, name, "it released without charging", "release through mechanisms with context.charger")
         if not item.charges and charges:
@@ -608,6 +609,6 @@ def run_one(item: RegistryItem, check: str, settings: Settings) -> None:
         from privreg.core.errors import PrivregValueError
 
         raise PrivregValueError(
-            f"check {check!r} does not apply to {item.kind.value} {item.name!r}; its checks are "
+            f"check {check!r} does not apply to {item.kind_name} {item.name!r}; its checks are "
             f"{applicable_checks(item)}")
     CHECKS[check][0](item, settings)

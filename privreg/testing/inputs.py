@@ -195,14 +195,15 @@ def sentinel_inputs(like: Any, *, population: bool = False) -> list[Any]:
             {**like, k0: SENTINEL},
         ]
     arr = np.asarray(like)
+    out: list[np.ndarray | float]
     if population or kind == "int":
         out = [_with_int(arr, _SENTINEL_INT), _with_int(arr, -_SENTINEL_INT), _with_int(arr, _SENTINEL_HUGE_INT),
                _with(arr, SENTINEL), _with(arr, SENTINEL, math.nan)]
         if _is_scalar(like):
-            out = [SENTINEL, -_SENTINEL_INT, _SENTINEL_HUGE_INT, _SENTINEL_INT] + out
+            out = [SENTINEL, -_SENTINEL_INT, _SENTINEL_HUGE_INT, _SENTINEL_INT, *out]
         return out
     out = [_with(arr, SENTINEL, math.nan), _with(arr, SENTINEL, math.inf), _with(arr, -SENTINEL),
            _with(arr, _SENTINEL_HUGE), _with(arr, -_SENTINEL_HUGE), np.array([[SENTINEL]])]
     if _is_scalar(like):
-        out = [SENTINEL, -SENTINEL, _SENTINEL_HUGE] + out
+        out = [SENTINEL, -SENTINEL, _SENTINEL_HUGE, *out]
     return out

@@ -46,11 +46,15 @@ __all__ = ["WordLaw", "english_word_law", "PopulationModel"]
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
+def _words(xs: Iterable[str]) -> tuple[str, ...]:
+    return tuple(xs)
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class WordLaw:
     """Distinct words, most frequent first, with positive relative frequencies."""
 
-    words: tuple[str, ...] = attrs.field(converter=tuple)
+    words: tuple[str, ...] = attrs.field(converter=_words)
     frequencies: np.ndarray = attrs.field(converter=lambda x: np.asarray(x, dtype=np.float64))
 
     def __attrs_post_init__(self) -> None:

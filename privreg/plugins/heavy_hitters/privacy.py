@@ -69,6 +69,9 @@ def triehh_event(
     n = v.check_int("users_per_layer", users_per_layer, minimum=1) * v.check_int(
         "contribution_bound", contribution_bound, minimum=1)
     event = randomizer.privacy_event(num_reports=n, shuffled=True)
+    if not isinstance(event, Shuffled):  # a subclass overriding privacy_event broke its contract
+        raise PrivregTypeError(f"{type(randomizer).__name__}.privacy_event(shuffled=True) must return a "
+                               f"Shuffled event; got {event!r}")
     return attrs.evolve(event, bound=bound)
 
 
@@ -207,10 +210,14 @@ def k_anonymity(
                     * v.check_int("contribution_bound", contribution_bound, minimum=1),
                     max_prefixes=max_prefixes, alphabet_size=alphabet_size)
     target = 1.0 - alpha
-    common = dict(alpha=alpha, s=lemma.s, d=lemma.d, p=lemma.p, q=lemma.q, reports=lemma.n)
+
+    def result(k: int | None, certified: float, independent: float) -> KAnonymity:
+        return KAnonymity(k=k, certified=certified, independent=independent, alpha=alpha, s=lemma.s, d=lemma.d,
+                          p=lemma.p, q=lemma.q, reports=lemma.n)
+
     upper, approx = lemma.probabilities(0)
     if upper > target:
-        return KAnonymity(k=None, certified=upper, independent=approx, **common)
+        return result(None, upper, approx)
     lo, hi = 0, 1
     while hi <= lemma.n and lemma.probabilities(hi)[0] <= target:  # gallop, then bisect
         lo, hi = hi, 2 * hi
@@ -222,4 +229,4 @@ def k_anonymity(
         else:
             hi = mid
     upper, approx = lemma.probabilities(lo)
-    return KAnonymity(k=lo, certified=upper, independent=approx, **common)
+    return result(lo, upper, approx)

@@ -24,6 +24,8 @@ changes at most one selected prefix when one item changes keeps Theorem 1.
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import numpy as np
 
 from privreg.core import validation as v
@@ -109,6 +111,17 @@ def _check(owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: in
     return num_users, bound
 
 
+@overload
+def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
+              sampler: str, rng: RandomSource, layout: Literal[True] = ...) -> tuple[np.ndarray, np.ndarray,
+                                                                                    np.ndarray]: ...
+
+
+@overload
+def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
+              sampler: str, rng: RandomSource, layout: Literal[False]) -> tuple[None, np.ndarray, None]: ...
+
+
 def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
               sampler: str, rng: RandomSource, layout: bool = True) -> tuple[np.ndarray | None, np.ndarray,
                                                                              np.ndarray | None]:
@@ -160,12 +173,11 @@ def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray,
     weight pack into 63 bits (the weight in the low bits, summed over repeats after the
     sort); else a lexicographic sort of the pairs."""
     shift = int(prefixes.max()).bit_length()
-    greedy = weights is not None
-    w = weights.astype(np.int64) if greedy else None
-    w_bits = max(int(w.max()), 1).bit_length() if greedy else 0
+    w = weights.astype(np.int64) if weights is not None else None
+    w_bits = max(int(w.max()), 1).bit_length() if w is not None else 0
     if int(owners.max()).bit_length() + shift + w_bits <= 63:
         keys = (owners.astype(np.int64) << shift) | prefixes
-        if greedy:
+        if w is not None:
             packed = np.sort((keys << w_bits) | w)
             keys = packed >> w_bits
         else:
@@ -173,13 +185,13 @@ def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray,
         first = np.empty(keys.size, dtype=bool)
         first[:1] = True
         np.not_equal(keys[1:], keys[:-1], out=first[1:])
-        total = np.add.reduceat(packed & ((1 << w_bits) - 1), np.flatnonzero(first)) if greedy else None
+        total = np.add.reduceat(packed & ((1 << w_bits) - 1), np.flatnonzero(first)) if w is not None else None
         keys = keys[first]
         return keys >> shift, keys & ((1 << shift) - 1), total
     order = np.lexsort((prefixes, owners))
     o, p = owners[order], prefixes[order]
     starts = np.flatnonzero(np.concatenate(([True], (o[1:] != o[:-1]) | (p[1:] != p[:-1]))))
-    total = np.add.reduceat(w[order], starts) if greedy else None
+    total = np.add.reduceat(w[order], starts) if w is not None else None
     return o[starts].astype(np.int64), p[starts].astype(np.int64), total
 
 

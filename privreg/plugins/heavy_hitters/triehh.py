@@ -322,14 +322,14 @@ class LDPTrieHH:
             ss = self.randomizer(candidates)
             tag = f"{label or _NAME} pass {pass_index} layer {layer}"
             pairs = (group.owners[valid], entry_code[valid], group.counts[valid])
-            options = dict(num_users=group.num_users, bound=self.contribution_bound, sampler=self.sampler,
-                           dummy=candidates, rng=rng)
             if self.votes == "aggregate":
-                counts = contribution_counts(*pairs, **options)
+                counts = contribution_counts(*pairs, num_users=group.num_users, bound=self.contribution_bound,
+                                             sampler=self.sampler, dummy=candidates, rng=rng)
                 votes = ss.vote_counts_from_histogram(counts, charger=_LayerAllowance(event), rng=rng, label=tag)
                 real = int(counts[:candidates].sum())
             else:
-                inputs = sample_contributions(*pairs, **options)
+                inputs = sample_contributions(*pairs, num_users=group.num_users, bound=self.contribution_bound,
+                                              sampler=self.sampler, dummy=candidates, rng=rng)
                 votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=rng, chunk_size=self.chunk_size,
                                     label=tag)
                 real = int((inputs != candidates).sum())

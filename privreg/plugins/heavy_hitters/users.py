@@ -9,7 +9,7 @@ here is vectorised over users: no per-user Python loop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -34,6 +34,10 @@ def _int_array(name: str, value: Any) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def _words(xs: Iterable[str]) -> tuple[str, ...]:
+    return tuple(xs)
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class Lexicon:
     """Every distinct word of a simulation, by id, and its symbol codes for LDP TrieHH.
@@ -42,7 +46,7 @@ class Lexicon:
     end symbol, ``-1`` where it stops (see :meth:`Alphabet.encode`).
     """
 
-    words: tuple[str, ...] = attrs.field(converter=tuple)
+    words: tuple[str, ...] = attrs.field(converter=_words)
     alphabet: Alphabet = attrs.field(factory=Alphabet)
     depth: int = attrs.field(default=15, converter=lambda x: v.check_int("depth", x, minimum=1))
 

@@ -138,17 +138,18 @@ def oov_discovery(
 
 
 def _write(context: WorkflowContext, result: TrieHHResult, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    outputs = {}
+    outputs: dict[str, Any] = {}
     words = context.output_path("heavy_hitters.txt")
     if words is None:
         return outputs
+    # the folder exists now: the other files go next to it
     words.write_text("".join(f"{w}\n" for w in result.heavy_hitters), encoding="utf-8")
-    layers = context.output_path("layers.csv")
+    layers = words.with_name("layers.csv")
     with layers.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=[f.name for f in attrs.fields(type(result.layers[0]))])
         writer.writeheader()
         writer.writerows(attrs.asdict(s) for s in result.layers)
-    summary = context.output_path("result.json")
+    summary = words.with_name("result.json")
     summary.write_text(json.dumps({k: v for k, v in metrics.items() if k != "layers"}, indent=2) + "\n",
                        encoding="utf-8")
     return {"heavy_hitters": words, "layers": layers, "result": summary}

@@ -111,7 +111,7 @@ def _rho_k(sigma: float, eta: float, prev_size: int, valid: int) -> float:
 
 def _charge_plan(charger: Charger, plan: NoisePlan, rng: RandomSource) -> None:
     """Charge every release of ``plan`` as one block, before any noise is drawn."""
-    events = [r.event for r in plan.releases]
+    events = plan.events
     event = events[0] if len(events) == 1 else Composed(events=events)
     charger.charge(event, mechanism=f"ngrams:{plan.method}",
                    parameters={"releases": [{"lengths": list(r.lengths), "sigma": r.sigma, "rho": r.rho,
@@ -173,8 +173,8 @@ def extract_ngrams(
         raise PrivregValueError(f"pruning must be one of {PRUNINGS}; got {pruning!r}")
     max_n = v.check_count("max_n", max_n)
     eta = v.check_probability("eta", eta, open_low=True, open_high=True)
-    keys = (max_keys,) * max_n if isinstance(max_keys, (int, np.integer)) and not isinstance(max_keys, bool) \
-        else tuple(max_keys)
+    # a bool is an int here, so that check_count rejects it with the parameter's name
+    keys = (max_keys,) * max_n if isinstance(max_keys, (int, np.integer)) else tuple(max_keys)
     rng = resolve_random(rng)
     say = echo or (lambda message: None)
 
@@ -218,17 +218,18 @@ def _dpne(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
     reports: dict[int, LengthReport] = {}
     # length 1: DPSU with the weighted Gaussian policy (Algorithm 6)
     r1 = plan.releases[0]
+    rho1 = r1.fixed_rho
     t0 = time.perf_counter()
     hist = engine.unigram_histogram(max_keys=r1.max_keys, salt=salt)
-    keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=r1.rho, sigma=r1.sigma, rng=rng)
+    keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=rho1, sigma=r1.sigma, rng=rng)
     s1 = np.asarray(hist.keys[keep], dtype=object)
     engine.set_unigrams(s1)
     level = Level.unigrams(int(s1.size))
     strings = [s1.astype(str)]
     ngrams[1] = strings[0].tolist()
-    reports[1] = LengthReport(k=1, released=int(s1.size), sigma=r1.sigma, rho=float(r1.rho), valid=None,
+    reports[1] = LengthReport(k=1, released=int(s1.size), sigma=r1.sigma, rho=float(rho1), valid=None,
                               seconds=time.perf_counter() - t0)
-    say(f"  1-grams: {s1.size:,} released (DPSU, sigma_1={r1.sigma:.4g}, rho_1={r1.rho:.4g})")
+    say(f"  1-grams: {s1.size:,} released (DPSU, sigma_1={r1.sigma:.4g}, rho_1={rho1:.4g})")
     if bar is not None:
         bar.update(1)
     for release in plan.releases[1:]:
@@ -275,9 +276,10 @@ def _dpsu(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
     for release in plan.releases:
+        rho = release.fixed_rho
         t0 = time.perf_counter()
         hist = engine.raw_histogram(release.lengths, max_keys=release.max_keys, salt=salt)
-        keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(release.rho), sigma=release.sigma,
+        keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(rho), sigma=release.sigma,
                                    rng=rng)
         labels = engine.labels(hist.keys[keep])
         by_len: dict[int, list[str]] = {k: [] for k in release.lengths}
@@ -286,10 +288,10 @@ def _dpsu(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
         seconds = time.perf_counter() - t0
         for k in release.lengths:
             ngrams[k] = sorted(by_len.get(k, []))
-            reports[k] = LengthReport(k=k, released=len(ngrams[k]), sigma=release.sigma, rho=float(release.rho),
+            reports[k] = LengthReport(k=k, released=len(ngrams[k]), sigma=release.sigma, rho=float(rho),
                                       valid=None, seconds=seconds)
         say(f"  {release.label}: {sum(len(by_len.get(k, [])) for k in release.lengths):,} released "
-            f"(sigma={release.sigma:.4g}, rho={release.rho:.4g}) [{seconds:.2f} s]")
+            f"(sigma={release.sigma:.4g}, rho={rho:.4g}) [{seconds:.2f} s]")
         if bar is not None:
             bar.update(1)
     return ngrams, reports

@@ -21,7 +21,7 @@ n-gram's JSON token array on Spark).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.levels import Level, check_pruning
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
 from privreg.plugins.ngrams.raw import RawNgrams
+
+if TYPE_CHECKING:  # pyspark is optional: imported where the Spark engine runs
+    from pyspark.sql import DataFrame
 
 __all__ = ["NgramEngine", "LocalNgramEngine", "SparkNgramEngine"]
 
@@ -209,6 +212,8 @@ def _kgram_part(part: Partition, backend: LocalBackend, k: int, s1_of_vocab: np.
     else:
         import pandas as pd
 
+        if prev_keys is None:
+            raise PrivregValueError(f"kgram_histogram({k}) needs S_{k - 1} registered (set_level) first")
         cpos, ckey = part.load_state("cand", "pos", "key")
         j = pd.Index(prev_keys).get_indexer(ckey)  # hash lookup in S_{k-1}: -1 if not released
         hit = j >= 0
@@ -240,11 +245,11 @@ class SparkNgramEngine(NgramEngine):
         self.spark = backend.spark
         self.tokens = records.select("user", "tokens").persist(StorageLevel.MEMORY_AND_DISK)
         self.tokens_total = int(self.tokens.agg(F.coalesce(F.sum(F.size("tokens")), F.lit(0))).first()[0])
-        self._s1 = None  # DataFrame (tok, idx)
-        self._prev = None  # DataFrame (gram array<string>, gid) of S_{k-1}
-        self._cand = None
+        self._s1: DataFrame | None = None  # (tok, idx)
+        self._prev: DataFrame | None = None  # (gram array<string>, gid) of S_{k-1}
+        self._cand: DataFrame | None = None
         self._n1 = 0
-        self._raw = None
+        self._raw: bool | None = None  # True once raw_histogram ran
 
     def _grams(self, k: int) -> Any:
         from pyspark.sql import functions as F
@@ -270,15 +275,22 @@ class SparkNgramEngine(NgramEngine):
         self._s1 = s1.cache()
         self._prev = self._s1.select(F.array("tok").alias("gram"), F.col("idx").alias("gid")).cache()
 
+    def _registered(self) -> tuple[DataFrame, DataFrame]:
+        """(S_1, S_{k-1}) as set_unigrams and set_level registered them."""
+        if self._s1 is None or self._prev is None:
+            raise PrivregValueError("set_unigrams must be called before kgram_histogram and set_level")
+        return self._s1, self._prev
+
     def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
         from pyspark.sql import functions as F
 
         check_pruning(pruning)
-        prev = F.broadcast(self._prev)
+        s1, prev_level = self._registered()
+        prev = F.broadcast(prev_level)
         g = self._grams(k).select("user", "g", F.slice("g", 1, k - 1).alias("prefix"),
                                   F.slice("g", 2, k - 1).alias("suffix"), F.element_at("g", k).alias("last"))
         g = g.join(prev.withColumnRenamed("gram", "prefix"), "prefix")
-        g = g.join(F.broadcast(self._s1).withColumnRenamed("tok", "last"), "last")
+        g = g.join(F.broadcast(s1).withColumnRenamed("tok", "last"), "last")
         if pruning == "both":
             g = g.join(prev.select(F.col("gram").alias("suffix")), "suffix", "left_semi")
         cand = g.select("user", "g", (F.col("gid") * F.lit(self._n1) + F.col("idx")).alias("key"))
@@ -290,17 +302,17 @@ class SparkNgramEngine(NgramEngine):
         import pandas as pd
         from pyspark.sql import functions as F
 
+        s1, old = self._registered()
         pdf = pd.DataFrame({"key": level.keys.astype(np.int64), "gid": np.arange(level.size, dtype=np.int64)})
         released = self.spark.createDataFrame(pdf, "key long, gid long") if level.size else \
             self.spark.createDataFrame([], "key long, gid long")
         n1 = F.lit(self._n1)
         parts = (released.withColumn("pre", F.expr(f"key div {self._n1}"))  # exact long division
                  .withColumn("li", F.pmod(F.col("key"), n1)))
-        prev = self._prev.select(F.col("gram").alias("prefix"), F.col("gid").alias("pre"))
+        prev = old.select(F.col("gram").alias("prefix"), F.col("gid").alias("pre"))
         nxt = (parts.join(F.broadcast(prev), "pre")
-               .join(F.broadcast(self._s1).select(F.col("idx").alias("li"), "tok"), "li")
+               .join(F.broadcast(s1).select(F.col("idx").alias("li"), "tok"), "li")
                .select(F.concat("prefix", F.array("tok")).alias("gram"), "gid"))
-        old = self._prev
         self._prev = nxt.cache()
         self._prev.count()
         old.unpersist()

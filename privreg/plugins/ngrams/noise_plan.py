@@ -67,6 +67,13 @@ class Release:
     event: PrivacyEvent
     label: str
 
+    @property
+    def fixed_rho(self) -> float:
+        """``rho`` of a release whose threshold the plan fixes (all but DPNE's k >= 2)."""
+        if self.rho is None:
+            raise PrivregValueError(f"release {self.label!r} has no fixed rho: rho_k is set from public data")
+        return self.rho
+
 
 @attrs.frozen(kw_only=True)
 class NoisePlan:

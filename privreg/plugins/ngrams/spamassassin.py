@@ -40,6 +40,8 @@ def _body(msg: email.message.Message) -> str:
             payload = part.get_payload(decode=True) or b""
         except Exception:  # noqa: BLE001 - malformed transfer encodings in a 2002 corpus
             continue
+        if not isinstance(payload, bytes):  # decode=True gives bytes for a text/plain part
+            continue
         parts.append(payload.decode(part.get_content_charset() or "latin-1", errors="replace"))
     lines = []
     for line in "\n".join(parts).splitlines():
@@ -86,7 +88,8 @@ def build_slice(tar_path: str | Path, out_path: str | Path, *, max_bytes: int = 
     sender, stopping before the limit. Many senders matter more than long texts: DPSU
     needs many users sharing a word."""
     out = Path(out_path)
-    rows, seen = [], {}
+    rows: list[dict[str, str]] = []
+    seen: dict[str, int] = {}
     for row in ham_records(tar_path, max_chars=max_chars):
         if seen.get(row["user_id"], 0) < per_sender:
             seen[row["user_id"]] = seen.get(row["user_id"], 0) + 1

@@ -21,6 +21,7 @@ privacy noise. :func:`synthetic_corpus` returns a :class:`~privreg.plugins.ngram
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -63,10 +64,10 @@ def _cdf(weights: np.ndarray) -> np.ndarray:
     return c / c[..., -1:]
 
 
-def synthetic_corpus(spec: SyntheticSpec | None = None, **overrides: object) -> TokenCorpus:
+def synthetic_corpus(spec: SyntheticSpec | None = None, **overrides: Any) -> TokenCorpus:
     """A corpus drawn from ``spec`` (or ``SyntheticSpec(**overrides)``)."""
     if spec is None:
-        spec = SyntheticSpec(**overrides)  # type: ignore[arg-type]
+        spec = SyntheticSpec(**overrides)  # fields of mixed types, validated by SyntheticSpec
     elif overrides:
         spec = attrs.evolve(spec, **overrides)
     gen = np.random.default_rng(spec.seed)

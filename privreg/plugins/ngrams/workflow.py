@@ -184,8 +184,8 @@ def ngrams_workflow(
 
 
 def _demo(ctx: WorkflowContext) -> str:
-    options = dict(epsilon=2.0, delta=1e-7, max_n=5, max_keys=20)
-    result = run_extraction(context=ctx, input=None, backend="local", tokenizer=Tokenizer(), **options)
+    result = run_extraction(context=ctx, input=None, backend="local", tokenizer=Tokenizer(), epsilon=2.0,
+                            delta=1e-7, max_n=5, max_keys=20)
     table = table3({"DPNE": result.counts}, 5)
     longest = next((result.ngrams[k][:4] for k in sorted(result.ngrams, reverse=True) if result.ngrams[k]), [])
     return (f"DPNE (paper 002) on a SpamAssassin ham slice (795 senders, each a user), {result.tokens:,} tokens; "

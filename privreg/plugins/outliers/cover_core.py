@@ -9,7 +9,7 @@ always fast, but in 7-d typically 2-3x ``tau``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -56,6 +56,16 @@ class PairCore:
         return _peel_vertices(self._ptr, self._nbr, alive, max(int(at_least) - 1, 1))[0] + 1
 
 
+@overload
+def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
+                   record: Literal[False] = ...) -> tuple[int, None]: ...
+
+
+@overload
+def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
+                   record: Literal[True]) -> tuple[int, np.ndarray]: ...
+
+
 def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
                    record: bool = False) -> tuple[int, np.ndarray | None]:
     """``(max(c, k0 - 1), core numbers)`` where ``c`` is the degeneracy of the graph
@@ -71,7 +81,7 @@ def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
         drop = np.flatnonzero(alive & (deg < k))
         while drop.size:
             alive[drop] = False
-            if record:
+            if core is not None:
                 core[drop] = k - 1
             hit = nbr[index_ranges(ptr[drop], np.diff(ptr)[drop])]
             hit = hit[alive[hit]]

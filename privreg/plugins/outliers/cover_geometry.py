@@ -29,11 +29,14 @@ def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Squared distances between broadcast rows of ``a`` and ``b``, summed coordinate by
     coordinate in a fixed order: the value for a pair is the same whatever else is computed
     with it (no BLAS, no reassociation)."""
-    out = None
-    for c in range(a.shape[-1]):
+    d = a.shape[-1]
+    if d == 0:  # no coordinates: every pair coincides
+        return np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-1]))
+    diff = a[..., 0] - b[..., 0]
+    out = diff * diff
+    for c in range(1, d):
         diff = a[..., c] - b[..., c]
-        sq = diff * diff
-        out = sq if out is None else out + sq
+        out = out + diff * diff
     return out
 
 

@@ -123,6 +123,8 @@ class FitTruss:
         self._out_ptr = np.searchsorted(tail[o], np.arange(m + 1))
         #: the largest out-degree: the degeneracy of the edge graph
         self.degeneracy = int(np.max(np.diff(self._out_ptr))) if m else 0
+        self._eid: np.ndarray | None
+        self._sqm: np.ndarray | None
         if m <= _DENSE_LIMIT:
             self._eid = np.full((m, m), -1, dtype=np.int32)
             self._sqm = np.full((m, m), np.inf)

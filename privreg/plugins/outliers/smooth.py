@@ -189,7 +189,8 @@ class _Covers:
     horizon: int = 0
 
     def __init__(self, d: _Degrees, cover: Callable[..., int]) -> None:
-        self.d, self.cover, self.memo = d, cover, {}
+        self.d, self.cover = d, cover
+        self.memo: dict[bytes, tuple[int, bool]] = {}  # degree mask -> (cover or upper bound, exact)
         self.radius = d.radius * (1 + COVER_SLACK)
 
     def __call__(self, centre: int, t: int, at_least: int = 0, lower: int = 0) -> int:
@@ -355,7 +356,8 @@ def _algorithm2(d: _Degrees, beta: float, covers: Any) -> SmoothBound:
     ts = np.arange(d.n + 1)
     weight = np.exp(-beta * ts)
     cap = min(d.n, gs)
-    best, arg, terms = 0.0, 0, []
+    best, arg = 0.0, 0
+    terms: list[int | None] = []
     level = -1  # last level T with cover bounds (-1: none, covers 0)
     hi_k = hi_k1 = 0  # upper bounds on cover(P_k(T)), cover(P_{k-1}(T)) (Proposition 1)
     lo_k = lo_k1 = 0  # exact covers of an earlier level: lower bounds (the sets are nested)

@@ -248,8 +248,11 @@ def _model(inc: _Incidence, speeds: np.ndarray) -> tuple[Any, ...]:
     r = 0
     for u in range(U):  # each unit has one encrypting party
         for p in range(n):
-            rows.append(r), cols.append(u * n + p), vals.append(1.0)
-        lb.append(1.0), ub.append(1.0)
+            rows.append(r)
+            cols.append(u * n + p)
+            vals.append(1.0)
+        lb.append(1.0)
+        ub.append(1.0)
         r += 1
     for p in range(n):  # y[p, rec] >= x[u, p] for rec in R_p(u)
         units_of = np.repeat(np.arange(U), np.diff(inc.unit_ptr[p]))
@@ -266,7 +269,8 @@ def _model(inc: _Incidence, speeds: np.ndarray) -> tuple[Any, ...]:
         rows += [r] * (m + 1)
         cols += list(range(y_off[p], y_off[p + 1])) + [c_var]
         vals += [1.0] * m + [-float(speeds[p])]
-        lb.append(-np.inf), ub.append(0.0)
+        lb.append(-np.inf)
+        ub.append(0.0)
         r += 1
     A = sp.csr_matrix((vals, (rows, cols)), shape=(r, nvar))
     cost = np.zeros(nvar)

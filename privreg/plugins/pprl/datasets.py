@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -64,6 +64,10 @@ def _numpy_rng(rng: RandomSource | None) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(resolve_random(rng).random_bytes(32), "big"))
 
 
+def _parties(xs: Iterable[str]) -> tuple[str, ...]:
+    return tuple(xs)
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class LinkageData:
     """Per-party record frames with ground truth.
@@ -72,7 +76,7 @@ class LinkageData:
     column :data:`ENTITY` (use it for evaluation only: pass ``entity_column=ENTITY`` to
     :func:`encoding.encode_records`; it is never encoded)."""
 
-    parties: tuple[str, ...] = attrs.field(converter=tuple)
+    parties: tuple[str, ...] = attrs.field(converter=_parties)
     frames: Mapping[str, pd.DataFrame]
     source: str = ""
 
@@ -457,8 +461,8 @@ def make_parties(frame: pd.DataFrame, *, parties: int, corruption: float, rng: R
     names = tuple(party_names) if party_names is not None else tuple(f"P{i + 1}" for i in range(n))
     if len(names) != n or len(set(names)) != n:
         raise PrivregValueError(f"party_names must be {n} distinct names; got {list(names)}")
-    for p in names:
-        v.check_name("party", p)
+    for name in names:
+        v.check_name("party", name)
 
     g = _numpy_rng(rng)
     N = len(frame)

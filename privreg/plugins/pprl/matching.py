@@ -300,8 +300,10 @@ class MatchingSession:
             k = self._keys(a, b, idx)
             todo = self._lookup(k) < 0
             ca, cb = self.rel[idx[todo], a], self.rel[idx[todo], b]
-            enc_p.append(ca), enc_r.append(self.G[idx[todo], ca])
-            cmp_p.append(cb), cmp_r.append(self.G[idx[todo], cb])
+            enc_p.append(ca)
+            enc_r.append(self.G[idx[todo], ca])
+            cmp_p.append(cb)
+            cmp_r.append(self.G[idx[todo], cb])
             keys.append(k[todo])
         ep, er, cp, cr, kk = (np.concatenate(x) for x in (enc_p, enc_r, cmp_p, cmp_r, keys))
         _, first = np.unique(kk, return_index=True)
@@ -437,11 +439,12 @@ def match_plaintext(groups: CandidateGroups, filters: Mapping[str, Any], thresho
         for b in range(a + 1, n):
             ok = hamming(f[a][G[:, a]], f[b][G[:, b]]) <= threshold
             close[:, a, b] = close[:, b, a] = ok
+    # asarray: numpy's stubs cannot tell that reducing some axes leaves an array
     if rule == "all":
-        return close.all(axis=(1, 2))
+        return np.asarray(close.all(axis=(1, 2)))
     if encryptor is None:
         raise PrivregValueError("rule='star' needs encryptor= (the encrypting party column of each group).")
     e = np.asarray(encryptor, dtype=np.int64)
     if e.shape != (g,):
         raise PrivregValueError(f"encryptor must have one entry per group ({g}).")
-    return close[np.arange(g), e].all(axis=1)
+    return np.asarray(close[np.arange(g), e].all(axis=1))

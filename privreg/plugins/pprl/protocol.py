@@ -403,8 +403,8 @@ class PPRLProtocol(Protocol):
                     msgs[c]["receive"].append(self.names[e])
                 msgs[c]["compare"].append({"from": self.names[e], "rows": rows[sel], "records": plan.cmp_record[sel]})
                 index.setdefault(c, []).append(sel)
-        for p, msg in zip(self.names, msgs):
-            await ch.send(p, msg, step=f"requests-{label}")
+        for name, msg in zip(self.names, msgs):
+            await ch.send(name, msg, step=f"requests-{label}")
         out = np.full(len(plan), -1, dtype=np.int64)
         for c, sels in index.items():
             payload = await ch.recv(self.names[c], step=f"distances-{label}")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import attrs
 import numpy as np
@@ -61,6 +61,14 @@ __all__ = [
     "DispersionCalibration",
     "calibrate_dispersion",
 ]
+
+
+@overload
+def _check(filter_length: Any, bits: Any, groups: None = None) -> tuple[int, int, None]: ...
+
+
+@overload
+def _check(filter_length: Any, bits: Any, groups: int) -> tuple[int, int, int]: ...
 
 
 def _check(filter_length: Any, bits: Any, groups: Any | None = None) -> tuple[int, int, int | None]:

@@ -66,7 +66,7 @@ def prepare_parties(*, data: str, parties: int, records: int, corruption: float,
     if data == "febrl4":
         return load_febrl(4), FEBRL_SCHEMA
     if data == "pseudopeople":
-        return load_pseudopeople(), pseudopeople_schema("names")
+        return load_pseudopeople(), pseudopeople_schema(matching="names")
     raise PrivregValueError(f"data must be one of {list(DATASETS)}; got {data!r}.")
 
 
@@ -146,7 +146,7 @@ def pprl_workflow(
     result = run_protocol(proto)
     wall = time.perf_counter() - t1
     lu = result.outputs[LINKAGE_UNIT]
-    entities = {p: e.entities for p, e in encoded.items()}
+    entities = list(encoded.values())  # encoded with ENTITY: quality reads each one's entities
     linked = linkage_quality(lu["links"], entities=entities, parties=linkage.parties)
     blocked = blocking_quality(lu["groups"], entities=entities, parties=linkage.parties)
     bs = lu["block_stats"]

@@ -77,7 +77,9 @@ def _read_tar(tar: tarfile.TarFile, max_bytes: int) -> list[Message]:
         if not member.isfile() or len(parts) < 2:
             continue
         label = _folder_label(parts[-2])
-        fh = tar.extractfile(member) if label is not None else None
+        if label is None:
+            continue
+        fh = tar.extractfile(member)
         if fh is None:
             continue
         out.append(Message(name=member.name, folder=parts[-2], label=label, raw=fh.read(max_bytes)))

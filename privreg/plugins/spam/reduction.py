@@ -305,4 +305,10 @@ def make_reducer(name: str, *, k: int, seed: int = 0) -> Reducer | None:
         return HashSpace(k=k)
     if name == "df":
         return DocumentFrequency(k=k)
-    return REDUCERS[name](k=k, seed=seed)
+    if name == "lsh":
+        return LSH(k=k, seed=seed)
+    if name == "uniform":
+        return UniformSampling(k=k, seed=seed)
+    if name == "multinomial":
+        return MultinomialSampling(k=k, seed=seed)
+    return PCA(k=k, seed=seed)

@@ -103,6 +103,12 @@ class TrainingConfig:
     def dp(self) -> bool:
         return self.dp_epsilon is not None
 
+    def dp_parameters(self) -> tuple[float, float, float]:
+        """``(dp_epsilon, dp_delta, l2_bound)``, all set (and checked) when :attr:`dp`."""
+        if self.dp_epsilon is None or self.dp_delta is None or self.l2_bound is None:
+            raise PrivregValueError("this configuration has no DP: pass dp_epsilon, dp_delta and l2_bound.")
+        return self.dp_epsilon, self.dp_delta, self.l2_bound
+
     @property
     def eta_int(self) -> int:
         return int(round(self.eta * 2**self.rate_bits))

@@ -61,7 +61,7 @@ class TrainingPlan:
         dp_sens = 0.0
         noise_bound = 0
         if c.dp:
-            q_l2 = float(c.l2_bound) + (math.sqrt(c.d) * 2.0 ** -(fx + 1) if fx else 0.0)
+            q_l2 = float(c.dp_parameters()[2]) + (math.sqrt(c.d) * 2.0 ** -(fx + 1) if fx else 0.0)
             dp_sens = _dyadic_at_least(2.0 * q_l2 * t_bound / 2**fg)
             mech = gradient_mechanism(c, len(bb), dp_sens)
             step_int = mech_step_int(mech, fg + fx)
@@ -96,10 +96,11 @@ class TrainingPlan:
 def gradient_mechanism(c: TrainingConfig, n_batches: int, sensitivity: float) -> Any:
     """The Gaussian mechanism of one epoch's gradient noise: ``(epsilon/E, delta/E)`` over
     ``n_batches * d`` coordinates of L2 sensitivity ``sensitivity``."""
-    from privreg.mechanisms import GaussianMechanism
+    from privreg.mechanisms import GaussianMechanism, as_global_l2
 
-    return GaussianMechanism(epsilon=c.dp_epsilon / c.epochs, delta=c.dp_delta / c.epochs,
-                             sensitivity=sensitivity, dimension=n_batches * c.d)
+    epsilon, delta, _ = c.dp_parameters()
+    return GaussianMechanism(epsilon=epsilon / c.epochs, delta=delta / c.epochs,
+                             sensitivity=as_global_l2(sensitivity), dimension=n_batches * c.d)
 
 
 def mech_step_int(mech: Any, frac_bits: int) -> int:

@@ -197,7 +197,8 @@ class PrivateTraining(Protocol):
                 raise PrivregValueError(f"a message exceeds the public l1_bound={l1} on ||x||_1.")
             if config.dp:
                 l2max = math.sqrt(float(np.max(np.asarray(M.multiply(M).sum(axis=1))))) / 2**config.feature_bits
-                if l2max > config.l2_bound * (1 + 1e-12) + (math.sqrt(config.d) * 2.0 ** -(config.feature_bits + 1)
+                l2_bound = config.dp_parameters()[2]
+                if l2max > l2_bound * (1 + 1e-12) + (math.sqrt(config.d) * 2.0 ** -(config.feature_bits + 1)
                                                            if config.feature_bits else 0):
                     raise PrivregValueError(
                         f"a message exceeds the public l2_bound={config.l2_bound} on ||x||_2; cap the features "

@@ -312,15 +312,15 @@ def spam_filter(*, context: WorkflowContext, **options: Any) -> WorkflowResult:
     run = run_spam(context=context, **options)  # run_spam's signature declares the parameters
     summary = _summary(run)
     metrics = {k: v for k, v in run.items() if not k.startswith("_")}
-    outputs = {}
+    outputs: dict[str, Path] = {}
     path = context.output_path("spam_metrics.json")
-    if path is not None:
+    if path is not None:  # the folder exists now: the other files go next to it
         path.write_text(json.dumps(metrics, indent=2, default=_jsonable) + "\n", encoding="utf-8")
         outputs["metrics"] = path
-        model = context.output_path("spam_model.npz")
+        model = path.with_name("spam_model.npz")
         np.savez(model, **run["_w"])
         outputs["model"] = model
-        report = context.output_path("spam_report.txt")
+        report = path.with_name("spam_report.txt")
         report.write_text(summary + "\n\nTranscript per step:\n" + run["_tables"]["transcript"] + "\n",
                           encoding="utf-8")
         outputs["report"] = report

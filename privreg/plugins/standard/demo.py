@@ -6,14 +6,14 @@ import numpy as np
 
 from privreg.core.workflow import DemoStep, WorkflowContext
 from privreg.datasets import load_adult
-from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
 from privreg.mechanisms.randomized_response import RandomizedResponse
 
 
 def _laplace_step(ctx: WorkflowContext) -> str:
     adult = load_adult()
     rich = float(np.sum(adult["income"] == ">50K"))
-    mech = LaplaceMechanism(epsilon=0.5, sensitivity=1.0)
+    mech = LaplaceMechanism(epsilon=0.5, sensitivity=as_global_l1(1.0))
     out = mech.release(rich, charger=ctx.charger, rng=ctx.rng, label="count(income > 50K)")
     return (
         f"Adult slice, {adult['age'].size} rows. People earning >50K: true {rich:.0f}, "

@@ -16,13 +16,14 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
-from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
 
 __all__ = ["bounded_mean", "read_column"]
 
 
 def read_column(path: Path | None, column: str) -> np.ndarray:
     """A numeric column of a CSV file with a header row (default: bundled Adult slice)."""
+    values: np.ndarray | list[str]
     if path is None:
         data = load_adult()
         if column not in data:
@@ -98,8 +99,8 @@ def bounded_mean(
     half = epsilon / 2
     # both mechanisms and both inputs are ready before the first charge: nothing after it
     # can fail because of the data
-    count_mech = LaplaceMechanism(epsilon=half, sensitivity=1.0)
-    sum_mech = LaplaceMechanism(epsilon=half, sensitivity=max(abs(lower), abs(upper)))
+    count_mech = LaplaceMechanism(epsilon=half, sensitivity=as_global_l1(1.0))
+    sum_mech = LaplaceMechanism(epsilon=half, sensitivity=as_global_l1(max(abs(lower), abs(upper))))
     n, s = float(x.size), _clamped_sum(x)
     count = count_mech.release(n, charger=context.charger, rng=context.rng, label=f"count({column})")
     total = sum_mech.release(s, charger=context.charger, rng=context.rng, label=f"sum({column})")

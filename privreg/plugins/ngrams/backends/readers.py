@@ -107,11 +107,8 @@ def jsonl_records(first_line: int, lines: list[str], path: Path, user_column: st
     texts = [o.get(text_column) for o in objs]
     users = [_cell(u) for u in users]
     texts = [t if type(t) is str else _cell(t) for t in texts]
-    keep = [u is not None and t is not None for u, t in zip(users, texts)]
-    if not all(keep):
-        users = list(itertools.compress(users, keep))
-        texts = list(itertools.compress(texts, keep))
-    return users, texts, (has_user, has_text, keys)
+    kept = [(u, t) for u, t in zip(users, texts) if u is not None and t is not None]
+    return [u for u, _ in kept], [t for _, t in kept], (has_user, has_text, keys)
 
 
 class ColumnCheck:
