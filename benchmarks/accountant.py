@@ -54,8 +54,10 @@ from privreg.accountant.shuffle import shuffle_epsilon  # noqa: E402
 from privreg.accountant.shuffle_reference import fmt21_published_epsilon  # noqa: E402
 from privreg.core.events import Composed, Gaussian, Laplace  # noqa: E402
 
-FAITHFUL = ("faithful implementation of FMT21's published script computeamplification.py "
-            "(labelled: privreg's code, not the script)")
+FAITHFUL = (
+    "faithful implementation of FMT21's published script computeamplification.py "
+    "(labelled: privreg's code, not the script)"
+)
 HEADER = ("computation", "implementation", "what it is", *columns("s"), "result")
 
 
@@ -70,8 +72,9 @@ def _time(fn, repeats: int) -> tuple[Timing, object]:
     return best
 
 
-def _row(computation: str, implementation: str, what: str, timed: tuple[Timing, object],
-         result: str) -> tuple[str, ...]:
+def _row(
+    computation: str, implementation: str, what: str, timed: tuple[Timing, object], result: str
+) -> tuple[str, ...]:
     return computation, implementation, what, *timed[0].cells(".4f"), result
 
 
@@ -93,8 +96,13 @@ def pld_rows(repeats: int, each: int) -> list[tuple[str, ...]]:
     version = importlib.metadata.version("dp-accounting")
     return [
         _row(task, "privreg PLDAccountant", "this project", ours, f"eps {ours[1].epsilon(1e-6):.6f}"),
-        _row(task, "dp_accounting PLDAccountant", f"the real peer dp-accounting {version}", theirs,
-             f"eps {theirs[1].get_epsilon(1e-6):.6f}"),
+        _row(
+            task,
+            "dp_accounting PLDAccountant",
+            f"the real peer dp-accounting {version}",
+            theirs,
+            f"eps {theirs[1].get_epsilon(1e-6):.6f}",
+        ),
     ]
 
 
@@ -115,24 +123,45 @@ def shuffle_rows(repeats: int, script, sizes) -> list[tuple[str, ...]]:  # type:
         task = f"shuffle eps0=10 delta=1e-10 n={n:.0e}"
         for bound in ("fmt21-numerical", "fmt23-numerical"):
             timed = _time(lambda: shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound=bound), repeats)
-            rows.append(_row(task, f"privreg shuffle_epsilon, {bound}", "this project's numerical bound", timed,
-                             f"eps {timed[1]:.4f}"))
+            rows.append(
+                _row(
+                    task,
+                    f"privreg shuffle_epsilon, {bound}",
+                    "this project's numerical bound",
+                    timed,
+                    f"eps {timed[1]:.4f}",
+                )
+            )
         timed = _time(lambda: fmt21_published_epsilon(n, eps0, delta), repeats)
-        rows.append(_row(task, "privreg fmt21_published_epsilon (step 100, 10 iterations)", FAITHFUL, timed,
-                         f"eps {timed[1]:.4f}"))
+        rows.append(
+            _row(
+                task,
+                "privreg fmt21_published_epsilon (step 100, 10 iterations)",
+                FAITHFUL,
+                timed,
+                f"eps {timed[1]:.4f}",
+            )
+        )
         if script is not None:
             timed = _time(lambda: script.numericalanalysis(n, eps0, delta, 10, 100, True), 1)
-            rows.append(_row(task, "numericalanalysis(n, 10, 1e-10, 10, 100, True)",
-                             "the real peer: the authors' computeamplification.py itself", timed,
-                             f"eps {timed[1]:.4f}"))
+            rows.append(
+                _row(
+                    task,
+                    "numericalanalysis(n, 10, 1e-10, 10, 100, True)",
+                    "the real peer: the authors' computeamplification.py itself",
+                    timed,
+                    f"eps {timed[1]:.4f}",
+                )
+            )
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--published-script", metavar="DIR",
-                    help="folder holding the authors' computeamplification.py, to time it too")
+    ap.add_argument(
+        "--published-script", metavar="DIR", help="folder holding the authors' computeamplification.py, to time it too"
+    )
     ap.add_argument("--quick", action="store_true", help="one repeat, 100 PLD events, n = 1e6 and 3e7 only")
     args = ap.parse_args()
     if args.quick:

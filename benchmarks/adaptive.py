@@ -42,18 +42,20 @@ def workloads(shrink: int = 1) -> dict[str, list[PrivacyEvent]]:
         mix += [Laplace(scale=20.0), Gaussian(sigma=20.0), Exponential(epsilon=0.05)]
     return {
         f"{g} Gaussians (sigma 10)": [Gaussian(sigma=10.0)] * g,
-        f"{p} Poisson-subsampled Gaussians (q 0.01, sigma 1.1)":
-            [PoissonSampled(sampling_probability=0.01, event=Gaussian(sigma=1.1))] * p,
+        f"{p} Poisson-subsampled Gaussians (q 0.01, sigma 1.1)": [
+            PoissonSampled(sampling_probability=0.01, event=Gaussian(sigma=1.1))
+        ]
+        * p,
         f"mix: {m} Laplace, {m} Gaussian, {m} exponential": mix,
     }
 
 
-def filter_epsilon(events: list[PrivacyEvent], filters: tuple[str, ...], delta: float,
-                   event_delta: float | None = None) -> tuple[float, Timing]:
+def filter_epsilon(
+    events: list[PrivacyEvent], filters: tuple[str, ...], delta: float, event_delta: float | None = None
+) -> tuple[float, Timing]:
     """(epsilon spent, time) after charging every event to a session with a budget too
     large to refuse anything (inf if some event cannot be accounted)."""
-    session = BudgetSession(budget=PrivacyBudget(epsilon=1e9, delta=delta), filters=filters,
-                            event_delta=event_delta)
+    session = BudgetSession(budget=PrivacyBudget(epsilon=1e9, delta=delta), filters=filters, event_delta=event_delta)
     with timed(cores=1) as t, session as s:
         try:
             for e in events:
@@ -72,9 +74,13 @@ def main() -> None:
     delta = args.delta
     names = list(FILTERS)
     peer = f"dp-accounting {importlib.metadata.version('dp-accounting')}"
-    head = (["workload"] + [f"{n} alone" for n in names]
-            + ["default session", f"PLD (real peer {peer}, fixed in advance)", "default / PLD"]
-            + [f"charge {c}" for c in ("wall s", "CPU s", "CPU s / core")] + ["PLD wall s", "PLD CPU s / core"])
+    head = (
+        ["workload"]
+        + [f"{n} alone" for n in names]
+        + ["default session", f"PLD (real peer {peer}, fixed in advance)", "default / PLD"]
+        + [f"charge {c}" for c in ("wall s", "CPU s", "CPU s / core")]
+        + ["PLD wall s", "PLD CPU s / core"]
+    )
     rows = []
     for label, events in workloads(10 if args.quick else 1).items():
         # basic and advanced price each curve event at event_delta: spread delta over the events
@@ -83,11 +89,26 @@ def main() -> None:
         alone = [filter_epsilon(events, (n,), delta, per_event.get(n))[0] for n in names]
         default, charge = filter_epsilon(events, DEFAULT_FILTERS, delta)
         pld_t, pld = measure(lambda: make_accountant("pld").compose(Composed(events=events)).epsilon(delta))
-        rows.append([label] + [f"{x:.4g}" for x in alone]
-                    + [f"{default:.4g}", f"{pld:.4g}", f"{default / pld:.3f}", *charge.cells(".3f"),
-                       f"{pld_t.wall:.3f}", f"{pld_t.cpu_per_core:.3f}"])
-    print(header(f"epsilon at delta = {delta:g} (inf: that filter cannot account every event of the workload)",
-                 processes=1, cores=1) + "\n")
+        rows.append(
+            [label]
+            + [f"{x:.4g}" for x in alone]
+            + [
+                f"{default:.4g}",
+                f"{pld:.4g}",
+                f"{default / pld:.3f}",
+                *charge.cells(".3f"),
+                f"{pld_t.wall:.3f}",
+                f"{pld_t.cpu_per_core:.3f}",
+            ]
+        )
+    print(
+        header(
+            f"epsilon at delta = {delta:g} (inf: that filter cannot account every event of the workload)",
+            processes=1,
+            cores=1,
+        )
+        + "\n"
+    )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, ["-" * w for w in widths], *rows]:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")

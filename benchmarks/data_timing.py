@@ -48,53 +48,80 @@ def cases() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     spread = np.sort(rng.uniform(0, 100, n))
     k = 100
     return {
-        "smooth-gaussian": ({"epsilon": 1.0, "delta": 1e-6, "lower": 0.0, "upper": 100.0}, {
-            "uniform on [0, 100]": spread,
-            "normal(50, 12) clipped": np.clip(rng.normal(50, 12, n), 0, 100),
-            "all equal (50)": np.full(n, 50.0),
-            "half at 0, half at 100": np.r_[np.zeros(n // 2 + 1), np.full(n // 2, 100.0)],
-        }),
-        "smooth-outlier-count": ({"epsilon": 1.0, "delta": 1e-6, "k": 3, "radius": 1.0}, {
-            "200 points uniform in [0, 10]^2": rng.uniform(0, 10, (200, 2)),
-            "200 points in one cluster": rng.normal(5, 0.2, (200, 2)),
-            "200 points, all far apart": np.c_[np.arange(200) * 3.0, np.zeros(200)],
-            "200 points on a 1-d line, spacing 0.5": np.c_[np.arange(200) * 0.5, np.zeros(200)],
-        }),
-        "smooth-outlier-count ": ({"epsilon": 1.0, "delta": 1e-6, "k": 3, "radius": 1.0, "subspace": "0,1,2"}, {
-            "60 points uniform in [0, 5]^3": rng.uniform(0, 5, (60, 3)),
-            "60 points in one cluster (3-d)": rng.normal(2, 0.2, (60, 3)),
-            "60 points, all far apart (3-d)": np.c_[np.arange(60) * 3.0, np.zeros((60, 2))],
-        }),
-        "exponential": ({"epsilon": 1.0, "sensitivity": 1.0}, {
-            f"{k} equal utilities": np.zeros(k),
-            f"{k} utilities spread over [0, 10]": np.linspace(0, 10, k),
-            f"one leader, {k - 1} at -100": np.r_[0.0, np.full(k - 1, -100.0)],
-        }),
-        "report-noisy-max": ({"epsilon": 1.0, "sensitivity": 1.0, "noise": "exponential"}, {
-            f"{k} equal utilities": np.zeros(k),
-            f"{k} utilities spread over [0, 10]": np.linspace(0, 10, k),
-            f"one leader, {k - 1} at -100": np.r_[0.0, np.full(k - 1, -100.0)],
-        }),
-        "permute-and-flip": ({"epsilon": 1.0, "sensitivity": 1.0}, {
-            f"{k} equal utilities": np.zeros(k),
-            f"{k} utilities spread over [0, 10]": np.linspace(0, 10, k),
-            f"one leader, {k - 1} at -100": np.r_[0.0, np.full(k - 1, -100.0)],
-        }),
-        "laplace": ({"epsilon": 1.0, "sensitivity": 1.0, "dimension": 1000}, {
-            "1000 values in [0, 1]": rng.uniform(0, 1, 1000),
-            "1000 values near 1e15": rng.uniform(1e15, 2e15, 1000),
-            "1000 values near 1e300": rng.uniform(1e300, 2e300, 1000),
-        }),
-        "gaussian": ({"epsilon": 1.0, "delta": 1e-6, "sensitivity": 1.0, "dimension": 1000}, {
-            "1000 values in [0, 1]": rng.uniform(0, 1, 1000),
-            "1000 values near 1e15": rng.uniform(1e15, 2e15, 1000),
-            "1000 values near 1e300": rng.uniform(1e300, 2e300, 1000),
-        }),
-        "laplace-thresholding": ({"epsilon": 1.0, "delta": 1e-6, "max_partitions": 1}, {
-            "1000 keys, totals in [0, 100]": {i: float(c) for i, c in enumerate(rng.uniform(0, 100, 1000))},
-            "1000 keys, totals near 1e15": {i: float(c) for i, c in enumerate(rng.uniform(1e15, 2e15, 1000))},
-            "1000 keys, totals near 1e300": {i: float(c) for i, c in enumerate(rng.uniform(1e300, 2e300, 1000))},
-        }),
+        "smooth-gaussian": (
+            {"epsilon": 1.0, "delta": 1e-6, "lower": 0.0, "upper": 100.0},
+            {
+                "uniform on [0, 100]": spread,
+                "normal(50, 12) clipped": np.clip(rng.normal(50, 12, n), 0, 100),
+                "all equal (50)": np.full(n, 50.0),
+                "half at 0, half at 100": np.r_[np.zeros(n // 2 + 1), np.full(n // 2, 100.0)],
+            },
+        ),
+        "smooth-outlier-count": (
+            {"epsilon": 1.0, "delta": 1e-6, "k": 3, "radius": 1.0},
+            {
+                "200 points uniform in [0, 10]^2": rng.uniform(0, 10, (200, 2)),
+                "200 points in one cluster": rng.normal(5, 0.2, (200, 2)),
+                "200 points, all far apart": np.c_[np.arange(200) * 3.0, np.zeros(200)],
+                "200 points on a 1-d line, spacing 0.5": np.c_[np.arange(200) * 0.5, np.zeros(200)],
+            },
+        ),
+        "smooth-outlier-count ": (
+            {"epsilon": 1.0, "delta": 1e-6, "k": 3, "radius": 1.0, "subspace": "0,1,2"},
+            {
+                "60 points uniform in [0, 5]^3": rng.uniform(0, 5, (60, 3)),
+                "60 points in one cluster (3-d)": rng.normal(2, 0.2, (60, 3)),
+                "60 points, all far apart (3-d)": np.c_[np.arange(60) * 3.0, np.zeros((60, 2))],
+            },
+        ),
+        "exponential": (
+            {"epsilon": 1.0, "sensitivity": 1.0},
+            {
+                f"{k} equal utilities": np.zeros(k),
+                f"{k} utilities spread over [0, 10]": np.linspace(0, 10, k),
+                f"one leader, {k - 1} at -100": np.r_[0.0, np.full(k - 1, -100.0)],
+            },
+        ),
+        "report-noisy-max": (
+            {"epsilon": 1.0, "sensitivity": 1.0, "noise": "exponential"},
+            {
+                f"{k} equal utilities": np.zeros(k),
+                f"{k} utilities spread over [0, 10]": np.linspace(0, 10, k),
+                f"one leader, {k - 1} at -100": np.r_[0.0, np.full(k - 1, -100.0)],
+            },
+        ),
+        "permute-and-flip": (
+            {"epsilon": 1.0, "sensitivity": 1.0},
+            {
+                f"{k} equal utilities": np.zeros(k),
+                f"{k} utilities spread over [0, 10]": np.linspace(0, 10, k),
+                f"one leader, {k - 1} at -100": np.r_[0.0, np.full(k - 1, -100.0)],
+            },
+        ),
+        "laplace": (
+            {"epsilon": 1.0, "sensitivity": 1.0, "dimension": 1000},
+            {
+                "1000 values in [0, 1]": rng.uniform(0, 1, 1000),
+                "1000 values near 1e15": rng.uniform(1e15, 2e15, 1000),
+                "1000 values near 1e300": rng.uniform(1e300, 2e300, 1000),
+            },
+        ),
+        "gaussian": (
+            {"epsilon": 1.0, "delta": 1e-6, "sensitivity": 1.0, "dimension": 1000},
+            {
+                "1000 values in [0, 1]": rng.uniform(0, 1, 1000),
+                "1000 values near 1e15": rng.uniform(1e15, 2e15, 1000),
+                "1000 values near 1e300": rng.uniform(1e300, 2e300, 1000),
+            },
+        ),
+        "laplace-thresholding": (
+            {"epsilon": 1.0, "delta": 1e-6, "max_partitions": 1},
+            {
+                "1000 keys, totals in [0, 100]": {i: float(c) for i, c in enumerate(rng.uniform(0, 100, 1000))},
+                "1000 keys, totals near 1e15": {i: float(c) for i, c in enumerate(rng.uniform(1e15, 2e15, 1000))},
+                "1000 keys, totals near 1e300": {i: float(c) for i, c in enumerate(rng.uniform(1e300, 2e300, 1000))},
+            },
+        ),
     }
 
 
@@ -119,8 +146,9 @@ def main() -> None:
             times[label] = t.cpu_per_core
             print(f"{name:<22} {label:<40}" + "".join(f"{c:>24}" for c in t.cells(".5f")))
         lo, hi = min(times.values()), max(times.values())
-        print(f"{name:<22} {'slowest / fastest (CPU / core)':<40} {hi / lo:>23.1f}x   "
-              f"(fastest / slowest {lo / hi:.2f}x)")
+        print(
+            f"{name:<22} {'slowest / fastest (CPU / core)':<40} {hi / lo:>23.1f}x   (fastest / slowest {lo / hi:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -92,9 +92,14 @@ def ledger_table(root: Path, sizes: list[int], charges: int) -> str:
         ledger.close()
         reopen = _per_op(lambda: Ledger(path, create=False).close(), 50)
         reopen_ro = _per_op(lambda: Ledger.open_readonly(path).close(), 50)
-        for op, t in (("try_append", cost), ("head()", head), ("rows(after=n-10)", tail),
-                      ("rows(after=n-10, verify=True)", verify), ("Ledger(path)", reopen),
-                      ("Ledger.open_readonly", reopen_ro)):
+        for op, t in (
+            ("try_append", cost),
+            ("head()", head),
+            ("rows(after=n-10)", tail),
+            ("rows(after=n-10, verify=True)", verify),
+            ("Ledger(path)", reopen),
+            ("Ledger.open_readonly", reopen_ro),
+        ):
             rows.append((f"{n:,}", op, *t.cells(".4f")))
     return _table(rows)
 
@@ -115,8 +120,7 @@ def session_table(root: Path, sizes: list[int], charges: int) -> str:
             try:
                 BudgetSession(budget=BUDGET, ledger=path, **options(n + charges)).close()
             except TypeError as exc:
-                return (f"skipped: this BudgetSession does not take the issue #15 API "
-                        f"(filters=/plan=): {exc}")
+                return f"skipped: this BudgetSession does not take the issue #15 API (filters=/plan=): {exc}"
             _fill(path, n, event)
             opened, session = measure(lambda: BudgetSession.open(path))
             cost = _per_op(lambda: session.charge(event, mechanism="bench", parameters={}), charges)
@@ -164,6 +168,7 @@ def _fair_worker(mode: str, path: str, barrier, seconds: float, out) -> None:
 
         def charge() -> None:
             session.charge(event, mechanism="bench", parameters={})
+
     barrier.wait()
     count, worst, end = 0, 0.0, time.time() + seconds
     with timed(cores=1) as t:
@@ -178,10 +183,11 @@ def _fair_worker(mode: str, path: str, barrier, seconds: float, out) -> None:
 def fairness_table(root: Path, seconds: float) -> str:
     rows = [("scheme", "charges A", "charges B", "max wait A (ms)", "max wait B (ms)", *columns("s"))]
     ctx = mp.get_context("spawn")
-    schemes = [("baseline: privreg's pre-#15 scheme, SQLite busy handler only (re-implemented, labelled)",
-                "baseline"),
-               ("Ledger.try_append + writer queue", "ledger"),
-               ("BudgetSession.charge (basic)", "session")]
+    schemes = [
+        ("baseline: privreg's pre-#15 scheme, SQLite busy handler only (re-implemented, labelled)", "baseline"),
+        ("Ledger.try_append + writer queue", "ledger"),
+        ("BudgetSession.charge (basic)", "session"),
+    ]
     for label, mode in schemes:
         path = str(root / f"fair-{mode}.sqlite")
         if mode == "baseline":
@@ -224,8 +230,14 @@ def main() -> None:
         print(ledger_table(root, sizes, args.charges) + "\n")
         print(header(f"2. BudgetSession (ms per call; {args.charges} charges per row)", processes=1, cores=1))
         print(session_table(root, sizes, args.charges) + "\n")
-        print(header(f"3. Fairness: two processes charging in a tight loop for {args.seconds:g} s each "
-                     f"(wall: the longer loop; CPU: both loops)", processes=2, cores=2))
+        print(
+            header(
+                f"3. Fairness: two processes charging in a tight loop for {args.seconds:g} s each "
+                f"(wall: the longer loop; CPU: both loops)",
+                processes=2,
+                cores=2,
+            )
+        )
         print(fairness_table(root, args.seconds))
 
 

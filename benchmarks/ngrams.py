@@ -92,7 +92,7 @@ def python_counter_dpne(corpus, *, rng, epsilon, delta, max_n, max_keys, eta):
             grams = set()
             for a, b in recs:
                 for p in range(a, b - k + 1):
-                    g = tuple(tokens[p:p + k])
+                    g = tuple(tokens[p : p + k])
                     if k == 1 or (g[:-1] in released[k - 1] and g[1:] in released[k - 1]):
                         grams.add(g)
             if len(grams) > max_keys:
@@ -142,9 +142,14 @@ def run_one(kind: str, tokens: float, path: str | None) -> dict:
         counts = python_counter_dpne(corpus, rng=rng, **SETTINGS)
         n_tokens = corpus.size
     elif kind in ("local", "local-explicit"):
-        res = extract_ngrams(LocalNgramEngine(corpus), charger=EventLog(), rng=rng,
-                             variant="explicit" if kind == "local-explicit" else "scalable",
-                             explicit_limit=50_000_000, **SETTINGS)
+        res = extract_ngrams(
+            LocalNgramEngine(corpus),
+            charger=EventLog(),
+            rng=rng,
+            variant="explicit" if kind == "local-explicit" else "scalable",
+            explicit_limit=50_000_000,
+            **SETTINGS,
+        )
         counts, n_tokens = res.counts, res.tokens
     elif kind in ("local-from-jsonl", "local-from-jsonl-2p"):
         workers = 2 if kind.endswith("-2p") else 1
@@ -167,9 +172,17 @@ def run_one(kind: str, tokens: float, path: str | None) -> dict:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     rss = max(_rss_bytes(resource.RUSAGE_SELF), children.ru_maxrss * 1024 if kind != "spark" else 0)
     t = clock.timing
-    return {"kind": kind, "tokens": n_tokens, "wall": t.wall, "cpu": t.cpu, "cores": t.cores,
-            "rss": rss, "base": base, "released": sum(counts.values()),
-            "counts": {str(k): c for k, c in counts.items()}}
+    return {
+        "kind": kind,
+        "tokens": n_tokens,
+        "wall": t.wall,
+        "cpu": t.cpu,
+        "cores": t.cores,
+        "rss": rss,
+        "base": base,
+        "released": sum(counts.values()),
+        "counts": {str(k): c for k, c in counts.items()},
+    }
 
 
 def _write_input(tokens: float, path: Path) -> None:
@@ -210,6 +223,7 @@ def main() -> None:
     sizes = [float(s) for s in args.sizes.split(",")]
     try:
         import pyspark  # noqa: F401
+
         have_spark = True
     except ImportError:
         have_spark = False
@@ -233,11 +247,19 @@ def main() -> None:
 
     load0, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M")
     wall_s, cpu_s, per_core = columns("s")
-    head = (f"{'backend':<21}{'tokens':>11}{'cores':>6}{wall_s:>9}{cpu_s:>9}{per_core:>14}{'tokens/CPU s':>14}"
-            f"{'RSS MB':>8}{'base MB':>9}{'released':>10}")
-    say(header("DPNE, T=9, eps=4, delta=1e-7, Delta=300, eta=0.01, both-side pruning; synthetic corpus; "
-               "each row in a fresh process", processes="1 per row (+2 workers for -2p; + the JVM for spark)",
-               cores="1 per row (2 for -2p and for spark's local[2])") + f"\n{head}")
+    head = (
+        f"{'backend':<21}{'tokens':>11}{'cores':>6}{wall_s:>9}{cpu_s:>9}{per_core:>14}{'tokens/CPU s':>14}"
+        f"{'RSS MB':>8}{'base MB':>9}{'released':>10}"
+    )
+    say(
+        header(
+            "DPNE, T=9, eps=4, delta=1e-7, Delta=300, eta=0.01, both-side pruning; synthetic corpus; "
+            "each row in a fresh process",
+            processes="1 per row (+2 workers for -2p; + the JVM for spark)",
+            cores="1 per row (2 for -2p and for spark's local[2])",
+        )
+        + f"\n{head}"
+    )
     rows = {}
     with tempfile.TemporaryDirectory(prefix="privreg-bench-") as tmp:
         inputs: dict[float, Path] = {}
@@ -254,21 +276,27 @@ def main() -> None:
                 continue
             rows[(kind, size)] = out
             rate = out["tokens"] / out["cpu"]
-            say(f"{kind:<21}{out['tokens']:>11,}{out['cores']:>6}{out['wall']:>9.2f}{out['cpu']:>9.2f}"
+            say(
+                f"{kind:<21}{out['tokens']:>11,}{out['cores']:>6}{out['wall']:>9.2f}{out['cpu']:>9.2f}"
                 f"{out['cpu'] / out['cores']:>14.2f}{rate:>14,.0f}"
-                f"{out['rss'] / 2**20:>8.0f}{out['base'] / 2**20:>9.0f}{out['released']:>10,}")
+                f"{out['rss'] / 2**20:>8.0f}{out['base'] / 2**20:>9.0f}{out['released']:>10,}"
+            )
     for size in sizes:
         base = rows.get(("python-counter", size))
         for kind in ("local", "local-from-jsonl"):
             a = rows.get((kind, size))
             if a and base:
-                say(f"speed-up of {kind} over the python-counter ablation at {int(size):,} tokens: "
-                    f"{base['cpu'] / a['cpu']:.1f}x (CPU), {base['wall'] / a['wall']:.1f}x (wall)")
+                say(
+                    f"speed-up of {kind} over the python-counter ablation at {int(size):,} tokens: "
+                    f"{base['cpu'] / a['cpu']:.1f}x (CPU), {base['wall'] / a['wall']:.1f}x (wall)"
+                )
         a = rows.get(("local-from-jsonl", size))
         if a and size == 1e7:
             verdict = "met" if a["wall"] < 60 else "NOT met"
-            say(f"target of issue #5 (1e7 tokens end to end from JSONL in under 60 s on 2 cores): {verdict} "
-                f"({a['wall']:.1f} s wall, {a['cpu']:.1f} s CPU)")
+            say(
+                f"target of issue #5 (1e7 tokens end to end from JSONL in under 60 s on 2 cores): {verdict} "
+                f"({a['wall']:.1f} s wall, {a['cpu']:.1f} s CPU)"
+            )
     sets = {}
     for (kind, size), out in rows.items():
         sets.setdefault(size, {})[kind] = out["counts"]
@@ -281,14 +309,22 @@ def main() -> None:
     if args.out is not None:
         cmd = "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
         load1 = os.getloadavg()
-        md = ["# DPNE throughput and peak memory (privreg `ngrams`, local backend)", "",
-              f"Command: `{cmd}`", "",
-              f"Machine: {os.cpu_count()} cores shared with other jobs (load average {load0[0]:.2f} at the start, "
-              f"{load1[0]:.2f} at the end), {started}. Wall-clock times depend on that load; CPU seconds (the "
-              f"process plus its workers, or Spark's JVM) much less; CPU s / core divides by the row's cores and "
-              f"is not a wall time. Peak RSS is the process's ``ru_maxrss`` (or its largest "
-              f"worker's); ``base`` is the RSS after imports, before any data.", "",
-              "```", *lines, "```", ""]
+        md = [
+            "# DPNE throughput and peak memory (privreg `ngrams`, local backend)",
+            "",
+            f"Command: `{cmd}`",
+            "",
+            f"Machine: {os.cpu_count()} cores shared with other jobs (load average {load0[0]:.2f} at the start, "
+            f"{load1[0]:.2f} at the end), {started}. Wall-clock times depend on that load; CPU seconds (the "
+            f"process plus its workers, or Spark's JVM) much less; CPU s / core divides by the row's cores and "
+            f"is not a wall time. Peak RSS is the process's ``ru_maxrss`` (or its largest "
+            f"worker's); ``base`` is the RSS after imports, before any data.",
+            "",
+            "```",
+            *lines,
+            "```",
+            "",
+        ]
         args.out.write_text("\n".join(md), encoding="utf-8")
 
 

@@ -81,8 +81,11 @@ def _pydp(kind: str) -> Callable[[int], object] | None:
         from pydp.algorithms import numerical_mechanisms as nm
     except ImportError:
         return None
-    mech = (nm.LaplaceMechanism(epsilon=1.0, sensitivity=1.0) if kind == "laplace"
-            else nm.GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0))
+    mech = (
+        nm.LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
+        if kind == "laplace"
+        else nm.GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    )
     return lambda n: [mech.add_noise(0.0) for _ in range(n)]
 
 
@@ -99,8 +102,9 @@ def _size(n: int) -> str:
 
 
 def _table(rows: list[Row], sizes: list[int], work: float) -> tuple[list[list[str]], dict[str, list[float]]]:
-    head = ["ns per sample, at n samples per call"] + [f"n={_size(n)} {label}" for n in sizes
-                                                       for label in columns("ns")]
+    head = ["ns per sample, at n samples per call"] + [
+        f"n={_size(n)} {label}" for n in sizes for label in columns("ns")
+    ]
     lines, cpu = [head], {}
     for name, fn in rows:
         cells, costs = [name], []
@@ -135,36 +139,55 @@ def main() -> None:
     gauss = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     sigma = float(gauss.sigma_int)
     fast: list[Row] = [
-        ("privreg laplace mechanism, fast path (release_many)",
-         lambda n: laplace.release_many(0.0, n, charger=EventLog(), rng=secure)),
-        ("privreg discrete-laplace mechanism, fast path",
-         lambda n: dlap.release_many(0, n, charger=EventLog(), rng=secure)),
-        ("privreg discrete_laplace_many alone, scale 2048",
-         lambda n: discrete_laplace_many(laplace.noise_scale, n, secure)),
-        (f"privreg gaussian mechanism, fast path [sigma {sigma:.0f} grid units]",
-         lambda n: gauss.release_many(0.0, n, charger=EventLog(), rng=secure)),
+        (
+            "privreg laplace mechanism, fast path (release_many)",
+            lambda n: laplace.release_many(0.0, n, charger=EventLog(), rng=secure),
+        ),
+        (
+            "privreg discrete-laplace mechanism, fast path",
+            lambda n: dlap.release_many(0, n, charger=EventLog(), rng=secure),
+        ),
+        (
+            "privreg discrete_laplace_many alone, scale 2048",
+            lambda n: discrete_laplace_many(laplace.noise_scale, n, secure),
+        ),
+        (
+            f"privreg gaussian mechanism, fast path [sigma {sigma:.0f} grid units]",
+            lambda n: gauss.release_many(0.0, n, charger=EventLog(), rng=secure),
+        ),
     ]
     for s in (1, 100, 10_000):
-        fast.append((f"privreg discrete_gaussian_many alone, sigma {s}",
-                     lambda n, s=s: discrete_gaussian_many(Fraction(s) ** 2, n, secure)))
+        fast.append(
+            (
+                f"privreg discrete_gaussian_many alone, sigma {s}",
+                lambda n, s=s: discrete_gaussian_many(Fraction(s) ** 2, n, secure),
+            )
+        )
     peer = f"real peer numpy {np.__version__}"
     baselines: list[Row] = [
         (f"{peer} laplace (insecure: PCG64, float leak)", lambda n: np.random.default_rng().laplace(size=n)),
         (f"{peer} normal (insecure: PCG64, float leak)", lambda n: np.random.default_rng().normal(size=n)),
     ]
     for kind in ("laplace", "gaussian"):
-        for name, fn in ((f"real peer OpenDP {_version('opendp')} make_{kind} on a vector", _opendp(kind)),
-                         (f"real peer PyDP {_version('python-dp')} {kind.capitalize()}Mechanism.add_noise",
-                          _pydp(kind))):
+        for name, fn in (
+            (f"real peer OpenDP {_version('opendp')} make_{kind} on a vector", _opendp(kind)),
+            (f"real peer PyDP {_version('python-dp')} {kind.capitalize()}Mechanism.add_noise", _pydp(kind)),
+        ):
             if fn is not None:
                 baselines.append((name, fn))
     exact: list[Row] = [
-        ("privreg laplace mechanism, exact path",
-         lambda n: LaplaceMechanism(epsilon=1.0, sensitivity=1.0, path="exact").release_many(
-             0.0, n, charger=EventLog(), rng=secure)),
-        ("privreg gaussian mechanism, exact path",
-         lambda n: GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0, path="exact").release_many(
-             0.0, n, charger=EventLog(), rng=secure)),
+        (
+            "privreg laplace mechanism, exact path",
+            lambda n: LaplaceMechanism(epsilon=1.0, sensitivity=1.0, path="exact").release_many(
+                0.0, n, charger=EventLog(), rng=secure
+            ),
+        ),
+        (
+            "privreg gaussian mechanism, exact path",
+            lambda n: GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0, path="exact").release_many(
+                0.0, n, charger=EventLog(), rng=secure
+            ),
+        ),
     ]
 
     lines, cpu = _table(fast + baselines, sizes, args.work)
@@ -183,11 +206,15 @@ def main() -> None:
             sampler = "alone" in name  # the goal is the samplers'; mechanisms add their output arrays
             verdict = ("flat" if ratio <= 1.15 else "GROWS") if sampler else "info"
             print(f"{verdict}: {name}: CPU per core at 1e7 / at 1e6 = {ratio:.2f}")
-        print("(info: a mechanism's release_many also allocates its result arrays; at 1e7 they are 80 MB "
-              "each, fresh pages from the OS, about 10 ns per sample per array)")
+        print(
+            "(info: a mechanism's release_many also allocates its result arrays; at 1e7 they are 80 MB "
+            "each, fresh pages from the OS, about 10 ns per sample per array)"
+        )
     rate = 1e9 / min(cpu[fast[3][0]])
-    print(f"Gaussian mechanism fast path {'meets' if rate >= 1e6 else 'MISSES'} the 1e6 samples/s per core "
-          f"goal ({rate:,.0f}/s per core, from CPU ns / core at the best call size).")
+    print(
+        f"Gaussian mechanism fast path {'meets' if rate >= 1e6 else 'MISSES'} the 1e6 samples/s per core "
+        f"goal ({rate:,.0f}/s per core, from CPU ns / core at the best call size)."
+    )
 
 
 if __name__ == "__main__":

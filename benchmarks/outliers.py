@@ -58,7 +58,7 @@ class _Timeout(Exception):
     pass
 
 
-def _alarm(signum, frame):  # noqa: ARG001
+def _alarm(signum, frame):
     raise _Timeout
 
 
@@ -133,18 +133,25 @@ def main() -> None:
         for n in sizes:
             x = _data(n, d)
             got = {}
-            cells = [str(d), str(n), f"{r:g}", str(outlier_count(x, k=3, radius=r)),
-                     str(global_sensitivity_upper(n=n, k=3, d=d))]
+            cells = [
+                str(d),
+                str(n),
+                f"{r:g}",
+                str(outlier_count(x, k=3, radius=r)),
+                str(global_sensitivity_upper(n=n, k=3, d=d)),
+            ]
             for m in methods:
-                res, secs, note = _timed(lambda m=m: smooth_upper_bound(x, k=3, radius=r, beta=BETA, cover=m),
-                                         args.limit)
+                res, secs, note = _timed(
+                    lambda m=m: smooth_upper_bound(x, k=3, radius=r, beta=BETA, cover=m), args.limit
+                )
                 got[m] = (res, secs)
                 value = "-" if res is None else f"{res.value:.2f}"
                 if res is not None and m != "exact" and got.get("exact", (None,))[0] is not None:
                     value += f" (+{100 * (res.value / got['exact'][0].value - 1):.0f}%)"
                 cells += [note or f"{secs.wall:.3f}", f"{secs.cpu_per_core:.3f}", value]
             ref, t_ref, note_ref = _timed(
-                lambda: smooth_upper_bound_reference(x, k=3, radius=r, beta=BETA, budget=args.budget), args.limit)
+                lambda: smooth_upper_bound_reference(x, k=3, radius=r, beta=BETA, budget=args.budget), args.limit
+            )
             exact, t_exact = got.get("exact", (None, None))
             if exact is not None and ref is not None and exact.value != ref.value:
                 raise AssertionError(f"d={d} N={n}: exact {exact.value} != Algorithm 1 {ref.value}")

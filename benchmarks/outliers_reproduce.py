@@ -45,12 +45,12 @@ from timing import Timing, columns, header, timed
 
 from privreg import EventLog, InsecureReproducibleRandom
 from privreg.accountant.calibration import calibrate_gaussian_sigma
+from privreg.mechanisms.smooth_gaussian import smooth_gaussian_parameters
 from privreg.plugins.outliers.datasets import load_adult_outliers, paper_sample, synthetic_1, synthetic_2
 from privreg.plugins.outliers.definitions import outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper, paper_lower_bound
 from privreg.plugins.outliers.release import all_subspaces, select_top_h, subspace_utilities
 from privreg.plugins.outliers.smooth import smooth_upper_bound
-from privreg.mechanisms.smooth_gaussian import smooth_gaussian_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 ADULT = ROOT.parent / "shared" / "data" / "adult" / "adult.data"
@@ -78,8 +78,7 @@ def _adult_sets(count: int) -> tuple[list[np.ndarray], str]:
 
 def figures_34(datasets: int) -> tuple[list[dict], str]:
     adult, source = _adult_sets(datasets)
-    sets = {"Synthetic 1": ([synthetic_1(s).points for s in range(datasets)], 1.1),
-            "Adult 1": (adult, 0.35)}
+    sets = {"Synthetic 1": ([synthetic_1(s).points for s in range(datasets)], 1.1), "Adult 1": (adult, 0.35)}
     rows = []
     for name, (xs, r) in sets.items():
         n, d = xs[0].shape
@@ -90,13 +89,23 @@ def figures_34(datasets: int) -> tuple[list[dict], str]:
             with timed(cores=1) as clock:
                 smooth = float(np.mean([smooth_upper_bound(x, k=3, radius=r, beta=beta).value for x in xs]))
             factor = math.sqrt(2 * math.log(2 / DELTA)) / eps  # Theorem 1
-            rows.append({
-                "data": name, "d": d, "r": r, "epsilon": eps, "true_count": counts, "smooth_bound": smooth,
-                "sigma_smooth": smooth / alpha, "GS_lower": gs_lo, "sigma_global_lower": gs_lo * factor,
-                "GS_upper": gs_up, "sigma_global_upper": gs_up * factor,
-                "sigma_analytic_upper": calibrate_gaussian_sigma(epsilon=eps, delta=DELTA, sensitivity=gs_up),
-                **_times(clock.timing),
-            })
+            rows.append(
+                {
+                    "data": name,
+                    "d": d,
+                    "r": r,
+                    "epsilon": eps,
+                    "true_count": counts,
+                    "smooth_bound": smooth,
+                    "sigma_smooth": smooth / alpha,
+                    "GS_lower": gs_lo,
+                    "sigma_global_lower": gs_lo * factor,
+                    "GS_upper": gs_up,
+                    "sigma_global_upper": gs_up * factor,
+                    "sigma_analytic_upper": calibrate_gaussian_sigma(epsilon=eps, delta=DELTA, sensitivity=gs_up),
+                    **_times(clock.timing),
+                }
+            )
     return rows, source
 
 
@@ -116,33 +125,44 @@ def scale_up() -> list[dict]:
             alpha, beta = smooth_gaussian_parameters(epsilon=eps, delta=DELTA)
             with timed(cores=1) as clock:
                 smooth = smooth_upper_bound(x, k=3, radius=0.35, beta=beta).value
-            rows.append({"N": x.shape[0], "epsilon": eps, "true_count": outlier_count(x, k=3, radius=0.35),
-                         "smooth_bound": smooth, "sigma_smooth": smooth / alpha, "GS_upper": gs_up,
-                         "sigma_global_upper": gs_up * math.sqrt(2 * math.log(2 / DELTA)) / eps,
-                         "sigma_analytic_upper": calibrate_gaussian_sigma(epsilon=eps, delta=DELTA,
-                                                                         sensitivity=gs_up),
-                         **_times(clock.timing)})
+            rows.append(
+                {
+                    "N": x.shape[0],
+                    "epsilon": eps,
+                    "true_count": outlier_count(x, k=3, radius=0.35),
+                    "smooth_bound": smooth,
+                    "sigma_smooth": smooth / alpha,
+                    "GS_upper": gs_up,
+                    "sigma_global_upper": gs_up * math.sqrt(2 * math.log(2 / DELTA)) / eps,
+                    "sigma_analytic_upper": calibrate_gaussian_sigma(epsilon=eps, delta=DELTA, sensitivity=gs_up),
+                    **_times(clock.timing),
+                }
+            )
     return rows
 
 
 def _table_scale(rows: list[dict]) -> str:
-    out = ["Scale-up: Adult, 7 attributes, 5% outliers, r = 0.35, delta = 0.01 (one sample per N)", "",
-           "| N | eps | true count | S(X) | sd smooth | sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB "
-           "| ratio analytic/smooth | " + " | ".join(f"S(X) {c}" for c in columns("s")) + " |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "Scale-up: Adult, 7 attributes, 5% outliers, r = 0.35, delta = 0.01 (one sample per N)",
+        "",
+        "| N | eps | true count | S(X) | sd smooth | sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB "
+        "| ratio analytic/smooth | " + " | ".join(f"S(X) {c}" for c in columns("s")) + " |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['N']} | {r['epsilon']} | {r['true_count']} | {r['smooth_bound']:.2f} | "
-                   f"{r['sigma_smooth']:.0f} | {r['sigma_global_upper']:.0f} (GS {r['GS_upper']}) | "
-                   f"{r['sigma_analytic_upper']:.0f} | {r['sigma_analytic_upper'] / r['sigma_smooth']:.2f} | "
-                   f"{_time_cells(r)} |")
+        out.append(
+            f"| {r['N']} | {r['epsilon']} | {r['true_count']} | {r['smooth_bound']:.2f} | "
+            f"{r['sigma_smooth']:.0f} | {r['sigma_global_upper']:.0f} (GS {r['GS_upper']}) | "
+            f"{r['sigma_analytic_upper']:.0f} | {r['sigma_analytic_upper'] / r['sigma_smooth']:.2f} | "
+            f"{_time_cells(r)} |"
+        )
     return "\n".join(out)
 
 
 def figure_5(runs: int, datasets: int) -> list[dict]:
     cands = all_subspaces(10, 1)
     truth = {(0,), (1,)}
-    utilities = [subspace_utilities(synthetic_2(s).points, k=3, radius=0.13, candidates=cands)
-                 for s in range(datasets)]
+    utilities = [subspace_utilities(synthetic_2(s).points, k=3, radius=0.13, candidates=cands) for s in range(datasets)]
     rng = InsecureReproducibleRandom(seed=5)
     per_set = max(1, runs // datasets)
     rows = []
@@ -156,9 +176,18 @@ def figure_5(runs: int, datasets: int) -> list[dict]:
                             picks, _ = select_top_h(u, h=h, epsilon=scale * eps, charger=EventLog(), rng=rng)
                             tp += sum(cands[i] in truth for i in picks)
                 total = per_set * len(utilities)
-                rows.append({"variant": variant, "h": h, "epsilon": eps, "epsilon_spent": scale * eps,
-                             "precision": tp / (total * h), "recall": tp / (total * len(truth)), "runs": total,
-                             **_times(clock.timing)})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "h": h,
+                        "epsilon": eps,
+                        "epsilon_spent": scale * eps,
+                        "precision": tp / (total * h),
+                        "recall": tp / (total * len(truth)),
+                        "runs": total,
+                        **_times(clock.timing),
+                    }
+                )
     return rows
 
 
@@ -170,39 +199,55 @@ def _write(rows: list[dict], path: Path) -> None:
 
 
 def _table_34(rows: list[dict], source: str) -> str:
-    out = [f"Figures 3-4: noise standard deviation of the outlier count (delta = {DELTA}, k = 3, N = 50; "
-           f"means over the data sets; Adult scaled with {source} constants)", "",
-           "| data | eps | true count | S(X) | sd smooth (Thm 2) | sd global @ eq.(18) LB | ratio LB/smooth "
-           "| sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB | ratio UB/smooth | "
-           + " | ".join(f"S(X) {c}" for c in columns("s")) + " |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"Figures 3-4: noise standard deviation of the outlier count (delta = {DELTA}, k = 3, N = 50; "
+        f"means over the data sets; Adult scaled with {source} constants)",
+        "",
+        "| data | eps | true count | S(X) | sd smooth (Thm 2) | sd global @ eq.(18) LB | ratio LB/smooth "
+        "| sd global @ GS_UB (Thm 1) | sd analytic @ GS_UB | ratio UB/smooth | "
+        + " | ".join(f"S(X) {c}" for c in columns("s"))
+        + " |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['data']} (d={r['d']}, r={r['r']}) | {r['epsilon']:.1f} | {r['true_count']:.1f} | "
-                   f"{r['smooth_bound']:.2f} | {r['sigma_smooth']:.1f} | {r['sigma_global_lower']:.1f} "
-                   f"(GS {r['GS_lower']}) | {r['sigma_global_lower'] / r['sigma_smooth']:.2f} | "
-                   f"{r['sigma_global_upper']:.1f} (GS {r['GS_upper']}) | {r['sigma_analytic_upper']:.1f} | "
-                   f"{r['sigma_global_upper'] / r['sigma_smooth']:.2f} | {_time_cells(r)} |")
+        out.append(
+            f"| {r['data']} (d={r['d']}, r={r['r']}) | {r['epsilon']:.1f} | {r['true_count']:.1f} | "
+            f"{r['smooth_bound']:.2f} | {r['sigma_smooth']:.1f} | {r['sigma_global_lower']:.1f} "
+            f"(GS {r['GS_lower']}) | {r['sigma_global_lower'] / r['sigma_smooth']:.2f} | "
+            f"{r['sigma_global_upper']:.1f} (GS {r['GS_upper']}) | {r['sigma_analytic_upper']:.1f} | "
+            f"{r['sigma_global_upper'] / r['sigma_smooth']:.2f} | {_time_cells(r)} |"
+        )
     return "\n".join(out)
 
 
 def _table_5(rows: list[dict]) -> str:
-    out = ["Figure 5: top-h subspace discovery on Synthetic 2 (true subspaces {x0}, {x1}; "
-           f"{rows[0]['runs']} runs per cell)", "",
-           "| variant | h | " + " | ".join(f"eps {e:g}" for e in EPS_5) + " | "
-           + " | ".join(f"all eps {c}" for c in columns("s")) + " |",
-           "|---|---|" + "---|" * (len(EPS_5) + 3)]
+    out = [
+        "Figure 5: top-h subspace discovery on Synthetic 2 (true subspaces {x0}, {x1}; "
+        f"{rows[0]['runs']} runs per cell)",
+        "",
+        "| variant | h | "
+        + " | ".join(f"eps {e:g}" for e in EPS_5)
+        + " | "
+        + " | ".join(f"all eps {c}" for c in columns("s"))
+        + " |",
+        "|---|---|" + "---|" * (len(EPS_5) + 3),
+    ]
     for variant in ("privreg", "paper weights"):
         for h in HS:
             cells = [r for r in rows if r["variant"] == variant and r["h"] == h]
             spent = {k: sum(c[k] for c in cells) for k in TIME_KEYS}
-            out.append(f"| {variant} | {h} | " + " | ".join(
-                f"P {c['precision']:.2f} / R {c['recall']:.2f}" for c in cells) + f" | {_time_cells(spent)} |")
+            out.append(
+                f"| {variant} | {h} | "
+                + " | ".join(f"P {c['precision']:.2f} / R {c['recall']:.2f}" for c in cells)
+                + f" | {_time_cells(spent)} |"
+            )
     out.append("\n'paper weights' at eps really spends 2 eps (Theorem 3/7 trap); privreg at eps spends eps.")
     return "\n".join(out)
 
 
 def _plot_34(rows: list[dict], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -227,6 +272,7 @@ def _plot_34(rows: list[dict], path: Path) -> None:
 
 def _plot_5(rows: list[dict], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -235,8 +281,14 @@ def _plot_5(rows: list[dict], path: Path) -> None:
         for colour, h in enumerate(HS):
             for variant, style in (("privreg", "-"), ("paper weights", "--")):
                 rs = [r for r in rows if r["variant"] == variant and r["h"] == h]
-                ax.plot([r["epsilon"] for r in rs], [r[metric] for r in rs], style, marker="o",
-                        color=f"C{colour}", label=f"h={h} ({variant})")
+                ax.plot(
+                    [r["epsilon"] for r in rs],
+                    [r[metric] for r in rs],
+                    style,
+                    marker="o",
+                    color=f"C{colour}",
+                    label=f"h={h} ({variant})",
+                )
         ax.set_xscale("log", base=2)
         ax.set_xticks(EPS_5, [f"{e:g}" for e in EPS_5])
         ax.set_xlabel("epsilon (claimed)")
@@ -274,13 +326,14 @@ def main() -> None:
     rows5 = figure_5(args.runs, args.datasets)
     text5 = _table_5(rows5)
     print(text5)
-    for rows, text, stem, plot in ((rows34, text34, "outliers_figures34", _plot_34),
-                                   (rows5, text5, "outliers_figure5", _plot_5)):
+    for rows, text, stem, plot in (
+        (rows34, text34, "outliers_figures34", _plot_34),
+        (rows5, text5, "outliers_figure5", _plot_5),
+    ):
         _write(rows, args.out / f"{stem}.csv")
         (args.out / f"{stem}.md").write_text(text + "\n", encoding="utf-8")
         plot(rows, args.out / f"{stem}.png")
-    print(f"\nwrote outliers_figures34.* and outliers_figure5.* to {args.out} "
-          f"in {time.perf_counter() - start:.0f} s")
+    print(f"\nwrote outliers_figures34.* and outliers_figure5.* to {args.out} in {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -46,21 +46,43 @@ def bench(bits: int, ops: int) -> list[tuple[str, str, Timing, Timing]]:
     ppk, psk = pk.to_phe(), sk.to_phe()
     values = [rng.randbits(31) - 2**30 for _ in range(ops)]
     k32 = [rng.randbits(31) + 1 for _ in range(ops)]
-    tables, _ = measure(lambda: (encrypt(pk, [0], bound=1, workers=1),  # builds the DJN tables once per key
-                                 encrypt(sk, [0], bound=1, workers=1)))
+    tables, _ = measure(
+        lambda: (
+            encrypt(pk, [0], bound=1, workers=1),  # builds the DJN tables once per key
+            encrypt(sk, [0], bound=1, workers=1),
+        )
+    )
     rows: list[tuple[str, str, Timing, Timing]] = []
 
     phe_enc = _cpu(lambda: [ppk.encrypt(x) for x in values], ops)
     enc = encrypt(pk, values, bound=2**30, workers=1)
     rows.append((f"{bits}", "encrypt djn", phe_enc, _cpu(lambda: encrypt(pk, values, bound=2**30, workers=1), ops)))
-    rows.append((f"{bits}", "encrypt std", phe_enc,
-                 _cpu(lambda: encrypt(pk, values, bound=2**30, obfuscation="standard", workers=1), ops)))
+    rows.append(
+        (
+            f"{bits}",
+            "encrypt std",
+            phe_enc,
+            _cpu(lambda: encrypt(pk, values, bound=2**30, obfuscation="standard", workers=1), ops),
+        )
+    )
     rows.append((f"{bits}", "encrypt kh djn", phe_enc, _cpu(lambda: encrypt(sk, values, bound=2**30, workers=1), ops)))
-    rows.append((f"{bits}", "encrypt kh std", phe_enc,
-                 _cpu(lambda: encrypt(sk, values, bound=2**30, obfuscation="standard", workers=1), ops)))
+    rows.append(
+        (
+            f"{bits}",
+            "encrypt kh std",
+            phe_enc,
+            _cpu(lambda: encrypt(sk, values, bound=2**30, obfuscation="standard", workers=1), ops),
+        )
+    )
     pool = ObfuscatorPool(pk, size=ops, workers=1)
-    rows.append((f"{bits}", "encrypt pool", phe_enc,
-                 _cpu(lambda: encrypt(pk, values, bound=2**30, obfuscation=pool, workers=1), ops)))
+    rows.append(
+        (
+            f"{bits}",
+            "encrypt pool",
+            phe_enc,
+            _cpu(lambda: encrypt(pk, values, bound=2**30, obfuscation=pool, workers=1), ops),
+        )
+    )
 
     penc = [ppk.encrypt(x) for x in values]
     phe_dec = _cpu(lambda: [psk.decrypt(c) for c in penc], ops)
@@ -85,8 +107,10 @@ def bench(bits: int, ops: int) -> list[tuple[str, str, Timing, Timing]]:
             c.ciphertext()
 
     rows.append((f"{bits}", "rerandomize", _cpu(phe_obf, ops), _cpu(lambda: enc.rerandomize(workers=1), ops)))
-    print(f"{bits}-bit key: keygen {keygen.wall:.2f} s wall, {keygen.cpu:.2f} s CPU; DJN tables (public + key "
-          f"holder) {tables.wall:.2f} s wall, {tables.cpu:.2f} s CPU, once per key (one core)")
+    print(
+        f"{bits}-bit key: keygen {keygen.wall:.2f} s wall, {keygen.cpu:.2f} s CPU; DJN tables (public + key "
+        f"holder) {tables.wall:.2f} s wall, {tables.cpu:.2f} s CPU, once per key (one core)"
+    )
     return rows
 
 
@@ -116,20 +140,37 @@ def main() -> None:
     for bits in args.bits:
         rows.extend(bench(bits, args.ops))
     peer = f"phe {importlib.metadata.version('phe')}"
-    table = [("bits", "operation", *(f"{peer} {c}" for c in columns("ms/op")),
-              *(f"privreg {c}" for c in columns("ms/op")), "speed-up (CPU / core)")]
+    table = [
+        (
+            "bits",
+            "operation",
+            *(f"{peer} {c}" for c in columns("ms/op")),
+            *(f"privreg {c}" for c in columns("ms/op")),
+            "speed-up (CPU / core)",
+        )
+    ]
     for bits, op, naive, fast in rows:
         table.append((bits, op, *naive.cells(), *fast.cells(), f"{naive.cpu_per_core / fast.cpu_per_core:.1f}x"))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     print()
-    print(header(f"Time per operation, same keys for both; baseline: the real peer python-paillier ({peer}), "
-                 f"element-wise", processes=1, cores=1))
+    print(
+        header(
+            f"Time per operation, same keys for both; baseline: the real peer python-paillier ({peer}), element-wise",
+            processes=1,
+            cores=1,
+        )
+    )
     for r in table:
         print("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
     cores = parallel.usable_cores()
     print()
-    print(header(f"A batch at {args.bits[0]} bits, privreg on 1 core against its worker pool on {cores} cores",
-                 processes=f"1, or 1 + {cores} workers", cores=f"1 or {cores}"))
+    print(
+        header(
+            f"A batch at {args.bits[0]} bits, privreg on 1 core against its worker pool on {cores} cores",
+            processes=f"1, or 1 + {cores} workers",
+            cores=f"1 or {cores}",
+        )
+    )
     for name, one, many in parallel_rows(args.bits[0], args.batch):
         for label, t in (("1 core", one), (f"{cores} cores", many)):
             cells = "   ".join(f"{c} {v}" for c, v in zip(columns("s"), t.cells(".2f")))

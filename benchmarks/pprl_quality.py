@@ -71,8 +71,9 @@ MIN_BITS = 8  # K floor: below it a block holds a large share of all records
 QS = (0.5, 0.8, 0.9, 0.95)
 
 
-def _aligned_true_pairs(recs: Mapping[str, EncodedRecords], a: str, b: str, sample: int,
-                        gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _aligned_true_pairs(
+    recs: Mapping[str, EncodedRecords], a: str, b: str, sample: int, gen: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Row indices (in a, in b) of up to ``sample`` true pairs (same entity)."""
     ea = {e: i for i, e in enumerate(recs[a].entities)}
     pairs = np.array([(ea[e], j) for j, e in enumerate(recs[b].entities) if e in ea], dtype=np.int64)
@@ -106,32 +107,58 @@ def calibrate(recs: Mapping[str, EncodedRecords], sample: int, seed: int) -> dic
     sug, target = None, TARGET
     while sug is None:  # lower the target until some J <= MAX_GROUPS reaches it
         try:
-            sug = suggest_lsh(filter_length=L, distance=qb[QUANTILE], target_recall=target,
-                              background_distance=float(np.median(bg)), records=size, parties=len(names),
-                              max_groups=MAX_GROUPS, max_bits=40, min_bits=MIN_BITS)
+            sug = suggest_lsh(
+                filter_length=L,
+                distance=qb[QUANTILE],
+                target_recall=target,
+                background_distance=float(np.median(bg)),
+                records=size,
+                parties=len(names),
+                max_groups=MAX_GROUPS,
+                max_bits=40,
+                min_bits=MIN_BITS,
+            )
         except PrivregValueError:
             target = round(target - 0.05, 2)
     T = int(math.ceil(qm[QUANTILE]))
     n = len(names)
-    paper_lsh = {q: float(collision_probability(d, filter_length=L, bits=PAPER["K"], groups=PAPER["J"]))
-                 for q, d in qb.items()}
-    tuned_lsh = {q: float(collision_probability(d, filter_length=L, bits=sug.bits, groups=sug.groups))
-                 for q, d in qb.items()}
+    paper_lsh = {
+        q: float(collision_probability(d, filter_length=L, bits=PAPER["K"], groups=PAPER["J"])) for q, d in qb.items()
+    }
+    tuned_lsh = {
+        q: float(collision_probability(d, filter_length=L, bits=sug.bits, groups=sug.groups)) for q, d in qb.items()
+    }
     multi = None
     if n > 2:
         from privreg.plugins.pprl.tuning import deviation_for_distance
 
         dev = deviation_for_distance(float(np.mean(bd)), filter_length=L)
-        multi = {"deviation": dev,
-                 "paper": multiparty_collision_probability(deviation=dev, parties=n, filter_length=L,
-                                                           bits=PAPER["K"], groups=PAPER["J"]),
-                 "tuned": multiparty_collision_probability(deviation=dev, parties=n, filter_length=L,
-                                                           bits=sug.bits, groups=sug.groups)}
-    return {"block_q": qb, "match_q": qm, "background": float(np.median(bg)), "J": sug.groups, "K": sug.bits,
-            "predicted": sug.recall, "target": target, "T": T, "pairs": int(bd.size),
-            "share_T3": float(np.mean(md <= 3)),
-            "share_T": float(np.mean(md <= T)), "paper_lsh": paper_lsh, "tuned_lsh": tuned_lsh, "multi": multi,
-            "mean_block": float(np.mean(bd))}
+        multi = {
+            "deviation": dev,
+            "paper": multiparty_collision_probability(
+                deviation=dev, parties=n, filter_length=L, bits=PAPER["K"], groups=PAPER["J"]
+            ),
+            "tuned": multiparty_collision_probability(
+                deviation=dev, parties=n, filter_length=L, bits=sug.bits, groups=sug.groups
+            ),
+        }
+    return {
+        "block_q": qb,
+        "match_q": qm,
+        "background": float(np.median(bg)),
+        "J": sug.groups,
+        "K": sug.bits,
+        "predicted": sug.recall,
+        "target": target,
+        "T": T,
+        "pairs": int(bd.size),
+        "share_T3": float(np.mean(md <= 3)),
+        "share_T": float(np.mean(md <= T)),
+        "paper_lsh": paper_lsh,
+        "tuned_lsh": tuned_lsh,
+        "multi": multi,
+        "mean_block": float(np.mean(bd)),
+    }
 
 
 def true_groups(recs: Mapping[str, EncodedRecords]) -> np.ndarray:
@@ -162,32 +189,58 @@ def exact_bound(recs: Mapping[str, EncodedRecords], *, J: int, K: int, T: int) -
     star = close.all(axis=2).any(axis=1)
     allr = close.all(axis=(1, 2))
     total = max(1, G.shape[0])
-    return {"pc": float(lsh.sum() / total), "star": float((lsh & star).sum() / total),
-            "all": float((lsh & allr).sum() / total)}
+    return {
+        "pc": float(lsh.sum() / total),
+        "star": float((lsh & star).sum() / total),
+        "all": float((lsh & allr).sum() / total),
+    }
 
 
-def evaluate(label: str, recs: Mapping[str, EncodedRecords], *, J: int, K: int, T: int, lmin: int | None,
-             seed: int) -> dict:
+def evaluate(
+    label: str, recs: Mapping[str, EncodedRecords], *, J: int, K: int, T: int, lmin: int | None, seed: int
+) -> dict:
     cfg = BlockingConfig(lsh_groups=J, lsh_bits=K, lmin=lmin)
     with timed(cores=1) as clock:
-        out = plaintext_linkage(recs, secret=SECRET, blocking=cfg, threshold=T, rule="star",
-                                max_block_products=MAX_BLOCK_PRODUCTS,
-                                rng=InsecureReproducibleRandom(seed=seed))
+        out = plaintext_linkage(
+            recs,
+            secret=SECRET,
+            blocking=cfg,
+            threshold=T,
+            rule="star",
+            max_block_products=MAX_BLOCK_PRODUCTS,
+            rng=InsecureReproducibleRandom(seed=seed),
+        )
     ent = {p: r.entities for p, r in recs.items()}
     bq = blocking_quality(out.groups, entities=ent)
     lq = linkage_quality(out.links, entities=ent, parties=out.parties)
-    return {"row": label, "J": J, "K": K, "T": T, "lmin": out.lmin, "candidates": len(out.groups),
-            "skipped": out.skipped_blocks, "blocks": out.blocks, "true": lq.true_groups, "pc": bq.pair_completeness,
-            "linked": lq.linked, "recall": lq.recall, "precision": lq.precision, "error": lq.error_rate,
-            "time": clock.timing, "exact": exact_bound(recs, J=J, K=K, T=T) if lmin == 0 else None}
+    return {
+        "row": label,
+        "J": J,
+        "K": K,
+        "T": T,
+        "lmin": out.lmin,
+        "candidates": len(out.groups),
+        "skipped": out.skipped_blocks,
+        "blocks": out.blocks,
+        "true": lq.true_groups,
+        "pc": bq.pair_completeness,
+        "linked": lq.linked,
+        "recall": lq.recall,
+        "precision": lq.precision,
+        "error": lq.error_rate,
+        "time": clock.timing,
+        "exact": exact_bound(recs, J=J, K=K, T=T) if lmin == 0 else None,
+    }
 
 
 def run_dataset(title: str, recs: Mapping[str, EncodedRecords], sample: int, seed: int) -> tuple[list[dict], dict]:
     cal = calibrate(recs, sample, seed)
-    rows = [evaluate("(a) paper", recs, J=PAPER["J"], K=PAPER["K"], T=PAPER["T"], lmin=None, seed=seed),
-            evaluate("(b) tuned", recs, J=cal["J"], K=cal["K"], T=cal["T"], lmin=None, seed=seed),
-            evaluate("(c) bound, paper J,K,T", recs, J=PAPER["J"], K=PAPER["K"], T=PAPER["T"], lmin=0, seed=seed),
-            evaluate("(c) bound, tuned J,K,T", recs, J=cal["J"], K=cal["K"], T=cal["T"], lmin=0, seed=seed)]
+    rows = [
+        evaluate("(a) paper", recs, J=PAPER["J"], K=PAPER["K"], T=PAPER["T"], lmin=None, seed=seed),
+        evaluate("(b) tuned", recs, J=cal["J"], K=cal["K"], T=cal["T"], lmin=None, seed=seed),
+        evaluate("(c) bound, paper J,K,T", recs, J=PAPER["J"], K=PAPER["K"], T=PAPER["T"], lmin=0, seed=seed),
+        evaluate("(c) bound, tuned J,K,T", recs, J=cal["J"], K=cal["K"], T=cal["T"], lmin=0, seed=seed),
+    ]
     for r in rows:
         r["data"] = title
     return rows, cal
@@ -198,16 +251,20 @@ def _f(x: float) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| data | row | J | K | lmin | T | candidates | skipped blocks | PC | linked | recall | precision | "
-            "error rate | exact LSH-only PC | recall bound star / all | " + " | ".join(columns("s")) + " |")
+    head = (
+        "| data | row | J | K | lmin | T | candidates | skipped blocks | PC | linked | recall | precision | "
+        "error rate | exact LSH-only PC | recall bound star / all | " + " | ".join(columns("s")) + " |"
+    )
     lines = [head, "|" + "---|" * 18]
     for r in rows:
         e = r["exact"]
         ex = "" if e is None else _f(e["pc"])
         rb = "" if e is None else f"{_f(e['star'])} / {_f(e['all'])}"
-        lines.append(f"| {r['data']} | {r['row']} | {r['J']} | {r['K']} | {r['lmin']} | {r['T']} | {r['candidates']} "
-                     f"| {r['skipped']} | {_f(r['pc'])} | {r['linked']} | {_f(r['recall'])} | {_f(r['precision'])} | "
-                     f"{_f(r['error'])} | {ex} | {rb} | " + " | ".join(r["time"].cells(".1f")) + " |")
+        lines.append(
+            f"| {r['data']} | {r['row']} | {r['J']} | {r['K']} | {r['lmin']} | {r['T']} | {r['candidates']} "
+            f"| {r['skipped']} | {_f(r['pc'])} | {r['linked']} | {_f(r['recall'])} | {_f(r['precision'])} | "
+            f"{_f(r['error'])} | {ex} | {rb} | " + " | ".join(r["time"].cells(".1f")) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -216,16 +273,20 @@ def calibration_text(title: str, cal: dict) -> str:
     qm = ", ".join(f"q{int(q * 100)} = {d:g}" for q, d in cal["match_q"].items())
     pl = ", ".join(f"{cal['paper_lsh'][q]:.2f} at q{int(q * 100)}" for q in QS)
     tl = ", ".join(f"{cal['tuned_lsh'][q]:.2f} at q{int(q * 100)}" for q in QS)
-    s = (f"- **{title}** ({cal['pairs']} labelled true pairs): blocking-filter distances {qb} (mean "
-         f"{cal['mean_block']:.1f}; random non-pairs median {cal['background']:g}); matching-filter distances {qm}.\n"
-         f"  Pair collision probability, paper J=3, K=20: {pl}; tuned J={cal['J']}, K={cal['K']} "
-         f"(suggest_lsh target {cal['target']:g}, predicted {cal['predicted']:.3f} at q{int(QUANTILE * 100)}): {tl}.\n"
-         f"  Share of true pairs with matching distance <= 3 (paper T): {cal['share_T3']:.3f}; <= tuned T="
-         f"{cal['T']}: {cal['share_T']:.3f}.")
+    s = (
+        f"- **{title}** ({cal['pairs']} labelled true pairs): blocking-filter distances {qb} (mean "
+        f"{cal['mean_block']:.1f}; random non-pairs median {cal['background']:g}); matching-filter distances {qm}.\n"
+        f"  Pair collision probability, paper J=3, K=20: {pl}; tuned J={cal['J']}, K={cal['K']} "
+        f"(suggest_lsh target {cal['target']:g}, predicted {cal['predicted']:.3f} at q{int(QUANTILE * 100)}): {tl}.\n"
+        f"  Share of true pairs with matching distance <= 3 (paper T): {cal['share_T3']:.3f}; <= tuned T="
+        f"{cal['T']}: {cal['share_T']:.3f}."
+    )
     if cal["multi"]:
         m = cal["multi"]
-        s += (f"\n  Multi-party (star model, per-record deviation {m['deviation']}): probability that all records of "
-              f"an entity share an LSH block, paper {m['paper']:.3f}, tuned {m['tuned']:.3f}.")
+        s += (
+            f"\n  Multi-party (star model, per-record deviation {m['deviation']}): probability that all records of "
+            f"an entity share an LSH block, paper {m['paper']:.3f}, tuned {m['tuned']:.3f}."
+        )
     return s
 
 
@@ -245,8 +306,12 @@ def main() -> None:
     print(header("MP-SPPRL linkage quality; time columns: each row's linkage", processes=1, cores=1))
     rows, cals = [], []
     febrl = load_febrl(4)
-    recs = {p: encode_records(febrl.frames[p].iloc[:first], schema=FEBRL_SCHEMA, secret=SECRET, party=p,
-                              entity_column=ENTITY) for p in febrl.parties}
+    recs = {
+        p: encode_records(
+            febrl.frames[p].iloc[:first], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY
+        )
+        for p in febrl.parties
+    }
     size = int(np.mean([len(x) for x in recs.values()]))
     r, c = run_dataset(f"FEBRL 4 (2 x {size})", recs, args.sample, 1)
     rows += r
@@ -257,10 +322,17 @@ def main() -> None:
     settings.insert(1, (3, 0.75))
     for n, corr in settings:
         sub = pop.iloc[:subsample] if args.quick or n > 5 else pop
-        data = make_parties(sub, parties=n, corruption=corr, rng=InsecureReproducibleRandom(seed=100 + n),
-                            fields=list(FEBRL_SCHEMA.columns))
-        recs = {p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p,
-                                  entity_column=ENTITY) for p in data.parties}
+        data = make_parties(
+            sub,
+            parties=n,
+            corruption=corr,
+            rng=InsecureReproducibleRandom(seed=100 + n),
+            fields=list(FEBRL_SCHEMA.columns),
+        )
+        recs = {
+            p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+            for p in data.parties
+        }
         size = int(np.mean([len(x) for x in recs.values()]))
         title = f"{n} parties x ~{size}, corruption {corr:g}"
         r, c = run_dataset(title, recs, args.sample, 10 + n)
@@ -365,11 +437,13 @@ def summary_lines(rows: list[dict], cals: list) -> list[str]:
         a, b = d["(a) paper"], d["(b) tuned"]
         ca, cb = d["(c) bound, paper J,K,T"], d["(c) bound, tuned J,K,T"]
         ea, eb = ca["exact"], cb["exact"]
-        out.append(f"- {data}: paper recall {_f(a['recall'])} (PC {_f(a['pc'])}; exact LSH-only PC {_f(ea['pc'])}, "
-                   f"recall bound {_f(ea['star'])}); tuned J={b['J']}, K={b['K']}, T={b['T']}: recall "
-                   f"{_f(b['recall'])}, precision {_f(b['precision'])} (PC {_f(b['pc'])}; exact LSH-only PC "
-                   f"{_f(eb['pc'])}, recall bound {_f(eb['star'])}); skipped blocks (a) {a['skipped']}, "
-                   f"(b) {b['skipped']}.")
+        out.append(
+            f"- {data}: paper recall {_f(a['recall'])} (PC {_f(a['pc'])}; exact LSH-only PC {_f(ea['pc'])}, "
+            f"recall bound {_f(ea['star'])}); tuned J={b['J']}, K={b['K']}, T={b['T']}: recall "
+            f"{_f(b['recall'])}, precision {_f(b['precision'])} (PC {_f(b['pc'])}; exact LSH-only PC "
+            f"{_f(eb['pc'])}, recall bound {_f(eb['star'])}); skipped blocks (a) {a['skipped']}, "
+            f"(b) {b['skipped']}."
+        )
     return out
 
 

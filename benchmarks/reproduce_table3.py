@@ -47,8 +47,9 @@ from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus
 PARTITION_TOKENS = 2_000_000
 
 
-def rows_for(corpus: PartitionedCorpus, *, max_n: int, delta0: int, epsilon: float, seed: int,
-             say) -> tuple[dict[str, dict[int, int]], dict[str, Timing]]:  # type: ignore[no-untyped-def]
+def rows_for(
+    corpus: PartitionedCorpus, *, max_n: int, delta0: int, epsilon: float, seed: int, say
+) -> tuple[dict[str, dict[int, int]], dict[str, Timing]]:  # type: ignore[no-untyped-def]
     """Counts per length of every method, and its time. One engine serves all runs: its
     exact n-gram id tables (built once, from the data alone, in DPNE's run) are reused by
     every DPSU baseline."""
@@ -58,15 +59,22 @@ def rows_for(corpus: PartitionedCorpus, *, max_n: int, delta0: int, epsilon: flo
     times: dict[str, Timing] = {}
     for method, name in (("dpne", "DPNE"), ("dpsu-all", "DPSU-all"), ("dpsu-even", "DPSU-even")):
         with timed(cores=1) as t:
-            res = extract_ngrams(engine, charger=EventLog(), method=method,
-                                 rng=InsecureReproducibleRandom(seed=seed), **settings)
+            res = extract_ngrams(
+                engine, charger=EventLog(), method=method, rng=InsecureReproducibleRandom(seed=seed), **settings
+            )
         rows[name], times[name] = res.counts, t.timing
         say(f"  {name}: " + ", ".join(f"{c} {v}" for c, v in zip(columns("s"), t.timing.cells(".1f"))))
     single: dict[int, int] = {}
     with timed(cores=1) as t:
         for k in range(1, max_n + 1):
-            res = extract_ngrams(engine, charger=EventLog(), method="dpsu-single", length=k,
-                                 rng=InsecureReproducibleRandom(seed=seed), **settings)
+            res = extract_ngrams(
+                engine,
+                charger=EventLog(),
+                method="dpsu-single",
+                length=k,
+                rng=InsecureReproducibleRandom(seed=seed),
+                **settings,
+            )
             single[k] = res.counts[k]
     rows["DPSU-single"], times[f"DPSU-single (x{max_n})"] = single, t.timing
     say(f"  DPSU-single (x{max_n}): " + ", ".join(f"{c} {v}" for c, v in zip(columns("s"), t.timing.cells(".1f"))))
@@ -79,21 +87,25 @@ def time_table(times: dict[str, Timing]) -> str:
     head = ["method", *columns("s")]
     rows = [head] + [[name, *t.cells(".1f")] for name, t in times.items()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in rows)
+    return "\n".join(
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows
+    )
 
 
 def shape(rows: dict[str, dict[int, int]], max_n: int) -> str:
     """Where DPNE releases more n-grams than each baseline, and the totals of long n-grams."""
+
     def wins(other: str) -> list[int]:
         return [k for k in range(1, max_n + 1) if rows["DPNE"].get(k, 0) > rows[other].get(k, 0)]
 
     long_dpne = sum(c for k, c in rows["DPNE"].items() if k >= 3)
     long_best = max(sum(c for k, c in rows[m].items() if k >= 3) for m in ("DPSU-all", "DPSU-even"))
-    return (f"DPNE releases more than DPSU-all at lengths {wins('DPSU-all') or 'none'}, more than DPSU-even at "
-            f"{wins('DPSU-even') or 'none'}, more than DPSU-single (a full budget per length) at "
-            f"{wins('DPSU-single') or 'none'}; n-grams of length >= 3: DPNE {long_dpne:,}, best of "
-            f"DPSU-all/-even {long_best:,}.")
+    return (
+        f"DPNE releases more than DPSU-all at lengths {wins('DPSU-all') or 'none'}, more than DPSU-even at "
+        f"{wins('DPSU-even') or 'none'}, more than DPSU-single (a full budget per length) at "
+        f"{wins('DPSU-single') or 'none'}; n-grams of length >= 3: DPNE {long_dpne:,}, best of "
+        f"DPSU-all/-even {long_best:,}."
+    )
 
 
 def main() -> None:
@@ -123,13 +135,21 @@ def main() -> None:
 
     corpus = synthetic_corpus(SyntheticSpec(users=args.users, seed=args.seed, max_tokens=5_000))
     parts = max(1, math.ceil(corpus.size / PARTITION_TOKENS))
-    say(f"synthetic corpus: {args.users:,} users, {corpus.size:,} tokens, {parts} user partitions in memory "
-        f"(Delta_0 = {args.delta0}, eps = {args.epsilon:g}, delta = 1e-7, eta = 0.01)")
+    say(
+        f"synthetic corpus: {args.users:,} users, {corpus.size:,} tokens, {parts} user partitions in memory "
+        f"(Delta_0 = {args.delta0}, eps = {args.epsilon:g}, delta = 1e-7, eta = 0.01)"
+    )
     pc = PartitionedCorpus.from_corpus(corpus, partitions=parts)
     del corpus
     rows, times = rows_for(pc, max_n=args.max_n, delta0=args.delta0, epsilon=args.epsilon, seed=args.seed, say=say)
-    tables.append((f"Synthetic corpus: {args.users:,} users, {pc.tokens_total:,} tokens", table3(rows, args.max_n),
-                   shape(rows, args.max_n), time_table(times)))
+    tables.append(
+        (
+            f"Synthetic corpus: {args.users:,} users, {pc.tokens_total:,} tokens",
+            table3(rows, args.max_n),
+            shape(rows, args.max_n),
+            time_table(times),
+        )
+    )
     say(tables[-1][1])
     say(tables[-1][2])
 
@@ -145,35 +165,65 @@ def main() -> None:
             source = "SpamAssassin ham, bundled slice (one user per From: sender)"
         with PartitionedCorpus.from_file(path, format="jsonl", directory=tmp) as real:
             senders = sum(int(p.load().user_tags.size) for p in real.partitions)
-            say(f"\n{source}: {senders:,} senders, {real.tokens_total:,} tokens, "
-                f"{len(real.partitions)} partition(s) on disk")
-            rows, times = rows_for(real, max_n=args.max_n, delta0=args.delta0, epsilon=args.epsilon,
-                                   seed=args.seed, say=say)
-    tables.append((f"{source}: {senders:,} senders, {real.tokens_total:,} tokens", table3(rows, args.max_n),
-                   shape(rows, args.max_n), time_table(times)))
+            say(
+                f"\n{source}: {senders:,} senders, {real.tokens_total:,} tokens, "
+                f"{len(real.partitions)} partition(s) on disk"
+            )
+            rows, times = rows_for(
+                real, max_n=args.max_n, delta0=args.delta0, epsilon=args.epsilon, seed=args.seed, say=say
+            )
+    tables.append(
+        (
+            f"{source}: {senders:,} senders, {real.tokens_total:,} tokens",
+            table3(rows, args.max_n),
+            shape(rows, args.max_n),
+            time_table(times),
+        )
+    )
     say(tables[-1][1])
     say(tables[-1][2])
     whole.__exit__()
     wall, cpu = whole.timing.wall, whole.timing.cpu
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    say(f"\ntotal: {wall:.0f} s wall, {cpu:.0f} s CPU, {whole.timing.cpu_per_core:.0f} s CPU / core (one core), "
-        f"peak RSS {rss:,.0f} MB")
+    say(
+        f"\ntotal: {wall:.0f} s wall, {cpu:.0f} s CPU, {whole.timing.cpu_per_core:.0f} s CPU / core (one core), "
+        f"peak RSS {rss:,.0f} MB"
+    )
 
     if args.out is not None:
         cmd = "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:])
-        md = ["# Paper 002, Table 3 in shape (privreg `ngrams`)", "",
-              f"Command: `{cmd}`", "",
-              f"Machine: {os.cpu_count()} cores shared with other jobs (load average {load[0]:.2f} at the start), "
-              f"{started}; one process on one core. Total {wall:.0f} s wall, {cpu:.0f} s CPU (= CPU s / core), "
-              f"peak RSS {rss:,.0f} MB.", "",
-              "Settings: Delta_0 = {0}, eps = {1:g}, delta = 1e-7, eta = 0.01, T = {2}; DPNE = scalable variant "
-              "(Appendix A), both-side pruning, equal sigma_k; DPSU-all bounds users to T Delta_0 n-grams; "
-              "DPSU-single is one full-budget run per length. Seeded randomness "
-              "(InsecureReproducibleRandom(seed={3})): benchmark only.".format(args.delta0, args.epsilon, args.max_n,
-                                                                             args.seed), ""]
+        md = [
+            "# Paper 002, Table 3 in shape (privreg `ngrams`)",
+            "",
+            f"Command: `{cmd}`",
+            "",
+            f"Machine: {os.cpu_count()} cores shared with other jobs (load average {load[0]:.2f} at the start), "
+            f"{started}; one process on one core. Total {wall:.0f} s wall, {cpu:.0f} s CPU (= CPU s / core), "
+            f"peak RSS {rss:,.0f} MB.",
+            "",
+            f"Settings: Delta_0 = {args.delta0}, eps = {args.epsilon:g}, delta = 1e-7, eta = 0.01, T = {args.max_n}; DPNE = scalable variant "
+            "(Appendix A), both-side pruning, equal sigma_k; DPSU-all bounds users to T Delta_0 n-grams; "
+            "DPSU-single is one full-budget run per length. Seeded randomness "
+            f"(InsecureReproducibleRandom(seed={args.seed})): benchmark only.",
+            "",
+        ]
         for title, table, verdict, clock in tables:
-            md += [f"## {title}", "", "```", table, "```", "", verdict, "", "Time per method:", "", "```", clock,
-                   "```", ""]
+            md += [
+                f"## {title}",
+                "",
+                "```",
+                table,
+                "```",
+                "",
+                verdict,
+                "",
+                "Time per method:",
+                "",
+                "```",
+                clock,
+                "```",
+                "",
+            ]
         md += ["## Log", "", "```", *lines, "```", ""]
         args.out.write_text("\n".join(md), encoding="utf-8")
 

@@ -75,10 +75,14 @@ def main() -> None:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     rate = {r[0]: float(r[-1].replace(",", "")) for r in rows[1:]}
-    print(f"\nexact discrete Laplace / numpy laplace (per CPU s / core): "
-          f"{rate['discrete Laplace, exact'] / rate['numpy laplace (insecure)']:.4f}")
-    print(f"k-RR vectorised / per-user loop (per CPU s / core): "
-          f"{rate['k-RR (k=16), vectorised'] / rate['k-RR (k=16), per-user Python loop']:.1f}")
+    print(
+        f"\nexact discrete Laplace / numpy laplace (per CPU s / core): "
+        f"{rate['discrete Laplace, exact'] / rate['numpy laplace (insecure)']:.4f}"
+    )
+    print(
+        f"k-RR vectorised / per-user loop (per CPU s / core): "
+        f"{rate['k-RR (k=16), vectorised'] / rate['k-RR (k=16), per-user Python loop']:.1f}"
+    )
 
 
 if __name__ == "__main__":

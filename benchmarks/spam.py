@@ -43,13 +43,13 @@ from timing import columns, header, measure, timed
 
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import decrypt, encrypt, generate_paillier_keypair, parallel
+from privreg.mpc.runtime import run_protocol
 from privreg.plugins.spam.corpus import default_corpus_path, labels_of, paper_split, read_corpus
 from privreg.plugins.spam.costs import time_table
 from privreg.plugins.spam.features import NgramHasher, binary_csr
 from privreg.plugins.spam.fixed_point import uniform_ints
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
-from privreg.mpc.runtime import run_protocol
 
 
 def _data(n: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, str]:
@@ -71,12 +71,14 @@ def fast_step(X, y, kp, d: int) -> dict:
     decrypt(kp.private_key, warm.rerandomize())
     encrypt(kp.private_key, [0], bound=1, workers=1)
     warm.rerandomize(workers=1)
-    clock, res = measure(lambda: run_protocol(PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y,
-                                                 allow_insecure=kp.public_key.insecure)),
-                         cores=parallel.usable_cores())
+    clock, res = measure(
+        lambda: run_protocol(
+            PrivateTraining(config=cfg, n=n, keypair=kp, X=X, y=y, allow_insecure=kp.public_key.insecure)
+        ),
+        cores=parallel.usable_cores(),
+    )
     timers = {p: res.outputs[p]["timings"] for p in ("alice", "bob")}
-    return {"time": clock, "table": time_table(timers, docs=n), "timers": timers,
-            "terms": cfg.link.terms, "cfg": cfg}
+    return {"time": clock, "table": time_table(timers, docs=n), "timers": timers, "terms": cfg.link.terms, "cfg": cfg}
 
 
 def naive_step(X, y, kp, d: int, cfg: TrainingConfig, docs: int, coords: int) -> dict:
@@ -102,7 +104,7 @@ def naive_step(X, y, kp, d: int, cfg: TrainingConfig, docs: int, coords: int) ->
     grad = [ppk.encrypt(0) for _ in range(d)]
     clock = timed(cores=1).__enter__()
     for i in range(docs):
-        idx = X.indices[X.indptr[i]:X.indptr[i + 1]]
+        idx = X.indices[X.indptr[i] : X.indptr[i + 1]]
         u = enc_w[idx[0]]
         for j in idx[1:]:
             u = u + enc_w[j]  # step 2: one phe addition per active feature
@@ -111,8 +113,9 @@ def naive_step(X, y, kp, d: int, cfg: TrainingConfig, docs: int, coords: int) ->
         masked.obfuscate()
         v = psk.decrypt(masked)  # step 4: one decryption per value
         theta = 2 * math.pi * (v % plan.period_int) / plan.period_int
-        trig = [ppk.encrypt(int(round(math.sin(k * theta) * 2**cfg.trig_bits))) for k in harmonics] + \
-               [ppk.encrypt(int(round(math.cos(k * theta) * 2**cfg.trig_bits))) for k in harmonics]  # step 5
+        trig = [ppk.encrypt(int(round(math.sin(k * theta) * 2**cfg.trig_bits))) for k in harmonics] + [
+            ppk.encrypt(int(round(math.cos(k * theta) * 2**cfg.trig_bits))) for k in harmonics
+        ]  # step 5
         phi = 2 * math.pi * (r % plan.period_int) / plan.period_int
         a = [int(round(b * math.cos(k * phi) * 2**cfg.coef_bits)) for k, b in zip(harmonics, coef)]
         bb = [int(round(-b * math.sin(k * phi) * 2**cfg.coef_bits)) for k, b in zip(harmonics, coef)]
@@ -140,9 +143,11 @@ def main() -> None:
     if args.quick:
         args.n, args.d, args.bits, args.naive_docs, args.naive_coords = 40, 400, 1024, 2, 10
     X, y, source = _data(args.n, args.d)
-    print(f"data: {source}; n = {args.n} messages, d = {args.d} features, "
-          f"{X.nnz / args.n:.0f} active features per message; key {args.bits} bits; "
-          f"{parallel.usable_cores()} usable cores")
+    print(
+        f"data: {source}; n = {args.n} messages, d = {args.d} features, "
+        f"{X.nnz / args.n:.0f} active features per message; key {args.bits} bits; "
+        f"{parallel.usable_cores()} usable cores"
+    )
     kp = generate_paillier_keypair(n_bits=args.bits, insecure_allow_small_keys=args.bits < 2048)
     fast = fast_step(X, y, kp, args.d)
     naive = naive_step(X, y, kp, args.d, fast["cfg"], args.naive_docs, args.naive_coords)
@@ -154,20 +159,31 @@ def main() -> None:
     cores = fast["time"].cores
     peer = f"phe {importlib.metadata.version('phe')}"
     print()
-    print(header("One training step per message", processes=f"privreg 1 + {cores} workers, {peer} 1",
-                 cores=f"privreg {cores}, {peer} 1"))
+    print(
+        header(
+            "One training step per message",
+            processes=f"privreg 1 + {cores} workers, {peer} 1",
+            cores=f"privreg {cores}, {peer} 1",
+        )
+    )
     cols = columns("ms/msg")
     print(f"{'implementation':<48}{cols[0]:>14}{cols[1]:>14}{cols[2]:>20}")
-    for name, t in ((f"privreg (packing, DJN/CRT, pool), {cores} cores", fast_ms),
-                    (f"real peer {peer}, element-wise, 1 core", naive_ms)):
+    for name, t in (
+        (f"privreg (packing, DJN/CRT, pool), {cores} cores", fast_ms),
+        (f"real peer {peer}, element-wise, 1 core", naive_ms),
+    ):
         w, c, pc = t.cells(".1f")
         print(f"{name:<48}{w:>14}{c:>14}{pc:>20}")
-    print(f"  {peer} parts: {1e3 * naive['per_doc'].cpu:.1f} ms CPU per message + "
-          f"{1e3 * naive['per_coord'].cpu:.2f} ms CPU per coordinate x d/n = {d / n:g}")
+    print(
+        f"  {peer} parts: {1e3 * naive['per_doc'].cpu:.1f} ms CPU per message + "
+        f"{1e3 * naive['per_coord'].cpu:.2f} ms CPU per coordinate x d/n = {d / n:g}"
+    )
     print(f"\nspeed-up (CPU): {naive_ms.cpu / fast_ms.cpu:.1f}x; (wall): {naive_ms.wall / fast_ms.wall:.1f}x")
-    print(f"target <= 30 ms/msg wall on 2 cores: {'met' if fast_ms.wall <= 30 else 'NOT met'} "
-          f"({fast_ms.wall:.1f} ms/msg wall on {cores} cores of this shared machine; "
-          f"CPU {fast_ms.cpu:.1f} ms/msg, {fast_ms.cpu_per_core:.1f} ms/msg per core, not a wall time)")
+    print(
+        f"target <= 30 ms/msg wall on 2 cores: {'met' if fast_ms.wall <= 30 else 'NOT met'} "
+        f"({fast_ms.wall:.1f} ms/msg wall on {cores} cores of this shared machine; "
+        f"CPU {fast_ms.cpu:.1f} ms/msg, {fast_ms.cpu_per_core:.1f} ms/msg per core, not a wall time)"
+    )
     rows = {}
     for row in fast["timers"]["alice"].cpu:
         rows[row] = sum(t.cpu[row] for t in fast["timers"].values())

@@ -48,10 +48,10 @@ from timing import Timing, columns, header, timed
 
 from privreg import EventLog
 from privreg.core.randomness import SecureRandom
+from privreg.mechanisms.subset_selection import SubsetSelection
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, layer_votes
-from privreg.mechanisms.subset_selection import SubsetSelection
 
 EPS, B, ETA, ALPHABET = 10.0, 60, 10_000, 101
 _LOOP_SECONDS = 5.0
@@ -59,8 +59,7 @@ SHAPES = {"layer 1": (ALPHABET - 1) * ALPHABET, "deep layer": ETA * ALPHABET}
 
 
 def _model() -> PopulationModel:
-    return PopulationModel(law=english_word_law(100_000), known_words=5000, days=60, depth=15,
-                           personal_pool=50_000)
+    return PopulationModel(law=english_word_law(100_000), known_words=5000, days=60, depth=15, personal_pool=50_000)
 
 
 def _layer_inputs(model: PopulationModel, users: int, candidates: int, rng) -> np.ndarray:
@@ -68,8 +67,9 @@ def _layer_inputs(model: PopulationModel, users: int, candidates: int, rng) -> n
     fixed scramble (the cost does not depend on which codes they are), GreedySampling."""
     group = model.sample(users, rng)
     codes = (group.words * 7919) % candidates
-    return sample_contributions(group.owners, codes, group.counts, num_users=users, bound=B, sampler="greedy",
-                                dummy=candidates, rng=rng), group
+    return sample_contributions(
+        group.owners, codes, group.counts, num_users=users, bound=B, sampler="greedy", dummy=candidates, rng=rng
+    ), group
 
 
 def _aggregate(model, users, candidates, rng) -> tuple[int, Timing]:
@@ -79,8 +79,9 @@ def _aggregate(model, users, candidates, rng) -> tuple[int, Timing]:
     ss = SubsetSelection(epsilon=EPS, s=candidates + 1)
     with timed(cores=1) as clock:
         codes = (group.words * 7919) % candidates
-        counts = contribution_counts(group.owners, codes, group.counts, num_users=users, bound=B,
-                                     sampler="greedy", dummy=candidates, rng=rng)
+        counts = contribution_counts(
+            group.owners, codes, group.counts, num_users=users, bound=B, sampler="greedy", dummy=candidates, rng=rng
+        )
         ss.vote_counts_from_histogram(counts, charger=EventLog(), rng=rng)
     return users, clock.timing
 
@@ -91,8 +92,9 @@ def _vectorised(model, users, candidates, rng) -> tuple[int, Timing]:
     ss = SubsetSelection(epsilon=EPS, s=candidates + 1)
     with timed(cores=1) as clock:
         codes = (group.words * 7919) % candidates
-        inputs = sample_contributions(group.owners, codes, group.counts, num_users=users, bound=B,
-                                      sampler="greedy", dummy=candidates, rng=rng)
+        inputs = sample_contributions(
+            group.owners, codes, group.counts, num_users=users, bound=B, sampler="greedy", dummy=candidates, rng=rng
+        )
         layer_votes(ss, inputs, charger=EventLog(), rng=rng, chunk_size=1 << 16)
     return users, clock.timing
 
@@ -116,7 +118,7 @@ def _loop_privreg(model, users, candidates, rng) -> tuple[int, Timing]:
     log = EventLog()
 
     def user(j):
-        out = ss.randomize(inputs[j * B:(j + 1) * B], charger=log, rng=rng)
+        out = ss.randomize(inputs[j * B : (j + 1) * B], charger=log, rng=rng)
         np.add.at(votes, out.reports.ravel(), 1)
 
     return _timed_loop(users, user)
@@ -133,7 +135,7 @@ def _loop_multi_freq(model, users, candidates, rng) -> tuple[int, Timing] | None
     votes = np.zeros(k, dtype=np.int64)
 
     def user(j):
-        for x in inputs[j * B:(j + 1) * B]:
+        for x in inputs[j * B : (j + 1) * B]:
             votes[SS_Client(int(x), k, EPS)] += 1
 
     return _timed_loop(users, user)
@@ -142,31 +144,43 @@ def _loop_multi_freq(model, users, candidates, rng) -> tuple[int, Timing] | None
 def throughput(users: int, report_users: int, baseline_users: int) -> None:
     model, rng = _model(), SecureRandom()
     model.lexicon.codes
-    print(header(f"Users simulated per second at eps = {EPS:g}, B = {B} reports per user ({users} users per layer "
-                 f"for the aggregate row, {report_users} for the per-report row)", processes=1, cores=1))
+    print(
+        header(
+            f"Users simulated per second at eps = {EPS:g}, B = {B} reports per user ({users} users per layer "
+            f"for the aggregate row, {report_users} for the per-report row)",
+            processes=1,
+            cores=1,
+        )
+    )
     try:
         peer = f"real peer multi-freq-ldpy {importlib.metadata.version('multi-freq-ldpy')}"
     except importlib.metadata.PackageNotFoundError:
         peer = "real peer multi-freq-ldpy"
     wall_s, cpu_s, per_core = columns("s")
-    print(f"{'layer':<11} {'|Z_i|':>9} {'d':>3} {'method':<58} {'users':>7} {wall_s:>8} {cpu_s:>8} {per_core:>13} "
-          f"{'users/wall s':>12} {'users/(CPU s/core)':>19} {'vs loop':>8}")
+    print(
+        f"{'layer':<11} {'|Z_i|':>9} {'d':>3} {'method':<58} {'users':>7} {wall_s:>8} {cpu_s:>8} {per_core:>13} "
+        f"{'users/wall s':>12} {'users/(CPU s/core)':>19} {'vs loop':>8}"
+    )
     for name, candidates in SHAPES.items():
         d = SubsetSelection(epsilon=EPS, s=candidates + 1).subset_size
         loop = _loop_privreg(model, baseline_users, candidates, rng)
         loop_rate = loop[0] / loop[1].cpu_per_core
-        rows = [("privreg, aggregate votes (default)", _aggregate(model, users, candidates, rng)),
-                ("privreg, every report drawn (votes=reports)", _vectorised(model, report_users, candidates, rng)),
-                ("ablation: per-user loop of privreg SubsetSelection", loop),
-                (f"{peer}: SS_Client per report", _loop_multi_freq(model, baseline_users, candidates, rng))]
+        rows = [
+            ("privreg, aggregate votes (default)", _aggregate(model, users, candidates, rng)),
+            ("privreg, every report drawn (votes=reports)", _vectorised(model, report_users, candidates, rng)),
+            ("ablation: per-user loop of privreg SubsetSelection", loop),
+            (f"{peer}: SS_Client per report", _loop_multi_freq(model, baseline_users, candidates, rng)),
+        ]
         for method, got in rows:
             if got is None:
                 print(f"{name:<11} {candidates:>9} {d:>3} {method:<58} {'not installed':>10}")
                 continue
             done, t = got
             rate = done / t.cpu_per_core
-            print(f"{name:<11} {candidates:>9} {d:>3} {method:<58} {done:>7} {t.wall:>8.3f} {t.cpu:>8.3f} "
-                  f"{t.cpu_per_core:>13.3f} {done / t.wall:>12.4g} {rate:>19.4g} {rate / loop_rate:>7.3g}x")
+            print(
+                f"{name:<11} {candidates:>9} {d:>3} {method:<58} {done:>7} {t.wall:>8.3f} {t.cpu:>8.3f} "
+                f"{t.cpu_per_core:>13.3f} {done / t.wall:>12.4g} {rate:>19.4g} {rate / loop_rate:>7.3g}x"
+            )
     print("target: >= 5e5 users per CPU second per core ('vs loop': that rate over the per-user loop's)\n")
 
 
@@ -174,55 +188,83 @@ def production(mode: str) -> None:
     model, rng = _model(), SecureRandom()
     model.lexicon.codes
     n = 500_000
-    print(f"Production configuration: N = {n} per layer, B = {B}, eta_max = {ETA}, D = 15, two passes, "
-          f"15M users ({mode})")
+    print(
+        f"Production configuration: N = {n} per layer, B = {B}, eta_max = {ETA}, D = 15, two passes, 15M users ({mode})"
+    )
     print(header("Production run", processes=1, cores=1))
     whole = timed(cores=1).__enter__()
     if mode == "full":
-        trie = LDPTrieHH(epsilon=EPS, users_per_layer=n, contribution_bound=B, max_prefixes=ETA, depth=15,
-                         passes=2, sampler="greedy", chunk_size=1 << 16)
-        result = trie.run(model.groups(n, 30, rng), model.lexicon, model.known, charger=EventLog(), rng=rng,
-                          echo=print)
+        trie = LDPTrieHH(
+            epsilon=EPS,
+            users_per_layer=n,
+            contribution_bound=B,
+            max_prefixes=ETA,
+            depth=15,
+            passes=2,
+            sampler="greedy",
+            chunk_size=1 << 16,
+        )
+        result = trie.run(model.groups(n, 30, rng), model.lexicon, model.known, charger=EventLog(), rng=rng, echo=print)
         whole.__exit__()
         t = whole.timing
-        print(f"measured: {t.wall:.0f} s wall, {t.cpu:.0f} s CPU, {t.cpu_per_core:.0f} s CPU / core (one core) for "
-              f"{result.users} users ({len(result.heavy_hitters)} words; load average {os.getloadavg()[0]:.1f})")
+        print(
+            f"measured: {t.wall:.0f} s wall, {t.cpu:.0f} s CPU, {t.cpu_per_core:.0f} s CPU / core (one core) for "
+            f"{result.users} users ({len(result.heavy_hitters)} words; load average {os.getloadavg()[0]:.1f})"
+        )
         return
     with timed(cores=1) as clock:
         group = model.sample(n, rng)
     population, population_cpu = clock.timing.wall, clock.timing.cpu
-    trie = LDPTrieHH(epsilon=EPS, users_per_layer=n, contribution_bound=B, max_prefixes=ETA, depth=2,
-                     passes=1, sampler="greedy", chunk_size=1 << 16)
-    result = trie.run(iter([group, model.sample(n, rng)]), model.lexicon, model.known, charger=EventLog(),
-                      rng=rng, echo=print)
+    trie = LDPTrieHH(
+        epsilon=EPS,
+        users_per_layer=n,
+        contribution_bound=B,
+        max_prefixes=ETA,
+        depth=2,
+        passes=1,
+        sampler="greedy",
+        chunk_size=1 << 16,
+    )
+    result = trie.run(
+        iter([group, model.sample(n, rng)]), model.lexicon, model.known, charger=EventLog(), rng=rng, echo=print
+    )
     first, deep = result.layers
     wall = 2 * (first.seconds + 14 * deep.seconds) + 30 * population
     cpu_total = 2 * (first.cpu_seconds + 14 * deep.cpu_seconds) + 30 * population_cpu
     whole.__exit__()
     # LDPTrieHH's own layer timers: wall and CPU of this process, one core (CPU = CPU / core)
     print(f"{'step':<46} " + " ".join(f"{c:>12}" for c in columns("s")))
-    for label, w, c in (("population draw of one layer (5e5 users)", population, population_cpu),
-                        ("layer 1 (|Z_1| = 10100, d = 1)", first.seconds, first.cpu_seconds),
-                        (f"layer 2 (|Z_2| = {deep.candidates}, d = {deep.subset_size})", deep.seconds,
-                         deep.cpu_seconds),
-                        ("production total, 2 x (1 + 14 x 2) + 30 draws", wall, cpu_total)):
+    for label, w, c in (
+        ("population draw of one layer (5e5 users)", population, population_cpu),
+        ("layer 1 (|Z_1| = 10100, d = 1)", first.seconds, first.cpu_seconds),
+        (f"layer 2 (|Z_2| = {deep.candidates}, d = {deep.subset_size})", deep.seconds, deep.cpu_seconds),
+        ("production total, 2 x (1 + 14 x 2) + 30 draws", wall, cpu_total),
+    ):
         print(f"{label:<46} " + " ".join(f"{x:>12.1f}" for x in (w, c, c)))
     t = whole.timing
-    print(f"(this measurement: {t.wall:.0f} s wall, {t.cpu:.0f} s CPU, {t.cpu_per_core:.0f} s CPU / core; "
-          f"load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"(this measurement: {t.wall:.0f} s wall, {t.cpu:.0f} s CPU, {t.cpu_per_core:.0f} s CPU / core; "
+        f"load average {os.getloadavg()[0]:.1f})"
+    )
     print("target: under 5 minutes wall on 2 cores; the estimate above is of one process on one core")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--users", type=int, default=500_000,
-                    help="users per layer in the aggregate row (default: the paper's N)")
+    ap.add_argument(
+        "--users", type=int, default=500_000, help="users per layer in the aggregate row (default: the paper's N)"
+    )
     ap.add_argument("--report-users", type=int, default=20_000, help="users in the votes=reports row")
-    ap.add_argument("--baseline-users", type=int, default=2000,
-                    help="most users per per-user-loop row (each row also stops after 5 s)")
+    ap.add_argument(
+        "--baseline-users",
+        type=int,
+        default=2000,
+        help="most users per per-user-loop row (each row also stops after 5 s)",
+    )
     ap.add_argument("--production", choices=["sample", "full", "skip"], default="full")
-    ap.add_argument("--quick", action="store_true", help="20,000 users, loops of at most 50 users or 1 s, "
-                                                        "no production run")
+    ap.add_argument(
+        "--quick", action="store_true", help="20,000 users, loops of at most 50 users or 1 s, no production run"
+    )
     args = ap.parse_args()
     if args.quick:
         global _LOOP_SECONDS

@@ -51,42 +51,99 @@ NO_LDP = 40.0
 
 
 def _model() -> PopulationModel:
-    return PopulationModel(law=english_word_law(30_000), known_words=1000, days=60, oov_per_day=0.5,
-                           personal_share=0.5, personal_words=2, personal_pool=15_000, depth=15)
+    return PopulationModel(
+        law=english_word_law(30_000),
+        known_words=1000,
+        days=60,
+        oov_per_day=0.5,
+        personal_share=0.5,
+        personal_words=2,
+        personal_pool=15_000,
+        depth=15,
+    )
 
 
-def coverage(model: PopulationModel, *, epsilon: float, users: int, sampler: str, passes: int,
-             max_prefixes: int, seed: int, bound: int = 2, depth: int = 15) -> float:
+def coverage(
+    model: PopulationModel,
+    *,
+    epsilon: float,
+    users: int,
+    sampler: str,
+    passes: int,
+    max_prefixes: int,
+    seed: int,
+    bound: int = 2,
+    depth: int = 15,
+) -> float:
     """Coverage of one LDP TrieHH run with ``users`` users in all, split over the passes."""
     per_layer = users // passes
-    trie = LDPTrieHH(epsilon=epsilon, users_per_layer=per_layer, contribution_bound=bound,
-                     max_prefixes=max_prefixes, depth=depth, sampler=sampler, passes=passes)
+    trie = LDPTrieHH(
+        epsilon=epsilon,
+        users_per_layer=per_layer,
+        contribution_bound=bound,
+        max_prefixes=max_prefixes,
+        depth=depth,
+        sampler=sampler,
+        passes=passes,
+    )
     rng = InsecureReproducibleRandom(seed=seed)
-    result = trie.run(model.groups(per_layer, depth * passes, rng), model.lexicon, model.known,
-                      charger=EventLog(), rng=rng)
+    result = trie.run(
+        model.groups(per_layer, depth * passes, rng), model.lexicon, model.known, charger=EventLog(), rng=rng
+    )
     return model.coverage(result.heavy_hitters)
 
 
-def table_1(model: PopulationModel, seeds: int, users: int, eta: int, depth: int, out: Path, *, bound: int = 2,
-            filename: str = "triehh_table1.md", population: str = "") -> None:
-    rows = ["| setting | coverage (this simulation) | paper (Gboard en-US) | "
-            + " | ".join(f"all seeds {c}" for c in columns("s")) + " |", "| --- | --- | --- | --- | --- | --- |"]
+def table_1(
+    model: PopulationModel,
+    seeds: int,
+    users: int,
+    eta: int,
+    depth: int,
+    out: Path,
+    *,
+    bound: int = 2,
+    filename: str = "triehh_table1.md",
+    population: str = "",
+) -> None:
+    rows = [
+        "| setting | coverage (this simulation) | paper (Gboard en-US) | "
+        + " | ".join(f"all seeds {c}" for c in columns("s"))
+        + " |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     means = []
     for name, (sampler, passes) in SETTINGS.items():
         with timed(cores=1) as clock:
-            values = [100 * coverage(model, epsilon=10.0, users=users, sampler=sampler, passes=passes,
-                                     max_prefixes=eta, depth=depth, seed=seed, bound=bound)
-                      for seed in range(1, seeds + 1)]
+            values = [
+                100
+                * coverage(
+                    model,
+                    epsilon=10.0,
+                    users=users,
+                    sampler=sampler,
+                    passes=passes,
+                    max_prefixes=eta,
+                    depth=depth,
+                    seed=seed,
+                    bound=bound,
+                )
+                for seed in range(1, seeds + 1)
+            ]
         means.append(float(np.mean(values)))
         spread = f" +/- {np.std(values, ddof=1):.1f}" if seeds > 1 else ""
-        rows.append(f"| {name} | {np.mean(values):.1f}%{spread} | {PAPER_TABLE_1[name]}% | "
-                    + " | ".join(clock.timing.cells(".1f")) + " |")
+        rows.append(
+            f"| {name} | {np.mean(values):.1f}%{spread} | {PAPER_TABLE_1[name]}% | "
+            + " | ".join(clock.timing.cells(".1f"))
+            + " |"
+        )
         print(f"  {name}: {', '.join(f'{x:.1f}%' for x in values)} ({clock.timing.wall:.0f} s wall)", flush=True)
     ordered = means[0] < means[1] < means[2]
     rows.append("")
-    rows.append(f"eps = 10, D = {depth}, T = 60, B = {bound}, eta_max = {eta}, {users} users per layer in all "
-                f"(two passes: {users // 2} each), {seeds} seed(s){population}. Paper's ordering GS one-pass "
-                f"< RS one-pass < RS two-pass reproduced: {'yes' if ordered else 'NO'}.")
+    rows.append(
+        f"eps = 10, D = {depth}, T = 60, B = {bound}, eta_max = {eta}, {users} users per layer in all "
+        f"(two passes: {users // 2} each), {seeds} seed(s){population}. Paper's ordering GS one-pass "
+        f"< RS one-pass < RS two-pass reproduced: {'yes' if ordered else 'NO'}."
+    )
     text = "\n".join(rows)
     (out / filename).write_text(text + "\n", encoding="utf-8")
     print(text)
@@ -96,16 +153,21 @@ def figure_1(model: PopulationModel, epsilons: list[float], users: int, depth: i
     points, times = [], []
     for eps in epsilons + [NO_LDP]:
         with timed(cores=1) as clock:
-            c = 100 * coverage(model, epsilon=eps, users=users, sampler="greedy", passes=1, max_prefixes=300,
-                               depth=depth, seed=1)
+            c = 100 * coverage(
+                model, epsilon=eps, users=users, sampler="greedy", passes=1, max_prefixes=300, depth=depth, seed=1
+            )
         points.append((eps, c))
         times.append(clock.timing)
-        print(f"  eps = {eps:g}: coverage {c:.1f}%, " + ", ".join(
-            f"{label} {v}" for label, v in zip(columns("s"), clock.timing.cells(".1f"))), flush=True)
+        print(
+            f"  eps = {eps:g}: coverage {c:.1f}%, "
+            + ", ".join(f"{label} {v}" for label, v in zip(columns("s"), clock.timing.cells(".1f"))),
+            flush=True,
+        )
     with (out / "triehh_figure1.csv").open("w", encoding="utf-8") as fh:
         fh.write("epsilon,coverage_percent,wall_s,cpu_s,cpu_s_per_core\n")
-        fh.writelines(f"{e:g},{c:.3f},{t.wall:.3f},{t.cpu:.3f},{t.cpu_per_core:.3f}\n"
-                      for (e, c), t in zip(points, times))
+        fh.writelines(
+            f"{e:g},{c:.3f},{t.wall:.3f},{t.cpu:.3f},{t.cpu_per_core:.3f}\n" for (e, c), t in zip(points, times)
+        )
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,19 +194,30 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     ap.add_argument("--quick", action="store_true", help="one seed, fewer users and epsilons")
-    ap.add_argument("--paper-scale", action="store_true",
-                    help="Table 1 only, at the paper's scale: 1e6 users per layer (5e5 per pass with two "
-                         "passes), B = 60, eta_max = 1e4, 100k words with the 5k most frequent known")
+    ap.add_argument(
+        "--paper-scale",
+        action="store_true",
+        help="Table 1 only, at the paper's scale: 1e6 users per layer (5e5 per pass with two "
+        "passes), B = 60, eta_max = 1e4, 100k words with the 5k most frequent known",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(header("Paper 001, Table 1 and Figure 1 in shape", processes=1, cores=1))
     if args.paper_scale:
-        big = PopulationModel(law=english_word_law(100_000), known_words=5000, days=60, depth=15,
-                              personal_pool=50_000)
+        big = PopulationModel(law=english_word_law(100_000), known_words=5000, days=60, depth=15, personal_pool=50_000)
         big.lexicon.codes
         print("Table 1 at the paper's scale (one seed, 15M users per setting)")
-        table_1(big, 1, 1_000_000, 10_000, 15, args.out, bound=60, filename="triehh_table1_paper_scale.md",
-                population="; population: 100k wordfreq words, the 5k most frequent known")
+        table_1(
+            big,
+            1,
+            1_000_000,
+            10_000,
+            15,
+            args.out,
+            bound=60,
+            filename="triehh_table1_paper_scale.md",
+            population="; population: 100k wordfreq words, the 5k most frequent known",
+        )
         return
     model = _model()
     model.lexicon.codes

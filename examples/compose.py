@@ -52,8 +52,10 @@ def main(path: str | None = None) -> None:
         gauss = reg.get("gaussian").create(epsilon=0.5, delta=5e-7, sensitivity=99.0, dimension=2)
         noisy = gauss.release(sums, charger=session, label="sum(hours) by sex").output
         for i, s in enumerate(("Female", "Male")):
-            print(f"mean hours {s:<7} true {sums[i] / sizes[i]:7.3f}   private {noisy[i] / sizes[i]:7.3f}"
-                  "   (group sizes treated as public)")
+            print(
+                f"mean hours {s:<7} true {sums[i] / sizes[i]:7.3f}   private {noisy[i] / sizes[i]:7.3f}"
+                "   (group sizes treated as public)"
+            )
 
         # the most common occupation: counts change by 1 per person
         jobs, job_counts = np.unique(adult["occupation"], return_counts=True)

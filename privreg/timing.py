@@ -86,12 +86,12 @@ class PhaseTimer:
     order they are first charged.
     """
 
-    def __init__(self, phases: Iterable[str] = (), *,
-                 cpu_clock: Callable[[], float] = process_cpu_seconds) -> None:
+    def __init__(self, phases: Iterable[str] = (), *, cpu_clock: Callable[[], float] = process_cpu_seconds) -> None:
         if not callable(cpu_clock):
             raise PrivregTypeError(
                 f"cpu_clock must be a function returning CPU seconds; got {cpu_clock!r}. Pass "
-                f"process_cpu_seconds or process_tree_cpu_seconds from privreg.timing.")
+                f"process_cpu_seconds or process_tree_cpu_seconds from privreg.timing."
+            )
         #: wall-clock seconds per phase
         self.wall: dict[str, float] = {}
         #: CPU seconds per phase (by ``cpu_clock``)

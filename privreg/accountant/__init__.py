@@ -45,8 +45,15 @@ __all__ = [
 #: Every accountant, by name.
 ACCOUNTANTS: dict[str, type[Accountant]] = {
     cls.name: cls
-    for cls in (BasicAccountant, DRVAccountant, KOVAccountant, RDPAccountant, ZCDPAccountant,
-                GDPAccountant, PLDAccountant)
+    for cls in (
+        BasicAccountant,
+        DRVAccountant,
+        KOVAccountant,
+        RDPAccountant,
+        ZCDPAccountant,
+        GDPAccountant,
+        PLDAccountant,
+    )
 }
 
 

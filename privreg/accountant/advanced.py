@@ -148,7 +148,7 @@ class KOVAccountant(_PairAccountant):
     def _homogeneous(self) -> tuple[float, float, int] | None:
         if len(self._pairs) != 1:
             return None
-        ((eps, dlt), k), = self._pairs.items()
+        (((eps, dlt), k),) = self._pairs.items()
         return (eps, dlt, k) if k <= KOV_EXACT_MAX_COUNT else None
 
     def _delta(self, epsilon: float) -> float:
@@ -205,8 +205,9 @@ class KOVAccountant(_PairAccountant):
             top = k * eps
             root: float  # brentq is untyped (scipy ships no stubs)
             try:
-                root = optimize.brentq(lambda e: self._delta(e) - delta, 0.0, top,
-                                       xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13)
+                root = optimize.brentq(
+                    lambda e: self._delta(e) - delta, 0.0, top, xtol=max(1e-13 * min(top, 1.0), 1e-300), rtol=1e-13
+                )
             except RuntimeError:  # no convergence (eps near the float floor): bisect
                 root = _bisect_safe(lambda e: self._delta(e) <= delta, 0.0, top)
             step = max(root * 1e-13, 1e-300)

@@ -64,9 +64,14 @@ class AuditReport:
             "neighbouring": self.neighbouring,
             "rule": self.rule,
             "releases": [
-                {"seq": r.seq, "time": r.charge.timestamp, "label": r.charge.label,
-                 "mechanism": r.charge.mechanism, "event": r.charge.event.to_dict(),
-                 "randomness": dict(r.charge.randomness)}
+                {
+                    "seq": r.seq,
+                    "time": r.charge.timestamp,
+                    "label": r.charge.label,
+                    "mechanism": r.charge.mechanism,
+                    "event": r.charge.event.to_dict(),
+                    "randomness": dict(r.charge.randomness),
+                }
                 for r in self.rows
             ],
             "cumulative_epsilon": {k: [_finite(x) for x in xs] for k, xs in self.cumulative.items()},
@@ -79,7 +84,7 @@ class AuditReport:
         }
 
 
-def _finite(x: float | None) -> float | None | str:
+def _finite(x: float | None) -> float | str | None:
     return x if x is None or math.isfinite(x) else "inf"
 
 
@@ -87,16 +92,21 @@ def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
     """The ledger's rule; a format-1 ledger (kept by the old hindsight rule) is re-checked
     under the default filters with its event_delta."""
     if meta.get("format", 1) == 1:
-        return {"kind": "filters", "filters": list(DEFAULT_FILTERS), "event_delta": meta.get("event_delta"),
-                "legacy": True}
+        return {
+            "kind": "filters",
+            "filters": list(DEFAULT_FILTERS),
+            "event_delta": meta.get("event_delta"),
+            "legacy": True,
+        }
     rule = meta.get("rule")
     if not isinstance(rule, dict) or rule.get("kind") not in ("filters", "plan"):
         raise PrivregError(f"the ledger's rule {rule!r} is not a privreg rule (filters or plan)")
     return dict(rule)
 
 
-def _nonadaptive(events: list[PrivacyEvent], delta: float, neighbouring: str,
-                 event_delta: float | None) -> dict[str, float | None]:
+def _nonadaptive(
+    events: list[PrivacyEvent], delta: float, neighbouring: str, event_delta: float | None
+) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     block = Composed(events=tuple(events)) if events else None
     for name in DEFAULT_ACCOUNTANTS:
@@ -122,19 +132,32 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
         try:
             eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
             neighbouring = v.check_relation(
-                "neighbouring", meta["budget"].get("neighbouring", meta.get("neighbouring", "add_remove")))
+                "neighbouring", meta["budget"].get("neighbouring", meta.get("neighbouring", "add_remove"))
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise PrivregError(f"ledger {str(path)!r}: its budget {meta.get('budget')!r} is not "
-                               f"{{'epsilon': ..., 'delta': ...}} ({exc!r})") from exc
+            raise PrivregError(
+                f"ledger {str(path)!r}: its budget {meta.get('budget')!r} is not "
+                f"{{'epsilon': ..., 'delta': ...}} ({exc!r})"
+            ) from exc
         integrity = tuple(ledger.verify(expect_head=expect_head))
         head = format_head(ledger.head())
         try:
             rows = tuple(ledger.rows(verify=False))
         except LedgerIntegrityError as exc:
-            return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta,
-                               neighbouring=neighbouring, rule="unknown (the ledger cannot be decoded)", rows=(),
-                               cumulative={}, best=[], nonadaptive={}, integrity=integrity + (str(exc),),
-                               flags=(str(exc),), head=head)
+            return AuditReport(
+                path=str(path),
+                budget_epsilon=eps_budget,
+                budget_delta=delta,
+                neighbouring=neighbouring,
+                rule="unknown (the ledger cannot be decoded)",
+                rows=(),
+                cumulative={},
+                best=[],
+                nonadaptive={},
+                integrity=integrity + (str(exc),),
+                flags=(str(exc),),
+                head=head,
+            )
     finally:
         ledger.close()
 
@@ -147,13 +170,17 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
     if rule["kind"] == "plan":
         plan = [event_from_dict(d) for d in rule["plan"]]
         bound, name = plan_bound(plan, delta=delta, neighbouring=neighbouring, event_delta=event_delta)
-        text = (f"declared plan of {len(plan)} release(s), non-adaptive bound epsilon {_fmt(bound)} by {name} "
-                f"(valid because every release was fixed in advance)")
+        text = (
+            f"declared plan of {len(plan)} release(s), non-adaptive bound epsilon {_fmt(bound)} by {name} "
+            f"(valid because every release was fixed in advance)"
+        )
         best = [bound] * len(rows)
         for i, row in enumerate(rows):
             if i >= len(plan) or row.charge.event != plan[i]:
-                flags.append(f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) is not release "
-                             f"#{i + 1} of the declared plan: the session should have refused it")
+                flags.append(
+                    f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) is not release "
+                    f"#{i + 1} of the declared plan: the session should have refused it"
+                )
                 best[i:] = [math.inf] * (len(rows) - i)
                 break
         if rows and not bound <= eps_budget:
@@ -161,13 +188,20 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
     else:
         names = rule["filters"]
         share = delta / len(names)
-        filters = [make_filter(n, epsilon=eps_budget, delta=share, neighbouring=neighbouring,
-                               event_delta=event_delta) for n in names]
-        text = ("fully adaptive filters, delta split evenly (" + f"{share:g} each): "
-                + ", ".join(f.describe() for f in filters))
+        filters = [
+            make_filter(n, epsilon=eps_budget, delta=share, neighbouring=neighbouring, event_delta=event_delta)
+            for n in names
+        ]
+        text = (
+            "fully adaptive filters, delta split evenly ("
+            + f"{share:g} each): "
+            + ", ".join(f.describe() for f in filters)
+        )
         if rule.get("legacy"):
-            text += ("; this format-1 ledger was kept by the old rule (the best non-adaptive bound in "
-                     "hindsight), which is not valid under adaptive use: re-checked here")
+            text += (
+                "; this format-1 ledger was kept by the old rule (the best non-adaptive bound in "
+                "hindsight), which is not valid under adaptive use: re-checked here"
+            )
         cumulative = {f.name: [] for f in filters}
         best = []
         for row in rows:
@@ -182,25 +216,44 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
                 finite = [x for x in nonadaptive.values() if x is not None and math.isfinite(x)]
                 pld_note = ""
                 if i == len(rows) - 1 and finite and min(finite) <= eps_budget:
-                    pld_note = (f" (a non-adaptive bound, {_fmt(min(finite))}, would allow it, but only for a "
-                                f"sequence fixed in advance)")
+                    pld_note = (
+                        f" (a non-adaptive bound, {_fmt(min(finite))}, would allow it, but only for a "
+                        f"sequence fixed in advance)"
+                    )
                 if math.isfinite(best[i]):
-                    flags.append(f"release #{row.seq} ({what}) brought epsilon to {best[i]:.6g} > budget "
-                                 f"{eps_budget:g} under every filter of the rule: the budget should have "
-                                 f"refused it{pld_note}")
+                    flags.append(
+                        f"release #{row.seq} ({what}) brought epsilon to {best[i]:.6g} > budget "
+                        f"{eps_budget:g} under every filter of the rule: the budget should have "
+                        f"refused it{pld_note}"
+                    )
                 else:
-                    flags.append(f"release #{row.seq} ({what}): no filter of the rule can vouch for the releases "
-                                 f"up to it (total inf): the budget should have refused it{pld_note}")
+                    flags.append(
+                        f"release #{row.seq} ({what}): no filter of the rule can vouch for the releases "
+                        f"up to it (total inf): the budget should have refused it{pld_note}"
+                    )
     for name, total in nonadaptive.items():
         if total is not None and math.isnan(total):
             flags.append(f"accountant {name}: total is NaN")
     for row in rows:
         if row.charge.randomness.get("reproducible"):
-            flags.append(f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) used "
-                         f"reproducible test-only randomness: it has no privacy")
-    return AuditReport(path=str(path), budget_epsilon=eps_budget, budget_delta=delta, neighbouring=neighbouring,
-                       rule=text, rows=rows, cumulative=cumulative, best=best, nonadaptive=nonadaptive,
-                       integrity=integrity, flags=tuple(flags), head=head)
+            flags.append(
+                f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) used "
+                f"reproducible test-only randomness: it has no privacy"
+            )
+    return AuditReport(
+        path=str(path),
+        budget_epsilon=eps_budget,
+        budget_delta=delta,
+        neighbouring=neighbouring,
+        rule=text,
+        rows=rows,
+        cumulative=cumulative,
+        best=best,
+        nonadaptive=nonadaptive,
+        integrity=integrity,
+        flags=tuple(flags),
+        head=head,
+    )
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
@@ -214,9 +267,12 @@ def _fmt(x: float | None) -> str:
 
 def format_report(report: AuditReport) -> str:
     """The plain-text audit."""
-    out = [f"ledger {report.path}: {len(report.rows)} release(s); budget epsilon = "
-           f"{report.budget_epsilon:g}, delta = {report.budget_delta:g}, neighbours: {report.neighbouring}",
-           f"rule: {report.rule}", ""]
+    out = [
+        f"ledger {report.path}: {len(report.rows)} release(s); budget epsilon = "
+        f"{report.budget_epsilon:g}, delta = {report.budget_delta:g}, neighbours: {report.neighbouring}",
+        f"rule: {report.rule}",
+        "",
+    ]
     releases = [("#", "time (UTC)", "label", "mechanism", "event")]
     for r in report.rows:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
@@ -231,8 +287,7 @@ def format_report(report: AuditReport) -> str:
     info = [("non-adaptive accountant", f"epsilon at delta={report.budget_delta:g} (valid only if fixed in advance)")]
     for name, total in report.nonadaptive.items():
         info.append((name, _fmt(total) if total is not None else "cannot vouch (unsupported event(s))"))
-    out += [_table(info), "",
-            f"spent (under the rule): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
+    out += [_table(info), "", f"spent (under the rule): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
     out += ["flags:"] + [f"  ! {f}" for f in report.flags] if report.flags else ["flags: none"]
     if report.head:
         out += ["", f"head: {report.head}  (keep this elsewhere; pass it as --expect-head next time)"]

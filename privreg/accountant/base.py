@@ -58,6 +58,7 @@ def handles(event_type: type[_E], handler: Callable[[Any, _E], Any]) -> tuple[ty
     tell the type checker that, hence the cast."""
     return event_type, cast(Handler, handler)
 
+
 # Errors a handler may raise on extreme but valid parameters (overflow in a closed form,
 # a third-party library refusing, an allocation that cannot be served): each means
 # "cannot vouch", never a crash of the caller.
@@ -70,15 +71,15 @@ MAX_TOTAL_COUNT = 2**1000
 
 def finite_number(cost: Any) -> bool:
     """A real number, finite and >= 0 (the cost the zcdp and gdp accountants add up)."""
-    return (isinstance(cost, numbers.Real) and not isinstance(cost, bool)
-            and math.isfinite(cost) and not cost < 0)  # numbers.Real declares only < and <=
+    return (
+        isinstance(cost, numbers.Real) and not isinstance(cost, bool) and math.isfinite(cost) and not cost < 0
+    )  # numbers.Real declares only < and <=
 
 
 def finite_pair(cost: Any) -> bool:
     """An ``(epsilon, delta)`` pair: finite epsilon >= 0 and 0 <= delta <= 1 (the cost of
     the basic, advanced and optimal accountants)."""
-    return (isinstance(cost, (tuple, list)) and len(cost) == 2 and all(map(finite_number, cost))
-            and cost[1] <= 1)
+    return isinstance(cost, (tuple, list)) and len(cost) == 2 and all(map(finite_number, cost)) and cost[1] <= 1
 
 
 def _key(event: PrivacyEvent) -> Any:
@@ -168,13 +169,16 @@ class Accountant(ABC):
             if fn is not None:
                 try:
                     c = fn(self, related)
-                except (Exception if from_plugin else _HANDLER_ERRORS) as exc:  # a plugin's bug: cannot vouch
+                except Exception if from_plugin else _HANDLER_ERRORS as exc:  # a plugin's bug: cannot vouch
                     what = "its plugin handler failed" if from_plugin else "cannot price it"
                     return None, f"{what} ({type(exc).__name__}: {exc})"
                 if c is None:
                     return None, "no bound for these parameters"
                 if not self._valid(c):
-                    return None, f"its bound is not finite, or not a cost of the {self.name or type(self).__name__} kind"
+                    return (
+                        None,
+                        f"its bound is not finite, or not a cost of the {self.name or type(self).__name__} kind",
+                    )
                 return c, ""
             lowered = related.lower()
             if lowered is None or lowered == related:
@@ -221,8 +225,9 @@ class Accountant(ABC):
             for c, n in plan:
                 staged._add(c, n)
         except _HANDLER_ERRORS as exc:
-            raise UnsupportedEventError(event, self.name or type(self).__name__,
-                                        f"cannot compose it ({type(exc).__name__}: {exc})") from None
+            raise UnsupportedEventError(
+                event, self.name or type(self).__name__, f"cannot compose it ({type(exc).__name__}: {exc})"
+            ) from None
         vars(self).update(vars(staged))
         self.compositions += 1
         return self

@@ -59,21 +59,31 @@ def _local(e: Shuffled) -> LocalDP:
 
 #: One (eps, delta) pair per release, shared by the pair accountants (basic, advanced,
 #: optimal). Curve events (Gaussian, shuffled reports) are read off at ``event_delta``.
-PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
-    handles(PureDP, lambda acc, e: (e.epsilon, 0.0)),
-    handles(ApproxDP, lambda acc, e: (e.epsilon, e.delta)),
-    handles(Laplace, lambda acc, e: (e.sensitivity / e.scale, 0.0)),
-    handles(Exponential, lambda acc, e: (e.epsilon, 0.0)),
-    handles(DiscreteLaplace, lambda acc, e: (e.epsilon, 0.0)),
-    handles(LocalDP, lambda acc, e: (e.epsilon0, 0.0)),  # an eps0-LDP report is eps0-DP for its user
-    handles(Gaussian, lambda acc, e: _at_event_delta(acc, lambda d: gaussian_epsilon(d, 1.0 / e.noise_multiplier))),
-    handles(DiscreteGaussian,
-            lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d))),
-    handles(Shuffled, lambda acc, e: _at_event_delta(acc, lambda d: shuffle_epsilon(
-        epsilon0=_local(e).epsilon0, num_reports=e.num_reports, delta=d, bound=e.bound))),
-    handles(PoissonSampled, _poisson),
-    handles(SampledWithoutReplacement, _without_replacement),
-])
+PAIR_HANDLERS: dict[type[PrivacyEvent], Handler] = dict(
+    [
+        handles(PureDP, lambda acc, e: (e.epsilon, 0.0)),
+        handles(ApproxDP, lambda acc, e: (e.epsilon, e.delta)),
+        handles(Laplace, lambda acc, e: (e.sensitivity / e.scale, 0.0)),
+        handles(Exponential, lambda acc, e: (e.epsilon, 0.0)),
+        handles(DiscreteLaplace, lambda acc, e: (e.epsilon, 0.0)),
+        handles(LocalDP, lambda acc, e: (e.epsilon0, 0.0)),  # an eps0-LDP report is eps0-DP for its user
+        handles(Gaussian, lambda acc, e: _at_event_delta(acc, lambda d: gaussian_epsilon(d, 1.0 / e.noise_multiplier))),
+        handles(
+            DiscreteGaussian, lambda acc, e: _at_event_delta(acc, lambda d: ZCDPAccountant().compose(e).epsilon(d))
+        ),
+        handles(
+            Shuffled,
+            lambda acc, e: _at_event_delta(
+                acc,
+                lambda d: shuffle_epsilon(
+                    epsilon0=_local(e).epsilon0, num_reports=e.num_reports, delta=d, bound=e.bound
+                ),
+            ),
+        ),
+        handles(PoissonSampled, _poisson),
+        handles(SampledWithoutReplacement, _without_replacement),
+    ]
+)
 
 
 def approx_dp_of(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:

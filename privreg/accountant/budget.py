@@ -47,8 +47,14 @@ from privreg.core.errors import (
 )
 from privreg.core.events import Composed, PrivacyEvent, event_from_dict
 
-__all__ = ["PrivacyBudget", "BudgetSession", "DEFAULT_FILTERS", "DEFAULT_ACCOUNTANTS", "accountant_options",
-           "plan_bound"]
+__all__ = [
+    "PrivacyBudget",
+    "BudgetSession",
+    "DEFAULT_FILTERS",
+    "DEFAULT_ACCOUNTANTS",
+    "accountant_options",
+    "plan_bound",
+]
 
 #: Filters a session consults unless told otherwise (each gets delta / 3).
 DEFAULT_FILTERS = ("basic", "rdp", "gdp")
@@ -93,8 +99,9 @@ def accountant_options(name: str, *, event_delta: float | None, neighbouring: st
     return opts
 
 
-def plan_bound(events: Sequence[PrivacyEvent], *, delta: float, neighbouring: str,
-               event_delta: float | None = None) -> tuple[float, str]:
+def plan_bound(
+    events: Sequence[PrivacyEvent], *, delta: float, neighbouring: str, event_delta: float | None = None
+) -> tuple[float, str]:
     """``(epsilon, accountant)``: the smallest epsilon at ``delta`` any non-adaptive
     accountant proves for ``events`` composed in order (inf, "none" if none can)."""
     if not events:
@@ -145,14 +152,20 @@ class BudgetSession:
                 raise PrivregValueError("pass either plan (a declared sequence) or filters, not both")
             self._plan = self._check_plan(plan)
             self.plan_epsilon, self.plan_accountant = plan_bound(
-                self._plan, delta=budget.delta, neighbouring=budget.neighbouring, event_delta=self.event_delta)
+                self._plan, delta=budget.delta, neighbouring=budget.neighbouring, event_delta=self.event_delta
+            )
             if not self.plan_epsilon <= budget.epsilon:
                 raise BudgetExceededError(
                     f"the declared plan of {len(self._plan)} release(s) costs epsilon "
                     f"{self.plan_epsilon:.6g} at delta={budget.delta:g} (best bound: {self.plan_accountant}), "
-                    f"over the budget of {budget.epsilon:g}; shorten the plan or add noise. Nothing was charged.")
-            rule = {"kind": "plan", "plan": [e.to_dict() for e in self._plan], "event_delta": self.event_delta,
-                    "bound": {"epsilon": self.plan_epsilon, "accountant": self.plan_accountant}}
+                    f"over the budget of {budget.epsilon:g}; shorten the plan or add noise. Nothing was charged."
+                )
+            rule = {
+                "kind": "plan",
+                "plan": [e.to_dict() for e in self._plan],
+                "event_delta": self.event_delta,
+                "bound": {"epsilon": self.plan_epsilon, "accountant": self.plan_accountant},
+            }
             self.filter_names: tuple[str, ...] = ()
         else:
             names = tuple(DEFAULT_FILTERS if filters is None else filters)
@@ -167,10 +180,16 @@ class BudgetSession:
         self._ledger = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
         stored = self._ledger.meta
         if stored.get("format", 1) == 1:  # kept by the old hindsight rule: re-checked by the filters
-            legacy = {"budget": {"epsilon": budget.epsilon, "delta": budget.delta},
-                      "event_delta": self.event_delta, "neighbouring": budget.neighbouring}
-            got = {"budget": stored.get("budget"), "event_delta": stored.get("event_delta"),
-                   "neighbouring": v.check_relation("neighbouring", stored.get("neighbouring", "add_remove"))}
+            legacy = {
+                "budget": {"epsilon": budget.epsilon, "delta": budget.delta},
+                "event_delta": self.event_delta,
+                "neighbouring": budget.neighbouring,
+            }
+            got = {
+                "budget": stored.get("budget"),
+                "event_delta": stored.get("event_delta"),
+                "neighbouring": v.check_relation("neighbouring", stored.get("neighbouring", "add_remove")),
+            }
             if self._plan is not None or got != legacy:
                 self._mismatch(ledger, "settings", got, legacy)
         else:
@@ -187,7 +206,8 @@ class BudgetSession:
     def _mismatch(ledger: str | Path, key: str, stored: Any, wanted: Any) -> None:
         raise PrivregValueError(
             f"ledger {str(ledger)!r} was created with {key} = {stored!r}, not {wanted!r}; open it with "
-            f"BudgetSession.open(path) or the same settings")
+            f"BudgetSession.open(path) or the same settings"
+        )
 
     @staticmethod
     def _check_plan(plan: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
@@ -202,8 +222,16 @@ class BudgetSession:
 
     def _fresh_filters(self) -> list[Filter]:
         share = self.budget.delta / max(1, len(self.filter_names))
-        return [make_filter(n, epsilon=self.budget.epsilon, delta=share, neighbouring=self.budget.neighbouring,
-                            event_delta=self.event_delta) for n in self.filter_names]
+        return [
+            make_filter(
+                n,
+                epsilon=self.budget.epsilon,
+                delta=share,
+                neighbouring=self.budget.neighbouring,
+                event_delta=self.event_delta,
+            )
+            for n in self.filter_names
+        ]
 
     @classmethod
     def open(cls, path: str | Path, *, key: bytes | None = None) -> BudgetSession:
@@ -213,14 +241,22 @@ class BudgetSession:
         meta = probe.meta
         probe.close()
         b = meta["budget"]
-        budget = PrivacyBudget(epsilon=b["epsilon"], delta=b["delta"],
-                               neighbouring=b.get("neighbouring", meta.get("neighbouring", "add_remove")))
+        budget = PrivacyBudget(
+            epsilon=b["epsilon"],
+            delta=b["delta"],
+            neighbouring=b.get("neighbouring", meta.get("neighbouring", "add_remove")),
+        )
         if meta.get("format", 1) == 1:
             return cls(budget=budget, ledger=path, event_delta=meta.get("event_delta"), key=key)
         rule = meta["rule"]
         if rule["kind"] == "plan":
-            return cls(budget=budget, ledger=path, event_delta=rule.get("event_delta"),
-                       plan=[event_from_dict(d) for d in rule["plan"]], key=key)
+            return cls(
+                budget=budget,
+                ledger=path,
+                event_delta=rule.get("event_delta"),
+                plan=[event_from_dict(d) for d in rule["plan"]],
+                key=key,
+            )
         return cls(budget=budget, ledger=path, filters=rule["filters"], event_delta=rule.get("event_delta"), key=key)
 
     def close(self) -> None:
@@ -240,11 +276,12 @@ class BudgetSession:
     def rule(self) -> str:
         """Which rule keeps this session, in words (also printed by ``privreg audit``)."""
         if self._plan is not None:
-            return (f"declared plan of {len(self._plan)} release(s), non-adaptive bound epsilon "
-                    f"{self.plan_epsilon:.6g} by {self.plan_accountant}")
+            return (
+                f"declared plan of {len(self._plan)} release(s), non-adaptive bound epsilon "
+                f"{self.plan_epsilon:.6g} by {self.plan_accountant}"
+            )
         parts = ", ".join(f.describe() for f in self._filters)
-        return (f"fully adaptive filters, delta split evenly ({self.budget.delta / len(self._filters):g} each): "
-                f"{parts}")
+        return f"fully adaptive filters, delta split evenly ({self.budget.delta / len(self._filters):g} each): {parts}"
 
     # -- accounting ---------------------------------------------------------------------
 
@@ -256,8 +293,10 @@ class BudgetSession:
             for row in rows:
                 i = row.seq - 1
                 if i >= len(self._plan) or row.charge.event != self._plan[i]:
-                    raise PrivregError(f"ledger {self._ledger.path!r}: row {row.seq} is not release {row.seq} of "
-                                       f"the declared plan; audit it with 'privreg audit'")
+                    raise PrivregError(
+                        f"ledger {self._ledger.path!r}: row {row.seq} is not release {row.seq} of "
+                        f"the declared plan; audit it with 'privreg audit'"
+                    )
         else:
             i = 0
             while i < len(rows):
@@ -279,7 +318,8 @@ class BudgetSession:
                 raise BudgetExceededError(
                     f"{what}: {event.to_json()} is not release #{i + 1} of the declared plan, which is "
                     f"{expected}; a plan session refuses every release outside its plan. Nothing was "
-                    f"released or charged.")
+                    f"released or charged."
+                )
             return self._filters
         trial = [f.copy() for f in self._filters]
         for f in trial:
@@ -288,12 +328,14 @@ class BudgetSession:
             return trial
         detail = "; ".join(
             f"{f.name}: {f.dead}" if f.dead else f"{f.name}: epsilon {f.spent():.6g} at delta {f.delta:g}"
-            for f in trial)
+            for f in trial
+        )
         remaining = self.budget.epsilon - self._best(self._filters)
         raise BudgetExceededError(
             f"{what}: no fully adaptive filter can grant {event.to_json()} within the budget of epsilon "
             f"{self.budget.epsilon:g}, delta {self.budget.delta:g} ({detail}); {max(0.0, remaining):.6g} of "
-            f"epsilon remains for releases some filter can still grant. Nothing was released or charged.")
+            f"epsilon remains for releases some filter can still grant. Nothing was released or charged."
+        )
 
     @staticmethod
     def _best(filters: Sequence[Filter]) -> float:
@@ -306,8 +348,9 @@ class BudgetSession:
             self._catch_up()
             if self._plan is not None:
                 done = self._plan[: self._seen]
-                eps, name = plan_bound(done, delta=self.budget.delta, neighbouring=self.budget.neighbouring,
-                                       event_delta=self.event_delta)
+                eps, name = plan_bound(
+                    done, delta=self.budget.delta, neighbouring=self.budget.neighbouring, event_delta=self.event_delta
+                )
                 return {f"plan:{name}": eps}
             return {f.name: f.spent() for f in self._filters if not f.dead}
 
@@ -340,8 +383,14 @@ class BudgetSession:
         """Charge ``event`` if it is granted, atomically; raise BudgetExceededError otherwise."""
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
-        charge = Charge(timestamp=time.time(), mechanism=mechanism, parameters=dict(parameters),
-                        event=event, label=label, randomness=dict(randomness or {}))
+        charge = Charge(
+            timestamp=time.time(),
+            mechanism=mechanism,
+            parameters=dict(parameters),
+            event=event,
+            label=label,
+            randomness=dict(randomness or {}),
+        )
         what = label or mechanism
         with self._lock:
             self._catch_up()

@@ -29,11 +29,10 @@ compose the returned noise in doubles also see the target met.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
-
-import struct
 
 import mpmath
 import numpy as np
@@ -135,7 +134,8 @@ def _exact_gaussian_delta(epsilon: float, mu: Callable[[], mpmath.mpf]) -> mpmat
                 return d
         dps *= 4
     raise PrivregValueError(  # pragma: no cover - would need mu below ~1e-5000
-        f"the Gaussian curve at epsilon={epsilon} cannot be evaluated exactly; rescale the query")
+        f"the Gaussian curve at epsilon={epsilon} cannot be evaluated exactly; rescale the query"
+    )
 
 
 def exact_delta_at_most(epsilon: float, delta: float, mu: Callable[[], mpmath.mpf]) -> bool:
@@ -191,7 +191,8 @@ def calibrate_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float
 
     def ok(sigma: float) -> bool:
         return gaussian_delta(epsilon, sensitivity / sigma) <= delta and exact_delta_at_most(
-            epsilon, delta, lambda: mpmath.mpf(sensitivity) / mpmath.mpf(sigma))
+            epsilon, delta, lambda: mpmath.mpf(sensitivity) / mpmath.mpf(sigma)
+        )
 
     return smallest_passing(sensitivity / mu, ok, "Gaussian sigma")
 
@@ -215,8 +216,7 @@ def calibrate_laplace_scale(*, epsilon: float, sensitivity: float = 1.0) -> floa
     while sensitivity / scale > epsilon or exact_sensitivity > exact_epsilon * Fraction(scale):
         scale = math.nextafter(scale, math.inf)
         if math.isinf(scale):  # pragma: no cover - needs sensitivity / epsilon near 1.8e308
-            raise PrivregValueError(f"sensitivity / epsilon = {sensitivity} / {epsilon} overflows; "
-                                    f"rescale the query")
+            raise PrivregValueError(f"sensitivity / epsilon = {sensitivity} / {epsilon} overflows; rescale the query")
     return scale
 
 

@@ -46,12 +46,12 @@ from numpy.typing import NDArray
 
 from privreg.accountant.advanced import KOVAccountant
 from privreg.accountant.base import Accountant, leaves
-from privreg.accountant.relations import relate
 from privreg.accountant.basic import BasicAccountant
+from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.pld import PLDAccountant
 from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
-from privreg.accountant.curves import gaussian_epsilon
+from privreg.accountant.relations import relate
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError, UnsupportedEventError
@@ -66,8 +66,33 @@ def _nearest_orders(targets: list[float]) -> NDArray[np.int64]:
 
 
 _FILTER_ORDER_INDEX = _nearest_orders(
-    [1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0,
-     128.0, 256.0, 512.0, 1024.0, 4096.0, 10000.0])
+    [
+        1.25,
+        1.5,
+        1.75,
+        2.0,
+        2.5,
+        3.0,
+        4.0,
+        5.0,
+        6.0,
+        8.0,
+        10.0,
+        12.0,
+        16.0,
+        20.0,
+        24.0,
+        32.0,
+        48.0,
+        64.0,
+        128.0,
+        256.0,
+        512.0,
+        1024.0,
+        4096.0,
+        10000.0,
+    ]
+)
 #: The Rényi orders the ``rdp`` filter may use, fixed before any release (m = 24).
 FILTER_ORDERS = ORDERS[_FILTER_ORDER_INDEX]
 
@@ -124,8 +149,9 @@ class Filter(ABC):
     name: ClassVar[str] = ""
     citation: ClassVar[str] = ""
 
-    def __init__(self, *, epsilon: float, delta: float, neighbouring: str = "add_remove",
-                 event_delta: float | None = None) -> None:
+    def __init__(
+        self, *, epsilon: float, delta: float, neighbouring: str = "add_remove", event_delta: float | None = None
+    ) -> None:
         self.epsilon = v.check_epsilon("epsilon", epsilon, allow_zero=True)
         self.delta = v.check_delta("delta", delta)
         self.neighbouring = v.check_relation("neighbouring", neighbouring)
@@ -248,8 +274,10 @@ class ZCDPFilter(_AccountantFilter):
 
 class RDPFilter(_AccountantFilter):
     name = "rdp"
-    citation = ("Feldman-Zrnic 2021, Rényi filter per order, and Lécuyer 2021; union bound over "
-                f"the {len(FILTER_ORDERS)} orders fixed in advance")
+    citation = (
+        "Feldman-Zrnic 2021, Rényi filter per order, and Lécuyer 2021; union bound over "
+        f"the {len(FILTER_ORDERS)} orders fixed in advance"
+    )
     acc: RDPAccountant
 
     def _make(self) -> RDPAccountant:

@@ -18,9 +18,11 @@ __all__ = ["GDPAccountant", "MU_HANDLERS"]
 
 #: mu of one release. Only Gaussians: GDP is not an exact description of Laplace or
 #: pure-DP mechanisms, and subsampled Gaussians are GDP only asymptotically (a CLT).
-MU_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
-    handles(Gaussian, lambda acc, e: e.sensitivity / e.sigma),
-])
+MU_HANDLERS: dict[type[PrivacyEvent], Handler] = dict(
+    [
+        handles(Gaussian, lambda acc, e: e.sensitivity / e.sigma),
+    ]
+)
 
 
 class GDPAccountant(Accountant):

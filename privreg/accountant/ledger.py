@@ -87,8 +87,7 @@ MIN_KEY_BYTES = 16
 _META_MAC_TAG = "privreg-ledger-meta-v1"
 _COLUMNS = {
     "meta": ("key", "value"),
-    "charges": ("seq", "timestamp", "mechanism", "parameters", "event", "label", "randomness",
-                "prev_hash", "hash"),
+    "charges": ("seq", "timestamp", "mechanism", "parameters", "event", "label", "randomness", "prev_hash", "hash"),
 }
 _REQUIRED_META = ("format", "budget")
 _RESERVED_META = ("chain", "meta_mac")
@@ -139,8 +138,17 @@ def _digest(key: bytes | None, text: str) -> str:
     return hmac.new(key, data, hashlib.sha256).hexdigest() if key is not None else hashlib.sha256(data).hexdigest()
 
 
-def _row_hash(key: bytes | None, prev_hash: str, seq: int, timestamp: float, mechanism: str,
-              parameters: str, event: str, label: str, randomness: str) -> str:
+def _row_hash(
+    key: bytes | None,
+    prev_hash: str,
+    seq: int,
+    timestamp: float,
+    mechanism: str,
+    parameters: str,
+    event: str,
+    label: str,
+    randomness: str,
+) -> str:
     body = _dumps([seq, repr(timestamp), mechanism, parameters, event, label, randomness])
     return _digest(key, prev_hash + body)
 
@@ -153,14 +161,17 @@ def _check_key(key: object) -> bytes | None:
     if key is None:
         return None
     if isinstance(key, str):
-        raise LedgerKeyError("key must be bytes, not str: read it from a file opened in binary "
-                             "mode, or decode hex with bytes.fromhex(...)")
+        raise LedgerKeyError(
+            "key must be bytes, not str: read it from a file opened in binary "
+            "mode, or decode hex with bytes.fromhex(...)"
+        )
     if not isinstance(key, (bytes, bytearray, memoryview)):
         raise LedgerKeyError(f"key must be bytes; got {type(key).__name__}")
     key = bytes(key)
     if len(key) < MIN_KEY_BYTES:
-        raise LedgerKeyError(f"key has {len(key)} bytes; a ledger key needs at least {MIN_KEY_BYTES} "
-                             f"random bytes (e.g. os.urandom(32))")
+        raise LedgerKeyError(
+            f"key has {len(key)} bytes; a ledger key needs at least {MIN_KEY_BYTES} random bytes (e.g. os.urandom(32))"
+        )
     return key
 
 
@@ -232,8 +243,9 @@ class Ledger:
         if create and new_meta is None and (self.path == ":memory:" or not Path(self.path).exists()):
             raise PrivregValueError(f"ledger {self.path!r} is new: pass its metadata (meta=, with the budget)")
         with self._sql("opening"):
-            self._db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
-                                       check_same_thread=False)
+            self._db = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
             self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             self._db.execute("PRAGMA synchronous = FULL")
         try:
@@ -269,8 +281,9 @@ class Ledger:
         uri = target.absolute().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
         try:
             with self._sql("opening it read-only"):
-                self._db = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout, isolation_level=None,
-                                           check_same_thread=False)
+                self._db = sqlite3.connect(
+                    uri, uri=True, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+                )
                 self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             try:
                 self._load()
@@ -293,10 +306,10 @@ class Ledger:
         self.path = str(path)
         self._queue: WriterQueue | None = None
         self._key = _check_key(key)
-        if (not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool)
-                or not 0 <= busy_timeout < 1e6):
-            raise PrivregValueError(f"busy_timeout must be a number of seconds, 0 <= busy_timeout < 1e6; "
-                                    f"got {busy_timeout!r}")
+        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or not 0 <= busy_timeout < 1e6:
+            raise PrivregValueError(
+                f"busy_timeout must be a number of seconds, 0 <= busy_timeout < 1e6; got {busy_timeout!r}"
+            )
         self.busy_timeout = float(busy_timeout)
         self.readonly = readonly
         self.meta: dict[str, Any] = {}
@@ -328,17 +341,20 @@ class Ledger:
                 f"holds it (e.g. fuser {self.path})"
             )
         if name == "SQLITE_NOTADB" or "not a database" in msg:
-            return LedgerFormatError(f"{where} is not a privreg ledger: not a SQLite database ({msg}); "
-                                     f"check the path")
+            return LedgerFormatError(f"{where} is not a privreg ledger: not a SQLite database ({msg}); check the path")
         if name.startswith("SQLITE_CORRUPT") or "malformed" in msg:
             return LedgerFormatError(f"{where} is corrupt ({msg}); restore it from a backup")
         if name.startswith("SQLITE_READONLY") or "readonly" in msg:
-            return LedgerError(f"{where} cannot be written ({msg}) while {doing}: check the permissions "
-                               f"of the file and its directory, or only read it (Ledger.open_readonly, "
-                               f"privreg audit)")
+            return LedgerError(
+                f"{where} cannot be written ({msg}) while {doing}: check the permissions "
+                f"of the file and its directory, or only read it (Ledger.open_readonly, "
+                f"privreg audit)"
+            )
         if name.startswith("SQLITE_CANTOPEN") or "unable to open" in msg:
-            return LedgerError(f"{where} cannot be opened ({msg}) while {doing}: check the path and the "
-                               f"permissions of the file and its directory")
+            return LedgerError(
+                f"{where} cannot be opened ({msg}) while {doing}: check the path and the "
+                f"permissions of the file and its directory"
+            )
         return LedgerError(f"{where}: SQLite failed while {doing}: {msg}")
 
     def _tables(self) -> list[str]:
@@ -394,8 +410,10 @@ class Ledger:
                 have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
                 lacking = [c for c in columns if c not in have]
                 if lacking:
-                    raise LedgerFormatError(f"{where} is not a complete privreg ledger: table {table} "
-                                            f"has no column {', '.join(lacking)}; restore it from a backup")
+                    raise LedgerFormatError(
+                        f"{where} is not a complete privreg ledger: table {table} "
+                        f"has no column {', '.join(lacking)}; restore it from a backup"
+                    )
             stored = self._db.execute("SELECT key, value FROM meta").fetchall()
         try:
             self.meta = {str(k): json.loads(v) for k, v in stored}
@@ -403,26 +421,37 @@ class Ledger:
             raise LedgerFormatError(f"{where}: its metadata is not valid JSON ({exc})") from exc
         lacking = [k for k in _REQUIRED_META if k not in self.meta]
         if lacking:
-            raise LedgerFormatError(f"{where} is not a complete privreg ledger: its metadata has no "
-                                    f"{' and no '.join(lacking)}; restore it from a backup")
+            raise LedgerFormatError(
+                f"{where} is not a complete privreg ledger: its metadata has no "
+                f"{' and no '.join(lacking)}; restore it from a backup"
+            )
         if self.chain not in (CHAIN_SHA256, CHAIN_HMAC):
-            raise LedgerFormatError(f"{where} uses hash chain {self.chain!r}, which this privreg does not "
-                                    f"know ({CHAIN_SHA256!r} or {CHAIN_HMAC!r}); upgrade privreg")
+            raise LedgerFormatError(
+                f"{where} uses hash chain {self.chain!r}, which this privreg does not "
+                f"know ({CHAIN_SHA256!r} or {CHAIN_HMAC!r}); upgrade privreg"
+            )
         self._genesis = _digest(None, GENESIS_TAG + _dumps(self.meta))
 
     def _key_mismatch(self) -> str | None:
         """Why the given key does not fit this ledger's metadata, or None."""
         where = f"ledger {self.path!r}"
         if self.chain == CHAIN_HMAC and self._key is None:
-            return (f"{where} is keyed ({CHAIN_HMAC}): no key was given, so its chain could not be "
-                    f"verified; pass the key it was created with")
+            return (
+                f"{where} is keyed ({CHAIN_HMAC}): no key was given, so its chain could not be "
+                f"verified; pass the key it was created with"
+            )
         if self.chain == CHAIN_SHA256 and self._key is not None:
-            return (f"{where} has an unkeyed {CHAIN_SHA256} chain but a key was given: anyone could "
-                    f"have rewritten it (a keyed ledger downgraded, or the wrong file)")
-        if self._key is not None and not hmac.compare_digest(str(self.meta.get("meta_mac", "")),
-                                                             _meta_mac(self._key, self.meta)):
-            return (f"{where}: its metadata MAC does not verify under the given key: the wrong key, "
-                    f"or the metadata (budget) was edited")
+            return (
+                f"{where} has an unkeyed {CHAIN_SHA256} chain but a key was given: anyone could "
+                f"have rewritten it (a keyed ledger downgraded, or the wrong file)"
+            )
+        if self._key is not None and not hmac.compare_digest(
+            str(self.meta.get("meta_mac", "")), _meta_mac(self._key, self.meta)
+        ):
+            return (
+                f"{where}: its metadata MAC does not verify under the given key: the wrong key, "
+                f"or the metadata (budget) was edited"
+            )
         return None
 
     def _check_writer_key(self) -> None:
@@ -437,8 +466,10 @@ class Ledger:
             with self._sql("reading its last row"):
                 last = self._db.execute("SELECT * FROM charges ORDER BY seq DESC LIMIT 1").fetchone()
             if last is not None and _row_hash(self._key, last[7], *last[:7]) != last[8]:
-                raise LedgerIntegrityError(f"ledger {self.path!r}: its last row ({last[0]}) does not verify "
-                                           f"under the key; run 'privreg audit {self.path} --key-file ...'")
+                raise LedgerIntegrityError(
+                    f"ledger {self.path!r}: its last row ({last[0]}) does not verify "
+                    f"under the key; run 'privreg audit {self.path} --key-file ...'"
+                )
 
     def _check_reader_key(self) -> None:
         self._key_problem = self._key_mismatch()
@@ -526,8 +557,10 @@ class Ledger:
         except QueueTimeout as exc:
             raise self._busy(f"other writers are ahead in line: {exc}") from None
         except OSError as exc:
-            raise LedgerError(f"ledger {self.path!r}: cannot use its writer queue {self.path}-lock ({exc}); "
-                              f"writers need the ledger's directory to be writable") from exc
+            raise LedgerError(
+                f"ledger {self.path!r}: cannot use its writer queue {self.path}-lock ({exc}); "
+                f"writers need the ledger's directory to be writable"
+            ) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -559,8 +592,9 @@ class Ledger:
         retry, holding :meth:`turn` to keep your place). Raises LedgerBusyError after
         ``busy_timeout`` seconds of waiting."""
         if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
-            raise PrivregValueError(f"expected_seq must be an int >= 0 (the seq of the last row you "
-                                    f"read, 0 for none); got {expected_seq!r}")
+            raise PrivregValueError(
+                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
+            )
         self._writable()
         if self._in_my_transaction():  # called inside transaction(): the lock is ours already
             return self.append(charge) if self.head()[0] == expected_seq else None
@@ -584,17 +618,21 @@ class Ledger:
         the append are one atomic step)."""
         self._writable()
         if not self._in_my_transaction():
-            raise LedgerError(f"ledger {self.path!r}: append() must run inside transaction(); "
-                              f"use try_append() on its own")
+            raise LedgerError(
+                f"ledger {self.path!r}: append() must run inside transaction(); use try_append() on its own"
+            )
         seq, prev = self.head()
         fields = (
-            float(charge.timestamp), charge.mechanism, _dumps(jsonable(charge.parameters)),
-            charge.event.to_json(), charge.label, _dumps(jsonable(charge.randomness)),
+            float(charge.timestamp),
+            charge.mechanism,
+            _dumps(jsonable(charge.parameters)),
+            charge.event.to_json(),
+            charge.label,
+            _dumps(jsonable(charge.randomness)),
         )
         digest = _row_hash(self._key, prev, seq + 1, *fields)
         with self._sql("appending a charge"):
-            self._db.execute("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (seq + 1, *fields, prev, digest))
+            self._db.execute("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, *fields, prev, digest))
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
 
     # -- reading and verifying ------------------------------------------------------------
@@ -627,8 +665,7 @@ class Ledger:
         return str(row[0])
 
     @staticmethod
-    def _check(raw: list[tuple[Any, ...]], prev: str, after: int, key: bytes | None, *,
-               contents: bool) -> list[str]:
+    def _check(raw: list[tuple[Any, ...]], prev: str, after: int, key: bytes | None, *, contents: bool) -> list[str]:
         problems = []
         expected_seq = after
         for seq, ts, mech, params, event, label, rnd, prev_hash, digest in raw:
@@ -670,19 +707,31 @@ class Ledger:
                 return []  # the anchored row is still there; later rows were appended since
             return [f"expected head {shown}: that hash is now row {found}: the chain was rewritten"]
         if seq is not None and seq > head_seq:
-            return [f"expected head {shown} is gone: rows after {head_seq} were removed (the ledger "
-                    f"now ends at row {head_seq}; truncated or rolled back)"]
+            return [
+                f"expected head {shown} is gone: rows after {head_seq} were removed (the ledger "
+                f"now ends at row {head_seq}; truncated or rolled back)"
+            ]
         if seq is not None:
-            return [f"expected head {shown}: row {seq} now has hash {self._hash_at(seq)[:16]}...: "
-                    f"the chain was rewritten at or before row {seq}"]
-        return [f"expected head {shown} is not in the chain (which ends at row {head_seq}, "
-                f"{head_hash[:16]}...): rows were removed or the chain was rewritten"]
+            return [
+                f"expected head {shown}: row {seq} now has hash {self._hash_at(seq)[:16]}...: "
+                f"the chain was rewritten at or before row {seq}"
+            ]
+        return [
+            f"expected head {shown} is not in the chain (which ends at row {head_seq}, "
+            f"{head_hash[:16]}...): rows were removed or the chain was rewritten"
+        ]
 
     def _decode(self, r: tuple[Any, ...]) -> LedgerRow:
         seq, ts, mech, params, event, label, rnd, prev_hash, digest = r
         try:
-            charge = Charge(timestamp=ts, mechanism=mech, parameters=json.loads(params),
-                            event=event_from_json(event), label=label, randomness=json.loads(rnd))
+            charge = Charge(
+                timestamp=ts,
+                mechanism=mech,
+                parameters=json.loads(params),
+                event=event_from_json(event),
+                label=label,
+                randomness=json.loads(rnd),
+            )
         except (ValueError, TypeError) as exc:
             raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} cannot be decoded: {exc}") from exc
         return LedgerRow(seq=seq, charge=charge, prev_hash=prev_hash, hash=digest)

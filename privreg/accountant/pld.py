@@ -17,8 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numpy as np
-from dp_accounting.pld import common
-from dp_accounting.pld import pld_pmf
+from dp_accounting.pld import common, pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as dpl
 
 from privreg.accountant.base import Accountant, Handler, handles
@@ -36,8 +35,14 @@ from privreg.core.events import (
     PureDP,
 )
 
-__all__ = ["PLDAccountant", "PLD_HANDLERS", "FFT_ERROR", "MAX_EXACT_DISCRETE_SENSITIVITY", "MAX_EXACT_DISCRETE_SIGMA",
-           "MAX_PLD_POINTS"]
+__all__ = [
+    "PLDAccountant",
+    "PLD_HANDLERS",
+    "FFT_ERROR",
+    "MAX_EXACT_DISCRETE_SENSITIVITY",
+    "MAX_EXACT_DISCRETE_SIGMA",
+    "MAX_PLD_POINTS",
+]
 
 #: dp-accounting enumerates a discrete Laplace's sensitivity range; above this many grid
 #: units we use the PLD of a pure eps-DP mechanism instead (valid for any eps-DP event).
@@ -81,14 +86,16 @@ def _pure_points(eps: float, vdi: float) -> float:
 
 def _checked(points: float, acc: PLDAccountant) -> None:
     if not points <= MAX_PLD_POINTS:
-        raise MemoryError(f"its privacy loss grid would need {points:.3g} points at interval {acc.vdi:g} "
-                          f"(limit {MAX_PLD_POINTS})")
+        raise MemoryError(
+            f"its privacy loss grid would need {points:.3g} points at interval {acc.vdi:g} (limit {MAX_PLD_POINTS})"
+        )
 
 
 def _pure_pld(acc: PLDAccountant, eps: float, delta: float = 0.0) -> dpl.PrivacyLossDistribution:
     _checked(_pure_points(eps, acc.vdi), acc)
-    return dpl.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, delta),
-                                       value_discretization_interval=acc.vdi)
+    return dpl.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(eps, delta), value_discretization_interval=acc.vdi
+    )
 
 
 def _noise(multiplier: float) -> float:
@@ -100,31 +107,35 @@ def _noise(multiplier: float) -> float:
 def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution:
     _noise(e.noise_multiplier)
     _checked(_gaussian_points(1.0 / e.noise_multiplier, acc.vdi), acc)
-    return dpl.from_gaussian_mechanism(standard_deviation=e.noise_multiplier,
-                                       value_discretization_interval=acc.vdi, sampling_prob=q)
+    return dpl.from_gaussian_mechanism(
+        standard_deviation=e.noise_multiplier, value_discretization_interval=acc.vdi, sampling_prob=q
+    )
 
 
 def _laplace(acc: PLDAccountant, e: Laplace, q: float = 1.0) -> dpl.PrivacyLossDistribution:
     _noise(e.noise_multiplier)
     _checked(_pure_points(1.0 / e.noise_multiplier, acc.vdi), acc)
-    return dpl.from_laplace_mechanism(parameter=e.noise_multiplier, value_discretization_interval=acc.vdi,
-                                      sampling_prob=q)
+    return dpl.from_laplace_mechanism(
+        parameter=e.noise_multiplier, value_discretization_interval=acc.vdi, sampling_prob=q
+    )
 
 
 def _discrete_gaussian(acc: PLDAccountant, e: DiscreteGaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
     if e.dimension != 1 or e.sigma > MAX_EXACT_DISCRETE_SIGMA:
         return None  # left to RDP and zCDP, exact there
     _checked(_gaussian_points(e.sensitivity / e.sigma, acc.vdi), acc)
-    return dpl.from_discrete_gaussian_mechanism(sigma=e.sigma, sensitivity=e.sensitivity,
-                                                value_discretization_interval=acc.vdi, sampling_prob=q)
+    return dpl.from_discrete_gaussian_mechanism(
+        sigma=e.sigma, sensitivity=e.sensitivity, value_discretization_interval=acc.vdi, sampling_prob=q
+    )
 
 
 def _discrete_laplace(acc: PLDAccountant, e: DiscreteLaplace, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
     if e.sensitivity > MAX_EXACT_DISCRETE_SENSITIVITY:
         return _pure_pld(acc, e.epsilon) if q == 1.0 else None  # the pure-DP PLD: valid for any eps-DP event
     _checked(_pure_points(e.epsilon, acc.vdi), acc)
-    return dpl.from_discrete_laplace_mechanism(parameter=1.0 / e.scale, sensitivity=e.sensitivity,
-                                               value_discretization_interval=acc.vdi, sampling_prob=q)
+    return dpl.from_discrete_laplace_mechanism(
+        parameter=1.0 / e.scale, sensitivity=e.sensitivity, value_discretization_interval=acc.vdi, sampling_prob=q
+    )
 
 
 #: ``build(accountant, inner event, sampling probability)``: the PLD of a Poisson sample.
@@ -132,15 +143,23 @@ _Build = Callable[["PLDAccountant", PrivacyEvent, float], "dpl.PrivacyLossDistri
 _E = TypeVar("_E", bound=PrivacyEvent)
 
 
-def _sampled(event_type: type[_E], build: Callable[[PLDAccountant, _E, float], dpl.PrivacyLossDistribution | None],
-             ) -> tuple[type[PrivacyEvent], _Build]:
+def _sampled(
+    event_type: type[_E],
+    build: Callable[[PLDAccountant, _E, float], dpl.PrivacyLossDistribution | None],
+) -> tuple[type[PrivacyEvent], _Build]:
     """One entry of :data:`_SAMPLED`: looked up by exact class, ``build`` only receives
     ``event_type`` events (the cast says so)."""
     return event_type, cast(_Build, build)
 
 
-_SAMPLED = dict([_sampled(Gaussian, _gaussian), _sampled(Laplace, _laplace),
-                 _sampled(DiscreteGaussian, _discrete_gaussian), _sampled(DiscreteLaplace, _discrete_laplace)])
+_SAMPLED = dict(
+    [
+        _sampled(Gaussian, _gaussian),
+        _sampled(Laplace, _laplace),
+        _sampled(DiscreteGaussian, _discrete_gaussian),
+        _sampled(DiscreteLaplace, _discrete_laplace),
+    ]
+)
 
 
 def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistribution | None:
@@ -151,17 +170,19 @@ def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistributi
 #: The PLD of one release. Gaussian and Laplace events (and their Poisson subsamples
 #: under add/remove) use their exact PLDs; any other (eps, delta)-DP event uses the
 #: tight PLD of an (eps, delta)-DP mechanism.
-PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
-    handles(Gaussian, _gaussian),
-    handles(Laplace, _laplace),
-    handles(DiscreteGaussian, _discrete_gaussian),
-    handles(DiscreteLaplace, _discrete_laplace),
-    handles(PoissonSampled, _poisson),
-    handles(PureDP, lambda acc, e: _pure_pld(acc, e.epsilon)),
-    handles(LocalDP, lambda acc, e: _pure_pld(acc, e.epsilon0)),
-    handles(Exponential, lambda acc, e: _pure_pld(acc, e.epsilon)),
-    handles(ApproxDP, lambda acc, e: _pure_pld(acc, e.epsilon, e.delta)),
-])
+PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = dict(
+    [
+        handles(Gaussian, _gaussian),
+        handles(Laplace, _laplace),
+        handles(DiscreteGaussian, _discrete_gaussian),
+        handles(DiscreteLaplace, _discrete_laplace),
+        handles(PoissonSampled, _poisson),
+        handles(PureDP, lambda acc, e: _pure_pld(acc, e.epsilon)),
+        handles(LocalDP, lambda acc, e: _pure_pld(acc, e.epsilon0)),
+        handles(Exponential, lambda acc, e: _pure_pld(acc, e.epsilon)),
+        handles(ApproxDP, lambda acc, e: _pure_pld(acc, e.epsilon, e.delta)),
+    ]
+)
 
 
 def _size(pld: dpl.PrivacyLossDistribution) -> int:
@@ -216,8 +237,10 @@ def _check_normalised(pmf: Any) -> None:
     probs = pmf._probs if isinstance(pmf, pld_pmf.DensePLDPmf) else list(pmf._loss_probs.values())
     total = float(np.sum(probs)) + inf_mass
     if not (inf_mass >= -1e-12 and 1 - 1e-6 <= total <= 2):
-        raise ArithmeticError(f"the composed privacy loss distribution is not normalised (total mass "
-                              f"{total:.6g}, mass at infinity {inf_mass:.3g})")
+        raise ArithmeticError(
+            f"the composed privacy loss distribution is not normalised (total mass "
+            f"{total:.6g}, mass at infinity {inf_mass:.3g})"
+        )
 
 
 def _dense_for_self_composition(pld: dpl.PrivacyLossDistribution, count: int) -> dpl.PrivacyLossDistribution:
@@ -229,7 +252,8 @@ def _dense_for_self_composition(pld: dpl.PrivacyLossDistribution, count: int) ->
     one-point case changes its path (the result is the same point mass)."""
     pmfs = (pld._pmf_remove, pld._pmf_add)
     if all(isinstance(p, pld_pmf.DensePLDPmf) for p in pmfs) or not any(
-            p.size == 1 or count > _SPARSE_MAX_COUNT for p in pmfs):
+        p.size == 1 or count > _SPARSE_MAX_COUNT for p in pmfs
+    ):
         return pld
     remove = pld._pmf_remove.to_dense_pmf()
     if pld._symmetric:
@@ -291,18 +315,26 @@ class PLDAccountant(Accountant):
         for pld, n in plan:
             points += _self_composed_size(pld, n)
             if not points <= MAX_PLD_POINTS:
-                return [], event, (f"the composed privacy loss grid would need {points:.3g} points "
-                                   f"(limit {MAX_PLD_POINTS}); use the rdp or zcdp accountant")
+                return (
+                    [],
+                    event,
+                    (
+                        f"the composed privacy loss grid would need {points:.3g} points "
+                        f"(limit {MAX_PLD_POINTS}); use the rdp or zcdp accountant"
+                    ),
+                )
             log_finite += n * _log_finite_mass(pld)
             if not log_finite >= math.log(MIN_FINITE_MASS):
-                return [], event, (f"its delta would exceed 1 - {MIN_FINITE_MASS:g}: nothing left to "
-                                   f"account")
+                return [], event, (f"its delta would exceed 1 - {MIN_FINITE_MASS:g}: nothing left to account")
         return plan, None, ""
 
     def _add(self, cost: dpl.PrivacyLossDistribution, count: int) -> None:
         self._released = True
-        if _size(cost) <= 2 and float(cost.get_delta_for_epsilon(0.0)) == 0.0 and all(
-                p.size == 1 for p in (cost._pmf_remove, cost._pmf_add)):
+        if (
+            _size(cost) <= 2
+            and float(cost.get_delta_for_epsilon(0.0)) == 0.0
+            and all(p.size == 1 for p in (cost._pmf_remove, cost._pmf_add))
+        ):
             return  # one point with no loss (P = Q): composing it changes nothing, exactly
         if cost._pmf_remove.size > 1 or cost._pmf_add.size > 1:  # a point mass composes exactly
             self._fft_slack += count * FFT_ERROR

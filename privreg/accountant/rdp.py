@@ -42,12 +42,20 @@ from privreg.core.events import (
 __all__ = ["RDPAccountant", "ORDERS", "TINY", "CURVE_HANDLERS", "pure_dp_rdp", "rdp_epsilon", "leaf_curve"]
 
 #: Renyi orders evaluated: dense near 1, up to 1e4. A coarser grid only loosens bounds.
-ORDERS = np.unique(np.concatenate([
-    1 + np.geomspace(1e-2, 1, 60), np.linspace(2.25, 64, 248), np.geomspace(64, 1e4, 60),
-]))
+ORDERS = np.unique(
+    np.concatenate(
+        [
+            1 + np.geomspace(1e-2, 1, 60),
+            np.linspace(2.25, 64, 248),
+            np.geomspace(64, 1e4, 60),
+        ]
+    )
+)
 
-_RELATION = {"add_remove": dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
-             "replace_one": dpa.NeighboringRelation.REPLACE_ONE}
+_RELATION = {
+    "add_remove": dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": dpa.NeighboringRelation.REPLACE_ONE,
+}
 
 
 #: The smallest positive float: the cost of an event with positive privacy loss whose
@@ -122,8 +130,9 @@ def to_dp_accounting(event: PrivacyEvent) -> dpe.DpEvent | None:
         return None if inner is None else dpe.PoissonSampledDpEvent(event.sampling_probability, inner)
     if isinstance(event, SampledWithoutReplacement):
         inner = _gaussian_tree(event.event)
-        return None if inner is None else dpe.SampledWithoutReplacementDpEvent(
-            event.source_size, event.sample_size, inner)
+        return (
+            None if inner is None else dpe.SampledWithoutReplacementDpEvent(event.source_size, event.sample_size, inner)
+        )
     return None
 
 
@@ -158,18 +167,20 @@ def _google(acc: RDPAccountant, e: PrivacyEvent) -> NDArray[np.float64] | None:
 #: The RDP curve of one release on :data:`ORDERS`. Pure eps-DP events: binary randomized
 #: response (Blackwell); discrete Gaussian: rho alpha (CKS 2020); bounded-range
 #: selections: also alpha eps^2 / 8 (Cesar-Rogers 2021); the rest through dp-accounting.
-CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
-    handles(PureDP, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
-    handles(LocalDP, lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS)),
-    handles(DiscreteLaplace, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
-    handles(DiscreteGaussian, lambda acc, e: np.maximum(ORDERS * e.rho, TINY)),
-    handles(Exponential, _exponential),
-    handles(Gaussian, _google),
-    handles(Laplace, _google),
-    handles(ZCDP, _google),
-    handles(PoissonSampled, _google),
-    handles(SampledWithoutReplacement, _google),
-])
+CURVE_HANDLERS: dict[type[PrivacyEvent], Handler] = dict(
+    [
+        handles(PureDP, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
+        handles(LocalDP, lambda acc, e: pure_dp_rdp(e.epsilon0, ORDERS)),
+        handles(DiscreteLaplace, lambda acc, e: pure_dp_rdp(e.epsilon, ORDERS)),
+        handles(DiscreteGaussian, lambda acc, e: np.maximum(ORDERS * e.rho, TINY)),
+        handles(Exponential, _exponential),
+        handles(Gaussian, _google),
+        handles(Laplace, _google),
+        handles(ZCDP, _google),
+        handles(PoissonSampled, _google),
+        handles(SampledWithoutReplacement, _google),
+    ]
+)
 
 
 def leaf_curve(event: PrivacyEvent, neighbouring: str) -> NDArray[np.float64] | None:

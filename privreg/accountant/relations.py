@@ -39,16 +39,16 @@ from privreg.core.events import (
     ZCDP,
     ApproxDP,
     Composed,
-    PoissonSampled,
-    SampledWithoutReplacement,
-    SelfComposed,
     DiscreteGaussian,
     DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
+    PoissonSampled,
     PrivacyEvent,
     PureDP,
+    SampledWithoutReplacement,
+    SelfComposed,
 )
 
 __all__ = ["relate", "to_replace_one"]
@@ -58,24 +58,31 @@ _Doubled = Laplace | Gaussian | DiscreteLaplace | DiscreteGaussian | PureDP | Ap
 _D = TypeVar("_D", Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, PureDP, ApproxDP, ZCDP, Exponential)
 
 
-def _rule(event_type: type[_D],
-          double: Callable[[_D], _D]) -> tuple[type[PrivacyEvent], Callable[[PrivacyEvent], _Doubled]]:
+def _rule(
+    event_type: type[_D], double: Callable[[_D], _D]
+) -> tuple[type[PrivacyEvent], Callable[[PrivacyEvent], _Doubled]]:
     """One entry of the table: looked up by class, ``double`` only receives ``event_type``
     events, which a dict literal cannot tell the type checker (hence the cast)."""
     return event_type, cast(Callable[[PrivacyEvent], _Doubled], double)
 
 
-_DOUBLE: dict[type[PrivacyEvent], Callable[[PrivacyEvent], _Doubled]] = dict([
-    _rule(Laplace, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
-    _rule(Gaussian, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
-    _rule(DiscreteLaplace, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
-    _rule(DiscreteGaussian, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
-    _rule(PureDP, lambda e: attrs.evolve(e, epsilon=2 * e.epsilon)),
-    _rule(ApproxDP, lambda e: attrs.evolve(
-        e, epsilon=2 * e.epsilon, delta=min(1.0, e.delta * (1 + math.exp(min(e.epsilon, 700.0)))))),
-    _rule(ZCDP, lambda e: attrs.evolve(e, rho=4 * e.rho)),
-    _rule(Exponential, lambda e: attrs.evolve(e, epsilon=2 * e.epsilon)),
-])
+_DOUBLE: dict[type[PrivacyEvent], Callable[[PrivacyEvent], _Doubled]] = dict(
+    [
+        _rule(Laplace, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+        _rule(Gaussian, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+        _rule(DiscreteLaplace, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+        _rule(DiscreteGaussian, lambda e: attrs.evolve(e, sensitivity=2 * e.sensitivity)),
+        _rule(PureDP, lambda e: attrs.evolve(e, epsilon=2 * e.epsilon)),
+        _rule(
+            ApproxDP,
+            lambda e: attrs.evolve(
+                e, epsilon=2 * e.epsilon, delta=min(1.0, e.delta * (1 + math.exp(min(e.epsilon, 700.0))))
+            ),
+        ),
+        _rule(ZCDP, lambda e: attrs.evolve(e, rho=4 * e.rho)),
+        _rule(Exponential, lambda e: attrs.evolve(e, epsilon=2 * e.epsilon)),
+    ]
+)
 
 
 def to_replace_one(event: PrivacyEvent) -> PrivacyEvent | None:
@@ -119,9 +126,11 @@ def relate(event: PrivacyEvent, relation: str) -> tuple[PrivacyEvent | None, str
     if held == relation:
         return event, ""
     if held == "add_remove" and relation == "replace_one" and isinstance(event, PoissonSampled):
-        return None, ("Poisson subsampling amplifies add/remove guarantees only; under a replace-one "
-                      "budget sample without replacement (SampledWithoutReplacement) or open the budget "
-                      "with neighbouring='add_remove'")
+        return None, (
+            "Poisson subsampling amplifies add/remove guarantees only; under a replace-one "
+            "budget sample without replacement (SampledWithoutReplacement) or open the budget "
+            "with neighbouring='add_remove'"
+        )
     if held == "add_remove" and relation == "replace_one":
         current: PrivacyEvent | None = event
         while current is not None:
@@ -133,9 +142,13 @@ def relate(event: PrivacyEvent, relation: str) -> tuple[PrivacyEvent | None, str
                 return converted, ""
             lowered = current.lower()
             current = None if lowered is None or lowered == current else lowered
-        return None, (f"{event.kind!r} holds for add/remove neighbours and has no replace-one "
-                      f"conversion; open the budget with neighbouring='add_remove'")
-    return None, (f"{event.kind!r} holds for replacing one user's data (replace_one), which says "
-                  f"nothing about adding or removing a user; open the budget with "
-                  f"neighbouring='replace_one' (add/remove events are then converted by group "
-                  f"privacy, privreg.accountant.relations)")
+        return None, (
+            f"{event.kind!r} holds for add/remove neighbours and has no replace-one "
+            f"conversion; open the budget with neighbouring='add_remove'"
+        )
+    return None, (
+        f"{event.kind!r} holds for replacing one user's data (replace_one), which says "
+        f"nothing about adding or removing a user; open the budget with "
+        f"neighbouring='replace_one' (add/remove events are then converted by group "
+        f"privacy, privreg.accountant.relations)"
+    )

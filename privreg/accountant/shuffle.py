@@ -128,9 +128,7 @@ _NO_CLONES_EPS0 = 700.0  # beyond, Pr[C > 0] < 2**53 e^-700 and e^eps0 overflows
 _MAX_NUMERICAL_REPORTS = 10**12
 
 
-def shuffle_epsilon(
-    *, epsilon0: float, num_reports: int, delta: float, bound: str = DEFAULT_SHUFFLE_BOUND
-) -> float:
+def shuffle_epsilon(*, epsilon0: float, num_reports: int, delta: float, bound: str = DEFAULT_SHUFFLE_BOUND) -> float:
     """Upper bound on the central epsilon, at ``delta``, of shuffling ``num_reports``
     reports of an ``epsilon0``-LDP randomizer (one report per user).
 
@@ -155,9 +153,7 @@ def _cached_numerical_epsilon(eps0: float, n: int, delta: float, bound: str) -> 
     return min(_numerical_epsilon(grid, eps0, delta), eps0)
 
 
-def shuffle_delta(
-    *, epsilon0: float, num_reports: int, epsilon: float, bound: str = DEFAULT_SHUFFLE_BOUND
-) -> float:
+def shuffle_delta(*, epsilon0: float, num_reports: int, epsilon: float, bound: str = DEFAULT_SHUFFLE_BOUND) -> float:
     """Upper bound on the central delta, at ``epsilon``, of shuffling ``num_reports``
     reports of an ``epsilon0``-LDP randomizer; ``0.0`` when ``epsilon >= epsilon0``.
 
@@ -219,9 +215,7 @@ def _check_probability_matrix(probabilities: Any) -> NDArray[np.float64]:
     except (TypeError, ValueError):
         raise PrivregValueError("probabilities must be a 2-D array of numbers") from None
     if p.ndim != 2 or p.shape[0] < 2 or p.shape[1] < 1:
-        raise PrivregValueError(
-            f"probabilities must be 2-D with at least two rows (inputs); got shape {p.shape}"
-        )
+        raise PrivregValueError(f"probabilities must be 2-D with at least two rows (inputs); got shape {p.shape}")
     if not np.all(np.isfinite(p)) or np.any(p < 0) or not np.allclose(p.sum(axis=1), 1.0, atol=1e-9):
         raise PrivregValueError("probabilities must be finite, non-negative, rows summing to 1")
     return p

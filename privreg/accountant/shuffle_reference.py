@@ -161,8 +161,9 @@ def _delta(n: int, eps0: float, eps: float, target: float, step: int, upper: boo
         masses = stats.binom.cdf(hi, n - 1, q) - stats.binom.cdf(lo, n - 1, q) + stats.binom.pmf(lo, n - 1, q)
         p_his, p_los = _divergence(hi, eps, eps0, True), _divergence(lo, eps, eps0, True)
         q_his, q_los = _divergence(hi, eps, eps0, False), _divergence(lo, eps, eps0, False)
-        for mass, p_hi, p_lo, q_hi, q_lo in zip(masses.tolist(), p_his.tolist(), p_los.tolist(),
-                                                q_his.tolist(), q_los.tolist()):
+        for mass, p_hi, p_lo, q_hi, q_lo in zip(
+            masses.tolist(), p_his.tolist(), p_los.tolist(), q_his.tolist(), q_los.tolist()
+        ):
             if max(delta_p, delta_q) > target:
                 return target
             if 1 - covered < delta_p and 1 - covered < delta_q:
@@ -180,8 +181,9 @@ def _delta(n: int, eps0: float, eps: float, target: float, step: int, upper: boo
     return max(delta_p, delta_q)
 
 
-def fmt21_published_epsilon(n: int, eps0: float, delta: float, *, num_iterations: int = 10,
-                            step: int = 100, upper_bound: bool = True) -> float:
+def fmt21_published_epsilon(
+    n: int, eps0: float, delta: float, *, num_iterations: int = 10, step: int = 100, upper_bound: bool = True
+) -> float:
     """Faithful re-implementation of FMT21's published script (computeamplification.py),
     function ``numericalanalysis(n, eps0, delta, num_iterations, step, upper_bound)``:
     what the script prints, step by step as in the module docstring (search start from

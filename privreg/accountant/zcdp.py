@@ -37,16 +37,18 @@ def _pure(eps: float) -> float:
 #: exponential mechanism / Gumbel report-noisy-max, which are eps-bounded-range:
 #: eps^2 / 8 (Cesar-Rogers 2021, Lemma 3.2); permute-and-flip and exponential-noise
 #: report-noisy-max are only known to be pure eps-DP: eps^2 / 2.
-RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = dict([
-    handles(ZCDP, lambda acc, e: e.rho),
-    handles(DiscreteGaussian, lambda acc, e: _positive(e.rho)),
-    handles(Gaussian, lambda acc, e: _positive(0.5 * (e.sensitivity / e.sigma) ** 2)),
-    handles(Laplace, lambda acc, e: _pure(e.sensitivity / e.scale)),
-    handles(PureDP, lambda acc, e: _pure(e.epsilon)),
-    handles(DiscreteLaplace, lambda acc, e: _pure(e.epsilon)),
-    handles(LocalDP, lambda acc, e: _pure(e.epsilon0)),
-    handles(Exponential, lambda acc, e: _positive(e.epsilon**2 / (8 if e.bounded_range else 2))),
-])
+RHO_HANDLERS: dict[type[PrivacyEvent], Handler] = dict(
+    [
+        handles(ZCDP, lambda acc, e: e.rho),
+        handles(DiscreteGaussian, lambda acc, e: _positive(e.rho)),
+        handles(Gaussian, lambda acc, e: _positive(0.5 * (e.sensitivity / e.sigma) ** 2)),
+        handles(Laplace, lambda acc, e: _pure(e.sensitivity / e.scale)),
+        handles(PureDP, lambda acc, e: _pure(e.epsilon)),
+        handles(DiscreteLaplace, lambda acc, e: _pure(e.epsilon)),
+        handles(LocalDP, lambda acc, e: _pure(e.epsilon0)),
+        handles(Exponential, lambda acc, e: _positive(e.epsilon**2 / (8 if e.bounded_range else 2))),
+    ]
+)
 
 
 def rho_of(event: PrivacyEvent) -> float | None:

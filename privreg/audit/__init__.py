@@ -7,7 +7,6 @@ et al. 2020; floating-point events after Mironov 2012). See :mod:`privreg.audit.
 The ledger audit (what was charged) is a different thing: :mod:`privreg.accountant.audit`.
 """
 
-from privreg.audit.extreme import EXTREME_FLOATS, EXTREME_INTS, extreme_neighbours
 from privreg.audit.empirical import (
     APPROX_AUDIT_DELTA,
     AuditResult,
@@ -18,6 +17,7 @@ from privreg.audit.empirical import (
     audit_randomizer,
     audit_samples,
 )
+from privreg.audit.extreme import EXTREME_FLOATS, EXTREME_INTS, extreme_neighbours
 
 __all__ = [
     "APPROX_AUDIT_DELTA",

@@ -164,8 +164,17 @@ def audit_samples(
     return _audit(first, second, samples=n, claim=claim, alpha=alpha, direction=direction, subject=subject)
 
 
-def _audit(first: Any, second: Any, *, samples: int, claim: Claim, alpha: float,
-           direction: np.ndarray | None, subject: str, neighbours: tuple[str, str] = ("", "")) -> AuditResult:
+def _audit(
+    first: Any,
+    second: Any,
+    *,
+    samples: int,
+    claim: Claim,
+    alpha: float,
+    direction: np.ndarray | None,
+    subject: str,
+    neighbours: tuple[str, str] = ("", ""),
+) -> AuditResult:
     layout = Layout(samples_first=samples, samples_second=samples)
     pool = to_pool(first, second, layout=layout)
     features = build_features(pool, layout=layout, direction=direction)
@@ -212,23 +221,44 @@ def _draw_both(draw: Any, first: Any, second: Any) -> tuple[Any, Any, dict[str, 
     return outputs.get("first"), outputs.get("second"), failures
 
 
-def _failure_result(failures: dict[str, BaseException], *, samples: int, claim: Claim, alpha: float,
-                    subject: str, neighbours: tuple[str, str]) -> AuditResult:
+def _failure_result(
+    failures: dict[str, BaseException],
+    *,
+    samples: int,
+    claim: Claim,
+    alpha: float,
+    subject: str,
+    neighbours: tuple[str, str],
+) -> AuditResult:
     """A release failed after its charge: a violation (the error is a value-dependent output)."""
     sides = " and ".join(f"the {side} neighbour ({neighbours[side == 'second']})" for side in failures)
     errors = sorted({f"{type(e).__name__}: {e}" for e in failures.values()})
     only = "" if len(failures) == 2 else f"; the {'second' if 'first' in failures else 'first'} released normally"
-    failure = (f"the release raised {' / '.join(errors)} after its charge on {sides}{only}. An observer "
-               f"of the error learns which side of a threshold the value is on (epsilon = inf): validate "
-               f"against public constraints before the charge, and compute in a range that cannot fail")
+    failure = (
+        f"the release raised {' / '.join(errors)} after its charge on {sides}{only}. An observer "
+        f"of the error learns which side of a threshold the value is on (epsilon = inf): validate "
+        f"against public constraints before the charge, and compute in a range that cannot fail"
+    )
     first_side = next(iter(failures))
     return AuditResult(
-        subject=subject, epsilon_lower_bound=math.inf, claimed_epsilon=claim.epsilon,
-        claimed_delta=claim.delta, claim_accountant=claim.accountant, alpha=alpha, samples=samples,
-        event=f"release raises after its charge on the {' and '.join(failures)} neighbour{'s' if len(failures) == 2 else ''}", larger_on=first_side,
-        count_first=0, count_second=0, estimation_samples=samples - samples // 2,
-        selection_count_first=0, selection_count_second=0, selection_bound=math.inf, candidates=0,
-        neighbours=neighbours, failure=failure,
+        subject=subject,
+        epsilon_lower_bound=math.inf,
+        claimed_epsilon=claim.epsilon,
+        claimed_delta=claim.delta,
+        claim_accountant=claim.accountant,
+        alpha=alpha,
+        samples=samples,
+        event=f"release raises after its charge on the {' and '.join(failures)} neighbour{'s' if len(failures) == 2 else ''}",
+        larger_on=first_side,
+        count_first=0,
+        count_second=0,
+        estimation_samples=samples - samples // 2,
+        selection_count_first=0,
+        selection_count_second=0,
+        selection_bound=math.inf,
+        candidates=0,
+        neighbours=neighbours,
+        failure=failure,
     )
 
 
@@ -264,17 +294,26 @@ def audit_mechanism(
     return _audit_mechanism(mechanism, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng)
 
 
-def _audit_mechanism(mechanism: Mechanism, first: Any, second: Any, *, samples: int, alpha: float,
-                     claim: Claim, rng: RandomSource) -> AuditResult:
+def _audit_mechanism(
+    mechanism: Mechanism, first: Any, second: Any, *, samples: int, alpha: float, claim: Claim, rng: RandomSource
+) -> AuditResult:
     subject = mechanism.name or type(mechanism).__name__
     shown = (show_input(first), show_input(second))
     out_a, out_b, failures = _draw_both(
-        lambda value: draw_mechanism(mechanism, value, samples=samples, rng=rng), first, second)
+        lambda value: draw_mechanism(mechanism, value, samples=samples, rng=rng), first, second
+    )
     if failures:
-        return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject,
-                               neighbours=shown)
-    return _audit(out_a, out_b, samples=samples, claim=claim, alpha=alpha,
-                  direction=direction_of(first, second), subject=subject, neighbours=shown)
+        return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject, neighbours=shown)
+    return _audit(
+        out_a,
+        out_b,
+        samples=samples,
+        claim=claim,
+        alpha=alpha,
+        direction=direction_of(first, second),
+        subject=subject,
+        neighbours=shown,
+    )
 
 
 def audit_randomizer(
@@ -302,21 +341,20 @@ def audit_randomizer(
     subject = randomizer.name or type(randomizer).__name__
     shown = (show_input(first), show_input(second))
     out_a, out_b, failures = _draw_both(
-        lambda value: draw_randomizer(randomizer, value, samples=samples, rng=rng), first, second)
+        lambda value: draw_randomizer(randomizer, value, samples=samples, rng=rng), first, second
+    )
     if failures:
-        return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject,
-                               neighbours=shown)
-    return _audit(out_a, out_b, samples=samples, claim=claim, alpha=alpha, direction=None,
-                  subject=subject, neighbours=shown)
+        return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject, neighbours=shown)
+    return _audit(
+        out_a, out_b, samples=samples, claim=claim, alpha=alpha, direction=None, subject=subject, neighbours=shown
+    )
 
 
 def _auditable(item: Any) -> RegistryItem:
     if not isinstance(item, RegistryItem):
         raise PrivregTypeError(f"item must be a RegistryItem; got {item!r}")
     if item.kind not in (ItemKind.MECHANISM, ItemKind.RANDOMIZER):
-        raise PrivregTypeError(
-            f"{item.name!r} is a {item.kind_name}; only mechanisms and randomizers can be audited"
-        )
+        raise PrivregTypeError(f"{item.name!r} is a {item.kind_name}; only mechanisms and randomizers can be audited")
     _declared_neighbours(item)
     return item
 

@@ -164,8 +164,9 @@ def choose_event(features: FeatureSet, layout: Layout, *, alpha: float, delta: f
     blocks = [b for f in features.singles if (b := _single_block(f, layout)) is not None]
     blocks += [b for c, f in features.pairs if (b := _pair_block(c, f, layout)) is not None]
     if not blocks:
-        return Choice(event=None, larger_on="first", selection_first=0, selection_second=0,
-                      selection_bound=-np.inf, candidates=0)
+        return Choice(
+            event=None, larger_on="first", selection_first=0, selection_second=0, selection_bound=-np.inf, candidates=0
+        )
     ca = np.concatenate([b.count_first for b in blocks]).astype(np.int64)
     cb = np.concatenate([b.count_second for b in blocks]).astype(np.int64)
     n_a = layout.sel_first.stop - layout.sel_first.start

@@ -67,8 +67,9 @@ def _membership(flat: np.ndarray, layout: Layout) -> list[Feature]:
     member[rows[known], codes[known]] = True
     gap = np.abs(member[layout.sel_first].mean(axis=0) - member[layout.sel_second].mean(axis=0))
     chosen = sorted(int(i) for i in np.argsort(-gap, kind="stable")[:MAX_COORDINATES])
-    return [Feature(label=repr(int(distinct[i])), kind="member", values=member[:, i].astype(np.float64))
-            for i in chosen]
+    return [
+        Feature(label=repr(int(distinct[i])), kind="member", values=member[:, i].astype(np.float64)) for i in chosen
+    ]
 
 
 def _index_label(shape: tuple[int, ...], i: int) -> str:
@@ -114,10 +115,14 @@ def build_features(pool: Pool, *, layout: Layout, direction: np.ndarray | None =
         small = members or coordinates  # "0 in output and 1 not in output", "output[0] == 1 and output[3] == 0"
         pairs.extend(((a,), b) for a in small for b in small if a is not b)
         rows = [r.tobytes() for r in np.ascontiguousarray(flat)]
-        singles.append(_categories(
-            rows, selection, "output",
-            lambda k: _integer_row(np.frombuffer(k, dtype=np.float64).reshape(shape)),
-        ))
+        singles.append(
+            _categories(
+                rows,
+                selection,
+                "output",
+                lambda k: _integer_row(np.frombuffer(k, dtype=np.float64).reshape(shape)),
+            )
+        )
     return FeatureSet(singles=tuple(singles), pairs=tuple(pairs))
 
 

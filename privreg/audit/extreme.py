@@ -23,17 +23,54 @@ _MAX = 1.7976931348623157e308
 
 #: Finite doubles at the edges of float and integer arithmetic.
 EXTREME_FLOATS: tuple[float, ...] = (
-    0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-300, 1.0, -1.0,
-    2.0**31, 2.0**52, 2.0**53 - 1, 2.0**53, 2.0**53 + 2, -(2.0**53),
-    2.0**62, 2.0**63 - 1024, 2.0**63, -(2.0**63), 2.0**64, 1e15, 1e300, -1e300,
-    1e308, -1e308, _MAX, -_MAX,
+    0.0,
+    -0.0,
+    5e-324,
+    -5e-324,
+    2.2250738585072014e-308,
+    1e-300,
+    1.0,
+    -1.0,
+    2.0**31,
+    2.0**52,
+    2.0**53 - 1,
+    2.0**53,
+    2.0**53 + 2,
+    -(2.0**53),
+    2.0**62,
+    2.0**63 - 1024,
+    2.0**63,
+    -(2.0**63),
+    2.0**64,
+    1e15,
+    1e300,
+    -1e300,
+    1e308,
+    -1e308,
+    _MAX,
+    -_MAX,
 )
 
 #: Integers at the edges of int64, uint64 and exact doubles (Python ints: an array of
 #: them becomes int64, uint64 or object, as a caller's would).
 EXTREME_INTS: tuple[int, ...] = (
-    0, 1, -1, 2**31, 2**53 - 1, 2**53, 2**53 + 1, -(2**53), 2**62, 2**63 - 1, 2**63,
-    -(2**63), -(2**63) - 1, 2**64 - 1, 2**64, 10**20, -(10**20),
+    0,
+    1,
+    -1,
+    2**31,
+    2**53 - 1,
+    2**53,
+    2**53 + 1,
+    -(2**53),
+    2**62,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    -(2**63) - 1,
+    2**64 - 1,
+    2**64,
+    10**20,
+    -(10**20),
 )
 
 #: Where the largest coordinate of a moved float pair lands.
@@ -46,9 +83,12 @@ _INT_TOPS = (2**53, 2**63 - 1, 2**63, 2**64 - 1)
 def show_input(value: Any, limit: int = 160) -> str:
     """A short, exact rendering of an input for a report (floats by repr)."""
     if isinstance(value, np.ndarray):
-        text = (f"array({value.tolist()!r}, dtype={value.dtype})" if value.size <= 8
-                else f"array of shape {value.shape}, dtype {value.dtype}, from {value.ravel()[0]!r} "
-                     f"to {value.ravel()[-1]!r}")
+        text = (
+            f"array({value.tolist()!r}, dtype={value.dtype})"
+            if value.size <= 8
+            else f"array of shape {value.shape}, dtype {value.dtype}, from {value.ravel()[0]!r} "
+            f"to {value.ravel()[-1]!r}"
+        )
     else:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -58,8 +98,7 @@ def _kind(value: Any) -> str | None:
     """'int' or 'float' for numeric inputs, 'mapping' for mappings of numbers, else None."""
     if isinstance(value, Mapping):
         vals = list(value.values())
-        if vals and all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-                        for x in vals):
+        if vals and all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) for x in vals):
             return "mapping"
         return None
     if isinstance(value, bool):

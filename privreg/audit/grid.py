@@ -38,6 +38,10 @@ def grid_features(x: np.ndarray, label: str) -> tuple[Feature, Feature, Feature,
 
 def grid_pairs(sign: Feature, exponent: Feature, trailing: Feature, valuation: Feature):  # type: ignore[no-untyped-def]
     return (
-        ((sign,), exponent), ((sign,), trailing), ((sign,), valuation),
-        ((exponent,), trailing), ((trailing,), exponent), ((sign, exponent), trailing),
+        ((sign,), exponent),
+        ((sign,), trailing),
+        ((sign,), valuation),
+        ((exponent,), trailing),
+        ((trailing,), exponent),
+        ((sign, exponent), trailing),
     )

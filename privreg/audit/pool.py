@@ -39,8 +39,7 @@ class Layout:
 
     @property
     def est_second(self) -> slice:
-        return slice(self.samples_first + self.samples_second // 2,
-                     self.samples_first + self.samples_second)
+        return slice(self.samples_first + self.samples_second // 2, self.samples_first + self.samples_second)
 
     @property
     def selection(self) -> np.ndarray:
@@ -76,7 +75,7 @@ def _key(x: Any) -> Hashable:
 def _fill(pool: np.ndarray, offset: int, out: Any, whole: np.ndarray | None) -> None:
     shape = pool.shape[1:]
     if whole is not None and whole.shape[1:] == shape:
-        pool[offset:offset + whole.shape[0]] = whole
+        pool[offset : offset + whole.shape[0]] = whole
         return
     for i, x in enumerate(out):  # slow path: outputs of another shape or type stay NaN
         try:

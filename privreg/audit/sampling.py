@@ -18,8 +18,16 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomizer import Randomizer
 from privreg.core.randomness import RandomSource
 
-__all__ = ["MIN_SAMPLES", "ChargedFailure", "check_alpha", "check_neighbours", "check_samples",
-           "draw_mechanism", "draw_randomizer", "direction_of"]
+__all__ = [
+    "MIN_SAMPLES",
+    "ChargedFailure",
+    "check_alpha",
+    "check_neighbours",
+    "check_samples",
+    "draw_mechanism",
+    "draw_randomizer",
+    "direction_of",
+]
 
 #: Fewer samples per side cannot give a useful bound at any sensible alpha.
 MIN_SAMPLES = 1000
@@ -35,9 +43,7 @@ def check_samples(samples: Any) -> int:
 
 def check_neighbours(neighbours: Any) -> tuple[Any, Any]:
     if not isinstance(neighbours, (tuple, list)):
-        raise PrivregTypeError(
-            f"neighbours must be a tuple of two inputs (first, second); got {neighbours!r}"
-        )
+        raise PrivregTypeError(f"neighbours must be a tuple of two inputs (first, second); got {neighbours!r}")
     if len(neighbours) != 2:
         raise PrivregValueError(f"neighbours must be a pair of inputs; got {len(neighbours)} items")
     return neighbours[0], neighbours[1]
@@ -81,7 +87,8 @@ def draw_mechanism(mechanism: Mechanism, value: Any, *, samples: int, rng: Rando
     :class:`ChargedFailure` if the release fails after it was charged."""
     log = EventLog()
     release = _charged_call(
-        lambda: mechanism.release_many(value, samples, charger=log, rng=rng, label="empirical audit"), log)
+        lambda: mechanism.release_many(value, samples, charger=log, rng=rng, label="empirical audit"), log
+    )
     return _check_count(release.output, samples, mechanism.name or type(mechanism).__name__)
 
 
@@ -99,7 +106,8 @@ def draw_randomizer(randomizer: Randomizer, value: Any, *, samples: int, rng: Ra
     inputs = np.repeat(arr, samples, axis=0)
     log = EventLog()
     reports = _charged_call(
-        lambda: randomizer.randomize(inputs, charger=log, rng=rng, label="empirical audit"), log).reports
+        lambda: randomizer.randomize(inputs, charger=log, rng=rng, label="empirical audit"), log
+    ).reports
     return _check_count(reports, samples, randomizer.name or type(randomizer).__name__)
 
 

@@ -38,21 +38,42 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "audit-mechanism",
         help="empirical privacy audit of a mechanism or randomizer (exit code 3 on a violation)",
         description="Draw outputs of a registered mechanism or randomizer on its example "
-                    "neighbours and compute a lower bound on its epsilon that is wrong with "
-                    "probability at most ALPHA; a bound above the claimed epsilon is a violation.",
+        "neighbours and compute a lower bound on its epsilon that is wrong with "
+        "probability at most ALPHA; a bound above the claimed epsilon is a violation.",
     )
     p.add_argument("name", help="mechanism or randomizer name (see 'privreg list')")
-    p.add_argument("--samples", type=int, default=100_000, metavar="N",
-                   help="outputs drawn on each neighbour (default 100000, at least 1000)")
-    p.add_argument("--alpha", type=float, default=1e-6, metavar="A",
-                   help="false-alarm probability of the audit, in (0, 1) (default 1e-6)")
-    p.add_argument("--insecure-seed", type=int, metavar="N",
-                   help="reproducible noise from a seed (the audit draws on synthetic inputs only)")
-    p.add_argument("--extreme", action="store_true",
-                   help="also audit the example neighbours moved to 2**53, 2**63, 2**64, 1e300 and 1e308")
-    p.add_argument("--neighbours", nargs=2, metavar=("FIRST", "SECOND"),
-                   help="audit this pair instead of the example's: two JSON values, e.g. 0 1, "
-                        "'[0, 5]' '[1, 4]' or '{\"a\": 10}' '{\"a\": 11}'")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="outputs drawn on each neighbour (default 100000, at least 1000)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=1e-6,
+        metavar="A",
+        help="false-alarm probability of the audit, in (0, 1) (default 1e-6)",
+    )
+    p.add_argument(
+        "--insecure-seed",
+        type=int,
+        metavar="N",
+        help="reproducible noise from a seed (the audit draws on synthetic inputs only)",
+    )
+    p.add_argument(
+        "--extreme",
+        action="store_true",
+        help="also audit the example neighbours moved to 2**53, 2**63, 2**64, 1e300 and 1e308",
+    )
+    p.add_argument(
+        "--neighbours",
+        nargs=2,
+        metavar=("FIRST", "SECOND"),
+        help="audit this pair instead of the example's: two JSON values, e.g. 0 1, "
+        "'[0, 5]' '[1, 4]' or '{\"a\": 10}' '{\"a\": 11}'",
+    )
     p.set_defaults(func=cmd_audit_mechanism)
     return p
 
@@ -81,13 +102,20 @@ def format_result(result: AuditResult, *, kind: str = "") -> str:
     rows = [
         ("audit", f"{kind + ' ' if kind else ''}{result.subject}"),
         ("neighbours", f"{result.neighbours[0]} and {result.neighbours[1]}"),
-        ("claimed epsilon", f"{_g(result.claimed_epsilon)} at delta {result.claimed_delta:g} "
-                            f"({result.claim_accountant})"),
-        ("empirical lower bound", f"{_g(result.epsilon_lower_bound)} (alpha {result.alpha:g}, "
-                                  f"{result.samples} samples per neighbour)"),
+        (
+            "claimed epsilon",
+            f"{_g(result.claimed_epsilon)} at delta {result.claimed_delta:g} ({result.claim_accountant})",
+        ),
+        (
+            "empirical lower bound",
+            f"{_g(result.epsilon_lower_bound)} (alpha {result.alpha:g}, {result.samples} samples per neighbour)",
+        ),
         ("winning event", result.event),
-        ("estimation counts", f"{result.count_first} on the first, {result.count_second} on the second "
-                              f"neighbour (of {result.estimation_samples} each)"),
+        (
+            "estimation counts",
+            f"{result.count_first} on the first, {result.count_second} on the second "
+            f"neighbour (of {result.estimation_samples} each)",
+        ),
         ("verdict", verdict),
     ]
     if result.failure:
@@ -105,8 +133,7 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
         )
     rng = _random_source(args.insecure_seed)
     if args.insecure_seed is not None:
-        print("privreg: NOTE: --insecure-seed makes the audit's noise reproducible from the seed",
-              file=sys.stderr)
+        print("privreg: NOTE: --insecure-seed makes the audit's noise reproducible from the seed", file=sys.stderr)
     neighbours = _parse_pair(args.neighbours) if args.neighbours else None
     result = audit_item(item, samples=args.samples, alpha=args.alpha, rng=rng, neighbours=neighbours)
     print(format_result(result, kind=item.kind.value))
@@ -117,8 +144,10 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
             print("\n" + format_result(moved, kind=item.kind.value))
         for first, second, error in extreme.refused:
             print(f"\nrefused before the charge (validation, nothing released): {first} and {second}: {error}")
-        print(f"\nextreme neighbours: {len(extreme.results)} pair(s) audited, {len(extreme.failures)} "
-              f"violation(s), {len(extreme.refused)} refused before the charge")
+        print(
+            f"\nextreme neighbours: {len(extreme.results)} pair(s) audited, {len(extreme.failures)} "
+            f"violation(s), {len(extreme.refused)} refused before the charge"
+        )
         passed = passed and extreme.passed
     return 0 if passed else EXIT_VIOLATION
 
@@ -128,8 +157,8 @@ def _parse_value(text: str, which: str) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PrivregValueError(
-            f"--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{\"a\": 3}}); got {text!r}: "
-            f"{exc.msg}") from None
+            f'--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{"a": 3}}); got {text!r}: {exc.msg}'
+        ) from None
     if isinstance(value, list):
         return np.asarray(value)
     return value

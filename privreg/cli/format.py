@@ -43,21 +43,29 @@ def describe(item: RegistryItem) -> str:
         rows = [("parameters:", "type", "default", "constraints", "")]
         for p in item.params:
             default = "required" if p.required else repr(p.default)
-            rows.append((f"  --{p.name.replace('_', '-')}", p.type_name, default,
-                         p.constraint_text() or "-", p.doc))
+            rows.append((f"  --{p.name.replace('_', '-')}", p.type_name, default, p.constraint_text() or "-", p.doc))
         lines.append(table(rows))
     else:
         lines.append("parameters: none")
     example = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in item.example.params.items())
     lines += ["", f"example: {example or '(no parameters)'}"]
     lines += ["", "citation:", textwrap.indent(textwrap.fill(str(item.citation), 88), "  ")]
-    relation = ("replace one user's data (replace_one): local or shuffled reports" if item.neighbouring == "replace_one"
-                else "add or remove one user's data (add_remove)")
+    relation = (
+        "replace one user's data (replace_one): local or shuffled reports"
+        if item.neighbouring == "replace_one"
+        else "add or remove one user's data (add_remove)"
+    )
     lines += ["", f"neighbours: {relation}"]
     if item.kind is ItemKind.WORKFLOW:
-        lines += ["accounting: " + ("charges nothing (no differentially private release)" if not item.charges
-                                    else f"privreg run charges a {item.neighbouring} budget under the basic "
-                                         f"filter (fully adaptive; curve events at the budget's delta)")]
+        lines += [
+            "accounting: "
+            + (
+                "charges nothing (no differentially private release)"
+                if not item.charges
+                else f"privreg run charges a {item.neighbouring} budget under the basic "
+                f"filter (fully adaptive; curve events at the budget's delta)"
+            )
+        ]
     if item.description:
         lines += ["", "guarantees:", textwrap.indent(item.description, "  ")]
     return "\n".join(lines)

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from privreg import __version__
-from privreg.cli import audit as audit_cli
-from privreg.cli import format as fmt
 from privreg.accountant.audit import audit_ledger, format_report, plot_report, report_json
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.cli import audit as audit_cli
+from privreg.cli import format as fmt
 from privreg.core.charging import NoReleases, jsonable
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
@@ -28,7 +28,9 @@ from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, Se
 from privreg.core.registry import Registry, default_registry
 from privreg.core.workflow import WorkflowContext
 
-DEMO_BUDGET = PrivacyBudget(epsilon=32.0, delta=1e-6, neighbouring="replace_one")  # one budget for every plugin's demo step; replace-one: it holds shuffled reports (add/remove releases are converted by group privacy)
+DEMO_BUDGET = PrivacyBudget(
+    epsilon=32.0, delta=1e-6, neighbouring="replace_one"
+)  # one budget for every plugin's demo step; replace-one: it holds shuffled reports (add/remove releases are converted by group privacy)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,14 +153,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     item = _registry().get(args.workflow, kind=ItemKind.WORKFLOW)
     _split_run_options(args)
     if any(t in ("-h", "--help") for t in args.params):
-        print(f"usage: privreg run {item.name} [--PARAMETER VALUE ...] [--output DIR] "
-              f"[--insecure-seed N] [--budget-epsilon EPS] [--budget-delta DELTA]\n")
+        print(
+            f"usage: privreg run {item.name} [--PARAMETER VALUE ...] [--output DIR] "
+            f"[--insecure-seed N] [--budget-epsilon EPS] [--budget-delta DELTA]\n"
+        )
         print(fmt.describe(item))
         return 0
     params = parse_workflow_args(item, args.params)
     if not item.charges and (args.budget_epsilon is not None or args.budget_delta is not None):
-        raise PrivregValueError(f"workflow {item.name!r} releases nothing differentially private; drop "
-                                f"--budget-epsilon/--budget-delta")
+        raise PrivregValueError(
+            f"workflow {item.name!r} releases nothing differentially private; drop --budget-epsilon/--budget-delta"
+        )
     budget = _run_budget(args, params, item.neighbouring) if item.charges else None
     output = Path(args.output) if args.output else _default_output(item.name)
     output.mkdir(parents=True, exist_ok=True)
@@ -172,17 +177,30 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise PrivregValueError(f"{ledger_path} exists already; choose a new --output folder")
         # the basic filter alone, so a workflow calibrated to its whole (eps, delta) fits; a curve
         # event (shuffled reports, a block of Gaussians) is priced at the budget's delta
-        with BudgetSession(budget=budget, ledger=ledger_path, filters=("basic",),
-                           event_delta=budget.delta or None) as session:
+        with BudgetSession(
+            budget=budget, ledger=ledger_path, filters=("basic",), event_delta=budget.delta or None
+        ) as session:
             result, elapsed, rng = _execute(item, args, params, output, session)  # charges are committed
             charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
-        status = (f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
-                  f"(delta {budget.delta:g})")
+        status = (
+            f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} (delta {budget.delta:g})"
+        )
         files = ["run.json", "ledger.sqlite"]
-    (output / "run.json").write_text(json.dumps({
-        "workflow": item.name, "plugin": item.plugin, "parameters": jsonable(params),
-        "metrics": jsonable(dict(result.metrics)), "seconds": elapsed, "randomness": rng.describe(),
-    }, indent=2) + "\n", encoding="utf-8")
+    (output / "run.json").write_text(
+        json.dumps(
+            {
+                "workflow": item.name,
+                "plugin": item.plugin,
+                "parameters": jsonable(params),
+                "metrics": jsonable(dict(result.metrics)),
+                "seconds": elapsed,
+                "randomness": rng.describe(),
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     print(result.summary)
     print(f"\n{status}   time: {elapsed:.2f} s")
     print(f"outputs: {output}/ (" + ", ".join(files + [p.name for p in result.outputs.values()]) + ")")
@@ -191,8 +209,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(item: Any, args: argparse.Namespace, params: dict[str, Any], output: Path,
-             charger: Any) -> tuple[Any, float, Any]:
+def _execute(
+    item: Any, args: argparse.Namespace, params: dict[str, Any], output: Path, charger: Any
+) -> tuple[Any, float, Any]:
     """Run the workflow with ``charger``: ``(result, seconds, random source)``."""
     rng = _random_source(args.insecure_seed)
     ctx = WorkflowContext(charger=charger, rng=rng, output_dir=output, echo=_echo)
@@ -217,8 +236,9 @@ def _read_key_file(path: str | None) -> bytes | None:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise PrivregValueError(f"--key-file {path!r} cannot be read ({exc.strerror or exc}); "
-                                f"check the path and its permissions") from None
+        raise PrivregValueError(
+            f"--key-file {path!r} cannot be read ({exc.strerror or exc}); check the path and its permissions"
+        ) from None
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -235,11 +255,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _core_tour(registry: Registry) -> str:
     counts = {fmt.PLURAL[k]: len(registry.items(k)) for k in ItemKind}
     plugins = ", ".join(p.name for p in registry.plugins) or "none"
-    return (f"Plugins loaded: {plugins}. Registered items: "
-            + ", ".join(f"{k} {n}" for k, n in counts.items())
-            + f".\nEvery release below is charged to one budget (epsilon {DEMO_BUDGET.epsilon:g}, "
-            f"delta {DEMO_BUDGET.delta:g}, replace-one neighbours: it holds local reports) before any noise "
-            f"is drawn, by the basic filter (fully adaptive composition).")
+    return (
+        f"Plugins loaded: {plugins}. Registered items: "
+        + ", ".join(f"{k} {n}" for k, n in counts.items())
+        + f".\nEvery release below is charged to one budget (epsilon {DEMO_BUDGET.epsilon:g}, "
+        f"delta {DEMO_BUDGET.delta:g}, replace-one neighbours: it holds local reports) before any noise "
+        f"is drawn, by the basic filter (fully adaptive composition)."
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -249,8 +271,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ledger = Path(args.output) / "ledger.sqlite" if args.output else ":memory:"
     # the basic filter alone: a few large releases, each step calibrated to its own (eps, delta)
     session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger, filters=("basic",), event_delta=DEMO_BUDGET.delta / 10)
-    ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed),
-                          output_dir=args.output, echo=_echo)
+    ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed), output_dir=args.output, echo=_echo)
     steps = [("The registry", lambda c: _core_tour(registry))]
     steps += [(s.title, s.run) for s in registry.demo_steps()]
     started = time.perf_counter()
@@ -263,8 +284,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("== Audit of this demo's ledger\n" + format_report(audit_ledger(ledger)))
     else:
         print("== Privacy ledger of this demo\n" + fmt.charges(r.charge for r in session.ledger.rows()))
-        print(f"\nspent {DEMO_BUDGET.epsilon - session.remaining():.6g} of epsilon "
-              f"{DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} ({session.rule})")
+        print(
+            f"\nspent {DEMO_BUDGET.epsilon - session.remaining():.6g} of epsilon "
+            f"{DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} ({session.rule})"
+        )
         session.close()
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return 0
@@ -287,19 +310,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser(
-        "run", help="run a workflow; 'privreg run NAME --help' lists its parameters",
+        "run",
+        help="run a workflow; 'privreg run NAME --help' lists its parameters",
         add_help=False,
         usage="privreg run WORKFLOW [--PARAMETER VALUE ...] [--output DIR] [--insecure-seed N] "
-              "[--budget-epsilon EPS] [--budget-delta DELTA]",
+        "[--budget-epsilon EPS] [--budget-delta DELTA]",
     )
     p.add_argument("workflow", help="workflow name")
     p.add_argument("--output", "-o", metavar="DIR", help="output folder (default privreg-out/NAME-TIME)")
-    p.add_argument("--insecure-seed", type=int, metavar="N",
-                   help="reproducible noise for tests: NO privacy, marked in the ledger")
-    p.add_argument("--budget-epsilon", type=float, metavar="EPS",
-                   help="total epsilon the run may spend (default: the workflow's epsilon)")
-    p.add_argument("--budget-delta", type=float, metavar="DELTA",
-                   help="total delta (default: the workflow's delta, or 0)")
+    p.add_argument(
+        "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
+    )
+    p.add_argument(
+        "--budget-epsilon",
+        type=float,
+        metavar="EPS",
+        help="total epsilon the run may spend (default: the workflow's epsilon)",
+    )
+    p.add_argument(
+        "--budget-delta", type=float, metavar="DELTA", help="total delta (default: the workflow's delta, or 0)"
+    )
     p.add_argument("params", nargs=argparse.REMAINDER, help="workflow parameters")
     p.set_defaults(func=cmd_run)
 
@@ -307,19 +337,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ledger", help="ledger file (ledger.sqlite in a run's output folder)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE.png", help="draw cumulative epsilon per accountant (needs matplotlib)")
-    p.add_argument("--expect-head", metavar="HEAD",
-                   help="the 'head' (SEQ:HASH) an earlier audit printed: flags truncation, rollback and "
-                        "rewrites up to that row")
-    p.add_argument("--key-file", metavar="PATH",
-                   help="key of a keyed ledger (the file's exact bytes, at least 16): verifies its HMAC chain")
+    p.add_argument(
+        "--expect-head",
+        metavar="HEAD",
+        help="the 'head' (SEQ:HASH) an earlier audit printed: flags truncation, rollback and rewrites up to that row",
+    )
+    p.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="key of a keyed ledger (the file's exact bytes, at least 16): verifies its HMAC chain",
+    )
     p.set_defaults(func=cmd_audit)
 
     audit_cli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
     p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and audit it")
-    p.add_argument("--insecure-seed", type=int, metavar="N",
-                   help="reproducible noise for tests: NO privacy, marked in the ledger")
+    p.add_argument(
+        "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
+    )
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -341,8 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, not bad input: one line, traceback on request
         if os.environ.get("PRIVREG_DEBUG"):
             traceback.print_exc()
-        print(f"privreg: internal error: {type(exc).__name__}: {exc} "
-              f"(set PRIVREG_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"privreg: internal error: {type(exc).__name__}: {exc} (set PRIVREG_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

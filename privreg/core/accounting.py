@@ -26,8 +26,7 @@ from privreg.core import validation as v
 from privreg.core.errors import DuplicateNameError, PrivregTypeError
 from privreg.core.events import PrivacyEvent
 
-__all__ = ["AccountingHandler", "AccountantType", "BUILTIN_ACCOUNTANTS", "handler_for", "accountant_types",
-           "install"]
+__all__ = ["AccountingHandler", "AccountantType", "BUILTIN_ACCOUNTANTS", "handler_for", "accountant_types", "install"]
 
 #: The names of the built-in accountants (``privreg.accountant.ACCOUNTANTS``, which this
 #: module does not import; a test keeps the two equal): no plugin accountant may take one.
@@ -104,16 +103,19 @@ def install(extensions: Iterable[AccountingHandler | AccountantType], *, plugin:
                 if prior is not None and prior is not ext.handler:
                     raise DuplicateNameError(
                         f"plugin {plugin!r}: accountant {ext.accountant!r} already has a handler for "
-                        f"{ext.event_type.__qualname__}; register each (accountant, event type) once")
+                        f"{ext.event_type.__qualname__}; register each (accountant, event type) once"
+                    )
             elif isinstance(ext, AccountantType):
                 prior_cls = _ACCOUNTANTS.get(ext.name)
                 if ext.name in BUILTIN_ACCOUNTANTS or (prior_cls is not None and prior_cls is not ext.factory):
                     raise DuplicateNameError(
-                        f"plugin {plugin!r}: an accountant named {ext.name!r} exists already; rename it")
+                        f"plugin {plugin!r}: an accountant named {ext.name!r} exists already; rename it"
+                    )
             else:
                 raise PrivregTypeError(
                     f"plugin {plugin!r}: privreg_register_accountants returned {ext!r}; return "
-                    f"AccountingHandler or AccountantType values")
+                    f"AccountingHandler or AccountantType values"
+                )
         for ext in extensions:
             if isinstance(ext, AccountingHandler):
                 _HANDLERS[(ext.accountant, ext.event_type)] = ext.handler

@@ -64,9 +64,10 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(x) for x in value]
     if attrs.has(type(value)):
-        return {"type": type(value).__name__, **{
-            f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))
-        }}
+        return {
+            "type": type(value).__name__,
+            **{f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))},
+        }
     if hasattr(value, "item") and callable(value.item):  # numpy scalar
         return value.item()
     if callable(value):
@@ -172,8 +173,16 @@ class NoReleases:
         self.workflow = workflow
         self.charges: tuple[Charge, ...] = ()
 
-    def charge(self, event: PrivacyEvent, *, mechanism: str, parameters: Mapping[str, Any], label: str = "",
-               randomness: Mapping[str, Any] | None = None) -> None:
+    def charge(
+        self,
+        event: PrivacyEvent,
+        *,
+        mechanism: str,
+        parameters: Mapping[str, Any],
+        label: str = "",
+        randomness: Mapping[str, Any] | None = None,
+    ) -> None:
         raise BudgetExceededError(
             f"workflow {self.workflow!r} declared charges=False (no differentially private release) but tried "
-            f"to charge {mechanism!r}; register it with charges=True and run it with a budget.")
+            f"to charge {mechanism!r}; register it with charges=True and run it with a budget."
+        )

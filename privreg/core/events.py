@@ -129,12 +129,13 @@ def event_type(kind: str) -> Callable[[_E], _E]:
         is_attrs = attrs.has(cls)
         if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent) and is_attrs):
             raise PrivregTypeError(
-                f"event_type({kind!r}) must decorate an attrs class deriving from PrivacyEvent; "
-                f"got {cls!r}"
+                f"event_type({kind!r}) must decorate an attrs class deriving from PrivacyEvent; got {cls!r}"
             )
         existing = EVENT_TYPES.get(kind)
         redefined = existing is not None and (existing.__module__, existing.__qualname__) == (
-            cls.__module__, cls.__qualname__)
+            cls.__module__,
+            cls.__qualname__,
+        )
         if existing is not None and existing is not cls and not redefined:
             raise DuplicateNameError(
                 f"event kind {kind!r} is defined twice: by {existing.__module__}.{existing.__qualname__} "
@@ -195,6 +196,7 @@ def iter_events(event: PrivacyEvent) -> Iterator[PrivacyEvent]:
 
 # --- field helpers -------------------------------------------------------------------
 
+
 def _event(name: str) -> Callable[[Any], PrivacyEvent]:
     def convert(x: Any) -> PrivacyEvent:
         if not isinstance(x, PrivacyEvent):
@@ -221,7 +223,8 @@ def _nested(kind: str, name: str) -> Any:
 def _relation() -> Any:
     """The optional ``neighbouring`` field of central events (None: the budget's relation)."""
     return attrs.field(
-        default=None, kw_only=True,
+        default=None,
+        kw_only=True,
         converter=lambda x: None if x is None else v.check_relation("neighbouring", x),
         metadata={_OMIT_NONE: True},
     )
@@ -238,6 +241,7 @@ def _text(name: str) -> Callable[[Any], str]:
 
 # Named converters, one per field: mypy's attrs plugin types __init__ from a named function's
 # parameter, but not from a lambda or from a call such as _text("reason").
+
 
 def _reason(x: object) -> str:
     return _text("reason")(x)
@@ -312,6 +316,7 @@ def _shuffled_event(x: object) -> PrivacyEvent:
 
 
 # --- leaf events -----------------------------------------------------------------------
+
 
 @event_type("no_privacy_loss")
 @attrs.frozen(kw_only=True)
@@ -479,6 +484,7 @@ class LocalDP(PrivacyEvent):
 
 # --- combinators ----------------------------------------------------------------------
 
+
 @event_type("composed")
 @attrs.frozen(kw_only=True)
 class Composed(PrivacyEvent):
@@ -511,9 +517,7 @@ class PoissonSampled(PrivacyEvent):
 
 def _check_sample_size(instance: Any, attribute: Any, value: int) -> None:
     if value > instance.source_size:
-        raise PrivregValueError(
-            f"sample_size ({value}) must not exceed source_size ({instance.source_size})"
-        )
+        raise PrivregValueError(f"sample_size ({value}) must not exceed source_size ({instance.source_size})")
 
 
 @event_type("sampled_without_replacement")
@@ -532,9 +536,7 @@ class SampledWithoutReplacement(PrivacyEvent):
 
 def _check_local(instance: Any, attribute: Any, value: PrivacyEvent) -> None:
     if not isinstance(value, LocalDP):
-        raise PrivregTypeError(
-            f"Shuffled.event must be a LocalDP event (the randomizer each user ran); got {value!r}"
-        )
+        raise PrivregTypeError(f"Shuffled.event must be a LocalDP event (the randomizer each user ran); got {value!r}")
 
 
 #: Amplification-by-shuffling bounds an accountant may apply (see privreg.accountant.shuffle).
@@ -563,8 +565,6 @@ class Shuffled(PrivacyEvent):
     #: FMT 2021/2023 bound replacing one user's report among ``num_reports``.
     neighbouring = "replace_one"
 
-    event: PrivacyEvent = attrs.field(
-        converter=_shuffled_event, validator=_check_local, metadata={_NESTED: "one"}
-    )
+    event: PrivacyEvent = attrs.field(converter=_shuffled_event, validator=_check_local, metadata={_NESTED: "one"})
     num_reports: int = attrs.field(converter=_num_reports)
     bound: str = attrs.field(default="fmt21-numerical", converter=_bound)

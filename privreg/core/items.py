@@ -222,17 +222,14 @@ class RegistryItem:
         unknown = sorted(set(given) - known)
         if unknown:
             raise PrivregValueError(
-                f"{self.kind_name} {self.name!r} got unknown parameter(s) {unknown}; "
-                f"its parameters are {sorted(known)}"
+                f"{self.kind_name} {self.name!r} got unknown parameter(s) {unknown}; its parameters are {sorted(known)}"
             )
         out: dict[str, Any] = {}
         for p in self.params:
             if p.name in given:
                 out[p.name] = p.validate(given[p.name])
             elif p.required:
-                raise PrivregValueError(
-                    f"{self.kind_name} {self.name!r} needs parameter {p.name!r} ({p.doc})"
-                )
+                raise PrivregValueError(f"{self.kind_name} {self.name!r} needs parameter {p.name!r} ({p.doc})")
             else:
                 out[p.name] = p.validate(p.default)  # converted, e.g. str -> Path
         return out
@@ -249,7 +246,8 @@ class RegistryItem:
             what = "not registered yet (no kind)" if self.kind is None else f"a {self.kind_name}"
             raise PrivregTypeError(
                 f"{self.name!r} is {what}, not a workflow: register it through "
-                f"privreg_register_workflows, or pass kind='workflow'")
+                f"privreg_register_workflows, or pass kind='workflow'"
+            )
         return self.factory(context=context, **self.bind(values, **kwargs))
 
 

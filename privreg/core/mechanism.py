@@ -15,8 +15,8 @@ import attrs
 
 from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.events import PrivacyEvent, SelfComposed
-from privreg.core.validation import check_count
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.core.validation import check_count
 
 __all__ = ["Mechanism", "Release"]
 

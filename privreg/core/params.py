@@ -40,7 +40,14 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 __all__ = [
-    "REQUIRED", "POSITIVE", "OPEN_UNIT", "Param", "Spec", "param_field", "param_fields", "params_of",
+    "REQUIRED",
+    "POSITIVE",
+    "OPEN_UNIT",
+    "Param",
+    "Spec",
+    "param_field",
+    "param_fields",
+    "params_of",
     "check_params",
 ]
 
@@ -57,7 +64,8 @@ REQUIRED: Any = _Required()
 #: > 0 (epsilon, sensitivities, scales) and the open interval (0, 1) (delta).
 POSITIVE: Mapping[str, Any] = MappingProxyType({"minimum": 0, "exclusive_minimum": True})
 OPEN_UNIT: Mapping[str, Any] = MappingProxyType(
-    {"minimum": 0, "exclusive_minimum": True, "maximum": 1, "exclusive_maximum": True})
+    {"minimum": 0, "exclusive_minimum": True, "maximum": 1, "exclusive_maximum": True}
+)
 
 _TYPES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool", Path: "path"}
 # string annotations (``from __future__ import annotations``) of the parameter types
@@ -106,14 +114,11 @@ class Param:
     @type.validator
     def _known_type(self, attribute: Any, value: Any) -> None:
         if not isinstance(value, type) or value not in _TYPES:
-            raise PrivregTypeError(
-                f"Param {self.name!r}: type must be one of {list(_TYPES.values())}; got {value!r}"
-            )
+            raise PrivregTypeError(f"Param {self.name!r}: type must be one of {list(_TYPES.values())}; got {value!r}")
 
     def __attrs_post_init__(self) -> None:
         if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
-            raise PrivregValueError(
-                f"Param {self.name!r}: minimum {self.minimum} exceeds maximum {self.maximum}")
+            raise PrivregValueError(f"Param {self.name!r}: minimum {self.minimum} exceeds maximum {self.maximum}")
         for choice in self.choices or ():
             self._coerce(choice)
         if self.default is not REQUIRED and self.default is not None:
@@ -149,9 +154,7 @@ class Param:
         if t is float:
             x = v.check_real(f"parameter {self.name}", value)
             if math.isnan(x) or math.isinf(x):
-                raise PrivregValueError(
-                    f"parameter {self.name} must be finite; got {value!r}. Pass a finite number."
-                )
+                raise PrivregValueError(f"parameter {self.name} must be finite; got {value!r}. Pass a finite number.")
             return x
         if t is Path:
             if not isinstance(value, (str, Path)):
@@ -168,20 +171,12 @@ class Param:
             return None
         x = self._coerce(value)
         if isinstance(x, (int, float)) and not isinstance(x, bool):
-            too_low = self.minimum is not None and (
-                x <= self.minimum if self.exclusive_minimum else x < self.minimum
-            )
-            too_high = self.maximum is not None and (
-                x >= self.maximum if self.exclusive_maximum else x > self.maximum
-            )
+            too_low = self.minimum is not None and (x <= self.minimum if self.exclusive_minimum else x < self.minimum)
+            too_high = self.maximum is not None and (x >= self.maximum if self.exclusive_maximum else x > self.maximum)
             if too_low or too_high:
-                raise PrivregValueError(
-                    f"parameter {self.name} must be {self.constraint_text()}; got {value!r}"
-                )
+                raise PrivregValueError(f"parameter {self.name} must be {self.constraint_text()}; got {value!r}")
         if self.choices is not None and x not in self.choices:
-            raise PrivregValueError(
-                f"parameter {self.name} must be one of {list(self.choices)}; got {value!r}"
-            )
+            raise PrivregValueError(f"parameter {self.name} must be one of {list(self.choices)}; got {value!r}")
         if self.check is not None:
             try:
                 self.check(x)
@@ -205,8 +200,7 @@ class Param:
                 num = int(text) if self.type is int else float(text)
             except ValueError:
                 raise PrivregValueError(
-                    f"parameter {self.name} must be {'an integer' if self.type is int else 'a number'}; "
-                    f"got {text!r}"
+                    f"parameter {self.name} must be {'an integer' if self.type is int else 'a number'}; got {text!r}"
                 ) from None
             return self.validate(num)
         return self.validate(text)
@@ -231,9 +225,16 @@ class Spec:
 
     def param(self, name: str, type_: builtins.type, default: Any) -> Param:
         return Param(
-            name=name, type=self.type or type_, doc=self.doc, default=default,
-            minimum=self.minimum, maximum=self.maximum, exclusive_minimum=self.exclusive_minimum,
-            exclusive_maximum=self.exclusive_maximum, choices=self.choices, check=self.check,
+            name=name,
+            type=self.type or type_,
+            doc=self.doc,
+            default=default,
+            minimum=self.minimum,
+            maximum=self.maximum,
+            exclusive_minimum=self.exclusive_minimum,
+            exclusive_maximum=self.exclusive_maximum,
+            choices=self.choices,
+            check=self.check,
         )
 
 
@@ -256,8 +257,16 @@ def param_field(
     (with :meth:`Param.validate`) before ``converter`` (optional) turns it into the stored
     object; values that are not plain numbers or strings (e.g. an already built
     ``GlobalSensitivity``) go to ``converter`` directly."""
-    spec = Spec(doc=doc, minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum,
-                exclusive_maximum=exclusive_maximum, choices=choices, check=check, type=type)
+    spec = Spec(
+        doc=doc,
+        minimum=minimum,
+        maximum=maximum,
+        exclusive_minimum=exclusive_minimum,
+        exclusive_maximum=exclusive_maximum,
+        choices=choices,
+        check=check,
+        type=type,
+    )
     metadata = {**field_kwargs.pop("metadata", {}), _SPEC_KEY: spec}
     return attrs.field(default=default, converter=converter, metadata=metadata, **field_kwargs)
 
@@ -301,12 +310,10 @@ def param_fields(cls: type, fields: list[attrs.Attribute]) -> list[attrs.Attribu
             out.append(a)
             continue
         if isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
-            raise PrivregTypeError(
-                f"{cls.__name__}.{a.name}: a parameter needs a plain default, not a factory")
+            raise PrivregTypeError(f"{cls.__name__}.{a.name}: a parameter needs a plain default, not a factory")
         default = REQUIRED if a.default is attrs.NOTHING else a.default
         param = spec.param(a.name, spec.type or _plain_type(a.type, f"{cls.__name__}.{a.name}"), default)
-        out.append(a.evolve(converter=_field_converter(param, a.converter),
-                            metadata={**a.metadata, _PARAM_KEY: param}))
+        out.append(a.evolve(converter=_field_converter(param, a.converter), metadata={**a.metadata, _PARAM_KEY: param}))
     return out
 
 
@@ -318,7 +325,8 @@ def _class_params(cls: type) -> tuple[Param, ...]:
         if _PARAM_KEY not in a.metadata:
             raise PrivregTypeError(
                 f"{cls.__name__}.{a.name} is a param_field, but {cls.__name__} does not enforce it: "
-                f"build the class with @attrs.frozen(..., field_transformer=param_fields)")
+                f"build the class with @attrs.frozen(..., field_transformer=param_fields)"
+            )
         out.append(a.metadata[_PARAM_KEY])
     return tuple(out)
 
@@ -336,7 +344,8 @@ def _function_params(func: Callable[..., Any]) -> tuple[Param, ...]:
         if len(specs) != 1:
             raise PrivregTypeError(
                 f"{where}: argument {p.name!r} needs its documentation and limits in its annotation, "
-                f"e.g. {p.name}: Annotated[float, Spec(doc='...', minimum=0)]")
+                f"e.g. {p.name}: Annotated[float, Spec(doc='...', minimum=0)]"
+            )
         spec = specs[0]
         default = REQUIRED if p.default is p.empty else p.default
         if isinstance(spec, Param):  # reuse another factory's declaration, under this name
@@ -361,7 +370,8 @@ def params_of(factory: Any, name: str | None = None) -> Any:
             return p
     raise PrivregValueError(
         f"{getattr(factory, '__name__', factory)!r} has no parameter {name!r}; "
-        f"its parameters are {[p.name for p in params]}")
+        f"its parameters are {[p.name for p in params]}"
+    )
 
 
 def check_params(func: Callable[..., Any]) -> Callable[..., Any]:

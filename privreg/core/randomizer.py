@@ -106,8 +106,9 @@ class Randomizer(ABC):
             reports = reports[secure_permutation(n, rng)]
         return Reports(reports=reports, event=event, randomizer=self.name, shuffled=shuffle)
 
-    def charge_reports(self, n: int, *, charger: Charger, rng: RandomSource, shuffled: bool = False,
-                       label: str = "") -> PrivacyEvent:
+    def charge_reports(
+        self, n: int, *, charger: Charger, rng: RandomSource, shuffled: bool = False, label: str = ""
+    ) -> PrivacyEvent:
         """Charge ``charger`` for ``n`` reports of this randomizer, as :meth:`randomize`
         does before it draws anything (also for samplers that simulate ``n`` reports in
         aggregate), and return the charged event."""

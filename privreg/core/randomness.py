@@ -82,8 +82,11 @@ class InsecureReproducibleRandom(RandomSource):
     def random_bytes(self, n: int) -> bytes:
         # randbytes(n) calls getrandbits(8n), which overflows a C int from n = 2**28
         chunk = 1 << 24
-        return b"".join(self._rng.randbytes(min(chunk, n - i)) for i in range(0, n, chunk)) if n > chunk \
+        return (
+            b"".join(self._rng.randbytes(min(chunk, n - i)) for i in range(0, n, chunk))
+            if n > chunk
             else self._rng.randbytes(n)
+        )
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "seed": self.seed}

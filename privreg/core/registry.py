@@ -141,9 +141,7 @@ class Registry:
             close = difflib.get_close_matches(name, pool, n=3)
             what = want.value if want else "item"
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise UnknownItemError(
-                f"no {what} named {name!r} is registered{hint} (run 'privreg list' to see all)"
-            )
+            raise UnknownItemError(f"no {what} named {name!r} is registered{hint} (run 'privreg list' to see all)")
         return item
 
     def __contains__(self, name: object) -> bool:
@@ -224,9 +222,7 @@ class _Collector:
     def event_types(self) -> list[type[PrivacyEvent]]:
         out = self._call("privreg_register_event_types")
         for cls in out:
-            if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent)) or EVENT_TYPES.get(
-                cls.kind
-            ) is not cls:
+            if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent)) or EVENT_TYPES.get(cls.kind) is not cls:
                 raise PluginError(
                     f"privreg_register_event_types returned {cls!r}: decorate event classes "
                     f"with privreg.core.event_type(KIND)"
@@ -238,8 +234,8 @@ class _Collector:
         for ext in out:
             if not isinstance(ext, (accounting.AccountingHandler, accounting.AccountantType)):
                 raise PluginError(
-                    f"privreg_register_accountants returned {ext!r}, not an AccountingHandler or "
-                    f"AccountantType")
+                    f"privreg_register_accountants returned {ext!r}, not an AccountingHandler or AccountantType"
+                )
         return out
 
     def demo_steps(self) -> list[DemoStep]:
@@ -253,9 +249,7 @@ class _Collector:
 def _unknown_hooks(plugin: object) -> list[str]:
     known = set(dir(hookspecs))
     return sorted(
-        attr
-        for attr in dir(plugin)
-        if hasattr(getattr(plugin, attr, None), "privreg_impl") and attr not in known
+        attr for attr in dir(plugin) if hasattr(getattr(plugin, attr, None), "privreg_impl") and attr not in known
     )
 
 
@@ -304,9 +298,7 @@ def load_registry(
         try:
             module = ep.load()
         except Exception as exc:  # report any import-time error and keep going
-            failures.append(
-                PluginFailure(name=ep.name, source=ep.value, stage="import", error=_describe_error(exc))
-            )
+            failures.append(PluginFailure(name=ep.name, source=ep.value, stage="import", error=_describe_error(exc)))
             continue
         dist, version = _dist_of(ep)
         loaded.append((ep.name, module, PluginInfo(name=ep.name, module=ep.value, distribution=dist, version=version)))
@@ -323,7 +315,9 @@ def load_registry(
         if typos:
             failures.append(
                 PluginFailure(
-                    name=name, source=info.module, stage="register",
+                    name=name,
+                    source=info.module,
+                    stage="register",
                     error=f"unknown hook(s) {typos}; see privreg.core.hookspecs for the names",
                 )
             )
@@ -331,9 +325,7 @@ def load_registry(
         try:
             pm.register(obj, name=name)
         except Exception as exc:
-            failures.append(
-                PluginFailure(name=name, source=info.module, stage="register", error=_describe_error(exc))
-            )
+            failures.append(PluginFailure(name=name, source=info.module, stage="register", error=_describe_error(exc)))
             continue
         collector = _Collector(pm, name)
         try:
@@ -343,9 +335,7 @@ def load_registry(
             accounting.install(collector.accounting(), plugin=name)
         except Exception as exc:
             pm.unregister(name=name)
-            failures.append(
-                PluginFailure(name=name, source=info.module, stage="hooks", error=_describe_error(exc))
-            )
+            failures.append(PluginFailure(name=name, source=info.module, stage="hooks", error=_describe_error(exc)))
             continue
         items.extend(plugin_items)
         events.extend(plugin_events)
@@ -363,8 +353,12 @@ def load_registry(
             )
         seen[item.name] = item
     return Registry(
-        plugin_manager=pm, plugins=infos, failures=failures, items=items,
-        event_types=events, demo_steps=steps,
+        plugin_manager=pm,
+        plugins=infos,
+        failures=failures,
+        items=items,
+        event_types=events,
+        demo_steps=steps,
     )
 
 

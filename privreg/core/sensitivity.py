@@ -55,9 +55,7 @@ def _norm(x: Any) -> Norm:
     try:
         return Norm(x)
     except ValueError:
-        raise PrivregValueError(
-            f"norm must be one of {[n.value for n in Norm]}; got {x!r}"
-        ) from None
+        raise PrivregValueError(f"norm must be one of {[n.value for n in Norm]}; got {x!r}") from None
 
 
 class Sensitivity(ABC):
@@ -168,9 +166,7 @@ class SmoothSensitivity(Sensitivity):
             weight = math.exp(-t * self.beta)
             if self.global_bound is not None and weight * self.global_bound <= best:
                 break  # no later term can exceed best: LS^(t) <= global_bound
-            ls = v.check_sensitivity(
-                f"local_at_distance(data, {t})", self.local_at_distance(data, t), allow_zero=True
-            )
+            ls = v.check_sensitivity(f"local_at_distance(data, {t})", self.local_at_distance(data, t), allow_zero=True)
             if self.global_bound is not None and ls > self.global_bound:
                 raise PrivregValueError(
                     f"local_at_distance(data, {t}) = {ls} exceeds global_bound = "
@@ -199,8 +195,7 @@ def require_sensitivity(
             else ""
         )
         raise PrivregValueError(
-            f"{who} accepts {[k.value for k in kinds]} sensitivity; got "
-            f"{sensitivity.kind.value!r}.{hint}"
+            f"{who} accepts {[k.value for k in kinds]} sensitivity; got {sensitivity.kind.value!r}.{hint}"
         )
     if sensitivity.norm not in norms:
         raise PrivregValueError(

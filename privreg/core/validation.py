@@ -41,9 +41,7 @@ def check_real(name: str, value: Any) -> float:
 
 def _check_finite(name: str, x: float, value: Any, example: str) -> None:
     if math.isnan(x) or math.isinf(x):
-        raise PrivregValueError(
-            f"{name} must be finite; got {value!r}. Pass a finite number such as {example}."
-        )
+        raise PrivregValueError(f"{name} must be finite; got {value!r}. Pass a finite number such as {example}.")
 
 
 def check_epsilon(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -52,9 +50,7 @@ def check_epsilon(name: str, value: Any, *, allow_zero: bool = False) -> float:
     _check_finite(name, x, value, f"{name}=1.0")
     if x < 0 or (x == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise PrivregValueError(
-            f"{name} must be {bound}; got {value!r}. Pass a positive value such as {name}=1.0."
-        )
+        raise PrivregValueError(f"{name} must be {bound}; got {value!r}. Pass a positive value such as {name}=1.0.")
     return x
 
 
@@ -97,9 +93,7 @@ def check_probability(name: str, value: Any, *, open_low: bool = False, open_hig
 def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """Validate an integer (numpy integers accepted, bools and floats rejected)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise PrivregTypeError(
-            f"{name} must be an integer; got {value!r} of type {type(value).__name__}."
-        )
+        raise PrivregTypeError(f"{name} must be an integer; got {value!r} of type {type(value).__name__}.")
     x = int(value)
     if minimum is not None and x < minimum:
         raise PrivregValueError(f"{name} must be >= {minimum}; got {value!r}.")
@@ -136,4 +130,3 @@ def check_relation(name: str, value: Any) -> str:
     if relation not in RELATIONS:
         raise PrivregValueError(f"{name} must be one of {RELATIONS}; got {relation!r}.")
     return relation
-

@@ -72,5 +72,3 @@ class DemoStep:
     def __attrs_post_init__(self) -> None:
         if not callable(self.run):
             raise PrivregTypeError(f"DemoStep {self.title!r}: run must be callable")
-
-

@@ -28,8 +28,13 @@ __all__ = [
 ]
 
 
-def rerandomized(payload: Any, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                 workers: int | None = None) -> Any:
+def rerandomized(
+    payload: Any,
+    *,
+    obfuscation: str | ObfuscatorPool = "djn",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> Any:
     """``payload`` with every ciphertext container that is not fresh re-randomised
     (lists, tuples and dict values are searched)."""
     if isinstance(payload, (EncryptedVector, PackedCiphertexts)):
@@ -45,15 +50,23 @@ def rerandomized(payload: Any, *, obfuscation: str | ObfuscatorPool = "djn", rng
     return payload
 
 
-async def send_encrypted(ch: Channel, to: str, payload: Any, *, step: str,
-                         obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                         workers: int | None = None) -> None:
+async def send_encrypted(
+    ch: Channel,
+    to: str,
+    payload: Any,
+    *,
+    step: str,
+    obfuscation: str | ObfuscatorPool = "djn",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> None:
     """Re-randomise the ciphertexts of ``payload`` that need it, then send it."""
     await ch.send(to, rerandomized(payload, obfuscation=obfuscation, rng=rng, workers=workers), step=step)
 
 
-async def recv_encrypted(ch: Channel, frm: str, *, step: str, public_key: PaillierPublicKey,
-                         length: int | None = None) -> EncryptedVector:
+async def recv_encrypted(
+    ch: Channel, frm: str, *, step: str, public_key: PaillierPublicKey, length: int | None = None
+) -> EncryptedVector:
     """Receive one EncryptedVector under ``public_key`` (of ``length`` entries if given)."""
     vec = await ch.recv(frm, step=step)
     if not isinstance(vec, EncryptedVector):

@@ -65,8 +65,8 @@ from privreg.crypto.channel import (
 )
 from privreg.crypto.encoding import as_int_list
 from privreg.crypto.keys import PaillierKeypair, PaillierPrivateKey, PaillierPublicKey
-from privreg.crypto.obfuscation import random_unit
 from privreg.crypto.modarith import powmod_chunk
+from privreg.crypto.obfuscation import random_unit
 from privreg.crypto.vector import EncryptedVector, check_bound, decrypt_ints, encrypt, vector_from_ciphertexts
 
 __all__ = [
@@ -103,9 +103,18 @@ def _check_output(output: object) -> str:
 
 # ------------------------------------------------------------------ DGK
 
-async def dgk_keyholder(ch: Channel, *, holder: str, private_key: PaillierPrivateKey, values: Sequence[int],
-                        bits: int, step: str = "dgk", rng: RandomSource | None = None,
-                        workers: int | None = None) -> list[int]:
+
+async def dgk_keyholder(
+    ch: Channel,
+    *,
+    holder: str,
+    private_key: PaillierPrivateKey,
+    values: Sequence[int],
+    bits: int,
+    step: str = "dgk",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> list[int]:
     """The key holder's DGK role for a batch: returns its XOR shares ``delta_B`` of
     ``[values[k] < holder's values[k]]``."""
     bits = _check_bits(bits)
@@ -114,15 +123,24 @@ async def dgk_keyholder(ch: Channel, *, holder: str, private_key: PaillierPrivat
     plain = [((2 * x + 1) >> i) & 1 for x in a for i in range(width)]  # LSB first, per comparison
     enc = encrypt(private_key, plain, bound=1, rng=rng, workers=workers)
     await send_encrypted(ch, holder, enc, step=f"{step}.bits")
-    blinded = await recv_encrypted(ch, holder, step=f"{step}.blinded", public_key=private_key.public_key,
-                                   length=len(plain))
+    blinded = await recv_encrypted(
+        ch, holder, step=f"{step}.blinded", public_key=private_key.public_key, length=len(plain)
+    )
     zero = private_key.zero_mod_p(blinded._c, workers=workers)
-    return [int(any(zero[k * width:(k + 1) * width])) for k in range(len(a))]
+    return [int(any(zero[k * width : (k + 1) * width])) for k in range(len(a))]
 
 
-async def dgk_holder(ch: Channel, *, keyholder: str, public_key: PaillierPublicKey, values: Sequence[int],
-                     bits: int, step: str = "dgk", rng: RandomSource | None = None,
-                     workers: int | None = None) -> list[int]:
+async def dgk_holder(
+    ch: Channel,
+    *,
+    keyholder: str,
+    public_key: PaillierPublicKey,
+    values: Sequence[int],
+    bits: int,
+    step: str = "dgk",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> list[int]:
     """The data holder's DGK role for a batch: returns its XOR shares ``delta_A``."""
     bits = _check_bits(bits)
     b = _check_values("values", values, bits)
@@ -135,7 +153,7 @@ async def dgk_holder(ch: Channel, *, keyholder: str, public_key: PaillierPublicK
     cs: list[mpz] = []
     shares = []
     for k, bk in enumerate(b):
-        a_bits = enc._c[k * width:(k + 1) * width]
+        a_bits = enc._c[k * width : (k + 1) * width]
         b_bits = [((2 * bk) >> i) & 1 for i in range(width)]
         s = 1 if rng.randbits(1) else -1
         shares.append(int(s == -1))
@@ -152,8 +170,10 @@ async def dgk_holder(ch: Channel, *, keyholder: str, public_key: PaillierPublicK
         cs.extend(group)
     units = [random_unit(int(n), rng) for _ in cs]
     wk = parallel.resolve_workers(len(cs), workers)
-    chunks = [(int(n2), cs[i0:i0 + len(part)], units[i0:i0 + len(part)])
-              for i0, part in _offsets(parallel.split(list(range(len(cs))), wk))]
+    chunks = [
+        (int(n2), cs[i0 : i0 + len(part)], units[i0 : i0 + len(part)])
+        for i0, part in _offsets(parallel.split(list(range(len(cs))), wk))
+    ]
     blinded = parallel.run_chunks(powmod_chunk, chunks, wk)
     vec = vector_from_ciphertexts(public_key, blinded, bound=public_key.max_int)
     await send_encrypted(ch, keyholder, vec, step=f"{step}.blinded", rng=rng, workers=workers)
@@ -168,8 +188,9 @@ def _offsets(parts: list[Sequence[int]]) -> list[tuple[int, Sequence[int]]]:
     return out
 
 
-async def _finish(ch: Channel, *, me: str, other: str, share: list[int], output: str, learns: bool,
-                  step: str) -> list[int] | None:
+async def _finish(
+    ch: Channel, *, me: str, other: str, share: list[int], output: str, learns: bool, step: str
+) -> list[int] | None:
     """Exchange XOR shares according to ``output``; ``learns`` says whether ``me`` is the
     party named by ``output`` ("holder"/"keyholder")."""
     if output == "shares":
@@ -188,9 +209,19 @@ async def _finish(ch: Channel, *, me: str, other: str, share: list[int], output:
 
 # ------------------------------------------------------------------ encrypted sign
 
-async def sign_holder(ch: Channel, *, keyholder: str, enc: EncryptedVector, bits: int, sigma: int = 40,
-                      output: str = "holder", step: str = "sign", rng: RandomSource | None = None,
-                      workers: int | None = None) -> list[int] | None:
+
+async def sign_holder(
+    ch: Channel,
+    *,
+    keyholder: str,
+    enc: EncryptedVector,
+    bits: int,
+    sigma: int = 40,
+    output: str = "holder",
+    step: str = "sign",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> list[int] | None:
     """The data holder's role: ``[z >= 0]`` for the encrypted integers ``z`` of ``enc``
     (scaled integers if fixed point), which must satisfy ``|z| < 2^bits``."""
     bits = _check_bits(bits)
@@ -201,7 +232,8 @@ async def sign_holder(ch: Channel, *, keyholder: str, enc: EncryptedVector, bits
     if enc.bound >= 1 << bits:
         raise PrivregValueError(
             f"the encrypted values may reach {enc.bound.bit_length()} bits but bits={bits}; the comparison needs "
-            f"|z| < 2^bits: pass bits={enc.bound.bit_length() + 1} (or declare tighter bounds)")
+            f"|z| < 2^bits: pass bits={enc.bound.bit_length() + 1} (or declare tighter bounds)"
+        )
     mask_bits = bits + 1 + sigma
     top = 1 << bits
     r = [rng.randbits(mask_bits) for _ in range(len(enc))]
@@ -209,31 +241,64 @@ async def sign_holder(ch: Channel, *, keyholder: str, enc: EncryptedVector, bits
     n, n2 = pk.n, pk.n2
     masked = vector_from_ciphertexts(pk, [c * (1 + (top + rk) * n) % n2 for c, rk in zip(enc._c, r)], bound=bound)
     await send_encrypted(ch, keyholder, masked, step=f"{step}.masked", rng=rng, workers=workers)
-    delta = await dgk_holder(ch, keyholder=keyholder, public_key=pk, values=[x & (top - 1) for x in r],
-                             bits=bits, step=f"{step}.dgk", rng=rng, workers=workers)
+    delta = await dgk_holder(
+        ch,
+        keyholder=keyholder,
+        public_key=pk,
+        values=[x & (top - 1) for x in r],
+        bits=bits,
+        step=f"{step}.dgk",
+        rng=rng,
+        workers=workers,
+    )
     share = [((x >> bits) & 1) ^ dk for x, dk in zip(r, delta)]
-    return await _finish(ch, me="holder", other=keyholder, share=share, output=output,
-                         learns=output == "holder", step=step)
+    return await _finish(
+        ch, me="holder", other=keyholder, share=share, output=output, learns=output == "holder", step=step
+    )
 
 
-async def sign_keyholder(ch: Channel, *, holder: str, private_key: PaillierPrivateKey, count: int, bits: int,
-                         sigma: int = 40, output: str = "holder", step: str = "sign",
-                         rng: RandomSource | None = None, workers: int | None = None) -> list[int] | None:
+async def sign_keyholder(
+    ch: Channel,
+    *,
+    holder: str,
+    private_key: PaillierPrivateKey,
+    count: int,
+    bits: int,
+    sigma: int = 40,
+    output: str = "holder",
+    step: str = "sign",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> list[int] | None:
     """The key holder's role for ``count`` encrypted sign tests (see :func:`sign_holder`)."""
     bits = _check_bits(bits)
     v.check_int("sigma", sigma, minimum=1)
     _check_output(output)
-    masked = await recv_encrypted(ch, holder, step=f"{step}.masked", public_key=private_key.public_key,
-                                  length=v.check_int("count", count, minimum=1))
+    masked = await recv_encrypted(
+        ch,
+        holder,
+        step=f"{step}.masked",
+        public_key=private_key.public_key,
+        length=v.check_int("count", count, minimum=1),
+    )
     d = decrypt_ints(private_key, masked, workers=workers)
     if any(x < 0 for x in d):
         raise ProtocolError("a masked comparison value decrypted to a negative number; the holder broke the protocol")
     top = 1 << bits
-    delta = await dgk_keyholder(ch, holder=holder, private_key=private_key, values=[x & (top - 1) for x in d],
-                                bits=bits, step=f"{step}.dgk", rng=rng, workers=workers)
+    delta = await dgk_keyholder(
+        ch,
+        holder=holder,
+        private_key=private_key,
+        values=[x & (top - 1) for x in d],
+        bits=bits,
+        step=f"{step}.dgk",
+        rng=rng,
+        workers=workers,
+    )
     share = [((x >> bits) & 1) ^ dk for x, dk in zip(d, delta)]
-    return await _finish(ch, me="keyholder", other=holder, share=share, output=output,
-                         learns=output == "keyholder", step=step)
+    return await _finish(
+        ch, me="keyholder", other=holder, share=share, output=output, learns=output == "keyholder", step=step
+    )
 
 
 # ------------------------------------------------------------------ protocols
@@ -255,8 +320,10 @@ def _learns(output: str, keyholder: str, holder: str, result: str) -> dict[str, 
     if output in ("keyholder", "both"):
         out[keyholder] = result
     if output == "shares":
-        out = {keyholder: f"a uniformly random XOR share of {result}",
-               holder: f"a uniformly random XOR share of {result}"}
+        out = {
+            keyholder: f"a uniformly random XOR share of {result}",
+            holder: f"a uniformly random XOR share of {result}",
+        }
     return out
 
 
@@ -269,18 +336,30 @@ class SecureComparison(Protocol):
     name = "paillier-dgk-comparison"
     caveats = _CAVEATS
 
-    def __init__(self, *, bits: int, count: int, output: str = "holder", keypair: PaillierKeypair | None = None,
-                 keyholder_values: Any = None, holder_values: Any = None, allow_insecure: bool = False,
-                 rng: RandomSource | None = None, workers: int | None = None, keyholder: str = "keyholder",
-                 holder: str = "holder") -> None:
+    def __init__(
+        self,
+        *,
+        bits: int,
+        count: int,
+        output: str = "holder",
+        keypair: PaillierKeypair | None = None,
+        keyholder_values: Any = None,
+        holder_values: Any = None,
+        allow_insecure: bool = False,
+        rng: RandomSource | None = None,
+        workers: int | None = None,
+        keyholder: str = "keyholder",
+        holder: str = "holder",
+    ) -> None:
         self.bits = _check_bits(bits)
         self.count = v.check_int("count", count, minimum=1)
         self.output = _check_output(output)
         if keypair is not None and not isinstance(keypair, PaillierKeypair):
             raise PrivregTypeError(f"keypair must be a PaillierKeypair; got {type(keypair).__name__}.")
         self.keypair = keypair
-        self.keyholder_values = None if keyholder_values is None else _check_values(
-            "keyholder_values", keyholder_values, self.bits)
+        self.keyholder_values = (
+            None if keyholder_values is None else _check_values("keyholder_values", keyholder_values, self.bits)
+        )
         self.holder_values = None if holder_values is None else _check_values("holder_values", holder_values, self.bits)
         for name, vals in (("keyholder_values", self.keyholder_values), ("holder_values", self.holder_values)):
             if vals is not None and len(vals) != self.count:
@@ -298,18 +377,48 @@ class SecureComparison(Protocol):
         kp = require_input(self.keypair, "keypair", self.keyholder)
         a = require_input(self.keyholder_values, "keyholder_values", self.keyholder)
         await send_public_key(ch, self.holder, kp.public_key, step="cmp.public-key")
-        share = await dgk_keyholder(ch, holder=self.holder, private_key=kp.private_key, values=a, bits=self.bits,
-                                    step="cmp.dgk", rng=self.rng, workers=self.workers)
-        return await _finish(ch, me=self.keyholder, other=self.holder, share=share, output=self.output,
-                             learns=self.output == "keyholder", step="cmp")
+        share = await dgk_keyholder(
+            ch,
+            holder=self.holder,
+            private_key=kp.private_key,
+            values=a,
+            bits=self.bits,
+            step="cmp.dgk",
+            rng=self.rng,
+            workers=self.workers,
+        )
+        return await _finish(
+            ch,
+            me=self.keyholder,
+            other=self.holder,
+            share=share,
+            output=self.output,
+            learns=self.output == "keyholder",
+            step="cmp",
+        )
 
     async def _run_holder(self, ch: Channel) -> Any:
         b = require_input(self.holder_values, "holder_values", self.holder)
         pk = await recv_public_key(ch, self.keyholder, step="cmp.public-key", allow_insecure=self.allow_insecure)
-        share = await dgk_holder(ch, keyholder=self.keyholder, public_key=pk, values=b, bits=self.bits,
-                                 step="cmp.dgk", rng=self.rng, workers=self.workers)
-        return await _finish(ch, me=self.holder, other=self.keyholder, share=share, output=self.output,
-                             learns=self.output == "holder", step="cmp")
+        share = await dgk_holder(
+            ch,
+            keyholder=self.keyholder,
+            public_key=pk,
+            values=b,
+            bits=self.bits,
+            step="cmp.dgk",
+            rng=self.rng,
+            workers=self.workers,
+        )
+        return await _finish(
+            ch,
+            me=self.holder,
+            other=self.keyholder,
+            share=share,
+            output=self.output,
+            learns=self.output == "holder",
+            step="cmp",
+        )
 
 
 class EncryptedSign(Protocol):
@@ -325,11 +434,25 @@ class EncryptedSign(Protocol):
         "within 1/scale^2 of zero may take either sign after rounding."
     )
 
-    def __init__(self, *, bits: int, rows: int, output: str = "holder", sigma: int = 40, codec: Any = None,
-                 keypair: PaillierKeypair | None = None, u: Any = None, u_bound: float | None = None,
-                 matrix: Any = None, matrix_bound: float | None = None, allow_insecure: bool = False,
-                 rng: RandomSource | None = None, workers: int | None = None, keyholder: str = "keyholder",
-                 holder: str = "holder") -> None:
+    def __init__(
+        self,
+        *,
+        bits: int,
+        rows: int,
+        output: str = "holder",
+        sigma: int = 40,
+        codec: Any = None,
+        keypair: PaillierKeypair | None = None,
+        u: Any = None,
+        u_bound: float | None = None,
+        matrix: Any = None,
+        matrix_bound: float | None = None,
+        allow_insecure: bool = False,
+        rng: RandomSource | None = None,
+        workers: int | None = None,
+        keyholder: str = "keyholder",
+        holder: str = "holder",
+    ) -> None:
         self.bits = _check_bits(bits)
         self.rows = v.check_int("rows", rows, minimum=1)
         self.output = _check_output(output)
@@ -352,9 +475,17 @@ class EncryptedSign(Protocol):
         await send_public_key(ch, self.holder, kp.public_key, step="sign.public-key")
         enc = encrypt(kp.private_key, u, bound=u_bound, codec=self.codec, rng=self.rng, workers=self.workers)
         await send_encrypted(ch, self.holder, enc, step="sign.vector")
-        return await sign_keyholder(ch, holder=self.holder, private_key=kp.private_key, count=self.rows,
-                                    bits=self.bits, sigma=self.sigma, output=self.output, rng=self.rng,
-                                    workers=self.workers)
+        return await sign_keyholder(
+            ch,
+            holder=self.holder,
+            private_key=kp.private_key,
+            count=self.rows,
+            bits=self.bits,
+            sigma=self.sigma,
+            output=self.output,
+            rng=self.rng,
+            workers=self.workers,
+        )
 
     async def _run_holder(self, ch: Channel) -> Any:
         matrix = require_input(self.matrix, "matrix", self.holder)
@@ -364,5 +495,13 @@ class EncryptedSign(Protocol):
         y = enc.dot(matrix, bound=matrix_bound, workers=self.workers)
         if len(y) != self.rows:
             raise ProtocolError(f"the matrix has {len(y)} rows but the protocol was set up for rows={self.rows}")
-        return await sign_holder(ch, keyholder=self.keyholder, enc=y, bits=self.bits, sigma=self.sigma,
-                                 output=self.output, rng=self.rng, workers=self.workers)
+        return await sign_holder(
+            ch,
+            keyholder=self.keyholder,
+            enc=y,
+            bits=self.bits,
+            sigma=self.sigma,
+            output=self.output,
+            rng=self.rng,
+            workers=self.workers,
+        )

@@ -25,7 +25,7 @@ __all__ = ["FixedPoint", "as_int_list", "as_real_array", "decode_scaled"]
 
 
 def _is_int_like(x: Any) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool) or isinstance(x, (bool, np.bool_))
+    return (isinstance(x, numbers.Integral) and not isinstance(x, bool)) or isinstance(x, (bool, np.bool_))
 
 
 def as_int_list(name: str, values: Any) -> list[int]:
@@ -83,7 +83,8 @@ class FixedPoint:
         factor = self.scale ** v.check_int("power", power, minimum=0)
         if factor.bit_length() > 1000:
             raise PrivregValueError(
-                f"scale**power = {self.scale}**{power} is too large to encode floats; use a smaller scale")
+                f"scale**power = {self.scale}**{power} is too large to encode floats; use a smaller scale"
+            )
         return [int(x) for x in np.rint(arr * float(factor)).tolist()]
 
     def decode(self, ints: Iterable[int], *, power: int) -> np.ndarray:

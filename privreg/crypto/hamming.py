@@ -84,12 +84,12 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import parallel
+from privreg.crypto.counting import add_count
 from privreg.crypto.errors import PlaintextOverflowError
 from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey
+from privreg.crypto.modarith import prod_mod
 from privreg.crypto.obfuscation import ObfuscatorPool
 from privreg.crypto.packing import PackedCiphertexts, decrypt_packed, pack
-from privreg.crypto.counting import add_count
-from privreg.crypto.modarith import prod_mod
 from privreg.crypto.vector import EncryptedVector, decrypt_ints, encrypt, vector_from_ciphertexts
 
 __all__ = [
@@ -170,11 +170,13 @@ def slot_layout(public_key: PaillierPublicKey, *, length: int, sigma: int = DEFA
     if per < 1:
         raise PlaintextOverflowError(
             f"a slot of {slot_bits} bits (filter length {length}, sigma={sigma}) does not fit the key's "
-            f"{capacity}-bit capacity; use a larger key or the 'bits' layout")
+            f"{capacity}-bit capacity; use a larger key or the 'bits' layout"
+        )
     return slot_bits, per
 
 
 # ------------------------------------------------------------------ encrypted filters
+
 
 class EncryptedFilters:
     """Encrypted filters of one party, in *units* of ``L`` ciphertexts.
@@ -185,11 +187,32 @@ class EncryptedFilters:
     with :meth:`merged`, so rows mean the same at the encryptor and at the comparer.
     """
 
-    __slots__ = ("public_key", "layout", "length", "per_unit", "slot_bits", "units", "sizes", "_c", "_where",
-                 "randomised")
+    __slots__ = (
+        "_c",
+        "_where",
+        "layout",
+        "length",
+        "per_unit",
+        "public_key",
+        "randomised",
+        "sizes",
+        "slot_bits",
+        "units",
+    )
 
-    def __init__(self, *, public_key: PaillierPublicKey, layout: str, length: int, per_unit: int, slot_bits: int,
-                 units: Sequence[int], sizes: Sequence[int], ciphertexts: list[mpz], randomised: bool) -> None:
+    def __init__(
+        self,
+        *,
+        public_key: PaillierPublicKey,
+        layout: str,
+        length: int,
+        per_unit: int,
+        slot_bits: int,
+        units: Sequence[int],
+        sizes: Sequence[int],
+        ciphertexts: list[mpz],
+        randomised: bool,
+    ) -> None:
         self.public_key = public_key
         self.layout = layout
         self.length = length
@@ -214,8 +237,10 @@ class EncryptedFilters:
         return self.count
 
     def __repr__(self) -> str:
-        return (f"EncryptedFilters({self.count} filters of {self.length} bits, layout {self.layout!r}, "
-                f"{len(self.units)} units, key {self.public_key.key_id.hex()[:12]})")
+        return (
+            f"EncryptedFilters({self.count} filters of {self.length} bits, layout {self.layout!r}, "
+            f"{len(self.units)} units, key {self.public_key.key_id.hex()[:12]})"
+        )
 
     def rows(self) -> np.ndarray:
         """The row addresses of every filter held, unit by unit."""
@@ -224,12 +249,20 @@ class EncryptedFilters:
 
     def _unit_cts(self, unit: int) -> list[mpz]:
         i = self._where[unit]
-        return self._c[i * self.length:(i + 1) * self.length]
+        return self._c[i * self.length : (i + 1) * self.length]
 
     def _meta(self, units: Sequence[int], sizes: Sequence[int], cts: list[mpz], randomised: bool) -> EncryptedFilters:
-        return EncryptedFilters(public_key=self.public_key, layout=self.layout, length=self.length,
-                                per_unit=self.per_unit, slot_bits=self.slot_bits, units=units, sizes=sizes,
-                                ciphertexts=cts, randomised=randomised)
+        return EncryptedFilters(
+            public_key=self.public_key,
+            layout=self.layout,
+            length=self.length,
+            per_unit=self.per_unit,
+            slot_bits=self.slot_bits,
+            units=units,
+            sizes=sizes,
+            ciphertexts=cts,
+            randomised=randomised,
+        )
 
     def select(self, units: Any) -> EncryptedFilters:
         """The filters of ``units`` (ids held here), as a new container to send."""
@@ -248,23 +281,36 @@ class EncryptedFilters:
             raise PrivregTypeError(f"other must be EncryptedFilters; got {type(other).__name__}.")
         self.public_key.check_same(other.public_key, "the other encrypted filters")
         if (other.layout, other.length, other.per_unit, other.slot_bits) != (
-                self.layout, self.length, self.per_unit, self.slot_bits):
+            self.layout,
+            self.length,
+            self.per_unit,
+            self.slot_bits,
+        ):
             raise PrivregValueError("encrypted filters of different layouts cannot be merged.")
         clash = set(self.units) & set(other.units)
         if clash:
             raise PrivregValueError(f"units {sorted(clash)[:5]} are held twice; merge disjoint sets only.")
-        return self._meta(self.units + other.units, self.sizes + other.sizes, self._c + other._c,
-                          self.randomised and other.randomised)
+        return self._meta(
+            self.units + other.units, self.sizes + other.sizes, self._c + other._c, self.randomised and other.randomised
+        )
 
     def _unit_bound(self) -> int:
         return 1 if self.layout == "bits" else (1 << (self.per_unit * self.slot_bits)) - 1
 
     def to_payload(self) -> dict[str, Any]:
         """The wire form: public layout metadata and one EncryptedVector."""
-        vec = vector_from_ciphertexts(self.public_key, list(self._c), bound=self._unit_bound(), randomised=self.randomised)
-        return {"layout": self.layout, "length": self.length, "per_unit": self.per_unit,
-                "slot_bits": self.slot_bits, "units": np.asarray(self.units, dtype=np.int64),
-                "sizes": np.asarray(self.sizes, dtype=np.int64), "cts": vec}
+        vec = vector_from_ciphertexts(
+            self.public_key, list(self._c), bound=self._unit_bound(), randomised=self.randomised
+        )
+        return {
+            "layout": self.layout,
+            "length": self.length,
+            "per_unit": self.per_unit,
+            "slot_bits": self.slot_bits,
+            "units": np.asarray(self.units, dtype=np.int64),
+            "sizes": np.asarray(self.sizes, dtype=np.int64),
+            "cts": vec,
+        }
 
     @classmethod
     def from_payload(cls, payload: Any, *, public_key: PaillierPublicKey, sigma: int | None = None) -> EncryptedFilters:
@@ -276,28 +322,50 @@ class EncryptedFilters:
             raise SerializationError(f"malformed encrypted filters: expected the fields {sorted(keys)}")
         layout, length, per_unit, slot_bits = (payload[k] for k in ("layout", "length", "per_unit", "slot_bits"))
         units, sizes, vec = payload["units"], payload["sizes"], payload["cts"]
-        if (layout not in LAYOUTS or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                             for x in (length, per_unit, slot_bits))
-                or length < 1 or per_unit < 1 or not isinstance(vec, EncryptedVector)
-                or not isinstance(units, np.ndarray) or not isinstance(sizes, np.ndarray)
-                or units.ndim != 1 or sizes.shape != units.shape or units.dtype.kind not in "iu"
-                or sizes.dtype.kind not in "iu"):
+        if (
+            layout not in LAYOUTS
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (length, per_unit, slot_bits))
+            or length < 1
+            or per_unit < 1
+            or not isinstance(vec, EncryptedVector)
+            or not isinstance(units, np.ndarray)
+            or not isinstance(sizes, np.ndarray)
+            or units.ndim != 1
+            or sizes.shape != units.shape
+            or units.dtype.kind not in "iu"
+            or sizes.dtype.kind not in "iu"
+        ):
             raise SerializationError("malformed encrypted filters (layout fields)")
         public_key.check_same(vec.public_key, "the received encrypted filters")
         if layout == "bits":
             ok = per_unit == 1 and slot_bits == 0
         else:
             want = slot_layout(public_key, length=length, sigma=sigma) if sigma is not None else None
-            ok = (slot_bits > length.bit_length() and per_unit * slot_bits <= _slot_capacity(public_key)
-                  and (want is None or (slot_bits, per_unit) == want))
+            ok = (
+                slot_bits > length.bit_length()
+                and per_unit * slot_bits <= _slot_capacity(public_key)
+                and (want is None or (slot_bits, per_unit) == want)
+            )
         if not ok:
             raise SerializationError("encrypted filters with a slot layout that does not match the key or sigma")
-        if (len(vec) != len(units) * length or (units.size and units.min() < 0)
-                or len(set(units.tolist())) != units.size
-                or (sizes.size and (sizes.min() < 1 or sizes.max() > per_unit))):
+        if (
+            len(vec) != len(units) * length
+            or (units.size and units.min() < 0)
+            or len(set(units.tolist())) != units.size
+            or (sizes.size and (sizes.min() < 1 or sizes.max() > per_unit))
+        ):
             raise SerializationError("malformed encrypted filters (units, sizes or ciphertext count)")
-        out = cls(public_key=public_key, layout=layout, length=length, per_unit=per_unit, slot_bits=slot_bits,
-                  units=units.tolist(), sizes=sizes.tolist(), ciphertexts=list(vec._c), randomised=False)
+        out = cls(
+            public_key=public_key,
+            layout=layout,
+            length=length,
+            per_unit=per_unit,
+            slot_bits=slot_bits,
+            units=units.tolist(),
+            sizes=sizes.tolist(),
+            ciphertexts=list(vec._c),
+            randomised=False,
+        )
         if vec.bound > out._unit_bound():
             raise SerializationError("encrypted filters declare a bound above their layout")
         return out
@@ -318,9 +386,17 @@ def _slot_plaintexts(filters: np.ndarray, per_unit: int, slot_bits: int) -> tupl
     return values, sizes
 
 
-def encrypt_filters(public_key: PaillierPublicKey, filters: Any, *, layout: str = "bits",
-                    sigma: int = DEFAULT_SIGMA, first_unit: int = 0, rng: RandomSource | None = None,
-                    workers: int | None = None, obfuscation: str | ObfuscatorPool = "djn") -> EncryptedFilters:
+def encrypt_filters(
+    public_key: PaillierPublicKey,
+    filters: Any,
+    *,
+    layout: str = "bits",
+    sigma: int = DEFAULT_SIGMA,
+    first_unit: int = 0,
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+    obfuscation: str | ObfuscatorPool = "djn",
+) -> EncryptedFilters:
     """Encrypt the rows of ``filters`` ((m, L) bits) in ``layout``; units are numbered
     from ``first_unit`` (continue a set without clashing ids). Fresh encryptions, so the
     result can be sent as it is. ``obfuscation`` as in
@@ -339,15 +415,25 @@ def encrypt_filters(public_key: PaillierPublicKey, filters: Any, *, layout: str 
         values, sizes = _slot_plaintexts(f, per_unit, slot_bits) if m else ([], [])
         bound = (1 << (per_unit * slot_bits)) - 1
     cts = encrypt(public_key, values, bound=bound, obfuscation=obfuscation, rng=rng, workers=workers)._c
-    return EncryptedFilters(public_key=public_key, layout=layout, length=length, per_unit=per_unit,
-                            slot_bits=slot_bits, units=range(first_unit, first_unit + len(sizes)), sizes=sizes,
-                            ciphertexts=cts, randomised=True)
+    return EncryptedFilters(
+        public_key=public_key,
+        layout=layout,
+        length=length,
+        per_unit=per_unit,
+        slot_bits=slot_bits,
+        units=range(first_unit, first_unit + len(sizes)),
+        sizes=sizes,
+        ciphertexts=cts,
+        randomised=True,
+    )
 
 
 # ------------------------------------------------------------------ distances
 
-def _distance_chunk(n: int, n2: int, units: Sequence[Sequence[mpz]],
-                    tasks: Sequence[tuple[int, bool, Sequence[int], int]]) -> list[mpz]:
+
+def _distance_chunk(
+    n: int, n2: int, units: Sequence[Sequence[mpz]], tasks: Sequence[tuple[int, bool, Sequence[int], int]]
+) -> list[mpz]:
     """One ciphertext per task ``(unit, ones_form, positions, plain)``:
     ones form ``S * Q^-2 * g^plain``, zeros form ``S^-1 * Q^2 * g^plain``, where
     ``S = prod(unit)`` and ``Q = prod(unit[positions])``."""
@@ -374,8 +460,9 @@ def _distance_chunk(n: int, n2: int, units: Sequence[Sequence[mpz]],
     return out
 
 
-def _run_tasks(enc: EncryptedFilters, task_units: np.ndarray, tasks: list[tuple[int, bool, list[int], int]],
-               workers: int | None) -> list[mpz]:
+def _run_tasks(
+    enc: EncryptedFilters, task_units: np.ndarray, tasks: list[tuple[int, bool, list[int], int]], workers: int | None
+) -> list[mpz]:
     """Evaluate ``tasks`` (unit ids in ``task_units``, sorted) over processes, each chunk
     carrying only the ciphertexts of its units."""
     pk = enc.public_key
@@ -398,8 +485,9 @@ def _task_form(b: np.ndarray, length: int) -> tuple[bool, list[int]]:
     return False, np.flatnonzero(~b).tolist()
 
 
-def hamming_distances(enc: EncryptedFilters, rows: Any, filters: Any, *, rng: RandomSource | None = None,
-                      workers: int | None = None) -> EncryptedDistances:
+def hamming_distances(
+    enc: EncryptedFilters, rows: Any, filters: Any, *, rng: RandomSource | None = None, workers: int | None = None
+) -> EncryptedDistances:
     """Encrypted ``HD(a_row, b)`` for each pair ``(rows[k], filters[k])``: encrypted filter
     ``rows[k]`` of ``enc`` against the plaintext filter ``filters[k]`` (one row per pair).
 
@@ -463,9 +551,16 @@ def hamming_distances(enc: EncryptedFilters, rows: Any, filters: Any, *, rng: Ra
         tasks.append((0, ones_form, pos, int(b.sum()) * spread + mask))
     out = _run_tasks(enc, group_units[order], tasks, workers)
     vec = vector_from_ciphertexts(pk, out, bound=(1 << (enc.per_unit * s_bits)) - 1)
-    return EncryptedDistances(public_key=pk, layout="slots", length=length, count=r.size, vec=vec,
-                              pair_ct=rank[inverse].astype(np.int64), pair_slot=slots.astype(np.int64),
-                              slot_bits=s_bits)
+    return EncryptedDistances(
+        public_key=pk,
+        layout="slots",
+        length=length,
+        count=r.size,
+        vec=vec,
+        pair_ct=rank[inverse].astype(np.int64),
+        pair_slot=slots.astype(np.int64),
+        slot_bits=s_bits,
+    )
 
 
 class EncryptedDistances:
@@ -473,11 +568,21 @@ class EncryptedDistances:
     or one masked-slot ciphertext per (unit, comparer filter) (``"slots"``; pair ``k``
     is slot ``pair_slot[k]`` of ciphertext ``pair_ct[k]``)."""
 
-    __slots__ = ("public_key", "layout", "length", "count", "packed", "vec", "pair_ct", "pair_slot", "slot_bits")
+    __slots__ = ("count", "layout", "length", "packed", "pair_ct", "pair_slot", "public_key", "slot_bits", "vec")
 
-    def __init__(self, *, public_key: PaillierPublicKey, layout: str, length: int, count: int,
-                 packed: PackedCiphertexts | None = None, vec: EncryptedVector | None = None,
-                 pair_ct: np.ndarray | None = None, pair_slot: np.ndarray | None = None, slot_bits: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        public_key: PaillierPublicKey,
+        layout: str,
+        length: int,
+        count: int,
+        packed: PackedCiphertexts | None = None,
+        vec: EncryptedVector | None = None,
+        pair_ct: np.ndarray | None = None,
+        pair_slot: np.ndarray | None = None,
+        slot_bits: int = 0,
+    ) -> None:
         self.public_key = public_key
         self.layout = layout
         self.length = length
@@ -502,11 +607,14 @@ class EncryptedDistances:
         return inner is None or inner.randomised
 
     def __repr__(self) -> str:
-        return (f"EncryptedDistances({self.count} pairs in {self.ciphertext_count} ciphertexts, layout "
-                f"{self.layout!r}, filters of {self.length} bits)")
+        return (
+            f"EncryptedDistances({self.count} pairs in {self.ciphertext_count} ciphertexts, layout "
+            f"{self.layout!r}, filters of {self.length} bits)"
+        )
 
-    def rerandomize(self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                    workers: int | None = None) -> EncryptedDistances:
+    def rerandomize(
+        self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None, workers: int | None = None
+    ) -> EncryptedDistances:
         """Fresh ciphertexts of the same values (what the channel does before sending)."""
         packed, vec = self.packed, self.vec
         if packed is not None:
@@ -514,8 +622,16 @@ class EncryptedDistances:
         if vec is not None:
             vec = vec.rerandomize(obfuscation=obfuscation, rng=rng, workers=workers)
         return EncryptedDistances(
-            public_key=self.public_key, layout=self.layout, length=self.length, count=self.count,
-            packed=packed, vec=vec, pair_ct=self.pair_ct, pair_slot=self.pair_slot, slot_bits=self.slot_bits)
+            public_key=self.public_key,
+            layout=self.layout,
+            length=self.length,
+            count=self.count,
+            packed=packed,
+            vec=vec,
+            pair_ct=self.pair_ct,
+            pair_slot=self.pair_slot,
+            slot_bits=self.slot_bits,
+        )
 
     def to_payload(self) -> dict[str, Any]:
         """The wire form (send it with ``send_encrypted``, which re-randomises it)."""
@@ -534,8 +650,14 @@ class EncryptedDistances:
             raise SerializationError("malformed encrypted distances")
         layout, length, count = payload["layout"], payload.get("length"), payload.get("count")
         # isinstance spelled out per value (not in all(...)) so that mypy narrows both to int
-        if (not isinstance(length, int) or isinstance(length, bool) or not isinstance(count, int)
-                or isinstance(count, bool) or length < 1 or count < 0):
+        if (
+            not isinstance(length, int)
+            or isinstance(length, bool)
+            or not isinstance(count, int)
+            or isinstance(count, bool)
+            or length < 1
+            or count < 0
+        ):
             raise SerializationError("malformed encrypted distances (length or count)")
         if layout == "bits":
             packed = payload.get("packed")
@@ -549,21 +671,38 @@ class EncryptedDistances:
             return cls(public_key=public_key, layout=layout, length=length, count=count, packed=packed)
         keys = {"layout", "length", "count", "cts", "pair_ct", "pair_slot", "slot_bits"}
         vec, pct, pslot, s_bits = (payload.get(k) for k in ("cts", "pair_ct", "pair_slot", "slot_bits"))
-        if (set(payload) != keys or not isinstance(vec, EncryptedVector) or not isinstance(pct, np.ndarray)
-                or not isinstance(pslot, np.ndarray) or pct.shape != (count,) or pslot.shape != (count,)
-                or (count and (pct.dtype.kind not in "iu" or pslot.dtype.kind not in "iu"))
-                or not isinstance(s_bits, int) or isinstance(s_bits, bool) or s_bits <= length.bit_length()):
+        if (
+            set(payload) != keys
+            or not isinstance(vec, EncryptedVector)
+            or not isinstance(pct, np.ndarray)
+            or not isinstance(pslot, np.ndarray)
+            or pct.shape != (count,)
+            or pslot.shape != (count,)
+            or (count and (pct.dtype.kind not in "iu" or pslot.dtype.kind not in "iu"))
+            or not isinstance(s_bits, int)
+            or isinstance(s_bits, bool)
+            or s_bits <= length.bit_length()
+        ):
             raise SerializationError("malformed slot distances")
         public_key.check_same(vec.public_key, "the received distances")
         per = _slot_capacity(public_key) // s_bits
         if count and (pct.min() < 0 or pct.max() >= len(vec) or pslot.min() < 0 or pslot.max() >= per):
             raise SerializationError("slot distances point outside their ciphertexts")
-        return cls(public_key=public_key, layout=layout, length=length, count=count, vec=vec,
-                   pair_ct=pct.astype(np.int64), pair_slot=pslot.astype(np.int64), slot_bits=s_bits)
+        return cls(
+            public_key=public_key,
+            layout=layout,
+            length=length,
+            count=count,
+            vec=vec,
+            pair_ct=pct.astype(np.int64),
+            pair_slot=pslot.astype(np.int64),
+            slot_bits=s_bits,
+        )
 
 
-def decrypt_distances(private_key: PaillierPrivateKey, distances: EncryptedDistances, *,
-                      workers: int | None = None) -> np.ndarray:
+def decrypt_distances(
+    private_key: PaillierPrivateKey, distances: EncryptedDistances, *, workers: int | None = None
+) -> np.ndarray:
     """The Hamming distances (int64, pair order). Raises WrongKeyError for another key's
     ciphertexts and PlaintextOverflowError if a value is not a distance in ``[0, L]`` or
     a slot plaintext leaves its layout (overflow or tampering)."""
@@ -586,15 +725,17 @@ def decrypt_distances(private_key: PaillierPrivateKey, distances: EncryptedDista
         raw = _decrypt_slots(private_key, vec, workers)
         s = distances.slot_bits
         mask = (1 << s) - 1
-        out = np.array([(raw[c] >> (t * s)) & mask for c, t in zip(pair_ct.tolist(), pair_slot.tolist())],
-                       dtype=np.int64)
+        out = np.array(
+            [(raw[c] >> (t * s)) & mask for c, t in zip(pair_ct.tolist(), pair_slot.tolist())], dtype=np.int64
+        )
         add_count("values_decrypted", int(out.size))
         if any(m < 0 or m > vec.bound for m in raw):
             raise PlaintextOverflowError("a slot ciphertext decrypts outside its slot layout: overflow or tampering")
     if out.size and (out.min() < 0 or out.max() > length):
         raise PlaintextOverflowError(
             f"a decrypted distance lies outside [0, {length}]: the ciphertexts are not Hamming distances of "
-            f"{length}-bit filters (wrong layout or tampering)")
+            f"{length}-bit filters (wrong layout or tampering)"
+        )
     return out
 
 

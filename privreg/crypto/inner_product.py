@@ -71,7 +71,10 @@ class AdditiveShares:
     def combine(self, other: AdditiveShares) -> np.ndarray:
         """The shared values (floats if fixed point, else integers)."""
         if not isinstance(other, AdditiveShares) or (other.scale, other.power, len(other)) != (
-                self.scale, self.power, len(self)):
+            self.scale,
+            self.power,
+            len(self),
+        ):
             raise PrivregValueError("shares of different layouts cannot be combined")
         total = [a + b for a, b in zip(self.values, other.values)]
         if self.power:
@@ -90,8 +93,16 @@ def _check_reveal(reveal: object) -> str:
 
 
 async def inner_product_holder(
-    ch: Channel, *, keyholder: str, enc: EncryptedVector, matrix: Any, matrix_bound: float,
-    reveal: str = "keyholder", sigma: int = 40, step: str = "ip.result", rng: RandomSource | None = None,
+    ch: Channel,
+    *,
+    keyholder: str,
+    enc: EncryptedVector,
+    matrix: Any,
+    matrix_bound: float,
+    reveal: str = "keyholder",
+    sigma: int = 40,
+    step: str = "ip.result",
+    rng: RandomSource | None = None,
     workers: int | None = None,
 ) -> AdditiveShares | None:
     """The data holder's role: send ``E[matrix @ u]`` (masked if ``reveal="shares"``).
@@ -107,8 +118,10 @@ async def inner_product_holder(
         await send_encrypted(ch, keyholder, y, step=step, rng=rng, workers=workers)
         return None
     if not y.bound_public:
-        raise PrivregValueError("the mask size must follow from public bounds; the encrypted vector's bound is "
-                                "private (declare bounds on every operation that produced it)")
+        raise PrivregValueError(
+            "the mask size must follow from public bounds; the encrypted vector's bound is "
+            "private (declare bounds on every operation that produced it)"
+        )
     mask_bits = y.bound.bit_length() + 1 + sigma  # |Xu| <= B < 2^l: shifts of 2B against 2^(l+1+sigma)
     r = [rng.randbits(mask_bits) for _ in range(len(y))]
     masked = _add_raw(y, r, 1 << mask_bits)
@@ -121,14 +134,26 @@ def _add_raw(y: EncryptedVector, ints: Sequence[int], ints_bound: int) -> Encryp
     pk = y.public_key
     bound = check_bound(pk, y.bound + ints_bound, "the masked value")
     n, n2 = pk.n, pk.n2
-    return EncryptedVector(public_key=pk, ciphertexts=[c * (1 + (k % n) * n) % n2 for c, k in zip(y._c, ints)],
-                           scale=y.scale, power=y.power, bound=bound, bound_public=y.bound_public,
-                           randomised=False)
+    return EncryptedVector(
+        public_key=pk,
+        ciphertexts=[c * (1 + (k % n) * n) % n2 for c, k in zip(y._c, ints)],
+        scale=y.scale,
+        power=y.power,
+        bound=bound,
+        bound_public=y.bound_public,
+        randomised=False,
+    )
 
 
 async def inner_product_keyholder(
-    ch: Channel, *, holder: str, private_key: PaillierPrivateKey, rows: int, reveal: str = "keyholder",
-    step: str = "ip.result", workers: int | None = None,
+    ch: Channel,
+    *,
+    holder: str,
+    private_key: PaillierPrivateKey,
+    rows: int,
+    reveal: str = "keyholder",
+    step: str = "ip.result",
+    workers: int | None = None,
 ) -> np.ndarray | AdditiveShares:
     """The key holder's role: receive ``rows`` results and decrypt them."""
     _check_reveal(reveal)
@@ -156,11 +181,24 @@ class EncryptedInnerProduct(Protocol):
         "the dimensions, the public bounds and scale. Fixed-point reals are rounded to 1/scale on encoding."
     )
 
-    def __init__(self, *, rows: int, reveal: str = "keyholder", sigma: int = 40, codec: FixedPoint | None = None,
-                 keypair: PaillierKeypair | None = None, u: Any = None, u_bound: float | None = None,
-                 matrix: Any = None, matrix_bound: float | None = None, allow_insecure: bool = False,
-                 rng: RandomSource | None = None, workers: int | None = None,
-                 keyholder: str = "keyholder", holder: str = "holder") -> None:
+    def __init__(
+        self,
+        *,
+        rows: int,
+        reveal: str = "keyholder",
+        sigma: int = 40,
+        codec: FixedPoint | None = None,
+        keypair: PaillierKeypair | None = None,
+        u: Any = None,
+        u_bound: float | None = None,
+        matrix: Any = None,
+        matrix_bound: float | None = None,
+        allow_insecure: bool = False,
+        rng: RandomSource | None = None,
+        workers: int | None = None,
+        keyholder: str = "keyholder",
+        holder: str = "holder",
+    ) -> None:
         self.rows = v.check_int("rows", rows, minimum=1)
         self.reveal = _check_reveal(reveal)
         self.sigma = v.check_int("sigma", sigma, minimum=1)
@@ -175,10 +213,14 @@ class EncryptedInnerProduct(Protocol):
 
     def learns(self) -> Mapping[str, str]:
         if self.reveal == "keyholder":
-            return {self.keyholder: "X u (and the dimensions of X)",
-                    self.holder: "nothing beyond the public key, the length of u and its public bound"}
-        return {self.keyholder: "its share X u + r: statistically (2^-sigma) independent of X u",
-                self.holder: "its share -r; nothing about u beyond its length and public bound"}
+            return {
+                self.keyholder: "X u (and the dimensions of X)",
+                self.holder: "nothing beyond the public key, the length of u and its public bound",
+            }
+        return {
+            self.keyholder: "its share X u + r: statistically (2^-sigma) independent of X u",
+            self.holder: "its share -r; nothing about u beyond its length and public bound",
+        }
 
     def parties(self) -> Sequence[Party]:
         return [RoleParty(self.keyholder, self._run_keyholder), RoleParty(self.holder, self._run_holder)]
@@ -190,8 +232,9 @@ class EncryptedInnerProduct(Protocol):
         await send_public_key(ch, self.holder, kp.public_key, step="ip.public-key")
         enc = encrypt(kp.private_key, u, bound=u_bound, codec=self.codec, rng=self.rng, workers=self.workers)
         await send_encrypted(ch, self.holder, enc, step="ip.vector")
-        return await inner_product_keyholder(ch, holder=self.holder, private_key=kp.private_key, rows=self.rows,
-                                             reveal=self.reveal, workers=self.workers)
+        return await inner_product_keyholder(
+            ch, holder=self.holder, private_key=kp.private_key, rows=self.rows, reveal=self.reveal, workers=self.workers
+        )
 
     async def _run_holder(self, ch: Channel) -> Any:
         matrix = require_input(self.matrix, "matrix", self.holder)
@@ -201,7 +244,14 @@ class EncryptedInnerProduct(Protocol):
         n_rows = 1 if np.ndim(matrix) == 1 else matrix.shape[0]
         if n_rows != self.rows:
             raise ProtocolError(f"the matrix has {n_rows} rows but the protocol was set up for rows={self.rows}")
-        return await inner_product_holder(ch, keyholder=self.keyholder, enc=enc, matrix=matrix,
-                                          matrix_bound=matrix_bound, reveal=self.reveal, sigma=self.sigma,
-                                          rng=self.rng, workers=self.workers)
-
+        return await inner_product_holder(
+            ch,
+            keyholder=self.keyholder,
+            enc=enc,
+            matrix=matrix,
+            matrix_bound=matrix_bound,
+            reveal=self.reveal,
+            sigma=self.sigma,
+            rng=self.rng,
+            workers=self.workers,
+        )

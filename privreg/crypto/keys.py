@@ -107,8 +107,15 @@ class PaillierPublicKey:
     Keys with the same ``n`` are equal and interoperate.
     """
 
-    def __init__(self, *, n: int, h_s: int | None = None, insecure_allow_small_keys: bool = False,
-                 rng: RandomSource | None = None, _reasons: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        n: int,
+        h_s: int | None = None,
+        insecure_allow_small_keys: bool = False,
+        rng: RandomSource | None = None,
+        _reasons: Sequence[str] = (),
+    ) -> None:
         insecure = _check_flag(insecure_allow_small_keys)
         n = v.check_int("n", n, minimum=3)
         if n % 2 == 0:
@@ -119,8 +126,11 @@ class PaillierPublicKey:
         _check_key_size("n (bits)", self.n_bits, insecure)
         reasons = list(_reasons)
         if self.n_bits < MIN_KEY_BITS:
-            reasons.insert(0, f"n has {self.n_bits} bits, below the {MIN_KEY_BITS}-bit minimum "
-                              f"(allowed by insecure_allow_small_keys=True)")
+            reasons.insert(
+                0,
+                f"n has {self.n_bits} bits, below the {MIN_KEY_BITS}-bit minimum "
+                f"(allowed by insecure_allow_small_keys=True)",
+            )
         self.insecure_reasons: tuple[str, ...] = tuple(reasons)
         #: Bits of the DJN short exponent: ceil(|n| / 2), as in DJN 2010.
         self.djn_exponent_bits = (self.n_bits + 1) // 2
@@ -194,6 +204,7 @@ register_type("privreg.paillier.PublicKey", PaillierPublicKey, _public_to_wire, 
 
 
 # ------------------------------------------------------------------ private key
+
 
 def _crt_params(p: int, q: int) -> tuple[mpz, mpz, mpz, mpz, mpz, mpz]:
     p, q = mpz(p), mpz(q)
@@ -305,8 +316,9 @@ def _random_prime(bits: int, rng: RandomSource) -> mpz:
             return p
 
 
-def generate_paillier_keypair(*, n_bits: int = MIN_KEY_BITS, insecure_allow_small_keys: bool = False,
-                              rng: RandomSource | None = None) -> PaillierKeypair:
+def generate_paillier_keypair(
+    *, n_bits: int = MIN_KEY_BITS, insecure_allow_small_keys: bool = False, rng: RandomSource | None = None
+) -> PaillierKeypair:
     """A fresh key pair with an ``n_bits``-bit modulus (default 2048).
 
     Below 2048 bits only with ``insecure_allow_small_keys=True`` (tests, paper

@@ -123,6 +123,7 @@ def _crt(xp: mpz, xq: mpz, p2: mpz, q2: mpz, q2_inv: mpz) -> mpz:
 
 # ------------------------------------------------------------- workers (plain integers in, lists out)
 
+
 def _djn_chunk(h_s: int, n2: int, bits: int, exps: Sequence[int]) -> list[mpz]:
     return fixed_base_table(h_s, n2, bits).pow_many(exps)
 
@@ -149,6 +150,7 @@ def _standard_crt_chunk(p2: int, q2: int, ep: int, eq: int, q2_inv: int, rs: Seq
 
 # ------------------------------------------------------------- drawing and dispatch
 
+
 def random_unit(n: int, rng: RandomSource) -> int:
     """A uniform element of ``Z_n^*``."""
     while True:
@@ -168,8 +170,7 @@ def make_obfuscators(
 ) -> list[mpz]:
     """``count`` fresh obfuscators for ``public_key`` (via the CRT if ``private_key``)."""
     if mode not in OBFUSCATIONS:
-        raise PrivregValueError(
-            f"obfuscation must be one of {OBFUSCATIONS} or an ObfuscatorPool; got {mode!r}")
+        raise PrivregValueError(f"obfuscation must be one of {OBFUSCATIONS} or an ObfuscatorPool; got {mode!r}")
     rng = resolve_random(rng)
     w = parallel.resolve_workers(count, workers)
     pk = public_key
@@ -207,11 +208,17 @@ class ObfuscatorPool:
     twice by accident.
     """
 
-    def __init__(self, public_key: PaillierPublicKey, *, size: int = 0, mode: str = "standard",
-                 rng: RandomSource | None = None, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        public_key: PaillierPublicKey,
+        *,
+        size: int = 0,
+        mode: str = "standard",
+        rng: RandomSource | None = None,
+        workers: int | None = None,
+    ) -> None:
         if not isinstance(public_key, PaillierPublicKey):
-            raise PrivregTypeError(
-                f"public_key must be a PaillierPublicKey; got {type(public_key).__name__}")
+            raise PrivregTypeError(f"public_key must be a PaillierPublicKey; got {type(public_key).__name__}")
         if mode not in OBFUSCATIONS:
             raise PrivregValueError(f"mode must be one of {OBFUSCATIONS}; got {mode!r}")
         self.public_key = public_key
@@ -253,9 +260,15 @@ class ObfuscatorPool:
         return f"ObfuscatorPool({len(self)} left, {self.used} used, mode={self.mode!r})"
 
 
-def draw_obfuscators(public_key: PaillierPublicKey, count: int, obfuscation: str | ObfuscatorPool, *,
-                     rng: RandomSource | None = None, workers: int | None = None,
-                     private_key: PaillierPrivateKey | None = None) -> list[mpz]:
+def draw_obfuscators(
+    public_key: PaillierPublicKey,
+    count: int,
+    obfuscation: str | ObfuscatorPool,
+    *,
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+    private_key: PaillierPrivateKey | None = None,
+) -> list[mpz]:
     """``count`` obfuscators for ``public_key``: taken from ``obfuscation`` if it is an
     :class:`ObfuscatorPool` (of the same key), else made fresh in that mode (via the CRT
     if ``private_key``)."""

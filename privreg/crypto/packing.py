@@ -49,12 +49,35 @@ __all__ = ["PackedCiphertexts", "decrypt_packed", "pack", "unpack_plaintexts"]
 class PackedCiphertexts:
     """Ciphertexts each holding ``per_ct`` values in ``slot_bits``-bit slots (see module doc)."""
 
-    __slots__ = ("public_key", "_c", "count", "per_ct", "slot_bits", "offset", "slot_bound", "bound",
-                 "scale", "power", "randomised")
+    __slots__ = (
+        "_c",
+        "bound",
+        "count",
+        "offset",
+        "per_ct",
+        "power",
+        "public_key",
+        "randomised",
+        "scale",
+        "slot_bits",
+        "slot_bound",
+    )
 
-    def __init__(self, *, public_key: PaillierPublicKey, ciphertexts: list[mpz], count: int, per_ct: int,
-                 slot_bits: int, offset: int, slot_bound: int, bound: int, scale: int, power: int,
-                 randomised: bool) -> None:
+    def __init__(
+        self,
+        *,
+        public_key: PaillierPublicKey,
+        ciphertexts: list[mpz],
+        count: int,
+        per_ct: int,
+        slot_bits: int,
+        offset: int,
+        slot_bound: int,
+        bound: int,
+        scale: int,
+        power: int,
+        randomised: bool,
+    ) -> None:
         self.public_key = public_key
         self._c = ciphertexts
         self.count = count
@@ -76,8 +99,10 @@ class PackedCiphertexts:
         return self.count
 
     def __repr__(self) -> str:
-        return (f"PackedCiphertexts({self.count} values in {len(self._c)} ciphertexts, {self.per_ct} slots "
-                f"of {self.slot_bits} bits each)")
+        return (
+            f"PackedCiphertexts({self.count} values in {len(self._c)} ciphertexts, {self.per_ct} slots "
+            f"of {self.slot_bits} bits each)"
+        )
 
     def _layout(self) -> tuple[int, int, int, int, int, int]:
         return (self.count, self.per_ct, self.slot_bits, self.scale, self.power, len(self._c))
@@ -92,24 +117,43 @@ class PackedCiphertexts:
         slot_bound = self.slot_bound + other.slot_bound
         if slot_bound >= 1 << self.slot_bits:
             raise PlaintextOverflowError(
-                f"the sum could carry out of its {self.slot_bits}-bit slots; pack with more headroom_bits")
+                f"the sum could carry out of its {self.slot_bits}-bit slots; pack with more headroom_bits"
+            )
         n2 = self.public_key.n2
         return PackedCiphertexts(
-            public_key=self.public_key, ciphertexts=[a * b % n2 for a, b in zip(self._c, other._c)],
-            count=self.count, per_ct=self.per_ct, slot_bits=self.slot_bits, offset=self.offset + other.offset,
-            slot_bound=slot_bound, bound=self.bound + other.bound, scale=self.scale, power=self.power,
-            randomised=False)
+            public_key=self.public_key,
+            ciphertexts=[a * b % n2 for a, b in zip(self._c, other._c)],
+            count=self.count,
+            per_ct=self.per_ct,
+            slot_bits=self.slot_bits,
+            offset=self.offset + other.offset,
+            slot_bound=slot_bound,
+            bound=self.bound + other.bound,
+            scale=self.scale,
+            power=self.power,
+            randomised=False,
+        )
 
-    def rerandomize(self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                    workers: int | None = None) -> PackedCiphertexts:
+    def rerandomize(
+        self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None, workers: int | None = None
+    ) -> PackedCiphertexts:
         """Fresh ciphertexts of the same packed plaintexts (required before sending)."""
         rho = draw_obfuscators(self.public_key, len(self._c), obfuscation, rng=rng, workers=workers)
         add_count("rerandomizations", len(self._c))
         out = mulmod_chunk(int(self.public_key.n2), self._c, rho)
         return PackedCiphertexts(
-            public_key=self.public_key, ciphertexts=out, count=self.count, per_ct=self.per_ct,
-            slot_bits=self.slot_bits, offset=self.offset, slot_bound=self.slot_bound, bound=self.bound,
-            scale=self.scale, power=self.power, randomised=True)
+            public_key=self.public_key,
+            ciphertexts=out,
+            count=self.count,
+            per_ct=self.per_ct,
+            slot_bits=self.slot_bits,
+            offset=self.offset,
+            slot_bound=self.slot_bound,
+            bound=self.bound,
+            scale=self.scale,
+            power=self.power,
+            randomised=True,
+        )
 
 
 def _pack_chunk(n: int, n2: int, slot_bits: int, offset: int, groups: Sequence[Sequence[mpz]]) -> list[mpz]:
@@ -125,8 +169,9 @@ def _pack_chunk(n: int, n2: int, slot_bits: int, offset: int, groups: Sequence[S
     return out
 
 
-def pack(vec: EncryptedVector, *, headroom_bits: int = 0, bound: float | None = None,
-         workers: int | None = None) -> PackedCiphertexts:
+def pack(
+    vec: EncryptedVector, *, headroom_bits: int = 0, bound: float | None = None, workers: int | None = None
+) -> PackedCiphertexts:
     """Pack ``vec`` into as few ciphertexts as the key allows (see the module docstring).
 
     ``bound``: a public bound on the values' magnitude (value units), needed when the
@@ -136,34 +181,47 @@ def pack(vec: EncryptedVector, *, headroom_bits: int = 0, bound: float | None = 
         raise PrivregTypeError(f"vec must be an EncryptedVector; got {type(vec).__name__}.")
     headroom_bits = v.check_int("headroom_bits", headroom_bits, minimum=0)
     if bound is not None:
-        b = declared_bound("bound", bound, vec.scale ** vec.power)
+        b = declared_bound("bound", bound, vec.scale**vec.power)
         if b < vec.bound:
             raise PlaintextOverflowError(
                 f"bound={bound!r} is below the vector's tracked bound ({vec.bound.bit_length()} bits as scaled "
-                f"integers); declare a bound that covers every value")
+                f"integers); declare a bound that covers every value"
+            )
     elif vec.bound_public:
         b = vec.bound
     else:
         raise PrivregValueError(
             "the vector's bound was computed from private plaintext operands, and the packing layout would "
-            "reveal it; pass a public bound=... (value units) that covers the values")
+            "reveal it; pass a public bound=... (value units) that covers the values"
+        )
     slot_bits = max(1, (2 * b).bit_length()) + headroom_bits
     capacity = vec.public_key.max_int.bit_length() - 1
     per_ct = capacity // slot_bits
     if per_ct < 1:
         raise PlaintextOverflowError(
             f"a slot of {slot_bits} bits does not fit the key's {capacity}-bit packing capacity; use fewer "
-            f"headroom_bits or a larger key")
+            f"headroom_bits or a larger key"
+        )
     per_ct = min(per_ct, max(1, len(vec)))
-    groups = [vec._c[i:i + per_ct] for i in range(0, len(vec), per_ct)]
+    groups = [vec._c[i : i + per_ct] for i in range(0, len(vec), per_ct)]
     w = parallel.resolve_workers(len(vec), workers)
     pk = vec.public_key
     chunks = [(int(pk.n), int(pk.n2), slot_bits, b, part) for part in parallel.split(groups, w)]
     cts = parallel.run_chunks(_pack_chunk, chunks, w) if groups else []
     add_count("packed", len(vec))
-    return PackedCiphertexts(public_key=pk, ciphertexts=cts, count=len(vec), per_ct=per_ct, slot_bits=slot_bits,
-                             offset=b, slot_bound=2 * b, bound=b, scale=vec.scale, power=vec.power,
-                             randomised=False)
+    return PackedCiphertexts(
+        public_key=pk,
+        ciphertexts=cts,
+        count=len(vec),
+        per_ct=per_ct,
+        slot_bits=slot_bits,
+        offset=b,
+        slot_bound=2 * b,
+        bound=b,
+        scale=vec.scale,
+        power=vec.power,
+        randomised=False,
+    )
 
 
 def unpack_plaintexts(packed: PackedCiphertexts, raw: Sequence[mpz]) -> list[int]:
@@ -177,23 +235,27 @@ def unpack_plaintexts(packed: PackedCiphertexts, raw: Sequence[mpz]) -> list[int
         if m >> (k * s):
             raise PlaintextOverflowError(
                 f"packed ciphertext {j} decrypts beyond its {k} slots: a value overflowed its slot or the "
-                f"ciphertext does not match its layout")
+                f"ciphertext does not match its layout"
+            )
         for i in range(k):
             slot = (m >> (i * s)) & mask
             value = slot - packed.offset
             if slot > packed.slot_bound or abs(value) > packed.bound:
                 raise PlaintextOverflowError(
-                    f"packed value {j * packed.per_ct + i} lies outside its tracked range: overflow or tampering")
+                    f"packed value {j * packed.per_ct + i} lies outside its tracked range: overflow or tampering"
+                )
             out.append(value)
     return out
 
 
-def decrypt_packed(private_key: PaillierPrivateKey, packed: PackedCiphertexts, *,
-                   workers: int | None = None) -> np.ndarray:
+def decrypt_packed(
+    private_key: PaillierPrivateKey, packed: PackedCiphertexts, *, workers: int | None = None
+) -> np.ndarray:
     """Decrypt packed ciphertexts: the same values as decrypting the vector unpacked."""
     if not isinstance(private_key, PaillierPrivateKey):
         raise PrivregTypeError(
-            f"private_key must be a PaillierPrivateKey; got {type(private_key).__name__}. Pass keypair.private_key.")
+            f"private_key must be a PaillierPrivateKey; got {type(private_key).__name__}. Pass keypair.private_key."
+        )
     private_key.public_key.check_same(packed.public_key, "the packed ciphertexts")
     raw = private_key.raw_decrypt(packed._c, workers=workers)
     ints = unpack_plaintexts(packed, raw)
@@ -206,29 +268,55 @@ def _to_wire(p: PackedCiphertexts) -> tuple[Any, ...]:
         raise SerializationError("PackedCiphertexts must be re-randomised before they are sent; send p.rerandomize()")
     width = (2 * p.public_key.n_bits + 7) // 8
     blob = b"".join(c.to_bytes(width, "big") for c in p._c)
-    return (p.public_key.key_id, *(int(x) for x in (p.count, p.per_ct, p.slot_bits, p.offset, p.slot_bound,
-                                                      p.bound, p.scale, p.power)), width, blob)
+    return (
+        p.public_key.key_id,
+        *(int(x) for x in (p.count, p.per_ct, p.slot_bits, p.offset, p.slot_bound, p.bound, p.scale, p.power)),
+        width,
+        blob,
+    )
 
 
 def _from_wire(t: Any) -> PackedCiphertexts:
-    if not (isinstance(t, tuple) and len(t) == 11 and isinstance(t[0], bytes) and isinstance(t[10], bytes)
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in t[1:10])):
+    if not (
+        isinstance(t, tuple)
+        and len(t) == 11
+        and isinstance(t[0], bytes)
+        and isinstance(t[10], bytes)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in t[1:10])
+    ):
         raise SerializationError("malformed PackedCiphertexts")
     kid, count, per_ct, slot_bits, offset, slot_bound, bound, scale, power, width, blob = t
     pk = lookup_public_key(kid)
     if pk is None:
         raise SerializationError(f"packed ciphertexts under unknown key {kid.hex()[:12]}; send the public key first")
     n_cts = len(blob) // width if width > 0 else -1
-    if (width != (2 * pk.n_bits + 7) // 8 or len(blob) % width or min(count, per_ct, slot_bits) < 0
-            or per_ct * slot_bits >= pk.max_int.bit_length() or n_cts != math.ceil(count / max(per_ct, 1))
-            or not 0 <= offset <= bound <= slot_bound < (1 << slot_bits) or scale < 1 or power < 0):
+    if (
+        width != (2 * pk.n_bits + 7) // 8
+        or len(blob) % width
+        or min(count, per_ct, slot_bits) < 0
+        or per_ct * slot_bits >= pk.max_int.bit_length()
+        or n_cts != math.ceil(count / max(per_ct, 1))
+        or not 0 <= offset <= bound <= slot_bound < (1 << slot_bits)
+        or scale < 1
+        or power < 0
+    ):
         raise SerializationError("malformed PackedCiphertexts layout")
-    cts = [mpz.from_bytes(blob[i:i + width], "big") for i in range(0, len(blob), width)]
+    cts = [mpz.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
     if any(not 0 < c < pk.n2 for c in cts):
         raise SerializationError("a ciphertext lies outside (0, n^2)")
-    return PackedCiphertexts(public_key=pk, ciphertexts=cts, count=count, per_ct=per_ct, slot_bits=slot_bits,
-                             offset=offset, slot_bound=slot_bound, bound=bound, scale=scale, power=power,
-                             randomised=False)
+    return PackedCiphertexts(
+        public_key=pk,
+        ciphertexts=cts,
+        count=count,
+        per_ct=per_ct,
+        slot_bits=slot_bits,
+        offset=offset,
+        slot_bound=slot_bound,
+        bound=bound,
+        scale=scale,
+        power=power,
+        randomised=False,
+    )
 
 
 register_type("privreg.paillier.PackedCiphertexts", PackedCiphertexts, _to_wire, _from_wire)

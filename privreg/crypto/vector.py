@@ -137,10 +137,19 @@ class EncryptedVector:
     a real raises ``power`` by one).
     """
 
-    __slots__ = ("public_key", "_c", "scale", "power", "bound", "bound_public", "randomised")
+    __slots__ = ("_c", "bound", "bound_public", "power", "public_key", "randomised", "scale")
 
-    def __init__(self, *, public_key: PaillierPublicKey, ciphertexts: list[mpz], scale: int, power: int,
-                 bound: int, bound_public: bool, randomised: bool) -> None:
+    def __init__(
+        self,
+        *,
+        public_key: PaillierPublicKey,
+        ciphertexts: list[mpz],
+        scale: int,
+        power: int,
+        bound: int,
+        bound_public: bool,
+        randomised: bool,
+    ) -> None:
         self.public_key = public_key
         self._c = ciphertexts
         self.scale = scale
@@ -166,17 +175,29 @@ class EncryptedVector:
 
     def __repr__(self) -> str:
         kind = "integers" if self.power == 0 else f"fixed point, scale {self.scale}^{self.power}"
-        return (f"EncryptedVector({len(self)} ciphertexts, {kind}, |value| <= {self.bound.bit_length()} bits, "
-                f"key {self.public_key.key_id.hex()[:12]}{'' if self.randomised else ', not re-randomised'})")
+        return (
+            f"EncryptedVector({len(self)} ciphertexts, {kind}, |value| <= {self.bound.bit_length()} bits, "
+            f"key {self.public_key.key_id.hex()[:12]}{'' if self.randomised else ', not re-randomised'})"
+        )
 
-    def _like(self, cts: list[mpz], *, bound: int | None = None, power: int | None = None,
-              bound_public: bool | None = None, randomised: bool = False) -> EncryptedVector:
+    def _like(
+        self,
+        cts: list[mpz],
+        *,
+        bound: int | None = None,
+        power: int | None = None,
+        bound_public: bool | None = None,
+        randomised: bool = False,
+    ) -> EncryptedVector:
         return EncryptedVector(
-            public_key=self.public_key, ciphertexts=cts, scale=self.scale,
+            public_key=self.public_key,
+            ciphertexts=cts,
+            scale=self.scale,
             power=self.power if power is None else power,
             bound=self.bound if bound is None else bound,
             bound_public=self.bound_public if bound_public is None else bound_public,
-            randomised=randomised)
+            randomised=randomised,
+        )
 
     def __getitem__(self, index: Any) -> EncryptedVector:
         if isinstance(index, numbers.Integral) and not isinstance(index, bool):
@@ -205,32 +226,37 @@ class EncryptedVector:
             first.public_key.check_same(x.public_key, "a concatenated vector")
             if (x.scale, x.power) != (first.scale, first.power):
                 raise PrivregValueError("concat needs vectors of the same scale and power; use rescale_to first.")
-        return first._like([c for x in vectors for c in x._c], bound=max(x.bound for x in vectors),
-                           bound_public=all(x.bound_public for x in vectors),
-                           randomised=all(x.randomised for x in vectors))
+        return first._like(
+            [c for x in vectors for c in x._c],
+            bound=max(x.bound for x in vectors),
+            bound_public=all(x.bound_public for x in vectors),
+            randomised=all(x.randomised for x in vectors),
+        )
 
     # ------------------------------------------------------------ plaintext operands
 
     def _operand(self, values: Any, *, for_mul: bool, bound: Any) -> tuple[list[int], int, int, bool]:
         """(scaled ints of length len(self), power added, bound of |ints|, bound public?)."""
         if isinstance(values, EncryptedVector):
-            raise PrivregTypeError("multiplying two encrypted values is not possible with Paillier; "
-                                   "one operand must be plaintext")
+            raise PrivregTypeError(
+                "multiplying two encrypted values is not possible with Paillier; one operand must be plaintext"
+            )
         real = _is_real_operand(values)
         if real and self.scale == 1:
             raise PrivregTypeError(
                 "this vector holds integers (encrypted without a codec), so its plaintext operands must be "
-                "integers; encrypt with codec=FixedPoint(...) to compute with reals")
+                "integers; encrypt with codec=FixedPoint(...) to compute with reals"
+            )
         if real:
             arr = as_real_array("values", values)
             power_add = 1 if for_mul else 0
-            factor = self.scale if for_mul else self.scale ** self.power
+            factor = self.scale if for_mul else self.scale**self.power
             ints = FixedPoint(scale=self.scale).encode(arr, power=1 if for_mul else self.power)
             actual = float(np.max(np.abs(arr))) if arr.size else 0.0
         else:
             ints = as_int_list("values", values)
             power_add = 0
-            factor = 1 if for_mul else self.scale ** self.power
+            factor = 1 if for_mul else self.scale**self.power
             ints = [k * factor for k in ints]
             actual = max((abs(k) for k in ints), default=0) // factor
         if len(ints) == 1 and len(self) != 1:
@@ -242,8 +268,8 @@ class EncryptedVector:
         declared = declared_bound("bound", bound, factor)
         if actual > float(bound) or max((abs(k) for k in ints), default=0) > declared:
             raise PlaintextOverflowError(
-                f"a plaintext operand exceeds its declared bound={bound!r}; declare a bound that holds "
-                f"for every value")
+                f"a plaintext operand exceeds its declared bound={bound!r}; declare a bound that holds for every value"
+            )
         return ints, power_add, declared, True
 
     def _align(self, other: EncryptedVector) -> tuple[EncryptedVector, EncryptedVector]:
@@ -272,8 +298,9 @@ class EncryptedVector:
             a, b = self._align(other)
             bound = check_bound(self.public_key, a.bound + b.bound, "the sum")
             n2 = self.public_key.n2
-            return a._like([x * y % n2 for x, y in zip(a._c, b._c)], bound=bound,
-                           bound_public=a.bound_public and b.bound_public)
+            return a._like(
+                [x * y % n2 for x, y in zip(a._c, b._c)], bound=bound, bound_public=a.bound_public and b.bound_public
+            )
         return self.add_plain(other)
 
     __radd__ = __add__
@@ -297,8 +324,11 @@ class EncryptedVector:
         pk = self.public_key
         new_bound = check_bound(pk, self.bound + b, "the sum")
         n, n2 = pk.n, pk.n2
-        return self._like([c * (1 + (k % n) * n) % n2 for c, k in zip(self._c, ints)], bound=new_bound,
-                          bound_public=self.bound_public and public)
+        return self._like(
+            [c * (1 + (k % n) * n) % n2 for c, k in zip(self._c, ints)],
+            bound=new_bound,
+            bound_public=self.bound_public and public,
+        )
 
     def __mul__(self, other: Any) -> EncryptedVector:
         return self.mul_plain(other)
@@ -314,8 +344,12 @@ class EncryptedVector:
         n2 = int(self.public_key.n2)
         idx = parallel.split(list(range(len(self))), w)
         chunks = [(n2, [self._c[i] for i in part], [ints[i] for i in part]) for part in idx]
-        return self._like(parallel.run_chunks(powmod_chunk, chunks, w), bound=new_bound,
-                          power=self.power + power_add, bound_public=self.bound_public and public)
+        return self._like(
+            parallel.run_chunks(powmod_chunk, chunks, w),
+            bound=new_bound,
+            power=self.power + power_add,
+            bound_public=self.bound_public and public,
+        )
 
     def sum(self) -> EncryptedVector:
         """The encrypted sum of all entries (a vector of length 1)."""
@@ -363,11 +397,14 @@ class EncryptedVector:
             real = csr.dtype.kind == "f"
             ncols = csr.shape[1]
             indptr, indices, data = csr.indptr, csr.indices, csr.data
-            pieces = [(indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]]) for i in range(csr.shape[0])]
+            pieces = [
+                (indices[indptr[i] : indptr[i + 1]], data[indptr[i] : indptr[i + 1]]) for i in range(csr.shape[0])
+            ]
         else:
             arr = np.asarray(matrix)
             if arr.dtype.kind == "O" and not all(
-                    isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in arr.reshape(-1)):
+                isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in arr.reshape(-1)
+            ):
                 raise PrivregTypeError("an object-dtype matrix must hold Python integers only.")
             if arr.dtype.kind not in "biufO":
                 raise PrivregTypeError(f"matrix must be numeric; got dtype {arr.dtype}.")
@@ -384,8 +421,10 @@ class EncryptedVector:
                 idx = np.flatnonzero(row)
                 pieces.append((idx, row[idx]))
         if real and self.scale == 1:
-            raise PrivregTypeError("this vector holds integers; multiply it by an integer matrix, or encrypt "
-                                   "with codec=FixedPoint(...) to use real coefficients")
+            raise PrivregTypeError(
+                "this vector holds integers; multiply it by an integer matrix, or encrypt "
+                "with codec=FixedPoint(...) to use real coefficients"
+            )
         codec = FixedPoint(scale=self.scale) if real else None
         rows: list[tuple[list[int], list[int] | None]] = []
         row_l1 = entry_max = 0
@@ -399,8 +438,9 @@ class EncryptedVector:
 
     # ------------------------------------------------------------ randomness
 
-    def rerandomize(self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None,
-                    workers: int | None = None) -> EncryptedVector:
+    def rerandomize(
+        self, *, obfuscation: str | ObfuscatorPool = "djn", rng: RandomSource | None = None, workers: int | None = None
+    ) -> EncryptedVector:
         """Fresh ciphertexts of the same plaintexts (multiplied by new obfuscators):
         unlinkable to this vector, and allowed on the wire."""
         rho = draw_obfuscators(self.public_key, len(self), obfuscation, rng=rng, workers=workers)  # the costly part
@@ -417,9 +457,16 @@ def _negate(values: Any) -> Any:
     return -values
 
 
-def encrypt(key: PaillierPublicKey | PaillierPrivateKey, values: Any, *, bound: float,
-            codec: FixedPoint | None = None, obfuscation: str | ObfuscatorPool = "djn",
-            rng: RandomSource | None = None, workers: int | None = None) -> EncryptedVector:
+def encrypt(
+    key: PaillierPublicKey | PaillierPrivateKey,
+    values: Any,
+    *,
+    bound: float,
+    codec: FixedPoint | None = None,
+    obfuscation: str | ObfuscatorPool = "djn",
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+) -> EncryptedVector:
     """Encrypt ``values`` (integers, or reals with ``codec``) as an EncryptedVector.
 
     ``key`` is a public key, or the private key for the key holder's encryption with
@@ -440,7 +487,8 @@ def encrypt(key: PaillierPublicKey | PaillierPrivateKey, values: Any, *, bound: 
     else:
         raise PrivregTypeError(
             f"key must be a PaillierPublicKey or PaillierPrivateKey; got {type(key).__name__}. "
-            f"Pass keypair.public_key (or keypair.private_key to encrypt as the key holder).")
+            f"Pass keypair.public_key (or keypair.private_key to encrypt as the key holder)."
+        )
     if codec is None:
         ints = as_int_list("values", values)
         scale, power = 1, 0
@@ -449,7 +497,8 @@ def encrypt(key: PaillierPublicKey | PaillierPrivateKey, values: Any, *, bound: 
         if actual > b:
             raise PlaintextOverflowError(
                 f"a value to encrypt has magnitude {actual} > bound={bound!r}; declare a bound that holds "
-                f"for every value (it is public)")
+                f"for every value (it is public)"
+            )
     else:
         if not isinstance(codec, FixedPoint):
             raise PrivregTypeError(f"codec must be a FixedPoint; got {type(codec).__name__}.")
@@ -459,28 +508,32 @@ def encrypt(key: PaillierPublicKey | PaillierPrivateKey, values: Any, *, bound: 
         if arr.size and float(np.max(np.abs(arr))) > float(bound):
             raise PlaintextOverflowError(
                 f"a value to encrypt has magnitude {float(np.max(np.abs(arr)))!r} > bound={bound!r}; declare a "
-                f"bound that holds for every value (it is public)")
+                f"bound that holds for every value (it is public)"
+            )
         ints = codec.encode(arr, power=1)
     check_bound(pk, b, "an encrypted value")
     rho = draw_obfuscators(pk, len(ints), obfuscation, rng=rng, workers=workers, private_key=private_key)
     n, n2 = pk.n, pk.n2
     cts = [(1 + (m % n) * n) * r % n2 for m, r in zip(ints, rho)]
     add_count("encryptions", len(cts))
-    return EncryptedVector(public_key=pk, ciphertexts=cts, scale=scale, power=power, bound=b,
-                           bound_public=True, randomised=True)
+    return EncryptedVector(
+        public_key=pk, ciphertexts=cts, scale=scale, power=power, bound=b, bound_public=True, randomised=True
+    )
 
 
-def vector_from_ciphertexts(pk: PaillierPublicKey, cts: list[mpz], *, bound: int,
-                            randomised: bool = False) -> EncryptedVector:
+def vector_from_ciphertexts(
+    pk: PaillierPublicKey, cts: list[mpz], *, bound: int, randomised: bool = False
+) -> EncryptedVector:
     """An integer vector from raw ciphertexts built by a protocol that tracks ``bound`` itself
     (checked against the key's range); ``randomised`` only if every ciphertext is fresh."""
     check_bound(pk, bound, "a protocol value")
-    return EncryptedVector(public_key=pk, ciphertexts=cts, scale=1, power=0, bound=bound,
-                           bound_public=True, randomised=randomised)
-
+    return EncryptedVector(
+        public_key=pk, ciphertexts=cts, scale=1, power=0, bound=bound, bound_public=True, randomised=randomised
+    )
 
 
 # ------------------------------------------------------------------ decryption
+
 
 def decrypt_ints(private_key: PaillierPrivateKey, vec: EncryptedVector, *, workers: int | None = None) -> list[int]:
     """The signed scaled integers of ``vec`` (exact).
@@ -490,7 +543,8 @@ def decrypt_ints(private_key: PaillierPrivateKey, vec: EncryptedVector, *, worke
     """
     if not isinstance(private_key, PaillierPrivateKey):
         raise PrivregTypeError(
-            f"private_key must be a PaillierPrivateKey; got {type(private_key).__name__}. Pass keypair.private_key.")
+            f"private_key must be a PaillierPrivateKey; got {type(private_key).__name__}. Pass keypair.private_key."
+        )
     if not isinstance(vec, EncryptedVector):
         raise PrivregTypeError(f"vec must be an EncryptedVector; got {type(vec).__name__}.")
     pk = private_key.public_key
@@ -528,6 +582,7 @@ def decrypt(private_key: PaillierPrivateKey, vec: EncryptedVector, *, workers: i
 
 # ------------------------------------------------------------------ wire
 
+
 def _to_wire(vec: EncryptedVector) -> tuple[Any, ...]:
     if not vec.randomised:
         raise SerializationError(
@@ -541,27 +596,39 @@ def _to_wire(vec: EncryptedVector) -> tuple[Any, ...]:
 
 
 def _from_wire(t: Any) -> EncryptedVector:
-    if not (isinstance(t, tuple) and len(t) == 6 and isinstance(t[0], bytes) and isinstance(t[5], bytes)
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in (t[1], t[2], t[4]))
-            and (t[3] is None or isinstance(t[3], int))):
+    if not (
+        isinstance(t, tuple)
+        and len(t) == 6
+        and isinstance(t[0], bytes)
+        and isinstance(t[5], bytes)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in (t[1], t[2], t[4]))
+        and (t[3] is None or isinstance(t[3], int))
+    ):
         raise SerializationError("malformed EncryptedVector")
     kid, scale, power, bound, width, blob = t
     pk = lookup_public_key(kid)
     if pk is None:
         raise SerializationError(
             f"ciphertexts under unknown key {kid.hex()[:12]}: the sender must send its PaillierPublicKey "
-            f"first, and the receiver must keep a reference to it")
+            f"first, and the receiver must keep a reference to it"
+        )
     if width != (2 * pk.n_bits + 7) // 8 or len(blob) % width or scale < 1 or power < 0:
         raise SerializationError("malformed EncryptedVector (width, scale or power)")
     if bound is not None and not 0 <= bound <= pk.max_int:
         raise SerializationError("EncryptedVector bound outside the key's plaintext range")
     n2 = pk.n2
-    cts = [mpz.from_bytes(blob[i:i + width], "big") for i in range(0, len(blob), width)]
+    cts = [mpz.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
     if any(not 0 < c < n2 for c in cts):
         raise SerializationError("a ciphertext lies outside (0, n^2)")
-    return EncryptedVector(public_key=pk, ciphertexts=cts, scale=scale, power=power,
-                           bound=int(pk.max_int) if bound is None else bound, bound_public=bound is not None,
-                           randomised=False)
+    return EncryptedVector(
+        public_key=pk,
+        ciphertexts=cts,
+        scale=scale,
+        power=power,
+        bound=int(pk.max_int) if bound is None else bound,
+        bound_public=bound is not None,
+        randomised=False,
+    )
 
 
 register_type("privreg.paillier.EncryptedVector", EncryptedVector, _to_wire, _from_wire)

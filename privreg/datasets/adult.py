@@ -13,9 +13,21 @@ from privreg.core.errors import PrivregValueError
 __all__ = ["ADULT_COLUMNS", "ADULT_NUMERIC", "load_adult"]
 
 ADULT_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
-    "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
-    "hours-per-week", "native-country", "income",
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
 )
 ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 
@@ -32,11 +44,7 @@ def load_adult(path: str | Path | None = None) -> dict[str, np.ndarray]:
         if not p.is_file():
             raise PrivregValueError(f"path {str(p)!r} is not a file; pass the path of adult.data")
         text = p.read_text(encoding="utf-8")
-    rows = [
-        [c.strip() for c in row]
-        for row in csv.reader(text.splitlines())
-        if len(row) == len(ADULT_COLUMNS)
-    ]
+    rows = [[c.strip() for c in row] for row in csv.reader(text.splitlines()) if len(row) == len(ADULT_COLUMNS)]
     if not rows:
         raise PrivregValueError(f"no Adult rows found in {path or 'the bundled slice'}")
     cols = list(zip(*rows))

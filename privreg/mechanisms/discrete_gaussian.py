@@ -39,12 +39,17 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     """
 
     name: ClassVar[str] = "discrete-gaussian"
-    sigma: float = param_field(maximum=MAX_PART, exclusive_maximum=True, **POSITIVE,
-                               doc="noise standard-deviation parameter, in the query's integer units (below 2**40)")
+    sigma: float = param_field(
+        maximum=MAX_PART,
+        exclusive_maximum=True,
+        **POSITIVE,
+        doc="noise standard-deviation parameter, in the query's integer units (below 2**40)",
+    )
     sensitivity: int = param_field(default=1, minimum=1, doc="integer L2 sensitivity of the query")
     dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
-    path: str = param_field(default="fast", choices=PATHS,
-                            doc="vectorised exact sampler, or one exact rational draw at a time")
+    path: str = param_field(
+        default="fast", choices=PATHS, doc="vectorised exact sampler, or one exact rational draw at a time"
+    )
 
     @property
     def sigma2(self) -> Fraction:

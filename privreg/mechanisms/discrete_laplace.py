@@ -43,8 +43,9 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
     sensitivity: int = param_field(minimum=1, doc="integer L1 sensitivity of the query")
     dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
-    path: str = param_field(default="fast", choices=PATHS,
-                            doc="vectorised sampler, or one exact rational draw at a time")
+    path: str = param_field(
+        default="fast", choices=PATHS, doc="vectorised sampler, or one exact rational draw at a time"
+    )
 
     @property
     def noise_scale(self) -> Fraction:

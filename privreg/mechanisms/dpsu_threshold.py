@@ -29,8 +29,9 @@ from privreg.core import validation as v
 __all__ = ["dpsu_threshold", "dpsu_threshold_ok"]
 
 
-def dpsu_threshold_ok(rho: float, *, sigma: float, delta_threshold: float, t: np.ndarray,
-                      sensitivity: float = 1.0) -> bool:
+def dpsu_threshold_ok(
+    rho: float, *, sigma: float, delta_threshold: float, t: np.ndarray, sensitivity: float = 1.0
+) -> bool:
     """For every ``t`` in the float array ``t``: P[some of t new keys of weight
     ``sensitivity/sqrt(t)`` crosses rho] <= delta_threshold, i.e.
     ``t log Phi((rho - sensitivity/sqrt(t)) / sigma) >= log(1 - delta_threshold)``.
@@ -72,6 +73,7 @@ def dpsu_threshold(*, sigma: float, max_keys: int, delta_threshold: float, sensi
     # PhiInv(1 - tail) = -PhiInv(tail) = isf(tail): accurate in the far tail
     rho = float(np.max(sensitivity / np.sqrt(t) - sigma * special.ndtri(tail)))
     return smallest_passing(
-        rho, lambda r: dpsu_threshold_ok(r, sigma=sigma, delta_threshold=delta_threshold, t=t,
-                                         sensitivity=sensitivity),
-        "DPSU threshold rho")
+        rho,
+        lambda r: dpsu_threshold_ok(r, sigma=sigma, delta_threshold=delta_threshold, t=t, sensitivity=sensitivity),
+        "DPSU threshold rho",
+    )

@@ -34,6 +34,7 @@ def as_global_l2(x: Any) -> GlobalSensitivity:
     """A number (global L2 sensitivity) or a global L2 Sensitivity, validated."""
     return as_global(x, norm=Norm.L2, who="the Gaussian mechanism")
 
+
 #: How the continuous sigma is chosen before discretisation.
 CALIBRATIONS = ("analytic", "classic")
 
@@ -113,7 +114,8 @@ def _calibrate(epsilon: float, delta: float, dimension: int, calibration: str) -
         factor = Fraction(achieved / epsilon) if math.isfinite(achieved) else Fraction(2)
         sigma_int = _dyadic_up(sigma_int * min(Fraction(2), factor) * (1 + Fraction(_SEARCH_TOL)))
     raise PrivregValueError(  # pragma: no cover - epsilon(delta) -> 0 as sigma -> inf
-        f"could not verify a discrete Gaussian for epsilon={epsilon}, delta={delta}")
+        f"could not verify a discrete Gaussian for epsilon={epsilon}, delta={delta}"
+    )
 
 
 @attrs.frozen(kw_only=True, field_transformer=param_fields)
@@ -178,14 +180,18 @@ class GaussianMechanism(GridMechanism):
     name: ClassVar[str] = "gaussian"
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
     delta: float = param_field(doc="privacy parameter delta, well below 1/n", **OPEN_UNIT)
-    sensitivity: GlobalSensitivity = param_field(type=float, doc="global L2 sensitivity of the query",
-                                                 converter=as_global_l2, **POSITIVE)
+    sensitivity: GlobalSensitivity = param_field(
+        type=float, doc="global L2 sensitivity of the query", converter=as_global_l2, **POSITIVE
+    )
     dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
     calibration: str = param_field(
-        default="analytic", choices=CALIBRATIONS,
-        doc="analytic (Balle-Wang 2018), or classic sqrt(2 ln(1.25/delta))/eps for eps < 1")
-    path: str = param_field(default="fast", choices=PATHS,
-                            doc="vectorised exact sampler, or one exact rational draw at a time")
+        default="analytic",
+        choices=CALIBRATIONS,
+        doc="analytic (Balle-Wang 2018), or classic sqrt(2 ln(1.25/delta))/eps for eps < 1",
+    )
+    path: str = param_field(
+        default="fast", choices=PATHS, doc="vectorised exact sampler, or one exact rational draw at a time"
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.calibration == "classic":
@@ -200,8 +206,7 @@ class GaussianMechanism(GridMechanism):
         """The continuous sigma of the chosen calibration (in the query's units)."""
         if self.calibration == "classic":
             return classic_gaussian_ratio(self.epsilon, self.delta) * self.sensitivity.value
-        return calibrate_gaussian_sigma(epsilon=self.epsilon, delta=self.delta,
-                                        sensitivity=self.sensitivity.value)
+        return calibrate_gaussian_sigma(epsilon=self.epsilon, delta=self.delta, sensitivity=self.sensitivity.value)
 
     @property
     def grid(self) -> Grid:

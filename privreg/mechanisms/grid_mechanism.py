@@ -56,16 +56,19 @@ def finite_array(name: str, value: Any) -> np.ndarray:
     except OverflowError:
         raise PrivregValueError(
             f"{name} must lie within the float64 range (|x| <= 1.8e308); an integer beyond it "
-            f"cannot be released. Scale the query down before releasing.") from None
+            f"cannot be released. Scale the query down before releasing."
+        ) from None
     except (TypeError, ValueError):
         raise PrivregTypeError(
-            f"{name} must be a number or a 1-d array of numbers; got {type(value).__name__}") from None
+            f"{name} must be a number or a 1-d array of numbers; got {type(value).__name__}"
+        ) from None
     if arr.ndim > 1:
         raise PrivregValueError(f"{name} must be a scalar or a 1-d vector; got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise PrivregValueError(
             f"{name} must be finite (no NaN or inf, and integers within the float64 range); "
-            f"remove or impute such entries before releasing.")
+            f"remove or impute such entries before releasing."
+        )
     return np.asarray(arr + 0.0)  # -0.0 becomes 0.0
 
 
@@ -86,7 +89,8 @@ def integer_array(name: str, value: Any, dimension: int) -> np.ndarray:
     flat = arr.reshape(-1)
     out_of_range = PrivregValueError(
         f"{name} must hold integers in [-2**62, 2**62] (the range in which value + noise "
-        f"cannot overflow int64); scale or clip the query to a public range before releasing")
+        f"cannot overflow int64); scale or clip the query to a public range before releasing"
+    )
     if flat.dtype.kind == "O":
         items = flat.tolist()
         if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in items):
@@ -95,8 +99,9 @@ def integer_array(name: str, value: Any, dimension: int) -> np.ndarray:
             raise out_of_range
         return np.array([int(x) for x in items], dtype=np.int64).reshape(arr.shape)
     if flat.dtype.kind in "iu":
-        if flat.size and (int(flat.max()) > MAX_INTEGER_QUERY
-                          or (flat.dtype.kind == "i" and int(flat.min()) < -MAX_INTEGER_QUERY)):
+        if flat.size and (
+            int(flat.max()) > MAX_INTEGER_QUERY or (flat.dtype.kind == "i" and int(flat.min()) < -MAX_INTEGER_QUERY)
+        ):
             raise out_of_range
         return arr.astype(np.int64)
     if flat.dtype.kind == "f":
@@ -131,9 +136,9 @@ def exact_sum(k: list[int], noise: np.ndarray) -> np.ndarray:
     array when every ``|k|`` and ``|z|`` is at most ``2**62`` (no overflow), otherwise an
     object array of Python integers."""
     noise = np.asarray(noise)
-    if (all(-MAX_INTEGER_QUERY <= x <= MAX_INTEGER_QUERY for x in k)
-            and (noise.size == 0 or (int(noise.max()) <= MAX_INTEGER_QUERY
-                                     and int(noise.min()) >= -MAX_INTEGER_QUERY))):
+    if all(-MAX_INTEGER_QUERY <= x <= MAX_INTEGER_QUERY for x in k) and (
+        noise.size == 0 or (int(noise.max()) <= MAX_INTEGER_QUERY and int(noise.min()) >= -MAX_INTEGER_QUERY)
+    ):
         return np.asarray(k, dtype=np.int64) + noise.astype(np.int64, copy=False)
     base = np.empty(len(k), dtype=object)
     base[:] = [int(x) for x in k]
@@ -157,8 +162,12 @@ def grid_values(totals: np.ndarray, step: Fraction) -> np.ndarray:
     rounding); elementwise in Python integers otherwise."""
     totals = np.asarray(totals)
     f_step = float(step)
-    if (totals.dtype == np.int64 and Fraction(f_step) == step and f_step < 2.0 ** 960
-            and (totals.size == 0 or (int(totals.max()) <= _FLOAT_EXACT and int(totals.min()) >= -_FLOAT_EXACT))):
+    if (
+        totals.dtype == np.int64
+        and Fraction(f_step) == step
+        and f_step < 2.0**960
+        and (totals.size == 0 or (int(totals.max()) <= _FLOAT_EXACT and int(totals.min()) >= -_FLOAT_EXACT))
+    ):
         return totals.astype(np.float64) * f_step
     flat = [grid_to_float(t, step) for t in totals.reshape(-1).tolist()]
     return np.array(flat, dtype=np.float64).reshape(totals.shape)
@@ -255,5 +264,5 @@ class GridMechanism(Mechanism):
         for start in range(0, count, rows):
             n = min(rows, count - start)
             noise = self._noise(n * dim, rng).reshape(n, dim)
-            out[start:start + n] = grid_values(exact_sum(snapped, noise), step)
+            out[start : start + n] = grid_values(exact_sum(snapped, noise), step)
         return out[:, 0] if value.shape == () else out.reshape((count, *value.shape))

@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
-from privreg.core.randomness import RandomSource
 from privreg.core.params import POSITIVE, param_field, param_fields
+from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
     GlobalSensitivity,
     Norm,
@@ -26,8 +26,6 @@ __all__ = ["LaplaceMechanism", "as_global_l1"]
 def as_global_l1(x: Any) -> GlobalSensitivity:
     """A number (global L1 sensitivity) or a global L1 Sensitivity, validated."""
     return as_global(x, norm=Norm.L1, who="the Laplace mechanism")
-
-
 
 
 @attrs.frozen(kw_only=True, field_transformer=param_fields)
@@ -66,11 +64,13 @@ class LaplaceMechanism(GridMechanism):
 
     name: ClassVar[str] = "laplace"
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
-    sensitivity: GlobalSensitivity = param_field(type=float, doc="global L1 sensitivity of the query",
-                                                 converter=as_global_l1, **POSITIVE)
+    sensitivity: GlobalSensitivity = param_field(
+        type=float, doc="global L1 sensitivity of the query", converter=as_global_l1, **POSITIVE
+    )
     dimension: int = param_field(default=1, minimum=1, doc="number of coordinates of the query (1: a scalar)")
-    path: str = param_field(default="fast", choices=PATHS,
-                            doc="vectorised sampler, or one exact rational draw at a time")
+    path: str = param_field(
+        default="fast", choices=PATHS, doc="vectorised sampler, or one exact rational draw at a time"
+    )
 
     @property
     def grid(self) -> Grid:

@@ -31,8 +31,13 @@ from privreg.mechanisms.smooth_gaussian import (
     smooth_gaussian_parameters,
 )
 
-__all__ = ["MedianQuery", "MedianSmoothSensitivity", "median_local_sensitivity", "median_smooth_sensitivity",
-           "smooth_median_mechanism"]
+__all__ = [
+    "MedianQuery",
+    "MedianSmoothSensitivity",
+    "median_local_sensitivity",
+    "median_smooth_sensitivity",
+    "smooth_median_mechanism",
+]
 
 
 def _bounds(lower: Any, upper: Any) -> tuple[float, float]:
@@ -46,7 +51,8 @@ def _bounds(lower: Any, upper: Any) -> tuple[float, float]:
     if not math.isfinite(upper - lower):
         raise PrivregValueError(
             f"upper - lower must be finite (at most 1.8e308); got lower={lower}, upper={upper}. "
-            f"Declare a narrower range, or shift and scale the data by public constants")
+            f"Declare a narrower range, or shift and scale the data by public constants"
+        )
     return lower, upper
 
 

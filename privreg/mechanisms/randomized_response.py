@@ -32,7 +32,8 @@ def category_array(name: str, inputs: Any, k: int) -> np.ndarray:
         raise PrivregValueError(f"{name} must be a 1-d array (one category per user); got shape {arr.shape}")
     outside = PrivregValueError(
         f"{name} has entries outside the declared domain [0, {k}) of category codes; encode "
-        f"categories as 0..k-1 or raise k")
+        f"categories as 0..k-1 or raise k"
+    )
     if arr.size and arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             if np.any((arr < 0) | (arr >= k)):  # before the cast: 1e308 must not wrap
@@ -40,7 +41,8 @@ def category_array(name: str, inputs: Any, k: int) -> np.ndarray:
             arr = arr.astype(np.int64)
         else:
             raise PrivregTypeError(
-                f"{name} must hold integer category codes (int or whole floats); got dtype {arr.dtype}")
+                f"{name} must hold integer category codes (int or whole floats); got dtype {arr.dtype}"
+            )
     if arr.size and (arr.min() < 0 or arr.max() >= k):  # compared before any cast to int64
         raise outside
     return arr.astype(np.int64, copy=False)
@@ -77,7 +79,7 @@ class RandomizedResponse(Randomizer):
         if numerator * self.k < (1 << _BITS):
             raise PrivregValueError(
                 f"epsilon={self.epsilon!r} is too small for {_BITS}-bit probabilities with k={self.k}; "
-                f"use epsilon >= {self.k * 2.0 ** -_BITS * 4:.1e}"
+                f"use epsilon >= {self.k * 2.0**-_BITS * 4:.1e}"
             )
         return numerator
 

@@ -56,6 +56,7 @@ _MAX_BATCH = 1 << 18  # trials evaluated at once by the vectorised samplers (mem
 
 # --- the paper-003 trap ------------------------------------------------------------------
 
+
 def _positive_rational(name: str, value: Any) -> Fraction:
     """``value`` (a float, int or Fraction) as an exact positive rational."""
     if isinstance(value, Fraction):
@@ -79,9 +80,7 @@ def _round_up(x: Fraction, what: str) -> float:
     if math.isfinite(f) and Fraction(f) < x:
         f = math.nextafter(f, math.inf)
     if not math.isfinite(f):
-        raise PrivregValueError(
-            f"{what} exceeds the largest float; use a smaller weight exponent or sensitivity"
-        )
+        raise PrivregValueError(f"{what} exceeds the largest float; use a smaller weight exponent or sensitivity")
     return f
 
 
@@ -116,6 +115,7 @@ def epsilon_spent(*, weight_exponent: Any, sensitivity: Any, monotonic: bool = F
 
 # --- validation --------------------------------------------------------------------------
 
+
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise PrivregTypeError(
@@ -149,8 +149,7 @@ def utility_array(name: str, value: Any) -> np.ndarray:
         arr = np.asarray(value)
     except (TypeError, ValueError, OverflowError):
         raise PrivregTypeError(
-            f"{name} must be a 1-d array of numbers (one utility per candidate); got "
-            f"{type(value).__name__}"
+            f"{name} must be a 1-d array of numbers (one utility per candidate); got {type(value).__name__}"
         ) from None
     if arr.dtype.kind not in "iuf":
         raise PrivregTypeError(
@@ -163,9 +162,7 @@ def utility_array(name: str, value: Any) -> np.ndarray:
             f"Flatten it, or select within each row separately."
         )
     if arr.size == 0:
-        raise PrivregValueError(
-            f"{name} must hold at least one candidate's utility; got an empty vector"
-        )
+        raise PrivregValueError(f"{name} must hold at least one candidate's utility; got an empty vector")
     if arr.dtype.kind == "f":
         arr = arr.astype(np.float64)
         if not np.all(np.isfinite(arr)):
@@ -178,6 +175,7 @@ def utility_array(name: str, value: Any) -> np.ndarray:
 
 # --- exact vectorised Bernoulli samplers ---------------------------------------------------
 
+
 def _acceptance_rate(gammas: list[Fraction]) -> float:
     """Approximate P(accept) of one rejection trial (>= 1/k); used only to size batches,
     never to sample."""
@@ -185,6 +183,7 @@ def _acceptance_rate(gammas: list[Fraction]) -> float:
 
 
 # --- exact samplers ----------------------------------------------------------------------
+
 
 def _exponential_one(gammas: list[Fraction], rng: RandomSource) -> int:
     """One exact draw with P(i) proportional to exp(-gamma_i), min gamma = 0."""
@@ -213,7 +212,7 @@ def _exponential_many(gammas: list[Fraction], count: int, rng: RandomSource) -> 
         hit = ok.any(axis=1)
         first = ok.argmax(axis=1)  # index of the first True in each row
         out[rows[hit]] = cand[hit, first[hit]]
-        pending = np.concatenate([rows[~hit], pending[rows.size:]])
+        pending = np.concatenate([rows[~hit], pending[rows.size :]])
     return out
 
 
@@ -256,11 +255,12 @@ def _permute_and_flip_many(gammas: list[Fraction], count: int, rng: RandomSource
             rows = np.flatnonzero(size == s)
             rank[rows] = uniform_below(s, rows.size, rng)
         pick = heads & (np.cumsum(heads, axis=1) == (rank + 1)[:, None])
-        out[start:start + n] = pick.argmax(axis=1)
+        out[start : start + n] = pick.argmax(axis=1)
     return out
 
 
 # --- mechanisms --------------------------------------------------------------------------
+
 
 @attrs.frozen(kw_only=True, field_transformer=param_fields)
 class _Selection(Mechanism):
@@ -269,10 +269,13 @@ class _Selection(Mechanism):
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
     sensitivity: float = param_field(
         doc="utility sensitivity Delta_u: the most any one candidate's utility can change between neighbours",
-        **POSITIVE)
+        **POSITIVE,
+    )
     monotonic: bool = param_field(
-        default=False, converter=lambda x: _flag("monotonic", x),
-        doc="true only if all utilities always move in the same direction between neighbours (eps/Delta scaling)")
+        default=False,
+        converter=lambda x: _flag("monotonic", x),
+        doc="true only if all utilities always move in the same direction between neighbours (eps/Delta scaling)",
+    )
 
     @property
     def weight_exponent(self) -> Fraction:
@@ -421,8 +424,11 @@ class ReportNoisyMax(_Selection):
     """
 
     name: ClassVar[str] = "report-noisy-max"
-    noise: str = param_field(default="gumbel", choices=NOISE_KINDS,
-                             doc="gumbel (= exponential mechanism) or exponential (= permute-and-flip)")
+    noise: str = param_field(
+        default="gumbel",
+        choices=NOISE_KINDS,
+        doc="gumbel (= exponential mechanism) or exponential (= permute-and-flip)",
+    )
 
     def _variant(self) -> str:
         return "report_noisy_max_gumbel" if self.noise == "gumbel" else "report_noisy_max_exponential"

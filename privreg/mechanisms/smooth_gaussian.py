@@ -89,7 +89,7 @@ def smooth_gaussian_parameters(*, epsilon: float, delta: float) -> tuple[float, 
 
 def _tau(sigma: float) -> float:
     """Upper bound on ``Zn(sigma) / (sqrt(2 pi) sigma) - 1`` (Poisson summation)."""
-    r = math.exp(-2.0 * math.pi ** 2 * sigma ** 2)
+    r = math.exp(-2.0 * math.pi**2 * sigma**2)
     return 2.0 * r / (1.0 - r) if r < 1.0 else math.inf
 
 
@@ -183,9 +183,15 @@ class SmoothGaussianMechanism(Mechanism):
 
     def parameters(self) -> dict[str, Any]:
         alpha, beta = smooth_gaussian_parameters(epsilon=self.epsilon, delta=self.delta)
-        return {"epsilon": self.epsilon, "delta": self.delta, "step": self.step,
-                "alpha": alpha, "beta": beta, "sensitivity_beta": float(self.sensitivity.beta),  # type: ignore[attr-defined]
-                "query": getattr(self.query, "__name__", type(self.query).__name__)}
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "step": self.step,
+            "alpha": alpha,
+            "beta": beta,
+            "sensitivity_beta": float(self.sensitivity.beta),  # type: ignore[attr-defined]
+            "query": getattr(self.query, "__name__", type(self.query).__name__),
+        }
 
     def privacy_event(self) -> PrivacyEvent:
         return ApproxDP(epsilon=self.epsilon, delta=self.delta)
@@ -195,22 +201,26 @@ class SmoothGaussianMechanism(Mechanism):
         Errors name the rule, never the statistic or its bound (both are data)."""
         answer = self.query(dataset)
         if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)):
-            raise PrivregTypeError(
-                f"query(dataset) must return a real number; got a {type(answer).__name__}")
+            raise PrivregTypeError(f"query(dataset) must return a real number; got a {type(answer).__name__}")
         try:
             answer = float(answer)
         except OverflowError:
             answer = math.inf
         if not math.isfinite(answer):
             raise PrivregValueError(
-                "query(dataset) must return a finite number within the float64 range; clean "
-                "the data or bound the query")
+                "query(dataset) must return a finite number within the float64 range; clean the data or bound the query"
+            )
         smooth = self.sensitivity.bound(dataset)
-        if isinstance(smooth, bool) or not isinstance(smooth, (int, float, np.integer, np.floating, Fraction)) \
-                or not math.isfinite(float(smooth)) or smooth < 0:
+        if (
+            isinstance(smooth, bool)
+            or not isinstance(smooth, (int, float, np.integer, np.floating, Fraction))
+            or not math.isfinite(float(smooth))
+            or smooth < 0
+        ):
             raise PrivregValueError(
                 "the smooth sensitivity bound at the dataset must be a finite number >= 0; "
-                "declare finite bounds on the data (its range)")
+                "declare finite bounds on the data (its range)"
+            )
         g = Fraction(self.step)
         sigma = _ceil_bits((Fraction(smooth) + g) / (Fraction(self.alpha) * g), SIGMA_BITS)
         return round(Fraction(answer) / g), sigma * sigma

@@ -76,7 +76,7 @@ def _split_pvals(pop: int, succ: int, needs: np.ndarray) -> np.ndarray:
         step = np.log((r - i) * (succ - i)) - np.log((i + 1) * (fail - r + i + 1))
         logw = np.concatenate([[0.0], np.cumsum(step)])
         w = np.exp(logw - logw.max())
-        out[j, lo:hi + 1] = w / w.sum()
+        out[j, lo : hi + 1] = w / w.sum()
     return out
 
 
@@ -87,8 +87,9 @@ def _scatter(target: np.ndarray, rows: np.ndarray, cols: np.ndarray, counts: np.
     target += np.bincount(flat, weights=counts[keep], minlength=target.size).reshape(target.shape).astype(np.int64)
 
 
-def _split_picks(gen: np.random.Generator, hist: np.ndarray, width: np.ndarray, pop_less: int,
-                 succ_less: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _split_picks(
+    gen: np.random.Generator, hist: np.ndarray, width: np.ndarray, pop_less: int, succ_less: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Split every report of ``hist`` (nodes x need) between the two children:
     ``(node, left need, need, count)`` rows; the right child gets ``need - left need``.
     The population is ``width - pop_less`` with ``width // 2 - succ_less`` on the left."""
@@ -130,8 +131,7 @@ def _owner_split(gen: np.random.Generator, hist: np.ndarray, left: np.ndarray) -
     return out
 
 
-def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float,
-                     gen: np.random.Generator) -> np.ndarray:
+def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float, gen: np.random.Generator) -> np.ndarray:
     """How many of the reports contain each item, for ``counts[x]`` Subset Selection
     reports with true item ``x`` over the domain ``[0, s)``, ``s = len(counts)``, each of
     ``subset_size`` items keeping its true item with probability ``keep_probability``
@@ -193,12 +193,13 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float,
         lo = np.stack([lo, mid], axis=1).ravel()
         width = np.stack([half, width - half], axis=1).ravel()
         top = max(_last_nonzero_column(nxt_pure), _last_nonzero_column(nxt_mixed.reshape(-1, need)))
-        pure, mixed = nxt_pure[:, :top + 1], nxt_mixed[:, :, :top + 1]
+        pure, mixed = nxt_pure[:, : top + 1], nxt_mixed[:, :, : top + 1]
     return votes
 
 
-def _finish_pure(gen: np.random.Generator, votes: np.ndarray, lo: np.ndarray, width: np.ndarray,
-                 pure: np.ndarray) -> None:
+def _finish_pure(
+    gen: np.random.Generator, votes: np.ndarray, lo: np.ndarray, width: np.ndarray, pure: np.ndarray
+) -> None:
     """Votes of the pure reports of small nodes: a report needing ``r`` items of a node of
     width ``w`` takes a uniform ``r``-subset of it. Need 1 (nearly all of them): one
     multinomial per node over its ``w`` items; need ``r >= 2``: each report's subset

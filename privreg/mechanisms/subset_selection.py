@@ -148,8 +148,10 @@ class SubsetSelection(Randomizer):
     name: ClassVar[str] = "subset-selection"
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
     s: int = param_field(
-        minimum=2, maximum=_MAX_DOMAIN,
-        doc="domain size: items are coded 0..s-1 (reports hold d = ceil(s/(e^eps+1)) items)")
+        minimum=2,
+        maximum=_MAX_DOMAIN,
+        doc="domain size: items are coded 0..s-1 (reports hold d = ceil(s/(e^eps+1)) items)",
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.privacy_ratio <= 1:
@@ -237,18 +239,21 @@ class SubsetSelection(Randomizer):
         out.sort(axis=1)  # canonical order: the row reveals the set and nothing else
         return out
 
-    def vote_counts(self, inputs: Any, *, charger: Charger, rng: RandomSource | None = None,
-                    label: str = "") -> np.ndarray:
+    def vote_counts(
+        self, inputs: Any, *, charger: Charger, rng: RandomSource | None = None, label: str = ""
+    ) -> np.ndarray:
         """How many reports contain each item (length ``s``, int64) when every entry of
         ``inputs`` sends one report: the :meth:`item_counts` of
         ``randomize(inputs).reports``, sampled in aggregate without forming the reports
         (:meth:`vote_counts_from_histogram`)."""
         values = self.validate_inputs(inputs)
-        return self.vote_counts_from_histogram(np.bincount(values, minlength=self.s), charger=charger, rng=rng,
-                                               label=label)
+        return self.vote_counts_from_histogram(
+            np.bincount(values, minlength=self.s), charger=charger, rng=rng, label=label
+        )
 
-    def vote_counts_from_histogram(self, counts: Any, *, charger: Charger, rng: RandomSource | None = None,
-                                   label: str = "") -> np.ndarray:
+    def vote_counts_from_histogram(
+        self, counts: Any, *, charger: Charger, rng: RandomSource | None = None, label: str = ""
+    ) -> np.ndarray:
         """:meth:`vote_counts` for ``counts[x]`` reports with true item ``x`` (length
         ``s``). Charges ``charger`` for ``sum(counts)`` reports first, then samples with
         :func:`~.subset_histogram.subset_histogram`: the law of the summed reports up to
@@ -257,16 +262,19 @@ class SubsetSelection(Randomizer):
         :meth:`randomize`."""
         c = np.asarray(counts)
         if c.shape != (self.s,) or (c.size and c.dtype.kind not in "iu") or (c < 0).any():
-            raise PrivregValueError(f"counts must be {self.s} non-negative integers (one per item); got "
-                                    f"shape {c.shape}, dtype {c.dtype}")
+            raise PrivregValueError(
+                f"counts must be {self.s} non-negative integers (one per item); got shape {c.shape}, dtype {c.dtype}"
+            )
         # checked before the charge (the sampler refuses more reports than this after it)
         if c.size and (int(c.max()) > MAX_REPORTS or int(c.astype(np.int64).sum()) > MAX_REPORTS):
-            raise PrivregValueError(f"counts must sum to at most {MAX_REPORTS} reports per histogram; "
-                                    f"split the reports into batches")
+            raise PrivregValueError(
+                f"counts must sum to at most {MAX_REPORTS} reports per histogram; split the reports into batches"
+            )
         rng = resolve_random(rng)
         self.charge_reports(int(c.sum()), charger=charger, rng=rng, label=label)
-        return subset_histogram(c, subset_size=self.subset_size, keep_probability=float(self.keep_probability),
-                                gen=keyed_generator(rng))
+        return subset_histogram(
+            c, subset_size=self.subset_size, keep_probability=float(self.keep_probability), gen=keyed_generator(rng)
+        )
 
     def validate_reports(self, reports: Any) -> np.ndarray:
         """``reports`` as an ``(n, d)`` int64 array of subsets of ``[0, s)``; raise
@@ -275,8 +283,7 @@ class SubsetSelection(Randomizer):
         d = self.subset_size
         if arr.ndim != 2 or arr.shape[1] != d:
             raise PrivregValueError(
-                f"reports must be a 2-d array of shape (n, {d}) (one {d}-subset per user); "
-                f"got shape {arr.shape}"
+                f"reports must be a 2-d array of shape (n, {d}) (one {d}-subset per user); got shape {arr.shape}"
             )
         if arr.size and arr.dtype.kind not in "iu":
             raise PrivregTypeError(f"reports must hold integer item codes; got dtype {arr.dtype}")
@@ -284,9 +291,7 @@ class SubsetSelection(Randomizer):
         bad = (arr < 0) | (arr >= self.s)
         if bad.any():
             i, j = (int(x) for x in np.argwhere(bad)[0])
-            raise PrivregValueError(
-                f"reports[{i}, {j}] = {arr[i, j]} is outside the declared domain [0, {self.s})"
-            )
+            raise PrivregValueError(f"reports[{i}, {j}] = {arr[i, j]} is outside the declared domain [0, {self.s})")
         srt = np.sort(arr, axis=1)
         rep = srt[:, 1:] == srt[:, :-1]
         if rep.any():

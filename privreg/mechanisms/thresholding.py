@@ -116,8 +116,10 @@ def validate_key_counts(value: Any) -> KeyCounts:
     as :class:`KeyCounts` in canonical order (:func:`canonical_order`), after checking keys
     are hashable and distinct and counts are finite, non-negative real numbers within the
     float64 range. Errors name the rule, never a key, a count or how many keys there are."""
-    fix = ("Pass a dict {key: count} or a pair (keys, counts) of equal length, with the "
-           "counts computed after bounding each user's contribution.")
+    fix = (
+        "Pass a dict {key: count} or a pair (keys, counts) of equal length, with the "
+        "counts computed after bounding each user's contribution."
+    )
     if isinstance(value, Mapping):
         keys, counts = list(value.keys()), list(value.values())
     elif isinstance(value, (tuple, list)) and len(value) == 2 and not isinstance(value[0], (str, bytes)):
@@ -126,22 +128,22 @@ def validate_key_counts(value: Any) -> KeyCounts:
         except TypeError:
             raise PrivregTypeError(
                 f"value must be a mapping or a pair (keys, counts); got a pair holding "
-                f"{type(value[0]).__name__} and {type(value[1]).__name__}. {fix}") from None
+                f"{type(value[0]).__name__} and {type(value[1]).__name__}. {fix}"
+            ) from None
         if np.ndim(value[1]) != 1 or len(keys) != len(counts):
-            raise PrivregValueError(
-                f"value=(keys, counts) needs two 1-d sequences of equal length. {fix}")
+            raise PrivregValueError(f"value=(keys, counts) needs two 1-d sequences of equal length. {fix}")
     else:
         raise PrivregTypeError(
-            f"value must be a mapping key -> count or a pair (keys, counts); got "
-            f"{type(value).__name__}. {fix}")
+            f"value must be a mapping key -> count or a pair (keys, counts); got {type(value).__name__}. {fix}"
+        )
     seen: set[Any] = set()
     for key in keys:
         try:
             hash(key)
         except TypeError:
             raise PrivregTypeError(
-                f"every key must be hashable; got a key of type {type(key).__name__}. "
-                f"Use str, int or tuples as keys.") from None
+                f"every key must be hashable; got a key of type {type(key).__name__}. Use str, int or tuples as keys."
+            ) from None
         if key in seen:
             raise PrivregValueError("keys must be distinct; a key appears twice. Sum its counts first.")
         seen.add(key)
@@ -149,8 +151,8 @@ def validate_key_counts(value: Any) -> KeyCounts:
     for i, c in enumerate(counts):
         if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating, Fraction)):
             raise PrivregTypeError(
-                f"every count must be a real number (int, float or Fraction); got a "
-                f"{type(c).__name__}. {fix}")
+                f"every count must be a real number (int, float or Fraction); got a {type(c).__name__}. {fix}"
+            )
         try:
             x = float(c)
         except OverflowError:
@@ -158,7 +160,8 @@ def validate_key_counts(value: Any) -> KeyCounts:
         if not math.isfinite(x) or x < 0:
             raise PrivregValueError(
                 "every count must be finite, >= 0 and within the float64 range (<= 1.8e308); "
-                "remove such keys or fix their counts.")
+                "remove such keys or fix their counts."
+            )
         out[i] = x
     order = canonical_order(keys)
     if order is None:
@@ -275,12 +278,13 @@ class LaplaceThresholding(_Thresholding):
 
     name: ClassVar[str] = "laplace-thresholding"
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
-    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)",
-                               **OPEN_UNIT)
+    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)", **OPEN_UNIT)
     max_partitions: int = param_field(
-        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)")
+        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)"
+    )
     max_contribution: float = param_field(
-        default=1.0, doc="Delta_inf: the largest weight one user puts on one key", **POSITIVE)
+        default=1.0, doc="Delta_inf: the largest weight one user puts on one key", **POSITIVE
+    )
 
     def __attrs_post_init__(self) -> None:
         self.threshold_int  # compute (and verify) at construction  # noqa: B018
@@ -385,12 +389,13 @@ class GaussianThresholding(_Thresholding):
 
     name: ClassVar[str] = "gaussian-thresholding"
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
-    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)",
-                               **OPEN_UNIT)
+    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)", **OPEN_UNIT)
     max_partitions: int = param_field(
-        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)")
+        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)"
+    )
     sensitivity: float = param_field(
-        default=1.0, doc="Delta_2: a user with t keys puts weight <= sensitivity/sqrt(t) on each", **POSITIVE)
+        default=1.0, doc="Delta_2: a user with t keys puts weight <= sensitivity/sqrt(t) on each", **POSITIVE
+    )
 
     def __attrs_post_init__(self) -> None:
         self.threshold_int  # calibrate (cached) and verify at construction  # noqa: B018
@@ -398,8 +403,12 @@ class GaussianThresholding(_Thresholding):
     @property
     def noise_mechanism(self) -> GaussianMechanism:
         """The Gaussian mechanism whose grid, sensitivity and verified sigma are used."""
-        return GaussianMechanism(epsilon=self.epsilon, delta=self.noise_delta,
-                                 sensitivity=as_global_l2(self.sensitivity), dimension=self.max_partitions)
+        return GaussianMechanism(
+            epsilon=self.epsilon,
+            delta=self.noise_delta,
+            sensitivity=as_global_l2(self.sensitivity),
+            dimension=self.max_partitions,
+        )
 
     @property
     def noise_delta(self) -> float:
@@ -421,8 +430,12 @@ class GaussianThresholding(_Thresholding):
     def paper_threshold(self) -> float:
         """rho of paper 002 / DPSU with the continuous analytic sigma (reference value),
         verified exactly (:func:`~privreg.mechanisms.dpsu_threshold.dpsu_threshold`)."""
-        return dpsu_threshold(sigma=self.noise_mechanism.continuous_sigma, max_keys=self.max_partitions,
-                              delta_threshold=self.threshold_delta, sensitivity=self.sensitivity)
+        return dpsu_threshold(
+            sigma=self.noise_mechanism.continuous_sigma,
+            max_keys=self.max_partitions,
+            delta_threshold=self.threshold_delta,
+            sensitivity=self.sensitivity,
+        )
 
     @property
     def threshold_int(self) -> int:

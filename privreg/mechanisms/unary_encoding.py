@@ -148,8 +148,7 @@ class OptimizedUnaryEncoding(Randomizer):
         arr = np.asarray(reports)
         if arr.ndim != 2 or arr.shape[1] != self.k:
             raise PrivregValueError(
-                f"reports must be a 2-d array of shape (n, {self.k}) (one bit vector per user); "
-                f"got shape {arr.shape}"
+                f"reports must be a 2-d array of shape (n, {self.k}) (one bit vector per user); got shape {arr.shape}"
             )
         if arr.dtype == bool:
             return arr

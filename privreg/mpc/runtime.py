@@ -58,7 +58,8 @@ async def arun_protocol(protocol: Protocol, *, transport: Transport | None = Non
     if not isinstance(protocol, Protocol):
         raise PrivregTypeError(
             f"protocol must be a privreg.core.Protocol; got {type(protocol).__name__}. "
-            f"Subclass Protocol and pass an instance.")
+            f"Subclass Protocol and pass an instance."
+        )
     parties = list(protocol.parties())
     names = protocol.checked_party_names(parties)
     transport = transport or InMemoryTransport()

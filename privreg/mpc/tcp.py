@@ -58,8 +58,14 @@ _LEN = struct.Struct(">Q")
 
 
 def _check_address(name: str, addr: Any) -> tuple[str, int]:
-    if (not isinstance(addr, (tuple, list)) or len(addr) != 2 or not isinstance(addr[0], str)
-            or isinstance(addr[1], bool) or not isinstance(addr[1], int) or not 0 < addr[1] < 65536):
+    if (
+        not isinstance(addr, (tuple, list))
+        or len(addr) != 2
+        or not isinstance(addr[0], str)
+        or isinstance(addr[1], bool)
+        or not isinstance(addr[1], int)
+        or not 0 < addr[1] < 65536
+    ):
         raise PrivregValueError(
             f"the address of {name} must be (host, port) with a port in 1..65535; got {addr!r}. "
             f"Pass the value of the peer transport's .address, e.g. ('127.0.0.1', 50123)."
@@ -105,7 +111,8 @@ class TcpTransport(InMemoryTransport):
     ) -> None:
         if isinstance(local, str) or not isinstance(local, Sequence):
             raise PrivregTypeError(
-                f"local must be a sequence of party names; got {local!r}. Pass e.g. local=['alice'].")
+                f"local must be a sequence of party names; got {local!r}. Pass e.g. local=['alice']."
+            )
         names = [v.check_name("local party name", n) for n in local]
         if not names or len(set(names)) != len(names):
             raise PrivregValueError(f"local must name at least one party, each once; got {list(local)!r}.")
@@ -237,15 +244,21 @@ class TcpTransport(InMemoryTransport):
             hello = await self._read_frame(reader)
             if hello is None:
                 return
-            if (len(hello) != 3 or hello[0] != "H" or not isinstance(hello[2], list)
-                    or not all(isinstance(p, str) for p in hello[2])):
+            if (
+                len(hello) != 3
+                or hello[0] != "H"
+                or not isinstance(hello[2], list)
+                or not all(isinstance(p, str) for p in hello[2])
+            ):
                 raise ProtocolError(f"the first frame must be a hello; got {hello[0]!r}")
             if hello[1] != self.session:
                 raise ProtocolError(f"peer is in session {hello[1]!r}, this transport in {self.session!r}")
             bad = [p for p in hello[2] if p not in self._remote or p in self._claimed]
             if bad or not hello[2]:
-                raise ProtocolError(f"peer claims parties {hello[2]}; expected remote parties of "
-                                    f"{sorted(self._remote)} not yet connected")
+                raise ProtocolError(
+                    f"peer claims parties {hello[2]}; expected remote parties of "
+                    f"{sorted(self._remote)} not yet connected"
+                )
             hosted = list(hello[2])
             self._claimed.update(hosted)
             while True:
@@ -320,9 +333,17 @@ class TcpTransport(InMemoryTransport):
         if len(data) > self.max_message_bytes:
             raise ProtocolError(f"message of {len(data)} bytes at step {step!r} exceeds max_message_bytes")
         self._seq += 1
-        self.transcript.record(Message(seq=self._seq, step=step, sender=sender, receiver=receiver,
-                                       size_bytes=len(data), ciphertexts=count_ciphertexts(payload),
-                                       payload=decode(data) if self.keep_payloads else None))
+        self.transcript.record(
+            Message(
+                seq=self._seq,
+                step=step,
+                sender=sender,
+                receiver=receiver,
+                size_bytes=len(data),
+                ciphertexts=count_ciphertexts(payload),
+                payload=decode(data) if self.keep_payloads else None,
+            )
+        )
         await self._write(self._peers[receiver], ("M", step, sender, receiver, data))
 
     async def recv(self, *, receiver: str, sender: str, step: str | None) -> Any:

@@ -53,8 +53,11 @@ class Traffic:
     ciphertexts: int = 0
 
     def add(self, msg: Message) -> Traffic:
-        return Traffic(messages=self.messages + 1, bytes=self.bytes + msg.size_bytes,
-                       ciphertexts=self.ciphertexts + msg.ciphertexts)
+        return Traffic(
+            messages=self.messages + 1,
+            bytes=self.bytes + msg.size_bytes,
+            ciphertexts=self.ciphertexts + msg.ciphertexts,
+        )
 
 
 def _render(rows: Sequence[tuple[str, ...]]) -> str:
@@ -91,11 +94,9 @@ class Transcript:
 
     def per_party(self) -> dict[str, dict[str, Traffic]]:
         """``{party: {"sent": Traffic, "received": Traffic}}``, silent parties included."""
-        out: dict[str, dict[str, Traffic]] = defaultdict(
-            lambda: {"sent": Traffic(), "received": Traffic()}
-        )
+        out: dict[str, dict[str, Traffic]] = defaultdict(lambda: {"sent": Traffic(), "received": Traffic()})
         for party in self.parties:
-            out[party]  # noqa: B018 -- creates the zero entry
+            out[party]
         for m in self._messages:
             out[m.sender]["sent"] = out[m.sender]["sent"].add(m)
             out[m.receiver]["received"] = out[m.receiver]["received"].add(m)
@@ -159,8 +160,14 @@ class Transcript:
     def to_dict(self) -> dict[str, Any]:
         return {
             "messages": [
-                {"seq": m.seq, "step": m.step, "sender": m.sender, "receiver": m.receiver,
-                 "size_bytes": m.size_bytes, "ciphertexts": m.ciphertexts}
+                {
+                    "seq": m.seq,
+                    "step": m.step,
+                    "sender": m.sender,
+                    "receiver": m.receiver,
+                    "size_bytes": m.size_bytes,
+                    "ciphertexts": m.ciphertexts,
+                }
                 for m in self._messages
             ]
         }

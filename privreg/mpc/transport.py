@@ -82,9 +82,15 @@ class InMemoryTransport(Transport):
         """Record a message and queue the receiver's own decoded copy of ``data``."""
         payload = decode(data)
         self._seq += 1
-        msg = Message(seq=self._seq, step=step, sender=sender, receiver=receiver,
-                      size_bytes=len(data), ciphertexts=count_ciphertexts(payload),
-                      payload=decode(data) if self.keep_payloads else None)
+        msg = Message(
+            seq=self._seq,
+            step=step,
+            sender=sender,
+            receiver=receiver,
+            size_bytes=len(data),
+            ciphertexts=count_ciphertexts(payload),
+            payload=decode(data) if self.keep_payloads else None,
+        )
         self.transcript.record(msg)
         # the receiver gets its own copy: what it does with it cannot alter the record
         self._queues[(sender, receiver)].append((msg, payload))
@@ -116,9 +122,7 @@ class InMemoryTransport(Transport):
             await self._wait(receiver, sender, fut)
         msg, payload = queue.popleft()
         if step is not None and msg.step != step:
-            raise ProtocolError(
-                f"party {receiver!r} expected step {step!r} from {sender!r} but got step {msg.step!r}"
-            )
+            raise ProtocolError(f"party {receiver!r} expected step {step!r} from {sender!r} but got step {msg.step!r}")
         return payload
 
     def finished(self, party: str, error: BaseException | None = None) -> None:

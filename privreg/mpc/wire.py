@@ -34,8 +34,7 @@ def register_type(tag: str, cls: type, to_wire: Callable[[Any], Any], from_wire:
     if key in _EXT and _EXT[key][0] is not cls:
         raise SerializationError(f"wire tag {tag!r} is already used by {_EXT[key][0].__name__}")
     if cls in _EXT_BY_TYPE and _EXT_BY_TYPE[cls] != key:
-        raise SerializationError(
-            f"{cls.__name__} is already registered under tag {_EXT_BY_TYPE[cls].decode()!r}")
+        raise SerializationError(f"{cls.__name__} is already registered under tag {_EXT_BY_TYPE[cls].decode()!r}")
     _EXT[key] = (cls, to_wire, from_wire)
     _EXT_BY_TYPE[cls] = key
 
@@ -110,9 +109,7 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
             _enc(k, out, depth + 1)
             _enc(val, out, depth + 1)
     else:
-        raise SerializationError(
-            f"cannot send a {type(x).__name__}; register it with privreg.mpc.wire.register_type"
-        )
+        raise SerializationError(f"cannot send a {type(x).__name__}; register it with privreg.mpc.wire.register_type")
 
 
 def encode(value: Any) -> bytes:

@@ -23,8 +23,13 @@ from privreg.noise.exact import bernoulli, bernoulli_exp_neg
 from privreg.noise.vector import uniform_below
 
 __all__ = [
-    "bernoulli_many", "bernoulli_exp_neg_unit", "ExpCoins", "LazyUniform", "exp_neg_bounds",
-    "exp_neg_approx", "EXP_NEG_APPROX_ERROR",
+    "bernoulli_many",
+    "bernoulli_exp_neg_unit",
+    "ExpCoins",
+    "LazyUniform",
+    "exp_neg_bounds",
+    "exp_neg_approx",
+    "EXP_NEG_APPROX_ERROR",
 ]
 
 _DIGIT_BITS = 62  # uniform_below draws exact uniform integers below 2**62 in one pass
@@ -100,9 +105,7 @@ class ExpCoins:
         """First base-2**62 digit of ``frac_i / k`` for every candidate ``i``."""
         table = self._digits.get(k)
         if table is None:
-            table = np.array(
-                [(f.numerator << _DIGIT_BITS) // (f.denominator * k) for f in self.frac], dtype=np.int64
-            )
+            table = np.array([(f.numerator << _DIGIT_BITS) // (f.denominator * k) for f in self.frac], dtype=np.int64)
             self._digits[k] = table
         return table
 

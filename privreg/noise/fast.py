@@ -95,7 +95,7 @@ def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> NDAr
     t, s = scaled.numerator, scaled.denominator
     out = np.empty(size, dtype=np.int64)
     for start in range(0, size, CHUNK):
-        _laplace_chunk(out[start:start + CHUNK], t, s, rng)
+        _laplace_chunk(out[start : start + CHUNK], t, s, rng)
     return out
 
 

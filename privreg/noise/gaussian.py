@@ -92,6 +92,7 @@ def discrete_gaussian(sigma2: Fraction, rng: RandomSource | None) -> int:
 
 # --- the vectorised sampler -----------------------------------------------------------------
 
+
 def _geometric_table() -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """For every 16-bit word ``w``: ``V(w) = #{v >= 1 : b_v > w}`` and whether ``w`` is a
     tie, where ``b_v = floor(2**16 exp(-v))`` (exact, from :func:`exp_neg_bounds`).
@@ -148,8 +149,17 @@ def _plan(sigma2: Fraction) -> _Plan:
     else:
         mass = 1 + 2 * sum(math.exp(-y * y / (2 * s2)) for y in range(1, 40))
     acceptance = (t / (1 << bits)) * (1 - math.exp(-1)) / (2 * t) * math.exp(-s2 / (2 * t * t)) * mass
-    return _Plan(sigma2=sigma2, t=t, u_bytes=u_bytes, u_mask=(1 << bits) - 1, shift=shift,
-                 inv2s2=inv2s2, shift_f=float(shift), inv2s2_f=float(inv2s2), acceptance=acceptance)
+    return _Plan(
+        sigma2=sigma2,
+        t=t,
+        u_bytes=u_bytes,
+        u_mask=(1 << bits) - 1,
+        shift=shift,
+        inv2s2=inv2s2,
+        shift_f=float(shift),
+        inv2s2_f=float(inv2s2),
+        acceptance=acceptance,
+    )
 
 
 def _words(buf: bytes, offset: int, nbytes: int, count: int) -> NDArray[np.unsignedinteger[Any]]:
@@ -182,8 +192,9 @@ def _lambda_approx(plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64]) -> N
     return lam
 
 
-def _coin_filter(plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64],
-                 word: NDArray[np.unsignedinteger[Any]]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+def _coin_filter(
+    plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64], word: NDArray[np.unsignedinteger[Any]]
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """``(accept, decided)``: where ``decided``, ``accept`` equals ``U' < exp(-lambda)`` for
     every uniform ``U'`` in ``[word, word + 1) / 2**16`` (see :func:`discrete_gaussian_many`)."""
     threshold = exp_neg_approx(_lambda_approx(plan, u, x))
@@ -297,6 +308,6 @@ def discrete_gaussian_many(sigma2: Fraction, size: int, rng: RandomSource | None
         need = size - filled
         trials = min(_MAX_TRIALS, int(need / plan.acceptance * 1.03) + 16)
         got = _round(plan, trials, rng)[:need]
-        out[filled:filled + got.size] = got
+        out[filled : filled + got.size] = got
         filled += got.size
     return out

@@ -76,13 +76,12 @@ def exact_tail_coin(word: int, count: int, scale: int, rho: float, sigma: float,
             # U lies in [num 2^-bits, (num + 1) 2^-bits): decided if that interval clears p
             if diff > mpmath.mpf(2) ** -clear:
                 return False
-            if diff + mpmath.mpf(2) ** -bits < -mpmath.mpf(2) ** -clear:
+            if diff + mpmath.mpf(2) ** -bits < -(mpmath.mpf(2) ** -clear):
                 return True
         prec, clear = prec * 2, clear * 2  # probability ~2^-280: refine
 
 
-def gaussian_tail_coins(counts: np.ndarray, *, scale: int, rho: float, sigma: float,
-                        rng: RandomSource) -> np.ndarray:
+def gaussian_tail_coins(counts: np.ndarray, *, scale: int, rho: float, sigma: float, rng: RandomSource) -> np.ndarray:
     """Independent coins: coin ``i`` is True with probability
     ``P[counts[i] / scale + N(0, sigma^2) > rho] = Q((rho - counts[i]/scale) / sigma)``
     (exactly, up to the 320-bit evaluation described in the module docstring).
@@ -136,7 +135,8 @@ def gaussian_tail_binomial(n: int, *, rho: float, sigma: float, rng: RandomSourc
             if q * n > _MAX_STEPS:
                 raise PrivregValueError(
                     f"expected spurious count n q = {float(q * n):.3g} is too large to draw by inversion; "
-                    f"lower eta or use pruning='both'")
+                    f"lower eta or use pruning='both'"
+                )
             while bits < prec:
                 num = (num << 64) | rng.randbits(64)
                 bits += 64

@@ -97,21 +97,36 @@ class ItemReport:
 
 
 def _settings(rng_seed: int, max_examples: int, audit_samples: int, extreme_samples: int) -> Settings:
-    return Settings(rng_seed=rng_seed, max_examples=max_examples, audit_samples=audit_samples,
-                    extreme_samples=extreme_samples)
+    return Settings(
+        rng_seed=rng_seed, max_examples=max_examples, audit_samples=audit_samples, extreme_samples=extreme_samples
+    )
 
 
-def run_check(item: RegistryItem, check: str, *, rng_seed: int = 0, max_examples: int = 20,
-              audit_samples: int = 2000, extreme_samples: int = 1000) -> None:
+def run_check(
+    item: RegistryItem,
+    check: str,
+    *,
+    rng_seed: int = 0,
+    max_examples: int = 20,
+    audit_samples: int = 2000,
+    extreme_samples: int = 1000,
+) -> None:
     """Run one check on ``item``; raises :class:`ContractError` (an AssertionError) saying
     what is wrong and what to fix. ``check`` is a key of :data:`CHECKS` that applies to the
     item (:func:`applicable_checks`)."""
     run_one(item, check, _settings(rng_seed, max_examples, audit_samples, extreme_samples))
 
 
-def check_item(item: RegistryItem, *, checks: Iterable[str] | None = None, rng_seed: int = 0,
-               max_examples: int = 20, audit_samples: int = 2000, extreme_samples: int = 1000,
-               raise_on_failure: bool = True) -> ItemReport:
+def check_item(
+    item: RegistryItem,
+    *,
+    checks: Iterable[str] | None = None,
+    rng_seed: int = 0,
+    max_examples: int = 20,
+    audit_samples: int = 2000,
+    extreme_samples: int = 1000,
+    raise_on_failure: bool = True,
+) -> ItemReport:
     """Run every applicable check (or those named in ``checks``) on ``item``. Raises one
     :class:`ContractError` listing every failed check and its fix, unless
     ``raise_on_failure=False`` (then the :class:`ItemReport` holds them)."""
@@ -129,8 +144,12 @@ def check_item(item: RegistryItem, *, checks: Iterable[str] | None = None, rng_s
     if failures and raise_on_failure:
         first = next(iter(failures.values()))
         text = "\n".join(str(e) for e in failures.values())
-        raise ContractError(item, ", ".join(failures), f"{len(failures)} of {len(names)} checks fail:\n{text}",
-                            first.fix if len(failures) == 1 else "see each check above")
+        raise ContractError(
+            item,
+            ", ".join(failures),
+            f"{len(failures)} of {len(names)} checks fail:\n{text}",
+            first.fix if len(failures) == 1 else "see each check above",
+        )
     return report
 
 
@@ -156,8 +175,9 @@ def items_of(source: Any) -> list[RegistryItem]:
     return items
 
 
-def contract_params(source: Any, *, checks: Iterable[str] | None = None,
-                    xfail: Mapping[tuple[str, str], str] | None = None) -> list[Any]:
+def contract_params(
+    source: Any, *, checks: Iterable[str] | None = None, xfail: Mapping[tuple[str, str], str] | None = None
+) -> list[Any]:
     """``pytest.param(item, check)`` for every item of ``source`` (see :func:`items_of`) and
     every check that applies to it, with ids ``"name:check"``, for
     ``@pytest.mark.parametrize("item,check", ...)``.
@@ -178,8 +198,11 @@ def contract_params(source: Any, *, checks: Iterable[str] | None = None,
             if wanted is not None and check not in wanted:
                 continue
             pairs.add((item.name, check))
-            mark = ([pytest.mark.xfail(strict=True, raises=ContractError, reason=marks[(item.name, check)])]
-                    if (item.name, check) in marks else [])
+            mark = (
+                [pytest.mark.xfail(strict=True, raises=ContractError, reason=marks[(item.name, check)])]
+                if (item.name, check) in marks
+                else []
+            )
             params.append(pytest.param(item, check, id=f"{item.name}:{check}", marks=mark))
     stale = sorted(set(marks) - pairs)
     if stale:

@@ -105,6 +105,7 @@ def _error_text(exc: BaseException) -> str:
 
 # --- documented ---------------------------------------------------------------------------
 
+
 def check_documented(item: RegistryItem, s: Settings) -> None:
     name = "documented"
     if not item.summary or "\n" in item.summary:
@@ -116,49 +117,79 @@ def check_documented(item: RegistryItem, s: Settings) -> None:
     if undocumented:
         _fail(item, name, f"parameters {undocumented} have no doc", "give each Param a doc")
     if not item.description:
-        _fail(item, name, "its factory has no docstring",
-              "state the guarantee (privacy, security, units) in the factory's docstring")
+        _fail(
+            item,
+            name,
+            "its factory has no docstring",
+            "state the guarantee (privacy, security, units) in the factory's docstring",
+        )
     if not item.plugin:
-        _fail(item, name, "it was not registered through a plugin (item.plugin is empty)",
-              "load it with privreg.load_registry(plugins={'name': hooks}) and check the loaded item")
+        _fail(
+            item,
+            name,
+            "it was not registered through a plugin (item.plugin is empty)",
+            "load it with privreg.load_registry(plugins={'name': hooks}) and check the loaded item",
+        )
 
 
 # --- charge before draw ---------------------------------------------------------------------
+
 
 def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     name = "charge-before-draw"
     obj = item.create(item.example.params)
     x, y = _neighbours(item)
-    never_early = ("charge before any draw: validate in validate_input(s), then let the base class charge; "
-                   "draw noise only in _sample/_sample_many/_randomize, never in validate_input or the "
-                   "constructor")
+    never_early = (
+        "charge before any draw: validate in validate_input(s), then let the base class charge; "
+        "draw noise only in _sample/_sample_many/_randomize, never in validate_input or the "
+        "constructor"
+    )
     if isinstance(obj, Mechanism):
         event = obj.privacy_event()
         rng = CountingRandom(s.rng_seed)
         spy = SpyCharger(rng)
         release = obj.release(x, charger=spy, rng=rng, label="privreg.testing")
         if spy.draws_at_charge != [0]:
-            _fail(item, name, f"release({_show(x)}) drew {spy.draws_at_charge[0] if spy.draws_at_charge else rng.draws} "
-                              f"time(s) from rng before it was charged (charges seen: {len(spy.draws_at_charge)})",
-                  never_early)
+            _fail(
+                item,
+                name,
+                f"release({_show(x)}) drew {spy.draws_at_charge[0] if spy.draws_at_charge else rng.draws} "
+                f"time(s) from rng before it was charged (charges seen: {len(spy.draws_at_charge)})",
+                never_early,
+            )
         if spy.events != (event,) or release.event != event:
-            _fail(item, name, f"release charged {spy.events}, returned {release.event}; expected exactly "
-                              f"privacy_event() = {event}", "charge privacy_event() once per release (the base "
-                                                           "class does: do not override release)")
+            _fail(
+                item,
+                name,
+                f"release charged {spy.events}, returned {release.event}; expected exactly privacy_event() = {event}",
+                "charge privacy_event() once per release (the base class does: do not override release)",
+            )
         (charge,) = spy.charges
         if charge.label != "privreg.testing" or charge.randomness.get("reproducible") is not True:
-            _fail(item, name, "the charge lost the label or the randomness description",
-                  "pass label and rng.describe() through to charger.charge (the base class does)")
+            _fail(
+                item,
+                name,
+                "the charge lost the label or the randomness description",
+                "pass label and rng.describe() through to charger.charge (the base class does)",
+            )
         rng = CountingRandom(s.rng_seed)
         spy = SpyCharger(rng)
         many = obj.release_many(x, 20, charger=spy, rng=rng)
         if spy.draws_at_charge != [0] or spy.events != (SelfComposed(event=event, count=20),):
-            _fail(item, name, f"release_many(x, 20) charged {spy.events} after {spy.draws_at_charge} draw(s); "
-                              f"expected one SelfComposed(event, 20) before any draw",
-                  "let the base class's release_many charge; override only _sample_many")
+            _fail(
+                item,
+                name,
+                f"release_many(x, 20) charged {spy.events} after {spy.draws_at_charge} draw(s); "
+                f"expected one SelfComposed(event, 20) before any draw",
+                "let the base class's release_many charge; override only _sample_many",
+            )
         if len(many.output) != 20:
-            _fail(item, name, f"release_many(x, 20) returned {len(many.output)} outputs",
-                  "return one output per repetition along the first axis from _sample_many")
+            _fail(
+                item,
+                name,
+                f"release_many(x, 20) returned {len(many.output)} outputs",
+                "return one output per repetition along the first axis from _sample_many",
+            )
         call: Callable[..., Any] = obj.release
         invalid: Any = np.array([np.nan])
     elif isinstance(obj, Randomizer):
@@ -169,17 +200,29 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
         if spy.draws_at_charge != [0]:
             _fail(item, name, f"randomize drew from rng before it was charged ({spy.draws_at_charge})", never_early)
         if len(out.reports) != len(population):
-            _fail(item, name, f"randomize returned {len(out.reports)} reports for {len(population)} users",
-                  "return one report per user from _randomize")
+            _fail(
+                item,
+                name,
+                f"randomize returned {len(out.reports)} reports for {len(population)} users",
+                "return one report per user from _randomize",
+            )
         local = LocalDP(epsilon0=obj.epsilon0, randomizer=obj.name or type(obj).__name__)
         if out.event != local or spy.events != (local,):
-            _fail(item, name, f"randomize charged {spy.events}, expected {local}",
-                  "charge through Randomizer.charge_reports (randomize does)")
+            _fail(
+                item,
+                name,
+                f"randomize charged {spy.events}, expected {local}",
+                "charge through Randomizer.charge_reports (randomize does)",
+            )
         shuffled = obj.randomize(population, charger=spy, rng=rng, shuffle=True)
         expected = Shuffled(event=local, num_reports=len(population))
         if shuffled.event != expected or spy.events[-1] != expected:
-            _fail(item, name, f"a shuffled randomize charged {spy.events[-1]}, expected {expected}",
-                  "do not override randomize; shuffling is charged as Shuffled(LocalDP, n)")
+            _fail(
+                item,
+                name,
+                f"a shuffled randomize charged {spy.events[-1]}, expected {expected}",
+                "do not override randomize; shuffling is charged as Shuffled(LocalDP, n)",
+            )
         call, invalid = obj.randomize, np.array([np.nan])
     else:  # pragma: no cover - applicable_checks excludes other kinds
         return
@@ -190,8 +233,12 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     except BudgetExceededError:
         pass
     else:
-        _fail(item, name, "a charger that refuses did not stop the release",
-              "let the charger's exception propagate; never catch BudgetExceededError")
+        _fail(
+            item,
+            name,
+            "a charger that refuses did not stop the release",
+            "let the charger's exception propagate; never catch BudgetExceededError",
+        )
     if rng.draws:
         _fail(item, name, f"a refused release still drew {rng.draws} time(s) from rng", never_early)
     log = EventLog()
@@ -200,21 +247,37 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     except PrivregError:
         pass
     except Exception as exc:
-        _fail(item, name, f"invalid input {_show(invalid)} raised {_error_text(exc)}, not a PrivregError",
-              "refuse invalid input in validate_input(s) with a PrivregValueError/PrivregTypeError")
+        _fail(
+            item,
+            name,
+            f"invalid input {_show(invalid)} raised {_error_text(exc)}, not a PrivregError",
+            "refuse invalid input in validate_input(s) with a PrivregValueError/PrivregTypeError",
+        )
     else:
-        _fail(item, name, f"invalid input {_show(invalid)} was released",
-              "refuse NaN and inputs outside the domain in validate_input(s)")
+        _fail(
+            item,
+            name,
+            f"invalid input {_show(invalid)} was released",
+            "refuse NaN and inputs outside the domain in validate_input(s)",
+        )
     if log.charges:
-        _fail(item, name, f"invalid input {_show(invalid)} was charged before it was refused",
-              "validate before the charge (validate_input(s) runs before charger.charge)")
+        _fail(
+            item,
+            name,
+            f"invalid input {_show(invalid)} was charged before it was refused",
+            "validate before the charge (validate_input(s) runs before charger.charge)",
+        )
     try:
         call(x)  # type: ignore[call-arg]
     except TypeError:
         pass
     else:
-        _fail(item, name, "a release without a charger went through",
-              "keep charger a required keyword argument (do not override release/randomize)")
+        _fail(
+            item,
+            name,
+            "a release without a charger went through",
+            "keep charger a required keyword argument (do not override release/randomize)",
+        )
     try:
         call(x, charger=object())
     except PrivregTypeError:
@@ -224,6 +287,7 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
 
 
 # --- reproducible -------------------------------------------------------------------------
+
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) or isinstance(b, Mapping):
@@ -251,13 +315,22 @@ def check_reproducible(item: RegistryItem, s: Settings) -> None:
     if isinstance(obj, Mechanism):
         same = [obj.release(x, charger=EventLog(), rng=s.rng(5)).output for _ in range(2)]
         if not _same(*same):
-            _fail(item, name, f"two releases of {_show(x)} with the same seed differ: {_show(same[0])} and "
-                              f"{_show(same[1])}", fix)
-        distinct = {_key(o) for value in (x, y) for o in
-                    obj.release_many(value, 50, charger=EventLog(), rng=s.rng(6)).output}
+            _fail(
+                item,
+                name,
+                f"two releases of {_show(x)} with the same seed differ: {_show(same[0])} and {_show(same[1])}",
+                fix,
+            )
+        distinct = {
+            _key(o) for value in (x, y) for o in obj.release_many(value, 50, charger=EventLog(), rng=s.rng(6)).output
+        }
         if len(distinct) < 3:  # independent repetitions on both neighbours: more than two outputs
-            _fail(item, name, f"release_many(x, 50) on both declared neighbours returned only {len(distinct)} "
-                              f"distinct output(s)", "draw independent noise for every repetition in _sample_many")
+            _fail(
+                item,
+                name,
+                f"release_many(x, 50) on both declared neighbours returned only {len(distinct)} distinct output(s)",
+                "draw independent noise for every repetition in _sample_many",
+            )
     else:
         population = np.concatenate([np.asarray(x)] * 50)
         same = [obj.randomize(population, charger=EventLog(), rng=s.rng(5)).reports for _ in range(2)]
@@ -266,15 +339,22 @@ def check_reproducible(item: RegistryItem, s: Settings) -> None:
         if obj.has_estimator:
             est = obj.estimate(same[0])
             if est.counts.shape != est.variance.shape or not (np.asarray(est.variance) >= 0).all():
-                _fail(item, name, "estimate() returned counts and variances of different shapes or a "
-                                  "negative variance", "return one count and one variance >= 0 per item")
+                _fail(
+                    item,
+                    name,
+                    "estimate() returned counts and variances of different shapes or a negative variance",
+                    "return one count and one variance >= 0 per item",
+                )
 
 
 # --- events round-trip through JSON ---------------------------------------------------------
 
+
 def _round_trip(item: RegistryItem, name: str, event: PrivacyEvent) -> None:
-    fix = ("make the event a frozen attrs class decorated with privreg.core.event_type(KIND), with "
-           "JSON-safe fields, returned from privreg_register_event_types")
+    fix = (
+        "make the event a frozen attrs class decorated with privreg.core.event_type(KIND), with "
+        "JSON-safe fields, returned from privreg_register_event_types"
+    )
     if not isinstance(event, PrivacyEvent):
         _fail(item, name, f"its event {event!r} is not a PrivacyEvent", fix)
     try:
@@ -291,8 +371,12 @@ def _charges_round_trip(item: RegistryItem, name: str, log: EventLog) -> None:
             text = json.dumps(charge.to_dict(), sort_keys=True, allow_nan=False)
             back = Charge.from_dict(json.loads(text))
         except Exception as exc:
-            _fail(item, name, f"its ledger entry does not serialise to strict JSON: {_error_text(exc)}",
-                  "make parameters() return JSON-safe, finite values (no NaN, inf, objects)")
+            _fail(
+                item,
+                name,
+                f"its ledger entry does not serialise to strict JSON: {_error_text(exc)}",
+                "make parameters() return JSON-safe, finite values (no NaN, inf, objects)",
+            )
         if back.event != charge.event or back.mechanism != charge.mechanism:
             _fail(item, name, "its ledger entry changes through JSON", "make parameters() JSON-safe")
 
@@ -305,8 +389,12 @@ def check_event_json(item: RegistryItem, s: Settings) -> None:
     if isinstance(obj, Mechanism):
         event = obj.privacy_event()
         if event != obj.privacy_event():
-            _fail(item, name, "privacy_event() changes between calls",
-                  "compute the event from the configuration only (it is charged before the data is seen)")
+            _fail(
+                item,
+                name,
+                "privacy_event() changes between calls",
+                "compute the event from the configuration only (it is charged before the data is seen)",
+            )
         _round_trip(item, name, event)
         _round_trip(item, name, obj.release(x, charger=log, rng=s.rng()).event)
         _round_trip(item, name, obj.release_many(x, 3, charger=log, rng=s.rng()).event)
@@ -324,7 +412,8 @@ _AFTER_CHARGE_FIX = (
     "integers beyond int64, values beyond the range your arithmetic handles), and compute on data in a "
     "range proven not to overflow (clamp to a public range that keeps the sensitivity, or use Python "
     "integers): after the charge, a release must not fail or wrap around for any input that passed "
-    "validation")
+    "validation"
+)
 
 
 def _noise_spread(obj: Any, like: Any, s: Settings) -> float | None:
@@ -365,7 +454,7 @@ def check_no_raise_after_charge(item: RegistryItem, s: Settings) -> None:
     problems: list[str] = []
 
     def attempt(value: Any) -> None:
-        for many in ((0,) if population else (0, 2)):
+        for many in (0,) if population else (0, 2):
             spy = SpyCharger()
             try:
                 out = _release(obj, value, charger=spy, rng=s.rng(3), many=many)
@@ -375,8 +464,10 @@ def check_no_raise_after_charge(item: RegistryItem, s: Settings) -> None:
                     problems.append(f"{call}({_show(value)}) raised {_error_text(exc)[:160]} after the charge")
                 return
             if not many and spread is not None and _wrapped(value, out, spread):
-                problems.append(f"release({_show(value)}) returned {_show(out)}: the opposite sign, far beyond "
-                                f"the noise (the arithmetic wrapped around)")
+                problems.append(
+                    f"release({_show(value)}) returned {_show(out)}: the opposite sign, far beyond "
+                    f"the noise (the arithmetic wrapped around)"
+                )
 
     attempt(x)
     attempt(y)
@@ -386,9 +477,15 @@ def check_no_raise_after_charge(item: RegistryItem, s: Settings) -> None:
         if s.max_examples:
             hypothesis, _ = hypothesis_modules()
 
-            @hypothesis.settings(max_examples=s.max_examples, derandomize=True, database=None, deadline=None,
-                                 phases=(hypothesis.Phase.explicit, hypothesis.Phase.generate),
-                                 suppress_health_check=list(hypothesis.HealthCheck), print_blob=False)
+            @hypothesis.settings(
+                max_examples=s.max_examples,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                phases=(hypothesis.Phase.explicit, hypothesis.Phase.generate),
+                suppress_health_check=list(hypothesis.HealthCheck),
+                print_blob=False,
+            )
             @hypothesis.seed(s.rng_seed)
             @hypothesis.given(extreme_inputs(x, population=population))
             def explore(value: Any) -> None:
@@ -398,13 +495,19 @@ def check_no_raise_after_charge(item: RegistryItem, s: Settings) -> None:
     if problems:
         unique = list(dict.fromkeys(problems))
         shown = "; ".join(unique[:3]) + (f"; and {len(unique) - 3} more" if len(unique) > 3 else "")
-        _fail(item, name, f"{len(unique)} extreme input(s) fail after the charge (an error, or an output "
-                          f"wrapped around to the opposite sign), while the declared neighbour {_show(x)} "
-                          f"releases normally: the failure tells an observer which side of a threshold the value "
-                          f"is on. {shown}", _AFTER_CHARGE_FIX)
+        _fail(
+            item,
+            name,
+            f"{len(unique)} extreme input(s) fail after the charge (an error, or an output "
+            f"wrapped around to the opposite sign), while the declared neighbour {_show(x)} "
+            f"releases normally: the failure tells an observer which side of a threshold the value "
+            f"is on. {shown}",
+            _AFTER_CHARGE_FIX,
+        )
 
 
 # --- canonical order ------------------------------------------------------------------------
+
 
 def _extra_keys(keys: list[Any], count: int) -> list[Any]:
     if all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
@@ -424,18 +527,23 @@ def check_canonical_order(item: RegistryItem, s: Settings) -> None:
     keys = list(base) + _extra_keys(list(base), max(0, 6 - len(base)))
     numbers = [abs(float(v)) for v in base.values() if isinstance(v, (int, float, np.integer, np.floating))]
     top = max(numbers, default=1.0) or 1.0
-    fix = ("return collections in a canonical order: sorted (e.g. dict(sorted(...))), or a permutation drawn "
-           "from the secure rng; never the caller's order, which can follow the data (e.g. a Counter built "
-           "user by user)")
+    fix = (
+        "return collections in a canonical order: sorted (e.g. dict(sorted(...))), or a permutation drawn "
+        "from the secure rng; never the caller's order, which can follow the data (e.g. a Counter built "
+        "user by user)"
+    )
     order_rng = np.random.default_rng(s.rng_seed)
     perms = [keys, keys[::-1]] + [[keys[i] for i in order_rng.permutation(len(keys))] for _ in range(5)]
     for factor in (1000.0, 10.0, 1.0):
-        value = type(next(iter(base.values())))(top * factor) if isinstance(next(iter(base.values())), int) \
+        value = (
+            type(next(iter(base.values())))(top * factor)
+            if isinstance(next(iter(base.values())), int)
             else top * factor
+        )
         seen: dict[frozenset, tuple[list[Any], list[Any]]] = {}
         comparable = collection = False
         for perm in perms:
-            inp = {k: value for k in perm}
+            inp = dict.fromkeys(perm, value)
             try:
                 out = obj.release(inp, charger=EventLog(), rng=s.rng(7)).output
             except PrivregError:
@@ -454,21 +562,31 @@ def check_canonical_order(item: RegistryItem, s: Settings) -> None:
                 comparable = True
                 first_in, first_out = seen[group]
                 if first_out != order:
-                    _fail(item, name, f"the same keys come back in different orders when only the input's key "
-                                      f"order changes (same seed): input order {first_in[:6]} gives "
-                                      f"{first_out[:6]}, input order {perm[:6]} gives {order[:6]}", fix)
+                    _fail(
+                        item,
+                        name,
+                        f"the same keys come back in different orders when only the input's key "
+                        f"order changes (same seed): input order {first_in[:6]} gives "
+                        f"{first_out[:6]}, input order {perm[:6]} gives {order[:6]}",
+                        fix,
+                    )
             else:
                 seen[group] = (perm, order)
         if comparable:
             return
         if not collection:
             continue
-    _fail(item, name, f"no two releases of the keys {keys[:6]} (values up to {top * 1000:g}) in permuted orders "
-                      f"returned the same key set, so the order could not be compared",
-          "give Example(neighbours=...) values for which the keys are released with high probability")
+    _fail(
+        item,
+        name,
+        f"no two releases of the keys {keys[:6]} (values up to {top * 1000:g}) in permuted orders "
+        f"returned the same key set, so the order could not be compared",
+        "give Example(neighbours=...) values for which the keys are released with high probability",
+    )
 
 
 # --- data-free error messages ---------------------------------------------------------------
+
 
 def check_data_free_errors(item: RegistryItem, s: Settings) -> None:
     name = "data-free-errors"
@@ -482,49 +600,79 @@ def check_data_free_errors(item: RegistryItem, s: Settings) -> None:
         except Exception as exc:
             text = " ".join([str(exc), *map(str, getattr(exc, "args", ()))])
             if mentions_sentinel(text):
-                _fail(item, name, f"the input {_show(value)} (holding the sentinel {SENTINEL_DIGITS}...) raised "
-                                  f"{type(exc).__name__} quoting it: {str(exc)[:240]!r}. A message is an output: "
-                                  f"it leaks the value, uncharged",
-                      "name the argument, the position's rule and the fix, never the value or the key (e.g. "
-                      "'value has a count outside [0, inf); remove or fix it', not 'count of key 'x' is -3')")
+                _fail(
+                    item,
+                    name,
+                    f"the input {_show(value)} (holding the sentinel {SENTINEL_DIGITS}...) raised "
+                    f"{type(exc).__name__} quoting it: {str(exc)[:240]!r}. A message is an output: "
+                    f"it leaks the value, uncharged",
+                    "name the argument, the position's rule and the fix, never the value or the key (e.g. "
+                    "'value has a count outside [0, inf); remove or fix it', not 'count of key 'x' is -3')",
+                )
 
 
 # --- the empirical audit --------------------------------------------------------------------
+
 
 def check_audit(item: RegistryItem, s: Settings) -> None:
     from privreg.audit import audit_extreme_neighbours, audit_item
 
     name = "audit"
-    fix_noise = ("the noise is too small for the charged event, leaks through floating point, or the event "
-                 "under-claims: draw integer noise on a grid (privreg.noise) calibrated to the event charged")
+    fix_noise = (
+        "the noise is too small for the charged event, leaks through floating point, or the event "
+        "under-claims: draw integer noise on a grid (privreg.noise) calibrated to the event charged"
+    )
     result = audit_item(item, samples=s.audit_samples, alpha=s.alpha, rng=s.rng(13))
     if not math.isfinite(result.claimed_epsilon) and not result.failure:
-        _fail(item, name, f"its privacy event claims no finite epsilon at the audited delta {result.claimed_delta:g}",
-              "charge an event some default accountant prices (see privreg.audit.claims)")
+        _fail(
+            item,
+            name,
+            f"its privacy event claims no finite epsilon at the audited delta {result.claimed_delta:g}",
+            "charge an event some default accountant prices (see privreg.audit.claims)",
+        )
     if not result.passed:
-        _fail(item, name, f"on its declared neighbours {result.neighbours[0]} and {result.neighbours[1]}: "
-                          + (result.failure or f"empirical lower bound {result.epsilon_lower_bound:.3g} > claimed "
-                             f"{result.claimed_epsilon:.3g} (event {result.event}; false alarm <= {s.alpha:g})"),
-              _AFTER_CHARGE_FIX if result.failure else fix_noise)
+        _fail(
+            item,
+            name,
+            f"on its declared neighbours {result.neighbours[0]} and {result.neighbours[1]}: "
+            + (
+                result.failure
+                or f"empirical lower bound {result.epsilon_lower_bound:.3g} > claimed "
+                f"{result.claimed_epsilon:.3g} (event {result.event}; false alarm <= {s.alpha:g})"
+            ),
+            _AFTER_CHARGE_FIX if result.failure else fix_noise,
+        )
     extreme = audit_extreme_neighbours(item, samples=s.extreme_samples, alpha=s.alpha, rng=s.rng(17))
     if extreme.failures:
         bad = extreme.failures[0]
-        _fail(item, name, f"{len(extreme.failures)} of {len(extreme.results)} extreme neighbour pair(s) fail, e.g. "
-                          f"{bad.neighbours[0]} and {bad.neighbours[1]}: "
-                          + (bad.failure or f"empirical lower bound {bad.epsilon_lower_bound:.3g} > claimed "
-                             f"{bad.claimed_epsilon:.3g} (event {bad.event})"),
-              _AFTER_CHARGE_FIX)
+        _fail(
+            item,
+            name,
+            f"{len(extreme.failures)} of {len(extreme.results)} extreme neighbour pair(s) fail, e.g. "
+            f"{bad.neighbours[0]} and {bad.neighbours[1]}: "
+            + (
+                bad.failure
+                or f"empirical lower bound {bad.epsilon_lower_bound:.3g} > claimed "
+                f"{bad.claimed_epsilon:.3g} (event {bad.event})"
+            ),
+            _AFTER_CHARGE_FIX,
+        )
 
 
 # --- other kinds ----------------------------------------------------------------------------
+
 
 def check_sensitivity(item: RegistryItem, s: Settings) -> None:
     from privreg.core.sensitivity import Sensitivity
 
     sens = item.create(item.example.params)
     if not isinstance(sens, Sensitivity):
-        _fail(item, "sensitivity", f"its factory built {type(sens).__name__}, not a Sensitivity",
-              "subclass privreg.Sensitivity")
+        _fail(
+            item,
+            "sensitivity",
+            f"its factory built {type(sens).__name__}, not a Sensitivity",
+            "subclass privreg.Sensitivity",
+        )
     if not sens.data_dependent and not (np.isfinite(sens.bound()) and sens.bound() > 0):
         _fail(item, "sensitivity", f"its data-independent bound is {sens.bound()!r}", "return a finite bound > 0")
 
@@ -549,8 +697,12 @@ def check_workflow(item: RegistryItem, s: Settings) -> None:
             _round_trip(item, name, charge.event)
         for path in result.outputs.values():
             if not (Path(path).is_file() and out_dir in Path(path).parents):
-                _fail(item, name, f"output {path} is not a file in the output folder",
-                      "write outputs with context.output_path(name)")
+                _fail(
+                    item,
+                    name,
+                    f"output {path} is not a file in the output folder",
+                    "write outputs with context.output_path(name)",
+                )
 
 
 def check_protocol(item: RegistryItem, s: Settings) -> None:
@@ -562,8 +714,12 @@ def check_protocol(item: RegistryItem, s: Settings) -> None:
         _fail(item, name, "it is not a Protocol with caveats", "subclass Protocol and state its caveats")
     names = [p.name for p in proto.parties()]
     if len(set(names)) != len(names) or set(proto.learns()) != set(names):
-        _fail(item, name, "its parties are not unique or learns() does not cover them",
-              "give every party a unique name and say what each learns")
+        _fail(
+            item,
+            name,
+            "its parties are not unique or learns() does not cover them",
+            "give every party a unique name and say what each learns",
+        )
     if not all(text.strip() for text in proto.learns().values()):
         _fail(item, name, "learns() has an empty entry", "say what each party learns")
 
@@ -610,5 +766,6 @@ def run_one(item: RegistryItem, check: str, settings: Settings) -> None:
 
         raise PrivregValueError(
             f"check {check!r} does not apply to {item.kind_name} {item.name!r}; its checks are "
-            f"{applicable_checks(item)}")
+            f"{applicable_checks(item)}"
+        )
     CHECKS[check][0](item, settings)

@@ -18,8 +18,15 @@ from privreg.audit.extreme import EXTREME_FLOATS, EXTREME_INTS, extreme_neighbou
 from privreg.core.errors import PrivregError
 
 __all__ = [
-    "SENTINEL", "SENTINEL_DIGITS", "SENTINEL_KEY", "describe_like", "extreme_inputs", "fixed_extremes",
-    "hypothesis_modules", "mentions_sentinel", "sentinel_inputs",
+    "SENTINEL",
+    "SENTINEL_DIGITS",
+    "SENTINEL_KEY",
+    "describe_like",
+    "extreme_inputs",
+    "fixed_extremes",
+    "hypothesis_modules",
+    "mentions_sentinel",
+    "sentinel_inputs",
 ]
 
 #: A value no message should quote; its digits :data:`SENTINEL_DIGITS` survive repr, ``:g``,
@@ -47,7 +54,8 @@ def hypothesis_modules() -> tuple[Any, Any]:
     except ImportError:  # pragma: no cover - the test extra installs it
         raise PrivregError(
             "privreg.testing's extreme-input check needs hypothesis; install it with "
-            "pip install 'privreg[testing]' (or pip install hypothesis)") from None
+            "pip install 'privreg[testing]' (or pip install hypothesis)"
+        ) from None
     return hypothesis, strategies
 
 
@@ -55,8 +63,9 @@ def describe_like(value: Any) -> str | None:
     """'float', 'int' (scalars and arrays), 'mapping' (to numbers), or None."""
     if isinstance(value, Mapping):
         vals = list(value.values())
-        ok = vals and all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-                          for x in vals)
+        ok = vals and all(
+            isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) for x in vals
+        )
         return "mapping" if ok else None
     if isinstance(value, (bool, np.bool_)):
         return None
@@ -105,7 +114,7 @@ def fixed_extremes(like: Any, other: Any, *, population: bool = False) -> list[A
         keys = list(like)
         ints = _int_valued(like)
         values = EXTREME_INTS if ints else EXTREME_FLOATS
-        out: list[Any] = [{k: e for k in keys} for e in values]
+        out: list[Any] = [dict.fromkeys(keys, e) for e in values]
         out.append({k: values[i % len(values)] for i, k in enumerate(keys)})
     elif population:
         arr = np.asarray(like)
@@ -150,11 +159,11 @@ def extreme_inputs(like: Any, *, population: bool = False) -> Any:
     if population:
         per = int(np.prod(arr.shape[1:])) if arr.ndim > 1 else 1
         return st.lists(st.lists(element, min_size=per, max_size=per), min_size=1, max_size=6).map(
-            lambda rows: _array([x for r in rows for x in r], (len(rows), *arr.shape[1:]), integer))
+            lambda rows: _array([x for r in rows for x in r], (len(rows), *arr.shape[1:]), integer)
+        )
     if _is_scalar(like):
         return element
-    return st.lists(element, min_size=arr.size, max_size=arr.size).map(
-        lambda xs: _array(xs, arr.shape, integer))
+    return st.lists(element, min_size=arr.size, max_size=arr.size).map(lambda xs: _array(xs, arr.shape, integer))
 
 
 def _with(arr: np.ndarray, first: Any, last: Any | None = None) -> np.ndarray:
@@ -197,13 +206,24 @@ def sentinel_inputs(like: Any, *, population: bool = False) -> list[Any]:
     arr = np.asarray(like)
     out: list[np.ndarray | float]
     if population or kind == "int":
-        out = [_with_int(arr, _SENTINEL_INT), _with_int(arr, -_SENTINEL_INT), _with_int(arr, _SENTINEL_HUGE_INT),
-               _with(arr, SENTINEL), _with(arr, SENTINEL, math.nan)]
+        out = [
+            _with_int(arr, _SENTINEL_INT),
+            _with_int(arr, -_SENTINEL_INT),
+            _with_int(arr, _SENTINEL_HUGE_INT),
+            _with(arr, SENTINEL),
+            _with(arr, SENTINEL, math.nan),
+        ]
         if _is_scalar(like):
             out = [SENTINEL, -_SENTINEL_INT, _SENTINEL_HUGE_INT, _SENTINEL_INT, *out]
         return out
-    out = [_with(arr, SENTINEL, math.nan), _with(arr, SENTINEL, math.inf), _with(arr, -SENTINEL),
-           _with(arr, _SENTINEL_HUGE), _with(arr, -_SENTINEL_HUGE), np.array([[SENTINEL]])]
+    out = [
+        _with(arr, SENTINEL, math.nan),
+        _with(arr, SENTINEL, math.inf),
+        _with(arr, -SENTINEL),
+        _with(arr, _SENTINEL_HUGE),
+        _with(arr, -_SENTINEL_HUGE),
+        np.array([[SENTINEL]]),
+    ]
     if _is_scalar(like):
         out = [SENTINEL, -SENTINEL, _SENTINEL_HUGE, *out]
     return out

@@ -24,12 +24,27 @@ from privreg.core.items import RegistryItem
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("privreg", "privreg.testing contract checks")
-    group.addoption("--privreg-seed", type=int, default=0, metavar="N",
-                    help="seed of the contract checks' draws and hypothesis (default 0)")
-    group.addoption("--privreg-max-examples", type=int, default=20, metavar="N",
-                    help="random extreme inputs per item in the contract checks (default 20)")
-    group.addoption("--privreg-audit-samples", type=int, default=2000, metavar="N",
-                    help="outputs per neighbour in the contract checks' audit (default 2000, >= 1000)")
+    group.addoption(
+        "--privreg-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the contract checks' draws and hypothesis (default 0)",
+    )
+    group.addoption(
+        "--privreg-max-examples",
+        type=int,
+        default=20,
+        metavar="N",
+        help="random extreme inputs per item in the contract checks (default 20)",
+    )
+    group.addoption(
+        "--privreg-audit-samples",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="outputs per neighbour in the contract checks' audit (default 2000, >= 1000)",
+    )
 
 
 @pytest.fixture

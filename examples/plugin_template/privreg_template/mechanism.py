@@ -13,7 +13,6 @@ from privreg import POSITIVE, Mechanism, PrivacyEvent, PrivregValueError, Random
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg_template.event import GeometricHistogram
 
-
 #: The largest count accepted (public): count + noise cannot leave int64 (see NoisyHistogram).
 MAX_COUNT = 2**62
 
@@ -61,8 +60,7 @@ class NoisyHistogram(Mechanism):
             )
         if (counts < 0).any() or (counts > MAX_COUNT).any():
             raise PrivregValueError(
-                "value must hold counts in [0, 2**62]; some are outside. Check how the histogram "
-                "was counted."
+                "value must hold counts in [0, 2**62]; some are outside. Check how the histogram was counted."
             )
         return counts.astype(np.int64)
 

@@ -5,15 +5,15 @@ import math
 
 import numpy as np
 import pytest
+from privreg_template import hooks
+from privreg_template.event import GeometricHistogram, exact_rho
+from privreg_template.mechanism import NoisyHistogram
 
 import privreg
 from privreg import PureDP, UnsupportedEventError
 from privreg.accountant import make_accountant
 from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, accountant_options
 from privreg.testing import contract_params
-from privreg_template import hooks
-from privreg_template.event import GeometricHistogram, exact_rho
-from privreg_template.mechanism import NoisyHistogram
 
 EPSILONS = [0.05, 0.5, 1.0, 3.0]
 #: The default accountants that can account for the event; gdp refuses it (no handler, and

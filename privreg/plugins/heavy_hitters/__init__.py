@@ -17,7 +17,7 @@ from privreg.plugins.heavy_hitters.privacy import (
     triehh_event,
 )
 from privreg.plugins.heavy_hitters.sampling import SAMPLERS, sample_contributions
-from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, LayerStats, TrieHHResult, layer_votes
+from privreg.plugins.heavy_hitters.triehh import LayerStats, LDPTrieHH, TrieHHResult, layer_votes
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 
 __all__ = [

@@ -49,8 +49,7 @@ class Alphabet:
             raise PrivregTypeError(f"end must be a single character; got {value!r}")
         if value in self.symbols:
             raise PrivregValueError(
-                f"end symbol {value!r} is also in symbols; choose a character no word contains "
-                f"(default {END!r})"
+                f"end symbol {value!r} is also in symbols; choose a character no word contains (default {END!r})"
             )
 
     @property
@@ -83,7 +82,9 @@ class Alphabet:
         width = depth + 1
         for row, word in enumerate(words):
             if not isinstance(word, str) or not word:
-                raise PrivregTypeError(f"every word must be a non-empty str; got a {type(word).__name__} or an empty str")
+                raise PrivregTypeError(
+                    f"every word must be a non-empty str; got a {type(word).__name__} or an empty str"
+                )
         if not len(words):
             return np.full((0, width), -1, dtype=np.int16)
         # fixed-width UTF-32 view: one uint32 code point per character, 0 as padding

@@ -19,12 +19,27 @@ DEMO_DELTA = 1e-7
 def _triehh_step(ctx: WorkflowContext) -> str:
     quiet = WorkflowContext(charger=ctx.charger, rng=ctx.rng)  # no progress bar, no files
     result = oov_discovery(
-        context=quiet, epsilon=5.0, delta=DEMO_DELTA, users_per_layer=10_000, contribution_bound=2,
-        max_prefixes=100, depth=10, passes=1, sampler="random", days=60, vocabulary=10_000, known_words=300,
-        oov_per_day=0.5, personal_share=0.5, shuffle_bound=DEFAULT_SHUFFLE_BOUND, show=12)
+        context=quiet,
+        epsilon=5.0,
+        delta=DEMO_DELTA,
+        users_per_layer=10_000,
+        contribution_bound=2,
+        max_prefixes=100,
+        depth=10,
+        passes=1,
+        sampler="random",
+        days=60,
+        vocabulary=10_000,
+        known_words=300,
+        oov_per_day=0.5,
+        personal_share=0.5,
+        shuffle_bound=DEFAULT_SHUFFLE_BOUND,
+        show=12,
+    )
     m = result.metrics
-    paper = central_epsilon(Shuffled(event=LocalDP(epsilon0=10.0, randomizer="subset-selection"),
-                                     num_reports=500_000 * 60), 1e-10)
+    paper = central_epsilon(
+        Shuffled(event=LocalDP(epsilon0=10.0, randomizer="subset-selection"), num_reports=500_000 * 60), 1e-10
+    )
     words = result.summary.splitlines()[1].split(": ", 2)[-1]
     return (
         f"{m['users']} simulated users (wordfreq English, the 300 most frequent words known) each send "
@@ -34,11 +49,13 @@ def _triehh_step(ctx: WorkflowContext) -> str:
         f"{m['num_reports_per_layer']} reports of a layer: central eps' = {m['central_epsilon']:.3f} at "
         f"delta = {DEMO_DELTA:g} (one charge for the run).\n"
         f"The paper's en-US run (eps0 = 10, N*B = 5e5 * 60 reports) gets eps' = {paper:.4f} at "
-        f"delta = 1e-10 from the same accountant (paper: 0.315).")
+        f"delta = 1e-10 from the same accountant (paper: 0.315)."
+    )
 
 
 def demo_steps() -> list[DemoStep]:
     # last: once a session holds a Shuffled event only the (eps, delta) accountants can
     # account it, so the PLD/RDP accountants stop for the steps that follow
-    return [DemoStep(title="Federated OOV discovery: LDP TrieHH with shuffling (paper 001)",
-                     run=_triehh_step, order=90)]
+    return [
+        DemoStep(title="Federated OOV discovery: LDP TrieHH with shuffling (paper 001)", run=_triehh_step, order=90)
+    ]

@@ -18,8 +18,17 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="LDP TrieHH discovery of out-of-vocabulary words on a simulated keyboard population",
             citation=SUN24_TRIEHH,
             factory=oov_discovery,
-            example=Example(params={"users_per_layer": 1500, "depth": 6, "max_prefixes": 60, "passes": 1,
-                                    "vocabulary": 4000, "known_words": 200, "show": 5}),
+            example=Example(
+                params={
+                    "users_per_layer": 1500,
+                    "depth": 6,
+                    "max_prefixes": 60,
+                    "passes": 1,
+                    "vocabulary": 4000,
+                    "known_words": 200,
+                    "show": 5,
+                }
+            ),
         )
     ]
 

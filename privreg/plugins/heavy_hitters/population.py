@@ -110,7 +110,8 @@ class PopulationModel:
         if self.known_words >= len(self.law.words):
             raise PrivregValueError(
                 f"known_words ({self.known_words}) must be below the law's {len(self.law.words)} "
-                f"words, or no word is out of vocabulary")
+                f"words, or no word is out of vocabulary"
+            )
         if self.personal_share > 0 and self.personal_words == 0:
             raise PrivregValueError("personal_share > 0 needs personal_words >= 1")
 
@@ -157,7 +158,7 @@ class PopulationModel:
     @cached_property
     def target_weights(self) -> np.ndarray:
         """Each target word's share of all target contributions (sums to 1), by rank."""
-        w = self.law.frequencies[self.known_words:]
+        w = self.law.frequencies[self.known_words :]
         return w / w.sum()
 
     def sample(self, num_users: int, rng: RandomSource) -> UserWords:
@@ -170,13 +171,15 @@ class PopulationModel:
         owner_shared = np.repeat(np.arange(num_users), shared)
         cdf = np.cumsum(self.target_weights)
         word_shared = self.known_words + np.minimum(
-            np.searchsorted(cdf, gen.random(owner_shared.size) * cdf[-1], side="right"), self.targets - 1)
+            np.searchsorted(cdf, gen.random(owner_shared.size) * cdf[-1], side="right"), self.targets - 1
+        )
         owner_personal = np.repeat(np.arange(num_users), personal)
         own = gen.integers(0, self.personal_pool, size=(num_users, max(self.personal_words, 1)))
         pick = gen.integers(0, max(self.personal_words, 1), size=owner_personal.size)
         word_personal = len(self.law.words) + own[owner_personal, pick]
-        return UserWords.from_tokens(np.concatenate([owner_shared, owner_personal]),
-                                     np.concatenate([word_shared, word_personal]), num_users)
+        return UserWords.from_tokens(
+            np.concatenate([owner_shared, owner_personal]), np.concatenate([word_shared, word_personal]), num_users
+        )
 
     def groups(self, group_size: int, count: int, rng: RandomSource) -> Iterator[UserWords]:
         """``count`` groups of ``group_size`` fresh users, drawn lazily (one layer's users
@@ -191,8 +194,9 @@ class PopulationModel:
         words, personal words and strings nobody types count for nothing)."""
         index = self.lexicon.index
         hit = {index[w] for w in words if w in index}
-        ranks = np.array([i - self.known_words for i in hit if self.known_words <= i < len(self.law.words)],
-                         dtype=np.int64)
+        ranks = np.array(
+            [i - self.known_words for i in hit if self.known_words <= i < len(self.law.words)], dtype=np.int64
+        )
         return float(self.target_weights[ranks].sum()) if ranks.size else 0.0
 
 
@@ -203,8 +207,8 @@ def _edit(word: str, kind: int, spot: float, letter: str) -> str:
         return word[:i] + letter + word[i:]
     if kind == 1 and len(word) > 2:  # delete
         j = min(i, len(word) - 1)
-        return word[:j] + word[j + 1:]
+        return word[:j] + word[j + 1 :]
     if kind == 2:  # substitute
         j = min(i, len(word) - 1)
-        return word[:j] + letter + word[j + 1:]
+        return word[:j] + letter + word[j + 1 :]
     return word + word[-1] * (1 + int(spot * 3))  # repeat the last letter ("sooo")

@@ -50,7 +50,10 @@ __all__ = [
 
 
 def triehh_event(
-    *, randomizer: SubsetSelection, users_per_layer: int, contribution_bound: int,
+    *,
+    randomizer: SubsetSelection,
+    users_per_layer: int,
+    contribution_bound: int,
     bound: str = DEFAULT_SHUFFLE_BOUND,
 ) -> Shuffled:
     """The event of a whole LDP TrieHH run (any number of layers and passes): the
@@ -65,13 +68,16 @@ def triehh_event(
             f"bound='fmt23-numerical' does not hold for Subset Selection with d="
             f"{randomizer.subset_size} >= 2 items per report (s={randomizer.s}, epsilon="
             f"{randomizer.epsilon}): it is outside the class the FMT23 bound holds for after its "
-            f"erratum; use bound='fmt21-numerical' (the default, valid for every eps0-LDP randomizer)")
+            f"erratum; use bound='fmt21-numerical' (the default, valid for every eps0-LDP randomizer)"
+        )
     n = v.check_int("users_per_layer", users_per_layer, minimum=1) * v.check_int(
-        "contribution_bound", contribution_bound, minimum=1)
+        "contribution_bound", contribution_bound, minimum=1
+    )
     event = randomizer.privacy_event(num_reports=n, shuffled=True)
     if not isinstance(event, Shuffled):  # a subclass overriding privacy_event broke its contract
-        raise PrivregTypeError(f"{type(randomizer).__name__}.privacy_event(shuffled=True) must return a "
-                               f"Shuffled event; got {event!r}")
+        raise PrivregTypeError(
+            f"{type(randomizer).__name__}.privacy_event(shuffled=True) must return a Shuffled event; got {event!r}"
+        )
     return attrs.evolve(event, bound=bound)
 
 
@@ -169,7 +175,12 @@ class _Lemma1:
 
 
 def keep_probability_bound(
-    k: int, *, epsilon: float, users_per_layer: int, contribution_bound: int, max_prefixes: int,
+    k: int,
+    *,
+    epsilon: float,
+    users_per_layer: int,
+    contribution_bound: int,
+    max_prefixes: int,
     alphabet_size: int,
 ) -> tuple[float, float]:
     """Lemma 1's ``Pr(f(k) >= tau)``: a prefix contributed at most ``k`` times is kept
@@ -189,8 +200,12 @@ def keep_probability_bound(
     sum with ``Pr(tau <= t)`` computed as if the counts were independent: not a bound,
     an approximation (the counts are only weakly dependent).
     """
-    lemma = _Lemma1(epsilon=epsilon, reports=users_per_layer * contribution_bound,
-                    max_prefixes=max_prefixes, alphabet_size=alphabet_size)
+    lemma = _Lemma1(
+        epsilon=epsilon,
+        reports=users_per_layer * contribution_bound,
+        max_prefixes=max_prefixes,
+        alphabet_size=alphabet_size,
+    )
     k = v.check_int("k", k, minimum=0)
     if k > lemma.n:
         raise PrivregValueError(f"k must be at most N*B = {lemma.n}; got {k}")
@@ -198,22 +213,40 @@ def keep_probability_bound(
 
 
 def k_anonymity(
-    *, epsilon: float, users_per_layer: int, contribution_bound: int, max_prefixes: int,
-    alphabet_size: int, alpha: float = 0.95,
+    *,
+    epsilon: float,
+    users_per_layer: int,
+    contribution_bound: int,
+    max_prefixes: int,
+    alphabet_size: int,
+    alpha: float = 0.95,
 ) -> KAnonymity:
     """Lemma 1: the largest ``k`` for which LDP TrieHH is certified alpha-approximately
     k-anonymous, i.e. ``Pr(f(k) >= tau) <= 1 - alpha`` by the certified bound of
     :func:`keep_probability_bound` (which is non-decreasing in ``k``: ``p > q``).
     """
     alpha = v.check_probability("alpha", alpha, open_low=True, open_high=True)
-    lemma = _Lemma1(epsilon=epsilon, reports=v.check_int("users_per_layer", users_per_layer, minimum=1)
-                    * v.check_int("contribution_bound", contribution_bound, minimum=1),
-                    max_prefixes=max_prefixes, alphabet_size=alphabet_size)
+    lemma = _Lemma1(
+        epsilon=epsilon,
+        reports=v.check_int("users_per_layer", users_per_layer, minimum=1)
+        * v.check_int("contribution_bound", contribution_bound, minimum=1),
+        max_prefixes=max_prefixes,
+        alphabet_size=alphabet_size,
+    )
     target = 1.0 - alpha
 
     def result(k: int | None, certified: float, independent: float) -> KAnonymity:
-        return KAnonymity(k=k, certified=certified, independent=independent, alpha=alpha, s=lemma.s, d=lemma.d,
-                          p=lemma.p, q=lemma.q, reports=lemma.n)
+        return KAnonymity(
+            k=k,
+            certified=certified,
+            independent=independent,
+            alpha=alpha,
+            s=lemma.s,
+            d=lemma.d,
+            p=lemma.p,
+            q=lemma.q,
+            reports=lemma.n,
+        )
 
     upper, approx = lemma.probabilities(0)
     if upper > target:

@@ -65,8 +65,7 @@ def sample_contributions(
     out = np.full(num_users * bound, dummy, dtype=np.int64)
     if owners.size == 0:
         return out
-    user, code, rank = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler,
-                                 rng=rng)
+    user, code, rank = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler, rng=rng)
     out[user * bound + rank] = code
     return out
 
@@ -88,15 +87,17 @@ def contribution_counts(
     num_users, bound = _check(owners, prefixes, sampler, num_users, bound, dummy)
     counts = np.zeros(dummy + 1, dtype=np.int64)
     if owners.size:
-        _, code, _ = _selected(owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler,
-                               rng=rng, layout=False)
+        _, code, _ = _selected(
+            owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler, rng=rng, layout=False
+        )
         counts[:dummy] = np.bincount(code, minlength=dummy)
     counts[dummy] = num_users * bound - counts[:dummy].sum()
     return counts
 
 
-def _check(owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: int, bound: int,
-           dummy: int) -> tuple[int, int]:
+def _check(
+    owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: int, bound: int, dummy: int
+) -> tuple[int, int]:
     """Validated ``(num_users, bound)``; raise on a bad sampler or pair outside the layer."""
     if sampler not in SAMPLERS:
         raise PrivregValueError(f"sampler must be one of {SAMPLERS}; got {sampler!r}")
@@ -112,19 +113,44 @@ def _check(owners: np.ndarray, prefixes: np.ndarray, sampler: str, num_users: in
 
 
 @overload
-def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
-              sampler: str, rng: RandomSource, layout: Literal[True] = ...) -> tuple[np.ndarray, np.ndarray,
-                                                                                    np.ndarray]: ...
+def _selected(
+    owners: np.ndarray,
+    prefixes: np.ndarray,
+    weights: np.ndarray,
+    *,
+    num_users: int,
+    bound: int,
+    sampler: str,
+    rng: RandomSource,
+    layout: Literal[True] = ...,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
-def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
-              sampler: str, rng: RandomSource, layout: Literal[False]) -> tuple[None, np.ndarray, None]: ...
+def _selected(
+    owners: np.ndarray,
+    prefixes: np.ndarray,
+    weights: np.ndarray,
+    *,
+    num_users: int,
+    bound: int,
+    sampler: str,
+    rng: RandomSource,
+    layout: Literal[False],
+) -> tuple[None, np.ndarray, None]: ...
 
 
-def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, num_users: int, bound: int,
-              sampler: str, rng: RandomSource, layout: bool = True) -> tuple[np.ndarray | None, np.ndarray,
-                                                                             np.ndarray | None]:
+def _selected(
+    owners: np.ndarray,
+    prefixes: np.ndarray,
+    weights: np.ndarray,
+    *,
+    num_users: int,
+    bound: int,
+    sampler: str,
+    rng: RandomSource,
+    layout: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
     """The distinct (user, prefix) pairs a user sends (``user, code, rank``: rank in the
     user's preference order, below ``bound``); with ``layout=False`` only their codes.
     Users with at most ``bound`` entries cannot have more than ``bound`` distinct
@@ -139,8 +165,9 @@ def _selected(owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray, *, 
         user, code, _ = _merge_pairs(owners[light], prefixes[light], None)
         parts.append((user, code, _rank_in_runs(user, num_users)) if layout else (None, code, None))
     if some_heavy:
-        user, code, total = _merge_pairs(owners[heavy], prefixes[heavy],
-                                         weights[heavy] if sampler == "greedy" else None)
+        user, code, total = _merge_pairs(
+            owners[heavy], prefixes[heavy], weights[heavy] if sampler == "greedy" else None
+        )
         rank = _rank_in_runs(user, num_users)
         over = np.bincount(user, minlength=num_users) > bound  # users who must choose
         if over.any():
@@ -166,8 +193,9 @@ def _rank_in_runs(user: np.ndarray, num_users: int) -> np.ndarray:
     return np.arange(user.size) - first[user]
 
 
-def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray,
-                 weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _merge_pairs(
+    owners: np.ndarray, prefixes: np.ndarray, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The distinct (user, prefix) pairs, sorted by user then prefix, and (given
     ``weights``) how often each was contributed. One value sort when user, prefix and
     weight pack into 63 bits (the weight in the low bits, summed over repeats after the
@@ -195,8 +223,7 @@ def _merge_pairs(owners: np.ndarray, prefixes: np.ndarray,
     return o[starts].astype(np.int64), p[starts].astype(np.int64), total
 
 
-def _selection_order(user: np.ndarray, total: np.ndarray | None, num_users: int,
-                     rng: RandomSource) -> np.ndarray:
+def _selection_order(user: np.ndarray, total: np.ndarray | None, num_users: int, rng: RandomSource) -> np.ndarray:
     """A permutation of the pairs that sorts them by user, then (greedy) by decreasing
     total, with uniformly random order among ties (random order only for RandomSampling):
     one sort by a packed key, or a random shuffle then a stable sort when it does not fit."""

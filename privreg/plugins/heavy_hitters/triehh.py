@@ -43,11 +43,11 @@ from privreg.core.charging import Charger
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError
 from privreg.core.events import PrivacyEvent, Shuffled
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.mechanisms import SubsetSelection, uniform_chunked
 from privreg.plugins.heavy_hitters.alphabet import Alphabet
 from privreg.plugins.heavy_hitters.privacy import triehh_event
 from privreg.plugins.heavy_hitters.sampling import SAMPLERS, contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
-from privreg.mechanisms import SubsetSelection, uniform_chunked
 from privreg.timing import PhaseTimer, process_cpu_seconds
 
 __all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "VOTE_METHODS", "layer_votes"]
@@ -69,17 +69,26 @@ class _LayerAllowance:
         self.covered = covered
         self.used = 0
 
-    def charge(self, event: PrivacyEvent, *, mechanism: str, parameters: Mapping[str, Any],
-               label: str = "", randomness: Mapping[str, Any] | None = None) -> None:
+    def charge(
+        self,
+        event: PrivacyEvent,
+        *,
+        mechanism: str,
+        parameters: Mapping[str, Any],
+        label: str = "",
+        randomness: Mapping[str, Any] | None = None,
+    ) -> None:
         if event != self.covered.event:
             raise PrivregValueError(
                 f"{label or mechanism}: event {event.to_json()} is not the randomizer event the "
-                f"run was charged for ({self.covered.event.to_json()})")
+                f"run was charged for ({self.covered.event.to_json()})"
+            )
         n = int(parameters["num_reports"])
         if self.used + n > self.covered.num_reports:
             raise BudgetExceededError(
                 f"{label or mechanism}: {self.used + n} reports in one layer exceed the "
-                f"{self.covered.num_reports} (N*B) covered by the charged event")
+                f"{self.covered.num_reports} (N*B) covered by the charged event"
+            )
         self.used += n
 
 
@@ -89,14 +98,21 @@ class _LayerAllowance:
 VOTE_METHODS = ("aggregate", "reports")
 
 
-def layer_votes(randomizer: SubsetSelection, inputs: np.ndarray, *, charger: Charger, rng: RandomSource,
-                chunk_size: int, label: str = "") -> np.ndarray:
+def layer_votes(
+    randomizer: SubsetSelection,
+    inputs: np.ndarray,
+    *,
+    charger: Charger,
+    rng: RandomSource,
+    chunk_size: int,
+    label: str = "",
+) -> np.ndarray:
     """Algorithm 2, lines 14-21: the aggregated multi-hot vote vector (length ``s``) of
     one Subset Selection report per entry of ``inputs``, formed ``chunk_size`` at a time
     through ``randomizer.randomize`` (each chunk charged to ``charger``)."""
     votes = np.zeros(randomizer.s, dtype=np.int64)
     for start in range(0, inputs.size, chunk_size):
-        out = randomizer.randomize(inputs[start:start + chunk_size], charger=charger, rng=rng, label=label)
+        out = randomizer.randomize(inputs[start : start + chunk_size], charger=charger, rng=rng, label=label)
         votes += np.bincount(out.reports.ravel(), minlength=randomizer.s)
     return votes
 
@@ -200,7 +216,8 @@ class LDPTrieHH:
                     f"candidates use Subset Selection with d={widest.subset_size} >= 2 items per report, "
                     f"outside the class the FMT23 bound holds for after its erratum "
                     f"(privreg.accountant.shuffle.admits_fmt23_decomposition rejects it); use "
-                    f"shuffle_bound='fmt21-numerical' (the default, valid for every eps0-LDP randomizer)")
+                    f"shuffle_bound='fmt21-numerical' (the default, valid for every eps0-LDP randomizer)"
+                )
 
     @property
     def first_layer_candidates(self) -> int:
@@ -225,9 +242,12 @@ class LDPTrieHH:
 
     def privacy_event(self) -> Shuffled:
         """The one event a run charges (see :func:`triehh_event`)."""
-        return triehh_event(randomizer=self.randomizer(self.first_layer_candidates),
-                            users_per_layer=self.users_per_layer,
-                            contribution_bound=self.contribution_bound, bound=self.shuffle_bound)
+        return triehh_event(
+            randomizer=self.randomizer(self.first_layer_candidates),
+            users_per_layer=self.users_per_layer,
+            contribution_bound=self.contribution_bound,
+            bound=self.shuffle_bound,
+        )
 
     def run(
         self,
@@ -252,14 +272,19 @@ class LDPTrieHH:
             raise PrivregTypeError(f"lexicon must be a Lexicon; got {lexicon!r}")
         if lexicon.alphabet != self.alphabet or lexicon.depth < self.depth:
             raise PrivregValueError(
-                f"lexicon must be encoded with this alphabet and depth >= {self.depth}; "
-                f"got depth {lexicon.depth}")
+                f"lexicon must be encoded with this alphabet and depth >= {self.depth}; got depth {lexicon.depth}"
+            )
         known = np.asarray(known)
         if known.shape != (len(lexicon),) or known.dtype != bool:
             raise PrivregValueError(f"known must be a boolean mask of length {len(lexicon)}; got {known.shape}")
         event = self.privacy_event()
-        charger.charge(event, mechanism=_NAME, label=label or _NAME, randomness=rng.describe(),
-                       parameters=self._ledger_parameters(len(lexicon), int(known.sum())))
+        charger.charge(
+            event,
+            mechanism=_NAME,
+            label=label or _NAME,
+            randomness=rng.describe(),
+            parameters=self._ledger_parameters(len(lexicon), int(known.sum())),
+        )
         stream = iter(groups)
         known = known.copy()
         found: list[str] = []
@@ -273,24 +298,39 @@ class LDPTrieHH:
             users += sum(s.users for s in stats)
             found.extend(words)
             known[lexicon.ids(words)] = True  # earlier heavy hitters become known words
-        return TrieHHResult(heavy_hitters=tuple(found), per_pass=tuple(per_pass), layers=tuple(layers),
-                            event=event, users=users)
+        return TrieHHResult(
+            heavy_hitters=tuple(found), per_pass=tuple(per_pass), layers=tuple(layers), event=event, users=users
+        )
 
     def _ledger_parameters(self, lexicon_size: int, known: int) -> dict[str, Any]:
         return {
-            "epsilon": self.epsilon, "users_per_layer": self.users_per_layer,
-            "contribution_bound": self.contribution_bound, "num_reports_per_layer":
-                self.users_per_layer * self.contribution_bound,
-            "max_prefixes": self.max_prefixes, "depth": self.depth, "passes": self.passes,
-            "sampler": self.sampler, "alphabet_size": self.alphabet.size, "min_votes": self.min_votes,
-            "known_words": known, "lexicon_size": lexicon_size,
+            "epsilon": self.epsilon,
+            "users_per_layer": self.users_per_layer,
+            "contribution_bound": self.contribution_bound,
+            "num_reports_per_layer": self.users_per_layer * self.contribution_bound,
+            "max_prefixes": self.max_prefixes,
+            "depth": self.depth,
+            "passes": self.passes,
+            "sampler": self.sampler,
+            "alphabet_size": self.alphabet.size,
+            "min_votes": self.min_votes,
+            "known_words": known,
+            "lexicon_size": lexicon_size,
             "composition": "parallel: each user reports in one layer of one pass, each item in "
-                           "at most one report (Sun et al. 2024, Theorems 1-2)",
+            "at most one report (Sun et al. 2024, Theorems 1-2)",
         }
 
-    def _one_pass(self, stream: Iterator[UserWords], lexicon: Lexicon, known: np.ndarray, event: Shuffled,
-                  rng: RandomSource, echo: Callable[[str], None], pass_index: int,
-                  label: str) -> tuple[list[str], list[LayerStats]]:
+    def _one_pass(
+        self,
+        stream: Iterator[UserWords],
+        lexicon: Lexicon,
+        known: np.ndarray,
+        event: Shuffled,
+        rng: RandomSource,
+        echo: Callable[[str], None],
+        pass_index: int,
+        label: str,
+    ) -> tuple[list[str], list[LayerStats]]:
         size, end = self.alphabet.size, self.alphabet.end_code
         chars = self.alphabet.symbols + self.alphabet.end
         codes = lexicon.codes
@@ -310,10 +350,12 @@ class LDPTrieHH:
                 raise PrivregValueError(
                     f"pass {pass_index} layer {layer}: groups must yield a UserWords of exactly "
                     f"users_per_layer = {self.users_per_layer} users (the charged event assumes "
-                    f"N*B reports per layer); got {type(group).__name__}")
+                    f"N*B reports per layer); got {type(group).__name__}"
+                )
             if group.words.size and group.words.max() >= len(lexicon):
-                raise PrivregValueError(f"pass {pass_index} layer {layer}: word ids must index the lexicon "
-                                        f"(< {len(lexicon)})")
+                raise PrivregValueError(
+                    f"pass {pass_index} layer {layer}: word ids must index the lexicon (< {len(lexicon)})"
+                )
             candidates = len(names) * size
             symbol = codes[:, layer].astype(np.int64)
             word_code = np.where((node >= 0) & (symbol >= 0), node * size + symbol, -1)
@@ -323,15 +365,28 @@ class LDPTrieHH:
             tag = f"{label or _NAME} pass {pass_index} layer {layer}"
             pairs = (group.owners[valid], entry_code[valid], group.counts[valid])
             if self.votes == "aggregate":
-                counts = contribution_counts(*pairs, num_users=group.num_users, bound=self.contribution_bound,
-                                             sampler=self.sampler, dummy=candidates, rng=rng)
+                counts = contribution_counts(
+                    *pairs,
+                    num_users=group.num_users,
+                    bound=self.contribution_bound,
+                    sampler=self.sampler,
+                    dummy=candidates,
+                    rng=rng,
+                )
                 votes = ss.vote_counts_from_histogram(counts, charger=_LayerAllowance(event), rng=rng, label=tag)
                 real = int(counts[:candidates].sum())
             else:
-                inputs = sample_contributions(*pairs, num_users=group.num_users, bound=self.contribution_bound,
-                                              sampler=self.sampler, dummy=candidates, rng=rng)
-                votes = layer_votes(ss, inputs, charger=_LayerAllowance(event), rng=rng, chunk_size=self.chunk_size,
-                                    label=tag)
+                inputs = sample_contributions(
+                    *pairs,
+                    num_users=group.num_users,
+                    bound=self.contribution_bound,
+                    sampler=self.sampler,
+                    dummy=candidates,
+                    rng=rng,
+                )
+                votes = layer_votes(
+                    ss, inputs, charger=_LayerAllowance(event), rng=rng, chunk_size=self.chunk_size, label=tag
+                )
                 real = int((inputs != candidates).sum())
             votes = votes[:candidates]
             kept, tau = self._keep(votes, rng)
@@ -344,15 +399,28 @@ class LDPTrieHH:
             position[extend] = np.arange(extend.size)
             node = np.where(word_code >= 0, position[np.maximum(word_code, 0)], -1)
             seconds, cpu_seconds = timer.lap(f"layer {layer}")
-            stats.append(LayerStats(
-                pass_index=pass_index, layer=layer, users=group.num_users,
-                reports=group.num_users * self.contribution_bound, real_reports=real, candidates=candidates,
-                subset_size=ss.subset_size, threshold=tau, kept=int(kept.size), new_words=len(words),
-                seconds=seconds, cpu_seconds=cpu_seconds))
+            stats.append(
+                LayerStats(
+                    pass_index=pass_index,
+                    layer=layer,
+                    users=group.num_users,
+                    reports=group.num_users * self.contribution_bound,
+                    real_reports=real,
+                    candidates=candidates,
+                    subset_size=ss.subset_size,
+                    threshold=tau,
+                    kept=int(kept.size),
+                    new_words=len(words),
+                    seconds=seconds,
+                    cpu_seconds=cpu_seconds,
+                )
+            )
             bar = "#" * round(20 * layer / self.depth)
-            echo(f"[{bar:<20}] pass {pass_index}/{self.passes} layer {layer}/{self.depth}: "
-                 f"{group.num_users} users, |Z_i| = {candidates}, d = {ss.subset_size}, "
-                 f"tau = {tau}, kept {kept.size}, +{len(words)} words")
+            echo(
+                f"[{bar:<20}] pass {pass_index}/{self.passes} layer {layer}/{self.depth}: "
+                f"{group.num_users} users, |Z_i| = {candidates}, d = {ss.subset_size}, "
+                f"tau = {tau}, kept {kept.size}, +{len(words)} words"
+            )
         return found, stats
 
     def _keep(self, votes: np.ndarray, rng: RandomSource) -> tuple[np.ndarray, int]:

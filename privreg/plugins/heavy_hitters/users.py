@@ -86,9 +86,7 @@ class UserWords:
     def __attrs_post_init__(self) -> None:
         o = self.offsets
         if o.size < 1 or o[0] != 0 or (np.diff(o) < 0).any() or o[-1] != self.words.size:
-            raise PrivregValueError(
-                "offsets must start at 0, never decrease and end at len(words)"
-            )
+            raise PrivregValueError("offsets must start at 0, never decrease and end at len(words)")
         if self.counts.shape != self.words.shape:
             raise PrivregValueError("counts and words must have the same length (one count per word)")
         if (self.counts < 1).any() or (self.words < 0).any():
@@ -157,7 +155,7 @@ class UserWords:
                 f"the population has {self.num_users}"
             )
         order = np.argsort(uniform_chunked(1 << 62, self.num_users, rng), kind="stable")
-        return [self.take(order[g * group_size:(g + 1) * group_size]) for g in range(groups)]
+        return [self.take(order[g * group_size : (g + 1) * group_size]) for g in range(groups)]
 
     def word_totals(self, num_words: int) -> np.ndarray:
         """How many times each word id was typed in this group (int64, length ``num_words``)."""

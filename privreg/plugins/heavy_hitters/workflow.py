@@ -31,52 +31,83 @@ __all__ = ["oov_discovery", "format_layers"]
 
 def format_layers(result: TrieHHResult) -> str:
     """The per-layer statistics as a fixed-width table."""
-    head = (f"{'pass':>4} {'layer':>5} {'users':>9} {'real reports':>12} {'|Z_i|':>9} {'d':>6} "
-            f"{'tau_i':>7} {'|P_i|':>6} {'new':>5} {'seconds':>8}")
+    head = (
+        f"{'pass':>4} {'layer':>5} {'users':>9} {'real reports':>12} {'|Z_i|':>9} {'d':>6} "
+        f"{'tau_i':>7} {'|P_i|':>6} {'new':>5} {'seconds':>8}"
+    )
     rows = [head]
     for s in result.layers:
-        rows.append(f"{s.pass_index:>4} {s.layer:>5} {s.users:>9} {s.real_reports:>12} {s.candidates:>9} "
-                    f"{s.subset_size:>6} {s.threshold:>7} {s.kept:>6} {s.new_words:>5} {s.seconds:>8.2f}")
+        rows.append(
+            f"{s.pass_index:>4} {s.layer:>5} {s.users:>9} {s.real_reports:>12} {s.candidates:>9} "
+            f"{s.subset_size:>6} {s.threshold:>7} {s.kept:>6} {s.new_words:>5} {s.seconds:>8.2f}"
+        )
     return "\n".join(rows)
 
 
 def oov_discovery(
     *,
     context: WorkflowContext,
-    epsilon: Annotated[float, Spec(
-        doc="item-level local epsilon of every Subset Selection report (Theorem 1)", **POSITIVE)] = 10.0,
-    delta: Annotated[float, Spec(
-        doc="delta of the central (eps', delta) after shuffling (Theorem 2)", minimum=0, exclusive_minimum=True, maximum=0.5)] = 1e-10,
-    users_per_layer: Annotated[int, Spec(
-        doc="N: fresh users per trie layer (a run uses N * depth * passes users)", minimum=1)] = 20_000,
-    contribution_bound: Annotated[int, Spec(
-        doc="B: reports per user (distinct prefixes, padded with the dummy gamma)", minimum=1)] = 2,
-    max_prefixes: Annotated[int, Spec(
-        doc="eta_max: prefixes kept per layer", minimum=1)] = 1000,
-    depth: Annotated[int, Spec(
-        doc="D: trie depth (longest word found: D characters)", minimum=1, maximum=64)] = 15,
-    passes: Annotated[int, Spec(
-        doc="tries built one after another on disjoint users; earlier words become known", minimum=1)] = 2,
-    sampler: Annotated[str, Spec(
-        doc="local sampler: greedy (most typed prefixes) or random (uniform distinct prefixes)", choices=SAMPLERS)] = "random",
-    days: Annotated[int, Spec(
-        doc="T: days of typing per simulated user", minimum=1)] = 60,
-    vocabulary: Annotated[int, Spec(
-        doc="words of the simulated law (the most frequent English words, wordfreq)", minimum=2, maximum=300_000)] = 30_000,
-    known_words: Annotated[int, Spec(
-        doc="size of the known vocabulary V (the most frequent words); the rest are targets", minimum=0)] = 1000,
-    oov_per_day: Annotated[float, Spec(
-        doc="out-of-vocabulary words a simulated user types per day (Poisson mean)", **POSITIVE)] = 0.5,
-    personal_share: Annotated[float, Spec(
-        doc="share of a user's unknown words that are their own bursty words (typos, names)", minimum=0, maximum=1)] = 0.5,
-    shuffle_bound: Annotated[str, Spec(
-        doc="amplification bound for the central epsilon (fmt21-numerical holds for every randomizer; "
-            "fmt23-numerical is refused unless every layer's reports hold one item, d = 1)", choices=SHUFFLE_BOUNDS)] = DEFAULT_SHUFFLE_BOUND,
-    votes: Annotated[str, Spec(
-        doc="aggregate: each layer's vote sum sampled directly (same law up to float rounding); "
-            "reports: every report drawn by the exact sampler (slower, O(N B d))", choices=list(VOTE_METHODS))] = "aggregate",
-    show: Annotated[int, Spec(
-        doc="discovered words printed per pass", minimum=0)] = 25,
+    epsilon: Annotated[
+        float, Spec(doc="item-level local epsilon of every Subset Selection report (Theorem 1)", **POSITIVE)
+    ] = 10.0,
+    delta: Annotated[
+        float,
+        Spec(
+            doc="delta of the central (eps', delta) after shuffling (Theorem 2)",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=0.5,
+        ),
+    ] = 1e-10,
+    users_per_layer: Annotated[
+        int, Spec(doc="N: fresh users per trie layer (a run uses N * depth * passes users)", minimum=1)
+    ] = 20_000,
+    contribution_bound: Annotated[
+        int, Spec(doc="B: reports per user (distinct prefixes, padded with the dummy gamma)", minimum=1)
+    ] = 2,
+    max_prefixes: Annotated[int, Spec(doc="eta_max: prefixes kept per layer", minimum=1)] = 1000,
+    depth: Annotated[int, Spec(doc="D: trie depth (longest word found: D characters)", minimum=1, maximum=64)] = 15,
+    passes: Annotated[
+        int, Spec(doc="tries built one after another on disjoint users; earlier words become known", minimum=1)
+    ] = 2,
+    sampler: Annotated[
+        str,
+        Spec(doc="local sampler: greedy (most typed prefixes) or random (uniform distinct prefixes)", choices=SAMPLERS),
+    ] = "random",
+    days: Annotated[int, Spec(doc="T: days of typing per simulated user", minimum=1)] = 60,
+    vocabulary: Annotated[
+        int,
+        Spec(doc="words of the simulated law (the most frequent English words, wordfreq)", minimum=2, maximum=300_000),
+    ] = 30_000,
+    known_words: Annotated[
+        int, Spec(doc="size of the known vocabulary V (the most frequent words); the rest are targets", minimum=0)
+    ] = 1000,
+    oov_per_day: Annotated[
+        float, Spec(doc="out-of-vocabulary words a simulated user types per day (Poisson mean)", **POSITIVE)
+    ] = 0.5,
+    personal_share: Annotated[
+        float,
+        Spec(
+            doc="share of a user's unknown words that are their own bursty words (typos, names)", minimum=0, maximum=1
+        ),
+    ] = 0.5,
+    shuffle_bound: Annotated[
+        str,
+        Spec(
+            doc="amplification bound for the central epsilon (fmt21-numerical holds for every randomizer; "
+            "fmt23-numerical is refused unless every layer's reports hold one item, d = 1)",
+            choices=SHUFFLE_BOUNDS,
+        ),
+    ] = DEFAULT_SHUFFLE_BOUND,
+    votes: Annotated[
+        str,
+        Spec(
+            doc="aggregate: each layer's vote sum sampled directly (same law up to float rounding); "
+            "reports: every report drawn by the exact sampler (slower, O(N B d))",
+            choices=list(VOTE_METHODS),
+        ),
+    ] = "aggregate",
+    show: Annotated[int, Spec(doc="discovered words printed per pass", minimum=0)] = 25,
 ) -> WorkflowResult:
     """Discover out-of-vocabulary words with LDP TrieHH (Sun et al. 2024, Algorithm 2)
     on a simulated population, and report coverage and privacy.
@@ -99,24 +130,50 @@ def oov_discovery(
     if known_words >= vocabulary:
         raise PrivregValueError(f"known_words ({known_words}) must be below vocabulary ({vocabulary})")
     algorithm = LDPTrieHH(
-        epsilon=epsilon, users_per_layer=users_per_layer, contribution_bound=contribution_bound,
-        max_prefixes=max_prefixes, depth=depth, sampler=sampler, passes=passes, shuffle_bound=shuffle_bound,
-        votes=votes)
+        epsilon=epsilon,
+        users_per_layer=users_per_layer,
+        contribution_bound=contribution_bound,
+        max_prefixes=max_prefixes,
+        depth=depth,
+        sampler=sampler,
+        passes=passes,
+        shuffle_bound=shuffle_bound,
+        votes=votes,
+    )
     context.echo(f"oov-discovery: loading the {vocabulary} most frequent English words (wordfreq)")
-    model = PopulationModel(law=english_word_law(vocabulary), known_words=known_words, days=days,
-                            oov_per_day=oov_per_day, personal_share=personal_share, depth=depth,
-                            personal_pool=max(1000, vocabulary // 2))
+    model = PopulationModel(
+        law=english_word_law(vocabulary),
+        known_words=known_words,
+        days=days,
+        oov_per_day=oov_per_day,
+        personal_share=personal_share,
+        depth=depth,
+        personal_pool=max(1000, vocabulary // 2),
+    )
     model.lexicon.codes  # encode before the progress bar starts
-    context.echo(f"oov-discovery: {algorithm.users_needed} simulated users in {depth * passes} layers "
-                 f"of {users_per_layer}, {contribution_bound} reports each")
+    context.echo(
+        f"oov-discovery: {algorithm.users_needed} simulated users in {depth * passes} layers "
+        f"of {users_per_layer}, {contribution_bound} reports each"
+    )
     groups = model.groups(users_per_layer, depth * passes, context.rng)
-    result = algorithm.run(groups, model.lexicon, model.known, charger=context.charger, rng=context.rng,
-                           echo=context.echo, label="oov-discovery")
+    result = algorithm.run(
+        groups,
+        model.lexicon,
+        model.known,
+        charger=context.charger,
+        rng=context.rng,
+        echo=context.echo,
+        label="oov-discovery",
+    )
     central = central_epsilon(result.event, delta)
     local = local_epsilon(result.event)
-    anonymity = k_anonymity(epsilon=epsilon, users_per_layer=users_per_layer,
-                            contribution_bound=contribution_bound, max_prefixes=max_prefixes,
-                            alphabet_size=algorithm.alphabet.size)
+    anonymity = k_anonymity(
+        epsilon=epsilon,
+        users_per_layer=users_per_layer,
+        contribution_bound=contribution_bound,
+        max_prefixes=max_prefixes,
+        alphabet_size=algorithm.alphabet.size,
+    )
     coverage = model.coverage(result.heavy_hitters)
     by_pass = [model.coverage(sum(result.per_pass[: i + 1], ())) for i in range(len(result.per_pass))]
     metrics: dict[str, Any] = {
@@ -150,34 +207,39 @@ def _write(context: WorkflowContext, result: TrieHHResult, metrics: Mapping[str,
         writer.writeheader()
         writer.writerows(attrs.asdict(s) for s in result.layers)
     summary = words.with_name("result.json")
-    summary.write_text(json.dumps({k: v for k, v in metrics.items() if k != "layers"}, indent=2) + "\n",
-                       encoding="utf-8")
+    summary.write_text(
+        json.dumps({k: v for k, v in metrics.items() if k != "layers"}, indent=2) + "\n", encoding="utf-8"
+    )
     return {"heavy_hitters": words, "layers": layers, "result": summary}
 
 
 def _summary(result: TrieHHResult, metrics: Mapping[str, Any], anonymity: Any, show: int) -> str:
-    lines = [f"LDP TrieHH: {metrics['heavy_hitters']} words discovered from {metrics['users']} users "
-             f"({len(result.per_pass)} pass(es))"]
+    lines = [
+        f"LDP TrieHH: {metrics['heavy_hitters']} words discovered from {metrics['users']} users "
+        f"({len(result.per_pass)} pass(es))"
+    ]
     for i, words in enumerate(result.per_pass, 1):
         shown = ", ".join(words[:show]) + (" ..." if len(words) > show else "")
         lines.append(f"  pass {i}: {len(words)} words: {shown}")
     steps = ", ".join(f"after pass {i}: {100 * c:.1f}%" for i, c in enumerate(metrics["coverage_by_pass"], 1))
-    lines.append(f"coverage of out-of-vocabulary contributions: {100 * metrics['coverage']:.1f}%"
-                 + (f" ({steps})" if len(result.per_pass) > 1 else ""))
+    lines.append(
+        f"coverage of out-of-vocabulary contributions: {100 * metrics['coverage']:.1f}%"
+        + (f" ({steps})" if len(result.per_pass) > 1 else "")
+    )
     lines.append(format_layers(result))
     lines.append(
         f"privacy: item-level eps = {metrics['local_epsilon']:g}-LDP per report (Theorem 1); "
         f"central eps' = {metrics['central_epsilon']:.4f} at delta = {metrics['delta']:g} after shuffling "
         f"n = N*B = {metrics['num_reports_per_layer']} reports per layer ({metrics['shuffle_bound']}, "
-        f"Theorem 2; one charge for the run)")
+        f"Theorem 2; one charge for the run)"
+    )
     if metrics["central_epsilon"] >= metrics["local_epsilon"]:
         lines.append("  (no amplification at this size: shuffling helps once N*B is large against e^eps)")
     head = f"approximate k-anonymity (Lemma 1, alpha = {anonymity.alpha:g}, s = eta_max |X| + 1 = {anonymity.s}): "
     if anonymity.d <= 2:
         lines.append(head + f"nothing certified: reports hold d = {anonymity.d} items, the lemma needs d >= 3")
     elif anonymity.k is None:
-        lines.append(head + f"nothing certified: even Pr(f(0) >= tau) <= {anonymity.certified:.3g} "
-                            f"exceeds 1 - alpha")
+        lines.append(head + f"nothing certified: even Pr(f(0) >= tau) <= {anonymity.certified:.3g} exceeds 1 - alpha")
     else:
         lines.append(head + f"k = {anonymity.k} (Pr(f(k) >= tau) <= {anonymity.certified:.3g})")
     return "\n".join(lines)

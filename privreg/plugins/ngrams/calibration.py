@@ -119,8 +119,7 @@ def calibrate_dpne(
         raise PrivregValueError(f"schedule must be one of {DPNE_SCHEDULES}; got {schedule!r}")
     if schedule == "geometric":
         if decay is None:
-            raise PrivregValueError(
-                "schedule='geometric' needs decay=c with 0 < c < 1 (sigma_k = c sigma_{k-1})")
+            raise PrivregValueError("schedule='geometric' needs decay=c with 0 < c < 1 (sigma_k = c sigma_{k-1})")
         decay = v.check_real("decay", decay)
         if not (0 < decay < 1):
             raise PrivregValueError(
@@ -143,7 +142,8 @@ def calibrate_dpne(
         for s in sigmas:
             acc.compose(Gaussian(sigma=s))
         return acc.delta(epsilon) <= delta_gaussian and exact_delta_at_most(
-            epsilon, delta_gaussian, lambda: mpmath.sqrt(mpmath.fsum(1 / mpmath.mpf(s) ** 2 for s in sigmas)))
+            epsilon, delta_gaussian, lambda: mpmath.sqrt(mpmath.fsum(1 / mpmath.mpf(s) ** 2 for s in sigmas))
+        )
 
     for _ in range(MAX_SAFE_STEPS):
         if composes(sigmas):
@@ -156,7 +156,15 @@ def calibrate_dpne(
     rho_1 = dpsu_threshold(sigma=sigma_1, max_keys=d1, delta_threshold=delta_threshold)
 
     return DPNECalibration(
-        epsilon=epsilon, delta=delta, max_n=t_max, schedule=schedule, decay=decay, delta_1=d1,
-        sigma_star=sigma_star, sigmas=tuple(float(s) for s in sigmas), rho_1=rho_1,
-        delta_gaussian=delta_gaussian, delta_threshold=delta_threshold,
+        epsilon=epsilon,
+        delta=delta,
+        max_n=t_max,
+        schedule=schedule,
+        decay=decay,
+        delta_1=d1,
+        sigma_star=sigma_star,
+        sigmas=tuple(float(s) for s in sigmas),
+        rho_1=rho_1,
+        delta_gaussian=delta_gaussian,
+        delta_threshold=delta_threshold,
     )

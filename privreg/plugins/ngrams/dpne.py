@@ -113,13 +113,22 @@ def _charge_plan(charger: Charger, plan: NoisePlan, rng: RandomSource) -> None:
     """Charge every release of ``plan`` as one block, before any noise is drawn."""
     events = plan.events
     event = events[0] if len(events) == 1 else Composed(events=events)
-    charger.charge(event, mechanism=f"ngrams:{plan.method}",
-                   parameters={"releases": [{"lengths": list(r.lengths), "sigma": r.sigma, "rho": r.rho,
-                                             "max_keys": r.max_keys, "label": r.label} for r in plan.releases],
-                               "epsilon": plan.epsilon, "delta": plan.delta,
-                               "applied_epsilon": plan.applied_epsilon, "verified_by": plan.verified_by},
-                   label=f"{plan.method}: {len(events)} release(s), charged as one block",
-                   randomness=rng.describe())
+    charger.charge(
+        event,
+        mechanism=f"ngrams:{plan.method}",
+        parameters={
+            "releases": [
+                {"lengths": list(r.lengths), "sigma": r.sigma, "rho": r.rho, "max_keys": r.max_keys, "label": r.label}
+                for r in plan.releases
+            ],
+            "epsilon": plan.epsilon,
+            "delta": plan.delta,
+            "applied_epsilon": plan.applied_epsilon,
+            "verified_by": plan.verified_by,
+        },
+        label=f"{plan.method}: {len(events)} release(s), charged as one block",
+        randomness=rng.describe(),
+    )
 
 
 def _progress(total: int, enabled: bool) -> Any:
@@ -191,29 +200,57 @@ def extract_ngrams(
         if length > max_n:
             raise PrivregValueError(f"length={length} exceeds max_n={max_n}")
         plan = plan_dpsu_single(epsilon=epsilon, delta=delta, length=length, max_keys=keys[length - 1])
-    say(f"ngrams: {method}, epsilon={plan.epsilon:g}, delta={plan.delta:g}; noise verified by the "
-        f"{plan.verified_by} accountant (epsilon {plan.verified_epsilon:.9g})")
+    say(
+        f"ngrams: {method}, epsilon={plan.epsilon:g}, delta={plan.delta:g}; noise verified by the "
+        f"{plan.verified_by} accountant (epsilon {plan.verified_epsilon:.9g})"
+    )
     _charge_plan(charger, plan, rng)
     salt = rng.randbits(63)
     bar = _progress(len(plan.releases), progress)
     try:
         if method == "dpne":
-            ngrams, reports = _dpne(engine, plan, charger=charger, rng=rng, eta=eta, pruning=pruning,
-                                    variant=variant, mode=valid_count_mode, sample_rate=sample_rate,
-                                    explicit_limit=explicit_limit, salt=salt, say=say, bar=bar)
+            ngrams, reports = _dpne(
+                engine,
+                plan,
+                charger=charger,
+                rng=rng,
+                eta=eta,
+                pruning=pruning,
+                variant=variant,
+                mode=valid_count_mode,
+                sample_rate=sample_rate,
+                explicit_limit=explicit_limit,
+                salt=salt,
+                say=say,
+                bar=bar,
+            )
         else:
             ngrams, reports = _dpsu(engine, plan, charger=charger, rng=rng, salt=salt, say=say, bar=bar)
     finally:
         if bar is not None:
             bar.close()
     charged = len(plan.releases)  # the whole plan, charged as one block before any release
-    return ExtractionResult(method=method, ngrams=ngrams, lengths=reports, plan=plan, tokens=engine.tokens_total,
-                            charged=charged)
+    return ExtractionResult(
+        method=method, ngrams=ngrams, lengths=reports, plan=plan, tokens=engine.tokens_total, charged=charged
+    )
 
 
-def _dpne(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: RandomSource, eta: float,
-          pruning: str, variant: str, mode: str, sample_rate: float | None, explicit_limit: int, salt: int,
-          say: Callable[[str], None], bar: Any) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
+def _dpne(
+    engine: NgramEngine,
+    plan: NoisePlan,
+    *,
+    charger: Charger,
+    rng: RandomSource,
+    eta: float,
+    pruning: str,
+    variant: str,
+    mode: str,
+    sample_rate: float | None,
+    explicit_limit: int,
+    salt: int,
+    say: Callable[[str], None],
+    bar: Any,
+) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
     # length 1: DPSU with the weighted Gaussian policy (Algorithm 6)
@@ -227,8 +264,9 @@ def _dpne(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
     level = Level.unigrams(int(s1.size))
     strings = [s1.astype(str)]
     ngrams[1] = strings[0].tolist()
-    reports[1] = LengthReport(k=1, released=int(s1.size), sigma=r1.sigma, rho=float(rho1), valid=None,
-                              seconds=time.perf_counter() - t0)
+    reports[1] = LengthReport(
+        k=1, released=int(s1.size), sigma=r1.sigma, rho=float(rho1), valid=None, seconds=time.perf_counter() - t0
+    )
     say(f"  1-grams: {s1.size:,} released (DPSU, sigma_1={r1.sigma:.4g}, rho_1={rho1:.4g})")
     if bar is not None:
         bar.update(1)
@@ -262,25 +300,35 @@ def _dpne(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
         engine.set_level(level)
         strings.append(level.strings(strings, strings[0]))
         ngrams[k] = strings[-1].tolist()
-        reports[k] = LengthReport(k=k, released=level.size, sigma=release.sigma, rho=rho, valid=valid,
-                                  seconds=time.perf_counter() - t0)
-        say(f"  {k}-grams: {level.size:,} released (|V_{k}| {'=' if mode == 'exact' else '~'} {valid:,}, "
-            f"sigma_{k}={release.sigma:.4g}, rho_{k}={rho:.4g}) [{reports[k].seconds:.2f} s]")
+        reports[k] = LengthReport(
+            k=k, released=level.size, sigma=release.sigma, rho=rho, valid=valid, seconds=time.perf_counter() - t0
+        )
+        say(
+            f"  {k}-grams: {level.size:,} released (|V_{k}| {'=' if mode == 'exact' else '~'} {valid:,}, "
+            f"sigma_{k}={release.sigma:.4g}, rho_{k}={rho:.4g}) [{reports[k].seconds:.2f} s]"
+        )
         if bar is not None:
             bar.update(1)
     return ngrams, reports
 
 
-def _dpsu(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: RandomSource, salt: int,
-          say: Callable[[str], None], bar: Any) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
+def _dpsu(
+    engine: NgramEngine,
+    plan: NoisePlan,
+    *,
+    charger: Charger,
+    rng: RandomSource,
+    salt: int,
+    say: Callable[[str], None],
+    bar: Any,
+) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
     for release in plan.releases:
         rho = release.fixed_rho
         t0 = time.perf_counter()
         hist = engine.raw_histogram(release.lengths, max_keys=release.max_keys, salt=salt)
-        keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(rho), sigma=release.sigma,
-                                   rng=rng)
+        keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(rho), sigma=release.sigma, rng=rng)
         labels = engine.labels(hist.keys[keep])
         by_len: dict[int, list[str]] = {k: [] for k in release.lengths}
         for s in labels:
@@ -288,10 +336,13 @@ def _dpsu(engine: NgramEngine, plan: NoisePlan, *, charger: Charger, rng: Random
         seconds = time.perf_counter() - t0
         for k in release.lengths:
             ngrams[k] = sorted(by_len.get(k, []))
-            reports[k] = LengthReport(k=k, released=len(ngrams[k]), sigma=release.sigma, rho=float(rho),
-                                      valid=None, seconds=seconds)
-        say(f"  {release.label}: {sum(len(by_len.get(k, [])) for k in release.lengths):,} released "
-            f"(sigma={release.sigma:.4g}, rho={rho:.4g}) [{seconds:.2f} s]")
+            reports[k] = LengthReport(
+                k=k, released=len(ngrams[k]), sigma=release.sigma, rho=float(rho), valid=None, seconds=seconds
+            )
+        say(
+            f"  {release.label}: {sum(len(by_len.get(k, [])) for k in release.lengths):,} released "
+            f"(sigma={release.sigma:.4g}, rho={rho:.4g}) [{seconds:.2f} s]"
+        )
         if bar is not None:
             bar.update(1)
     return ngrams, reports
@@ -307,6 +358,6 @@ def table3(rows: dict[str, dict[int, int]], max_n: int, *, total: bool = True) -
         tot = "-" if name.lower().startswith("dpsu-single") else f"{sum(counts.values()):,}"
         lines.append([name] + cells + ([tot] if total else []))
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                     for row in lines)
-
+    return "\n".join(
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in lines
+    )

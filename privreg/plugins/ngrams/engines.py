@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram
 from privreg.plugins.ngrams.backends.local import LocalBackend
 from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
-from privreg.core import validation as v
-from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.levels import Level, check_pruning
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
 from privreg.plugins.ngrams.raw import RawNgrams
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pyspark is optional: imported where the Spark engine runs
     from pyspark.sql import DataFrame
 
 __all__ = ["NgramEngine", "LocalNgramEngine", "SparkNgramEngine"]
+
 
 class NgramEngine(ABC):
     """What the DPNE driver needs from a backend."""
@@ -85,8 +86,9 @@ class LocalNgramEngine(NgramEngine):
     survivors of the previous length, looked up in S_{k-1}, with the last token in S_1 and
     (both-side pruning) the suffix (k-1)-gram a survivor too."""
 
-    def __init__(self, corpus: TokenCorpus | PartitionedCorpus, backend: LocalBackend | None = None, *,
-                 workers: int = 1) -> None:
+    def __init__(
+        self, corpus: TokenCorpus | PartitionedCorpus, backend: LocalBackend | None = None, *, workers: int = 1
+    ) -> None:
         if isinstance(corpus, TokenCorpus):
             corpus = PartitionedCorpus.from_corpus(corpus)
         if not isinstance(corpus, PartitionedCorpus):
@@ -142,8 +144,9 @@ class LocalNgramEngine(NgramEngine):
             raise PrivregValueError("set_unigrams must be called before kgram_histogram")
         if k != self._k + 1 or (k > 2 and self._prev_keys is None):
             raise PrivregValueError(f"kgram_histogram({k}) needs S_{k - 1} registered (set_level) first")
-        tables = self._map(_kgram_part, self.backend, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning,
-                           max_keys, salt)
+        tables = self._map(
+            _kgram_part, self.backend, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning, max_keys, salt
+        )
         self._k, self._prev_keys = k, None
         keys, counts = merge_tables(tables)
         return Histogram(keys=keys, counts=counts, scale=DEFAULT_SCALE)
@@ -157,8 +160,10 @@ class LocalNgramEngine(NgramEngine):
         if self._raw is None:
             self._raw = RawNgrams(self.corpus)
         self._raw.build(max(lengths))
-        tables = [self._raw.partition_histogram(p, lengths, self.backend, max_keys=max_keys, salt=salt)
-                  for p in self.corpus.partitions]
+        tables = [
+            self._raw.partition_histogram(p, lengths, self.backend, max_keys=max_keys, salt=salt)
+            for p in self.corpus.partitions
+        ]
         keys, counts = merge_tables(tables)
         return Histogram(keys=keys, counts=counts, scale=DEFAULT_SCALE)
 
@@ -187,8 +192,9 @@ def merge_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     return keys[first], np.add.reduceat(counts, first)
 
 
-def _unigram_part(part: Partition, backend: LocalBackend, vocab_tags: np.ndarray, max_keys: int,
-                  salt: int) -> tuple[np.ndarray, np.ndarray]:
+def _unigram_part(
+    part: Partition, backend: LocalBackend, vocab_tags: np.ndarray, max_keys: int, salt: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Bounded histogram of each user's distinct tokens in one partition (keys: token ids;
     the keyed choice uses the tokens' string tags, intrinsic to each token)."""
     a = part.load()
@@ -198,9 +204,17 @@ def _unigram_part(part: Partition, backend: LocalBackend, vocab_tags: np.ndarray
     return h.keys, h.counts
 
 
-def _kgram_part(part: Partition, backend: LocalBackend, k: int, s1_of_vocab: np.ndarray,
-                prev_keys: np.ndarray | None, n1: int, pruning: str, max_keys: int,
-                salt: int) -> tuple[np.ndarray, np.ndarray]:
+def _kgram_part(
+    part: Partition,
+    backend: LocalBackend,
+    k: int,
+    s1_of_vocab: np.ndarray,
+    prev_keys: np.ndarray | None,
+    n1: int,
+    pruning: str,
+    max_keys: int,
+    salt: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """One partition's bounded histogram of k-grams in V_k (keys ``pre * n1 + last``).
     Saves the candidates (start slot, key) as the partition's state ``cand``: the next
     length looks them up in S_k to find its survivors."""
@@ -270,8 +284,11 @@ class SparkNgramEngine(NgramEngine):
 
         self._n1 = int(tokens.size)
         pdf = pd.DataFrame({"tok": tokens.astype(str).tolist(), "idx": np.arange(tokens.size, dtype=np.int64)})
-        s1 = self.spark.createDataFrame(pdf, "tok string, idx long") if tokens.size else \
-            self.spark.createDataFrame([], "tok string, idx long")
+        s1 = (
+            self.spark.createDataFrame(pdf, "tok string, idx long")
+            if tokens.size
+            else self.spark.createDataFrame([], "tok string, idx long")
+        )
         self._s1 = s1.cache()
         self._prev = self._s1.select(F.array("tok").alias("gram"), F.col("idx").alias("gid")).cache()
 
@@ -287,16 +304,22 @@ class SparkNgramEngine(NgramEngine):
         check_pruning(pruning)
         s1, prev_level = self._registered()
         prev = F.broadcast(prev_level)
-        g = self._grams(k).select("user", "g", F.slice("g", 1, k - 1).alias("prefix"),
-                                  F.slice("g", 2, k - 1).alias("suffix"), F.element_at("g", k).alias("last"))
+        g = self._grams(k).select(
+            "user",
+            "g",
+            F.slice("g", 1, k - 1).alias("prefix"),
+            F.slice("g", 2, k - 1).alias("suffix"),
+            F.element_at("g", k).alias("last"),
+        )
         g = g.join(prev.withColumnRenamed("gram", "prefix"), "prefix")
         g = g.join(F.broadcast(s1).withColumnRenamed("tok", "last"), "last")
         if pruning == "both":
             g = g.join(prev.select(F.col("gram").alias("suffix")), "suffix", "left_semi")
         cand = g.select("user", "g", (F.col("gid") * F.lit(self._n1) + F.col("idx")).alias("key"))
         self._cand = cand
-        return self.backend.bounded_histogram(cand.select("user", "key"), max_keys=max_keys, salt=salt,
-                                              scale=DEFAULT_SCALE)
+        return self.backend.bounded_histogram(
+            cand.select("user", "key"), max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE
+        )
 
     def set_level(self, level: Level) -> None:
         import pandas as pd
@@ -304,15 +327,21 @@ class SparkNgramEngine(NgramEngine):
 
         s1, old = self._registered()
         pdf = pd.DataFrame({"key": level.keys.astype(np.int64), "gid": np.arange(level.size, dtype=np.int64)})
-        released = self.spark.createDataFrame(pdf, "key long, gid long") if level.size else \
-            self.spark.createDataFrame([], "key long, gid long")
+        released = (
+            self.spark.createDataFrame(pdf, "key long, gid long")
+            if level.size
+            else self.spark.createDataFrame([], "key long, gid long")
+        )
         n1 = F.lit(self._n1)
-        parts = (released.withColumn("pre", F.expr(f"key div {self._n1}"))  # exact long division
-                 .withColumn("li", F.pmod(F.col("key"), n1)))
+        parts = released.withColumn("pre", F.expr(f"key div {self._n1}")).withColumn(  # exact long division
+            "li", F.pmod(F.col("key"), n1)
+        )
         prev = old.select(F.col("gram").alias("prefix"), F.col("gid").alias("pre"))
-        nxt = (parts.join(F.broadcast(prev), "pre")
-               .join(F.broadcast(s1).select(F.col("idx").alias("li"), "tok"), "li")
-               .select(F.concat("prefix", F.array("tok")).alias("gram"), "gid"))
+        nxt = (
+            parts.join(F.broadcast(prev), "pre")
+            .join(F.broadcast(s1).select(F.col("idx").alias("li"), "tok"), "li")
+            .select(F.concat("prefix", F.array("tok")).alias("gram"), "gid")
+        )
         self._prev = nxt.cache()
         self._prev.count()
         old.unpersist()

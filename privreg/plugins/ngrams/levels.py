@@ -20,14 +20,23 @@ import math
 import attrs
 import numpy as np
 
-from privreg.plugins.ngrams.backends.bounding import sorted_unique
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 from privreg.noise.vector import uniform_below
+from privreg.plugins.ngrams.backends.bounding import sorted_unique
 
-__all__ = ["Level", "PRUNINGS", "lookup", "valid_count", "estimate_valid_count", "valid_keys", "is_valid",
-           "sample_spurious", "check_pruning"]
+__all__ = [
+    "Level",
+    "PRUNINGS",
+    "lookup",
+    "valid_count",
+    "estimate_valid_count",
+    "valid_keys",
+    "is_valid",
+    "sample_spurious",
+    "check_pruning",
+]
 
 PRUNINGS = ("both", "single")
 
@@ -121,8 +130,9 @@ def _pair_table(prev: Level) -> tuple[np.ndarray, int]:
     return codes, max(m, 1)
 
 
-def _candidates(x: np.ndarray, w: np.ndarray, prev: Level, pruning: str,
-                table: tuple[np.ndarray, int] | None) -> tuple[np.ndarray, np.ndarray]:
+def _candidates(
+    x: np.ndarray, w: np.ndarray, prev: Level, pruning: str, table: tuple[np.ndarray, int] | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Paper 002 Algorithms 2-3: for x uniform in S_1 and w uniform in S_{k-1}, the
     candidate k-gram and whether it is valid. both-side: w = y z, candidate x y z, valid iff
     x y is in S_{k-1} (z is in S_1 by construction); single-side: candidate w z' with
@@ -170,7 +180,8 @@ def valid_keys(prev: Level, *, pruning: str, limit: int) -> np.ndarray:
     if count > limit:
         raise PrivregValueError(
             f"|V_{prev.k + 1}| = {count:,} valid {prev.k + 1}-grams exceed the explicit variant's "
-            f"limit {limit:,}; use variant='scalable' (Appendix A: V_k stays implicit)")
+            f"limit {limit:,}; use variant='scalable' (Appendix A: V_k stays implicit)"
+        )
     n1 = prev.n1
     if pruning == "single" or prev.k == 1:
         return np.arange(prev.size * n1, dtype=np.int64)
@@ -202,8 +213,7 @@ def is_valid(keys: np.ndarray, prev: Level, *, pruning: str) -> np.ndarray:
     return good
 
 
-def sample_spurious(count: int, prev: Level, *, pruning: str, exclude: np.ndarray,
-                    rng: RandomSource) -> np.ndarray:
+def sample_spurious(count: int, prev: Level, *, pruning: str, exclude: np.ndarray, rng: RandomSource) -> np.ndarray:
     """``count`` distinct k-grams drawn uniformly from ``V_k`` minus ``exclude`` (sorted
     keys), by the rejection loop of paper 002, Algorithm 2: x uniform in S_1, w uniform in
     S_{k-1}, keep the candidate if it is valid, not excluded and new. Uniform candidates
@@ -235,5 +245,6 @@ def sample_spurious(count: int, prev: Level, *, pruning: str, exclude: np.ndarra
         chosen = np.concatenate([chosen, cand[:need]])
         if draws > 1 << 34:
             raise PrivregValueError(  # pragma: no cover - only if V_k minus exclude is (nearly) empty
-                f"could not draw {count} spurious {prev.k + 1}-grams from V_k minus the support")
+                f"could not draw {count} spurious {prev.k + 1}-grams from V_k minus the support"
+            )
     return np.sort(chosen)

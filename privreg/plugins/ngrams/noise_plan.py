@@ -43,8 +43,16 @@ from privreg.core.events import ApproxDP, Composed, Gaussian, PrivacyEvent
 from privreg.mechanisms import dpsu_threshold
 from privreg.plugins.ngrams.calibration import DPNECalibration, calibrate_dpne
 
-__all__ = ["Release", "NoisePlan", "METHODS", "verify_events",
-           "plan_dpne", "plan_dpsu_all", "plan_dpsu_even", "plan_dpsu_single"]
+__all__ = [
+    "Release",
+    "NoisePlan",
+    "METHODS",
+    "verify_events",
+    "plan_dpne",
+    "plan_dpsu_all",
+    "plan_dpsu_even",
+    "plan_dpsu_single",
+]
 
 #: Extraction methods: DPNE and the three DPSU baselines of paper 002, Table 3.
 METHODS = ("dpne", "dpsu-all", "dpsu-even", "dpsu-single")
@@ -120,7 +128,8 @@ def _search(build, epsilon: float, delta: float):  # type: ignore[no-untyped-def
         if found is not None:
             return releases, paper, eps, found
     raise PrivregValueError(  # pragma: no cover - gamma = 1e-3 is far beyond any rounding
-        f"could not verify the noise plan within epsilon={epsilon}, delta={delta}")
+        f"could not verify the noise plan within epsilon={epsilon}, delta={delta}"
+    )
 
 
 def _check(epsilon: float, delta: float) -> tuple[float, float]:
@@ -138,8 +147,15 @@ def _keys(max_keys: tuple[int, ...], max_n: int) -> tuple[int, ...]:
     return max_keys
 
 
-def plan_dpne(*, epsilon: float, delta: float, max_n: int, max_keys: tuple[int, ...],
-              schedule: str = "equal", decay: float | None = None) -> NoisePlan:
+def plan_dpne(
+    *,
+    epsilon: float,
+    delta: float,
+    max_n: int,
+    max_keys: tuple[int, ...],
+    schedule: str = "equal",
+    decay: float | None = None,
+) -> NoisePlan:
     """DPNE (Algorithm 1 / 2) at (epsilon, delta) by Theorem 2.1: one release per length,
     ``max_keys[k-1]`` = Delta_k."""
     epsilon, delta = _check(epsilon, delta)
@@ -147,38 +163,74 @@ def plan_dpne(*, epsilon: float, delta: float, max_n: int, max_keys: tuple[int, 
     max_keys = _keys(max_keys, max_n)
 
     def build(eps: float) -> tuple[list[Release], DPNECalibration]:
-        cal = calibrate_dpne(epsilon=eps, delta=delta, max_n=max_n, delta_1=max_keys[0],
-                             schedule=schedule, decay=decay)
-        out = [Release(lengths=(1,), sigma=cal.sigmas[0], rho=cal.rho_1, max_keys=max_keys[0],
-                       event=Composed(events=(Gaussian(sigma=cal.sigmas[0], sensitivity=1.0),
-                                              ApproxDP(epsilon=0.0, delta=cal.delta_threshold))),
-                       label="DPNE 1-grams (DPSU, Algorithm 6)")]
-        out += [Release(lengths=(k,), sigma=cal.sigmas[k - 1], rho=None, max_keys=max_keys[k - 1],
-                        event=Gaussian(sigma=cal.sigmas[k - 1], sensitivity=1.0),
-                        label=f"DPNE {k}-grams (Algorithm 1, pruned to V_{k})")
-                for k in range(2, max_n + 1)]
+        cal = calibrate_dpne(epsilon=eps, delta=delta, max_n=max_n, delta_1=max_keys[0], schedule=schedule, decay=decay)
+        out = [
+            Release(
+                lengths=(1,),
+                sigma=cal.sigmas[0],
+                rho=cal.rho_1,
+                max_keys=max_keys[0],
+                event=Composed(
+                    events=(
+                        Gaussian(sigma=cal.sigmas[0], sensitivity=1.0),
+                        ApproxDP(epsilon=0.0, delta=cal.delta_threshold),
+                    )
+                ),
+                label="DPNE 1-grams (DPSU, Algorithm 6)",
+            )
+        ]
+        out += [
+            Release(
+                lengths=(k,),
+                sigma=cal.sigmas[k - 1],
+                rho=None,
+                max_keys=max_keys[k - 1],
+                event=Gaussian(sigma=cal.sigmas[k - 1], sensitivity=1.0),
+                label=f"DPNE {k}-grams (Algorithm 1, pruned to V_{k})",
+            )
+            for k in range(2, max_n + 1)
+        ]
         return out, cal
 
     releases, _, eps, (name, achieved) = _search(build, epsilon, delta)
-    paper = calibrate_dpne(epsilon=epsilon, delta=delta, max_n=max_n, delta_1=max_keys[0],
-                           schedule=schedule, decay=decay)
-    return NoisePlan(method="dpne", epsilon=epsilon, delta=delta, releases=tuple(releases), paper=paper,
-                     applied_epsilon=eps, verified_by=name, verified_epsilon=achieved)
+    paper = calibrate_dpne(
+        epsilon=epsilon, delta=delta, max_n=max_n, delta_1=max_keys[0], schedule=schedule, decay=decay
+    )
+    return NoisePlan(
+        method="dpne",
+        epsilon=epsilon,
+        delta=delta,
+        releases=tuple(releases),
+        paper=paper,
+        applied_epsilon=eps,
+        verified_by=name,
+        verified_epsilon=achieved,
+    )
 
 
-def _single_dpsu(method: str, epsilon: float, delta: float, lengths: tuple[int, ...], max_keys: int,
-                 label: str) -> NoisePlan:
+def _single_dpsu(
+    method: str, epsilon: float, delta: float, lengths: tuple[int, ...], max_keys: int, label: str
+) -> NoisePlan:
     def build(eps: float) -> tuple[list[Release], DPNECalibration]:
         cal = calibrate_dpne(epsilon=eps, delta=delta, max_n=1, delta_1=max_keys)
-        event = Composed(events=(Gaussian(sigma=cal.sigmas[0], sensitivity=1.0),
-                                 ApproxDP(epsilon=0.0, delta=cal.delta_threshold)))
-        return [Release(lengths=lengths, sigma=cal.sigmas[0], rho=cal.rho_1, max_keys=max_keys,
-                        event=event, label=label)], cal
+        event = Composed(
+            events=(Gaussian(sigma=cal.sigmas[0], sensitivity=1.0), ApproxDP(epsilon=0.0, delta=cal.delta_threshold))
+        )
+        return [
+            Release(lengths=lengths, sigma=cal.sigmas[0], rho=cal.rho_1, max_keys=max_keys, event=event, label=label)
+        ], cal
 
     releases, paper, eps, (name, achieved) = _search(build, epsilon, delta)
-    return NoisePlan(method=method, epsilon=epsilon, delta=delta, releases=tuple(releases),
-                     paper=calibrate_dpne(epsilon=epsilon, delta=delta, max_n=1, delta_1=max_keys),
-                     applied_epsilon=eps, verified_by=name, verified_epsilon=achieved)
+    return NoisePlan(
+        method=method,
+        epsilon=epsilon,
+        delta=delta,
+        releases=tuple(releases),
+        paper=calibrate_dpne(epsilon=epsilon, delta=delta, max_n=1, delta_1=max_keys),
+        applied_epsilon=eps,
+        verified_by=name,
+        verified_epsilon=achieved,
+    )
 
 
 def plan_dpsu_all(*, epsilon: float, delta: float, max_n: int, max_keys: tuple[int, ...]) -> NoisePlan:
@@ -187,16 +239,23 @@ def plan_dpsu_all(*, epsilon: float, delta: float, max_n: int, max_keys: tuple[i
     epsilon, delta = _check(epsilon, delta)
     max_n = v.check_count("max_n", max_n)
     total = sum(_keys(max_keys, max_n))
-    return _single_dpsu("dpsu-all", epsilon, delta, tuple(range(1, max_n + 1)), total,
-                        f"DPSU-all: n-grams of lengths 1..{max_n} pooled")
+    return _single_dpsu(
+        "dpsu-all", epsilon, delta, tuple(range(1, max_n + 1)), total, f"DPSU-all: n-grams of lengths 1..{max_n} pooled"
+    )
 
 
 def plan_dpsu_single(*, epsilon: float, delta: float, length: int, max_keys: int) -> NoisePlan:
     """DPSU-single (Section 3.1.2): the whole budget on k-grams of one length."""
     epsilon, delta = _check(epsilon, delta)
     length = v.check_count("length", length)
-    return _single_dpsu("dpsu-single", epsilon, delta, (length,), v.check_count("max_keys", max_keys),
-                        f"DPSU-single: {length}-grams only")
+    return _single_dpsu(
+        "dpsu-single",
+        epsilon,
+        delta,
+        (length,),
+        v.check_count("max_keys", max_keys),
+        f"DPSU-single: {length}-grams only",
+    )
 
 
 def plan_dpsu_even(*, epsilon: float, delta: float, max_n: int, max_keys: tuple[int, ...]) -> NoisePlan:
@@ -214,15 +273,27 @@ def plan_dpsu_even(*, epsilon: float, delta: float, max_n: int, max_keys: tuple[
         out = []
         for k in range(1, max_n + 1):
             sigma = cal.sigmas[k - 1]
-            out.append(Release(lengths=(k,), sigma=sigma,
-                               rho=dpsu_threshold(sigma=sigma, max_keys=max_keys[k - 1], delta_threshold=per),
-                               max_keys=max_keys[k - 1],
-                               event=Composed(events=(Gaussian(sigma=sigma, sensitivity=1.0),
-                                                      ApproxDP(epsilon=0.0, delta=per))),
-                               label=f"DPSU-even: {k}-grams"))
+            out.append(
+                Release(
+                    lengths=(k,),
+                    sigma=sigma,
+                    rho=dpsu_threshold(sigma=sigma, max_keys=max_keys[k - 1], delta_threshold=per),
+                    max_keys=max_keys[k - 1],
+                    event=Composed(events=(Gaussian(sigma=sigma, sensitivity=1.0), ApproxDP(epsilon=0.0, delta=per))),
+                    label=f"DPSU-even: {k}-grams",
+                )
+            )
         return out, cal
 
     releases, _, eps, (name, achieved) = _search(build, epsilon, delta)
     paper = calibrate_dpne(epsilon=epsilon, delta=delta, max_n=max_n, delta_1=max_keys[0])
-    return NoisePlan(method="dpsu-even", epsilon=epsilon, delta=delta, releases=tuple(releases), paper=paper,
-                     applied_epsilon=eps, verified_by=name, verified_epsilon=achieved)
+    return NoisePlan(
+        method="dpsu-even",
+        epsilon=epsilon,
+        delta=delta,
+        releases=tuple(releases),
+        paper=paper,
+        applied_epsilon=eps,
+        verified_by=name,
+        verified_epsilon=achieved,
+    )

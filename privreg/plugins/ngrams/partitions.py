@@ -33,11 +33,11 @@ from typing import Any
 import attrs
 import numpy as np
 
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import Tokenizer, check_path
 from privreg.plugins.ngrams.backends.local import CHUNK_RECORDS, LocalBackend
 from privreg.plugins.ngrams.backends.tokens import TokenChunk, TokenCorpus, Vocabulary, string_tags
-from privreg.core import validation as v
-from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 __all__ = ["PartitionArrays", "Partition", "PartitionedCorpus", "SEPARATOR", "PARTITION_BYTES"]
 
@@ -60,8 +60,9 @@ class Partition:
     """One partition: arrays and per-pass state in memory (``directory`` None) or as
     ``.npy`` files in ``directory``."""
 
-    def __init__(self, *, index: int, directory: Path | None = None, arrays: PartitionArrays | None = None,
-                 tokens: int = 0) -> None:
+    def __init__(
+        self, *, index: int, directory: Path | None = None, arrays: PartitionArrays | None = None, tokens: int = 0
+    ) -> None:
         if (directory is None) == (arrays is None):
             raise PrivregValueError("a partition lives either in memory (arrays) or on disk (directory)")
         self.index = index
@@ -75,8 +76,9 @@ class Partition:
             return self._arrays
         d = self.directory
         assert d is not None
-        return PartitionArrays(tokens=np.load(d / "tokens.npy"), user=np.load(d / "user.npy"),
-                               user_tags=np.load(d / "user_tags.npy"))
+        return PartitionArrays(
+            tokens=np.load(d / "tokens.npy"), user=np.load(d / "user.npy"), user_tags=np.load(d / "user_tags.npy")
+        )
 
     def save_state(self, name: str, **arrays: np.ndarray) -> None:
         if self.directory is None:
@@ -217,8 +219,14 @@ class PartitionedCorpus:
         return cls(vocab=corpus.vocab, partitions=out)
 
     @classmethod
-    def from_chunks(cls, chunks: Iterable[TokenChunk], vocabulary: Vocabulary, *, partitions: int,
-                    directory: str | Path | None = None) -> PartitionedCorpus:
+    def from_chunks(
+        cls,
+        chunks: Iterable[TokenChunk],
+        vocabulary: Vocabulary,
+        *,
+        partitions: int,
+        directory: str | Path | None = None,
+    ) -> PartitionedCorpus:
         """Stream tokenized chunks into ``partitions`` partitions on disk (under a new
         temporary directory inside ``directory``, default the system's). Memory: one
         chunk plus the vocabulary."""
@@ -241,8 +249,9 @@ class PartitionedCorpus:
                 slot_bounds = np.r_[0, np.cumsum(seg)][rec_bounds]
                 users = chunk.users[order].tolist()
                 for i in np.flatnonzero(per_part).tolist():
-                    writers[i].append(ordered[slot_bounds[i]:slot_bounds[i + 1]],
-                                      users[rec_bounds[i]:rec_bounds[i + 1]])
+                    writers[i].append(
+                        ordered[slot_bounds[i] : slot_bounds[i + 1]], users[rec_bounds[i] : rec_bounds[i + 1]]
+                    )
             parts = [w.finish(i) for i, w in enumerate(writers)]
         except BaseException:
             for w in writers:
@@ -252,10 +261,21 @@ class PartitionedCorpus:
         return cls(vocab=vocabulary.words(), partitions=parts, tmp=tmp)
 
     @classmethod
-    def from_file(cls, path: str | Path, *, tokenizer: Tokenizer = Tokenizer(), user_column: str = "user_id",
-                  text_column: str = "text", format: str | None = None, partitions: int | None = None,
-                  partition_bytes: int = PARTITION_BYTES, chunk_records: int = CHUNK_RECORDS, workers: int = 1,
-                  directory: str | Path | None = None, backend: LocalBackend | None = None) -> PartitionedCorpus:
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        tokenizer: Tokenizer = Tokenizer(),
+        user_column: str = "user_id",
+        text_column: str = "text",
+        format: str | None = None,
+        partitions: int | None = None,
+        partition_bytes: int = PARTITION_BYTES,
+        chunk_records: int = CHUNK_RECORDS,
+        workers: int = 1,
+        directory: str | Path | None = None,
+        backend: LocalBackend | None = None,
+    ) -> PartitionedCorpus:
         """Read, tokenize and partition a CSV/JSONL/Parquet file of (user, text) rows in
         one streaming pass (:meth:`LocalBackend.tokenize_file`; ``workers`` processes
         parse and tokenize). ``partitions`` defaults to ``ceil(input bytes /
@@ -267,7 +287,14 @@ class PartitionedCorpus:
             size = p.stat().st_size * (4 if p.suffix.lower() in (".gz", ".bz2") else 1)
             partitions = max(1, math.ceil(size / v.check_count("partition_bytes", partition_bytes)))
         vocabulary = Vocabulary()
-        chunks = be.tokenize_file(p, tokenizer=tokenizer, vocabulary=vocabulary, user_column=user_column,
-                                  text_column=text_column, format=format, chunk_records=chunk_records,
-                                  workers=workers)
+        chunks = be.tokenize_file(
+            p,
+            tokenizer=tokenizer,
+            vocabulary=vocabulary,
+            user_column=user_column,
+            text_column=text_column,
+            format=format,
+            chunk_records=chunk_records,
+            workers=workers,
+        )
         return cls.from_chunks(chunks, vocabulary, partitions=partitions, directory=directory)

@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE
 from privreg.plugins.ngrams.backends.bounding import mix
 from privreg.plugins.ngrams.backends.local import LocalBackend
 from privreg.plugins.ngrams.backends.tokens import LocalPairs
-from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.levels import lookup
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
 
@@ -77,8 +77,9 @@ class RawNgrams:
             # depends neither on the order partitions were read nor on the input's row
             # order (the ids above do)
             self.canonical[k] = np.empty(count, dtype=np.int64)
-            self.canonical[k][np.argsort(self.canonical[k - 1][prefix] * v + self.canonical[1][last])] = \
-                np.arange(count)
+            self.canonical[k][np.argsort(self.canonical[k - 1][prefix] * v + self.canonical[1][last])] = np.arange(
+                count
+            )
             self.built = k
 
     def _ids(self, part: Partition, k: int) -> np.ndarray:
@@ -86,8 +87,9 @@ class RawNgrams:
             return part.load().tokens
         return part.load_state(f"raw{k}", "id")[0]
 
-    def _extend(self, part: Partition, k: int, table: tuple[np.ndarray, np.ndarray],
-                count: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    def _extend(
+        self, part: Partition, k: int, table: tuple[np.ndarray, np.ndarray], count: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         tokens = part.load().tokens
         prev = self._ids(part, k - 1)
         pos = np.flatnonzero(prev >= 0)
@@ -101,8 +103,9 @@ class RawNgrams:
         found, _ = lookup(table[0], ordered)
         new = ordered[~found]
         if count + new.size >= 1 << 31:
-            raise PrivregValueError(f"more than 2^31 distinct {k}-grams: too many for the local backend; "
-                                    f"use backend='spark'")  # pragma: no cover
+            raise PrivregValueError(
+                f"more than 2^31 distinct {k}-grams: too many for the local backend; use backend='spark'"
+            )  # pragma: no cover
         at = np.searchsorted(table[0], new)
         table = (np.insert(table[0], at, new), np.insert(table[1], at, np.arange(count, count + new.size)))
         gid = np.empty(uniq.size, dtype=np.int64)
@@ -112,8 +115,9 @@ class RawNgrams:
         part.save_state(f"raw{k}", id=ids)
         return table, new
 
-    def partition_histogram(self, part: Partition, lengths: tuple[int, ...], backend: LocalBackend, *,
-                            max_keys: int, salt: int) -> tuple[np.ndarray, np.ndarray]:
+    def partition_histogram(
+        self, part: Partition, lengths: tuple[int, ...], backend: LocalBackend, *, max_keys: int, salt: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One partition's bounded histogram of its users' distinct n-grams of the given
         lengths, pooled (keys ``canonical id * 64 + (k - 1)``)."""
         a = part.load()
@@ -125,8 +129,9 @@ class RawNgrams:
             keys.append(self.canonical[k][ids[pos]] * MAX_LENGTH + (k - 1))
         key = np.concatenate(keys)
         local, uniq = pd.factorize(key)  # hash-based dense codes; tags (not codes) order the keyed choice
-        pairs = LocalPairs(user=np.concatenate(users), key=local.astype(np.int64), user_tags=a.user_tags,
-                           key_tags=self.key_tags(uniq))
+        pairs = LocalPairs(
+            user=np.concatenate(users), key=local.astype(np.int64), user_tags=a.user_tags, key_tags=self.key_tags(uniq)
+        )
         h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
         return uniq[h.keys], h.counts
 

@@ -81,8 +81,9 @@ def ham_records(tar_path: str | Path, *, max_chars: int = 2000) -> Iterator[dict
                 yield {"user_id": user, "text": text[:max_chars]}
 
 
-def build_slice(tar_path: str | Path, out_path: str | Path, *, max_bytes: int = 250_000,
-                max_chars: int = 300, per_sender: int = 3) -> Path:
+def build_slice(
+    tar_path: str | Path, out_path: str | Path, *, max_bytes: int = 250_000, max_chars: int = 300, per_sender: int = 3
+) -> Path:
     """Write a gzipped JSONL slice of at most ``max_bytes`` compressed bytes: the first
     ``per_sender`` messages of every sender (bodies cut at ``max_chars``), grouped by
     sender, stopping before the limit. Many senders matter more than long texts: DPSU

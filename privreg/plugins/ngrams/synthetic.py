@@ -26,10 +26,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from privreg.plugins.ngrams.backends.base import detect_format
-from privreg.plugins.ngrams.backends.tokens import TokenCorpus
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.plugins.ngrams.backends.base import detect_format
+from privreg.plugins.ngrams.backends.tokens import TokenCorpus
 
 __all__ = ["SyntheticSpec", "synthetic_corpus", "write_records"]
 
@@ -98,8 +98,9 @@ def synthetic_corpus(spec: SyntheticSpec | None = None, **overrides: Any) -> Tok
     mask = np.arange(width)[:, None] < rec_len[None, :]
     tokens = grid.T[mask.T]
     ends = np.cumsum(rec_len)
-    return TokenCorpus.from_arrays(tokens=tokens, user=np.repeat(rec_user, rec_len),
-                                   record_end=np.repeat(ends, rec_len))
+    return TokenCorpus.from_arrays(
+        tokens=tokens, user=np.repeat(rec_user, rec_len), record_end=np.repeat(ends, rec_len)
+    )
 
 
 def write_records(corpus: TokenCorpus, path: str | Path, *, format: str | None = None) -> Path:

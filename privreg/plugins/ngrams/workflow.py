@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from privreg.plugins.ngrams.backends import Tokenizer, make_backend
 from privreg.core.charging import EventLog
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
+from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, make_backend
 from privreg.plugins.ngrams.dpne import VALID_COUNTS, VARIANTS, ExtractionResult, extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine, NgramEngine, SparkNgramEngine
 from privreg.plugins.ngrams.levels import PRUNINGS
@@ -23,9 +23,19 @@ __all__ = ["ngrams_workflow", "demo_steps", "run_extraction"]
 _NAMES = {"dpne": "DPNE", "dpsu-all": "DPSU-all", "dpsu-even": "DPSU-even", "dpsu-single": "DPSU-single"}
 
 
-def run_extraction(*, context: WorkflowContext, input: Path | None, backend: str, tokenizer: Tokenizer,
-                   user_column: str = "user_id", text_column: str = "text", format: str | None = None,
-                   spark_master: str = "local[2]", workers: int = 1, **options: Any) -> ExtractionResult:
+def run_extraction(
+    *,
+    context: WorkflowContext,
+    input: Path | None,
+    backend: str,
+    tokenizer: Tokenizer,
+    user_column: str = "user_id",
+    text_column: str = "text",
+    format: str | None = None,
+    spark_master: str = "local[2]",
+    workers: int = 1,
+    **options: Any,
+) -> ExtractionResult:
     """Read (user, text) records on ``backend``, tokenize them and run
     :func:`~privreg.plugins.ngrams.dpne.extract_ngrams` with ``options``, charging
     ``context.charger`` and drawing noise from ``context.rng``.
@@ -40,11 +50,17 @@ def run_extraction(*, context: WorkflowContext, input: Path | None, backend: str
     corpus: PartitionedCorpus | None = None
     try:
         context.echo(f"ngrams: reading {path.name} on the {backend} backend")
-        if backend == "local":
-            corpus = PartitionedCorpus.from_file(path, tokenizer=tokenizer, user_column=user_column,
-                                                 text_column=text_column, format=fmt, workers=workers,
-                                                 backend=be)  # type: ignore[arg-type]
-            engine = LocalNgramEngine(corpus, be, workers=workers)  # type: ignore[arg-type]
+        if isinstance(be, LocalBackend):
+            corpus = PartitionedCorpus.from_file(
+                path,
+                tokenizer=tokenizer,
+                user_column=user_column,
+                text_column=text_column,
+                format=fmt,
+                workers=workers,
+                backend=be,
+            )
+            engine = LocalNgramEngine(corpus, be, workers=workers)
         else:
             records = be.read_records(path, user_column=user_column, text_column=text_column, format=fmt)
             engine = SparkNgramEngine(be, be.tokenize(records, tokenizer))  # type: ignore[attr-defined]
@@ -61,52 +77,90 @@ def run_extraction(*, context: WorkflowContext, input: Path | None, backend: str
 def ngrams_workflow(
     *,
     context: WorkflowContext,
-    input: Annotated[Path | None, Spec(
-        doc="CSV (with header), JSONL or Parquet file of (user, text) rows; default: bundled SpamAssassin ham slice")] = None,
-    format: Annotated[str | None, Spec(
-        doc="input format (default: from the file suffix)", choices=["csv", "jsonl", "parquet"])] = None,
-    user_column: Annotated[str, Spec(
-        doc="column holding the user id")] = "user_id",
-    text_column: Annotated[str, Spec(
-        doc="column holding the text")] = "text",
-    epsilon: Annotated[float, Spec(
-        doc="privacy parameter epsilon of the whole extraction", **POSITIVE)] = 4.0,
-    delta: Annotated[float, Spec(
-        doc="privacy parameter delta of the whole extraction (half to the Gaussians, half to rho_1)", minimum=0, exclusive_minimum=True, maximum=0.5)] = 1e-7,
-    max_n: Annotated[int, Spec(
-        doc="T: the longest n-gram length extracted", minimum=1, maximum=64)] = 9,
-    max_keys: Annotated[int, Spec(
-        doc="Delta_k: the most distinct k-grams one user contributes, for every length k", minimum=1)] = 300,
-    method: Annotated[str, Spec(
-        doc="dpne, or a DPSU baseline of Table 3 (dpsu-single needs --length)", choices=list(METHODS))] = "dpne",
-    length: Annotated[int | None, Spec(
-        doc="the one n-gram length of dpsu-single", minimum=1)] = None,
-    schedule: Annotated[str, Spec(
-        doc="sigma_k schedule of DPNE: equal, or geometric sigma_k = c sigma_(k-1) (needs --decay)", choices=["equal", "geometric"])] = "equal",
-    decay: Annotated[float | None, Spec(
-        doc="c of the geometric schedule, 0 < c < 1", minimum=0, exclusive_minimum=True, maximum=1)] = None,
-    eta: Annotated[float, Spec(
-        doc="tolerated fraction of spurious n-grams (sets rho_k, k >= 2)", minimum=0, exclusive_minimum=True, maximum=0.5)] = 0.01,
-    pruning: Annotated[str, Spec(
-        doc="valid k-grams: both = (S1 x S(k-1)) n (S(k-1) x S1), single = S(k-1) x S1", choices=list(PRUNINGS))] = "both",
-    variant: Annotated[str, Spec(
-        doc="scalable (Appendix A, V_k implicit) or explicit (Algorithm 1, histogram over all of V_k)", choices=list(VARIANTS))] = "scalable",
-    valid_count: Annotated[str, Spec(
-        doc="|V_k| exactly (default) or by EstimateValidKgrams (Algorithm 3, as the paper)", choices=list(VALID_COUNTS))] = "exact",
-    sample_rate: Annotated[float | None, Spec(
-        doc="p of EstimateValidKgrams (default: about 2^20 draws)", minimum=0, exclusive_minimum=True, maximum=1)] = None,
-    backend: Annotated[str, Spec(
-        doc="local (numpy/pandas, in-process) or spark (PySpark; pip install privreg[spark], Java 17)", choices=["local", "spark"])] = "local",
-    spark_master: Annotated[str, Spec(
-        doc="Spark master URL when --backend spark")] = "local[2]",
-    token_pattern: Annotated[str, Spec(
-        doc="regular expression matching one token")] = r"[\w']+",
-    lowercase: Annotated[bool, Spec(
-        doc="lower-case text before tokenizing")] = True,
-    progress: Annotated[bool, Spec(
-        doc="show a progress bar over lengths (needs tqdm)")] = False,
-    workers: Annotated[int, Spec(
-        doc="processes that tokenize and run the per-partition passes (local backend)", minimum=1)] = 1,
+    input: Annotated[
+        Path | None,
+        Spec(
+            doc="CSV (with header), JSONL or Parquet file of (user, text) rows; default: bundled SpamAssassin ham slice"
+        ),
+    ] = None,
+    format: Annotated[
+        str | None, Spec(doc="input format (default: from the file suffix)", choices=["csv", "jsonl", "parquet"])
+    ] = None,
+    user_column: Annotated[str, Spec(doc="column holding the user id")] = "user_id",
+    text_column: Annotated[str, Spec(doc="column holding the text")] = "text",
+    epsilon: Annotated[float, Spec(doc="privacy parameter epsilon of the whole extraction", **POSITIVE)] = 4.0,
+    delta: Annotated[
+        float,
+        Spec(
+            doc="privacy parameter delta of the whole extraction (half to the Gaussians, half to rho_1)",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=0.5,
+        ),
+    ] = 1e-7,
+    max_n: Annotated[int, Spec(doc="T: the longest n-gram length extracted", minimum=1, maximum=64)] = 9,
+    max_keys: Annotated[
+        int, Spec(doc="Delta_k: the most distinct k-grams one user contributes, for every length k", minimum=1)
+    ] = 300,
+    method: Annotated[
+        str, Spec(doc="dpne, or a DPSU baseline of Table 3 (dpsu-single needs --length)", choices=list(METHODS))
+    ] = "dpne",
+    length: Annotated[int | None, Spec(doc="the one n-gram length of dpsu-single", minimum=1)] = None,
+    schedule: Annotated[
+        str,
+        Spec(
+            doc="sigma_k schedule of DPNE: equal, or geometric sigma_k = c sigma_(k-1) (needs --decay)",
+            choices=["equal", "geometric"],
+        ),
+    ] = "equal",
+    decay: Annotated[
+        float | None, Spec(doc="c of the geometric schedule, 0 < c < 1", minimum=0, exclusive_minimum=True, maximum=1)
+    ] = None,
+    eta: Annotated[
+        float,
+        Spec(
+            doc="tolerated fraction of spurious n-grams (sets rho_k, k >= 2)",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=0.5,
+        ),
+    ] = 0.01,
+    pruning: Annotated[
+        str,
+        Spec(doc="valid k-grams: both = (S1 x S(k-1)) n (S(k-1) x S1), single = S(k-1) x S1", choices=list(PRUNINGS)),
+    ] = "both",
+    variant: Annotated[
+        str,
+        Spec(
+            doc="scalable (Appendix A, V_k implicit) or explicit (Algorithm 1, histogram over all of V_k)",
+            choices=list(VARIANTS),
+        ),
+    ] = "scalable",
+    valid_count: Annotated[
+        str,
+        Spec(
+            doc="|V_k| exactly (default) or by EstimateValidKgrams (Algorithm 3, as the paper)",
+            choices=list(VALID_COUNTS),
+        ),
+    ] = "exact",
+    sample_rate: Annotated[
+        float | None,
+        Spec(doc="p of EstimateValidKgrams (default: about 2^20 draws)", minimum=0, exclusive_minimum=True, maximum=1),
+    ] = None,
+    backend: Annotated[
+        str,
+        Spec(
+            doc="local (numpy/pandas, in-process) or spark (PySpark; pip install privreg[spark], Java 17)",
+            choices=["local", "spark"],
+        ),
+    ] = "local",
+    spark_master: Annotated[str, Spec(doc="Spark master URL when --backend spark")] = "local[2]",
+    token_pattern: Annotated[str, Spec(doc="regular expression matching one token")] = r"[\w']+",
+    lowercase: Annotated[bool, Spec(doc="lower-case text before tokenizing")] = True,
+    progress: Annotated[bool, Spec(doc="show a progress bar over lengths (needs tqdm)")] = False,
+    workers: Annotated[
+        int, Spec(doc="processes that tokenize and run the per-partition passes (local backend)", minimum=1)
+    ] = 1,
 ) -> WorkflowResult:
     """Differentially private n-gram extraction (Kim-Gopi-Kulkarni-Yekhanin 2021, paper 002):
     DPNE (Algorithm 1, or the scalable Algorithm 2 of Appendix A) or a DPSU baseline
@@ -134,11 +188,30 @@ def ngrams_workflow(
     if method == "dpsu-single" and length is None:
         raise PrivregValueError("method dpsu-single needs --length k (the one n-gram length to extract)")
     result = run_extraction(
-        context=context, input=input, backend=backend, tokenizer=Tokenizer(pattern=token_pattern, lowercase=lowercase),
-        user_column=user_column, text_column=text_column, format=format, spark_master=spark_master, workers=workers,
-        epsilon=epsilon, delta=delta, max_n=max_n, max_keys=max_keys, method=method, length=length,
-        schedule=schedule, decay=decay, eta=eta, pruning=pruning, variant=variant, valid_count_mode=valid_count,
-        sample_rate=sample_rate, progress=progress)
+        context=context,
+        input=input,
+        backend=backend,
+        tokenizer=Tokenizer(pattern=token_pattern, lowercase=lowercase),
+        user_column=user_column,
+        text_column=text_column,
+        format=format,
+        spark_master=spark_master,
+        workers=workers,
+        epsilon=epsilon,
+        delta=delta,
+        max_n=max_n,
+        max_keys=max_keys,
+        method=method,
+        length=length,
+        schedule=schedule,
+        decay=decay,
+        eta=eta,
+        pruning=pruning,
+        variant=variant,
+        valid_count_mode=valid_count,
+        sample_rate=sample_rate,
+        progress=progress,
+    )
     counts = result.counts
     table = table3({_NAMES[method]: counts}, max_n)
     plan = result.plan
@@ -149,13 +222,21 @@ def ngrams_workflow(
             out.write_text("".join(g + "\n" for g in grams), encoding="utf-8")
             outputs[f"ngrams-{k}"] = out
     metrics = {
-        "method": method, "epsilon": epsilon, "delta": delta, "max_n": max_n, "tokens": result.tokens,
-        "counts": {str(k): c for k, c in counts.items()}, "total": sum(counts.values()),
-        "sigma_star": plan.paper.sigma_star, "rho_1": plan.paper.rho_1,
+        "method": method,
+        "epsilon": epsilon,
+        "delta": delta,
+        "max_n": max_n,
+        "tokens": result.tokens,
+        "counts": {str(k): c for k, c in counts.items()},
+        "total": sum(counts.values()),
+        "sigma_star": plan.paper.sigma_star,
+        "rho_1": plan.paper.rho_1,
         "sigmas": {str(k): r.sigma for k, r in result.lengths.items()},
         "rhos": {str(k): r.rho for k, r in result.lengths.items()},
         "valid": {str(k): r.valid for k, r in result.lengths.items() if r.valid is not None},
-        "applied_epsilon": plan.applied_epsilon, "verified_by": plan.verified_by, "charged": result.charged,
+        "applied_epsilon": plan.applied_epsilon,
+        "verified_by": plan.verified_by,
+        "charged": result.charged,
         "verified_epsilon": plan.verified_epsilon,
     }
     for name, text in (("table.txt", table + "\n"), ("result.json", json.dumps(metrics, indent=2) + "\n")):
@@ -179,18 +260,22 @@ def ngrams_workflow(
         f"the plan's {result.charged} release(s) charged as one block before any noise (a length whose "
         f"V_k is empty is skipped, already paid for); the whole plan verified by the {plan.verified_by} accountant "
         f"(epsilon {plan.verified_epsilon:.9g} at delta {delta:g})."
-        + (f"\nlongest released n-grams: {'; '.join(examples)}" if examples else ""))
+        + (f"\nlongest released n-grams: {'; '.join(examples)}" if examples else "")
+    )
     return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
 
 
 def _demo(ctx: WorkflowContext) -> str:
-    result = run_extraction(context=ctx, input=None, backend="local", tokenizer=Tokenizer(), epsilon=2.0,
-                            delta=1e-7, max_n=5, max_keys=20)
+    result = run_extraction(
+        context=ctx, input=None, backend="local", tokenizer=Tokenizer(), epsilon=2.0, delta=1e-7, max_n=5, max_keys=20
+    )
     table = table3({"DPNE": result.counts}, 5)
     longest = next((result.ngrams[k][:4] for k in sorted(result.ngrams, reverse=True) if result.ngrams[k]), [])
-    return (f"DPNE (paper 002) on a SpamAssassin ham slice (795 senders, each a user), {result.tokens:,} tokens; "
-            f"epsilon 2, delta 1e-7, T = 5, Delta = 20. Few users, so only n-grams shared by dozens of "
-            f"senders survive:\n{table}\ne.g. {'; '.join(longest) or '-'}")
+    return (
+        f"DPNE (paper 002) on a SpamAssassin ham slice (795 senders, each a user), {result.tokens:,} tokens; "
+        f"epsilon 2, delta 1e-7, T = 5, Delta = 20. Few users, so only n-grams shared by dozens of "
+        f"senders survive:\n{table}\ne.g. {'; '.join(longest) or '-'}"
+    )
 
 
 def demo_steps() -> list[DemoStep]:

@@ -57,17 +57,20 @@ class PairCore:
 
 
 @overload
-def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
-                   record: Literal[False] = ...) -> tuple[int, None]: ...
+def _peel_vertices(
+    ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int, record: Literal[False] = ...
+) -> tuple[int, None]: ...
 
 
 @overload
-def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
-                   record: Literal[True]) -> tuple[int, np.ndarray]: ...
+def _peel_vertices(
+    ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int, record: Literal[True]
+) -> tuple[int, np.ndarray]: ...
 
 
-def _peel_vertices(ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int,
-                   record: bool = False) -> tuple[int, np.ndarray | None]:
+def _peel_vertices(
+    ptr: np.ndarray, nbr: np.ndarray, alive: np.ndarray, k0: int, record: bool = False
+) -> tuple[int, np.ndarray | None]:
     """``(max(c, k0 - 1), core numbers)`` where ``c`` is the degeneracy of the graph
     (adjacency ``nbr[ptr[v]:ptr[v + 1]]``) induced by ``alive`` (at least one vertex):
     vertices of degree below ``k`` are removed in rounds until none is left, then ``k``

@@ -98,7 +98,7 @@ def max_cover_2d(points: Any, radius: float) -> int:
     best, start = 1, 0
     while start < m and counts[order[start]] > best:  # count bounds the depth of an anchor
         rows = max(1, _EVENTS_PER_BLOCK // (4 * int(counts[order[start]])))
-        anchors = order[start:start + rows]
+        anchors = order[start : start + rows]
         anchors = anchors[counts[anchors] > best]
         neighbours = tree.query_ball_point(p[anchors], 2.0 * radius)
         best = max(best, int(_sweep_block(p, anchors, list(neighbours), radius).max()))
@@ -219,7 +219,7 @@ def max_cover_branch_and_bound(points: Any, radius: float, *, lower: int = 0, up
     for i in sorted(range(m), key=lambda i: -reach[i]):
         if reach[i] <= best or best >= upper:
             break
-        local = np.vstack([u[i:i + 1], u[cand_of[i]]])
+        local = np.vstack([u[i : i + 1], u[cand_of[i]]])
         search = _Search(local, np.r_[mult[i], mult[cand_of[i]]], radius, best, upper)
         search.run([0], int(mult[i]), search.compatible([0], np.ones(1), list(range(1, local.shape[0]))))
         best = search.best

@@ -88,7 +88,7 @@ def _smallest_last(m: int, ends: np.ndarray) -> np.ndarray:
         v = int(np.argmin(alive_deg))
         rank[v] = i
         alive_deg[v] = done
-        alive_deg[nbrs[ptr[v]:ptr[v + 1]]] -= 1
+        alive_deg[nbrs[ptr[v] : ptr[v + 1]]] -= 1
     return rank
 
 
@@ -174,7 +174,7 @@ class FitTruss:
         at = 0
         for key in order:  # concatenation in key order, freeing the pieces as it goes
             for part in buckets.pop(key):
-                te[at:at + part.shape[0]] = part
+                te[at : at + part.shape[0]] = part
                 at += part.shape[0]
         self._tri, self.T = te, te.shape[0]
         self._tri_key = np.repeat(np.asarray(order, dtype=np.int32), sizes)
@@ -194,8 +194,10 @@ class FitTruss:
         truss numbers here, not just bounds above a threshold: the tighter bounds let
         Proposition 1 carry further in Algorithm 2)."""
         nt = self.T
-        by_tri = sparse.csr_matrix((np.ones(3 * nt, dtype=np.int8), self._tri.ravel(),
-                                    np.arange(0, 3 * nt + 1, 3, dtype=np.int32)), shape=(nt, self.E))
+        by_tri = sparse.csr_matrix(
+            (np.ones(3 * nt, dtype=np.int8), self._tri.ravel(), np.arange(0, 3 * nt + 1, 3, dtype=np.int32)),
+            shape=(nt, self.E),
+        )
         inc = by_tri.tocsc()  # linear-time counting sort; each column keeps triangle order
         del by_tri
         self._inc = (inc.indptr.astype(np.int64), inc.indices.astype(np.int32, copy=False))
@@ -242,8 +244,14 @@ def _count_edges(tri: np.ndarray, rows: np.ndarray, n_edges: int) -> np.ndarray:
     return out
 
 
-def _peel(tri: np.ndarray, inc: tuple[np.ndarray, np.ndarray], count: np.ndarray,
-          tri_alive: np.ndarray, k0: int, phi: np.ndarray | None = None) -> int:
+def _peel(
+    tri: np.ndarray,
+    inc: tuple[np.ndarray, np.ndarray],
+    count: np.ndarray,
+    tri_alive: np.ndarray,
+    k0: int,
+    phi: np.ndarray | None = None,
+) -> int:
     """``max(t, k0 - 1)`` for ``k0 >= 3``, where ``t`` is the truss number of the triangles
     ``tri[i]`` with ``tri_alive[i]`` (rows of three edge ids; an edge takes part if it lies
     in one of them). ``inc`` lists every edge's triangles in increasing order (CSR), of

@@ -28,7 +28,6 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-
 import attrs
 import numpy as np
 
@@ -49,8 +48,7 @@ __all__ = [
 ]
 
 #: The 7 Adult attributes used (see the module docstring).
-ADULT_OUTLIER_COLUMNS = ("age", "education-num", "capital-gain", "capital-loss",
-                         "hours-per-week", "sex", "race")
+ADULT_OUTLIER_COLUMNS = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week", "sex", "race")
 _ADULT_CODES = {"sex": "Male", "race": "White"}
 
 
@@ -75,9 +73,11 @@ def _mixture(n_in: int, n_out: int, dim: int, seed: int) -> OutlierData:
     scale = np.ones(dim)
     scale[:2] = 10.0  # Sigma_11 = Sigma_22 = 100
     outliers = mu + scale * gen.normal(size=(n_out, dim))
-    return OutlierData(points=np.vstack([inliers, outliers]),
-                       is_outlier=np.r_[np.zeros(n_in, bool), np.ones(n_out, bool)],
-                       columns=tuple(f"x{i}" for i in range(dim)))
+    return OutlierData(
+        points=np.vstack([inliers, outliers]),
+        is_outlier=np.r_[np.zeros(n_in, bool), np.ones(n_out, bool)],
+        columns=tuple(f"x{i}" for i in range(dim)),
+    )
 
 
 def synthetic_1(seed: int = 0) -> OutlierData:
@@ -92,9 +92,9 @@ def synthetic_2(seed: int = 0) -> OutlierData:
     return _mixture(490, 10, 10, seed)
 
 
-def load_adult_outliers(path: str | Path | None = None, *,
-                        columns: Sequence[str] = ADULT_OUTLIER_COLUMNS,
-                        outlier_label: str = ">50K") -> OutlierData:
+def load_adult_outliers(
+    path: str | Path | None = None, *, columns: Sequence[str] = ADULT_OUTLIER_COLUMNS, outlier_label: str = ">50K"
+) -> OutlierData:
     """UCI Adult as numeric records: numeric columns as they are, ``sex`` and ``race`` as
     0/1 codes (Male, White = 1). ``path``: ``adult.data`` or ``adult.test`` (default: the
     bundled 2,000-row slice, :func:`privreg.datasets.load_adult`)."""
@@ -109,8 +109,9 @@ def load_adult_outliers(path: str | Path | None = None, *,
         elif col.dtype.kind not in "fi":
             raise PrivregValueError(f"Adult column {name!r} is categorical; pick numeric columns or sex/race")
         cols.append(np.asarray(col, dtype=np.float64))
-    return OutlierData(points=np.column_stack(cols), is_outlier=table["income"] == outlier_label,
-                       columns=tuple(columns))
+    return OutlierData(
+        points=np.column_stack(cols), is_outlier=table["income"] == outlier_label, columns=tuple(columns)
+    )
 
 
 def load_ionosphere(path: str | Path) -> OutlierData:
@@ -119,8 +120,7 @@ def load_ionosphere(path: str | Path) -> OutlierData:
     p = Path(path)
     if not p.is_file():
         raise PrivregValueError(
-            f"path {str(p)!r} is not a file; pass the path of ionosphere.csv (UCI Ionosphere, "
-            f"CC BY 4.0)"
+            f"path {str(p)!r} is not a file; pass the path of ionosphere.csv (UCI Ionosphere, CC BY 4.0)"
         )
     with p.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
@@ -139,8 +139,7 @@ def paper_sample(data: OutlierData, *, inliers: int, outliers: int, seed: int = 
     idx_in, idx_out = np.flatnonzero(~data.is_outlier), np.flatnonzero(data.is_outlier)
     if inliers > idx_in.size or outliers > idx_out.size:
         raise PrivregValueError(
-            f"asked for {inliers} inliers and {outliers} outliers; the data hold "
-            f"{idx_in.size} and {idx_out.size}"
+            f"asked for {inliers} inliers and {outliers} outliers; the data hold {idx_in.size} and {idx_out.size}"
         )
     pick = np.r_[gen.choice(idx_in, inliers, replace=False), gen.choice(idx_out, outliers, replace=False)]
     return OutlierData(points=data.points[pick], is_outlier=data.is_outlier[pick], columns=data.columns)

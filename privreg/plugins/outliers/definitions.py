@@ -59,9 +59,7 @@ def as_dataset(data: Any, name: str = "data") -> np.ndarray:
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise PrivregValueError(f"{name} is empty; it needs records and attributes")
     if not np.all(np.isfinite(arr)):
-        raise PrivregValueError(
-            f"{name} must be finite; remove or impute NaN/inf before analysing outliers"
-        )
+        raise PrivregValueError(f"{name} must be finite; remove or impute NaN/inf before analysing outliers")
     if np.any(np.abs(arr) > MAX_COORDINATE):
         raise PrivregValueError(
             f"every coordinate of {name} must lie in [-1e100, 1e100] (so that squared distances "
@@ -75,11 +73,8 @@ def check_subspace(subspace: Any, dimension: int | None = None) -> tuple[int, ..
     if subspace is None:
         return None
     if isinstance(subspace, (str, bytes)) or not isinstance(subspace, Sequence | np.ndarray):
-        raise PrivregTypeError(
-            f"subspace must be a sequence of attribute indices such as (0, 2); got {subspace!r}"
-        )
-    idx = tuple(v.check_int("subspace index", int(i) if isinstance(i, np.integer) else i, minimum=0)
-                for i in subspace)
+        raise PrivregTypeError(f"subspace must be a sequence of attribute indices such as (0, 2); got {subspace!r}")
+    idx = tuple(v.check_int("subspace index", int(i) if isinstance(i, np.integer) else i, minimum=0) for i in subspace)
     if not idx:
         raise PrivregValueError("subspace is empty; name at least one attribute index, e.g. (0,)")
     if len(set(idx)) != len(idx):

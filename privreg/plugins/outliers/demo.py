@@ -21,8 +21,17 @@ def _outlier_step(ctx: WorkflowContext) -> str:
     gs = global_sensitivity_upper(n=one.n, k=3, d=2)
     global_sd = calibrate_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=gs)
     two = synthetic_2(0)
-    pick = top_h_subspaces(two.points, k=3, radius=0.13, h=2, epsilon=4.0, candidates=all_subspaces(10, 1),
-                           charger=ctx.charger, rng=ctx.rng, label="top-2 subspaces (Synthetic 2)")
+    pick = top_h_subspaces(
+        two.points,
+        k=3,
+        radius=0.13,
+        h=2,
+        epsilon=4.0,
+        candidates=all_subspaces(10, 1),
+        charger=ctx.charger,
+        rng=ctx.rng,
+        label="top-2 subspaces (Synthetic 2)",
+    )
     found = ", ".join(f"{{x{s[0]}}}" for s in pick.subspaces)
     return (
         f"Synthetic 1 (50 generated records, k = 3, r = 1.1): noisy outlier count {count.output:.1f}\n"
@@ -35,5 +44,8 @@ def _outlier_step(ctx: WorkflowContext) -> str:
 
 
 def demo_steps() -> list[DemoStep]:
-    return [DemoStep(title="Outliers (paper 003): smooth-sensitivity count and top-h subspaces",
-                     run=_outlier_step, order=30)]
+    return [
+        DemoStep(
+            title="Outliers (paper 003): smooth-sensitivity count and top-h subspaces", run=_outlier_step, order=30
+        )
+    ]

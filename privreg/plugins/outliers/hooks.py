@@ -37,8 +37,13 @@ def _parse_subspace(text: str) -> tuple[int, ...] | None:
 
 
 def smooth_outlier_count(
-    *, epsilon: Epsilon, delta: Delta = 1e-6, k: K = 3,
-    radius: Annotated[float, radius_spec("|S|")], subspace: Subspace = "", step: Step = DEFAULT_STEP,
+    *,
+    epsilon: Epsilon,
+    delta: Delta = 1e-6,
+    k: K = 3,
+    radius: Annotated[float, radius_spec("|S|")],
+    subspace: Subspace = "",
+    step: Step = DEFAULT_STEP,
     cover: Cover = "exact",
 ) -> Mechanism:
     """The number of distance-based ``(k, r)``-outliers of a dataset (records as rows) in
@@ -59,21 +64,23 @@ def smooth_outlier_count(
     k = 3, r = 1): 200 records in 2 attributes 1.9-3.3 ms (about 2x between a tight cluster
     and uniform points); 60 records in 3 attributes with the exact cover 3 ms (one
     cluster) to 0.2-0.35 s (uniform in [0, 5]^3), about 60-110x."""
-    return outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius,
-                                   subspace=_parse_subspace(subspace), step=step, cover=cover)
+    return outlier_count_mechanism(
+        epsilon=epsilon, delta=delta, k=k, radius=radius, subspace=_parse_subspace(subspace), step=step, cover=cover
+    )
 
 
 def outlier_smooth_sensitivity(
-    *, k: Annotated[int, params_of(OutlierCountSmoothSensitivity, "k")] = 3,
+    *,
+    k: Annotated[int, params_of(OutlierCountSmoothSensitivity, "k")] = 3,
     radius: Annotated[float, params_of(OutlierCountSmoothSensitivity, "radius")],
     beta: Annotated[float, params_of(OutlierCountSmoothSensitivity, "beta")],
-    subspace: Subspace = "", cover: Cover = "exact",
+    subspace: Subspace = "",
+    cover: Cover = "exact",
 ) -> OutlierCountSmoothSensitivity:
     """The beta-smooth upper bound on the local sensitivity of the outlier count
     (Okada et al. 2015, Algorithm 2): at least the local sensitivity at every dataset, and
     within a factor ``e^beta`` between neighbours that replace one record."""
-    return OutlierCountSmoothSensitivity(k=k, radius=radius, beta=beta,
-                                         subspace=_parse_subspace(subspace), cover=cover)
+    return OutlierCountSmoothSensitivity(k=k, radius=radius, beta=beta, subspace=_parse_subspace(subspace), cover=cover)
 
 
 @hookimpl
@@ -84,8 +91,10 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             summary="count of distance-based outliers with Gaussian noise scaled to its smooth sensitivity",
             citation=citations.OKADA15,
             factory=smooth_outlier_count,
-            example=Example(params={"epsilon": 1.0, "delta": 1e-6, "k": 2, "radius": 1.0 / np.sqrt(2)},
-                            neighbours=(_WITNESS, _MOVED)),
+            example=Example(
+                params={"epsilon": 1.0, "delta": 1e-6, "k": 2, "radius": 1.0 / np.sqrt(2)},
+                neighbours=(_WITNESS, _MOVED),
+            ),
         )
     ]
 

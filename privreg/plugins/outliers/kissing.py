@@ -34,16 +34,58 @@ __all__ = [
 #: Upper bounds on K_d, d = 1..24 (exact for d = 1, 2, 3, 4, 8, 24; Musin 2006/2008 for
 #: d = 3, 4; otherwise Mittelmann-Vallentin 2010, Table 1).
 KISSING_UPPER: dict[int, int] = {
-    1: 2, 2: 6, 3: 12, 4: 24, 5: 44, 6: 78, 7: 134, 8: 240, 9: 364, 10: 554, 11: 870,
-    12: 1357, 13: 2069, 14: 3183, 15: 4866, 16: 7355, 17: 11072, 18: 16572, 19: 24812,
-    20: 36764, 21: 54584, 22: 82340, 23: 124416, 24: 196560,
+    1: 2,
+    2: 6,
+    3: 12,
+    4: 24,
+    5: 44,
+    6: 78,
+    7: 134,
+    8: 240,
+    9: 364,
+    10: 554,
+    11: 870,
+    12: 1357,
+    13: 2069,
+    14: 3183,
+    15: 4866,
+    16: 7355,
+    17: 11072,
+    18: 16572,
+    19: 24812,
+    20: 36764,
+    21: 54584,
+    22: 82340,
+    23: 124416,
+    24: 196560,
 }
 
 #: Best known constructions, d = 1..24 (Conway-Sloane 1999, Table 1.5).
 KISSING_LOWER: dict[int, int] = {
-    1: 2, 2: 6, 3: 12, 4: 24, 5: 40, 6: 72, 7: 126, 8: 240, 9: 306, 10: 500, 11: 582,
-    12: 840, 13: 1130, 14: 1582, 15: 2564, 16: 4320, 17: 5346, 18: 7398, 19: 10668,
-    20: 17400, 21: 27720, 22: 49896, 23: 93150, 24: 196560,
+    1: 2,
+    2: 6,
+    3: 12,
+    4: 24,
+    5: 40,
+    6: 72,
+    7: 126,
+    8: 240,
+    9: 306,
+    10: 500,
+    11: 582,
+    12: 840,
+    13: 1130,
+    14: 1582,
+    15: 2564,
+    16: 4320,
+    17: 5346,
+    18: 7398,
+    19: 10668,
+    20: 17400,
+    21: 27720,
+    22: 49896,
+    23: 93150,
+    24: 196560,
 }
 
 
@@ -110,5 +152,4 @@ def global_sensitivity_lower(*, n: int, k: int, d: int) -> int:
 def paper_lower_bound(*, n: int, k: int, d: int) -> int:
     """eq. (18) as printed, ``min(n, 2dk + 1)``; not a valid lower bound when ``n < 2dk + 1``
     (for ``n <= k`` the true global sensitivity is 0). Kept to reproduce Figures 3-4."""
-    return min(v.check_int("n", n, minimum=1), 2 * v.check_int("d", d, minimum=1)
-               * v.check_int("k", k, minimum=1) + 1)
+    return min(v.check_int("n", n, minimum=1), 2 * v.check_int("d", d, minimum=1) * v.check_int("k", k, minimum=1) + 1)

@@ -14,19 +14,28 @@ __all__ = ["Epsilon", "Delta", "WorkflowDelta", "K", "Cover", "Step", "Subspace"
 Epsilon = Annotated[float, Spec(doc="privacy parameter epsilon", **POSITIVE)]
 Delta = Annotated[float, Spec(doc="privacy parameter delta, well below 1/n", **OPEN_UNIT)]
 # the workflows document a tighter delta than the mechanism accepts
-WorkflowDelta = Annotated[float, Spec(doc="privacy parameter delta, well below 1/n", minimum=0,
-                                      exclusive_minimum=True, maximum=0.5)]
+WorkflowDelta = Annotated[
+    float, Spec(doc="privacy parameter delta, well below 1/n", minimum=0, exclusive_minimum=True, maximum=0.5)
+]
 K = Annotated[int, Spec(doc="a record is an outlier with fewer than k neighbours", minimum=1)]
-Cover = Annotated[str, Spec(
-    doc=("max-ball-cover method: exact (exponential worst case for 3+ attributes); truss "
-         "(polynomial upper bound, close to exact); core (near-linear, looser); projection"),
-    choices=COVER_METHODS)]
+Cover = Annotated[
+    str,
+    Spec(
+        doc=(
+            "max-ball-cover method: exact (exponential worst case for 3+ attributes); truss "
+            "(polynomial upper bound, close to exact); core (near-linear, looser); projection"
+        ),
+        choices=COVER_METHODS,
+    ),
+]
 Step = Annotated[float, Spec(doc="public output grid of the released count", **POSITIVE)]
 Subspace = Annotated[str, Spec(doc="comma-separated attribute indices of the subspace S (empty: all attributes)")]
-Input = Annotated[Path | None, Spec(
-    doc="CSV file with a header row, one record per row (default: generated paper data)")]
-Columns = Annotated[str, Spec(
-    doc="comma-separated numeric columns to use (default: all); scale them with public constants")]
+Input = Annotated[
+    Path | None, Spec(doc="CSV file with a header row, one record per row (default: generated paper data)")
+]
+Columns = Annotated[
+    str, Spec(doc="comma-separated numeric columns to use (default: all); scale them with public constants")
+]
 
 
 def radius(per: str) -> Spec:

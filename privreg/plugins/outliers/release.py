@@ -21,11 +21,10 @@ from privreg.core.charging import Charger
 from privreg.core.errors import PrivregValueError
 from privreg.core.mechanism import Release
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.plugins.outliers.definitions import as_dataset, check_subspace, outlier_count
+from privreg.mechanisms import ExponentialMechanism, SmoothGaussianMechanism, epsilon_spent, smooth_gaussian_parameters
+from privreg.plugins.outliers.definitions import OutlierCountQuery, as_dataset, check_subspace, outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.smooth import OutlierCountSmoothSensitivity
-from privreg.plugins.outliers.definitions import OutlierCountQuery
-from privreg.mechanisms import ExponentialMechanism, SmoothGaussianMechanism, epsilon_spent, smooth_gaussian_parameters
 
 __all__ = [
     "DEFAULT_STEP",
@@ -40,7 +39,7 @@ __all__ = [
 
 #: Public output grid of released counts (a count is an integer; 2^-10 keeps the grid
 #: far below the noise).
-DEFAULT_STEP = 2.0 ** -10
+DEFAULT_STEP = 2.0**-10
 
 
 def outlier_count_mechanism(
@@ -70,8 +69,7 @@ def outlier_count_mechanism(
     sensitivity = OutlierCountSmoothSensitivity(
         k=query.k, radius=query.radius, beta=beta, subspace=query.subspace, cover=cover
     )
-    return SmoothGaussianMechanism(epsilon=epsilon, delta=delta, query=query,
-                                   sensitivity=sensitivity, step=step)
+    return SmoothGaussianMechanism(epsilon=epsilon, delta=delta, query=query, sensitivity=sensitivity, step=step)
 
 
 def all_subspaces(attributes: int, dimension: int) -> list[tuple[int, ...]]:
@@ -98,19 +96,20 @@ def _candidates(data: np.ndarray, candidates: Any) -> list[tuple[int, ...]]:
     return out  # type: ignore[return-value]
 
 
-def subspace_utilities(data: Any, *, k: int, radius: float,
-                       candidates: Sequence[Sequence[int]]) -> np.ndarray:
+def subspace_utilities(data: Any, *, k: int, radius: float, candidates: Sequence[Sequence[int]]) -> np.ndarray:
     """``u_subspace(X, r, k, S) = q_count(X, k, r, S) / GS_UB(|S|)`` (eq. (51)) for every
     candidate: each changes by at most 1 between neighbours (Theorem 7's proof, with our
     valid upper bound of Theorem 4). Data-dependent: never release it."""
     x = as_dataset(data)
     cands = _candidates(x, candidates)
     n = x.shape[0]
-    return np.array([
-        outlier_count(x, k=k, radius=radius, subspace=s)
-        / global_sensitivity_upper(n=n, k=k, d=len(s))
-        for s in cands
-    ], dtype=np.float64)
+    return np.array(
+        [
+            outlier_count(x, k=k, radius=radius, subspace=s) / global_sensitivity_upper(n=n, k=k, d=len(s))
+            for s in cands
+        ],
+        dtype=np.float64,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -163,8 +162,9 @@ def top_h_subspaces(
     return SubspaceSelection(subspaces=tuple(cands[i] for i in picks), releases=releases)
 
 
-def select_top_h(utilities: Any, *, h: int, epsilon: float, charger: Charger,
-                 rng: RandomSource | None = None, label: str = "top-h") -> tuple[tuple[int, ...], tuple[Release, ...]]:
+def select_top_h(
+    utilities: Any, *, h: int, epsilon: float, charger: Charger, rng: RandomSource | None = None, label: str = "top-h"
+) -> tuple[tuple[int, ...], tuple[Release, ...]]:
     """The selection step of Algorithm 3 on a utility vector whose entries each move by
     at most 1 between neighbours: ``h`` distinct indices, each drawn by
     :class:`ExponentialMechanism` at ``epsilon / h`` among those not yet drawn, each

@@ -178,8 +178,12 @@ def fits_in_ball(points: np.ndarray, radius: float, *, max_iterations: int = 400
 
 
 def fits_in_ball_batch(
-    base: np.ndarray, extras: np.ndarray, radius: float, *,
-    start: np.ndarray | None = None, max_iterations: int = 2000,
+    base: np.ndarray,
+    extras: np.ndarray,
+    radius: float,
+    *,
+    start: np.ndarray | None = None,
+    max_iterations: int = 2000,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For every row ``y`` of ``extras``: does ``base + [y]`` fit in a ball of ``radius``?
 

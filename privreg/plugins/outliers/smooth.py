@@ -156,8 +156,9 @@ def _prepare(data: Any, k: Any, radius: Any, subspace: Any) -> tuple[np.ndarray,
     return subspace_points(data, check_subspace(subspace)), k, radius
 
 
-def local_bound_at_distance(data: Any, t: int, *, k: int, radius: float,
-                            subspace: Sequence[int] | None = None, cover: str = "exact") -> int:
+def local_bound_at_distance(
+    data: Any, t: int, *, k: int, radius: float, subspace: Sequence[int] | None = None, cover: str = "exact"
+) -> int:
     """``L(t)``: an upper bound on ``LS^(t)(X)``, the largest local sensitivity of any
     dataset at distance ``t`` from ``X`` (Theorem 6 with Lemma 1; Theorem 5 at ``t = 0``)."""
     pts, k, radius = _prepare(data, k, radius, subspace)
@@ -167,8 +168,9 @@ def local_bound_at_distance(data: Any, t: int, *, k: int, radius: float,
     return _term(d, t, gs, _covers(d, _method(cover)))[0]
 
 
-def local_sensitivity_bound(data: Any, *, k: int, radius: float,
-                            subspace: Sequence[int] | None = None, cover: str = "exact") -> int:
+def local_sensitivity_bound(
+    data: Any, *, k: int, radius: float, subspace: Sequence[int] | None = None, cover: str = "exact"
+) -> int:
     """Theorem 5: an upper bound on the local sensitivity of ``q_count`` at ``data``.
     Data-dependent: never calibrate noise to it (use :class:`OutlierCountSmoothSensitivity`)."""
     return local_bound_at_distance(data, 0, k=k, radius=radius, subspace=subspace, cover=cover)
@@ -291,8 +293,9 @@ def _covers(d: _Degrees, method: str) -> Any:
     return _Covers(d, cover)
 
 
-def _term(d: _Degrees, t: int, gs: int, covers: Any, lower: tuple[int, int] = (0, 0),
-          at_least: int = 0) -> tuple[int, int, int]:
+def _term(
+    d: _Degrees, t: int, gs: int, covers: Any, lower: tuple[int, int] = (0, 0), at_least: int = 0
+) -> tuple[int, int, int]:
     """``(L(t), c_k, c_{k-1})`` where ``c_j`` is the cover bound of ``P_j(t)`` if it is at
     least ``at_least``, else an upper bound on it below ``at_least``: ``L(t)`` is exact
     when it needs a cover of at least ``at_least``, otherwise ``L(t) <= min(n, GS_UB,
@@ -303,8 +306,9 @@ def _term(d: _Degrees, t: int, gs: int, covers: Any, lower: tuple[int, int] = (0
     return min(d.n, gs, inner + t + 1), ck, ck1
 
 
-def smooth_upper_bound(data: Any, *, k: int, radius: float, beta: float,
-                       subspace: Sequence[int] | None = None, cover: str = "exact") -> SmoothBound:
+def smooth_upper_bound(
+    data: Any, *, k: int, radius: float, beta: float, subspace: Sequence[int] | None = None, cover: str = "exact"
+) -> SmoothBound:
     """Algorithm 2: the beta-smooth upper bound ``S(X) = max_t e^(-beta t) L(t)`` on the
     local sensitivity of ``q_count(X, k, r, S)`` (module docstring for the guarantee)."""
     pts, k, radius = _prepare(data, k, radius, subspace)
@@ -313,9 +317,9 @@ def smooth_upper_bound(data: Any, *, k: int, radius: float, beta: float,
     return _algorithm2(d, beta, _covers(d, _method(cover)))
 
 
-def smooth_upper_bound_reference(data: Any, *, k: int, radius: float, beta: float,
-                                 subspace: Sequence[int] | None = None,
-                                 budget: int | None = None) -> SmoothBound:
+def smooth_upper_bound_reference(
+    data: Any, *, k: int, radius: float, beta: float, subspace: Sequence[int] | None = None, budget: int | None = None
+) -> SmoothBound:
     """The same bound with every cover computed by the paper's Algorithm 1 as printed
     (:func:`~.cover_algorithm1.algorithm1_reference`, ``O(2^|P|)``): the baseline of
     ``benchmarks/outliers.py``. ``budget`` caps the enclosing-ball calls of each cover
@@ -323,14 +327,16 @@ def smooth_upper_bound_reference(data: Any, *, k: int, radius: float, beta: floa
     pts, k, radius = _prepare(data, k, radius, subspace)
     beta = v.check_epsilon("beta", beta)
     d = _Degrees(pts, k, radius)
-    return _algorithm2(d, beta, _Covers(d, lambda p, r, lower: max(int(lower),
-                                                                    algorithm1_reference(p, r, budget=budget))))
+    return _algorithm2(
+        d, beta, _Covers(d, lambda p, r, lower: max(int(lower), algorithm1_reference(p, r, budget=budget)))
+    )
 
 
 def _need(weight: float, best: float, t: int, cap: int) -> int:
     """The largest cover ``c >= -1`` whose term ``weight * min(cap, c + t + 1)`` is at most
     ``best`` (the same floating-point comparison as the skip test; ``cap`` if every cover
     is): a term whose covers are at most this cannot raise the maximum."""
+
     def loses(c: int) -> bool:
         return weight * min(cap, c + t + 1) <= best
 
@@ -418,8 +424,9 @@ class OutlierCountSmoothSensitivity(Sensitivity):
         """The full :class:`SmoothBound` at ``data`` (data-dependent: never release it)."""
         if data is None:
             raise PrivregValueError("OutlierCountSmoothSensitivity needs data: pass bound(data)")
-        return smooth_upper_bound(data, k=self.k, radius=self.radius, beta=self.beta,
-                                  subspace=self.subspace, cover=self.cover)
+        return smooth_upper_bound(
+            data, k=self.k, radius=self.radius, beta=self.beta, subspace=self.subspace, cover=self.cover
+        )
 
     def bound(self, data: Any = None) -> float:
         return self.details(data).value

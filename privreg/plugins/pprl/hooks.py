@@ -16,11 +16,21 @@ def privreg_register_workflows() -> list[RegistryItem]:
         RegistryItem(
             name="pprl",
             summary="multi-party privacy-preserving record linkage: Bloom filters, double blocking, "
-                    "Paillier Hamming matching (MP-SPPRL)",
+            "Paillier Hamming matching (MP-SPPRL)",
             citation=TONG19,
             factory=pprl_workflow,
-            example=Example(params={"data": "synthetic", "parties": 3, "records": 60, "lsh_groups": 6,
-                                    "lsh_bits": 10, "key_bits": 512, "insecure_small_keys": True, "workers": 1}),
+            example=Example(
+                params={
+                    "data": "synthetic",
+                    "parties": 3,
+                    "records": 60,
+                    "lsh_groups": 6,
+                    "lsh_bits": 10,
+                    "key_bits": 512,
+                    "insecure_small_keys": True,
+                    "workers": 1,
+                }
+            ),
             charges=False,  # a cryptographic protocol: no differentially private release
         ),
     ]

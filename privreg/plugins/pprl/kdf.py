@@ -71,11 +71,13 @@ def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
     if length > 255 * HASH_LEN:
         raise PrivregValueError(
             f"length must be <= 255 * {HASH_LEN} = {255 * HASH_LEN} bytes (RFC 5869); got {length}. "
-            f"Derive several keys with distinct info labels for longer outputs.")
+            f"Derive several keys with distinct info labels for longer outputs."
+        )
     if len(prk) < HASH_LEN:
         raise PrivregValueError(
             f"prk must have at least {HASH_LEN} bytes (RFC 5869 Section 2.3); got {len(prk)} bytes. "
-            f"Pass the output of hkdf_extract.")
+            f"Pass the output of hkdf_extract."
+        )
     out = bytearray()
     block = b""
     counter = 1
@@ -103,19 +105,23 @@ def check_secret(secret: Any, *, name: str = "secret") -> bytes:
         raise PrivregTypeError(
             f"{name} must be random bytes, not a str passphrase (HKDF does no key stretching, "
             f"so a guessable passphrase can be brute-forced offline from the Bloom filters); "
-            f"{_FIX}")
+            f"{_FIX}"
+        )
     data = _as_bytes(name, secret)
     if len(data) < MIN_SECRET_BYTES:
         raise PrivregValueError(
-            f"{name} must have at least {MIN_SECRET_BYTES} bytes (128 bits); got {len(data)} bytes; {_FIX}")
+            f"{name} must have at least {MIN_SECRET_BYTES} bytes (128 bits); got {len(data)} bytes; {_FIX}"
+        )
     if len(set(data)) < 8:
         raise PrivregValueError(
             f"{name} has only {len(set(data))} distinct byte values in {len(data)} bytes, so it "
-            f"is not random key material; {_FIX}")
+            f"is not random key material; {_FIX}"
+        )
     if len(data) < 32 and all(0x20 <= b <= 0x7E for b in data):
         raise PrivregValueError(
             f"{name} ({len(data)} bytes) consists of printable ASCII only, like an encoded "
-            f"passphrase; pass at least 32 bytes if it is a hex/base64 token, otherwise {_FIX}")
+            f"passphrase; pass at least 32 bytes if it is a hex/base64 token, otherwise {_FIX}"
+        )
     return data
 
 

@@ -79,8 +79,10 @@ def _check_groups(groups: Any) -> CandidateGroups:
     rec = np.asarray(groups.records)
     n = len(groups.parties)
     if n < 2 or rec.ndim != 2 or rec.shape[1] != n or (rec.size and (rec.dtype.kind not in "iu" or rec.min() < 0)):
-        raise PrivregValueError(f"groups.records must be a (groups, {n}) array of record indices >= 0 for "
-                                f"n >= 2 parties; got shape {rec.shape}.")
+        raise PrivregValueError(
+            f"groups.records must be a (groups, {n}) array of record indices >= 0 for "
+            f"n >= 2 parties; got shape {rec.shape}."
+        )
     return groups
 
 
@@ -138,9 +140,11 @@ class MatchCounts:
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
         enc = ", ".join(f"{p}: {k}" for p, k in self.encrypted.items())
-        lines.append(f"groups {self.groups}, matched {self.matched}; distances computed {self.comparisons} of "
-                     f"{self.required_pairs} required ({self.naive_pairs} without de-duplication), saving "
-                     f"{100 * self.saving:.1f}%; records encrypted: {enc}")
+        lines.append(
+            f"groups {self.groups}, matched {self.matched}; distances computed {self.comparisons} of "
+            f"{self.required_pairs} required ({self.naive_pairs} without de-duplication), saving "
+            f"{100 * self.saving:.1f}%; records encrypted: {enc}"
+        )
         return "\n".join(lines)
 
 
@@ -181,8 +185,16 @@ class MatchingSession:
             new encryptions (default equal).
     """
 
-    def __init__(self, groups: CandidateGroups, encryptor: Any, *, threshold: int, rule: str = "star",
-                 early_rounds: int | None = None, speeds: Any = None) -> None:
+    def __init__(
+        self,
+        groups: CandidateGroups,
+        encryptor: Any,
+        *,
+        threshold: int,
+        rule: str = "star",
+        early_rounds: int | None = None,
+        speeds: Any = None,
+    ) -> None:
         self.groups = _check_groups(groups)
         self.parties = tuple(groups.parties)
         n = len(self.parties)
@@ -212,7 +224,7 @@ class MatchingSession:
         self.known_d = np.zeros(0, dtype=np.int64)
         self.encrypted = [np.unique(self.G[self.e == p, p]) for p in range(n)]
         self._pending: ComparisonRound | None = None
-        rest = self.slots[self.early_rounds:]
+        rest = self.slots[self.early_rounds :]
         self._stages = [(f"r{k}", [self.slots[k - 1]]) for k in range(1, self.early_rounds + 1)]
         if rest:
             self._stages.append(("completion", rest))
@@ -221,8 +233,9 @@ class MatchingSession:
         self._alive_before = 0
         self._comparisons = 0
         every = np.arange(g)
-        self._required = int(np.unique(np.concatenate([self._keys(a, b, every) for a, b in self.slots])).size) \
-            if g else 0
+        self._required = (
+            int(np.unique(np.concatenate([self._keys(a, b, every) for a, b in self.slots])).size) if g else 0
+        )
 
     # ------------------------------------------------------------------ keys and lookups
 
@@ -316,8 +329,14 @@ class MatchingSession:
         if ep.size == 0:
             self._rounds.append(RoundCount(label=label, alive_before=int(idx.size), pairs=0, dropped=0))
             return None
-        return ComparisonRound(label=label, enc_party=ep, enc_record=er, cmp_party=cp, cmp_record=cr,
-                               new_encryptions={p: np.asarray(sorted(r), dtype=np.int64) for p, r in new.items()})
+        return ComparisonRound(
+            label=label,
+            enc_party=ep,
+            enc_record=er,
+            cmp_party=cp,
+            cmp_record=cr,
+            new_encryptions={p: np.asarray(sorted(r), dtype=np.int64) for p, r in new.items()},
+        )
 
     def _orient(self, ep: np.ndarray, er: np.ndarray, cp: np.ndarray, cr: np.ndarray) -> tuple[Any, ...]:
         """Let the side whose record is already encrypted encrypt; otherwise the party
@@ -362,8 +381,9 @@ class MatchingSession:
         for a, b in self.slots:
             far |= self._lookup(self._keys(a, b, idx)) > self.threshold
         self.alive[idx[far]] = False
-        self._rounds.append(RoundCount(label=plan.label, alive_before=self._alive_before, pairs=len(plan),
-                                       dropped=int(far.sum())))
+        self._rounds.append(
+            RoundCount(label=plan.label, alive_before=self._alive_before, pairs=len(plan), dropped=int(far.sum()))
+        )
         self._pending = None
 
     def result(self) -> MatchResult:
@@ -381,13 +401,20 @@ class MatchingSession:
         matched[idx[ok]] = True
         ids = np.flatnonzero(matched)
         enc = {p: int(self.encrypted[i].size) for i, p in enumerate(self.parties)}
-        counts = MatchCounts(groups=int(self.G.shape[0]), matched=int(ids.size), rounds=tuple(self._rounds),
-                             comparisons=self._comparisons, required_pairs=self._required,
-                             naive_pairs=int(self.G.shape[0]) * len(self.slots), encrypted=enc)
+        counts = MatchCounts(
+            groups=int(self.G.shape[0]),
+            matched=int(ids.size),
+            rounds=tuple(self._rounds),
+            comparisons=self._comparisons,
+            required_pairs=self._required,
+            naive_pairs=int(self.G.shape[0]) * len(self.slots),
+            encrypted=enc,
+        )
         return MatchResult(parties=self.parties, matched=matched, group_ids=ids, links=self.G[ids], counts=counts)
 
 
 # ------------------------------------------------------------------ drivers and reference
+
 
 def _filter_arrays(parties: tuple[str, ...], filters: Mapping[str, Any]) -> list[np.ndarray]:
     if not isinstance(filters, Mapping) or set(filters) < set(parties):
@@ -421,8 +448,9 @@ def run_matching(session: MatchingSession, compare: Callable[[ComparisonRound], 
     return session.result()
 
 
-def match_plaintext(groups: CandidateGroups, filters: Mapping[str, Any], threshold: int, *, rule: str = "all",
-                    encryptor: Any = None) -> np.ndarray:
+def match_plaintext(
+    groups: CandidateGroups, filters: Mapping[str, Any], threshold: int, *, rule: str = "all", encryptor: Any = None
+) -> np.ndarray:
     """The verdict computed directly on plaintext filters (what the protocol must equal):
     a bool per group. ``rule="all"``: every pair within ``threshold``; ``rule="star"``
     (needs ``encryptor``, the column of each group's encrypting party): the encrypted

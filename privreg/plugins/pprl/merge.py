@@ -69,7 +69,8 @@ def _check_signatures(signatures: Sequence[Signatures]) -> list[Signatures]:
     if len(set(lengths)) > 1:
         raise PrivregValueError(
             f"parties used different suffix lengths {[sorted(x) for x in lengths]}: every party must use the "
-            f"same lmin; compute it once with blocking.choose_lmin and pass lmin= to party_signatures")
+            f"same lmin; compute it once with blocking.choose_lmin and pass lmin= to party_signatures"
+        )
     return sigs
 
 
@@ -81,7 +82,8 @@ def sliding_window_merge(signatures: Sequence[Signatures], *, window: int) -> li
     if w < n:
         raise PrivregValueError(
             f"window must be >= the number of parties ({n}) so that one window can hold all of them; "
-            f"got {w}. The paper uses 5, 7, 9, 12 for 3, 5, 7, 9 parties.")
+            f"got {w}. The paper uses 5, 7, 9, 12 for 3, 5, 7, 9 parties."
+        )
     names = [s.party for s in sigs]
     party = np.concatenate([np.full(len(s), i, dtype=np.int64) for i, s in enumerate(sigs)])
     if party.size == 0:
@@ -97,11 +99,11 @@ def sliding_window_merge(signatures: Sequence[Signatures], *, window: int) -> li
     grp, key, sln, suf, party, rec = grp[order], key[order], sln[order], suf[order], party[order], rec[order]
     new_list = np.r_[True, (grp[1:] != grp[:-1]) | (key[1:] != key[:-1]) | (sln[1:] != sln[:-1])]
     new_block = new_list | np.r_[True, (suf[1:] != suf[:-1]) | (party[1:] != party[:-1])]
-    block_start = np.flatnonzero(new_block)          # first row of every block
+    block_start = np.flatnonzero(new_block)  # first row of every block
     nblocks = block_start.size
     block_end = np.r_[block_start[1:], grp.size]
     block_party = party[block_start]
-    list_id = np.cumsum(new_list)[block_start] - 1    # list of every block
+    list_id = np.cumsum(new_list)[block_start] - 1  # list of every block
     list_first = np.flatnonzero(np.r_[True, list_id[1:] != list_id[:-1]])
     list_len = np.diff(np.r_[list_first, nblocks])
 
@@ -146,10 +148,9 @@ def sliding_window_merge(signatures: Sequence[Signatures], *, window: int) -> li
         if ident in seen:
             continue
         seen.add(ident)
-        c = cell_bounds[i * n:(i + 1) * n + 1]
-        members = {names[p]: rec_rows[c[p]:c[p + 1]] for p in range(n)}
-        out.append(FinalBlock(lsh_group=int(grp[first_block[i]]), lsh_key=int(key[first_block[i]]),
-                              members=members))
+        c = cell_bounds[i * n : (i + 1) * n + 1]
+        members = {names[p]: rec_rows[c[p] : c[p + 1]] for p in range(n)}
+        out.append(FinalBlock(lsh_group=int(grp[first_block[i]]), lsh_key=int(key[first_block[i]]), members=members))
     return out
 
 
@@ -160,15 +161,20 @@ def _block_sizes(blocks: Sequence[FinalBlock], parties: tuple[str, ...]) -> np.n
             raise PrivregTypeError(f"blocks must be FinalBlock instances; got {type(block).__name__}")
         if set(block.members) != set(parties):
             raise PrivregValueError(
-                f"final block {b} has members of parties {sorted(block.members)}, expected exactly {list(parties)}")
+                f"final block {b} has members of parties {sorted(block.members)}, expected exactly {list(parties)}"
+            )
         for p, name in enumerate(parties):
             sizes[b, p] = len(block.members[name])
     return sizes
 
 
-def candidate_groups(blocks: Sequence[FinalBlock], *, parties: Sequence[str],
-                     max_group_products: int | None = None,
-                     max_block_products: int | None = None) -> CandidateGroups:
+def candidate_groups(
+    blocks: Sequence[FinalBlock],
+    *,
+    parties: Sequence[str],
+    max_group_products: int | None = None,
+    max_block_products: int | None = None,
+) -> CandidateGroups:
     """Candidate groups (Definition 3): every choice of one record per party within a
     final block (the cartesian product of its members), unique across blocks, in order of
     first appearance (``block`` = the index of the first final block producing it).
@@ -191,8 +197,11 @@ def candidate_groups(blocks: Sequence[FinalBlock], *, parties: Sequence[str],
     if len(set(names)) != len(names) or len(names) < 2:
         raise PrivregValueError(f"parties must be at least 2 distinct names; got {list(names)}")
     n = len(names)
-    cap = DEFAULT_MAX_GROUP_ENTRIES // n if max_group_products is None else \
-        v.check_int("max_group_products", max_group_products, minimum=1)
+    cap = (
+        DEFAULT_MAX_GROUP_ENTRIES // n
+        if max_group_products is None
+        else v.check_int("max_group_products", max_group_products, minimum=1)
+    )
     blocks = list(blocks)
     sizes = _block_sizes(blocks, names)
     index = np.arange(len(blocks))
@@ -202,8 +211,7 @@ def candidate_groups(blocks: Sequence[FinalBlock], *, parties: Sequence[str],
         index = index[small]
         blocks = [blocks[i] for i in index]
         sizes = sizes[small]
-    empty = CandidateGroups(parties=names, records=np.zeros((0, n), dtype=np.int64),
-                            block=np.zeros(0, dtype=np.int64))
+    empty = CandidateGroups(parties=names, records=np.zeros((0, n), dtype=np.int64), block=np.zeros(0, dtype=np.int64))
     if not blocks:
         return empty
     products_f = np.prod(sizes.astype(float), axis=1)
@@ -213,7 +221,8 @@ def candidate_groups(blocks: Sequence[FinalBlock], *, parties: Sequence[str],
         raise PrivregValueError(
             f"the final blocks would produce {total_f:.3g} candidate groups before de-duplication, above "
             f"max_group_products={cap}; the largest block ({big}) has sizes {dict(zip(names, sizes[big].tolist()))}. "
-            f"Make blocks smaller (more lsh_bits, longer suffixes, a smaller window) or raise max_group_products.")
+            f"Make blocks smaller (more lsh_bits, longer suffixes, a smaller window) or raise max_group_products."
+        )
     products = np.prod(sizes, axis=1)
     if int(products.sum()) == 0:
         return empty
@@ -296,8 +305,15 @@ def block_statistics(blocks: Sequence[FinalBlock] | Signatures) -> BlockStatisti
     if isinstance(blocks, Signatures):
         if len(blocks) == 0:
             return BlockStatistics(count=0, min=0, median=0.0, max=0, mean=0.0, products=0)
-        table = np.stack([blocks.lsh_group.astype(np.uint64), blocks.lsh_key.astype(np.uint64),
-                          blocks.suffix_len.astype(np.uint64), blocks.suffix.astype(np.uint64)], axis=1)
+        table = np.stack(
+            [
+                blocks.lsh_group.astype(np.uint64),
+                blocks.lsh_key.astype(np.uint64),
+                blocks.suffix_len.astype(np.uint64),
+                blocks.suffix.astype(np.uint64),
+            ],
+            axis=1,
+        )
         _, sizes = np.unique(table, axis=0, return_counts=True)
         products = 0
     else:
@@ -308,5 +324,11 @@ def block_statistics(blocks: Sequence[FinalBlock] | Signatures) -> BlockStatisti
         per = _block_sizes(blocks, names)
         sizes = per.sum(axis=1)
         products = int(sum(int(np.prod(r, dtype=object)) for r in per.tolist()))
-    return BlockStatistics(count=int(sizes.size), min=int(sizes.min()), median=float(np.median(sizes)),
-                           max=int(sizes.max()), mean=float(sizes.mean()), products=products)
+    return BlockStatistics(
+        count=int(sizes.size),
+        min=int(sizes.min()),
+        median=float(np.median(sizes)),
+        max=int(sizes.max()),
+        mean=float(sizes.mean()),
+        products=products,
+    )

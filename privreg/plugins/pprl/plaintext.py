@@ -73,12 +73,21 @@ class PlaintextLinkage:
     seconds: dict[str, float]
 
 
-def plaintext_linkage(records: Mapping[str, EncodedRecords], *, secret: bytes,
-                      blocking: BlockingConfig | None = None, threshold: int = 3, rule: str = "star",
-                      lmin: int | None = None, assignment_method: str = "greedy",
-                      assignment_time_limit: float = 1.0, speeds: Mapping[str, float] | None = None,
-                      max_block_products: int | None = None, max_group_products: int | None = None,
-                      rng: RandomSource | None = None) -> PlaintextLinkage:
+def plaintext_linkage(
+    records: Mapping[str, EncodedRecords],
+    *,
+    secret: bytes,
+    blocking: BlockingConfig | None = None,
+    threshold: int = 3,
+    rule: str = "star",
+    lmin: int | None = None,
+    assignment_method: str = "greedy",
+    assignment_time_limit: float = 1.0,
+    speeds: Mapping[str, float] | None = None,
+    max_block_products: int | None = None,
+    max_group_products: int | None = None,
+    rng: RandomSource | None = None,
+) -> PlaintextLinkage:
     """Link ``records`` (``{party: EncodedRecords}``, columns in mapping order) with the
     MP-SPPRL pipeline on plaintext filters (module docstring).
 
@@ -111,21 +120,33 @@ def plaintext_linkage(records: Mapping[str, EncodedRecords], *, secret: bytes,
     timer.lap("signatures")
     blocks = sliding_window_merge(sigs, window=window)
     timer.lap("merge")
-    groups = candidate_groups(blocks, parties=names, max_group_products=max_group_products,
-                              max_block_products=max_block_products)
-    skipped = 0 if max_block_products is None else \
-        int(oversized_blocks(blocks, parties=names, limit=max_block_products).size)
+    groups = candidate_groups(
+        blocks, parties=names, max_group_products=max_group_products, max_block_products=max_block_products
+    )
+    skipped = (
+        0 if max_block_products is None else int(oversized_blocks(blocks, parties=names, limit=max_block_products).size)
+    )
     timer.lap("groups")
     units = group_units(groups, blocks)
-    assignment = assign_encryptors(groups, units, speeds=speeds, method=assignment_method,
-                                   time_limit=assignment_time_limit)
+    assignment = assign_encryptors(
+        groups, units, speeds=speeds, method=assignment_method, time_limit=assignment_time_limit
+    )
     timer.lap("assignment")
     filters = {p: records[p].match_filters for p in names}
-    matched = match_plaintext(groups, filters, threshold, rule=rule,
-                              encryptor=assignment.group_encryptors(units) if rule == "star" else None)
+    matched = match_plaintext(
+        groups, filters, threshold, rule=rule, encryptor=assignment.group_encryptors(units) if rule == "star" else None
+    )
     timer.lap("matching")
     seconds = dict(timer.wall)
     seconds["total"] = timer.elapsed()
-    return PlaintextLinkage(parties=names, groups=groups, matched=matched,
-                            links=np.asarray(groups.records[matched], dtype=np.int64), lmin=int(lmin),
-                            blocks=len(blocks), skipped_blocks=skipped, assignment=assignment, seconds=seconds)
+    return PlaintextLinkage(
+        parties=names,
+        groups=groups,
+        matched=matched,
+        links=np.asarray(groups.records[matched], dtype=np.int64),
+        lmin=int(lmin),
+        blocks=len(blocks),
+        skipped_blocks=skipped,
+        assignment=assignment,
+        seconds=seconds,
+    )

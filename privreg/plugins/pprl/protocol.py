@@ -72,10 +72,10 @@ from privreg.crypto.hamming import (
     LAYOUTS,
     EncryptedDistances,
     EncryptedFilters,
+    check_layout,
     decrypt_distances,
     encrypt_filters,
     hamming_distances,
-    check_layout,
     slot_layout,
 )
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
@@ -99,8 +99,9 @@ def _party_names(parties: Any, linkage_unit: str) -> tuple[str, ...]:
     else:
         raise PrivregTypeError(f"parties must be a number of parties (>= 2) or a sequence of names; got {parties!r}.")
     if len(names) < 2 or len(set(names)) != len(names) or linkage_unit in names:
-        raise PrivregValueError(f"parties must be at least 2 distinct names other than {linkage_unit!r}; got "
-                                f"{list(names)}.")
+        raise PrivregValueError(
+            f"parties must be at least 2 distinct names other than {linkage_unit!r}; got {list(names)}."
+        )
     return names
 
 
@@ -151,8 +152,9 @@ class _Planner:
 _Parties = Annotated[int | Sequence[str], Spec(type=int, minimum=2, doc="number of data parties (P1..Pn)")]
 _Threshold = Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")]
 _Rule = Annotated[str, Spec(choices=RULES, doc="star (the paper's verdict) or all (every pair within T)")]
-_Layout = Annotated[str, Spec(choices=LAYOUTS,
-                              doc="ciphertext layout of the filters (slots: many filters per ciphertext)")]
+_Layout = Annotated[
+    str, Spec(choices=LAYOUTS, doc="ciphertext layout of the filters (slots: many filters per ciphertext)")
+]
 _KeyBits = Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits of the linkage unit's key")]
 _Insecure = Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")]
 
@@ -198,18 +200,34 @@ class PPRLProtocol(Protocol):
         "parties can recognise that they received the same encrypted filter. Paillier semantic security rests "
         "on DCR plus the DJN short-exponent assumption (the default DJN encryption). Bloom filter encodings are "
         "deterministic under the shared secret. Not constant-time; no transport security (use TLS or a "
-        "private network for TCP).")
+        "private network for TCP)."
+    )
 
     @check_params
-    def __init__(self, *, parties: _Parties = 3, records: Mapping[str, EncodedRecords] | None = None,
-                 secret: bytes | None = None, blocking: Any = None, threshold: _Threshold = 3, rule: _Rule = "star",
-                 early_rounds: int | None = None, layout: _Layout = "slots", sigma: int = DEFAULT_SIGMA,
-                 key_bits: _KeyBits = MIN_KEY_BITS, insecure_allow_small_keys: _Insecure = False,
-                 keypair: PaillierKeypair | None = None, speeds: Mapping[str, float] | None = None,
-                 assignment_method: str = "auto", assignment_time_limit: float = 1.0,
-                 max_group_products: int | None = None, max_block_products: int | None = None,
-                 rng: RandomSource | None = None, workers: int | None = None,
-                 linkage_unit: str = LINKAGE_UNIT) -> None:
+    def __init__(
+        self,
+        *,
+        parties: _Parties = 3,
+        records: Mapping[str, EncodedRecords] | None = None,
+        secret: bytes | None = None,
+        blocking: Any = None,
+        threshold: _Threshold = 3,
+        rule: _Rule = "star",
+        early_rounds: int | None = None,
+        layout: _Layout = "slots",
+        sigma: int = DEFAULT_SIGMA,
+        key_bits: _KeyBits = MIN_KEY_BITS,
+        insecure_allow_small_keys: _Insecure = False,
+        keypair: PaillierKeypair | None = None,
+        speeds: Mapping[str, float] | None = None,
+        assignment_method: str = "auto",
+        assignment_time_limit: float = 1.0,
+        max_group_products: int | None = None,
+        max_block_products: int | None = None,
+        rng: RandomSource | None = None,
+        workers: int | None = None,
+        linkage_unit: str = LINKAGE_UNIT,
+    ) -> None:
         from privreg.plugins.pprl.blocking import check_blocking
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -230,7 +248,8 @@ class PPRLProtocol(Protocol):
         self.sigma = v.check_int("sigma", sigma, minimum=1)
         if not isinstance(insecure_allow_small_keys, bool):
             raise PrivregTypeError(
-                f"insecure_allow_small_keys must be True or False; got {insecure_allow_small_keys!r}.")
+                f"insecure_allow_small_keys must be True or False; got {insecure_allow_small_keys!r}."
+            )
         self.insecure = insecure_allow_small_keys
         self.key_bits = v.check_int("key_bits", key_bits)
         if keypair is not None:
@@ -240,7 +259,8 @@ class PPRLProtocol(Protocol):
         if self.key_bits < MIN_KEY_BITS and not self.insecure:
             raise PrivregValueError(
                 f"a {self.key_bits}-bit Paillier key is below the {MIN_KEY_BITS}-bit minimum; use key_bits="
-                f"{MIN_KEY_BITS} (the default), or pass insecure_allow_small_keys=True for tests only.")
+                f"{MIN_KEY_BITS} (the default), or pass insecure_allow_small_keys=True for tests only."
+            )
         self.keypair = keypair
         if speeds is not None and (not isinstance(speeds, Mapping) or set(speeds) != set(self.names)):
             raise PrivregValueError(f"speeds must map every party {list(self.names)} to a positive number.")
@@ -267,17 +287,21 @@ class PPRLProtocol(Protocol):
         return out
 
     def learns(self) -> Mapping[str, str]:
-        lu = ("the public parameters (n, L, T, blocking parameters, layout); every party's block signatures: "
-              "record indices, LSH group, keyed LSH token (equal tokens = equal LSH keys; the bits stay hidden), "
-              "suffix length and masked suffix (within a signature list: the XOR of two suffixes); single-block "
-              "dispersions (if lmin is chosen by the protocol); hence block sizes, final blocks and candidate "
-              "groups; the Hamming distance of every compared pair (slots layout: plus at most 2^-sigma "
-              "statistical information per masked slot); the linked groups (its output)")
-        party = ("the linkage unit's public key; lmin; ciphertexts of other parties' matching filters under the "
-                 "linkage unit's key (semantically secure); the linkage unit's requests: which of its own records "
-                 "to encrypt and to compare, against how many encrypted rows of which party; and its output: "
-                 "which of its records were linked, under which group id")
-        return {self.linkage_unit: lu, **{p: party for p in self.names}}
+        lu = (
+            "the public parameters (n, L, T, blocking parameters, layout); every party's block signatures: "
+            "record indices, LSH group, keyed LSH token (equal tokens = equal LSH keys; the bits stay hidden), "
+            "suffix length and masked suffix (within a signature list: the XOR of two suffixes); single-block "
+            "dispersions (if lmin is chosen by the protocol); hence block sizes, final blocks and candidate "
+            "groups; the Hamming distance of every compared pair (slots layout: plus at most 2^-sigma "
+            "statistical information per masked slot); the linked groups (its output)"
+        )
+        party = (
+            "the linkage unit's public key; lmin; ciphertexts of other parties' matching filters under the "
+            "linkage unit's key (semantically secure); the linkage unit's requests: which of its own records "
+            "to encrypt and to compare, against how many encrypted rows of which party; and its output: "
+            "which of its records were linked, under which group id"
+        )
+        return {self.linkage_unit: lu, **dict.fromkeys(self.names, party)}
 
     # ------------------------------------------------------------------ linkage unit
 
@@ -295,8 +319,9 @@ class PPRLProtocol(Protocol):
         # party's synchronous computation is that party's own time
         timer = PhaseTimer()
         with counting() as ops:
-            kp = self.keypair or generate_paillier_keypair(n_bits=self.key_bits,
-                                                           insecure_allow_small_keys=self.insecure, rng=rng)
+            kp = self.keypair or generate_paillier_keypair(
+                n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
+            )
             pk, sk = kp.public_key, kp.private_key
             for p in self.names:
                 await send_public_key(ch, p, pk, step="keys")
@@ -330,26 +355,45 @@ class PPRLProtocol(Protocol):
                 if len({a.size for a in arrays.values()}) != 1:
                     raise ProtocolError(f"{p!r} sent signature arrays of different lengths.")
                 lengths.add(_positive_int(msg, "filter_length", p))
-                sigs.append(Signatures(party=p, record=arrays["record"].astype(np.int64),
-                                       lsh_group=arrays["lsh_group"].astype(np.int64),
-                                       lsh_key=arrays["lsh_key"].astype(np.uint64),
-                                       suffix_len=arrays["suffix_len"].astype(np.int64),
-                                       suffix=arrays["suffix"].astype(np.uint64)))
+                sigs.append(
+                    Signatures(
+                        party=p,
+                        record=arrays["record"].astype(np.int64),
+                        lsh_group=arrays["lsh_group"].astype(np.int64),
+                        lsh_key=arrays["lsh_key"].astype(np.uint64),
+                        suffix_len=arrays["suffix_len"].astype(np.int64),
+                        suffix=arrays["suffix"].astype(np.uint64),
+                    )
+                )
             if len(lengths) != 1:
                 raise ProtocolError(f"the parties' matching filter lengths differ: {sorted(lengths)}.")
             length = lengths.pop()
             blocks = sliding_window_merge(sigs, window=self.window)
-            groups = candidate_groups(blocks, parties=self.names, max_group_products=self.max_group_products,
-                                      max_block_products=self.max_block_products)
-            skipped = 0 if self.max_block_products is None else int(
-                oversized_blocks(blocks, parties=self.names, limit=self.max_block_products).size)
+            groups = candidate_groups(
+                blocks,
+                parties=self.names,
+                max_group_products=self.max_group_products,
+                max_block_products=self.max_block_products,
+            )
+            skipped = (
+                0
+                if self.max_block_products is None
+                else int(oversized_blocks(blocks, parties=self.names, limit=self.max_block_products).size)
+            )
             timer.lap("blocking")
             units = group_units(groups, blocks)
-            assignment = assign_encryptors(groups, units, speeds=self.speeds, method=self.assignment_method,
-                                           time_limit=self.assignment_time_limit)
+            assignment = assign_encryptors(
+                groups, units, speeds=self.speeds, method=self.assignment_method, time_limit=self.assignment_time_limit
+            )
             speeds = None if self.speeds is None else [self.speeds[p] for p in self.names]
-            session = MatchingSession(groups, assignment.group_encryptors(units), threshold=self.threshold,
-                                      rule=self.rule, early_rounds=self.early_rounds, speeds=speeds)
+            session = MatchingSession(
+                groups,
+                assignment.group_encryptors(units),
+                threshold=self.threshold,
+                rule=self.rule,
+                early_rounds=self.early_rounds,
+                speeds=speeds,
+            )
             timer.lap("assignment")
             # --- matching
             per_unit = 1 if self.layout == "bits" else slot_layout(pk, length=length, sigma=self.sigma)[1]
@@ -363,23 +407,45 @@ class PPRLProtocol(Protocol):
                 session.submit(plan, distances)
             result = session.result()
             for i, p in enumerate(self.names):
-                await ch.send(p, {"kind": "result", "groups": np.arange(result.group_ids.size, dtype=np.int64),
-                                  "records": result.links[:, i].astype(np.int64)}, step="result")
+                await ch.send(
+                    p,
+                    {
+                        "kind": "result",
+                        "groups": np.arange(result.group_ids.size, dtype=np.int64),
+                        "records": result.links[:, i].astype(np.int64),
+                    },
+                    step="result",
+                )
             timer.lap("matching")
         seconds = dict(timer.wall)
         seconds["total"] = timer.elapsed()
-        return {"links": result.links, "parties": self.names, "candidates": len(groups), "blocks": len(blocks),
-                "groups": groups, "block_stats": block_statistics(blocks), "skipped_blocks": skipped,
-                "lmin": lmin, "dispersion": dispersion, "counts": result.counts, "assignment": assignment,
-                "layout": self.layout, "timings": seconds, "ops": ops.as_dict()}
+        return {
+            "links": result.links,
+            "parties": self.names,
+            "candidates": len(groups),
+            "blocks": len(blocks),
+            "groups": groups,
+            "block_stats": block_statistics(blocks),
+            "skipped_blocks": skipped,
+            "lmin": lmin,
+            "dispersion": dispersion,
+            "counts": result.counts,
+            "assignment": assignment,
+            "layout": self.layout,
+            "timings": seconds,
+            "ops": ops.as_dict(),
+        }
 
-    async def _lu_round(self, ch: Channel, plan: ComparisonRound, planner: _Planner, pk: Any, sk: Any,
-                        length: int, timer: PhaseTimer) -> np.ndarray:
+    async def _lu_round(
+        self, ch: Channel, plan: ComparisonRound, planner: _Planner, pk: Any, sk: Any, length: int, timer: PhaseTimer
+    ) -> np.ndarray:
         """Send one round's requests, collect and decrypt its distances (in plan order)."""
         label = plan.label
         n = len(self.names)
-        msgs: list[dict[str, Any]] = [{"kind": "round", "label": label, "encrypt": None, "send": {},
-                                       "receive": [], "compare": []} for _ in range(n)]
+        msgs: list[dict[str, Any]] = [
+            {"kind": "round", "label": label, "encrypt": None, "send": {}, "receive": [], "compare": []}
+            for _ in range(n)
+        ]
         for p, recs in plan.new_encryptions.items():
             first = planner.add(p, recs)
             msgs[p]["encrypt"] = {"records": recs, "first_unit": first}
@@ -439,8 +505,14 @@ class PPRLProtocol(Protocol):
             if cfg.lmin is None:
                 ent = party_dispersion(records, config=cfg, secret=secret, rng=rng)
                 timer.lap("blocking")
-                await ch.send(lu, {"entropies": np.asarray(ent, dtype=np.float64),
-                                   "filter_length": int(records.block_filters.shape[1])}, step="dispersion")
+                await ch.send(
+                    lu,
+                    {
+                        "entropies": np.asarray(ent, dtype=np.float64),
+                        "filter_length": int(records.block_filters.shape[1]),
+                    },
+                    step="dispersion",
+                )
                 msg = await ch.recv(lu, step="lmin")
                 lmin = msg.get("lmin") if isinstance(msg, Mapping) else None
                 if not isinstance(lmin, int) or isinstance(lmin, bool) or lmin < 0:
@@ -450,14 +522,24 @@ class PPRLProtocol(Protocol):
                 lmin = cfg.lmin
             sig = party_signatures(records, config=cfg, secret=secret, lmin=lmin, rng=rng)
             timer.lap("blocking")
-            await ch.send(lu, {"record": sig.record, "lsh_group": sig.lsh_group, "lsh_key": sig.lsh_key,
-                               "suffix_len": sig.suffix_len, "suffix": sig.suffix,
-                               "filter_length": int(filters.shape[1])}, step="signatures")
+            await ch.send(
+                lu,
+                {
+                    "record": sig.record,
+                    "lsh_group": sig.lsh_group,
+                    "lsh_key": sig.lsh_key,
+                    "suffix_len": sig.suffix_len,
+                    "suffix": sig.suffix,
+                    "filter_length": int(filters.shape[1]),
+                },
+                step="signatures",
+            )
             msg = await ch.recv(lu, step="groups")
             enc_records = self._records_field(msg, "encrypt", len(records))
             timer.mark()
-            own = encrypt_filters(pk, filters[enc_records], layout=self.layout, sigma=self.sigma, rng=rng,
-                                  workers=self.workers)
+            own = encrypt_filters(
+                pk, filters[enc_records], layout=self.layout, sigma=self.sigma, rng=rng, workers=self.workers
+            )
             encrypted = int(enc_records.size)
             timer.lap("encryption")
             received: dict[str, EncryptedFilters] = {}
@@ -472,18 +554,33 @@ class PPRLProtocol(Protocol):
                 if msg["encrypt"] is not None:
                     more = self._records_field(msg["encrypt"], "records", len(records))
                     timer.mark()
-                    own = own.merged(encrypt_filters(pk, filters[more], layout=self.layout, sigma=self.sigma,
-                                                     first_unit=int(msg["encrypt"]["first_unit"]), rng=rng,
-                                                     workers=self.workers))
+                    own = own.merged(
+                        encrypt_filters(
+                            pk,
+                            filters[more],
+                            layout=self.layout,
+                            sigma=self.sigma,
+                            first_unit=int(msg["encrypt"]["first_unit"]),
+                            rng=rng,
+                            workers=self.workers,
+                        )
+                    )
                     encrypted += int(more.size)
                     timer.lap("encryption")
                 for c, units in sorted(msg["send"].items()):
-                    await send_encrypted(ch, c, own.select(units).to_payload(), step=f"encrypted-filters-{label}",
-                                         rng=rng, workers=self.workers)
+                    await send_encrypted(
+                        ch,
+                        c,
+                        own.select(units).to_payload(),
+                        step=f"encrypted-filters-{label}",
+                        rng=rng,
+                        workers=self.workers,
+                    )
                 for e in sorted(msg["receive"]):
                     payload = await ch.recv(e, step=f"encrypted-filters-{label}")
-                    got = EncryptedFilters.from_payload(payload, public_key=pk,
-                                                        sigma=self.sigma if self.layout == "slots" else None)
+                    got = EncryptedFilters.from_payload(
+                        payload, public_key=pk, sigma=self.sigma if self.layout == "slots" else None
+                    )
                     if got.layout != self.layout or got.length != filters.shape[1]:
                         raise ProtocolError(f"{e!r} sent encrypted filters of another layout or length.")
                     received[e] = received[e].merged(got) if e in received else got

@@ -93,8 +93,9 @@ def _ratio(a: float, b: float) -> float:
     return float(a) / float(b) if b else math.nan
 
 
-def _entity_codes(entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
-                  parties: tuple[str, ...]) -> list[np.ndarray]:
+def _entity_codes(
+    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords], parties: tuple[str, ...]
+) -> list[np.ndarray]:
     if isinstance(entities, Mapping):
         table = {p: entities[p] for p in parties if p in entities}
     else:
@@ -114,7 +115,7 @@ def _entity_codes(entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecord
     codes, _ = pd.factorize(flat)  # None -> -1
     out, start = [], 0
     for s in labels:
-        out.append(codes[start:start + len(s)].astype(np.int64))
+        out.append(codes[start : start + len(s)].astype(np.int64))
         start += len(s)
     return out
 
@@ -172,9 +173,14 @@ def _pairwise(rec: np.ndarray, codes: list[np.ndarray]) -> PairwiseQuality:
         ra, rb = key // nb, key % nb
         pairs += key.size
         found += int(np.count_nonzero((codes[a][ra] >= 0) & (codes[a][ra] == codes[b][rb])))
-    return PairwiseQuality(pairs=pairs, true_pairs=true_pairs, true_found=found,
-                           recall=_ratio(found, true_pairs), precision=_ratio(found, pairs),
-                           reduction_ratio=1.0 - _ratio(pairs, space) if space else math.nan)
+    return PairwiseQuality(
+        pairs=pairs,
+        true_pairs=true_pairs,
+        true_found=found,
+        recall=_ratio(found, true_pairs),
+        precision=_ratio(found, pairs),
+        reduction_ratio=1.0 - _ratio(pairs, space) if space else math.nan,
+    )
 
 
 def _true_groups(groups: Any, entities: Any, parties: Any) -> tuple[np.ndarray, list[np.ndarray], int, int]:
@@ -185,26 +191,44 @@ def _true_groups(groups: Any, entities: Any, parties: Any) -> tuple[np.ndarray, 
     return rec, codes, tp, _true_count(codes, range(len(names)))
 
 
-def blocking_quality(candidates: CandidateGroups | np.ndarray, *,
-                     entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
-                     parties: Sequence[str] | None = None) -> BlockingQuality:
+def blocking_quality(
+    candidates: CandidateGroups | np.ndarray,
+    *,
+    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+    parties: Sequence[str] | None = None,
+) -> BlockingQuality:
     """Reduction ratio, pair completeness and pairs quality of candidate groups."""
     rec, codes, tp, total = _true_groups(candidates, entities, parties)
     space = math.prod(int(c.size) for c in codes)
-    return BlockingQuality(candidates=int(rec.shape[0]), true_groups=total, true_candidates=tp,
-                           reduction_ratio=1.0 - _ratio(rec.shape[0], space) if space else math.nan,
-                           pair_completeness=_ratio(tp, total), pairs_quality=_ratio(tp, rec.shape[0]),
-                           pairwise=_pairwise(rec, codes))
+    return BlockingQuality(
+        candidates=int(rec.shape[0]),
+        true_groups=total,
+        true_candidates=tp,
+        reduction_ratio=1.0 - _ratio(rec.shape[0], space) if space else math.nan,
+        pair_completeness=_ratio(tp, total),
+        pairs_quality=_ratio(tp, rec.shape[0]),
+        pairwise=_pairwise(rec, codes),
+    )
 
 
-def linkage_quality(linked: CandidateGroups | np.ndarray, *,
-                    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
-                    parties: Sequence[str] | None = None) -> LinkageQuality:
+def linkage_quality(
+    linked: CandidateGroups | np.ndarray,
+    *,
+    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+    parties: Sequence[str] | None = None,
+) -> LinkageQuality:
     """Recall, precision, error rate and F1 of groups declared matches."""
     rec, codes, tp, total = _true_groups(linked, entities, parties)
     recall = _ratio(tp, total)
     precision = _ratio(tp, rec.shape[0])
     f1 = 2 * recall * precision / (recall + precision) if (recall + precision) > 0 else math.nan
-    return LinkageQuality(linked=int(rec.shape[0]), true_groups=total, true_linked=tp, recall=recall,
-                          precision=precision, error_rate=1.0 - precision if not math.isnan(precision) else math.nan,
-                          f1=f1, pairwise=_pairwise(rec, codes))
+    return LinkageQuality(
+        linked=int(rec.shape[0]),
+        true_groups=total,
+        true_linked=tp,
+        recall=recall,
+        precision=precision,
+        error_rate=1.0 - precision if not math.isnan(precision) else math.nan,
+        f1=f1,
+        pairwise=_pairwise(rec, codes),
+    )

@@ -51,11 +51,11 @@ class Signatures:
     """
 
     party: str
-    record: np.ndarray       # int64
-    lsh_group: np.ndarray    # int64
-    lsh_key: np.ndarray      # uint64
-    suffix_len: np.ndarray   # int64
-    suffix: np.ndarray       # uint64
+    record: np.ndarray  # int64
+    lsh_group: np.ndarray  # int64
+    lsh_key: np.ndarray  # uint64
+    suffix_len: np.ndarray  # int64
+    suffix: np.ndarray  # uint64
 
     def __len__(self) -> int:
         return int(self.record.shape[0])
@@ -100,6 +100,7 @@ def check_party_records(records: Any, names: tuple[str, ...] | None = None) -> d
         if not isinstance(rec, EncodedRecords):
             raise PrivregTypeError(f"records[{p!r}] must be EncodedRecords; got {type(rec).__name__}.")
         if rec.party != p:
-            raise PrivregValueError(f"records[{p!r}] holds the records of party {rec.party!r}; encode them "
-                                    f"with party={p!r}.")
+            raise PrivregValueError(
+                f"records[{p!r}] holds the records of party {rec.party!r}; encode them with party={p!r}."
+            )
     return dict(records)

@@ -61,6 +61,7 @@ def _bool(name: str) -> Any:
     def check(instance: Any, attribute: Any, value: Any) -> None:
         if not isinstance(value, bool):
             raise PrivregTypeError(f"{name}.{attribute.name} must be true or false; got {value!r}")
+
     return check
 
 
@@ -148,7 +149,8 @@ class Schema:
         if unknown:
             raise PrivregValueError(
                 f"fields has normalisation overrides for {unknown}, which are not used by "
-                f"blocking or matching; the used fields are {sorted(used)}")
+                f"blocking or matching; the used fields are {sorted(used)}"
+            )
 
     def spec(self, role: str) -> FilterSpec:
         if role not in ROLES:
@@ -181,8 +183,7 @@ def _mapping(name: str, x: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
         raise PrivregTypeError(f"{name} must be a dict; got {x!r} of type {type(x).__name__}")
     for key in x:
         if key not in allowed:
-            raise PrivregValueError(
-                f"{name} has unknown key {key!r}; allowed keys are {list(allowed)}")
+            raise PrivregValueError(f"{name} has unknown key {key!r}; allowed keys are {list(allowed)}")
     return x
 
 
@@ -207,7 +208,8 @@ def parse_schema(spec: Mapping[str, Any] | Schema) -> Schema:
     for role in ROLES:
         if role not in m:
             raise PrivregValueError(
-                f"schema needs {role!r}, e.g. {{'{role}': {{'fields': [...]}}}}; got keys {sorted(m)}")
+                f"schema needs {role!r}, e.g. {{'{role}': {{'fields': [...]}}}}; got keys {sorted(m)}"
+            )
     base = _norm("normalise", m.get("normalise", {}), Normalisation())
     overrides_in = m.get("fields", {})
     if not isinstance(overrides_in, Mapping):
@@ -232,16 +234,21 @@ def febrl_schema(*, filter_length: int = 100, block_hashes: int = 2, match_hashe
     digit strings give one or two bigrams each, so a single wrong digit changes a large
     share of their bits, and adding them pushes a 100-bit filter past ~50 % fill, where it
     stops separating non-matches."""
-    return parse_schema({
-        "blocking": {"fields": ["given_name", "surname"], "filter_length": filter_length,
-                     "hash_count": block_hashes},
-        "matching": {"fields": ["address_1", "suburb"], "filter_length": filter_length,
-                     "hash_count": match_hashes},
-    })
+    return parse_schema(
+        {
+            "blocking": {
+                "fields": ["given_name", "surname"],
+                "filter_length": filter_length,
+                "hash_count": block_hashes,
+            },
+            "matching": {"fields": ["address_1", "suburb"], "filter_length": filter_length, "hash_count": match_hashes},
+        }
+    )
 
 
-def pseudopeople_schema(*, matching: str = "address", filter_length: int = 100,
-                        block_hashes: int = 2, match_hashes: int = 2) -> Schema:
+def pseudopeople_schema(
+    *, matching: str = "address", filter_length: int = 100, block_hashes: int = 2, match_hashes: int = 2
+) -> Schema:
     """The default schema for the common columns of :func:`datasets.load_pseudopeople`.
 
     Blocking: ``first_name`` + ``last_name``. Matching: ``"address"`` uses
@@ -256,12 +263,16 @@ def pseudopeople_schema(*, matching: str = "address", filter_length: int = 100,
     }
     if matching not in fields:
         raise PrivregValueError(f"matching must be one of {sorted(fields)}; got {matching!r}")
-    return parse_schema({
-        "blocking": {"fields": ["first_name", "last_name"], "filter_length": filter_length,
-                     "hash_count": block_hashes},
-        "matching": {"fields": fields[matching], "filter_length": filter_length,
-                     "hash_count": match_hashes},
-    })
+    return parse_schema(
+        {
+            "blocking": {
+                "fields": ["first_name", "last_name"],
+                "filter_length": filter_length,
+                "hash_count": block_hashes,
+            },
+            "matching": {"fields": fields[matching], "filter_length": filter_length, "hash_count": match_hashes},
+        }
+    )
 
 
 #: FEBRL columns: blocking on given_name + surname, matching on address_1 + suburb.

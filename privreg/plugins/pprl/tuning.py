@@ -94,8 +94,9 @@ def key_probability(distance: Any, *, filter_length: int, bits: int, replacement
     return np.where(L - d >= K, np.prod(np.clip(terms, 0.0, None), axis=-1), 0.0)
 
 
-def collision_probability(distance: Any, *, filter_length: int, bits: int, groups: int,
-                          replacement: bool = False) -> np.ndarray:
+def collision_probability(
+    distance: Any, *, filter_length: int, bits: int, groups: int, replacement: bool = False
+) -> np.ndarray:
     """Probability that a pair at Hamming ``distance`` shares an LSH block in at least one
     of ``groups`` independent groups: ``1 - (1 - p1)^J`` (module docstring). With
     ``replacement=True`` this is ``1 - (1 - (1 - d/L)^K)^J``."""
@@ -104,12 +105,12 @@ def collision_probability(distance: Any, *, filter_length: int, bits: int, group
     return 1.0 - (1.0 - p1) ** J
 
 
-def group_collision_probability(spread: Any, *, filter_length: int, bits: int, groups: int,
-                                replacement: bool = False) -> np.ndarray:
+def group_collision_probability(
+    spread: Any, *, filter_length: int, bits: int, groups: int, replacement: bool = False
+) -> np.ndarray:
     """Exact probability that ``n`` fixed filters whose ``spread`` positions are not all
     equal share an LSH block (all keys equal in one group)."""
-    return collision_probability(spread, filter_length=filter_length, bits=bits, groups=groups,
-                                 replacement=replacement)
+    return collision_probability(spread, filter_length=filter_length, bits=bits, groups=groups, replacement=replacement)
 
 
 def _log_comb(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -137,20 +138,26 @@ def spread_distribution(*, filter_length: int, deviation: int, records: int) -> 
     for _ in range(r):
         nxt = np.zeros(L + 1)
         for step in range(d + 1):  # trans[u, step] = 0 whenever u + step > L
-            nxt[step:] += (pmf * trans[:, step])[:L + 1 - step]
+            nxt[step:] += (pmf * trans[:, step])[: L + 1 - step]
         pmf = nxt
     return pmf / pmf.sum()
 
 
-def multiparty_collision_probability(*, deviation: int, parties: int, filter_length: int, bits: int,
-                                     groups: int, replacement: bool = False,
-                                     reference_included: bool = False) -> float:
+def multiparty_collision_probability(
+    *,
+    deviation: int,
+    parties: int,
+    filter_length: int,
+    bits: int,
+    groups: int,
+    replacement: bool = False,
+    reference_included: bool = False,
+) -> float:
     """Probability that the ``parties`` records of one entity share an LSH block, under the
     star model (module docstring): ``E_D[1 - (1 - p1(D))^J]``."""
     L, K, J = _check(filter_length, bits, groups)
     n = v.check_int("parties", parties, minimum=2)
-    pmf = spread_distribution(filter_length=L, deviation=deviation,
-                              records=n - 1 if reference_included else n)
+    pmf = spread_distribution(filter_length=L, deviation=deviation, records=n - 1 if reference_included else n)
     p = collision_probability(np.arange(L + 1), filter_length=L, bits=K, groups=J, replacement=replacement)
     return float(np.dot(pmf, p))
 
@@ -180,10 +187,20 @@ class LshSuggestion:
         return iter((self.groups, self.bits))
 
 
-def suggest_lsh(*, filter_length: int, distance: float, target_recall: float, max_bits: int = 64,
-                max_groups: int = 64, background_distance: float | None = None, records: int = 10_000,
-                parties: int = 2, deviation: int | None = None, replacement: bool = False,
-                min_bits: int = 1) -> LshSuggestion:
+def suggest_lsh(
+    *,
+    filter_length: int,
+    distance: float,
+    target_recall: float,
+    max_bits: int = 64,
+    max_groups: int = 64,
+    background_distance: float | None = None,
+    records: int = 10_000,
+    parties: int = 2,
+    deviation: int | None = None,
+    replacement: bool = False,
+    min_bits: int = 1,
+) -> LshSuggestion:
     """``(J, K)`` minimising ``J * (1 + records * p1(background_distance))`` subject to
     recall >= ``target_recall`` (module docstring).
 
@@ -209,8 +226,11 @@ def suggest_lsh(*, filter_length: int, distance: float, target_recall: float, ma
     if not 0 <= bg <= L or not 0 <= d <= L:
         raise PrivregValueError(f"distances must lie in [0, {L}]; got distance={d}, background_distance={bg}")
     if n > 2:
-        dev = deviation_for_distance(d, filter_length=L) if deviation is None else \
-            v.check_int("deviation", deviation, minimum=0)
+        dev = (
+            deviation_for_distance(d, filter_length=L)
+            if deviation is None
+            else v.check_int("deviation", deviation, minimum=0)
+        )
         pmf = spread_distribution(filter_length=L, deviation=dev, records=n)
         spreads = np.arange(L + 1)
     best: LshSuggestion | None = None
@@ -236,12 +256,14 @@ def suggest_lsh(*, filter_length: int, distance: float, target_recall: float, ma
         raise PrivregValueError(
             f"no J <= {max_groups}, K <= {max_bits} reaches target_recall={target} at distance {d} "
             f"(best {best_recall:.3f}); raise max_groups, lower the target, or reduce the distance "
-            f"(fewer hash functions per q-gram)")
+            f"(fewer hash functions per q-gram)"
+        )
     return best
 
 
-def distance_quantiles(a: np.ndarray, b: np.ndarray, *, quantiles: Sequence[float] = (0.5, 0.8, 0.9, 0.95)
-                       ) -> dict[float, float]:
+def distance_quantiles(
+    a: np.ndarray, b: np.ndarray, *, quantiles: Sequence[float] = (0.5, 0.8, 0.9, 0.95)
+) -> dict[float, float]:
     """Quantiles of the row-wise Hamming distances between aligned filters ``a[i]``,
     ``b[i]`` (e.g. true pairs of a labelled sample, to choose ``distance``)."""
     a = np.asarray(a, dtype=bool)
@@ -265,9 +287,16 @@ class DispersionCalibration:
     pairs_quality: tuple[float, ...]
 
 
-def calibrate_dispersion(parties: Sequence[EncodedRecords], *, config: Any, secret: bytes,
-                         lmins: Sequence[int] = tuple(range(2, 33, 2)), window: int | None = None,
-                         plateau: float = 0.95, rng: RandomSource | None = None) -> DispersionCalibration:
+def calibrate_dispersion(
+    parties: Sequence[EncodedRecords],
+    *,
+    config: Any,
+    secret: bytes,
+    lmins: Sequence[int] = tuple(range(2, 33, 2)),
+    window: int | None = None,
+    plateau: float = 0.95,
+    rng: RandomSource | None = None,
+) -> DispersionCalibration:
     """Measure the paper's calibration point on labelled data of the quality to be linked
     (Section 4.2.2: "``Ht`` is the overall dispersion of data of the same quality, ``lt``
     its best minimum suffix length").
@@ -296,7 +325,8 @@ def calibrate_dispersion(parties: Sequence[EncodedRecords], *, config: Any, secr
     if choice.hs is None:
         raise PrivregValueError(
             "no LSH block has more than dispersion.min_block_size records, so Hs is undefined; "
-            "use more records, fewer lsh_bits or a smaller min_block_size")
+            "use more records, fewer lsh_bits or a smaller min_block_size"
+        )
     w = config.window_for(len(parts)) if window is None else v.check_int("window", window, minimum=2)
     names = [p.party for p in parts]
     pcs, pqs = [], []
@@ -307,5 +337,6 @@ def calibrate_dispersion(parties: Sequence[EncodedRecords], *, config: Any, secr
         pqs.append(q.pairs_quality)
     quality = np.nan_to_num(np.array(pqs), nan=0.0)
     lt = grid[int(np.flatnonzero(quality >= plateau * quality.max())[0])]
-    return DispersionCalibration(ht=choice.hs, lt=lt, lmins=grid, pair_completeness=tuple(pcs),
-                                 pairs_quality=tuple(pqs))
+    return DispersionCalibration(
+        ht=choice.hs, lt=lt, lmins=grid, pair_completeness=tuple(pcs), pairs_quality=tuple(pqs)
+    )

@@ -55,14 +55,16 @@ def prepare_parties(*, data: str, parties: int, records: int, corruption: float,
     """
     if data == "synthetic":
         frame = synthetic_population(records, rng=rng)
-        return make_parties(frame, parties=parties, corruption=corruption, rng=rng,
-                            fields=list(FEBRL_SCHEMA.columns)), FEBRL_SCHEMA
+        return make_parties(
+            frame, parties=parties, corruption=corruption, rng=rng, fields=list(FEBRL_SCHEMA.columns)
+        ), FEBRL_SCHEMA
     if data == "febrl":
         frame = febrl_population(4)
         if records < len(frame):
             frame = frame.iloc[:records]
-        return make_parties(frame, parties=parties, corruption=corruption, rng=rng,
-                            fields=list(FEBRL_SCHEMA.columns)), FEBRL_SCHEMA
+        return make_parties(
+            frame, parties=parties, corruption=corruption, rng=rng, fields=list(FEBRL_SCHEMA.columns)
+        ), FEBRL_SCHEMA
     if data == "febrl4":
         return load_febrl(4), FEBRL_SCHEMA
     if data == "pseudopeople":
@@ -79,34 +81,52 @@ def _secret(path: Path | None, rng: Any) -> bytes:
 def pprl_workflow(
     *,
     context: WorkflowContext,
-    data: Annotated[str, Spec(
-        choices=DATASETS,
-        doc="synthetic (generated, no extra packages), febrl (FEBRL 4 population corrupted for --parties "
+    data: Annotated[
+        str,
+        Spec(
+            choices=DATASETS,
+            doc="synthetic (generated, no extra packages), febrl (FEBRL 4 population corrupted for --parties "
             "parties), febrl4 (its two files, 2 parties) or pseudopeople (census/SSA/W-2, 3 parties); "
-            "febrl* and pseudopeople need pip install 'privreg[pprl]'")] = "synthetic",
+            "febrl* and pseudopeople need pip install 'privreg[pprl]'",
+        ),
+    ] = "synthetic",
     parties: Annotated[int, Spec(minimum=3, maximum=9, doc="data parties for synthetic/febrl (3-9)")] = 3,
     records: Annotated[int, Spec(minimum=10, doc="population size for synthetic/febrl")] = 1000,
-    corruption: Annotated[float, Spec(
-        minimum=0, maximum=1,
-        doc="fraction of each party's records with FEBRL-style edits (the paper: 0.3 and 0.75)")] = 0.3,
+    corruption: Annotated[
+        float,
+        Spec(
+            minimum=0,
+            maximum=1,
+            doc="fraction of each party's records with FEBRL-style edits (the paper: 0.3 and 0.75)",
+        ),
+    ] = 0.3,
     lsh_groups: Annotated[int, Spec(minimum=1, doc="J: LSH groups (the paper: 3)")] = 3,
     lsh_bits: Annotated[int, Spec(minimum=1, doc="K: bits per LSH key (the paper: 20)")] = 20,
     suffix_count: Annotated[int, Spec(minimum=1, doc="x: suffix lengths lmin..lmin+x-1")] = 2,
-    lmin: Annotated[int | None, Spec(
-        minimum=0,
-        doc="shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)")] = None,
+    lmin: Annotated[
+        int | None,
+        Spec(minimum=0, doc="shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)"),
+    ] = None,
     window: Annotated[int | None, Spec(minimum=2, doc="sliding-window size (default: the paper's)")] = None,
     threshold: Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")] = 3,
-    rule: Annotated[str, Spec(
-        choices=RULES,
-        doc="star: the paper's verdict (encrypting party's record close to every other); all: every pair")] = "star",
-    key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS,
-                                  doc="Paillier modulus bits (>= 2048 unless insecure)")] = MIN_KEY_BITS,
+    rule: Annotated[
+        str,
+        Spec(
+            choices=RULES,
+            doc="star: the paper's verdict (encrypting party's record close to every other); all: every pair",
+        ),
+    ] = "star",
+    key_bits: Annotated[
+        int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits (>= 2048 unless insecure)")
+    ] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE)")] = False,
-    secret_file: Annotated[Path | None, Spec(
-        doc="file holding the data parties' shared secret (>= 16 random bytes); default: a fresh one")] = None,
-    max_block_products: Annotated[int | None, Spec(
-        minimum=1, doc="skip a final block that would yield more candidate groups than this (reported)")] = 10_000,
+    secret_file: Annotated[
+        Path | None, Spec(doc="file holding the data parties' shared secret (>= 16 random bytes); default: a fresh one")
+    ] = None,
+    max_block_products: Annotated[
+        int | None,
+        Spec(minimum=1, doc="skip a final block that would yield more candidate groups than this (reported)"),
+    ] = 10_000,
     workers: Annotated[int | None, Spec(minimum=1, doc="worker processes for Paillier batches")] = None,
 ) -> WorkflowResult:
     """Link the records of several parties with MP-SPPRL (Tong et al. 2019, paper 004):
@@ -127,21 +147,34 @@ def pprl_workflow(
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
             f"key_bits={key_bits} is below {MIN_KEY_BITS}; pass insecure_small_keys=true to run with an "
-            f"insecure key (tests and demos only).")
+            f"insecure key (tests and demos only)."
+        )
     t0 = time.perf_counter()
     linkage, schema = prepare_parties(data=data, parties=parties, records=records, corruption=corruption, rng=rng)
     secret = _secret(secret_file, rng)
-    encoded = {p: encode_records(linkage.frames[p], schema=schema, secret=secret, party=p, entity_column=ENTITY)
-               for p in linkage.parties}
+    encoded = {
+        p: encode_records(linkage.frames[p], schema=schema, secret=secret, party=p, entity_column=ENTITY)
+        for p in linkage.parties
+    }
     t_encode = time.perf_counter() - t0
     sizes = ", ".join(f"{p}: {len(e)}" for p, e in encoded.items())
     context.echo(f"pprl: {linkage.source or data}; records {sizes}; generating a {key_bits}-bit key ...")
-    config = BlockingConfig(lsh_groups=lsh_groups, lsh_bits=lsh_bits, suffix_count=suffix_count, lmin=lmin,
-                            window=window)
-    proto = PPRLProtocol(parties=linkage.parties, records=encoded, secret=secret, blocking=config,
-                         threshold=threshold, rule=rule, key_bits=key_bits,
-                         insecure_allow_small_keys=insecure_small_keys, max_block_products=max_block_products,
-                         rng=rng, workers=workers)
+    config = BlockingConfig(
+        lsh_groups=lsh_groups, lsh_bits=lsh_bits, suffix_count=suffix_count, lmin=lmin, window=window
+    )
+    proto = PPRLProtocol(
+        parties=linkage.parties,
+        records=encoded,
+        secret=secret,
+        blocking=config,
+        threshold=threshold,
+        rule=rule,
+        key_bits=key_bits,
+        insecure_allow_small_keys=insecure_small_keys,
+        max_block_products=max_block_products,
+        rng=rng,
+        workers=workers,
+    )
     t1 = time.perf_counter()
     result = run_protocol(proto)
     wall = time.perf_counter() - t1
@@ -151,18 +184,35 @@ def pprl_workflow(
     blocked = blocking_quality(lu["groups"], entities=entities, parties=linkage.parties)
     bs = lu["block_stats"]
     metrics: dict[str, Any] = {
-        "data": data, "source": linkage.source, "parties": list(linkage.parties),
+        "data": data,
+        "source": linkage.source,
+        "parties": list(linkage.parties),
         "records": {p: len(e) for p, e in encoded.items()},
-        "true_groups": linked.true_groups, "linked_groups": linked.linked, "correct": linked.true_linked,
-        "recall": linked.recall, "precision": linked.precision, "error_rate": linked.error_rate,
-        "candidates": lu["candidates"], "final_blocks": lu["blocks"], "lmin": lu["lmin"],
-        "skipped_blocks": lu["skipped_blocks"], "reduction_ratio": blocked.reduction_ratio,
-        "pair_completeness": blocked.pair_completeness, "pairs_quality": blocked.pairs_quality,
+        "true_groups": linked.true_groups,
+        "linked_groups": linked.linked,
+        "correct": linked.true_linked,
+        "recall": linked.recall,
+        "precision": linked.precision,
+        "error_rate": linked.error_rate,
+        "candidates": lu["candidates"],
+        "final_blocks": lu["blocks"],
+        "lmin": lu["lmin"],
+        "skipped_blocks": lu["skipped_blocks"],
+        "reduction_ratio": blocked.reduction_ratio,
+        "pair_completeness": blocked.pair_completeness,
+        "pairs_quality": blocked.pairs_quality,
         "block_size": {"min": bs.min, "median": bs.median, "mean": bs.mean, "max": bs.max},
-        "lsh_groups": lsh_groups, "lsh_bits": lsh_bits, "threshold": threshold, "rule": rule,
-        "key_bits": key_bits, "encode_seconds": t_encode, "protocol_seconds": wall,
-        "phase_seconds": dict(lu["timings"]), "comparisons": lu["counts"].comparisons,
-        "required_pairs": lu["counts"].required_pairs, "encrypted": dict(lu["counts"].encrypted),
+        "lsh_groups": lsh_groups,
+        "lsh_bits": lsh_bits,
+        "threshold": threshold,
+        "rule": rule,
+        "key_bits": key_bits,
+        "encode_seconds": t_encode,
+        "protocol_seconds": wall,
+        "phase_seconds": dict(lu["timings"]),
+        "comparisons": lu["counts"].comparisons,
+        "required_pairs": lu["counts"].required_pairs,
+        "encrypted": dict(lu["counts"].encrypted),
     }
     phases = "\n".join(f"    {k:<24} {s:8.2f} s" for k, s in lu["timings"].items())
     summary = (
@@ -193,8 +243,9 @@ def _indent(text: str, n: int) -> str:
 
 
 def _demo_step(ctx: WorkflowContext) -> str:
-    res = pprl_workflow(context=ctx, data="synthetic", parties=3, records=150, corruption=0.3, lsh_groups=8,
-                        lsh_bits=12, workers=1)
+    res = pprl_workflow(
+        context=ctx, data="synthetic", parties=3, records=150, corruption=0.3, lsh_groups=8, lsh_bits=12, workers=1
+    )
     m = res.metrics
     return (
         f"3 parties ({', '.join(str(x) for x in m['records'].values())} generated person records, 30% "
@@ -208,5 +259,6 @@ def _demo_step(ctx: WorkflowContext) -> str:
 
 
 def demo_steps() -> list[DemoStep]:
-    return [DemoStep(title="Record linkage (paper 004): MP-SPPRL with Paillier Hamming distances",
-                     run=_demo_step, order=50)]
+    return [
+        DemoStep(title="Record linkage (paper 004): MP-SPPRL with Paillier Hamming distances", run=_demo_step, order=50)
+    ]

@@ -97,7 +97,8 @@ def read_corpus(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Message
     if not p.is_file():
         raise PrivregValueError(
             f"{str(p)!r} is not a file; pass the path of spamassassin.tar.gz (SpamAssassin public corpus), "
-            f"or use bundled_corpus() for the small slice shipped with privreg")
+            f"or use bundled_corpus() for the small slice shipped with privreg"
+        )
     try:
         with tarfile.open(p, "r:*") as tar:
             msgs = _read_tar(tar, max_bytes)
@@ -105,7 +106,8 @@ def read_corpus(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Message
         raise PrivregValueError(f"{str(p)!r} is not a readable tar archive: {exc}") from None
     if not msgs:
         raise PrivregValueError(
-            f"{str(p)!r} holds no message in the folders {HAM_FOLDERS + SPAM_FOLDERS}; is it the SpamAssassin corpus?")
+            f"{str(p)!r} holds no message in the folders {HAM_FOLDERS + SPAM_FOLDERS}; is it the SpamAssassin corpus?"
+        )
     return msgs
 
 
@@ -113,8 +115,9 @@ def _split_key(m: Message) -> bytes:
     return hashlib.sha256(SPLIT_TAG + m.name.encode()).digest()
 
 
-def paper_split(messages: Sequence[Message], *, train: int = 3000,
-                test: int = 3000) -> tuple[list[Message], list[Message]]:
+def paper_split(
+    messages: Sequence[Message], *, train: int = 3000, test: int = 3000
+) -> tuple[list[Message], list[Message]]:
     """``train`` then ``test`` messages in a fixed public pseudo-random order (SHA-256 of
     ``SPLIT_TAG + name``): 3000/3000 as in paper 000, Table 1. Deterministic; the rest
     of the corpus is left out."""
@@ -122,9 +125,10 @@ def paper_split(messages: Sequence[Message], *, train: int = 3000,
     test = v.check_int("test", test, minimum=1)
     if train + test > len(messages):
         raise PrivregValueError(
-            f"train + test = {train + test} exceeds the {len(messages)} messages available; lower train/test")
+            f"train + test = {train + test} exceeds the {len(messages)} messages available; lower train/test"
+        )
     order = sorted(messages, key=_split_key)
-    return order[:train], order[train:train + test]
+    return order[:train], order[train : train + test]
 
 
 def labels_of(messages: Sequence[Message]) -> np.ndarray:

@@ -34,8 +34,17 @@ from privreg.plugins.spam.training_plan import TrainingPlan
 from privreg.plugins.spam.training_protocol import STEP_ROWS
 from privreg.timing import PhaseTimer
 
-__all__ = ["paper_counts", "predicted_counts", "packing_capacity", "leakage_bound", "feature_entropy",
-           "time_table", "counts_table", "measured_counts", "Counts"]
+__all__ = [
+    "paper_counts",
+    "predicted_counts",
+    "packing_capacity",
+    "leakage_bound",
+    "feature_entropy",
+    "time_table",
+    "counts_table",
+    "measured_counts",
+    "Counts",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -52,8 +61,12 @@ class Counts:
 
 def paper_counts(n: int, d: int) -> dict[str, int]:
     """Section 5.3 as printed, and as its step list implies."""
-    return {"enc+dec (printed 3n+2d)": 3 * n + 2 * d, "ciphertexts (printed 4n+2d)": 4 * n + 2 * d,
-            "encryptions (step list 3n+d)": 3 * n + d, "decryptions (step list 2n+d)": 2 * n + d}
+    return {
+        "enc+dec (printed 3n+2d)": 3 * n + 2 * d,
+        "ciphertexts (printed 4n+2d)": 4 * n + 2 * d,
+        "encryptions (step list 3n+d)": 3 * n + d,
+        "decryptions (step list 2n+d)": 2 * n + d,
+    }
 
 
 def packing_capacity(key_bits_max_int: int, bound: int, count: int) -> int:
@@ -81,8 +94,13 @@ def predicted_counts(plan: TrainingPlan, max_int_bits: int) -> Counts:
         rer += p1 + p2
         sent += c.d + p1 + 2 * m * k + p2
     e = c.epochs
-    return Counts(encryptions=enc * e, decryptions=dec * e, values_decrypted=vals * e, rerandomizations=rer * e,
-                  ciphertexts_sent=sent * e)
+    return Counts(
+        encryptions=enc * e,
+        decryptions=dec * e,
+        values_decrypted=vals * e,
+        rerandomizations=rer * e,
+        ciphertexts_sent=sent * e,
+    )
 
 
 def feature_entropy(X: Any) -> float:
@@ -102,15 +120,20 @@ def leakage_bound(K: int, entropy_bits: float) -> dict[str, float]:
     over ``K`` i.i.d. messages. Returns the bound on the remaining entropy, and the least
     information (``H[x_i]/K - log2 K``, clipped at 0) that the bound allows Bob to gain."""
     remaining = min(entropy_bits, (K - 1) / K * entropy_bits + math.log2(K))
-    return {"K": K, "H[x]": entropy_bits, "H[x|grad] <=": remaining,
-            "fraction kept >=": remaining / entropy_bits if entropy_bits else 1.0,
-            "revealed (bound allows) bits": max(0.0, entropy_bits - remaining)}
+    return {
+        "K": K,
+        "H[x]": entropy_bits,
+        "H[x|grad] <=": remaining,
+        "fraction kept >=": remaining / entropy_bits if entropy_bits else 1.0,
+        "revealed (bound allows) bits": max(0.0, entropy_bits - remaining),
+    }
 
 
 def _render(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-                     for r in rows)
+    return "\n".join(
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows
+    )
 
 
 _ROW_TEXT = {
@@ -140,11 +163,13 @@ def time_table(timers: dict[str, PhaseTimer], *, docs: int) -> str:
 
 def measured_counts(op_counts: list[Any], transcript: Any) -> Counts:
     """Counts from the parties' :class:`~privreg.crypto.OpCounts` and the transcript."""
-    return Counts(encryptions=sum(o.encryptions for o in op_counts),
-                  decryptions=sum(o.decryptions for o in op_counts),
-                  values_decrypted=sum(o.values_decrypted for o in op_counts),
-                  rerandomizations=sum(o.rerandomizations for o in op_counts),
-                  ciphertexts_sent=transcript.total().ciphertexts)
+    return Counts(
+        encryptions=sum(o.encryptions for o in op_counts),
+        decryptions=sum(o.decryptions for o in op_counts),
+        values_decrypted=sum(o.values_decrypted for o in op_counts),
+        rerandomizations=sum(o.rerandomizations for o in op_counts),
+        ciphertexts_sent=transcript.total().ciphertexts,
+    )
 
 
 def counts_table(measured: Counts, predicted: Counts, *, messages: int, d: int, steps: int) -> str:
@@ -152,15 +177,23 @@ def counts_table(measured: Counts, predicted: Counts, *, messages: int, d: int, 
     runs of steps 1-12 that process ``messages`` messages in all (the paper's ``n`` is the
     number of messages of one run)."""
     enc_p, dec_p = 3 * messages + d * steps, 2 * messages + d * steps
-    rows = [["quantity", "measured", "this construction", "paper 000, Sec. 5.3"],
-            ["encryptions", str(measured.encryptions), str(predicted.encryptions), f"{enc_p} (3n+d per run)"],
-            ["decryptions (ciphertexts)", str(measured.decryptions), str(predicted.decryptions),
-             f"{dec_p} (2n+d per run)"],
-            ["values decrypted", str(measured.values_decrypted), str(predicted.values_decrypted), ""],
-            ["enc + dec", str(measured.encryptions + measured.decryptions),
-             str(predicted.encryptions + predicted.decryptions),
-             f"{3 * messages + 2 * d * steps} (printed 3n+2d per run; its steps give 5n+2d)"],
-            ["re-randomisations", str(measured.rerandomizations), str(predicted.rerandomizations), ""],
-            ["ciphertexts sent", str(measured.ciphertexts_sent), str(predicted.ciphertexts_sent),
-             f"{4 * messages + 2 * d * steps} (4n+2d per run)"]]
+    rows = [
+        ["quantity", "measured", "this construction", "paper 000, Sec. 5.3"],
+        ["encryptions", str(measured.encryptions), str(predicted.encryptions), f"{enc_p} (3n+d per run)"],
+        ["decryptions (ciphertexts)", str(measured.decryptions), str(predicted.decryptions), f"{dec_p} (2n+d per run)"],
+        ["values decrypted", str(measured.values_decrypted), str(predicted.values_decrypted), ""],
+        [
+            "enc + dec",
+            str(measured.encryptions + measured.decryptions),
+            str(predicted.encryptions + predicted.decryptions),
+            f"{3 * messages + 2 * d * steps} (printed 3n+2d per run; its steps give 5n+2d)",
+        ],
+        ["re-randomisations", str(measured.rerandomizations), str(predicted.rerandomizations), ""],
+        [
+            "ciphertexts sent",
+            str(measured.ciphertexts_sent),
+            str(predicted.ciphertexts_sent),
+            f"{4 * messages + 2 * d * steps} (4n+2d per run)",
+        ],
+    ]
     return _render(rows)

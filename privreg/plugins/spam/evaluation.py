@@ -136,9 +136,19 @@ class PrivateEvaluation(Protocol):
         "exponentiations per message at Carol (the DGK blinding)."
     )
 
-    def __init__(self, *, config: EvaluationConfig, count: int, keypair: PaillierKeypair | None = None,
-                 w: Any = None, X: Any = None, allow_insecure: bool = False, rng: RandomSource | None = None,
-                 bob: str = "bob", carol: str = "carol") -> None:
+    def __init__(
+        self,
+        *,
+        config: EvaluationConfig,
+        count: int,
+        keypair: PaillierKeypair | None = None,
+        w: Any = None,
+        X: Any = None,
+        allow_insecure: bool = False,
+        rng: RandomSource | None = None,
+        bob: str = "bob",
+        carol: str = "carol",
+    ) -> None:
         if not isinstance(config, EvaluationConfig):
             raise PrivregTypeError(f"config must be an EvaluationConfig; got {type(config).__name__}.")
         self.config = config
@@ -168,7 +178,7 @@ class PrivateEvaluation(Protocol):
         return {
             self.carol: "the label of each of her messages ([w.x' >= 0] of the quantised model), nothing else about w",
             self.bob: "nothing (ciphertexts, a masked value within 2^-sigma of independent of w.x', a uniformly "
-                      "random comparison share); public: the number of messages",
+            "random comparison share); public: the number of messages",
         }
 
     def parties(self) -> Sequence[Party]:
@@ -185,9 +195,18 @@ class PrivateEvaluation(Protocol):
                 enc = encrypt(kp.private_key, W, bound=c.w_bound_int, rng=self.rng, workers=c.workers)
             await send_encrypted(ch, self.carol, enc, step="eval.1.E[w]")
             with timer.phase("4, 5"):
-                await sign_keyholder(ch, holder=self.carol, private_key=kp.private_key, count=self.count, bits=c.bits,
-                                     sigma=c.sigma, output="holder", step="eval.sign", rng=self.rng,
-                                     workers=c.workers)
+                await sign_keyholder(
+                    ch,
+                    holder=self.carol,
+                    private_key=kp.private_key,
+                    count=self.count,
+                    bits=c.bits,
+                    sigma=c.sigma,
+                    output="holder",
+                    step="eval.sign",
+                    rng=self.rng,
+                    workers=c.workers,
+                )
         return {"timings": timer, "counts": counts}
 
     async def _run_carol(self, ch: Channel) -> dict[str, Any]:
@@ -200,8 +219,17 @@ class PrivateEvaluation(Protocol):
             with timer.phase("2, 3"):
                 u = declare_bound(enc.dot(X, bound=c.feature_bound, workers=c.workers), c.u_bound)
             with timer.phase("4, 5"):
-                bits = await sign_holder(ch, keyholder=self.bob, enc=u, bits=c.bits, sigma=c.sigma, output="holder",
-                                         step="eval.sign", rng=self.rng, workers=c.workers)
+                bits = await sign_holder(
+                    ch,
+                    keyholder=self.bob,
+                    enc=u,
+                    bits=c.bits,
+                    sigma=c.sigma,
+                    output="holder",
+                    step="eval.sign",
+                    rng=self.rng,
+                    workers=c.workers,
+                )
             if bits is None or len(bits) != self.count:
                 raise ProtocolError("the comparison returned no result for Carol")
         labels = np.array([1 if b else -1 for b in bits], dtype=np.int64)

@@ -41,7 +41,7 @@ def ngram_codes(raw: bytes, n: int = 4) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     code = np.zeros(a.size - n + 1, dtype=np.uint64)
     for k in range(n):
-        code = (code << np.uint64(8)) | a[k:a.size - n + 1 + k]
+        code = (code << np.uint64(8)) | a[k : a.size - n + 1 + k]
     return code
 
 

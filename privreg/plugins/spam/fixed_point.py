@@ -24,7 +24,7 @@ def uniform_ints(rng: RandomSource, count: int, bits: int) -> list[int]:
     extra = nbytes * 8 - bits
     out = []
     for i in range(count):
-        x = int.from_bytes(raw[i * nbytes:(i + 1) * nbytes], "big")
+        x = int.from_bytes(raw[i * nbytes : (i + 1) * nbytes], "big")
         out.append(x >> extra)
     return out
 
@@ -37,10 +37,17 @@ def declare_bound(vec: EncryptedVector, bound: int) -> EncryptedVector:
         raise PlaintextOverflowError(
             f"a protocol value may reach {int(bound).bit_length()} bits, beyond the key's "
             f"{vec.public_key.max_int.bit_length()}-bit signed plaintext range; use a larger key or a smaller "
-            f"sigma/scale")
-    return EncryptedVector(public_key=vec.public_key, ciphertexts=[mpz(x) for x in vec.ciphertexts],
-                           scale=vec.scale, power=vec.power, bound=int(bound), bound_public=True,
-                           randomised=False)
+            f"sigma/scale"
+        )
+    return EncryptedVector(
+        public_key=vec.public_key,
+        ciphertexts=[mpz(x) for x in vec.ciphertexts],
+        scale=vec.scale,
+        power=vec.power,
+        bound=int(bound),
+        bound_public=True,
+        randomised=False,
+    )
 
 
 def quantize_features(X: Any, feature_bits: int) -> sp.csr_matrix:

@@ -18,11 +18,27 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="private training and evaluation of a logistic-regression spam filter (Paillier, DGK)",
             citation=PSR12,
             factory=spam_filter,
-            example=Example(params={
-                "bundled": True, "train": 20, "test": 20, "space": 128, "hash": "mix", "max_active": 32,
-                "batch_size": 10, "eta": 0.05, "period": 32.0, "harmonics": 11, "key_bits": 256,
-                "insecure_small_keys": True, "dp": "gradient", "epsilon": 1.0, "delta": 1e-6, "private_eval": 4,
-                "workers": 1}),
+            example=Example(
+                params={
+                    "bundled": True,
+                    "train": 20,
+                    "test": 20,
+                    "space": 128,
+                    "hash": "mix",
+                    "max_active": 32,
+                    "batch_size": 10,
+                    "eta": 0.05,
+                    "period": 32.0,
+                    "harmonics": 11,
+                    "key_bits": 256,
+                    "insecure_small_keys": True,
+                    "dp": "gradient",
+                    "epsilon": 1.0,
+                    "delta": 1e-6,
+                    "private_eval": 4,
+                    "workers": 1,
+                }
+            ),
             params=params_of(run_spam),  # spam_filter passes its options on to run_spam
         ),
     ]

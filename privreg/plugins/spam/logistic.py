@@ -52,8 +52,15 @@ def batches(n: int, batch_size: int) -> list[tuple[int, int]]:
 
 
 def train_logistic(
-    X: Any, y: Any, *, eta: float, batch_size: int, epochs: int = 1, lam: float = 0.0,
-    w0: Any = None, link: Callable[[np.ndarray], np.ndarray] | None = None,
+    X: Any,
+    y: Any,
+    *,
+    eta: float,
+    batch_size: int,
+    epochs: int = 1,
+    lam: float = 0.0,
+    w0: Any = None,
+    link: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Weights after ``epochs`` passes of block gradient ascent (module docstring).
 

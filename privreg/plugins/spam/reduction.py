@@ -155,7 +155,7 @@ class LSH(Reducer):
         assert self.planes is not None
         blocks = []
         for start in range(0, X.shape[0], self.chunk_rows):
-            proj = (X[start:start + self.chunk_rows].astype(np.int32) @ self.planes).toarray()
+            proj = (X[start : start + self.chunk_rows].astype(np.int32) @ self.planes).toarray()
             blocks.append(sp.csr_matrix((proj > 0).astype(np.int8)))
         return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, self.k), dtype=np.int8)
 
@@ -262,7 +262,8 @@ class PCA(Reducer):
         mu = np.asarray(Xf.mean(axis=0)).ravel()
         ones = np.ones(n)
         op = LinearOperator(
-            (n, D), dtype=np.float64,
+            (n, D),
+            dtype=np.float64,
             matvec=lambda b: Xf @ np.ravel(b) - ones * (mu @ np.ravel(b)),
             rmatvec=lambda b: Xf.T @ np.ravel(b) - mu * np.ravel(b).sum(),
         )

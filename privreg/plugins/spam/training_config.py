@@ -92,7 +92,8 @@ class TrainingConfig:
             if self.l2_bound is None:
                 raise PrivregValueError(
                     "DP needs a public bound on ||x_i||_2: pass l2_bound (binary features capped at "
-                    "max_active give l2_bound = sqrt(max_active)).")
+                    "max_active give l2_bound = sqrt(max_active))."
+                )
             v.check_sensitivity("l2_bound", self.l2_bound)
         if self.workers is not None:
             v.check_int("workers", self.workers, minimum=1)

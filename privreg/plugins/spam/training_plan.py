@@ -77,20 +77,36 @@ class TrainingPlan:
         if period_int > 2**mask_bits:  # R mod P' must be uniform, so P' must divide 2^mask_bits
             raise PrivregValueError(
                 f"the link period in fixed point (2^{period_int.bit_length() - 1}) exceeds the inner-product masks "
-                f"(2^{mask_bits}); raise sigma or lower weight_bits")
+                f"(2^{mask_bits}); raise sigma or lower weight_bits"
+            )
         gmask_bits = (g_bound + noise_bound).bit_length() + 1 + c.sigma if c.reveal == "final" else 0
         share_step = -(-(c.eta_int * (2**gmask_bits) * 2**c.weight_bits) // 2 ** (c.rate_bits + fg + fx)) + 1
         share_bound = w_bound + (steps * share_step if c.reveal == "final" else 0)
-        return cls(config=c, n=n, batch_bounds=bb, fg=fg, period_int=period_int, t_bound=t_bound, g_bound=g_bound,
-                   w_bound=w_bound, u_bound=u_bound, mask_bits=mask_bits, noise_bound=noise_bound,
-                   gmask_bits=gmask_bits, share_bound=share_bound, dp_sensitivity=dp_sens)
+        return cls(
+            config=c,
+            n=n,
+            batch_bounds=bb,
+            fg=fg,
+            period_int=period_int,
+            t_bound=t_bound,
+            g_bound=g_bound,
+            w_bound=w_bound,
+            u_bound=u_bound,
+            mask_bits=mask_bits,
+            noise_bound=noise_bound,
+            gmask_bits=gmask_bits,
+            share_bound=share_bound,
+            dp_sensitivity=dp_sens,
+        )
 
     def describe(self) -> str:
         c = self.config
-        return (f"n={self.n}, d={c.d}, K={c.batch_size}, {len(self.batch_bounds)} batches x {c.epochs} epoch(s); "
-                f"masks: inner products {self.mask_bits} bits (|U| < 2^{self.u_bound.bit_length()}, sigma={c.sigma})"
-                + (f", gradients {self.gmask_bits} bits" if self.gmask_bits else "")
-                + f"; |w| <= {self.w_bound / 2**c.weight_bits:.4g} (public bound)")
+        return (
+            f"n={self.n}, d={c.d}, K={c.batch_size}, {len(self.batch_bounds)} batches x {c.epochs} epoch(s); "
+            f"masks: inner products {self.mask_bits} bits (|U| < 2^{self.u_bound.bit_length()}, sigma={c.sigma})"
+            + (f", gradients {self.gmask_bits} bits" if self.gmask_bits else "")
+            + f"; |w| <= {self.w_bound / 2**c.weight_bits:.4g} (public bound)"
+        )
 
 
 def gradient_mechanism(c: TrainingConfig, n_batches: int, sensitivity: float) -> Any:
@@ -99,8 +115,12 @@ def gradient_mechanism(c: TrainingConfig, n_batches: int, sensitivity: float) ->
     from privreg.mechanisms import GaussianMechanism, as_global_l2
 
     epsilon, delta, _ = c.dp_parameters()
-    return GaussianMechanism(epsilon=epsilon / c.epochs, delta=delta / c.epochs,
-                             sensitivity=as_global_l2(sensitivity), dimension=n_batches * c.d)
+    return GaussianMechanism(
+        epsilon=epsilon / c.epochs,
+        delta=delta / c.epochs,
+        sensitivity=as_global_l2(sensitivity),
+        dimension=n_batches * c.d,
+    )
 
 
 def mech_step_int(mech: Any, frac_bits: int) -> int:
@@ -109,5 +129,6 @@ def mech_step_int(mech: Any, frac_bits: int) -> int:
     if step.denominator != 1 or step.numerator & (step.numerator - 1):
         raise PrivregValueError(
             f"the DP noise grid step {mech.grid.step} is not a power of two at least 2^-{frac_bits} (the "
-            f"fixed-point grid); raise trig_bits/coef_bits")
+            f"fixed-point grid); raise trig_bits/coef_bits"
+        )
     return int(step)

@@ -142,6 +142,7 @@ def step_timer() -> PhaseTimer:
 
 # ------------------------------------------------------------------ the protocol
 
+
 class PrivateTraining(Protocol):
     """The training protocol of paper 000, Section 4.2, in the sound form described in
     the module docstring. Parties ``alice`` (data) and ``bob`` (model, keys).
@@ -167,10 +168,22 @@ class PrivateTraining(Protocol):
         "Alice only re-randomises with public DJN, which adds the DJN short-exponent assumption). Not constant-time."
     )
 
-    def __init__(self, *, config: TrainingConfig, n: int, keypair: PaillierKeypair | None = None,
-                 w0: Any = None, X: Any = None, y: Any = None, charger: Charger | None = None,
-                 allow_insecure: bool = False, rng: RandomSource | None = None,
-                 alice: str = "alice", bob: str = "bob", progress: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        config: TrainingConfig,
+        n: int,
+        keypair: PaillierKeypair | None = None,
+        w0: Any = None,
+        X: Any = None,
+        y: Any = None,
+        charger: Charger | None = None,
+        allow_insecure: bool = False,
+        rng: RandomSource | None = None,
+        alice: str = "alice",
+        bob: str = "bob",
+        progress: Any = None,
+    ) -> None:
         if not isinstance(config, TrainingConfig):
             raise PrivregTypeError(f"config must be a TrainingConfig; got {type(config).__name__}.")
         self.config = config
@@ -179,8 +192,9 @@ class PrivateTraining(Protocol):
             raise PrivregTypeError(f"keypair must be a PaillierKeypair; got {type(keypair).__name__}.")
         self.keypair = keypair
         self.w0 = None if w0 is None else np.asarray(w0, dtype=np.float64)
-        if self.w0 is not None and (self.w0.shape != (config.d,)
-                                    or np.max(np.abs(self.w0), initial=0) > config.w0_bound):
+        if self.w0 is not None and (
+            self.w0.shape != (config.d,) or np.max(np.abs(self.w0), initial=0) > config.w0_bound
+        ):
             raise PrivregValueError(f"w0 must have {config.d} entries of magnitude <= w0_bound={config.w0_bound}.")
         self.X = None
         if X is not None:
@@ -198,16 +212,19 @@ class PrivateTraining(Protocol):
             if config.dp:
                 l2max = math.sqrt(float(np.max(np.asarray(M.multiply(M).sum(axis=1))))) / 2**config.feature_bits
                 l2_bound = config.dp_parameters()[2]
-                if l2max > l2_bound * (1 + 1e-12) + (math.sqrt(config.d) * 2.0 ** -(config.feature_bits + 1)
-                                                           if config.feature_bits else 0):
+                if l2max > l2_bound * (1 + 1e-12) + (
+                    math.sqrt(config.d) * 2.0 ** -(config.feature_bits + 1) if config.feature_bits else 0
+                ):
                     raise PrivregValueError(
                         f"a message exceeds the public l2_bound={config.l2_bound} on ||x||_2; cap the features "
-                        f"(NgramHasher(max_active=...)) or raise l2_bound")
+                        f"(NgramHasher(max_active=...)) or raise l2_bound"
+                    )
             self.X = M
         self.y = None if y is None else check_labels(y, n)
         if config.dp and X is not None and charger is None:
             raise PrivregValueError(
-                "DP training needs a charger (the budget session) where Alice runs; pass charger=...")
+                "DP training needs a charger (the budget session) where Alice runs; pass charger=..."
+            )
         self.charger = charger
         self.allow_insecure = allow_insecure
         self.rng = rng
@@ -216,11 +233,13 @@ class PrivateTraining(Protocol):
 
     def learns(self) -> Mapping[str, str]:
         c = self.config
-        bob = ("the final weights w; the inner products only masked (V = U + R, statistical distance 2^-sigma "
-               "each), angles uniform on the circle, and the batch gradients "
-               + ("masked by R_G (2^-sigma)" if c.reveal == "final" else "in the clear (as w(t+1) in the paper)")
-               + (" with (epsilon, delta)-DP Gaussian noise" if c.dp else "")
-               + "; never a feature, label or per-message value. Public: n, d, K, schedule, scales.")
+        bob = (
+            "the final weights w; the inner products only masked (V = U + R, statistical distance 2^-sigma "
+            "each), angles uniform on the circle, and the batch gradients "
+            + ("masked by R_G (2^-sigma)" if c.reveal == "final" else "in the clear (as w(t+1) in the paper)")
+            + (" with (epsilon, delta)-DP Gaussian noise" if c.dp else "")
+            + "; never a feature, label or per-message value. Public: n, d, K, schedule, scales."
+        )
         alice = "nothing about w (only ciphertexts under Bob's key); the public parameters"
         return {self.alice: alice, self.bob: bob}
 
@@ -262,9 +281,14 @@ class PrivateTraining(Protocol):
                     with timer.phase("12"):
                         _check_packed(packed_g, pk, c.d, "11.E[gradient]")
                         G = decrypt_packed(sk, packed_g, workers=c.workers)
-                        W_B = [_round_div(c.decay_int * wb * 2 ** (plan.fg + c.feature_bits)
-                                          + c.eta_int * int(gj) * 2**c.weight_bits, shift)
-                               for wb, gj in zip(W_B, G)]
+                        W_B = [
+                            _round_div(
+                                c.decay_int * wb * 2 ** (plan.fg + c.feature_bits)
+                                + c.eta_int * int(gj) * 2**c.weight_bits,
+                                shift,
+                            )
+                            for wb, gj in zip(W_B, G)
+                        ]
                         if c.reveal == "every-batch" and max(abs(x) for x in W_B) > plan.w_bound:
                             raise ProtocolError("the weights left their public bound |w| <= W_max; aborted")
             if c.reveal == "final":
@@ -324,8 +348,9 @@ class PrivateTraining(Protocol):
                         beta = np.rint(-coef * np.sin(ang) * 2.0**c.coef_bits).astype(np.int64)
                         rows = np.repeat(np.arange(k), 2 * m)
                         cols = np.arange(2 * m * k)
-                        M = sp.csr_matrix((np.concatenate([alpha, beta], axis=1).reshape(-1), (rows, cols)),
-                                          shape=(k, 2 * m * k))
+                        M = sp.csr_matrix(
+                            (np.concatenate([alpha, beta], axis=1).reshape(-1), (rows, cols)), shape=(k, 2 * m * k)
+                        )
                         enc_T = enc_t.dot(M, bound=2**c.coef_bits, workers=c.workers)
                         enc_T = declare_bound(enc_T.add_plain([int(t) * half for t in yb]), plan.t_bound)
                     with timer.phase("9, 10"):
@@ -338,12 +363,15 @@ class PrivateTraining(Protocol):
                         if R_G is not None:
                             extra = [a + r for a, r in zip(extra, R_G)]
                         bound = plan.g_bound + plan.noise_bound + (2**plan.gmask_bits if R_G is not None else 0)
-                        enc_G = declare_bound(enc_G.add_plain(extra) if (noise is not None or R_G is not None)
-                                              else enc_G, bound)
+                        enc_G = declare_bound(
+                            enc_G.add_plain(extra) if (noise is not None or R_G is not None) else enc_G, bound
+                        )
                         out = rerandomized(pack(enc_G, workers=c.workers), rng=rng, workers=c.workers)
                         if R_G is not None:
-                            W_A = [_round_div(c.decay_int * wa * 2**fgx - c.eta_int * r * 2**c.weight_bits, shift)
-                                   for wa, r in zip(W_A, R_G)]
+                            W_A = [
+                                _round_div(c.decay_int * wa * 2**fgx - c.eta_int * r * 2**c.weight_bits, shift)
+                                for wa, r in zip(W_A, R_G)
+                            ]
                     await send_encrypted(ch, self.bob, out, step="11.E[gradient]", rng=rng, workers=c.workers)
                     done += 1
                     if self.progress is not None:
@@ -361,13 +389,17 @@ class PrivateTraining(Protocol):
         mech = gradient_mechanism(c, n_batches, plan.dp_sensitivity)
         fgx = plan.fg + c.feature_bits
         step_int = mech_step_int(mech, fgx)
-        rel = mech.release(np.zeros(n_batches * c.d), charger=self.charger, rng=rng,
-                           label=f"spam training gradients, epoch {epoch + 1}/{c.epochs}")
+        rel = mech.release(
+            np.zeros(n_batches * c.d),
+            charger=self.charger,
+            rng=rng,
+            label=f"spam training gradients, epoch {epoch + 1}/{c.epochs}",
+        )
         grid_units = np.rint(np.asarray(rel.output, dtype=np.float64) / float(mech.grid.step)).astype(np.int64)
         dither_bits = step_int.bit_length() - 1  # the step is a power of two: exact uniform dither
         out = []
         for b in range(n_batches):
-            block = grid_units[b * c.d:(b + 1) * c.d]
+            block = grid_units[b * c.d : (b + 1) * c.d]
             dith = uniform_ints(rng, c.d, dither_bits) if dither_bits else [0] * c.d
             out.append([int(z) * step_int + u for z, u in zip(block.tolist(), dith)])
         return out

@@ -63,8 +63,9 @@ class SpamRun(dict):  # type: ignore[type-arg]
     """Everything one run produced (a dict, so it serialises easily)."""
 
 
-def _load(input: Path | None, bundled: bool, train: int | None,
-          test: int | None) -> tuple[list[Message], list[Message], str]:
+def _load(
+    input: Path | None, bundled: bool, train: int | None, test: int | None
+) -> tuple[list[Message], list[Message], str]:
     if bundled and input is not None:
         raise PrivregValueError("pass either input=PATH or bundled=true, not both.")
     if bundled:
@@ -85,64 +86,97 @@ def _load(input: Path | None, bundled: bool, train: int | None,
 def run_spam(
     *,
     context: WorkflowContext,
-    input: Annotated[Path | None, Spec(
-        doc="SpamAssassin tarball (folders easy-ham-1/2, hard-ham-1, spam-1/2); default "
-            "../shared/data/spamassassin.tar.gz when present, else the bundled slice")] = None,
-    bundled: Annotated[bool, Spec(
-        doc="use the bundled 80-message slice")] = False,
-    train: Annotated[int | None, Spec(
-        doc="training messages (default 3000 as in the paper, or half of a smaller corpus)", minimum=1)] = None,
-    test: Annotated[int | None, Spec(
-        doc="test messages (default 3000, or the rest)", minimum=1)] = None,
-    space: Annotated[int, Spec(
-        doc="hash space of the character 4-grams (the paper: 10^6 reduced to 10^4)", minimum=2)] = 10_000,
-    hash: Annotated[str, Spec(
-        doc="modulo (the paper: 32-bit 4-gram mod space) or mix (a fixed 64-bit mixing first)", choices=list(HASHES))] = "modulo",
-    max_active: Annotated[int | None, Spec(
-        doc="keep at most this many distinct 4-grams per message (public bound for DP)", minimum=1)] = None,
-    reduction: Annotated[str, Spec(
-        doc="dimensionality reduction of Section 6.4 (pca is the data-dependent baseline)", choices=sorted(REDUCERS))] = "none",
-    reduced_dim: Annotated[int, Spec(
-        doc="target dimension of the reduction", minimum=1)] = 1000,
-    batch_size: Annotated[int, Spec(
-        doc="K: messages per training batch (eq. (2))", minimum=1)] = 100,
-    eta: Annotated[float, Spec(
-        doc="step size applied to the batch sum of gradients", minimum=0, exclusive_minimum=True, maximum=0.5)] = 3e-4,
-    lam: Annotated[float, Spec(
-        doc="L2 regularisation lambda (sign corrected)", minimum=0)] = 0.0,
-    epochs: Annotated[int, Spec(
-        doc="passes over the training data", minimum=1)] = 1,
-    period: Annotated[float, Spec(
-        doc="period P of the private sigmoid approximation (a power of two; exact for |w.x| << P/2)", minimum=4)] = 64.0,
-    harmonics: Annotated[int, Spec(
-        doc="highest odd harmonic of the approximation (Bob encrypts harmonics+1 values per message)", minimum=1)] = 19,
-    reveal: Annotated[str, Spec(
-        doc="final: Bob learns only the final model; every-batch: w after every batch (the paper)", choices=list(REVEALS))] = "final",
-    key_bits: Annotated[int, Spec(
-        doc="Paillier modulus bits (>= 2048 unless insecure)", minimum=MIN_INSECURE_KEY_BITS)] = MIN_KEY_BITS,
-    insecure_small_keys: Annotated[bool, Spec(
-        doc="allow keys below 2048 bits (paper reproduction at 256/1024 bits; INSECURE)")] = False,
-    dp: Annotated[str, Spec(
-        doc="gradient: Gaussian noise on every batch gradient, charged to the budget (model is (eps, delta)-DP)", choices=["none", "gradient"])] = "none",
-    epsilon: Annotated[float, Spec(
-        doc="epsilon of the whole training when dp=gradient (the run's budget)", **POSITIVE)] = 1.0,
-    delta: Annotated[float, Spec(
-        doc="delta of the whole training when dp=gradient", minimum=0, exclusive_minimum=True, maximum=0.5)] = 1e-6,
-    private_eval: Annotated[int | None, Spec(
-        doc="test messages classified by the private evaluation protocol (default: all)", minimum=0)] = None,
-    eval_weight_bits: Annotated[int, Spec(
-        doc="fractional bits of the weights in the evaluation (sets the comparison length)", minimum=0, maximum=32)] = 8,
-    sigma: Annotated[int, Spec(
-        doc="statistical security parameter", minimum=20, maximum=128)] = 40,
-    workers: Annotated[int | None, Spec(
-        doc="worker processes for Paillier batches", minimum=1)] = None,
+    input: Annotated[
+        Path | None,
+        Spec(
+            doc="SpamAssassin tarball (folders easy-ham-1/2, hard-ham-1, spam-1/2); default "
+            "../shared/data/spamassassin.tar.gz when present, else the bundled slice"
+        ),
+    ] = None,
+    bundled: Annotated[bool, Spec(doc="use the bundled 80-message slice")] = False,
+    train: Annotated[
+        int | None, Spec(doc="training messages (default 3000 as in the paper, or half of a smaller corpus)", minimum=1)
+    ] = None,
+    test: Annotated[int | None, Spec(doc="test messages (default 3000, or the rest)", minimum=1)] = None,
+    space: Annotated[
+        int, Spec(doc="hash space of the character 4-grams (the paper: 10^6 reduced to 10^4)", minimum=2)
+    ] = 10_000,
+    hash: Annotated[
+        str,
+        Spec(
+            doc="modulo (the paper: 32-bit 4-gram mod space) or mix (a fixed 64-bit mixing first)", choices=list(HASHES)
+        ),
+    ] = "modulo",
+    max_active: Annotated[
+        int | None, Spec(doc="keep at most this many distinct 4-grams per message (public bound for DP)", minimum=1)
+    ] = None,
+    reduction: Annotated[
+        str,
+        Spec(
+            doc="dimensionality reduction of Section 6.4 (pca is the data-dependent baseline)", choices=sorted(REDUCERS)
+        ),
+    ] = "none",
+    reduced_dim: Annotated[int, Spec(doc="target dimension of the reduction", minimum=1)] = 1000,
+    batch_size: Annotated[int, Spec(doc="K: messages per training batch (eq. (2))", minimum=1)] = 100,
+    eta: Annotated[
+        float,
+        Spec(doc="step size applied to the batch sum of gradients", minimum=0, exclusive_minimum=True, maximum=0.5),
+    ] = 3e-4,
+    lam: Annotated[float, Spec(doc="L2 regularisation lambda (sign corrected)", minimum=0)] = 0.0,
+    epochs: Annotated[int, Spec(doc="passes over the training data", minimum=1)] = 1,
+    period: Annotated[
+        float,
+        Spec(doc="period P of the private sigmoid approximation (a power of two; exact for |w.x| << P/2)", minimum=4),
+    ] = 64.0,
+    harmonics: Annotated[
+        int,
+        Spec(doc="highest odd harmonic of the approximation (Bob encrypts harmonics+1 values per message)", minimum=1),
+    ] = 19,
+    reveal: Annotated[
+        str,
+        Spec(
+            doc="final: Bob learns only the final model; every-batch: w after every batch (the paper)",
+            choices=list(REVEALS),
+        ),
+    ] = "final",
+    key_bits: Annotated[
+        int, Spec(doc="Paillier modulus bits (>= 2048 unless insecure)", minimum=MIN_INSECURE_KEY_BITS)
+    ] = MIN_KEY_BITS,
+    insecure_small_keys: Annotated[
+        bool, Spec(doc="allow keys below 2048 bits (paper reproduction at 256/1024 bits; INSECURE)")
+    ] = False,
+    dp: Annotated[
+        str,
+        Spec(
+            doc="gradient: Gaussian noise on every batch gradient, charged to the budget (model is (eps, delta)-DP)",
+            choices=["none", "gradient"],
+        ),
+    ] = "none",
+    epsilon: Annotated[
+        float, Spec(doc="epsilon of the whole training when dp=gradient (the run's budget)", **POSITIVE)
+    ] = 1.0,
+    delta: Annotated[
+        float, Spec(doc="delta of the whole training when dp=gradient", minimum=0, exclusive_minimum=True, maximum=0.5)
+    ] = 1e-6,
+    private_eval: Annotated[
+        int | None, Spec(doc="test messages classified by the private evaluation protocol (default: all)", minimum=0)
+    ] = None,
+    eval_weight_bits: Annotated[
+        int,
+        Spec(
+            doc="fractional bits of the weights in the evaluation (sets the comparison length)", minimum=0, maximum=32
+        ),
+    ] = 8,
+    sigma: Annotated[int, Spec(doc="statistical security parameter", minimum=20, maximum=128)] = 40,
+    workers: Annotated[int | None, Spec(doc="worker processes for Paillier batches", minimum=1)] = None,
     rng: RandomSource | None = None,
 ) -> SpamRun:
     """Run the whole pipeline and return its numbers (see :func:`spam_filter`)."""
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
             f"key_bits={key_bits} is below {MIN_KEY_BITS}; for paper reproduction at 256 or 1024 bits pass "
-            f"insecure_small_keys=true (the keys are then insecure).")
+            f"insecure_small_keys=true (the keys are then insecure)."
+        )
     echo = context.echo
     rng = rng if rng is not None else context.rng
     out = SpamRun()
@@ -166,27 +200,47 @@ def run_spam(
     Qte = quantize_features(Xte, fx)
     Xtr_q = Qtr.astype(np.float64) / 2**fx  # the features the protocol sees
     Xte_q = Qte.astype(np.float64) / 2**fx
-    out["data"] = {"source": source, "train": len(tr), "test": len(te), "features": d,
-                   "spam_fraction_train": float(np.mean(ytr == 1)), "spam_fraction_test": float(np.mean(yte == 1)),
-                   "mean_active_features": float(Xtr_q.getnnz(axis=1).mean()), "reduction": reduction}
+    out["data"] = {
+        "source": source,
+        "train": len(tr),
+        "test": len(te),
+        "features": d,
+        "spam_fraction_train": float(np.mean(ytr == 1)),
+        "spam_fraction_test": float(np.mean(yte == 1)),
+        "mean_active_features": float(Xtr_q.getnnz(axis=1).mean()),
+        "reduction": reduction,
+    }
     link = PeriodicSigmoid(period=period, max_harmonic=harmonics)
     feature_bound = 2**fx if real else 1
     # a cap on active features bounds ||x||_1 unless the reduction can raise it (LSH, PCA)
     l1 = max_active if max_active is not None and not real and reduction != "lsh" else None
     cfg = TrainingConfig(
-        d=d, eta=eta, lam=lam, batch_size=batch_size, epochs=epochs, link=link, reveal=reveal, sigma=sigma,
-        feature_bits=fx, feature_bound=feature_bound, l1_bound=l1, workers=workers,
-        dp_epsilon=epsilon if dp == "gradient" else None, dp_delta=delta if dp == "gradient" else None,
+        d=d,
+        eta=eta,
+        lam=lam,
+        batch_size=batch_size,
+        epochs=epochs,
+        link=link,
+        reveal=reveal,
+        sigma=sigma,
+        feature_bits=fx,
+        feature_bound=feature_bound,
+        l1_bound=l1,
+        workers=workers,
+        dp_epsilon=epsilon if dp == "gradient" else None,
+        dp_delta=delta if dp == "gradient" else None,
         l2_bound=math.sqrt(l1 if l1 is not None else d) if dp == "gradient" else None,
     )
     plan = cfg.plan(len(tr))
     echo(f"spam-filter: plan: {plan.describe()}")
 
     # plaintext references: the exact sigmoid (the paper) and the protocol's link h
-    w_exact = train_logistic(Xtr_q, ytr, eta=cfg.eta_effective, batch_size=batch_size, epochs=epochs,
-                             lam=cfg.lam_effective)
-    w_link = train_logistic(Xtr_q, ytr, eta=cfg.eta_effective, batch_size=batch_size, epochs=epochs,
-                            lam=cfg.lam_effective, link=link)
+    w_exact = train_logistic(
+        Xtr_q, ytr, eta=cfg.eta_effective, batch_size=batch_size, epochs=epochs, lam=cfg.lam_effective
+    )
+    w_link = train_logistic(
+        Xtr_q, ytr, eta=cfg.eta_effective, batch_size=batch_size, epochs=epochs, lam=cfg.lam_effective, link=link
+    )
     auc_exact, auc_link = auc(Xte_q @ w_exact, yte), auc(Xte_q @ w_link, yte)
 
     echo(f"spam-filter: generating a {key_bits}-bit Paillier key for Bob")
@@ -201,8 +255,19 @@ def run_spam(
             echo(f"spam-filter: private training [{bar:<30}] batch {done}/{total}")
 
     with clock.phase("training"):
-        res = run_protocol(PrivateTraining(config=cfg, n=len(tr), keypair=keypair, X=Qtr, y=ytr, charger=context.charger,
-                              allow_insecure=insecure_small_keys, rng=rng, progress=progress))
+        res = run_protocol(
+            PrivateTraining(
+                config=cfg,
+                n=len(tr),
+                keypair=keypair,
+                X=Qtr,
+                y=ytr,
+                charger=context.charger,
+                allow_insecure=insecure_small_keys,
+                rng=rng,
+                progress=progress,
+            )
+        )
     train_cpu, train_wall = clock.cpu["training"], clock.wall["training"]
     w_private = res.outputs["bob"]["w"]
     auc_private = auc(Xte_q @ w_private, yte)
@@ -217,37 +282,75 @@ def run_spam(
     eval_info: dict[str, Any] = {"messages": n_eval}
     if n_eval:
         w_bound = 2.0 ** math.ceil(math.log2(max(plan.w_bound / 2**cfg.weight_bits, 2.0**-8)))
-        ecfg = EvaluationConfig(d=d, w_bound=w_bound, weight_bits=eval_weight_bits, feature_bound=feature_bound,
-                                l1_bound=l1, sigma=sigma, workers=workers)
+        ecfg = EvaluationConfig(
+            d=d,
+            w_bound=w_bound,
+            weight_bits=eval_weight_bits,
+            feature_bound=feature_bound,
+            l1_bound=l1,
+            sigma=sigma,
+            workers=workers,
+        )
         echo(f"spam-filter: private evaluation of {n_eval} test messages ({ecfg.bits}-bit comparisons)")
         with clock.phase("evaluation"):
-            ev = run_protocol(PrivateEvaluation(config=ecfg, count=n_eval, keypair=keypair, w=w_private, X=Qte[:n_eval],
-                                   allow_insecure=insecure_small_keys, rng=rng))
+            ev = run_protocol(
+                PrivateEvaluation(
+                    config=ecfg,
+                    count=n_eval,
+                    keypair=keypair,
+                    w=w_private,
+                    X=Qte[:n_eval],
+                    allow_insecure=insecure_small_keys,
+                    rng=rng,
+                )
+            )
         eval_cpu, eval_wall = clock.cpu["evaluation"], clock.wall["evaluation"]
         labels = ev.outputs["carol"]["labels"]
         quantised = expected_labels(w_private, Qte[:n_eval], ecfg)
         float_labels = np.where(Xte_q[:n_eval] @ w_private >= 0, 1, -1)
-        eval_info.update({
-            "comparison_bits": ecfg.bits, "w_bound": w_bound, "weight_bits": eval_weight_bits,
-            "agree_with_quantised_model": float(np.mean(labels == quantised)),
-            "agree_with_float_model": float(np.mean(labels == float_labels)),
-            "accuracy": float(np.mean(labels == yte[:n_eval])),
-            "cpu_seconds": eval_cpu, "wall_seconds": eval_wall,
-            "cpu_seconds_per_message": eval_cpu / n_eval, "ciphertexts_sent": ev.transcript.total().ciphertexts,
-        })
-    out.update({
-        "auc": {"plaintext_exact_sigmoid": auc_exact, "plaintext_link": auc_link, "private": auc_private,
-                "private_minus_plaintext": auc_private - auc_exact},
-        "max_weight_difference_vs_link_reference": float(np.max(np.abs(w_private - w_link))),
-        "training": {"cpu_seconds": train_cpu, "wall_seconds": train_wall,
-                     "cpu_ms_per_message": 1e3 * train_cpu / messages, "steps": plan.steps,
-                     "key_bits": key_bits, "reveal": reveal, "dp": dp, "link": f"period {period:g}, "
-                     f"odd harmonics <= {harmonics} ({link.terms} terms)"},
-        "counts": {"measured": attrs.asdict(meas), "predicted": attrs.asdict(pred), "predicted_equal": meas == pred},
-        "leakage_eq2": leak,
-        "evaluation": eval_info,
-        "seconds": clock.elapsed(),
-    })
+        eval_info.update(
+            {
+                "comparison_bits": ecfg.bits,
+                "w_bound": w_bound,
+                "weight_bits": eval_weight_bits,
+                "agree_with_quantised_model": float(np.mean(labels == quantised)),
+                "agree_with_float_model": float(np.mean(labels == float_labels)),
+                "accuracy": float(np.mean(labels == yte[:n_eval])),
+                "cpu_seconds": eval_cpu,
+                "wall_seconds": eval_wall,
+                "cpu_seconds_per_message": eval_cpu / n_eval,
+                "ciphertexts_sent": ev.transcript.total().ciphertexts,
+            }
+        )
+    out.update(
+        {
+            "auc": {
+                "plaintext_exact_sigmoid": auc_exact,
+                "plaintext_link": auc_link,
+                "private": auc_private,
+                "private_minus_plaintext": auc_private - auc_exact,
+            },
+            "max_weight_difference_vs_link_reference": float(np.max(np.abs(w_private - w_link))),
+            "training": {
+                "cpu_seconds": train_cpu,
+                "wall_seconds": train_wall,
+                "cpu_ms_per_message": 1e3 * train_cpu / messages,
+                "steps": plan.steps,
+                "key_bits": key_bits,
+                "reveal": reveal,
+                "dp": dp,
+                "link": f"period {period:g}, odd harmonics <= {harmonics} ({link.terms} terms)",
+            },
+            "counts": {
+                "measured": attrs.asdict(meas),
+                "predicted": attrs.asdict(pred),
+                "predicted_equal": meas == pred,
+            },
+            "leakage_eq2": leak,
+            "evaluation": eval_info,
+            "seconds": clock.elapsed(),
+        }
+    )
     out["_tables"] = {
         "time": time_table(timers, docs=messages),
         "counts": counts_table(meas, pred, messages=messages, d=d, steps=plan.steps),
@@ -266,8 +369,11 @@ def _summary(run: SpamRun) -> str:
         f"AUC  plaintext (exact sigmoid) {a['plaintext_exact_sigmoid']:.6f}   plaintext (protocol's link) "
         f"{a['plaintext_link']:.6f}   private {a['private']:.6f}   difference {a['private_minus_plaintext']:+.2e}",
         f"max |w_private - w_plaintext(link)| = {run['max_weight_difference_vs_link_reference']:.2e}"
-        + ("  (dp=gradient: the plaintext references are trained without noise; the gap is the cost of DP)"
-           if run["training"]["dp"] != "none" else ""),
+        + (
+            "  (dp=gradient: the plaintext references are trained without noise; the gap is the cost of DP)"
+            if run["training"]["dp"] != "none"
+            else ""
+        ),
         f"private training: {t['key_bits']}-bit key, reveal={t['reveal']}, dp={t['dp']}, link {t['link']}; "
         f"{t['steps']} steps, CPU {t['cpu_seconds']:.1f} s ({t['cpu_ms_per_message']:.1f} ms/message), "
         f"wall {t['wall_seconds']:.1f} s",
@@ -275,8 +381,8 @@ def _summary(run: SpamRun) -> str:
         "Time per step (paper 000, Table 4 rows; CPU includes the worker processes):",
         run["_tables"]["time"],
         "",
-        "Operation counts (Section 5.3):" + (" measured = predicted" if run["counts"]["predicted_equal"]
-                                              else " MEASURED DIFFERS FROM PREDICTED"),
+        "Operation counts (Section 5.3):"
+        + (" measured = predicted" if run["counts"]["predicted_equal"] else " MEASURED DIFFERS FROM PREDICTED"),
         run["_tables"]["counts"],
         "",
         f"eq. (2) with K={leak['K']}: H[x] <= {leak['H[x]']:.0f} bits (independent-feature bound); "
@@ -288,7 +394,8 @@ def _summary(run: SpamRun) -> str:
             f"private evaluation: {e['messages']} messages, {e['comparison_bits']}-bit DGK comparisons, "
             f"{e['cpu_seconds_per_message']:.3f} s CPU/message ({e['wall_seconds']:.1f} s wall); labels agree with "
             f"the quantised model {100 * e['agree_with_quantised_model']:.2f}%, with the float model "
-            f"{100 * e['agree_with_float_model']:.2f}%; accuracy {e['accuracy']:.4f}")
+            f"{100 * e['agree_with_float_model']:.2f}%; accuracy {e['accuracy']:.4f}"
+        )
     return "\n".join(lines)
 
 
@@ -321,8 +428,9 @@ def spam_filter(*, context: WorkflowContext, **options: Any) -> WorkflowResult:
         np.savez(model, **run["_w"])
         outputs["model"] = model
         report = path.with_name("spam_report.txt")
-        report.write_text(summary + "\n\nTranscript per step:\n" + run["_tables"]["transcript"] + "\n",
-                          encoding="utf-8")
+        report.write_text(
+            summary + "\n\nTranscript per step:\n" + run["_tables"]["transcript"] + "\n", encoding="utf-8"
+        )
         outputs["report"] = report
     return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
 
@@ -337,10 +445,22 @@ def _jsonable(x: Any) -> Any:
 
 # ------------------------------------------------------------------ demo
 
+
 def _demo(ctx: WorkflowContext) -> str:
-    run = run_spam(context=WorkflowContext(charger=ctx.charger, rng=ctx.rng, echo=ctx.echo), bundled=True,
-                   train=24, test=24, space=256, hash="modulo", batch_size=8, eta=0.01, epochs=2, period=32.0,
-                   harmonics=11, private_eval=6)
+    run = run_spam(
+        context=WorkflowContext(charger=ctx.charger, rng=ctx.rng, echo=ctx.echo),
+        bundled=True,
+        train=24,
+        test=24,
+        space=256,
+        hash="modulo",
+        batch_size=8,
+        eta=0.01,
+        epochs=2,
+        period=32.0,
+        harmonics=11,
+        private_eval=6,
+    )
     a, t, e = run["auc"], run["training"], run["evaluation"]
     return (
         f"Alice trains Bob's spam filter on 24 bundled SpamAssassin messages (256 hashed 4-gram features) without "

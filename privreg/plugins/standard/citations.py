@@ -61,8 +61,7 @@ GRS09 = Citation(
 )
 BW18 = Citation(
     authors="B. Balle, Y.-X. Wang",
-    title="Improving the Gaussian Mechanism for Differential Privacy: Analytical Calibration "
-    "and Optimal Denoising",
+    title="Improving the Gaussian Mechanism for Differential Privacy: Analytical Calibration and Optimal Denoising",
     year=2018,
     venue="ICML",
     where="Theorem 8 (analytic calibration); sampled as the exact discrete Gaussian of "

@@ -15,8 +15,6 @@ from privreg.core.sensitivity import (
     Norm,
     Sensitivity,
 )
-from privreg.plugins.standard import citations
-from privreg.plugins.standard.demo import demo_steps
 from privreg.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.mechanisms.gaussian import GaussianMechanism
@@ -39,6 +37,8 @@ from privreg.mechanisms.thresholding import (
     LaplaceThresholding,
 )
 from privreg.mechanisms.unary_encoding import OptimizedUnaryEncoding
+from privreg.plugins.standard import citations
+from privreg.plugins.standard.demo import demo_steps
 from privreg.plugins.standard.workflows import bounded_mean
 
 # candidate 0 gains Delta_u while the others lose Delta_u: the worst case for selection
@@ -77,16 +77,20 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             summary="partition selection: discrete Laplace on key totals, keys above tau released; (eps, delta)-DP",
             citation=citations.GOPI20,
             factory=LaplaceThresholding,
-            example=Example(params={"epsilon": 1.0, "delta": 1e-3, "max_partitions": 2},
-                            neighbours=({"a": 10.0}, {"a": 11.0, "b": 1.0})),
+            example=Example(
+                params={"epsilon": 1.0, "delta": 1e-3, "max_partitions": 2},
+                neighbours=({"a": 10.0}, {"a": 11.0, "b": 1.0}),
+            ),
         ),
         RegistryItem(
             name="gaussian-thresholding",
             summary="DPSU weighted-Gaussian partition selection with paper 002's threshold rho; (eps, delta)-DP",
             citation=citations.GOPI20,
             factory=GaussianThresholding,
-            example=Example(params={"epsilon": 1.0, "delta": 1e-3, "max_partitions": 2},
-                            neighbours=({"a": 10.0}, {"a": 10.0 + 2 ** -0.5, "b": 2 ** -0.5})),
+            example=Example(
+                params={"epsilon": 1.0, "delta": 1e-3, "max_partitions": 2},
+                neighbours=({"a": 10.0}, {"a": 10.0 + 2**-0.5, "b": 2**-0.5}),
+            ),
         ),
         RegistryItem(
             name="exponential",
@@ -168,8 +172,13 @@ def _global_sensitivity(
 
 
 # programmatic users pass their own functions to LocalSensitivity / SmoothSensitivity
-_Statistic = Annotated[str, Spec(doc="built-in statistic (programmatic users pass their own functions to "
-                                     "LocalSensitivity / SmoothSensitivity)", choices=["median"])]
+_Statistic = Annotated[
+    str,
+    Spec(
+        doc="built-in statistic (programmatic users pass their own functions to LocalSensitivity / SmoothSensitivity)",
+        choices=["median"],
+    ),
+]
 _Lower = Annotated[float, params_of(MedianSmoothSensitivity, "lower")]
 _Upper = Annotated[float, params_of(MedianSmoothSensitivity, "upper")]
 
@@ -182,7 +191,10 @@ def _local_sensitivity(*, statistic: _Statistic = "median", lower: _Lower, upper
 
 
 def _smooth_sensitivity(
-    *, statistic: _Statistic = "median", lower: _Lower, upper: _Upper,
+    *,
+    statistic: _Statistic = "median",
+    lower: _Lower,
+    upper: _Upper,
     beta: Annotated[float, params_of(MedianSmoothSensitivity, "beta")],
 ) -> Sensitivity:
     """beta-smooth upper bound on the local sensitivity of ``statistic`` (NRS 2007,
@@ -225,8 +237,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="count, sum and mean of a bounded CSV column with Laplace noise",
             citation=citations.DMNS06,
             factory=bounded_mean,
-            example=Example(params={"epsilon": 1.0, "column": "hours-per-week", "lower": 1.0,
-                                    "upper": 99.0}),
+            example=Example(params={"epsilon": 1.0, "column": "hours-per-week", "lower": 1.0, "upper": 99.0}),
         )
     ]
 

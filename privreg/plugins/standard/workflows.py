@@ -35,9 +35,7 @@ def read_column(path: Path | None, column: str) -> np.ndarray:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or column not in reader.fieldnames:
-                raise PrivregValueError(
-                    f"column {column!r} is not in {str(path)!r}; columns: {reader.fieldnames}"
-                )
+                raise PrivregValueError(f"column {column!r} is not in {str(path)!r}; columns: {reader.fieldnames}")
             values = [row[column] for row in reader]
     try:
         return np.asarray(values, dtype=np.float64)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.backends.base import (
     DEFAULT_SCALE,
     INPUT_FORMATS,
@@ -23,7 +24,6 @@ from privreg.plugins.ngrams.backends.base import (
 )
 from privreg.plugins.ngrams.backends.local import LocalBackend
 from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
-from privreg.core.errors import PrivregValueError
 
 __all__ = [
     "BACKENDS",

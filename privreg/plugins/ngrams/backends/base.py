@@ -58,8 +58,14 @@ WEIGHTINGS = ("sqrt", "unit")
 DEFAULT_SCALE = 1 << 20
 #: Input formats every backend reads.
 INPUT_FORMATS = ("csv", "jsonl", "parquet")
-_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
-             ".parquet": "parquet", ".pq": "parquet"}
+_SUFFIXES = {
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 def detect_format(path: str | Path, format: str | None = None) -> str:
@@ -74,7 +80,8 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
     if found is None:
         raise PrivregValueError(
             f"cannot tell the format of {str(path)!r} from its suffix; name it .csv, .jsonl or "
-            f".parquet, or pass format= one of {INPUT_FORMATS}")
+            f".parquet, or pass format= one of {INPUT_FORMATS}"
+        )
     return found
 
 
@@ -113,7 +120,8 @@ class Tokenizer:
             raise PrivregValueError(f"pattern {value!r} is not a valid regular expression: {exc}") from None
         if compiled.groups:
             raise PrivregValueError(
-                f"pattern {value!r} has capturing groups; use (?:...) so that every match is one token")
+                f"pattern {value!r} has capturing groups; use (?:...) so that every match is one token"
+            )
 
     def tokens(self, text: str) -> list[str]:
         """The tokens of one text (reference implementation for tests)."""
@@ -134,7 +142,8 @@ class Histogram:
     def __attrs_post_init__(self) -> None:
         if self.keys.shape != self.counts.shape or self.keys.ndim != 1:
             raise PrivregValueError(
-                f"keys and counts must be aligned 1-d arrays; got shapes {self.keys.shape} and {self.counts.shape}")
+                f"keys and counts must be aligned 1-d arrays; got shapes {self.keys.shape} and {self.counts.shape}"
+            )
 
     def __len__(self) -> int:
         return int(self.keys.size)
@@ -150,15 +159,17 @@ class Backend(ABC):
     name: ClassVar[str] = ""
 
     @abstractmethod
-    def read_records(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
-                     format: str | None = None) -> Any:
+    def read_records(
+        self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text", format: str | None = None
+    ) -> Any:
         """The (user, text) rows of a CSV (with header), JSONL or Parquet file, as the
         backend's table type with columns ``user`` and ``text`` (both strings; rows with a
         missing user or text are dropped)."""
 
     @abstractmethod
-    def bounded_histogram(self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
-                          scale: int = DEFAULT_SCALE) -> Histogram:
+    def bounded_histogram(
+        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+    ) -> Histogram:
         """Sum of bounded per-user contributions per key (see the module docstring for the
         guarantees). ``pairs`` holds (user, key) rows in the backend's table type,
         duplicates allowed (a user counts each key once). ``salt`` is public randomness
@@ -189,4 +200,5 @@ def check_columns(found: list[str], user_column: str, text_column: str, path: Pa
     if missing:
         raise PrivregValueError(
             f"{str(path)!r} has no column(s) {missing}; its columns are {found}. "
-            f"Pass user_column=/text_column= (CLI: --user-column/--text-column).")
+            f"Pass user_column=/text_column= (CLI: --user-column/--text-column)."
+        )

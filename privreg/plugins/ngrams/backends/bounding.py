@@ -52,8 +52,9 @@ def keyed_rank(salt: int, user: np.ndarray, key: np.ndarray) -> np.ndarray:
         return mix(h ^ (key.astype(np.uint64) * _M2 + _M1))
 
 
-def bounded_histogram(pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
-                      scale: int = DEFAULT_SCALE) -> Histogram:
+def bounded_histogram(
+    pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+) -> Histogram:
     """The local backend's :meth:`~privreg.plugins.ngrams.backends.base.Backend.bounded_histogram`
     for ``pairs`` (:class:`~privreg.plugins.ngrams.backends.tokens.LocalPairs`). A user with
     at most ``max_keys`` distinct keys keeps them all (no ranking needed); a user with more
@@ -90,7 +91,8 @@ def bounded_histogram(pairs: Any, *, max_keys: int, weighting: str = "sqrt", sal
     ubits = max(1, int(user.max()).bit_length())
     if ubits + kbits > 62:
         raise PrivregValueError(  # pragma: no cover - 2**31 users and 2**31 distinct keys
-            "too many users and distinct keys for the local backend; use backend='spark'")
+            "too many users and distinct keys for the local backend; use backend='spark'"
+        )
     pair = sorted_unique((user << kbits) | code)  # distinct (user, key), by user then key
     user, code = pair >> kbits, pair & ((1 << kbits) - 1)
     del pair
@@ -132,8 +134,9 @@ def bounded_histogram(pairs: Any, *, max_keys: int, weighting: str = "sqrt", sal
     return Histogram(keys=keys, counts=counts, scale=scale)
 
 
-def _keep_smallest_ranked(user: np.ndarray, code: np.ndarray, pairs: LocalPairs, uniq: np.ndarray | None,
-                          kmin: int, max_keys: int, salt: int) -> np.ndarray:
+def _keep_smallest_ranked(
+    user: np.ndarray, code: np.ndarray, pairs: LocalPairs, uniq: np.ndarray | None, kmin: int, max_keys: int, salt: int
+) -> np.ndarray:
     """The codes each user keeps: its ``max_keys`` smallest by (rank, key tag, key).
     ``user``/``code`` are the distinct pairs of users holding more than max_keys keys,
     sorted by user then code."""

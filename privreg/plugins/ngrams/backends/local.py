@@ -42,8 +42,9 @@ __all__ = ["CHUNK_RECORDS", "LocalBackend"]
 CHUNK_RECORDS = 10_000
 
 
-def _tokenize_job(kind: str, payload: Any, path: Path, user_column: str, text_column: str,
-                  tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
+def _tokenize_job(
+    kind: str, payload: Any, path: Path, user_column: str, text_column: str, tokenizer: Tokenizer
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
     """One chunk, parsed (JSONL lines) and tokenized: (users, lengths, codes, uniques,
     columns seen). Runs in a worker process when tokenizing in parallel."""
     seen = None
@@ -52,8 +53,13 @@ def _tokenize_job(kind: str, payload: Any, path: Path, user_column: str, text_co
     else:
         users, texts = payload
     lengths, codes, uniques = tokenize_texts(texts, tokenizer)
-    return (np.array(users, dtype=object), lengths, codes.astype(np.int32 if len(uniques) < 1 << 31 else np.int64),
-            uniques, seen)
+    return (
+        np.array(users, dtype=object),
+        lengths,
+        codes.astype(np.int32 if len(uniques) < 1 << 31 else np.int64),
+        uniques,
+        seen,
+    )
 
 
 class LocalBackend(Backend):
@@ -61,8 +67,15 @@ class LocalBackend(Backend):
 
     name: ClassVar[str] = "local"
 
-    def read_record_chunks(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
-                           format: str | None = None, chunk_records: int = CHUNK_RECORDS) -> Iterator[Any]:
+    def read_record_chunks(
+        self,
+        path: str | Path,
+        *,
+        user_column: str = "user_id",
+        text_column: str = "text",
+        format: str | None = None,
+        chunk_records: int = CHUNK_RECORDS,
+    ) -> Iterator[Any]:
         """The (user, text) rows of a CSV (with header), JSONL or Parquet file (``.gz`` and
         ``.bz2`` for CSV/JSONL), ``chunk_records`` input rows at a time, as DataFrames with
         string columns ``user`` and ``text`` (rows missing either are dropped). Memory: one
@@ -80,8 +93,9 @@ class LocalBackend(Backend):
             return csv_chunks(p, user_column, text_column, rows)
         return parquet_chunks(p, user_column, text_column, rows)
 
-    def read_records(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
-                     format: str | None = None) -> Any:
+    def read_records(
+        self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text", format: str | None = None
+    ) -> Any:
         import pandas as pd
 
         chunks = list(self.read_record_chunks(path, user_column=user_column, text_column=text_column, format=format))
@@ -89,9 +103,18 @@ class LocalBackend(Backend):
             return records_frame([], [])
         return pd.concat(chunks, ignore_index=True)
 
-    def tokenize_file(self, path: str | Path, *, tokenizer: Tokenizer = Tokenizer(), vocabulary: Vocabulary,
-                      user_column: str = "user_id", text_column: str = "text", format: str | None = None,
-                      chunk_records: int = CHUNK_RECORDS, workers: int = 1) -> Iterator[TokenChunk]:
+    def tokenize_file(
+        self,
+        path: str | Path,
+        *,
+        tokenizer: Tokenizer = Tokenizer(),
+        vocabulary: Vocabulary,
+        user_column: str = "user_id",
+        text_column: str = "text",
+        format: str | None = None,
+        chunk_records: int = CHUNK_RECORDS,
+        workers: int = 1,
+    ) -> Iterator[TokenChunk]:
         """Read and tokenize a file chunk by chunk: the same :class:`TokenChunk` s as
         tokenizing each of ``read_record_chunks(...)``. With ``workers`` > 1, parsing (JSONL)
         and tokenizing run in that many processes, at most two chunks per worker in
@@ -100,7 +123,9 @@ class LocalBackend(Backend):
         if not isinstance(tokenizer, Tokenizer):
             raise PrivregTypeError(f"tokenizer must be a privreg.plugins.ngrams.backends.Tokenizer; got {tokenizer!r}")
         if not isinstance(vocabulary, Vocabulary):
-            raise PrivregTypeError(f"vocabulary must be a privreg.plugins.ngrams.backends.Vocabulary; got {vocabulary!r}")
+            raise PrivregTypeError(
+                f"vocabulary must be a privreg.plugins.ngrams.backends.Vocabulary; got {vocabulary!r}"
+            )
         workers = v.check_count("workers", workers)
         p = check_path(path)
         fmt = detect_format(p, format)
@@ -108,14 +133,16 @@ class LocalBackend(Backend):
         if fmt == "jsonl":
             jobs: Iterator[tuple[str, Any]] = (("jsonl", payload) for payload in jsonl_payloads(p, rows))
         else:
-            frames = self.read_record_chunks(p, user_column=user_column, text_column=text_column, format=fmt,
-                                             chunk_records=rows)
+            frames = self.read_record_chunks(
+                p, user_column=user_column, text_column=text_column, format=fmt, chunk_records=rows
+            )
             jobs = (("rows", (df["user"].tolist(), df["text"].tolist())) for df in frames)
         return self._tokenize_jobs(jobs, vocabulary, workers, (p, user_column, text_column, tokenizer))
 
     @staticmethod
-    def _tokenize_jobs(jobs: Iterator[tuple[str, Any]], vocabulary: Vocabulary, workers: int,
-                       args: tuple[Path, str, str, Tokenizer]) -> Iterator[TokenChunk]:
+    def _tokenize_jobs(
+        jobs: Iterator[tuple[str, Any]], vocabulary: Vocabulary, workers: int, args: tuple[Path, str, str, Tokenizer]
+    ) -> Iterator[TokenChunk]:
         check = ColumnCheck()
 
         def finish(out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]) -> TokenChunk:
@@ -157,7 +184,7 @@ class LocalBackend(Backend):
         vocab = Vocabulary()
         tok_parts, len_parts = [], []
         for lo in range(0, texts.size, CHUNK_RECORDS):
-            lengths, codes, uniques = tokenize_texts(texts[lo:lo + CHUNK_RECORDS].tolist(), tokenizer)
+            lengths, codes, uniques = tokenize_texts(texts[lo : lo + CHUNK_RECORDS].tolist(), tokenizer)
             len_parts.append(lengths)
             tok_parts.append(vocab.ids(uniques)[codes])
         lengths = np.concatenate(len_parts) if len_parts else np.zeros(0, np.int64)
@@ -168,12 +195,17 @@ class LocalBackend(Backend):
         rank[sorted_idx] = np.arange(words.size, dtype=np.int32)
         tokens = rank[raw] if raw.size else raw
         ends = np.cumsum(lengths)
-        return TokenCorpus(tokens=tokens.astype(np.int32), vocab=words[sorted_idx],
-                           user=np.repeat(rec_user, lengths).astype(np.int32), users=users.astype(object),
-                           record_end=np.repeat(ends, lengths).astype(np.int64))
+        return TokenCorpus(
+            tokens=tokens.astype(np.int32),
+            vocab=words[sorted_idx],
+            user=np.repeat(rec_user, lengths).astype(np.int32),
+            users=users.astype(object),
+            record_end=np.repeat(ends, lengths).astype(np.int64),
+        )
 
-    def bounded_histogram(self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
-                          scale: int = DEFAULT_SCALE) -> Histogram:
+    def bounded_histogram(
+        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+    ) -> Histogram:
         """See :meth:`Backend.bounded_histogram` and
         :func:`~privreg.plugins.ngrams.backends.bounding.bounded_histogram`, which this is."""
         return bounded_histogram(pairs, max_keys=max_keys, weighting=weighting, salt=salt, scale=scale)

@@ -23,8 +23,15 @@ import numpy as np
 from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.backends.base import check_columns
 
-__all__ = ["ColumnCheck", "csv_chunks", "jsonl_chunks", "jsonl_payloads", "jsonl_records", "parquet_chunks",
-           "records_frame"]
+__all__ = [
+    "ColumnCheck",
+    "csv_chunks",
+    "jsonl_chunks",
+    "jsonl_payloads",
+    "jsonl_records",
+    "parquet_chunks",
+    "records_frame",
+]
 
 
 def _open_text(path: Path) -> Any:
@@ -71,11 +78,12 @@ def _parse_lines(lines: list[str], first_line: int, path: Path) -> list[dict[str
         except ValueError:
             # the rule only: the line's number or content would be data
             raise PrivregValueError(
-                f"{str(path)!r} has a line that is not a JSON object; JSONL input needs one "
-                f"object per line") from None
+                f"{str(path)!r} has a line that is not a JSON object; JSONL input needs one object per line"
+            ) from None
         if not isinstance(obj, dict):
-            raise PrivregValueError(f"{str(path)!r} has a line that is not a JSON object; JSONL input "
-                                    f"needs one object per line")
+            raise PrivregValueError(
+                f"{str(path)!r} has a line that is not a JSON object; JSONL input needs one object per line"
+            )
         objs.append(obj)
     return objs
 
@@ -92,8 +100,9 @@ def jsonl_payloads(path: Path, rows: int) -> Iterator[tuple[int, list[str]]]:
             lineno += len(lines)
 
 
-def jsonl_records(first_line: int, lines: list[str], path: Path, user_column: str,
-                   text_column: str) -> tuple[list[str], list[str], tuple[bool, bool, list[str]]]:
+def jsonl_records(
+    first_line: int, lines: list[str], path: Path, user_column: str, text_column: str
+) -> tuple[list[str], list[str], tuple[bool, bool, list[str]]]:
     """(users, texts) of the rows holding both, and (whether any row has the user column,
     whether any has the text column, some keys seen) for the missing-column error."""
     objs = _parse_lines(lines, first_line, path)
@@ -142,8 +151,14 @@ def csv_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Ite
     import pandas as pd
 
     check_columns([str(c) for c in pd.read_csv(path, dtype=str, nrows=0).columns], user_column, text_column, path)
-    for df in pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=rows,
-                          usecols=list(dict.fromkeys([user_column, text_column]))):
+    for df in pd.read_csv(
+        path,
+        dtype=str,
+        keep_default_na=False,
+        na_values=[""],
+        chunksize=rows,
+        usecols=list(dict.fromkeys([user_column, text_column])),
+    ):
         out = df[[user_column, text_column]].dropna()
         yield records_frame(out[user_column].tolist(), out[text_column].tolist())
 
@@ -162,7 +177,8 @@ def parquet_chunks(path: Path, user_column: str, text_column: str, rows: int) ->
             u = pc.cast(batch.column(user_column), pa.string()).to_numpy(zero_copy_only=False)
             t = pc.cast(batch.column(text_column), pa.string()).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # arrow's message may quote a value
-            raise PrivregValueError(f"{str(path)!r}: columns {user_column!r}/{text_column!r} must hold strings or "
-                                    f"numbers") from None
+            raise PrivregValueError(
+                f"{str(path)!r}: columns {user_column!r}/{text_column!r} must hold strings or numbers"
+            ) from None
         keep = np.array([a is not None and b is not None for a, b in zip(u.tolist(), t.tolist())], dtype=bool)
         yield records_frame(u[keep].tolist(), t[keep].tolist())

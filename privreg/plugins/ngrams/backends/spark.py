@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import (
     DEFAULT_SCALE,
     Backend,
@@ -27,8 +29,6 @@ from privreg.plugins.ngrams.backends.base import (
     contribution_weights,
     detect_format,
 )
-from privreg.core import validation as v
-from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 __all__ = ["SparkBackend", "require_pyspark"]
 
@@ -38,8 +38,7 @@ def require_pyspark() -> Any:
     try:
         import pyspark
     except ImportError:
-        raise PrivregValueError(
-            "backend='spark' needs PySpark: pip install 'privreg[spark]' (and Java 17)") from None
+        raise PrivregValueError("backend='spark' needs PySpark: pip install 'privreg[spark]' (and Java 17)") from None
     return pyspark
 
 
@@ -51,21 +50,24 @@ class SparkBackend(Backend):
 
     name: ClassVar[str] = "spark"
 
-    def __init__(self, *, spark: Any = None, master: str = "local[2]", shuffle_partitions: int = 4,
-                 app_name: str = "privreg") -> None:
+    def __init__(
+        self, *, spark: Any = None, master: str = "local[2]", shuffle_partitions: int = 4, app_name: str = "privreg"
+    ) -> None:
         require_pyspark()
         from pyspark.sql import SparkSession
 
         self._owned = spark is None
         if spark is None:
-            spark = (SparkSession.builder.master(master).appName(app_name)
-                     .config("spark.sql.shuffle.partitions", str(v.check_count("shuffle_partitions",
-                                                                                shuffle_partitions)))
-                     .config("spark.default.parallelism", str(shuffle_partitions))
-                     .config("spark.ui.enabled", "false")
-                     .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                     .config("spark.driver.memory", "2g")
-                     .getOrCreate())
+            spark = (
+                SparkSession.builder.master(master)
+                .appName(app_name)
+                .config("spark.sql.shuffle.partitions", str(v.check_count("shuffle_partitions", shuffle_partitions)))
+                .config("spark.default.parallelism", str(shuffle_partitions))
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                .config("spark.driver.memory", "2g")
+                .getOrCreate()
+            )
         elif not isinstance(spark, SparkSession):
             raise PrivregTypeError(f"spark must be a pyspark.sql.SparkSession; got {spark!r}")
         self.spark = spark
@@ -75,8 +77,9 @@ class SparkBackend(Backend):
             self.spark.stop()
             self.spark = None
 
-    def read_records(self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text",
-                     format: str | None = None) -> Any:
+    def read_records(
+        self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text", format: str | None = None
+    ) -> Any:
         from pyspark.sql import functions as F
 
         p = check_path(path)
@@ -89,9 +92,9 @@ class SparkBackend(Backend):
         else:
             df = reader.parquet(str(p))
         check_columns(df.columns, user_column, text_column, p)
-        return (df.select(F.col(user_column).cast("string").alias("user"),
-                          F.col(text_column).cast("string").alias("text"))
-                .dropna())
+        return df.select(
+            F.col(user_column).cast("string").alias("user"), F.col(text_column).cast("string").alias("text")
+        ).dropna()
 
     def tokenize(self, records: Any, tokenizer: Tokenizer = Tokenizer()) -> Any:
         """(user, tokens: array<string>) per record, with built-in ``regexp_extract_all``
@@ -110,8 +113,9 @@ class SparkBackend(Backend):
         w = contribution_weights(max_keys, weighting=weighting, scale=scale)
         return self.spark.createDataFrame([(t, int(w[t])) for t in range(1, max_keys + 1)], "t long, w long")
 
-    def bounded_histogram(self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int,
-                          scale: int = DEFAULT_SCALE) -> Histogram:
+    def bounded_histogram(
+        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+    ) -> Histogram:
         """``pairs``: a DataFrame with columns ``user`` and ``key`` (a long or a string).
         Returns the histogram collected to the driver (keys sorted)."""
         from pyspark.sql import Window
@@ -122,15 +126,19 @@ class SparkBackend(Backend):
             raise PrivregValueError(f"pairs must have columns user and key; got {pairs.columns}")
         distinct = pairs.select("user", "key").distinct()
         by_user = Window.partitionBy("user")
-        ranked = (distinct
-                  .withColumn("rank", F.xxhash64(F.lit(int(salt) & 0x7FFFFFFFFFFFFFFF), F.col("user"), F.col("key")))
-                  .withColumn("pos", F.row_number().over(by_user.orderBy("rank", "key")))
-                  .withColumn("t", F.least(F.count(F.lit(1)).over(by_user), F.lit(max_keys)))
-                  .where(F.col("pos") <= max_keys))
+        ranked = (
+            distinct.withColumn("rank", F.xxhash64(F.lit(int(salt) & 0x7FFFFFFFFFFFFFFF), F.col("user"), F.col("key")))
+            .withColumn("pos", F.row_number().over(by_user.orderBy("rank", "key")))
+            .withColumn("t", F.least(F.count(F.lit(1)).over(by_user), F.lit(max_keys)))
+            .where(F.col("pos") <= max_keys)
+        )
         weights = F.broadcast(self.weight_table(max_keys, weighting=weighting, scale=scale))
         rows = ranked.join(weights, "t").groupBy("key").agg(F.sum("w").alias("count")).toPandas()
-        keys = rows["key"].to_numpy(dtype=object if rows["key"].dtype == object or
-                                    str(rows["key"].dtype).startswith(("str", "string")) else np.int64)
+        keys = rows["key"].to_numpy(
+            dtype=object
+            if rows["key"].dtype == object or str(rows["key"].dtype).startswith(("str", "string"))
+            else np.int64
+        )
         counts = rows["count"].to_numpy(dtype=np.int64)
         order = np.argsort(keys.astype(str) if keys.dtype == object else keys, kind="stable")
         return Histogram(keys=keys[order], counts=counts[order], scale=scale)

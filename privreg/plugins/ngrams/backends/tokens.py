@@ -57,8 +57,7 @@ class Vocabulary:
     def ids(self, words: np.ndarray) -> np.ndarray:
         """The id of each of ``words`` (distinct strings), adding the new ones."""
         index = self._index
-        return np.fromiter((index.setdefault(w, len(index)) for w in words.tolist()), dtype=np.int32,
-                           count=len(words))
+        return np.fromiter((index.setdefault(w, len(index)) for w in words.tolist()), dtype=np.int32, count=len(words))
 
     def words(self) -> np.ndarray:
         """All tokens, indexed by id."""
@@ -139,8 +138,15 @@ class TokenCorpus:
         return string_tags(self.vocab)
 
     @classmethod
-    def from_arrays(cls, *, tokens: np.ndarray, user: np.ndarray, record_end: np.ndarray,
-                    vocab: np.ndarray | None = None, users: np.ndarray | None = None) -> TokenCorpus:
+    def from_arrays(
+        cls,
+        *,
+        tokens: np.ndarray,
+        user: np.ndarray,
+        record_end: np.ndarray,
+        vocab: np.ndarray | None = None,
+        users: np.ndarray | None = None,
+    ) -> TokenCorpus:
         """Wrap arrays made elsewhere (e.g. the synthetic generator). ``vocab`` defaults to
         ``"w<id>"`` names, ``users`` to ``"u<index>"``; both must be sorted and distinct."""
         tokens = np.asarray(tokens)
@@ -152,9 +158,13 @@ class TokenCorpus:
             n_users = int(np.max(user)) + 1 if np.size(user) else 0
             width = len(str(max(n_users - 1, 0)))
             users = np.array([f"u{i:0{width}d}" for i in range(n_users)], dtype=object)
-        return cls(tokens=tokens.astype(np.int32, copy=False), vocab=np.asarray(vocab, dtype=object),
-                   user=np.asarray(user).astype(np.int32, copy=False), users=np.asarray(users, dtype=object),
-                   record_end=np.asarray(record_end).astype(np.int64, copy=False))
+        return cls(
+            tokens=tokens.astype(np.int32, copy=False),
+            vocab=np.asarray(vocab, dtype=object),
+            user=np.asarray(user).astype(np.int32, copy=False),
+            users=np.asarray(users, dtype=object),
+            record_end=np.asarray(record_end).astype(np.int64, copy=False),
+        )
 
     def decode(self, start: np.ndarray, length: int) -> list[str]:
         """The n-grams of ``length`` starting at positions ``start``, as space-joined strings."""
