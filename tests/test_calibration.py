@@ -403,11 +403,12 @@ def log_uniform(low, high):
 @given(eps=log_uniform(-4, 2.3), delta=log_uniform(-250, -0.05), sens=log_uniform(-6, 6))
 def test_gaussian_sigma_meets_the_exact_curve(eps, delta, sens):
     """delta(eps) <= target on the exact curve (mu = sens/sigma taken exactly), and sigma is
-    not wasteful: 1e-7 less fails (the double-precision check that sigma must also pass
-    errs high by up to ~1e-9 relative at eps ~ 1e-4, delta ~ 1e-240)."""
+    not wasteful: 3e-7 less fails (the double-precision check that sigma must also pass is
+    widened by its rounding error, which costs up to ~1.2e-7 relative at eps ~ 1e-4,
+    delta ~ 1e-250)."""
     sigma = calibrate_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=sens)
     assert exact_delta_of_sigma(eps, sens, sigma) <= delta
-    assert exact_delta_of_sigma(eps, sens, sigma * (1 - 1e-7)) > delta
+    assert exact_delta_of_sigma(eps, sens, sigma * (1 - 3e-7)) > delta
 
 
 @pytest.mark.parametrize("eps, delta", GRID)
