@@ -201,7 +201,8 @@ def main() -> None:
             f"{started}; one process on one core. Total {wall:.0f} s wall, {cpu:.0f} s CPU (= CPU s / core), "
             f"peak RSS {rss:,.0f} MB.",
             "",
-            f"Settings: Delta_0 = {args.delta0}, eps = {args.epsilon:g}, delta = 1e-7, eta = 0.01, T = {args.max_n}; DPNE = scalable variant "
+            f"Settings: Delta_0 = {args.delta0}, eps = {args.epsilon:g}, delta = 1e-7, eta = 0.01, "
+            f"T = {args.max_n}; DPNE = scalable variant "
             "(Appendix A), both-side pruning, equal sigma_k; DPSU-all bounds users to T Delta_0 n-grams; "
             "DPSU-single is one full-budget run per length. Seeded randomness "
             f"(InsecureReproducibleRandom(seed={args.seed})): benchmark only.",

@@ -27,10 +27,10 @@ one core) and the rates per wall second and per CPU second per core.
 
 Production configuration (Section 4.1): N = 5e5 users per layer, B = 60, eta_max = 1e4,
 D = 15, two passes, 15M simulated users (wordfreq English, 100k words, the top 5k known,
-T = 60 days). ``full`` (default) runs the 30 layers for real; ``sample`` runs every kind of layer once at full size -- the
-population draw of a layer, layer 1 and layer 2 (whose candidates already number
-eta_max |X|, like every later layer) -- and adds up 2 x (layer 1 + 14 x layer 2) + 30
-population draws. Target (issue #6): >= 5e5 users/s
+T = 60 days). ``full`` (default) runs the 30 layers for real; ``sample`` runs every kind
+of layer once at full size -- the population draw of a layer, layer 1 and layer 2 (whose
+candidates already number eta_max |X|, like every later layer) -- and adds up
+2 x (layer 1 + 14 x layer 2) + 30 population draws. Target (issue #6): >= 5e5 users/s
 per core, production under 5 minutes (wall) on 2 cores; the production run uses one
 process on one core. ``--quick``: 20,000 users, 2,000 in the per-report row, loops of at
 most 50 users or 1 s, no production run.

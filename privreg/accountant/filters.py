@@ -8,16 +8,16 @@ setting; the bounds of a sequence fixed in advance (PLD, KOV, RDP with the order
 afterwards) are not, and a session uses them only for a declared plan
 (:mod:`privreg.accountant.budget`).
 
-=============  ====================================================================  ============================================
-``basic``      sum eps_i <= eps and sum delta_i <= delta                             RRUV 2016 (simple composition is a filter)
-``advanced``   sqrt(2 log(1/d') sum eps_i^2) + sum eps_i^2 / 2 <= eps and            Whitehouse-Ramdas-Rogers-Wu 2023 (ICML),
-               sum delta_i <= d'', with d' = d'' = delta / 2                         fully adaptive advanced composition
-``zcdp``       sum rho_i <= rho, rho the largest with (eps, delta) by the tight      Feldman-Zrnic 2021 (Rényi filter) at every
-               conversion                                                            order at once: the result is rho-zCDP
-``rdp``        some order alpha in :data:`FILTER_ORDERS` keeps                       Feldman-Zrnic 2021 per order; Lécuyer 2021;
-               conv_alpha(sum r_i(alpha), delta / m) <= eps (m orders)               union bound over the m orders (below)
-``gdp``        sum mu_i^2 <= mu^2, mu the largest with (eps, delta)                  Smith-Thakurta 2022: fully adaptive GDP
-=============  ====================================================================  ============================================
+=============  ==========================================================  ===========================================
+``basic``      sum eps_i <= eps and sum delta_i <= delta                   RRUV 2016 (simple composition is a filter)
+``advanced``   sqrt(2 log(1/d') sum eps_i^2) + sum eps_i^2 / 2 <= eps and  Whitehouse-Ramdas-Rogers-Wu 2023 (ICML),
+               sum delta_i <= d'', with d' = d'' = delta / 2               fully adaptive advanced composition
+``zcdp``       sum rho_i <= rho, rho the largest with (eps, delta) by the  Feldman-Zrnic 2021 (Rényi filter) at every
+               tight conversion                                            order at once: the result is rho-zCDP
+``rdp``        some order alpha in :data:`FILTER_ORDERS` keeps             Feldman-Zrnic 2021 per order; Lécuyer 2021;
+               conv_alpha(sum r_i(alpha), delta / m) <= eps (m orders)     union bound over the m orders (below)
+``gdp``        sum mu_i^2 <= mu^2, mu the largest with (eps, delta)        Smith-Thakurta 2022: fully adaptive GDP
+=============  ==========================================================  ===========================================
 
 **Several filters at once** (a session's default): a release is granted when *some*
 filter still vouches for the whole interaction. Each filter f is given a share delta_f

@@ -59,9 +59,10 @@ MAX_PLD_POINTS = 1 << 21
 #: PMF and then fails (IndexError).
 MIN_FINITE_MASS = 1e-6
 #: Allowance for floating-point error of FFT composition, added to every delta per
-#: release composed (2**-52 each; none for a one-point PMF, which composes exactly). Against the exact Gaussian curve dp-accounting's FFT
-#: self-composition fell short by up to 1.6e-13 at 1e4 releases and 2.6e-12 at 1e6
-#: (deltas near 1e-11), about a tenth of this allowance.
+#: release composed (2**-52 each; none for a one-point PMF, which composes exactly).
+#: Against the exact Gaussian curve dp-accounting's FFT self-composition fell short by
+#: up to 1.6e-13 at 1e4 releases and 2.6e-12 at 1e6 (deltas near 1e-11), about a tenth
+#: of this allowance.
 FFT_ERROR = 2.0**-52
 # A built PMF whose total mass (with the mass at infinity) is below 1 by more than this
 # has lost mass and is refused.

@@ -6,9 +6,10 @@ conversion the accountants apply.
 
 Every accountant, filter and budget holds one relation; an event holds the relation its
 guarantee was proven for (``PrivacyEvent.neighbouring``; None means add/remove, the
-library's default, so an event that does not say is never under-charged). Replacing a user is removing one and adding another, so an add/remove
-guarantee yields a replace-one guarantee by group privacy for groups of two, which is the
-conversion applied here (each rule is tested in ``tests/test_relations.py``):
+library's default, so an event that does not say is never under-charged). Replacing a
+user is removing one and adding another, so an add/remove guarantee yields a replace-one
+guarantee by group privacy for groups of two, which is the conversion applied here (each
+rule is tested in ``tests/test_relations.py``):
 
 =====================  ==================================================================
 Laplace, Gaussian,      same noise, sensitivity doubled (the query moves by at most twice

@@ -43,7 +43,8 @@ The published algorithm, step by step
    (A + 1)``, ``Q_c = alpha (A + 1) + (1 - alpha) A``, ``A ~ Bin(c, 1/2)``, ``alpha =
    e^eps0 / (e^eps0 + 1)``; with ``eps' = log(((e^eps + 1) alpha - 1) / ((e^eps + 1) alpha
    - e^eps))`` the cut is ``k = (c + 1) / (e^eps' + 1)`` for P (``(c + 1) / (e^-eps' + 1)``
-   for Q; computed as the script does, the share first, then times ``c + 1``), and the divergence is ``P_c(<= k) - e^eps Q_c(<= k)`` (for Q: ``(1 - Q_c(<= k))
+   for Q; computed as the script does, the share first, then times ``c + 1``), and the
+   divergence is ``P_c(<= k) - e^eps Q_c(<= k)`` (for Q: ``(1 - Q_c(<= k))
    - e^eps (1 - P_c(<= k))``), the cdfs at the non-integer ``k`` from scipy.
 
 Consequences, shown by the tests: where the closed form's condition fails the search

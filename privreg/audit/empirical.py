@@ -248,7 +248,10 @@ def _failure_result(
         claim_accountant=claim.accountant,
         alpha=alpha,
         samples=samples,
-        event=f"release raises after its charge on the {' and '.join(failures)} neighbour{'s' if len(failures) == 2 else ''}",
+        event=(
+            f"release raises after its charge on the {' and '.join(failures)} "
+            f"neighbour{'s' if len(failures) == 2 else ''}"
+        ),
         larger_on=first_side,
         count_first=0,
         count_second=0,

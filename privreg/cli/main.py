@@ -28,9 +28,9 @@ from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, Se
 from privreg.core.registry import Registry, default_registry
 from privreg.core.workflow import WorkflowContext
 
-DEMO_BUDGET = PrivacyBudget(
-    epsilon=32.0, delta=1e-6, neighbouring="replace_one"
-)  # one budget for every plugin's demo step; replace-one: it holds shuffled reports (add/remove releases are converted by group privacy)
+# One budget for every plugin's demo step; replace-one: it holds shuffled reports
+# (add/remove releases are converted by group privacy).
+DEMO_BUDGET = PrivacyBudget(epsilon=32.0, delta=1e-6, neighbouring="replace_one")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -157,13 +157,13 @@ class RegistryItem:
     returned the item (``privreg_register_mechanisms`` -> mechanism, ...); plugins leave it
     out (an explicit kind that contradicts the hook fails the plugin). ``params`` are
     derived from the factory (:func:`privreg.core.params.params_of`) unless given, so
-    each parameter is declared once, where the factory declares it. ``charges`` (workflows): ``False`` declares a workflow
-    that releases no differentially private output -- a cryptographic protocol whose
-    outputs are protected by what each party learns -- and so charges nothing; the
-    contract tests hold a workflow to its declaration either way. ``neighbouring``: the
-    neighbour relation the item's guarantee holds for (``"replace_one"`` for local and
-    shuffled reports); ``privreg run`` opens the workflow's budget with it and
-    ``privreg describe`` shows it.
+    each parameter is declared once, where the factory declares it. ``charges`` (workflows):
+    ``False`` declares a workflow that releases no differentially private output -- a
+    cryptographic protocol whose outputs are protected by what each party learns -- and so
+    charges nothing; the contract tests hold a workflow to its declaration either way.
+    ``neighbouring``: the neighbour relation the item's guarantee holds for
+    (``"replace_one"`` for local and shuffled reports); ``privreg run`` opens the workflow's
+    budget with it and ``privreg describe`` shows it.
     """
 
     name: str = attrs.field(converter=_item_name)

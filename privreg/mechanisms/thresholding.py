@@ -373,9 +373,10 @@ class GaussianThresholding(_Thresholding):
     ratio ``sigma_int g / sigma`` (about 1 + 1e-3 when Delta_0 = 1; 5-15% when Delta_0 > 1,
     where GaussianMechanism verifies under RDP) plus a few grid steps.
 
-    **Guarantee.** ``(epsilon, delta)``-DP for add/remove-one-user neighbours; charged as
-    ``ApproxDP(epsilon, delta)`` (module docstring: the noise event is verified
-    ``(epsilon, delta/2)``-DP and the threshold adds delta/2). Output: ``{key: noisy total}`` for the released keys only.
+    **Guarantee.** ``(epsilon, delta)``-DP for add/remove-one-user neighbours; charged
+    as ``ApproxDP(epsilon, delta)`` (module docstring: the noise event is verified
+    ``(epsilon, delta/2)``-DP and the threshold adds delta/2). Output:
+    ``{key: noisy total}`` for the released keys only.
 
     **Input range, order, timing.** Totals must be finite, ``>= 0`` and within float64
     (refused before the charge otherwise; the error never names a key or a count);

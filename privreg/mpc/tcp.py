@@ -6,7 +6,8 @@ binds its listening socket at construction (``port=0`` picks a free port, read b
 :attr:`TcpTransport.address`); the processes then exchange addresses out of band
 (:meth:`TcpTransport.set_peers`) and each calls
 ``privreg.mpc.arun_protocol(protocol, transport=...)`` (or ``run_protocol``). Messages
-between two parties hosted in the same process stay in memory, exactly as with :class:`~privreg.mpc.transport.InMemoryTransport`.
+between two parties hosted in the same process stay in memory, exactly as with
+:class:`~privreg.mpc.transport.InMemoryTransport`.
 
 Wire format: every frame is an 8-byte big-endian length followed by a
 :mod:`privreg.mpc.wire` encoding of a tuple. A connection opens with

@@ -3,10 +3,11 @@
 A real answer ``x`` becomes the integer ``k = round(x / g)`` (computed exactly in rational
 arithmetic). If one individual moves ``x`` by at most ``D`` with ``D / g = m`` an integer,
 then a scalar ``k`` moves by at most ``m`` (rounding is monotone, and round-half-to-even
-commutes with shifts by the even integer ``m``), and a d-dimensional ``k`` moves by at most ``m + d`` in L1 (each coordinate's
-rounding adds at most 1). Integer noise calibrated to that integer sensitivity then gives
-exactly the target epsilon, and the released value ``(k + z) * g`` is a deterministic
-function of an integer, so it cannot leak through floating-point representation.
+commutes with shifts by the even integer ``m``), and a d-dimensional ``k`` moves by at
+most ``m + d`` in L1 (each coordinate's rounding adds at most 1). Integer noise calibrated
+to that integer sensitivity then gives exactly the target epsilon, and the released value
+``(k + z) * g`` is a deterministic function of an integer, so it cannot leak through
+floating-point representation.
 """
 
 from __future__ import annotations
