@@ -14,6 +14,7 @@ import numpy as np
 from privreg.audit.features import Feature, FeatureSet
 from privreg.audit.grid import grid_features, grid_pairs
 from privreg.audit.pool import Layout, Pool, show_key
+from privreg.core.errors import PrivregError
 
 __all__ = ["build_features"]
 
@@ -85,7 +86,8 @@ def build_features(pool: Pool, *, layout: Layout, direction: np.ndarray | None =
     category; for anything else, each distinct output as a category."""
     selection = layout.selection
     if pool.values is None:
-        assert pool.keys is not None
+        if pool.keys is None:  # to_pool always fills one of the two
+            raise PrivregError("internal error: a pool holds neither values nor keys")
         return FeatureSet(singles=(_categories(pool.keys, selection, "output", show_key),), pairs=())
     values, integer = pool.values, pool.integer
     singles: list[Feature] = []

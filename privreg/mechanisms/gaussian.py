@@ -14,7 +14,7 @@ from privreg.accountant import make_accountant
 from privreg.accountant.calibration import calibrate_gaussian_sigma
 from privreg.accountant.pld import MAX_EXACT_DISCRETE_SIGMA
 from privreg.core import validation as v
-from privreg.core.errors import PrivregValueError
+from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
@@ -235,7 +235,13 @@ class GaussianMechanism(GridMechanism):
 
     def privacy_event(self) -> PrivacyEvent:
         sigma = float(self.sigma_int)
-        assert Fraction(sigma) == self.sigma_int  # dyadic with few bits: exact, never above
+        if Fraction(sigma) != self.sigma_int:  # dyadic with few bits: exact, never above
+            # the charge must be for the very sigma the sampler draws with; a rounded one
+            # could be larger than sigma_int and under-charge the release
+            raise PrivregError(
+                f"internal error: the sampled sigma {self.sigma_int} is not exactly a float; "
+                f"refusing to charge the rounded {sigma!r}"
+            )
         return DiscreteGaussian(sigma=sigma, sensitivity=self.integer_sensitivity, dimension=self.dimension)
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:

@@ -12,7 +12,7 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -86,8 +86,8 @@ def _show(value: Any, limit: int = 120) -> str:
 
 
 def _neighbours(item: RegistryItem) -> tuple[Any, Any]:
-    assert item.example.neighbours is not None  # RegistryItem enforces it for these kinds
-    return item.example.neighbours
+    # RegistryItem enforces it for these kinds
+    return cast("tuple[Any, Any]", item.example.neighbours)
 
 
 def _release(obj: Any, value: Any, *, charger: Any, rng: Any, many: int = 0) -> Any:

@@ -73,7 +73,8 @@ def _schedule(sigma_star: float, t: int, schedule: str, decay: float | None) -> 
     """sigma_1..sigma_T with sum 1/sigma_k^2 = 1/sigma_star^2 (exact arithmetic)."""
     if schedule == "equal":
         return [sigma_star * math.sqrt(t)] * t
-    assert decay is not None
+    if decay is None:  # calibrate_dpne checks it first
+        raise PrivregValueError("schedule='geometric' needs decay=c with 0 < c < 1")
     # sigma_k = c^(k-1) sigma_1, so 1/sigma_star^2 = (1/sigma_1^2) sum_{j<T} c^(-2j)
     weights = [decay ** (-2 * j) for j in range(t)]
     sigma_1 = sigma_star * math.sqrt(math.fsum(weights))

@@ -75,7 +75,8 @@ class Partition:
         if self._arrays is not None:
             return self._arrays
         d = self.directory
-        assert d is not None
+        if d is None:  # __init__ requires arrays or directory
+            raise PrivregValueError("a partition lives either in memory (arrays) or on disk (directory)")
         return PartitionArrays(
             tokens=np.load(d / "tokens.npy"), user=np.load(d / "user.npy"), user_tags=np.load(d / "user_tags.npy")
         )

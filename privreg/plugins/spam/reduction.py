@@ -152,7 +152,8 @@ class LSH(Reducer):
         self.planes = sp.csc_matrix((signs.astype(np.int32), (rows, cols)), shape=(D, self.k))
 
     def _transform(self, X: sp.csr_matrix) -> sp.csr_matrix:
-        assert self.planes is not None
+        if self.planes is None:  # transform() checks it first
+            raise PrivregValueError(f"{type(self).__name__} must be fitted first: call fit(X_train).")
         blocks = []
         for start in range(0, X.shape[0], self.chunk_rows):
             proj = (X[start : start + self.chunk_rows].astype(np.int32) @ self.planes).toarray()
@@ -278,7 +279,8 @@ class PCA(Reducer):
         self.scale = float(np.max(np.abs(scores))) or 1.0
 
     def _transform(self, X: sp.csr_matrix) -> np.ndarray:
-        assert self.components is not None and self.mean is not None
+        if self.components is None or self.mean is None:  # transform() checks it first
+            raise PrivregValueError(f"{type(self).__name__} must be fitted first: call fit(X_train).")
         Xf = X.astype(np.float64)
         return (Xf @ self.components.T - (self.mean @ self.components.T)[None, :]) / self.scale
 
