@@ -167,9 +167,12 @@ class Accountant(ABC):
                 return None, why
             fn, from_plugin = self._find(type(related))
             if fn is not None:
+                # a plugin's handler may fail in any way (its bug: the accountant cannot vouch);
+                # a built-in one only with the errors of a price it cannot compute
+                caught: type[Exception] | tuple[type[Exception], ...] = Exception if from_plugin else _HANDLER_ERRORS
                 try:
                     c = fn(self, related)
-                except Exception if from_plugin else _HANDLER_ERRORS as exc:  # a plugin's bug: cannot vouch
+                except caught as exc:
                     what = "its plugin handler failed" if from_plugin else "cannot price it"
                     return None, f"{what} ({type(exc).__name__}: {exc})"
                 if c is None:

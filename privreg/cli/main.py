@@ -80,7 +80,7 @@ def parse_workflow_args(item: RegistryItem, tokens: Sequence[str]) -> dict[str, 
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        if not token.startswith("--") or token == "--":
+        if not token.startswith("--") or token == "--":  # noqa: S105 -- a command-line word, not a password
             raise PrivregValueError(f"expected --PARAMETER VALUE, got {token!r}")
         key, eq, raw = token[2:].partition("=")
         name = key.replace("-", "_")
@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("privreg: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug, not bad input: one line, traceback on request
+    except Exception as exc:  # noqa: BLE001 -- top level: a bug, not bad input; one line, traceback on request
         if os.environ.get("PRIVREG_DEBUG"):
             traceback.print_exc()
         print(

@@ -74,7 +74,7 @@ class InsecureReproducibleRandom(RandomSource):
 
     def __init__(self, *, seed: int) -> None:
         self.seed = v.check_int("seed", seed, minimum=0)
-        self._rng = random.Random(self.seed)
+        self._rng = random.Random(self.seed)  # noqa: S311 -- the explicit test-only source; the ledger flags it
 
     def randbits(self, k: int) -> int:
         return self._rng.getrandbits(k) if k > 0 else 0

@@ -297,7 +297,7 @@ def load_registry(
     for ep in sorted(selected, key=lambda e: e.name):
         try:
             module = ep.load()
-        except Exception as exc:  # report any import-time error and keep going
+        except Exception as exc:  # noqa: BLE001 -- isolate a failing plugin: report any import error, keep going
             failures.append(PluginFailure(name=ep.name, source=ep.value, stage="import", error=_describe_error(exc)))
             continue
         dist, version = _dist_of(ep)
@@ -324,7 +324,7 @@ def load_registry(
             continue
         try:
             pm.register(obj, name=name)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- isolate a failing plugin: report it, keep going
             failures.append(PluginFailure(name=name, source=info.module, stage="register", error=_describe_error(exc)))
             continue
         collector = _Collector(pm, name)
@@ -333,7 +333,7 @@ def load_registry(
             plugin_events = collector.event_types()
             plugin_steps = collector.demo_steps()
             accounting.install(collector.accounting(), plugin=name)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- isolate a failing plugin: report it, keep going
             pm.unregister(name=name)
             failures.append(PluginFailure(name=name, source=info.module, stage="hooks", error=_describe_error(exc)))
             continue

@@ -246,7 +246,7 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
         call(invalid, charger=log)
     except PrivregError:
         pass
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- the contract reports whatever a plugin raises
         _fail(
             item,
             name,
@@ -359,7 +359,7 @@ def _round_trip(item: RegistryItem, name: str, event: PrivacyEvent) -> None:
         _fail(item, name, f"its event {event!r} is not a PrivacyEvent", fix)
     try:
         back = event_from_json(event.to_json())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- the contract reports whatever a plugin raises
         _fail(item, name, f"{event!r} does not survive to_json/event_from_json: {_error_text(exc)}", fix)
     if back != event:
         _fail(item, name, f"{event!r} comes back from JSON as {back!r}", fix)
@@ -370,7 +370,7 @@ def _charges_round_trip(item: RegistryItem, name: str, log: EventLog) -> None:
         try:
             text = json.dumps(charge.to_dict(), sort_keys=True, allow_nan=False)
             back = Charge.from_dict(json.loads(text))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- the contract reports whatever a plugin raises
             _fail(
                 item,
                 name,
@@ -423,7 +423,7 @@ def _noise_spread(obj: Any, like: Any, s: Settings) -> float | None:
         return None
     try:
         outs = np.asarray(obj.release_many(like, 32, charger=EventLog(), rng=s.rng(11)).output, dtype=np.float64)
-    except Exception:
+    except Exception:  # noqa: BLE001 -- no spread, no wrap-around check; other checks report the error
         return None
     base = np.asarray(like, dtype=np.float64)
     if outs.shape[1:] != base.shape:
@@ -458,7 +458,7 @@ def check_no_raise_after_charge(item: RegistryItem, s: Settings) -> None:
             spy = SpyCharger()
             try:
                 out = _release(obj, value, charger=spy, rng=s.rng(3), many=many)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the contract reports whatever a plugin raises
                 if spy.charges:
                     call = "randomize" if population else ("release_many(..., 2)" if many else "release")
                     problems.append(f"{call}({_show(value)}) raised {_error_text(exc)[:160]} after the charge")
@@ -597,7 +597,7 @@ def check_data_free_errors(item: RegistryItem, s: Settings) -> None:
         spy = SpyCharger()
         try:
             _release(obj, value, charger=spy, rng=s.rng(9))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- the contract inspects whatever a plugin raises
             text = " ".join([str(exc), *map(str, getattr(exc, "args", ()))])
             if mentions_sentinel(text):
                 _fail(

@@ -38,7 +38,7 @@ def _body(msg: email.message.Message) -> str:
             continue
         try:
             payload = part.get_payload(decode=True) or b""
-        except Exception:  # noqa: BLE001 - malformed transfer encodings in a 2002 corpus
+        except Exception:  # noqa: BLE001, S112 -- skip parts with malformed transfer encodings (2002 corpus)
             continue
         if not isinstance(payload, bytes):  # decode=True gives bytes for a text/plain part
             continue

@@ -155,7 +155,7 @@ def ngrams_workflow(
         ),
     ] = "local",
     spark_master: Annotated[str, Spec(doc="Spark master URL when --backend spark")] = "local[2]",
-    token_pattern: Annotated[str, Spec(doc="regular expression matching one token")] = r"[\w']+",
+    token_pattern: Annotated[str, Spec(doc="regular expression matching one token")] = r"[\w']+",  # noqa: S107 -- a regex
     lowercase: Annotated[bool, Spec(doc="lower-case text before tokenizing")] = True,
     progress: Annotated[bool, Spec(doc="show a progress bar over lengths (needs tqdm)")] = False,
     workers: Annotated[
