@@ -34,6 +34,7 @@ core; one process, one core). No speed baseline: the rows compare parameters.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import platform
@@ -88,7 +89,7 @@ def calibrate(recs: Mapping[str, EncodedRecords], sample: int, seed: int) -> dic
     gen = np.random.default_rng(seed)  # benchmark sampling only
     names = list(recs)
     ab, bb, am, bm, bg = [], [], [], [], []
-    for a, b in zip(names[:-1], names[1:]):
+    for a, b in itertools.pairwise(names):
         ia, ib = _aligned_true_pairs(recs, a, b, max(1, sample // (len(names) - 1)), gen)
         ab.append(recs[a].block_filters[ia])
         bb.append(recs[b].block_filters[ib])

@@ -94,7 +94,7 @@ def naive_step(X, y, kp, d: int, cfg: TrainingConfig, docs: int, coords: int) ->
 
     # per-coordinate part: Bob encrypts a weight; Alice obfuscates a gradient; Bob decrypts it
     with timed(cores=1) as clock:
-        for j in range(coords):
+        for _ in range(coords):
             e = ppk.encrypt(rng.randbits(60))
             e.obfuscate()
             psk.decrypt(e)

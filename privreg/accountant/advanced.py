@@ -197,7 +197,7 @@ class KOVAccountant(_PairAccountant):
             return 0.0
         hom = self._homogeneous()
         if hom is not None:
-            eps, dlt, k = hom
+            eps, _, k = hom
             if self._delta(0.0) <= delta:
                 return 0.0
             if self._delta(k * eps) > delta:

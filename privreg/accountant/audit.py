@@ -192,10 +192,8 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
             make_filter(n, epsilon=eps_budget, delta=share, neighbouring=neighbouring, event_delta=event_delta)
             for n in names
         ]
-        text = (
-            "fully adaptive filters, delta split evenly ("
-            + f"{share:g} each): "
-            + ", ".join(f.describe() for f in filters)
+        text = f"fully adaptive filters, delta split evenly ({share:g} each): " + ", ".join(
+            f.describe() for f in filters
         )
         if rule.get("legacy"):
             text += (

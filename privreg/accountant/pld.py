@@ -12,6 +12,7 @@ truncation bounds.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -287,10 +288,8 @@ class PLDAccountant(Accountant):
             hit = None
         if hit is None:
             hit = super().cost(event)
-            try:
+            with contextlib.suppress(TypeError):  # an unhashable (third-party) event is priced every time
                 self._cache[event] = hit
-            except TypeError:  # an unhashable (third-party) event is priced every time
-                pass
         return hit
 
     def _valid(self, cost: Any) -> bool:

@@ -229,9 +229,9 @@ def unpack_plaintexts(packed: PackedCiphertexts, raw: Sequence[mpz]) -> list[int
     s = packed.slot_bits
     mask = (1 << s) - 1
     out: list[int] = []
-    for j, m in enumerate(raw):
+    for j, plain in enumerate(raw):
         k = min(packed.per_ct, packed.count - j * packed.per_ct)
-        m = int(m)
+        m = int(plain)
         if m >> (k * s):
             raise PlaintextOverflowError(
                 f"packed ciphertext {j} decrypts beyond its {k} slots: a value overflowed its slot or the "

@@ -51,6 +51,7 @@ derived for the discrete noise actually drawn, not for its continuous idealisati
 
 from __future__ import annotations
 
+import itertools
 import math
 from abc import abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
@@ -101,7 +102,7 @@ def canonical_order(keys: Sequence[Hashable]) -> list[int] | None:
     ordered: Sequence[Any] = keys
     try:
         order = sorted(range(n), key=ordered.__getitem__)
-        if all(bool(ordered[a] < ordered[b]) for a, b in zip(order, order[1:])):
+        if all(bool(ordered[a] < ordered[b]) for a, b in itertools.pairwise(order)):
             return order
     except TypeError:
         pass

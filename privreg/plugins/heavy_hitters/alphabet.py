@@ -80,7 +80,7 @@ class Alphabet:
         """
         depth = v.check_int("depth", depth, minimum=1)
         width = depth + 1
-        for row, word in enumerate(words):
+        for word in words:
             if not isinstance(word, str) or not word:
                 raise PrivregTypeError(
                     f"every word must be a non-empty str; got a {type(word).__name__} or an empty str"

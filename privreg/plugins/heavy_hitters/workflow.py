@@ -150,7 +150,7 @@ def oov_discovery(
         depth=depth,
         personal_pool=max(1000, vocabulary // 2),
     )
-    model.lexicon.codes  # encode before the progress bar starts
+    _ = model.lexicon.codes  # encode before the progress bar starts
     context.echo(
         f"oov-discovery: {algorithm.users_needed} simulated users in {depth * passes} layers "
         f"of {users_per_layer}, {contribution_bound} reports each"

@@ -220,7 +220,7 @@ def _single_dpsu(
             Release(lengths=lengths, sigma=cal.sigmas[0], rho=cal.rho_1, max_keys=max_keys, event=event, label=label)
         ], cal
 
-    releases, paper, eps, (name, achieved) = _search(build, epsilon, delta)
+    releases, _, eps, (name, achieved) = _search(build, epsilon, delta)
     return NoisePlan(
         method=method,
         epsilon=epsilon,

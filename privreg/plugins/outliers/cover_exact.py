@@ -208,7 +208,7 @@ def max_cover_branch_and_bound(points: Any, radius: float, *, lower: int = 0, up
     m = u.shape[0]
     tree = cKDTree(u)
     near_r = tree.query_ball_point(u, radius)
-    best = max(int(lower), max(int(mult[nb].sum()) for nb in near_r))
+    best = max(int(lower), *(int(mult[nb].sum()) for nb in near_r))
     near = tree.query_ball_point(u, 2.0 * radius)
     mass = np.array([int(mult[nb].sum()) for nb in near])
     rank = np.empty(m, dtype=np.int64)

@@ -70,7 +70,7 @@ def _parse_lines(lines: list[str], first_line: int, path: Path) -> list[dict[str
     except ValueError:
         pass
     objs = []
-    for i, line in enumerate(lines):
+    for line in lines:
         if not line.strip():
             continue
         try:
