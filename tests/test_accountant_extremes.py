@@ -352,13 +352,23 @@ def gaussian_delta_from_below(eps, mu):
     return math.exp(a) * -math.expm1(-gap) if gap > 0 else 0.0
 
 
-def _never_below(acc, label, exact_deltas, exact_epsilons):
-    """acc's answers are never below the exact curve (a bound must be an upper bound)."""
-    for e, want in zip(EPSILONS, exact_deltas):
-        assert acc.delta(e) >= want * (1 - 1e-9), f"{label}: delta({e!r}) below the exact {want!r}"
-    for d, want in zip(CHECKED_DELTAS, exact_epsilons):
-        if math.isfinite(want):
-            assert acc.epsilon(d) >= want * (1 - 1e-9) - 1e-12, f"{label}: epsilon({d!r}) below the exact {want!r}"
+def _never_below(event, count, nb, exact_deltas, exact_epsilons):
+    """Every accountant under relation ``nb`` that takes ``event`` x ``count`` answers never
+    below the exact curve (a bound must be an upper bound)."""
+    for label, name, options in ACCOUNTANT_CONFIGS:
+        if options["neighbouring"] != nb:
+            continue
+        acc = make_accountant(name, **options)
+        try:
+            acc.compose(event, count)
+        except UnsupportedEventError:
+            continue
+        what = f"{label} on {event!r} x {count}"
+        for e, want in zip(EPSILONS, exact_deltas):
+            assert acc.delta(e) >= want * (1 - 1e-9), f"{what}: delta({e!r}) below the exact {want!r}"
+        for d, want in zip(CHECKED_DELTAS, exact_epsilons):
+            if math.isfinite(want):
+                assert acc.epsilon(d) >= want * (1 - 1e-9) - 1e-12, f"{what}: epsilon({d!r}) below the exact {want!r}"
 
 
 @settings(max_examples=40, **_SETTINGS)
@@ -373,15 +383,7 @@ def test_gaussian_answers_never_undercut_the_exact_curve(sigma, sensitivity, cou
     event = Gaussian(sigma=sigma, sensitivity=sensitivity)
     exact_deltas = [gaussian_delta_from_below(e, mu) for e in EPSILONS]
     exact_epsilons = [epsilon_from_below(lambda e: gaussian_delta_from_below(e, mu), d) for d in CHECKED_DELTAS]
-    for label, name, options in ACCOUNTANT_CONFIGS:
-        if options["neighbouring"] != nb:
-            continue
-        acc = make_accountant(name, **options)
-        try:
-            acc.compose(event, count)
-        except UnsupportedEventError:
-            continue
-        _never_below(acc, f"{label} on {event!r} x {count}", exact_deltas, exact_epsilons)
+    _never_below(event, count, nb, exact_deltas, exact_epsilons)
 
 
 @settings(max_examples=40, **_SETTINGS)
@@ -396,15 +398,7 @@ def test_pure_dp_answers_never_undercut_randomized_response(eps, count):
 
     exact_deltas = [exact_delta(e) for e in EPSILONS]
     exact_epsilons = [epsilon_from_below(exact_delta, d, count * eps) for d in CHECKED_DELTAS]
-    for label, name, options in ACCOUNTANT_CONFIGS:
-        if options["neighbouring"] != "add_remove":
-            continue
-        acc = make_accountant(name, **options)
-        try:
-            acc.compose(event, count)
-        except UnsupportedEventError:
-            continue
-        _never_below(acc, f"{label} on {event!r} x {count}", exact_deltas, exact_epsilons)
+    _never_below(event, count, "add_remove", exact_deltas, exact_epsilons)
 
 
 # --- regressions: crashes reproduced before the refactor, and found by the tests above ---

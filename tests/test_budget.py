@@ -19,24 +19,14 @@ from privreg.accountant.ledger import Ledger, LedgerIntegrityError
 from privreg.core import (
     BudgetExceededError,
     Gaussian,
-    InsecureReproducibleRandom,
     Laplace,
     PrivregValueError,
     PureDP,
 )
 from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.testing import CountingRandom
 
 HERE = Path(__file__).parent
-
-
-class CountingRandom(InsecureReproducibleRandom):
-    def __init__(self):
-        super().__init__(seed=0)
-        self.draws = 0
-
-    def randbits(self, k):
-        self.draws += 1
-        return super().randbits(k)
 
 
 def session(tmp_path, eps=1.0, delta=0.0, **kw):
