@@ -291,6 +291,7 @@ def test_every_core_event_type_is_generated():
 _SETTINGS = dict(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow
 @settings(max_examples=120, **_SETTINGS)
 @given(event=SHALLOW, count=COUNT)
 def test_every_accountant_answers_or_refuses(event, count):
@@ -371,6 +372,7 @@ def _never_below(event, count, nb, exact_deltas, exact_epsilons):
                 assert acc.epsilon(d) >= want * (1 - 1e-9) - 1e-12, f"{what}: epsilon({d!r}) below the exact {want!r}"
 
 
+@pytest.mark.slow
 @settings(max_examples=40, **_SETTINGS)
 @given(sigma=NOISE, sensitivity=NOISE, count=COUNT, nb=st.sampled_from(RELATIONS))
 def test_gaussian_answers_never_undercut_the_exact_curve(sigma, sensitivity, count, nb):

@@ -147,6 +147,7 @@ def test_kill_during_release_leaves_the_charge_and_an_intact_chain(tmp_path):
     assert reopened.remaining() == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_kill_at_random_points_never_corrupts_the_ledger(tmp_path):
     session(tmp_path, eps=1.0).close()
     seen = 0

@@ -197,6 +197,7 @@ def test_laplace_scale(eps, sens):
 
 # --- noise multiplier of a composition ---------------------------------------------------
 
+@pytest.mark.slow
 def test_noise_multiplier_pld_subsampled_composition_matches_dp_accounting():
     q, k, eps, delta = 0.05, 20, 1.0, 1e-5
 

@@ -315,6 +315,7 @@ def test_demo_step_runs_within_a_budget_session():
     assert "Discovered" in text and "0.3075" in text
 
 
+@pytest.mark.slow
 def test_table_1_ordering_on_the_simulated_population():
     """Paper 001, Table 1: GreedySampling one-pass < RandomSampling one-pass < RandomSampling
     two-pass at a fixed number of users (8,000 per layer, 4,000 per pass for two passes;

@@ -158,6 +158,7 @@ def trie_lexicon():
 
 # --- Lemma 1 --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lemma_1_bound_holds_against_an_exact_simulation():
     """eta_max = 20, |X| = 10 (s = 201), eps = 2 (d = 24), N*B = 400. tau is simulated
     exactly 2,000 times (sums of 400 uniform 22-subsets of 200 items, then the 20th
