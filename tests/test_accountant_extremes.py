@@ -388,6 +388,7 @@ def test_gaussian_answers_never_undercut_the_exact_curve(sigma, sensitivity, cou
     _never_below(event, count, nb, exact_deltas, exact_epsilons)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, **_SETTINGS)
 @given(eps=EPS, count=st.sampled_from([1, 2, 3, 50, 1000]))
 def test_pure_dp_answers_never_undercut_randomized_response(eps, count):
@@ -477,6 +478,7 @@ def test_pld_refuses_tiny_noise_without_allocating(event):
                 acc.compose(event)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [10**6, 10**12])
 def test_pld_refuses_counts_whose_grid_would_not_fit(count):
     acc = make_accountant("pld")

@@ -113,6 +113,7 @@ def test_many_threads_never_overspend(tmp_path):
     assert s.ledger.head()[0] == 32 and s.ledger.verify() == []
 
 
+@pytest.mark.slow
 def test_processes_and_threads_share_one_budget(tmp_path):
     s = session(tmp_path, eps=1.0)
     s.close()
