@@ -42,8 +42,6 @@ from privreg.plugins.outliers.kissing import (
 )
 from privreg.plugins.outliers.seb import enclosing_ball, fits_in_ball
 
-
-
 # --- Definitions 7-8 -----------------------------------------------------------------------
 
 def _degrees_by_hand(x: np.ndarray, r: float, subspace) -> np.ndarray:

@@ -24,7 +24,6 @@ from privreg.plugins.pprl.matching import (
 from privreg.plugins.pprl.records import CandidateGroups, FinalBlock
 
 
-
 def instance(seed, n, records=6, groups=25, L=24, noise=0.08):
     """Parties holding noisy copies of the same filters, and random candidate groups."""
     rng = np.random.default_rng(seed)
