@@ -13,8 +13,9 @@ import privreg
 # ci: derandomized, so every run draws the same examples and statistical tests are
 # deterministic; no example database. dev: fresh examples each run, failures kept in
 # .hypothesis/ and replayed first.
-_COMMON = dict(parent=settings.get_profile("default"), deadline=None,
-               suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+_COMMON = dict(
+    parent=settings.get_profile("default"), deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
 settings.register_profile("ci", derandomize=True, database=None, **_COMMON)
 settings.register_profile("dev", **_COMMON)
 # HYPOTHESIS_PROFILE picks one; otherwise ci where CI is set (as hypothesis itself does).

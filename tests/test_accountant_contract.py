@@ -96,8 +96,13 @@ def test_every_accountant_supports_something_nontrivial():
 
 # PLD compositions by FFT take about a second each: n = 7 is slow for PLD, n = 3 stays fast.
 SUPPORTED = [
-    pytest.param(n, config, event, id=f"{n}-{config}-{i}-{event.kind}",
-                 marks=pytest.mark.slow if n == 7 and config.startswith("pld") else ())
+    pytest.param(
+        n,
+        config,
+        event,
+        id=f"{n}-{config}-{i}-{event.kind}",
+        marks=pytest.mark.slow if n == 7 and config.startswith("pld") else (),
+    )
     for n in (3, 7)
     for config in CONFIGS
     for i, event in enumerate(EVENTS)
