@@ -1,9 +1,25 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import privreg
+
+# The one place hypothesis is configured; a test sets only a max_examples of its own.
+# Both profiles: no deadline and no too_slow check, since timings on a shared, loaded
+# machine say nothing about the code; failures print a blob to replay them.
+# ci: derandomized, so every run draws the same examples and statistical tests are
+# deterministic; no example database. dev: fresh examples each run, failures kept in
+# .hypothesis/ and replayed first.
+_COMMON = dict(
+    parent=settings.get_profile("default"), deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("ci", derandomize=True, database=None, **_COMMON)
+settings.register_profile("dev", **_COMMON)
+# HYPOTHESIS_PROFILE picks one; otherwise ci where CI is set (as hypothesis itself does).
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if "CI" in os.environ else "dev"))
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "examples" / "plugin_template"

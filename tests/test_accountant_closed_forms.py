@@ -290,7 +290,8 @@ _LEAF = st.one_of(
 )
 
 
-@settings(derandomize=True, max_examples=10, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=10)  # PLD compositions by FFT: seconds an example
 @given(st.lists(st.tuples(_LEAF, st.integers(1, 3)), min_size=1, max_size=3))
 def test_pld_never_looser_than_rdp(parts):
     pld = make_accountant("pld")

@@ -94,16 +94,23 @@ def test_every_accountant_supports_something_nontrivial():
         assert any(fresh(config).supports(e) for e in EVENTS if not isinstance(e, NoPrivacyLoss))
 
 
+# PLD compositions by FFT take about a second each: n = 7 is slow for PLD, n = 3 stays fast.
 SUPPORTED = [
-    pytest.param(config, event, id=f"{config}-{i}-{event.kind}")
+    pytest.param(
+        n,
+        config,
+        event,
+        id=f"{n}-{config}-{i}-{event.kind}",
+        marks=pytest.mark.slow if n == 7 and config.startswith("pld") else (),
+    )
+    for n in (3, 7)
     for config in CONFIGS
     for i, event in enumerate(EVENTS)
     if fresh(config).supports(event)
 ]
 
 
-@pytest.mark.parametrize("config, event", SUPPORTED)
-@pytest.mark.parametrize("n", [3, 7])
+@pytest.mark.parametrize("n, config, event", SUPPORTED)
 def test_count_repetition_and_self_composition_agree(config, event, n):
     by_count = fresh(config).compose(event, count=n)
     repeated = fresh(config)
@@ -167,7 +174,7 @@ def test_unknown_accountant_name():
 MONOTONE = [e for e in EVENTS if not isinstance(e, (NoPrivacyLoss, SampledWithoutReplacement))]
 
 
-@settings(derandomize=True, max_examples=40, deadline=None)
+@settings(max_examples=40)  # two compositions of up to 100 events an example
 @given(
     config=st.sampled_from([c for c in CONFIGS if not c.startswith("pld")]),
     event=st.sampled_from(MONOTONE),
@@ -183,7 +190,8 @@ def test_monotone_in_count(config, event, n, extra):
     assert small.delta(0.5) <= large.delta(0.5) * (1 + 1e-12) + 1e-300
 
 
-@settings(derandomize=True, max_examples=8, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=8)  # PLD compositions by FFT: seconds an example
 @given(event=st.sampled_from([e for e in MONOTONE if fresh("pld").supports(e)]),
        n=st.integers(1, 20), extra=st.integers(1, 20))
 def test_pld_monotone_in_count(event, n, extra):

@@ -19,24 +19,14 @@ from privreg.accountant.ledger import Ledger, LedgerIntegrityError
 from privreg.core import (
     BudgetExceededError,
     Gaussian,
-    InsecureReproducibleRandom,
     Laplace,
     PrivregValueError,
     PureDP,
 )
 from privreg.mechanisms.laplace import LaplaceMechanism
+from privreg.testing import CountingRandom
 
 HERE = Path(__file__).parent
-
-
-class CountingRandom(InsecureReproducibleRandom):
-    def __init__(self):
-        super().__init__(seed=0)
-        self.draws = 0
-
-    def randbits(self, k):
-        self.draws += 1
-        return super().randbits(k)
 
 
 def session(tmp_path, eps=1.0, delta=0.0, **kw):
@@ -123,6 +113,7 @@ def test_many_threads_never_overspend(tmp_path):
     assert s.ledger.head()[0] == 32 and s.ledger.verify() == []
 
 
+@pytest.mark.slow
 def test_processes_and_threads_share_one_budget(tmp_path):
     s = session(tmp_path, eps=1.0)
     s.close()
@@ -157,6 +148,7 @@ def test_kill_during_release_leaves_the_charge_and_an_intact_chain(tmp_path):
     assert reopened.remaining() == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_kill_at_random_points_never_corrupts_the_ledger(tmp_path):
     session(tmp_path, eps=1.0).close()
     seen = 0

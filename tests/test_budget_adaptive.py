@@ -886,6 +886,7 @@ def test_plan_session_grants_the_plan_in_order_and_nothing_else():
 HINDSIGHT_SEEDS = range(120)
 
 
+@pytest.mark.slow
 def test_random_adversary_flags_hindsight_session():
     """The random strategies find the pre-#15 rule's overspending on their own (in about
     2% of cases: the split-then-fill shape, with a Gaussian and an (eps, delta) kind)."""

@@ -123,6 +123,7 @@ def test_run_help_lists_workflow_parameters(capsys):
     assert code == 0 and "--column" in out and "usage: privreg run bounded-mean" in out
 
 
+@pytest.mark.slow
 def test_demo_runs_and_prints_the_ledger(capsys, tmp_path):
     code, out, err = run(capsys, "demo", "-o", str(tmp_path))
     assert code == 0, err
@@ -132,6 +133,7 @@ def test_demo_runs_and_prints_the_ledger(capsys, tmp_path):
     assert code == 0 and "Privacy ledger of this demo" in out and "spent" in out
 
 
+@pytest.mark.slow
 def test_console_script_and_module_entry():
     out = subprocess.run([sys.executable, "-m", "privreg", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "describe" in out.stdout

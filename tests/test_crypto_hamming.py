@@ -28,7 +28,6 @@ from privreg.crypto.hamming import (
 )
 from privreg.crypto.vector import vector_from_ciphertexts
 
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=25)
 RNG = InsecureReproducibleRandom  # seeded sources: tests only
 
 
@@ -57,7 +56,7 @@ def instances(draw):
     return a, rows, b
 
 
-@SETTINGS
+@settings(max_examples=25)  # each example runs the encrypted protocol
 @given(instances(), st.sampled_from(LAYOUTS), st.sampled_from([16, 40]))
 def test_encrypted_distances_equal_plaintext(kp, inst, layout, sigma):
     a, rows, b = inst

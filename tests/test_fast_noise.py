@@ -19,7 +19,7 @@ scales = st.one_of(
 )
 
 
-@settings(derandomize=True, max_examples=300, deadline=None)
+@settings(max_examples=300)  # cheap exact arithmetic over many scales
 @given(scale=scales)
 def test_fast_scale_never_lowers_the_scale_and_fits_int64(scale):
     out = fast_scale(scale)

@@ -13,7 +13,6 @@ from scipy import stats
 from privreg import (
     BudgetExceededError,
     EventLog,
-    InsecureReproducibleRandom,
     LocalDP,
     PrivregTypeError,
     PrivregValueError,
@@ -28,26 +27,9 @@ from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_c
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 from privreg.mechanisms.subset_selection import SubsetSelection
+from privreg.testing import CountingRandom, SpyCharger
 
-
-def seeded(seed):
-    return InsecureReproducibleRandom(seed=seed)
-
-
-class CountingRandom(InsecureReproducibleRandom):
-    """Counts draws, to show that the run is charged before any noise is drawn."""
-
-    def __init__(self, seed=0):
-        super().__init__(seed=seed)
-        self.draws = 0
-
-    def randbits(self, k):
-        self.draws += 1
-        return super().randbits(k)
-
-    def random_bytes(self, n):
-        self.draws += 1
-        return super().random_bytes(n)
+from ldp_helpers import seeded
 
 
 # --- alphabet and data --------------------------------------------------------------------
@@ -211,29 +193,19 @@ def test_one_event_is_charged_before_any_noise_and_covers_every_layer():
     counts = [5] * len(WORDS)
     groups, n = _groups(counts, 8)
     rng = CountingRandom(seed=1)
-    draws_at_charge = []
-
-    class Spy(EventLog):
-        def charge(self, event, **kwargs):
-            draws_at_charge.append(rng.draws)
-            super().charge(event, **kwargs)
-
-    log = Spy()
+    log = SpyCharger(rng)
     trie = LDPTrieHH(epsilon=2.0, users_per_layer=n, contribution_bound=3, max_prefixes=20, depth=4, passes=2)
     result = trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=log, rng=rng)
-    assert draws_at_charge == [0] and len(log.charges) == 1
+    assert log.draws_at_charge == [0] and len(log.charges) == 1
     expected = Shuffled(event=LocalDP(epsilon0=2.0, randomizer="subset-selection"), num_reports=3 * n)
     assert log.events == (expected,) == (result.event,)
     assert log.charges[0].parameters["passes"] == 2 and log.charges[0].parameters["depth"] == 4
     assert all(s.reports == 3 * n for s in result.layers) and len(result.layers) == 8
 
-    class Refuse(EventLog):
-        def charge(self, event, **kwargs):
-            raise BudgetExceededError("no")
-
     quiet = CountingRandom(seed=1)
     with pytest.raises(BudgetExceededError):
-        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=Refuse(), rng=quiet)
+        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool),
+                 charger=SpyCharger(quiet, refuse=True), rng=quiet)
     assert quiet.draws == 0
 
 
@@ -343,6 +315,7 @@ def test_demo_step_runs_within_a_budget_session():
     assert "Discovered" in text and "0.3075" in text
 
 
+@pytest.mark.slow
 def test_table_1_ordering_on_the_simulated_population():
     """Paper 001, Table 1: GreedySampling one-pass < RandomSampling one-pass < RandomSampling
     two-pass at a fixed number of users (8,000 per layer, 4,000 per pass for two passes;

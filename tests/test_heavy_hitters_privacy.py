@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from privreg import EventLog, InsecureReproducibleRandom, LocalDP, Shuffled, WorkflowContext
+from privreg import EventLog, LocalDP, Shuffled, WorkflowContext
 from privreg.accountant import make_accountant
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.shuffle import shuffle_epsilon
@@ -30,26 +30,9 @@ from privreg.plugins.heavy_hitters.privacy import (
 from privreg.plugins.heavy_hitters.sampling import sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
 from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets
+from privreg.testing import CountingRandom
 
-
-def seeded(seed):
-    return InsecureReproducibleRandom(seed=seed)
-
-
-class CountingRandom(InsecureReproducibleRandom):
-    """Counts draws, to show that nothing is drawn before a refusal."""
-
-    def __init__(self, seed=0):
-        super().__init__(seed=seed)
-        self.draws = 0
-
-    def randbits(self, k):
-        self.draws += 1
-        return super().randbits(k)
-
-    def random_bytes(self, n):
-        self.draws += 1
-        return super().random_bytes(n)
+from ldp_helpers import seeded
 
 
 PRODUCTION = dict(epsilon=10.0, users_per_layer=500_000, contribution_bound=60)  # Section 4.1
@@ -175,6 +158,7 @@ def trie_lexicon():
 
 # --- Lemma 1 --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lemma_1_bound_holds_against_an_exact_simulation():
     """eta_max = 20, |X| = 10 (s = 201), eps = 2 (d = 24), N*B = 400. tau is simulated
     exactly 2,000 times (sums of 400 uniform 22-subsets of 200 items, then the 20th

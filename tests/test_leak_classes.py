@@ -22,6 +22,7 @@ import privreg
 from privreg import BudgetExceededError, EventLog, InsecureReproducibleRandom, ItemKind, PrivregError
 from privreg.core.errors import PrivregValueError
 from privreg.core.workflow import WorkflowContext
+from privreg.testing import CountingRandom, SpyCharger
 
 REGISTRY = privreg.load_registry()
 MAX = sys.float_info.max
@@ -39,32 +40,6 @@ MIXED = [
     np.array([MAX, MAX, -MAX, 2.0**63, 1.0]),
     np.array([TINY, -TINY, MIN_NORMAL, 0.0, -0.0]),
 ]
-
-
-class CountingRandom(InsecureReproducibleRandom):
-    """Counts draws, to prove that a refused input draws nothing."""
-
-    def __init__(self, seed=0):
-        super().__init__(seed=seed)
-        self.draws = 0
-
-    def randbits(self, k):
-        self.draws += 1
-        return super().randbits(k)
-
-    def random_bytes(self, n):
-        self.draws += 1
-        return super().random_bytes(n)
-
-
-class SpyCharger(EventLog):
-    def __init__(self, rng):
-        super().__init__()
-        self.rng, self.draws_at_charge = rng, []
-
-    def charge(self, event, **kwargs):
-        self.draws_at_charge.append(self.rng.draws)
-        super().charge(event, **kwargs)
 
 
 def _items(kind):
@@ -462,15 +437,10 @@ def test_data_dependent_timing_is_stated_with_a_measured_factor(name):
 
 def test_refused_charge_after_validation_still_draws_nothing():
     """A valid extreme input with a refusing charger: nothing drawn (the charge comes first)."""
-
-    class Refuse(SpyCharger):
-        def charge(self, event, **kwargs):
-            raise BudgetExceededError("refused by test")
-
     mech = REGISTRY.get("laplace").create({"epsilon": 1.0, "sensitivity": 1.0})
     rng = CountingRandom()
     with pytest.raises(BudgetExceededError):
-        mech.release(1e308, charger=Refuse(rng), rng=rng)
+        mech.release(1e308, charger=SpyCharger(rng, refuse=True), rng=rng)
     assert rng.draws == 0
 
 

@@ -112,6 +112,7 @@ def test_read_only_ledger_in_a_read_only_folder(shared_dir):
     assert snapshot(path) == before and sorted(os.listdir(shared_dir)) == listing
 
 
+@pytest.mark.slow
 def test_read_only_ledger_with_a_live_writer_and_rows_still_in_the_wal(shared_dir):
     path = make(shared_dir / "l.sqlite", n=2)
     writer = Ledger(path, create=False)
@@ -248,6 +249,7 @@ def test_busy_timeout_gives_ledger_busy_error(tmp_path, hold):
     assert Ledger(path, create=False, busy_timeout=0.2).try_append(charge(4), expected_seq=4).seq == 5
 
 
+@pytest.mark.slow
 def test_both_writers_progress_under_contention(tmp_path):
     """Two processes charge in a tight loop until the ledger holds 400 rows. Writers take
     turns first come, first served, so neither is starved: with SQLite's busy handler
@@ -265,6 +267,7 @@ def test_both_writers_progress_under_contention(tmp_path):
     assert ledger.verify() == [] and [labels.count("a"), labels.count("b")] == counts
 
 
+@pytest.mark.slow
 def test_two_processes_creating_one_ledger(tmp_path):
     path = tmp_path / "new.sqlite"
     code = ("import sys\nfrom privreg.accountant.ledger import Ledger\nsys.stdin.readline()\n"

@@ -574,6 +574,7 @@ def test_spurious_bigrams_within_the_paper_bound(variant):
     assert 40 <= total < 150  # the lower end (p < 1e-6 under the true mean 80) checks they occur at all
 
 
+@pytest.mark.slow
 def test_dpne_beats_dpsu_all_and_even_on_long_ngrams():
     """Table 3's claim on the synthetic corpus (Zipf + Markov, heavy-tailed users): DPNE
     releases more n-grams of length >= 4 than DPSU-all and DPSU-even at the same budget."""

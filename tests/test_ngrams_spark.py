@@ -20,6 +20,10 @@ from privreg.plugins.ngrams.engines import LocalNgramEngine, SparkNgramEngine  #
 from privreg.plugins.ngrams.synthetic import synthetic_corpus, write_records  # noqa: E402
 
 
+# a JVM and a local Spark session: about a minute before the first test
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def spark_backend():
     be = SparkBackend(master="local[2]", shuffle_partitions=1)

@@ -2,7 +2,7 @@
 global sensitivity, smallest enclosing balls and the max-ball-cover methods.
 
 Deterministic: data come from seeded numpy generators (simulated data, not privacy
-noise) and hypothesis runs derandomized.
+noise) and hypothesis runs derandomized in the ci profile (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -41,9 +41,6 @@ from privreg.plugins.outliers.kissing import (
     paper_lower_bound,
 )
 from privreg.plugins.outliers.seb import enclosing_ball, fits_in_ball
-
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=60)
-
 
 # --- Definitions 7-8 -----------------------------------------------------------------------
 
@@ -268,7 +265,7 @@ _points_3d = st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integ
                       min_size=1, max_size=8)
 
 
-@SETTINGS
+@settings(max_examples=60)  # exact covers are exponential in the points: keep it small
 @given(pts=st.one_of(_points_2d, _points_3d), drop=st.integers(0, 100),
        radius=st.sampled_from([0.5, 1.0, 1.5, 2.0]),
        method=st.sampled_from(["exact", "projection", "truss", "core"]))
@@ -286,7 +283,7 @@ _dense_points = st.integers(3, 5).flatmap(
     lambda d: st.lists(st.tuples(*[st.integers(-3, 3)] * d), min_size=2, max_size=14))
 
 
-@settings(derandomize=True, database=None, deadline=None, max_examples=80)
+@settings(max_examples=80)  # exact covers of dense sets: costly examples
 @given(pts=_dense_points, drop=st.integers(0, 100), radius=st.sampled_from([0.4, 0.6, 0.9]),
        method=st.sampled_from(["truss", "core"]))
 def test_safe_bounds_are_monotone_and_1_lipschitz_on_dense_sets(pts, drop, radius, method):

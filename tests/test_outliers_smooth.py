@@ -8,7 +8,7 @@ distance-t version (Theorem 6, Lemma 1) and the smooth upper bound of Algorithm 
 * In 3-d the moved record is tried at every record, at the centre of the smallest ball
   of every pair and triple (where a ball covering the most points can be put) and far
   away: a lower bound on the local sensitivity that every cover method must dominate.
-* beta-smoothness ``S(X) <= e^beta S(X')`` is checked with hypothesis (derandomized) on
+* beta-smoothness ``S(X) <= e^beta S(X')`` is checked with hypothesis (derandomized in the ci profile) on
   neighbouring datasets with ties and duplicates, for every cover method (the safe
   bounds ``truss`` and ``core`` included), and the bounds are ordered term by term:
   exact <= truss <= core.
@@ -37,7 +37,6 @@ from privreg.plugins.outliers.smooth import (
     smooth_upper_bound_reference,
 )
 
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=50)
 
 
 def _cells(y: np.ndarray, r: float) -> np.ndarray:
@@ -219,7 +218,7 @@ def _neighbours(draw):
     return np.array(rows, float), np.array(moved, float)
 
 
-@settings(derandomize=True, database=None, deadline=None, max_examples=120)
+@settings(max_examples=120)  # the central smoothness law: a larger budget than the default
 @given(pair=_neighbours(), k=st.integers(1, 3), radius=st.sampled_from([0.25, 0.5, 0.75, 1.0]),
        beta=st.sampled_from([0.01, 0.1, 0.7]), cover=st.sampled_from(COVERS))
 def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
@@ -253,7 +252,7 @@ def _dense_neighbours(draw):
     return np.array(rows, float), np.array(moved, float)
 
 
-@settings(derandomize=True, database=None, deadline=None, max_examples=80)
+@settings(max_examples=80)  # exact covers of dense data: costly examples
 @given(pair=_dense_neighbours(), k=st.integers(1, 4), radius=st.sampled_from([0.3, 0.5, 0.8]),
        beta=st.sampled_from([0.02, 0.2, 1.0]), cover=st.sampled_from(["truss", "core"]))
 def test_safe_bounds_are_beta_smooth_on_dense_data(pair, k, radius, beta, cover):

@@ -16,10 +16,9 @@ from privreg.mpc.wire import decode, encode
 from privreg.crypto import FixedPoint, PackedCiphertexts, PlaintextOverflowError, decrypt, decrypt_packed, encrypt, pack
 from privreg.crypto.packing import _from_wire, _to_wire
 
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=30)
 
 
-@SETTINGS
+@settings(max_examples=30)  # up to 40 Paillier encryptions an example
 @given(st.integers(1, 100), st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=40), st.integers(0, 6))
 def test_packed_decrypt_equals_unpacked(bound_bits, xs, headroom):
     kp = cached_keypair(512, 1)

@@ -25,6 +25,10 @@ def _privreg(env, *args):
     return subprocess.run([sys.executable, "-m", "privreg", *args], capture_output=True, text=True, env=env)
 
 
+# a pip build and a python subprocess or two in every test
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def installed_template(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")

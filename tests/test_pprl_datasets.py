@@ -82,6 +82,7 @@ def test_missing_optional_package_names_the_extra(monkeypatch):
         load_pseudopeople()
 
 
+@pytest.mark.slow
 def test_pseudopeople_census_and_ssa():
     pytest.importorskip("pseudopeople")
     data = load_pseudopeople(sources=("census", "ssa"))

@@ -23,8 +23,6 @@ from privreg.plugins.pprl.matching import (
 )
 from privreg.plugins.pprl.records import CandidateGroups, FinalBlock
 
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=60)
-
 
 def instance(seed, n, records=6, groups=25, L=24, noise=0.08):
     """Parties holding noisy copies of the same filters, and random candidate groups."""
@@ -54,7 +52,7 @@ class RecordingComparer:
         return self.inner(plan)
 
 
-@SETTINGS
+@settings(max_examples=60)  # each example runs a whole matching session
 @given(st.integers(0, 10_000), st.integers(2, 4), st.sampled_from(["star", "all"]), st.integers(0, 5),
        st.data())
 def test_session_verdict_equals_plaintext_and_no_pair_twice(seed, n, rule, T, data):

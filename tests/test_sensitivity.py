@@ -127,7 +127,7 @@ def ls_tables(draw):
     return g, ls
 
 
-@settings(derandomize=True, max_examples=400, deadline=None)
+@settings(max_examples=400)  # cheap examples; the early exit is hit only by some tables
 @given(table=ls_tables(), beta=st.floats(min_value=1e-3, max_value=5.0), with_global=st.booleans())
 def test_smooth_equals_brute_force(table, beta, with_global):
     """The early exit (stop once exp(-t beta) * global_bound <= best) must not change the result."""
@@ -258,7 +258,7 @@ def smooth_for_max(beta: float, n: int, max_distance: int | None = None) -> Smoo
     )
 
 
-@settings(derandomize=True, max_examples=400, deadline=None)
+@settings(max_examples=400)  # cheap examples over many neighbour pairs
 @given(
     data=st.data(),
     x=st.lists(st.integers(0, B), min_size=1, max_size=8),

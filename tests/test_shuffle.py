@@ -100,6 +100,7 @@ def test_fmt21_readme_example_is_reproduced_and_bracketed():
     assert closed < 0.5378040242374512
 
 
+@pytest.mark.slow
 def test_paper_001_headline_eps_0_315_is_the_published_script_output():
     """Paper 001 reports central eps = 0.315 at delta = 1e-10 for en-US. Derivation:
 

@@ -55,6 +55,7 @@ def test_small_keys_need_the_explicit_flag(registry):
         item.run(WorkflowContext(), dict(item.example.params, input=str(hooks.__file__)))
 
 
+@pytest.mark.slow
 def test_demo_step_runs_with_a_2048_bit_key(registry):
     (step,) = registry.demo_steps()
     text = step.run(WorkflowContext(rng=InsecureReproducibleRandom(seed=4)))

@@ -73,11 +73,12 @@ def _chi2_pvalue(observed: Counter, law: dict, samples: int) -> float:
     return float(stats.chi2.sf(((o - e) ** 2 / e).sum(), len(o) - 1))
 
 
+# The cheapest case stays in the fast lane (`-m "not slow"`); the larger joint laws are slow.
 @pytest.mark.parametrize("counts, d, p, seed", [
-    ([1, 0, 2, 1], 2, 0.6, 1),
+    pytest.param([1, 0, 2, 1], 2, 0.6, 1, marks=pytest.mark.slow),
     ([2, 1, 0], 1, 0.7, 2),  # d = 1: k-ary randomized response
-    ([0, 3, 0, 0, 1], 2, 0.3, 3),
-    ([1, 1, 0, 1, 0, 0], 3, 0.55, 4),
+    pytest.param([0, 3, 0, 0, 1], 2, 0.3, 3, marks=pytest.mark.slow),
+    pytest.param([1, 1, 0, 1, 0, 0], 3, 0.55, 4, marks=pytest.mark.slow),
 ])
 def test_small_domains_have_the_exact_joint_law(counts, d, p, seed):
     law = _histogram_law(counts, d, p)
@@ -107,6 +108,7 @@ def _pair_law(counts: np.ndarray, y: int, z: int, d: int, p: float) -> dict[tupl
     return {(a, b): float(dist[a, b]) for a in range(n + 1) for b in range(n + 1) if dist[a, b] > 0}
 
 
+@pytest.mark.slow
 def test_deep_trees_have_the_exact_pairwise_laws():
     """s = 70 > the direct-finish width: pure reports are split down several levels. The
     joint law of two items' votes (their within-report dependence included) and the

@@ -295,6 +295,7 @@ def test_quoting_the_value_fails_data_free_errors(registry):
     assert "never the value" in err.fix
 
 
+@pytest.mark.slow
 def test_failing_after_the_charge_fails_the_audit_on_extreme_neighbours(registry):
     err = _fails(registry.get("leaky-counts"), "audit")
     # past 2**63 the int64 sum raises OverflowError or wraps around (numpy's scalar overflow
@@ -351,6 +352,7 @@ def test_every_check_has_a_failing_test_here():
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_item_reports_every_failure_with_its_fix(registry):
     with pytest.raises(ContractError) as info:
         check_item(registry.get("leaky-counts"), checks=["documented", "canonical-order", "data-free-errors"])
@@ -411,6 +413,7 @@ def test_extreme_inputs_cover_the_edges_of_float_and_int64():
     assert ({"a": 2**63 - 1, "b": 2**63 - 8}, {"a": 2**63, "b": 2**63 - 8, "c": 1}) in pairs  # "c": one user's
 
 
+@pytest.mark.slow
 def test_hypothesis_is_imported_only_when_the_checks_run():
     code = ("import sys, privreg.testing; assert 'hypothesis' not in sys.modules, 'imported eagerly'; "
             "print('ok')")
@@ -449,6 +452,7 @@ def _cli(*argv: str) -> int:
     return args.func(args)
 
 
+@pytest.mark.slow
 def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch, registry):
     monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
     code = _cli("audit-mechanism", "leaky-counts", "--samples", "1000", "--insecure-seed", "3", "--extreme")

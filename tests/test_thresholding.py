@@ -17,6 +17,7 @@ from privreg.core.events import ApproxDP, Composed, DiscreteLaplace
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mechanisms.thresholding import GaussianThresholding, LaplaceThresholding
 from privreg.plugins.ngrams.calibration import calibrate_dpne
+from privreg.testing import CountingRandom, SpyCharger
 
 # Significance level of every statistical test here (each is a single binomial test).
 ALPHA = 1e-4
@@ -223,28 +224,12 @@ def test_bad_parameters(kwargs, needle):
         LaplaceThresholding(1.0, 1e-6, 1)  # keyword-only
 
 
-class _Refusing:
-    def charge(self, event, **kwargs):
-        raise BudgetExceededError("refused")
-
-
 @pytest.mark.parametrize("cls", [LaplaceThresholding, GaussianThresholding])
 def test_refused_charge_draws_nothing(cls):
-    class Counting(InsecureReproducibleRandom):
-        draws = 0
-
-        def randbits(self, k):
-            Counting.draws += 1
-            return super().randbits(k)
-
-        def random_bytes(self, n):
-            Counting.draws += 1
-            return super().random_bytes(n)
-
     mech = cls(epsilon=1.0, delta=1e-6, max_partitions=1)
-    rng = Counting(seed=1)
+    rng = CountingRandom(seed=1)
     with pytest.raises(BudgetExceededError):
-        mech.release({"a": 1.0}, charger=_Refusing(), rng=rng)
-    assert Counting.draws == 0
+        mech.release({"a": 1.0}, charger=SpyCharger(rng, refuse=True), rng=rng)
+    assert rng.draws == 0
     mech.release({"a": 1.0}, charger=EventLog(), rng=rng)
-    assert Counting.draws > 0  # the counter does see draws
+    assert rng.draws > 0  # the counter does see draws

@@ -14,7 +14,8 @@ from privreg import PrivregTypeError, SerializationError
 from privreg.mpc import wire
 from privreg.mpc.wire import decode, encode, encoded_size, register_type
 
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=150)
+# encoding is cheap and the value space wide: more examples than the profile default
+SETTINGS = settings(max_examples=150)
 
 
 def same(a, b):
@@ -128,7 +129,6 @@ def test_encoded_size_is_the_encoding_length(value):
 
 # --- malformed input ------------------------------------------------------------------
 
-@settings(SETTINGS, max_examples=100)
 @given(values, st.data())
 def test_every_truncation_is_refused(value, data):
     raw = encode(value)
@@ -137,7 +137,7 @@ def test_every_truncation_is_refused(value, data):
         decode(raw[:cut])
 
 
-@settings(SETTINGS, max_examples=50)
+@settings(max_examples=50)  # one refusal path: a smaller budget suffices
 @given(values, st.binary(min_size=1, max_size=8))
 def test_trailing_bytes_are_refused(value, extra):
     with pytest.raises(SerializationError, match="trailing"):
