@@ -42,6 +42,7 @@ if __name__ == "__main__":  # crash target: charge forever, or block inside a re
         while True:
             session.charge(PureDP(epsilon=1e-6), mechanism="loop", parameters={"i": 1}, label="loop")
     else:
+
         class Stuck(LaplaceMechanism):
             def _sample(self, value, rng, data):
                 print("sampling", flush=True)

@@ -28,8 +28,9 @@ def charge_until(path: str, total: int, label: str) -> int:
             seen = new[-1].seq if new else seen
             if seen >= total:
                 break
-            charge = Charge(timestamp=time.time(), mechanism="m", parameters={}, event=PureDP(epsilon=1e-6),
-                            label=label)
+            charge = Charge(
+                timestamp=time.time(), mechanism="m", parameters={}, event=PureDP(epsilon=1e-6), label=label
+            )
             row = ledger.try_append(charge, expected_seq=seen)
             if row is not None:
                 seen, mine = row.seq, mine + 1

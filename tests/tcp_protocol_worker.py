@@ -13,10 +13,16 @@ def run_holder(q_in, q_out, bits, holder_values):
         transport = TcpTransport(local=["holder"], recv_timeout=60.0, session="two-process-test")
         q_out.put(("address", transport.address))
         transport.set_peers(q_in.get(timeout=60))
-        proto = SecureComparison(bits=bits, count=len(holder_values), output="both", holder_values=holder_values,
-                                 allow_insecure=True)
+        proto = SecureComparison(
+            bits=bits, count=len(holder_values), output="both", holder_values=holder_values, allow_insecure=True
+        )
         res = run_protocol(proto, transport=transport)
-        q_out.put(("ok", res.outputs, [(m.step, m.sender, m.receiver, m.size_bytes, m.ciphertexts)
-                                       for m in res.transcript.messages]))
+        q_out.put(
+            (
+                "ok",
+                res.outputs,
+                [(m.step, m.sender, m.receiver, m.size_bytes, m.ciphertexts) for m in res.transcript.messages],
+            )
+        )
     except Exception as exc:  # report instead of dying silently
         q_out.put(("error", f"{type(exc).__name__}: {exc}"))

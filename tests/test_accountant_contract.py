@@ -192,8 +192,11 @@ def test_monotone_in_count(config, event, n, extra):
 
 @pytest.mark.slow
 @settings(max_examples=8)  # PLD compositions by FFT: seconds an example
-@given(event=st.sampled_from([e for e in MONOTONE if fresh("pld").supports(e)]),
-       n=st.integers(1, 20), extra=st.integers(1, 20))
+@given(
+    event=st.sampled_from([e for e in MONOTONE if fresh("pld").supports(e)]),
+    n=st.integers(1, 20),
+    extra=st.integers(1, 20),
+)
 def test_pld_monotone_in_count(event, n, extra):
     small = fresh("pld").compose(event, count=n)
     large = fresh("pld").compose(event, count=n + extra)

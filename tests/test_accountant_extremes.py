@@ -73,8 +73,11 @@ RELATIONS = ("add_remove", "replace_one")
 
 #: (label, accountant name, options) for every accountant configuration under test.
 ACCOUNTANT_CONFIGS = [
-    (f"{name}[{nb}{', event_delta' if ed else ''}]", name,
-     {"neighbouring": nb, **({"event_delta": 1e-7} if ed else {})})
+    (
+        f"{name}[{nb}{', event_delta' if ed else ''}]",
+        name,
+        {"neighbouring": nb, **({"event_delta": 1e-7} if ed else {})},
+    )
     for name in ACCOUNTANTS
     for nb in RELATIONS
     for ed in ((False, True) if name in PAIR else (False,))
@@ -85,6 +88,7 @@ EPSILONS = (0.0, TINY, 1e-6, 1.0, 20.0, 1e3, 1e6)
 
 
 # --- guards ------------------------------------------------------------------------------
+
 
 class Hang(BaseException):
     """Raised by the hang detector. A BaseException so Hypothesis does not re-run (shrink)
@@ -202,8 +206,7 @@ FILTER_BUDGETS = ((1.0, 1e-6), (0.0, 0.0), (1e6, ALMOST_ONE))
 def check_filter(name: str, event, neighbouring: str, budget, event_delta, label: str) -> None:
     what = f"{label} on {event!r}"
     with guarded(what):
-        f = make_filter(name, epsilon=budget[0], delta=budget[1], event_delta=event_delta,
-                        neighbouring=neighbouring)
+        f = make_filter(name, epsilon=budget[0], delta=budget[1], event_delta=event_delta, neighbouring=neighbouring)
         for _ in range(2):
             f.add(event)
             spent = f.spent()
@@ -217,13 +220,13 @@ def check_filter(name: str, event, neighbouring: str, budget, event_delta, label
 # --- strategies --------------------------------------------------------------------------
 
 NOISE = st.one_of(
-    st.sampled_from([TINY, 1e-300, 1e-170, 1e-20, 1e-6, 1e-3, 0.1, 1.0, 3.0, 1e3, 1e6, 1e20, 1e170,
-                     1e300, sys.float_info.max]),
+    st.sampled_from(
+        [TINY, 1e-300, 1e-170, 1e-20, 1e-6, 1e-3, 0.1, 1.0, 3.0, 1e3, 1e6, 1e20, 1e170, 1e300, sys.float_info.max]
+    ),
     st.integers(-300, 300).map(lambda k: 10.0**k),
 )
 EPS = st.one_of(
-    st.sampled_from([0.0, TINY, 1e-300, 1e-12, 1e-3, 0.1, 1.0, 2.0, 10.0, 36.0, 100.0, 700.0, 710.0,
-                     800.0, 1e4, 1e6]),
+    st.sampled_from([0.0, TINY, 1e-300, 1e-12, 1e-3, 0.1, 1.0, 2.0, 10.0, 36.0, 100.0, 700.0, 710.0, 800.0, 1e4, 1e6]),
     st.floats(0.0, 1e6),
 )
 POS_EPS = EPS.map(lambda e: e if e > 0 else TINY)
@@ -244,13 +247,18 @@ LEAVES = st.one_of(
     st.builds(Laplace, scale=NOISE, sensitivity=NOISE, neighbouring=NEIGHBOURS),
     st.builds(Gaussian, sigma=NOISE, sensitivity=NOISE, neighbouring=NEIGHBOURS),
     st.builds(DiscreteLaplace, scale=NOISE, sensitivity=INT_SENS, neighbouring=NEIGHBOURS),
-    st.builds(DiscreteGaussian, sigma=NOISE, sensitivity=INT_SENS,
-              dimension=st.sampled_from([1, 2, 10**6]), neighbouring=NEIGHBOURS),
-    st.builds(Exponential, epsilon=POS_EPS, variant=st.sampled_from(EXPONENTIAL_VARIANTS),
-              neighbouring=NEIGHBOURS),
+    st.builds(
+        DiscreteGaussian,
+        sigma=NOISE,
+        sensitivity=INT_SENS,
+        dimension=st.sampled_from([1, 2, 10**6]),
+        neighbouring=NEIGHBOURS,
+    ),
+    st.builds(Exponential, epsilon=POS_EPS, variant=st.sampled_from(EXPONENTIAL_VARIANTS), neighbouring=NEIGHBOURS),
     st.builds(LocalDP, epsilon0=EPS),
-    st.builds(Shuffled, event=st.builds(LocalDP, epsilon0=EPS), num_reports=REPORTS,
-              bound=st.sampled_from(SHUFFLE_BOUNDS)),
+    st.builds(
+        Shuffled, event=st.builds(LocalDP, epsilon0=EPS), num_reports=REPORTS, bound=st.sampled_from(SHUFFLE_BOUNDS)
+    ),
 )
 
 
@@ -278,9 +286,21 @@ SHALLOW = st.one_of(LEAVES, _extend(LEAVES))
 def test_every_core_event_type_is_generated():
     core = {k for k, cls in EVENT_TYPES.items() if cls.__module__ == "privreg.core.events"}
     assert core == {
-        "no_privacy_loss", "pure_dp", "approx_dp", "zcdp", "laplace", "gaussian", "discrete_laplace",
-        "discrete_gaussian", "exponential", "local_dp", "composed", "self_composed", "poisson_sampled",
-        "sampled_without_replacement", "shuffled",
+        "no_privacy_loss",
+        "pure_dp",
+        "approx_dp",
+        "zcdp",
+        "laplace",
+        "gaussian",
+        "discrete_laplace",
+        "discrete_gaussian",
+        "exponential",
+        "local_dp",
+        "composed",
+        "self_composed",
+        "poisson_sampled",
+        "sampled_without_replacement",
+        "shuffled",
     }, "a new core event type: add it to LEAVES or _extend"
 
 
@@ -300,8 +320,7 @@ def test_every_accountant_answers_or_refuses(event, count):
 
 
 @settings(max_examples=120, **_SETTINGS)
-@given(event=SHALLOW, budget=st.sampled_from(FILTER_BUDGETS),
-       event_delta=st.sampled_from([1e-7, None, TINY, 0.5]))
+@given(event=SHALLOW, budget=st.sampled_from(FILTER_BUDGETS), event_delta=st.sampled_from([1e-7, None, TINY, 0.5]))
 def test_every_filter_answers_or_dies(event, budget, event_delta):
     for name in FILTERS:
         for nb in RELATIONS:
@@ -406,13 +425,17 @@ def test_pure_dp_answers_never_undercut_randomized_response(eps, count):
 
 # --- regressions: crashes reproduced before the refactor, and found by the tests above ---
 
-ALL_CONFIGS = pytest.mark.parametrize("label, name, options", ACCOUNTANT_CONFIGS,
-                                      ids=[c[0] for c in ACCOUNTANT_CONFIGS])
+ALL_CONFIGS = pytest.mark.parametrize(
+    "label, name, options", ACCOUNTANT_CONFIGS, ids=[c[0] for c in ACCOUNTANT_CONFIGS]
+)
 
 
 @ALL_CONFIGS
-@pytest.mark.parametrize("inner", [Gaussian(sigma=1.0), Laplace(scale=1.0), PureDP(epsilon=1.0),
-                                   DiscreteGaussian(sigma=2.0, sensitivity=1)], ids=lambda e: e.kind)
+@pytest.mark.parametrize(
+    "inner",
+    [Gaussian(sigma=1.0), Laplace(scale=1.0), PureDP(epsilon=1.0), DiscreteGaussian(sigma=2.0, sensitivity=1)],
+    ids=lambda e: e.kind,
+)
 def test_sampling_probability_zero_touches_no_record(label, name, options, inner):
     # dp-accounting raised a raw ValueError for q = 0, even in supports()
     event = PoissonSampled(sampling_probability=0.0, event=inner)
@@ -433,14 +456,12 @@ def test_extreme_sampling_probabilities(label, name, options, q):
 @pytest.mark.parametrize("count", [1, 10**12])
 def test_basic_poisson_sampled_huge_epsilon_does_not_overflow(count):
     # basic composition of PoissonSampled(PureDP(800)) raised OverflowError (e^800)
-    acc = make_accountant("basic").compose(
-        PoissonSampled(sampling_probability=0.5, event=PureDP(epsilon=800.0)), count)
+    acc = make_accountant("basic").compose(PoissonSampled(sampling_probability=0.5, event=PureDP(epsilon=800.0)), count)
     eps = acc.epsilon(0.0)
     # log(1 + q (e^800 - 1)) = 800 + log(q + (1 - q) e^-800) = 800 - log 2 (to rounding)
     assert eps == pytest.approx(count * (800.0 - math.log(2.0)), rel=1e-12)
     for name in PAIR:
-        check_accountant(name, {}, PoissonSampled(sampling_probability=0.5, event=PureDP(epsilon=800.0)),
-                         count, name)
+        check_accountant(name, {}, PoissonSampled(sampling_probability=0.5, event=PureDP(epsilon=800.0)), count, name)
 
 
 @pytest.mark.parametrize("sigma", [1e-170, 1e-300, TINY])
@@ -460,11 +481,19 @@ def test_gdp_tiny_sigma_never_divides_by_zero(sigma, sensitivity):
     assert f.spent() == math.inf and not f.vouches()
 
 
-TINY_NOISE = [Gaussian(sigma=1e-6), Gaussian(sigma=1e-170), Laplace(scale=1e-6), Laplace(scale=1e-300),
-              PureDP(epsilon=1e6), ApproxDP(epsilon=1e6, delta=1e-9), LocalDP(epsilon0=1e6),
-              Exponential(epsilon=1e6), DiscreteLaplace(scale=1e-6, sensitivity=1),
-              DiscreteGaussian(sigma=1e-3, sensitivity=1),
-              PoissonSampled(sampling_probability=0.5, event=Gaussian(sigma=1e-6))]
+TINY_NOISE = [
+    Gaussian(sigma=1e-6),
+    Gaussian(sigma=1e-170),
+    Laplace(scale=1e-6),
+    Laplace(scale=1e-300),
+    PureDP(epsilon=1e6),
+    ApproxDP(epsilon=1e6, delta=1e-9),
+    LocalDP(epsilon0=1e6),
+    Exponential(epsilon=1e6),
+    DiscreteLaplace(scale=1e-6, sensitivity=1),
+    DiscreteGaussian(sigma=1e-3, sensitivity=1),
+    PoissonSampled(sampling_probability=0.5, event=Gaussian(sigma=1e-6)),
+]
 
 
 @pytest.mark.parametrize("event", TINY_NOISE, ids=lambda e: e.kind)
@@ -488,8 +517,13 @@ def test_pld_refuses_counts_whose_grid_would_not_fit(count):
     assert acc.compositions == 0 and acc.epsilon(1e-6) == 0.0
 
 
-KOV_EVENTS = [PureDP(epsilon=0.01), PureDP(epsilon=1e-9), PureDP(epsilon=3.0),
-              ApproxDP(epsilon=1e-3, delta=1e-15), ApproxDP(epsilon=0.1, delta=1e-12)]
+KOV_EVENTS = [
+    PureDP(epsilon=0.01),
+    PureDP(epsilon=1e-9),
+    PureDP(epsilon=3.0),
+    ApproxDP(epsilon=1e-3, delta=1e-15),
+    ApproxDP(epsilon=0.1, delta=1e-12),
+]
 
 
 @pytest.mark.parametrize("count", [10**7, 10**8, 10**12])
@@ -549,8 +583,9 @@ def test_total_count_beyond_float_range_is_refused_or_bounded():
 @pytest.mark.parametrize("n", [10**12, 2**53])
 def test_huge_shuffles_answer_without_hanging(n):
     # scipy's binomial tails slow down with n: one bound took 25 s at 2**53 reports
-    event = SelfComposed(event=Shuffled(event=LocalDP(epsilon0=6.103515625e-05), num_reports=n,
-                                        bound="fmt23-numerical"), count=2)
+    event = SelfComposed(
+        event=Shuffled(event=LocalDP(epsilon0=6.103515625e-05), num_reports=n, bound="fmt23-numerical"), count=2
+    )
     check_accountant("basic", {"neighbouring": "replace_one", "event_delta": 1e-7}, event, 10**7, "basic")
     check_filter("advanced", event, "replace_one", (1.0, 1e-6), 1e-7, "advanced")
     fewer = Shuffled(event=LocalDP(epsilon0=1.0), num_reports=10**12)
@@ -570,16 +605,19 @@ def test_replace_one_group_privacy_past_delta_one_is_refused():
             acc.compose(event)
 
 
-@pytest.mark.parametrize("event, count", [
-    (ApproxDP(epsilon=36.0, delta=ALMOST_ONE), 3),  # dp-accounting emptied the PMF: IndexError
-    (ApproxDP(epsilon=1.0, delta=0.5), 100),
-    (Laplace(scale=1e-6, sensitivity=TINY), 1),  # noise multiplier inf: NaN masses, IndexError
-    (Gaussian(sigma=1e300, sensitivity=TINY), 1),
-    # dp-accounting kept half the mass (none at infinity): 0.5 ** 10000 emptied the PMF
-    (PoissonSampled(sampling_probability=0.5, event=DiscreteLaplace(scale=1e105, sensitivity=1)), 10**4),
-    # 2e14 releases: rounding excess compounded to a total mass of 15, mass at infinity -0.08
-    (SelfComposed(event=Composed(events=[Laplace(scale=1e256, sensitivity=3.0)] * 2), count=10**7), 10**7),
-])
+@pytest.mark.parametrize(
+    "event, count",
+    [
+        (ApproxDP(epsilon=36.0, delta=ALMOST_ONE), 3),  # dp-accounting emptied the PMF: IndexError
+        (ApproxDP(epsilon=1.0, delta=0.5), 100),
+        (Laplace(scale=1e-6, sensitivity=TINY), 1),  # noise multiplier inf: NaN masses, IndexError
+        (Gaussian(sigma=1e300, sensitivity=TINY), 1),
+        # dp-accounting kept half the mass (none at infinity): 0.5 ** 10000 emptied the PMF
+        (PoissonSampled(sampling_probability=0.5, event=DiscreteLaplace(scale=1e105, sensitivity=1)), 10**4),
+        # 2e14 releases: rounding excess compounded to a total mass of 15, mass at infinity -0.08
+        (SelfComposed(event=Composed(events=[Laplace(scale=1e256, sensitivity=3.0)] * 2), count=10**7), 10**7),
+    ],
+)
 def test_pld_degenerate_distributions_are_refused(event, count):
     for nb in RELATIONS:
         acc = make_accountant("pld", neighbouring=nb)

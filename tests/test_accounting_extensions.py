@@ -85,11 +85,16 @@ def _load(**plugins):
 def test_plugin_accountant_and_handlers_are_used(coin):
     with pytest.raises(privreg.PrivregValueError, match="unknown accountant 'test_pure_sum'"):
         make_accountant("test_pure_sum")
-    registry = _load(x=Plugin(events=[coin], extensions=[
-        AccountantType(name="test_pure_sum", factory=PureSum),
-        AccountingHandler(accountant="test_pure_sum", event_type=coin, handler=lambda acc, e: e.epsilon / 2),
-        AccountingHandler(accountant="basic", event_type=coin, handler=lambda acc, e: (e.epsilon / 4, 0.0)),
-    ]))
+    registry = _load(
+        x=Plugin(
+            events=[coin],
+            extensions=[
+                AccountantType(name="test_pure_sum", factory=PureSum),
+                AccountingHandler(accountant="test_pure_sum", event_type=coin, handler=lambda acc, e: e.epsilon / 2),
+                AccountingHandler(accountant="basic", event_type=coin, handler=lambda acc, e: (e.epsilon / 4, 0.0)),
+            ],
+        )
+    )
     assert registry.failures == () and registry.event_types == (coin,)
     assert accountant_classes()["test_pure_sum"] is PureSum
 
@@ -99,15 +104,16 @@ def test_plugin_accountant_and_handlers_are_used(coin):
     assert acc.total == 2 * (0.5 + 0.25)  # the plugin's handler (0.5), not the lowering (1.0)
     assert make_accountant("basic").compose(coin(epsilon=1.0)).total == (0.25, 0.0)
     # no handler for rdp: its lower() guarantee is accounted
-    np.testing.assert_array_equal(make_accountant("rdp").compose(coin(epsilon=1.0)).curve(),
-                                  pure_dp_rdp(1.0, ORDERS))
+    np.testing.assert_array_equal(make_accountant("rdp").compose(coin(epsilon=1.0)).curve(), pure_dp_rdp(1.0, ORDERS))
 
 
 def test_duplicate_handler_fails_the_second_plugin_only(coin):
     first = AccountingHandler(accountant="basic", event_type=coin, handler=lambda acc, e: (e.epsilon, 0.0))
     second = AccountingHandler(accountant="basic", event_type=coin, handler=lambda acc, e: (0.0, 0.0))
-    registry = _load(a=Plugin(events=[coin], extensions=[first]),
-                     b=Plugin(extensions=[AccountantType(name="test_from_b", factory=PureSum), second]))
+    registry = _load(
+        a=Plugin(events=[coin], extensions=[first]),
+        b=Plugin(extensions=[AccountantType(name="test_from_b", factory=PureSum), second]),
+    )
     assert [p.name for p in registry.plugins] == ["a"]
     (failure,) = registry.failures
     assert failure.name == "b" and failure.stage == "hooks"
@@ -118,7 +124,7 @@ def test_duplicate_handler_fails_the_second_plugin_only(coin):
 
 @pytest.mark.parametrize("name", sorted(ACCOUNTANTS))
 def test_plugin_accountant_cannot_take_a_builtin_name(name):
-    assert accounting.BUILTIN_ACCOUNTANTS == set(ACCOUNTANTS)
+    assert set(ACCOUNTANTS) == accounting.BUILTIN_ACCOUNTANTS
     registry = _load(x=Plugin(extensions=[AccountantType(name=name, factory=PureSum)]))
     (failure,) = registry.failures
     assert failure.name == "x" and f"an accountant named {name!r} exists already" in failure.error
@@ -162,8 +168,9 @@ BAD_HANDLERS = [
 
 @pytest.mark.parametrize("name, handler, why", BAD_HANDLERS)
 def test_handler_that_cannot_price_makes_the_accountant_refuse(coin, name, handler, why):
-    registry = _load(x=Plugin(events=[coin], extensions=[
-        AccountingHandler(accountant=name, event_type=coin, handler=handler)]))
+    registry = _load(
+        x=Plugin(events=[coin], extensions=[AccountingHandler(accountant=name, event_type=coin, handler=handler)])
+    )
     assert registry.failures == ()
     acc = make_accountant(name)
     good = Gaussian(sigma=2.0) if name == "gdp" else PureDP(epsilon=0.5)  # a leaf it supports
@@ -177,8 +184,12 @@ def test_handler_that_cannot_price_makes_the_accountant_refuse(coin, name, handl
 
 
 def test_session_refuses_a_release_no_filter_can_price(coin):
-    _load(x=Plugin(events=[coin], extensions=[
-        AccountingHandler(accountant="basic", event_type=coin, handler=lambda acc, e: (math.nan, 0.0))]))
+    _load(
+        x=Plugin(
+            events=[coin],
+            extensions=[AccountingHandler(accountant="basic", event_type=coin, handler=lambda acc, e: (math.nan, 0.0))],
+        )
+    )
     session = BudgetSession(budget=PrivacyBudget(epsilon=10.0), filters=("basic",))
     with pytest.raises(privreg.BudgetExceededError, match="cannot account for 'test_ext_coin'"):
         session.charge(coin(epsilon=1.0), mechanism="coin", parameters={})

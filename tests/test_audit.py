@@ -12,8 +12,13 @@ from privreg.accountant.ledger import Ledger
 from privreg.cli.main import main
 from privreg.core import Charge, Gaussian, Laplace, PureDP
 
-META = {"format": 1, "budget": {"epsilon": 1.0, "delta": 1e-6}, "accountants": ["basic"],
-        "event_delta": None, "neighbouring": "add_remove"}
+META = {
+    "format": 1,
+    "budget": {"epsilon": 1.0, "delta": 1e-6},
+    "accountants": ["basic"],
+    "event_delta": None,
+    "neighbouring": "add_remove",
+}
 
 
 def write(path, events, randomness=None):
@@ -22,8 +27,16 @@ def write(path, events, randomness=None):
     ledger = Ledger(path, meta=META)
     with ledger.transaction():
         for i, e in enumerate(events):
-            ledger.append(Charge(timestamp=1.7e9 + i, mechanism="m", parameters={}, event=e,
-                                 label=f"r{i + 1}", randomness=randomness or {"reproducible": False}))
+            ledger.append(
+                Charge(
+                    timestamp=1.7e9 + i,
+                    mechanism="m",
+                    parameters={},
+                    event=e,
+                    label=f"r{i + 1}",
+                    randomness=randomness or {"reproducible": False},
+                )
+            )
     ledger.close()
 
 

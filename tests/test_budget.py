@@ -132,8 +132,9 @@ def test_processes_and_threads_share_one_budget(tmp_path):
 
 
 def _child(path, mode):
-    return subprocess.Popen([sys.executable, str(HERE / "budget_worker.py"), str(path), mode],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "budget_worker.py"), str(path), mode], stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_kill_during_release_leaves_the_charge_and_an_intact_chain(tmp_path):

@@ -124,11 +124,14 @@ class Law:
             mask = (self.keys > lo) & (self.keys <= hi)
             keys, inv = np.unique(self.keys[mask], return_inverse=True)
             p = np.bincount(inv, weights=self.p[mask], minlength=len(keys)) if len(keys) else np.zeros(0)
-            parts.append(Part(
-                keys=keys.astype(np.int64), p=p,
-                p_inf=self.p_inf if j == 0 else 0.0,
-                q_inf=self.q_inf if j == len(cuts) - 2 else 0.0,
-            ))
+            parts.append(
+                Part(
+                    keys=keys.astype(np.int64),
+                    p=p,
+                    p_inf=self.p_inf if j == 0 else 0.0,
+                    q_inf=self.q_inf if j == len(cuts) - 2 else 0.0,
+                )
+            )
         return tuple(parts)
 
 
@@ -272,11 +275,11 @@ class State:
         out = np.zeros(n + kmax - kmin)
         for k, w in zip(part.keys, part.p):
             off = int(k) - kmin
-            out[off:off + n] += w * self.p
+            out[off : off + n] += w * self.p
         nz = np.flatnonzero(out)
         if not len(nz):
             return State(lo=0, p=np.zeros(0), p_inf=p_inf, q_inf=q_inf)
-        return State(lo=self.lo + kmin + int(nz[0]), p=out[nz[0]:nz[-1] + 1], p_inf=p_inf, q_inf=q_inf)
+        return State(lo=self.lo + kmin + int(nz[0]), p=out[nz[0] : nz[-1] + 1], p_inf=p_inf, q_inf=q_inf)
 
     def hockey_stick(self, epsilon: float, u: float) -> tuple[float, float]:
         """(sum max(0, P - e^eps Q), sum max(0, Q - e^eps P)) over these transcripts."""
@@ -571,7 +574,8 @@ class SessionOracle:
             if not on_plan:
                 assert session is None or isinstance(refusal, BudgetExceededError), (
                     f"plan session did not refuse off-plan {event} after {granted} "
-                    f"with BudgetExceededError: {refusal!r}")
+                    f"with BudgetExceededError: {refusal!r}"
+                )
                 self.off_plan_refusals += 1
         self._decided[key] = ok
         return ok
@@ -687,7 +691,7 @@ def random_case(seed: int, *, max_depth: int = 4, max_nodes: int = 30) -> Case:
             ladder = (plan[at],)
         else:
             entry = rng.choice(menu)
-            ladder = entry[rng.randrange(len(entry)) if rng.random() < 0.5 else 0:]
+            ladder = entry[rng.randrange(len(entry)) if rng.random() < 0.5 else 0 :]
         node = Node(ladder=ladder, cuts=cuts(rng.choice((0, 1, 1, 2))), isolate=rng.random() < 0.3)
         node.children = [grow(depth + 1, at + on_plan) for _ in range(node.buckets)]
         if rng.random() < 0.5:
@@ -698,8 +702,13 @@ def random_case(seed: int, *, max_depth: int = 4, max_nodes: int = 30) -> Case:
     return Case(seed=seed, budget=budget, menu=menu, plan=plan, strategy=Strategy(u=u, root=root))
 
 
-def play(strategy: Strategy, budget: PrivacyBudget, factory: Callable[[], object], *,
-         plan: Sequence[PrivacyEvent] | None = None) -> Outcome:
+def play(
+    strategy: Strategy,
+    budget: PrivacyBudget,
+    factory: Callable[[], object],
+    *,
+    plan: Sequence[PrivacyEvent] | None = None,
+) -> Outcome:
     oracle = SessionOracle(factory, plan=plan)
     try:
         return evaluate(strategy, oracle, budget.epsilon)
@@ -732,8 +741,11 @@ HAS_PLAN = _accepts(plan=[PureDP(epsilon=0.5)])
 NEEDS_FILTERS = pytest.mark.skipif(not HAS_FILTERS, reason="BudgetSession does not take filters= yet (issue #15)")
 NEEDS_PLAN = pytest.mark.skipif(not HAS_PLAN, reason="BudgetSession does not take plan= yet (issue #15)")
 FILTERS = ("basic", "zcdp", "rdp", "gdp", "advanced")
-KIND_PARAMS = [pytest.param("default", marks=NEEDS_FILTERS)] + [
-    pytest.param(name, marks=NEEDS_FILTERS) for name in FILTERS] + [pytest.param("plan", marks=NEEDS_PLAN)]
+KIND_PARAMS = (
+    [pytest.param("default", marks=NEEDS_FILTERS)]
+    + [pytest.param(name, marks=NEEDS_FILTERS) for name in FILTERS]
+    + [pytest.param("plan", marks=NEEDS_PLAN)]
+)
 
 
 def session_factory(kind: str, budget: PrivacyBudget, plan: Sequence[PrivacyEvent] = ()) -> Callable[[], object]:
@@ -741,20 +753,24 @@ def session_factory(kind: str, budget: PrivacyBudget, plan: Sequence[PrivacyEven
     if kind == "default":
         return lambda: BudgetSession(budget=budget)
     if kind == "plan":
+
         def planned():
             try:
                 return BudgetSession(budget=budget, plan=list(plan))
             except REFUSALS:  # a plan over the budget (or unsupported) is refused whole
                 return None
+
         return planned
     return lambda: BudgetSession(budget=budget, filters=(kind,))
 
 
 def _report(out: Outcome, budget: PrivacyBudget) -> str:
     paths = "\n  ".join(" -> ".join(str(e) for e in p) for p in dict.fromkeys(out.paths))
-    return (f"exact delta of the interaction at eps={budget.epsilon:g}: {out.delta:.6g} "
-            f"(P||Q {out.delta_pq:.6g}, Q||P {out.delta_qp:.6g}) > budget delta {budget.delta:g}; "
-            f"granted paths:\n  {paths}")
+    return (
+        f"exact delta of the interaction at eps={budget.epsilon:g}: {out.delta:.6g} "
+        f"(P||Q {out.delta_pq:.6g}, Q||P {out.delta_qp:.6g}) > budget delta {budget.delta:g}; "
+        f"granted paths:\n  {paths}"
+    )
 
 
 # -- the engine against closed forms ------------------------------------------------
@@ -864,6 +880,7 @@ def test_plan_session_grants_the_plan_in_order_and_nothing_else():
     plan = [PureDP(epsilon=0.5), Gaussian(sigma=4.0), ApproxDP(epsilon=0.25, delta=1e-7)]
     session = BudgetSession(budget=PrivacyBudget(epsilon=3.0, delta=1e-6), plan=plan)
     try:
+
         def refused(event):
             assert not session.can_afford(event)
             with pytest.raises(BudgetExceededError):

@@ -13,10 +13,10 @@ import dp_accounting
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from dp_accounting import mechanism_calibration as dp_cal
 from dp_accounting.rdp import RdpAccountant
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import optimize, special
 from scipy.stats import norm
 
@@ -114,7 +114,13 @@ def test_dpne_reference_configuration_matches_theorem_2_1(schedule, decay):
     assert cal.delta_gaussian == delta / 2 and cal.delta_threshold == delta / 2
     assert cal.delta_gaussian + cal.delta_threshold == delta
     assert (cal.epsilon, cal.delta, cal.max_n, cal.delta_1, cal.schedule, cal.decay) == (
-        eps, delta, t_max, big_delta, schedule, decay)
+        eps,
+        delta,
+        t_max,
+        big_delta,
+        schedule,
+        decay,
+    )
 
 
 def test_dpne_reference_numbers():
@@ -186,6 +192,7 @@ def test_gaussian_sigma_matches_dp_accounting(eps, delta):
 
 # --- Laplace ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("eps", [1e-3, 0.1, 0.3, 1.0, 7.0, 1e4])
 @pytest.mark.parametrize("sens", [1.0, 0.1, 3.0])
 def test_laplace_scale(eps, sens):
@@ -197,6 +204,7 @@ def test_laplace_scale(eps, sens):
 
 # --- noise multiplier of a composition ---------------------------------------------------
 
+
 @pytest.mark.slow
 def test_noise_multiplier_pld_subsampled_composition_matches_dp_accounting():
     q, k, eps, delta = 0.05, 20, 1.0, 1e-5
@@ -204,15 +212,21 @@ def test_noise_multiplier_pld_subsampled_composition_matches_dp_accounting():
     def make(z):
         return SelfComposed(event=PoissonSampled(sampling_probability=q, event=Gaussian(sigma=z)), count=k)
 
-    z = calibrate_noise_multiplier(epsilon=eps, delta=delta, make_event=make, accountant="pld",
-                                   lower=1.0, upper=2.0, tol=1e-4)
+    z = calibrate_noise_multiplier(
+        epsilon=eps, delta=delta, make_event=make, accountant="pld", lower=1.0, upper=2.0, tol=1e-4
+    )
     assert make_accountant("pld").compose(make(z)).epsilon(delta) <= eps
     assert make_accountant("pld").compose(make(0.999 * z)).epsilon(delta) > eps
     theirs = dp_cal.calibrate_dp_mechanism(
         lambda: dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4),
         lambda z: dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), k),
-        eps, delta, dp_cal.ExplicitBracketInterval(1.0, 2.0), tol=1e-4)
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), k
+        ),
+        eps,
+        delta,
+        dp_cal.ExplicitBracketInterval(1.0, 2.0),
+        tol=1e-4,
+    )
     assert z == pytest.approx(theirs, rel=1e-3)
 
 
@@ -228,22 +242,31 @@ def test_noise_multiplier_rdp_composition_matches_dp_accounting():
     theirs = dp_cal.calibrate_dp_mechanism(
         lambda: RdpAccountant(orders=list(ORDERS)),
         lambda z: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), k),
-        eps, delta, dp_cal.ExplicitBracketInterval(0.1, 100.0))
+        eps,
+        delta,
+        dp_cal.ExplicitBracketInterval(0.1, 100.0),
+    )
     assert z == pytest.approx(theirs, rel=1e-3)
 
 
 def test_noise_multiplier_gdp_equals_analytic_gaussian_of_the_composition():
     # k Gaussians of multiplier z compose exactly to one of multiplier z / sqrt(k)
     k, eps, delta = 16, 1.5, 1e-7
-    z = calibrate_noise_multiplier(epsilon=eps, delta=delta, accountant="gdp", tol=1e-9,
-                                   make_event=lambda z: SelfComposed(event=Gaussian(sigma=z), count=k))
+    z = calibrate_noise_multiplier(
+        epsilon=eps,
+        delta=delta,
+        accountant="gdp",
+        tol=1e-9,
+        make_event=lambda z: SelfComposed(event=Gaussian(sigma=z), count=k),
+    )
     exact = math.sqrt(k) * calibrate_gaussian_sigma(epsilon=eps, delta=delta)
     assert exact <= z <= exact * (1 + 2e-9)
 
 
 def test_noise_multiplier_returns_lower_when_lower_already_suffices():
-    z = calibrate_noise_multiplier(epsilon=1.0, delta=1e-5, accountant="gdp", lower=50.0, upper=100.0,
-                                   make_event=lambda z: Gaussian(sigma=z))
+    z = calibrate_noise_multiplier(
+        epsilon=1.0, delta=1e-5, accountant="gdp", lower=50.0, upper=100.0, make_event=lambda z: Gaussian(sigma=z)
+    )
     assert z == 50.0
 
 
@@ -263,12 +286,14 @@ def test_noise_multiplier_with_accountant_options():
     def make(z):
         return SelfComposed(event=Gaussian(sigma=z), count=4)
 
-    z = calibrate_noise_multiplier(epsilon=2.0, delta=4e-6, make_event=make, accountant="basic",
-                                   accountant_options={"event_delta": 1e-6}, tol=1e-8)
+    z = calibrate_noise_multiplier(
+        epsilon=2.0, delta=4e-6, make_event=make, accountant="basic", accountant_options={"event_delta": 1e-6}, tol=1e-8
+    )
     assert z == pytest.approx(calibrate_gaussian_sigma(epsilon=0.5, delta=1e-6), rel=1e-7)
 
 
 # --- conservative over a grid, DPNE included --------------------------------------------
+
 
 @pytest.mark.parametrize("eps, delta", GRID)
 def test_dpne_never_overshoots(eps, delta):
@@ -338,11 +363,16 @@ def test_bad_noise_multiplier_arguments():
     with pytest.raises(PrivregTypeError):
         calibrate_noise_multiplier(epsilon=1.0, delta=1e-5, make_event=lambda z: z, accountant="gdp")
     with pytest.raises(UnsupportedEventError):  # GDP cannot compose pure DP events
-        calibrate_noise_multiplier(epsilon=1.0, delta=1e-5, accountant="gdp",
-                                   make_event=lambda z: PureDP(epsilon=1 / z))
+        calibrate_noise_multiplier(
+            epsilon=1.0, delta=1e-5, accountant="gdp", make_event=lambda z: PureDP(epsilon=1 / z)
+        )
     with pytest.raises(UnsupportedEventError):
-        calibrate_noise_multiplier(epsilon=1.0, delta=1e-5, accountant="pld",
-                                   make_event=lambda z: Shuffled(event=LocalDP(epsilon0=1 / z), num_reports=10))
+        calibrate_noise_multiplier(
+            epsilon=1.0,
+            delta=1e-5,
+            accountant="pld",
+            make_event=lambda z: Shuffled(event=LocalDP(epsilon0=1 / z), num_reports=10),
+        )
 
 
 def test_impossible_targets():
@@ -351,8 +381,13 @@ def test_impossible_targets():
         calibrate_noise_multiplier(epsilon=1.0, delta=0.0, accountant="gdp", make_event=lambda z: Gaussian(sigma=z))
     # 1000 compositions at z <= 10 cannot reach eps = 0.01
     with pytest.raises(PrivregValueError, match="no noise multiplier"):
-        calibrate_noise_multiplier(epsilon=0.01, delta=1e-6, accountant="gdp", upper=10.0,
-                                   make_event=lambda z: SelfComposed(event=Gaussian(sigma=z), count=1000))
+        calibrate_noise_multiplier(
+            epsilon=0.01,
+            delta=1e-6,
+            accountant="gdp",
+            upper=10.0,
+            make_event=lambda z: SelfComposed(event=Gaussian(sigma=z), count=1000),
+        )
 
 
 def test_bad_dpne_arguments():
@@ -385,6 +420,7 @@ def test_bad_dpne_arguments():
 # schedules and thresholds) a hair below the exact optimum. The references here are
 # mpmath at 100 digits with every input taken exactly, independent of privreg's code.
 
+
 def exact_gaussian_delta(eps, mu):
     """Balle-Wang 2018, Theorem 8, at 100 digits; ``mu`` an mpf built at that precision."""
     e = mpmath.mpf(eps)
@@ -397,7 +433,7 @@ def exact_delta_of_sigma(eps, sens, sigma):
 
 
 def log_uniform(low, high):
-    return st.floats(min_value=low, max_value=high).map(lambda x: 10.0 ** x)
+    return st.floats(min_value=low, max_value=high).map(lambda x: 10.0**x)
 
 
 @settings(max_examples=300)  # cheap examples over a wide (eps, delta, sens) range
@@ -424,10 +460,12 @@ def test_gaussian_sigma_is_close_to_the_exact_optimum_on_the_grid(eps, delta):
 def test_gaussian_sigma_reported_cases_of_the_issue_are_safe():
     """Inputs where the float-checked sigma had an exact delta above the target (found by
     random search before the fix; e.g. the first overshot by a relative 4.7e-14)."""
-    for eps, delta, sens in [(0.00469700714216162, 0.0007312608402138979, 38.25143337376783),
-                             (0.012105897310718435, 8.121421636405359e-10, 0.0014936358380278805),
-                             (0.00402207161378355, 4.547079999151606e-11, 21.325854680761836),
-                             (14.13118123617558, 2.4225788971058024e-06, 0.06610146207479756)]:
+    for eps, delta, sens in [
+        (0.00469700714216162, 0.0007312608402138979, 38.25143337376783),
+        (0.012105897310718435, 8.121421636405359e-10, 0.0014936358380278805),
+        (0.00402207161378355, 4.547079999151606e-11, 21.325854680761836),
+        (14.13118123617558, 2.4225788971058024e-06, 0.06610146207479756),
+    ]:
         sigma = calibrate_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=sens)
         assert exact_delta_of_sigma(eps, sens, sigma) <= delta
 
@@ -444,22 +482,28 @@ def test_laplace_scale_meets_epsilon_exactly(eps, sens):
 
 
 @settings(max_examples=60)  # 100-digit mpmath checks: costly examples
-@given(eps=log_uniform(-1.5, 1.2), delta=log_uniform(-14, -1), max_n=st.integers(1, 9),
-       delta_1=st.integers(1, 60), decay=st.one_of(st.none(), st.floats(0.3, 0.95)))
+@given(
+    eps=log_uniform(-1.5, 1.2),
+    delta=log_uniform(-14, -1),
+    max_n=st.integers(1, 9),
+    delta_1=st.integers(1, 60),
+    decay=st.one_of(st.none(), st.floats(0.3, 0.95)),
+)
 def test_dpne_meets_both_parts_exactly(eps, delta, max_n, delta_1, decay):
     """The T Gaussians compose to delta/2 on the exact GDP curve (mu = sqrt(sum 1/sigma_k^2)
     exactly), and for every t <= Delta_1, Phi((rho_1 - 1/sqrt(t))/sigma_1)^t >= 1 - delta/2
     exactly; rho_1 is tight (1e-12 lower fails somewhere)."""
     schedule = "equal" if decay is None else "geometric"
-    cal = calibrate_dpne(epsilon=eps, delta=delta, max_n=max_n, delta_1=delta_1, schedule=schedule,
-                         decay=decay)
+    cal = calibrate_dpne(epsilon=eps, delta=delta, max_n=max_n, delta_1=delta_1, schedule=schedule, decay=decay)
     with mpmath.workdps(100):
         mu = mpmath.sqrt(mpmath.fsum(1 / mpmath.mpf(s) ** 2 for s in cal.sigmas))
         assert exact_gaussian_delta(eps, mu) <= cal.delta_gaussian
 
         def worst_keep(rho):
-            return min(mpmath.ncdf((mpmath.mpf(rho) - 1 / mpmath.sqrt(t)) / mpmath.mpf(cal.sigmas[0])) ** t
-                       for t in range(1, delta_1 + 1))
+            return min(
+                mpmath.ncdf((mpmath.mpf(rho) - 1 / mpmath.sqrt(t)) / mpmath.mpf(cal.sigmas[0])) ** t
+                for t in range(1, delta_1 + 1)
+            )
 
         assert worst_keep(cal.rho_1) >= 1 - mpmath.mpf(cal.delta_threshold)
         assert worst_keep(cal.rho_1 * (1 - 1e-12)) < 1 - mpmath.mpf(cal.delta_threshold)

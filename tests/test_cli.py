@@ -105,9 +105,20 @@ def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch, tmp_path):
         """Fails on purpose."""
         raise RuntimeError("kaputt")
 
-    monkeypatch.setitem(registry._items, "bounded-mean", item.__class__(
-        name=item.name, kind=item.kind, summary=item.summary, citation=item.citation,
-        factory=broken, example=item.example, params=item.params, plugin=item.plugin))
+    monkeypatch.setitem(
+        registry._items,
+        "bounded-mean",
+        item.__class__(
+            name=item.name,
+            kind=item.kind,
+            summary=item.summary,
+            citation=item.citation,
+            factory=broken,
+            example=item.example,
+            params=item.params,
+            plugin=item.plugin,
+        ),
+    )
     code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path))
     assert code == 1 and err.count("\n") == 1 and "RuntimeError: kaputt" in err
 

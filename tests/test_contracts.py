@@ -10,11 +10,12 @@ tests/test_testing.py shows a broken mechanism failing each check.
 import sys
 
 import pytest
+from conftest import TEMPLATE
 
 import privreg
 from privreg import ItemKind
 from privreg.testing import CHECKS, applicable_checks, contract_params
-from conftest import TEMPLATE
+
 
 def _registry():
     sys.path.insert(0, str(TEMPLATE))

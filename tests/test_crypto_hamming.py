@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.mpc.wire import decode, encode
 from privreg.crypto import PlaintextOverflowError, WrongKeyError, counting, decrypt_ints, encrypt, pack
 from privreg.crypto.channel import rerandomized
 from privreg.crypto.hamming import (
@@ -27,6 +26,7 @@ from privreg.crypto.hamming import (
     slot_layout,
 )
 from privreg.crypto.vector import vector_from_ciphertexts
+from privreg.mpc.wire import decode, encode
 
 RNG = InsecureReproducibleRandom  # seeded sources: tests only
 
@@ -144,8 +144,9 @@ def test_units_keep_their_ids_across_select_and_merge(kp):
         where = {int(r): i for i, r in enumerate(full.rows().tolist())}
         b = rng.random((rows.size, 16)) < 0.5
         d = hamming_distances(part, rows, b, rng=RNG(seed=3), workers=1)
-        np.testing.assert_array_equal(decrypt_distances(sk, d),
-                                      plaintext_distances(allf[[where[int(r)] for r in rows]], b))
+        np.testing.assert_array_equal(
+            decrypt_distances(sk, d), plaintext_distances(allf[[where[int(r)] for r in rows]], b)
+        )
         with pytest.raises(PrivregValueError, match="held twice"):
             full.merged(more)
         with pytest.raises(PrivregValueError, match="not held"):
@@ -159,8 +160,7 @@ def test_parallel_workers_give_the_same_distances(kp):
     for layout in LAYOUTS:
         enc = encrypt_filters(kp.public_key, a, layout=layout, rng=RNG(seed=1), workers=1)
         d = hamming_distances(enc, enc.rows()[rows], b, rng=RNG(seed=2), workers=2)
-        np.testing.assert_array_equal(decrypt_distances(kp.private_key, d, workers=2),
-                                      plaintext_distances(a[rows], b))
+        np.testing.assert_array_equal(decrypt_distances(kp.private_key, d, workers=2), plaintext_distances(a[rows], b))
 
 
 def test_operation_counts(kp):
@@ -191,8 +191,7 @@ def test_wrong_key_raises(kp):
         with pytest.raises(WrongKeyError):
             decrypt_distances(other.private_key, d)
         with pytest.raises(WrongKeyError):
-            EncryptedDistances.from_payload(d.rerandomize(rng=RNG(seed=3)).to_payload(),
-                                            public_key=other.public_key)
+            EncryptedDistances.from_payload(d.rerandomize(rng=RNG(seed=3)).to_payload(), public_key=other.public_key)
         with pytest.raises(WrongKeyError):
             EncryptedFilters.from_payload(enc.to_payload(), public_key=other.public_key)
         foreign = encrypt_filters(other.public_key, a, layout=layout, first_unit=100, rng=RNG(seed=4), workers=1)
@@ -209,10 +208,19 @@ def test_values_that_are_not_distances_raise(kp):
     with pytest.raises(SerializationError, match="bound"):
         EncryptedDistances.from_payload(bad.rerandomize(rng=RNG(seed=2)).to_payload(), public_key=pk)
     s_bits, per = slot_layout(pk, length=20, sigma=40)
-    big = vector_from_ciphertexts(pk, [encrypt(pk, [90], bound=90, rng=RNG(seed=3))._c[0]], bound=(1 << (per * s_bits)) - 1)
-    slot = EncryptedDistances(public_key=pk, layout="slots", length=20, count=1, vec=big,
-                              pair_ct=np.zeros(1, dtype=np.int64), pair_slot=np.zeros(1, dtype=np.int64),
-                              slot_bits=s_bits)
+    big = vector_from_ciphertexts(
+        pk, [encrypt(pk, [90], bound=90, rng=RNG(seed=3))._c[0]], bound=(1 << (per * s_bits)) - 1
+    )
+    slot = EncryptedDistances(
+        public_key=pk,
+        layout="slots",
+        length=20,
+        count=1,
+        vec=big,
+        pair_ct=np.zeros(1, dtype=np.int64),
+        pair_slot=np.zeros(1, dtype=np.int64),
+        slot_bits=s_bits,
+    )
     with pytest.raises(PlaintextOverflowError):
         decrypt_distances(sk, slot)
 

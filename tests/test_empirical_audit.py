@@ -22,10 +22,10 @@ from scipy import stats
 
 import privreg
 from privreg.audit import APPROX_AUDIT_DELTA, AuditResult, audit_item, audit_mechanism, audit_randomizer, audit_samples
-from privreg.cli.audit import EXIT_VIOLATION, add_parser, format_result
 from privreg.audit.grid import grid_features
 from privreg.audit.pool import Layout
 from privreg.audit.stats import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
+from privreg.cli.audit import EXIT_VIOLATION, add_parser, format_result
 from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError, UnknownItemError
 from privreg.core.events import Gaussian, Laplace, PrivacyEvent
 from privreg.core.hookspecs import hookimpl
@@ -133,8 +133,11 @@ AUDITED_KINDS = (ItemKind.MECHANISM, ItemKind.RANDOMIZER)
 
 def _auditable() -> list[Any]:
     registry = privreg.default_registry()  # at collection time: new plugins are picked up
-    return [pytest.param(item, id=f"{item.kind.value}:{item.name}")
-            for kind in AUDITED_KINDS for item in registry.items(kind)]
+    return [
+        pytest.param(item, id=f"{item.kind.value}:{item.name}")
+        for kind in AUDITED_KINDS
+        for item in registry.items(kind)
+    ]
 
 
 AUDITABLE = _auditable()
@@ -176,8 +179,7 @@ def test_catches_the_floating_point_leak_of_textbook_laplace():
 
 def test_the_same_noise_snapped_to_a_grid_is_not_flagged():
     """The control for the test above: the same Laplace tails without the float leak."""
-    result = audit_mechanism(GridLaplace(epsilon=1.0), neighbours=(0.0, 1.0), samples=SAMPLES,
-                             alpha=ALPHA, rng=_rng())
+    result = audit_mechanism(GridLaplace(epsilon=1.0), neighbours=(0.0, 1.0), samples=SAMPLES, alpha=ALPHA, rng=_rng())
     assert result.passed and result.epsilon_lower_bound > 0.8  # the tails are nearly attained
 
 
@@ -201,8 +203,7 @@ def test_catches_a_randomizer_that_keeps_the_truth_too_often():
             return 1.0
 
     rr = Overclaiming(epsilon=1.5, k=4)
-    result = audit_randomizer(rr, neighbours=(np.array([0]), np.array([1])), samples=SAMPLES,
-                              alpha=ALPHA, rng=_rng())
+    result = audit_randomizer(rr, neighbours=(np.array([0]), np.array([1])), samples=SAMPLES, alpha=ALPHA, rng=_rng())
     assert result.epsilon_lower_bound > 1.0 and not result.passed
     assert result.event in ("output == 0", "output == 1")
 
@@ -235,8 +236,12 @@ class SnappedGaussian(Mechanism):
 def test_approximate_dp_claims_are_audited_at_a_fixed_delta(noise, caught):
     """A Gaussian has no pure-DP claim, so audit_item audits (epsilon(1e-2), 1e-2). The
     correct one passes (false alarm <= 1e-6); with 30% too little noise it is caught."""
-    item = _item("snapped-gaussian", lambda *, sigma: SnappedGaussian(sigma=sigma, noise=noise),
-                 (0.0, 1.0), params={"sigma": 1.0})
+    item = _item(
+        "snapped-gaussian",
+        lambda *, sigma: SnappedGaussian(sigma=sigma, noise=noise),
+        (0.0, 1.0),
+        params={"sigma": 1.0},
+    )
     result = audit_item(item, samples=SAMPLES, alpha=ALPHA, rng=_rng())
     assert result.claimed_delta == APPROX_AUDIT_DELTA == 1e-2
     assert 2.0 < result.claimed_epsilon < 2.5  # epsilon(1e-2) of sigma = 1
@@ -307,8 +312,9 @@ def test_a_stray_output_in_an_estimation_half_does_not_change_the_representation
 def test_a_correct_tight_mechanism_is_not_flagged(seed):
     """GridLaplace(noise=1) attains its claimed epsilon on every tail: the hardest case
     for false alarms. Each audit errs with probability <= 1e-6 (3e-6 for the three)."""
-    result = audit_mechanism(GridLaplace(epsilon=0.5, sensitivity=2.0), neighbours=(4.0, 2.0),
-                             samples=SAMPLES, alpha=ALPHA, rng=_rng(seed))
+    result = audit_mechanism(
+        GridLaplace(epsilon=0.5, sensitivity=2.0), neighbours=(4.0, 2.0), samples=SAMPLES, alpha=ALPHA, rng=_rng(seed)
+    )
     assert result.claimed_epsilon == 0.5
     assert result.epsilon_lower_bound <= 0.5 and result.passed
 
@@ -426,16 +432,25 @@ def test_valuation_is_the_largest_power_of_two_dividing_the_output():
 NEIGHBOURS = (0.0, 1.0)
 
 
-@pytest.mark.parametrize("alpha,error", [(0.0, PrivregValueError), (1.0, PrivregValueError),
-                                         (-0.1, PrivregValueError), (math.nan, PrivregValueError),
-                                         ("0.1", PrivregTypeError)])
+@pytest.mark.parametrize(
+    "alpha,error",
+    [
+        (0.0, PrivregValueError),
+        (1.0, PrivregValueError),
+        (-0.1, PrivregValueError),
+        (math.nan, PrivregValueError),
+        ("0.1", PrivregTypeError),
+    ],
+)
 def test_bad_alpha(alpha, error):
     with pytest.raises(error, match="alpha"):
         audit_mechanism(GridLaplace(), neighbours=NEIGHBOURS, samples=1000, alpha=alpha)
 
 
-@pytest.mark.parametrize("samples,error", [(999, PrivregValueError), (0, PrivregValueError),
-                                           (1e5, PrivregTypeError), (True, PrivregTypeError)])
+@pytest.mark.parametrize(
+    "samples,error",
+    [(999, PrivregValueError), (0, PrivregValueError), (1e5, PrivregTypeError), (True, PrivregTypeError)],
+)
 def test_bad_samples(samples, error):
     with pytest.raises(error, match="samples"):
         audit_mechanism(GridLaplace(), neighbours=NEIGHBOURS, samples=samples)
@@ -443,8 +458,15 @@ def test_bad_samples(samples, error):
         audit_randomizer(RandomizedResponse(epsilon=1.0, k=2), neighbours=(0, 1), samples=samples)
 
 
-@pytest.mark.parametrize("neighbours,error", [((0.0,), PrivregValueError), ((0.0, 1.0, 2.0), PrivregValueError),
-                                              (0.0, PrivregTypeError), ({0.0, 1.0}, PrivregTypeError)])
+@pytest.mark.parametrize(
+    "neighbours,error",
+    [
+        ((0.0,), PrivregValueError),
+        ((0.0, 1.0, 2.0), PrivregValueError),
+        (0.0, PrivregTypeError),
+        ({0.0, 1.0}, PrivregTypeError),
+    ],
+)
 def test_neighbours_must_be_a_pair(neighbours, error):
     with pytest.raises(error, match="neighbours"):
         audit_mechanism(GridLaplace(), neighbours=neighbours, samples=1000)
@@ -484,11 +506,13 @@ def test_audit_item_refuses_other_kinds(kind):
 def _item(name: str, factory: Any, neighbours: Any, params: dict[str, float] | None = None) -> RegistryItem:
     params = {"epsilon": 1.0} if params is None else params
     return RegistryItem(
-        name=name, kind="mechanism", summary="a mechanism for the auditor's tests",
+        name=name,
+        kind="mechanism",
+        summary="a mechanism for the auditor's tests",
         citation=Citation(authors="Mironov", title="On significance of the least significant bits", year=2012),
-        factory=factory, example=Example(params=params, neighbours=neighbours),
-        params=tuple(Param(name=k, type=float, doc="a parameter", minimum=0, exclusive_minimum=True)
-                     for k in params),
+        factory=factory,
+        example=Example(params=params, neighbours=neighbours),
+        params=tuple(Param(name=k, type=float, doc="a parameter", minimum=0, exclusive_minimum=True) for k in params),
     )
 
 
@@ -535,13 +559,16 @@ def test_cli_exit_code_3_on_a_violation(capsys, monkeypatch):
     assert "FAIL" in out and "multiple of 2^" in out
 
 
-@pytest.mark.parametrize("argv,error", [
-    (["no-such-mechanism"], UnknownItemError),
-    (["bounded-mean"], PrivregValueError),
-    (["laplace", "--samples", "10"], PrivregValueError),
-    (["laplace", "--alpha", "2"], PrivregValueError),
-    (["laplace", "--insecure-seed", "-1"], PrivregValueError),
-])
+@pytest.mark.parametrize(
+    "argv,error",
+    [
+        (["no-such-mechanism"], UnknownItemError),
+        (["bounded-mean"], PrivregValueError),
+        (["laplace", "--samples", "10"], PrivregValueError),
+        (["laplace", "--alpha", "2"], PrivregValueError),
+        (["laplace", "--insecure-seed", "-1"], PrivregValueError),
+    ],
+)
 def test_cli_bad_input_raises_a_privreg_error(argv, error):
     with pytest.raises(error) as info:
         _cli("audit-mechanism", *argv)

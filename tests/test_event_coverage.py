@@ -13,13 +13,13 @@ import sys
 
 import attrs
 import pytest
+from conftest import TEMPLATE
 
 import privreg
 from privreg import Gaussian, LocalDP, PureDP
 from privreg.accountant import make_accountant
 from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, accountant_options
 from privreg.core.events import EVENT_TYPES
-from conftest import TEMPLATE
 
 DELTAS = (1e-9, 1e-6, 1e-3)
 
@@ -41,9 +41,20 @@ TYPES = _load()
 
 #: A sample value for a required field, by field name.
 FIELD_VALUES = {
-    "epsilon": 0.5, "delta": 1e-7, "rho": 0.05, "scale": 2.0, "sigma": 3.0, "sensitivity": 1,
-    "epsilon0": 1.0, "count": 3, "sampling_probability": 0.1, "source_size": 1000, "sample_size": 10,
-    "num_reports": 10_000, "event": Gaussian(sigma=3.0), "events": [PureDP(epsilon=0.25), Gaussian(sigma=3.0)],
+    "epsilon": 0.5,
+    "delta": 1e-7,
+    "rho": 0.05,
+    "scale": 2.0,
+    "sigma": 3.0,
+    "sensitivity": 1,
+    "epsilon0": 1.0,
+    "count": 3,
+    "sampling_probability": 0.1,
+    "source_size": 1000,
+    "sample_size": 10,
+    "num_reports": 10_000,
+    "event": Gaussian(sigma=3.0),
+    "events": [PureDP(epsilon=0.25), Gaussian(sigma=3.0)],
 }
 #: Sample values that depend on the event type, by kind.
 OVERRIDES = {
@@ -114,4 +125,5 @@ def test_lowered_bound_is_never_tighter_than_the_handler(cls, name):
     for delta in DELTAS:
         assert exact.epsilon(delta) <= lowered.epsilon(delta) * (1 + 1e-12), (
             f"{cls.kind}: its lower() guarantee is tighter than the {name} handler at delta={delta}: "
-            f"one of them is wrong")
+            f"one of them is wrong"
+        )

@@ -14,6 +14,7 @@ from privreg.core import events as ev
 from privreg.core.events import (
     EVENT_TYPES,
     EXPONENTIAL_VARIANTS,
+    SHUFFLE_BOUNDS,
     ZCDP,
     ApproxDP,
     Composed,
@@ -29,7 +30,6 @@ from privreg.core.events import (
     PureDP,
     SampledWithoutReplacement,
     SelfComposed,
-    SHUFFLE_BOUNDS,
     Shuffled,
     event_from_dict,
     event_from_json,
@@ -78,19 +78,17 @@ def combinators(child):
         SelfComposed: st.builds(SelfComposed, event=child, count=counts),
         PoissonSampled: st.builds(PoissonSampled, sampling_probability=probabilities, event=child),
         SampledWithoutReplacement: _sampled_without_replacement(child),
-        Shuffled: st.builds(Shuffled, event=local_dp, num_reports=counts,
-                            bound=st.sampled_from(SHUFFLE_BOUNDS)),
+        Shuffled: st.builds(Shuffled, event=local_dp, num_reports=counts, bound=st.sampled_from(SHUFFLE_BOUNDS)),
     }
 
 
-any_event = st.recursive(
-    st.one_of(*LEAVES.values()), lambda kids: st.one_of(*combinators(kids).values()), max_leaves=6
-)
+any_event = st.recursive(st.one_of(*LEAVES.values()), lambda kids: st.one_of(*combinators(kids).values()), max_leaves=6)
 STRATEGIES = {**LEAVES, **combinators(any_event)}
 CORE_TYPES = {cls for cls in EVENT_TYPES.values() if cls.__module__ == "privreg.core.events"}
 
 
 # --- round trips --------------------------------------------------------------------
+
 
 def test_every_core_event_type_has_a_strategy():
     assert set(STRATEGIES) == CORE_TYPES
@@ -141,11 +139,15 @@ def test_to_json_is_canonical(event):
     assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
-@pytest.mark.parametrize("make", [
-    lambda z: PureDP(epsilon=z),
-    lambda z: ApproxDP(epsilon=1.0, delta=z),
-    lambda z: PoissonSampled(sampling_probability=z, event=PureDP(epsilon=1.0)),
-], ids=["epsilon", "delta", "sampling_probability"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda z: PureDP(epsilon=z),
+        lambda z: ApproxDP(epsilon=1.0, delta=z),
+        lambda z: PoissonSampled(sampling_probability=z, event=PureDP(epsilon=1.0)),
+    ],
+    ids=["epsilon", "delta", "sampling_probability"],
+)
 def test_negative_zero_serialises_like_zero(make):
     assert make(-0.0) == make(0.0)
     assert make(-0.0).to_json() == make(0.0).to_json()
@@ -228,6 +230,7 @@ def test_sample_size_error_names_both_sizes():
 
 # --- decoding errors ----------------------------------------------------------------
 
+
 def test_unknown_kind_is_named():
     with pytest.raises(PrivregValueError, match="warp_drive"):
         event_from_dict({"kind": "warp_drive", "epsilon": 1.0})
@@ -251,39 +254,50 @@ def test_non_mapping_is_refused(data):
         event_from_dict(data)
 
 
-@pytest.mark.parametrize("text", [
-    "[]",
-    '"pure_dp"',
-    '{"kind":"self_composed","event":5,"count":1}',
-    '{"kind":"composed","events":["pure_dp"]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '"pure_dp"',
+        '{"kind":"self_composed","event":5,"count":1}',
+        '{"kind":"composed","events":["pure_dp"]}',
+    ],
+)
 def test_non_mapping_json_is_refused(text):
     with pytest.raises(PrivregTypeError, match="mapping"):
         event_from_json(text)
 
 
-@pytest.mark.parametrize("text, argument", [
-    ('{"kind":"pure_dp","epsilon":NaN}', "epsilon"),  # json.loads accepts NaN
-    ('{"kind":"pure_dp","epsilon":-1}', "epsilon"),
-    ('{"kind":"pure_dp","epsilon":true}', "epsilon"),
-    ('{"kind":"shuffled","event":{"kind":"pure_dp","epsilon":1},"num_reports":3}', "Shuffled.event"),
-])
+@pytest.mark.parametrize(
+    "text, argument",
+    [
+        ('{"kind":"pure_dp","epsilon":NaN}', "epsilon"),  # json.loads accepts NaN
+        ('{"kind":"pure_dp","epsilon":-1}', "epsilon"),
+        ('{"kind":"pure_dp","epsilon":true}', "epsilon"),
+        ('{"kind":"shuffled","event":{"kind":"pure_dp","epsilon":1},"num_reports":3}', "Shuffled.event"),
+    ],
+)
 def test_decoding_validates_every_field(text, argument):
     with pytest.raises(PrivregError, match=argument.replace(".", r"\.")):
         event_from_json(text)
 
 
-@pytest.mark.parametrize("data", [
-    {"kind": "pure_dp"},  # missing required field: attrs' own 'missing argument' TypeError
-    {"kind": ["pure_dp"]},  # unhashable kind: dict lookup fails
-    {"kind": "composed", "events": 5},  # not iterable
-], ids=["missing-field", "unhashable-kind", "events-not-a-list"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"kind": "pure_dp"},  # missing required field: attrs' own 'missing argument' TypeError
+        {"kind": ["pure_dp"]},  # unhashable kind: dict lookup fails
+        {"kind": "composed", "events": 5},  # not iterable
+    ],
+    ids=["missing-field", "unhashable-kind", "events-not-a-list"],
+)
 def test_malformed_event_data_raises_privreg_errors(data):
     with pytest.raises(PrivregError):
         event_from_dict(data)
 
 
 # --- values, traversal --------------------------------------------------------------
+
 
 def test_events_are_frozen():
     event = SelfComposed(event=PURE, count=2)
@@ -324,6 +338,7 @@ def test_children():
 
 # --- the event_type registry ----------------------------------------------------------
 
+
 @pytest.fixture
 def clean_event_types():
     """Remove the kinds a test registers, so EVENT_TYPES is unchanged for other tests."""
@@ -331,7 +346,7 @@ def clean_event_types():
     yield
     for kind in set(EVENT_TYPES) - set(before):
         del EVENT_TYPES[kind]
-    assert EVENT_TYPES == before
+    assert before == EVENT_TYPES
 
 
 def test_event_type_registers_a_round_trippable_kind(clean_event_types):

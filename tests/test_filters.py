@@ -52,7 +52,9 @@ def test_rdp_filter_pays_a_union_bound_over_its_orders():
         f.add(Gaussian(sigma=5.0))
     curve = make_accountant("rdp").compose(Gaussian(sigma=5.0), count=20).curve()
     idx = np.searchsorted(make_accountant("rdp").orders, FILTER_ORDERS)
-    assert f.spent() == pytest.approx(float(dpr.compute_epsilon(FILTER_ORDERS, curve[idx], 1e-6 / len(FILTER_ORDERS))[0]), rel=1e-12)
+    assert f.spent() == pytest.approx(
+        float(dpr.compute_epsilon(FILTER_ORDERS, curve[idx], 1e-6 / len(FILTER_ORDERS))[0]), rel=1e-12
+    )
     assert f.spent() > make_accountant("rdp").compose(Gaussian(sigma=5.0), count=20).epsilon(1e-6)
 
 
@@ -180,8 +182,13 @@ def test_audit_flags_an_off_plan_row(tmp_path):
 
 
 def test_legacy_hindsight_ledger_is_rechecked_by_the_filters(tmp_path):
-    meta = {"format": 1, "budget": {"epsilon": 2.0, "delta": 1e-6}, "accountants": ["pld"],
-            "event_delta": None, "neighbouring": "add_remove"}
+    meta = {
+        "format": 1,
+        "budget": {"epsilon": 2.0, "delta": 1e-6},
+        "accountants": ["pld"],
+        "event_delta": None,
+        "neighbouring": "add_remove",
+    }
     Ledger(tmp_path / "l.sqlite", meta=meta).close()
     _direct(tmp_path / "l.sqlite", [PureDP(epsilon=1.0), Gaussian(sigma=4.2247)])
     report = audit_ledger(tmp_path / "l.sqlite")

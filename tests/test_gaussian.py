@@ -65,6 +65,7 @@ def _chi2_pvalue(samples: np.ndarray, sigma2: Fraction) -> float:
 
 # --- samplers ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("sigma2", SIGMA2S)
 def test_scalar_sampler_matches_the_exact_pmf(sigma2):
     rng = _rng(1)
@@ -161,8 +162,10 @@ def test_charged_event_is_the_noise_applied_and_verifies_the_target(kw):
         assert weaker.epsilon(kw["delta"]) > kw["epsilon"]
 
 
-@pytest.mark.parametrize("kw", [c for c in CONFIGS if c.get("dimension", 1) == 1 and c["epsilon"] >= 0.1
-                                and c.get("calibration") != "classic"])
+@pytest.mark.parametrize(
+    "kw",
+    [c for c in CONFIGS if c.get("dimension", 1) == 1 and c["epsilon"] >= 0.1 and c.get("calibration") != "classic"],
+)
 def test_sigma_int_is_close_to_the_continuous_analytic_calibration(kw):
     mech = GaussianMechanism(**kw)
     sigma = calibrate_gaussian_sigma(epsilon=kw["epsilon"], delta=kw["delta"], sensitivity=kw["sensitivity"])
@@ -254,25 +257,28 @@ def test_wrong_dimension_and_bad_data_are_refused_before_charging():
     assert len(log.charges) == 1 and log.events[0] == mech.privacy_event()
 
 
-@pytest.mark.parametrize("kw, name", [
-    (dict(epsilon=float("nan")), "epsilon"),
-    (dict(epsilon=float("inf")), "epsilon"),
-    (dict(epsilon=0.0), "epsilon"),
-    (dict(epsilon=-1.0), "epsilon"),
-    (dict(delta=0.0), "delta"),
-    (dict(delta=1.0), "delta"),
-    (dict(delta=-1e-5), "delta"),
-    (dict(delta=float("nan")), "delta"),
-    (dict(sensitivity=float("nan")), "sensitivity"),
-    (dict(sensitivity=float("inf")), "sensitivity"),
-    (dict(sensitivity=-1.0), "sensitivity"),
-    (dict(sensitivity=0.0), "sensitivity"),
-    (dict(sensitivity=GlobalSensitivity(value=1.0, norm=Norm.L1)), "l2"),
-    (dict(dimension=0), "dimension"),
-    (dict(dimension=1.5), "dimension"),
-    (dict(calibration="tight"), "calibration"),
-    (dict(path="slow"), "path"),
-])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(epsilon=float("nan")), "epsilon"),
+        (dict(epsilon=float("inf")), "epsilon"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(epsilon=-1.0), "epsilon"),
+        (dict(delta=0.0), "delta"),
+        (dict(delta=1.0), "delta"),
+        (dict(delta=-1e-5), "delta"),
+        (dict(delta=float("nan")), "delta"),
+        (dict(sensitivity=float("nan")), "sensitivity"),
+        (dict(sensitivity=float("inf")), "sensitivity"),
+        (dict(sensitivity=-1.0), "sensitivity"),
+        (dict(sensitivity=0.0), "sensitivity"),
+        (dict(sensitivity=GlobalSensitivity(value=1.0, norm=Norm.L1)), "l2"),
+        (dict(dimension=0), "dimension"),
+        (dict(dimension=1.5), "dimension"),
+        (dict(calibration="tight"), "calibration"),
+        (dict(path="slow"), "path"),
+    ],
+)
 def test_bad_arguments_name_the_argument(kw, name):
     base = dict(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     with pytest.raises(PrivregError, match=name):
@@ -286,10 +292,10 @@ def test_sensitivity_object_in_l2_is_accepted():
 
 # --- empirical audit --------------------------------------------------------------------
 
+
 def test_the_empirical_auditor_passes():
     mech = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    result = audit_mechanism(mech, neighbours=(0.0, 1.0), samples=100_000, alpha=1e-6,
-                             claimed_delta=1e-5, rng=_rng(9))
+    result = audit_mechanism(mech, neighbours=(0.0, 1.0), samples=100_000, alpha=1e-6, claimed_delta=1e-5, rng=_rng(9))
     assert result.claimed_epsilon <= 1.0 + 1e-9
     assert result.passed, result
 
@@ -304,6 +310,5 @@ class _TooLittleNoise(GaussianMechanism):
 
 def test_the_empirical_auditor_catches_too_little_noise():
     mech = _TooLittleNoise(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    result = audit_mechanism(mech, neighbours=(0.0, 1.0), samples=100_000, alpha=1e-6,
-                             claimed_delta=1e-5, rng=_rng(10))
+    result = audit_mechanism(mech, neighbours=(0.0, 1.0), samples=100_000, alpha=1e-6, claimed_delta=1e-5, rng=_rng(10))
     assert not result.passed, result

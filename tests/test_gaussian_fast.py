@@ -47,6 +47,7 @@ def _mp(x: Fraction) -> mpmath.mpf:
 
 # --- the exact pmf and a chi-square goodness-of-fit test ------------------------------------
 
+
 def _pmf(sigma2: Fraction, lo: int, hi: int) -> np.ndarray:
     """P(Z = z) for z in [lo, hi], in 50-digit arithmetic. The normaliser is a direct sum
     for small sigma2, else Poisson summation: sum_y exp(-y^2/2s) = sqrt(2 pi s) *
@@ -55,8 +56,9 @@ def _pmf(sigma2: Fraction, lo: int, hi: int) -> np.ndarray:
     if sigma2 < 4:
         norm = 1 + 2 * mpmath.nsum(lambda y: mpmath.exp(-y * y / (2 * s)), [1, mpmath.inf])
     else:
-        norm = mpmath.sqrt(2 * mpmath.pi * s) * (1 + 2 * mpmath.nsum(
-            lambda k: mpmath.exp(-2 * mpmath.pi**2 * s * k * k), [1, mpmath.inf]))
+        norm = mpmath.sqrt(2 * mpmath.pi * s) * (
+            1 + 2 * mpmath.nsum(lambda k: mpmath.exp(-2 * mpmath.pi**2 * s * k * k), [1, mpmath.inf])
+        )
     # exp(-z^2/2s) for z = 0, 1, ...: multiply by exp(-(2z+1)/2s) = a b^z, a = exp(-1/2s),
     # b = exp(-1/s); relative rounding error ~ 10**-50 per step, negligible over 10**5 steps
     top = max(abs(lo), abs(hi))
@@ -84,8 +86,9 @@ def _chi2_pvalue(samples: np.ndarray, sigma2: Fraction, bins: int = 150) -> floa
     tail = (n - expected.sum()) / 2
     expected[0] += tail
     expected[-1] += tail
-    observed = np.bincount(np.searchsorted(starts, np.clip(samples, -edge, edge), side="right") - 1,
-                           minlength=starts.size)
+    observed = np.bincount(
+        np.searchsorted(starts, np.clip(samples, -edge, edge), side="right") - 1, minlength=starts.size
+    )
     assert observed.sum() == n and np.all(expected >= 5 * 0.999)
     return float(stats.chisquare(observed, expected).pvalue)
 
@@ -118,8 +121,13 @@ def test_large_sigma_follows_the_exact_pmf():
     assert _chi2_pvalue(z, sigma2) > ALPHA
 
 
-@pytest.mark.parametrize("sigma2, wrong", [(Fraction(9, 4), Fraction(9, 4) * Fraction(105, 100)),
-                                           (_default_sigma2(), _default_sigma2() * Fraction(105, 100))])
+@pytest.mark.parametrize(
+    "sigma2, wrong",
+    [
+        (Fraction(9, 4), Fraction(9, 4) * Fraction(105, 100)),
+        (_default_sigma2(), _default_sigma2() * Fraction(105, 100)),
+    ],
+)
 def test_the_chi_square_check_has_power(sigma2, wrong):
     """Negative control: draws with a 5% larger sigma2 are rejected by the same check."""
     z = discrete_gaussian_many(wrong, 200_000, _rng(13))
@@ -137,10 +145,15 @@ def test_consecutive_draws_are_uncorrelated_and_symmetric():
     assert stats.binomtest(pos, pos + neg, 0.5).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("sigma2", [Fraction(10**12) + Fraction(1, 3),  # 32-bit uniform words
-                                    Fraction((2**35 + 12345) ** 2, 7),  # 64-bit uniform words
-                                    Fraction((2**40 - 1) ** 2)],  # t = 2**40, the limit
-                         ids=["sigma=1e6", "sigma=2^35/sqrt7", "sigma=2^40-1"])
+@pytest.mark.parametrize(
+    "sigma2",
+    [
+        Fraction(10**12) + Fraction(1, 3),  # 32-bit uniform words
+        Fraction((2**35 + 12345) ** 2, 7),  # 64-bit uniform words
+        Fraction((2**40 - 1) ** 2),
+    ],  # t = 2**40, the limit
+    ids=["sigma=1e6", "sigma=2^35/sqrt7", "sigma=2^40-1"],
+)
 def test_huge_sigma_moments_and_residues(sigma2):
     """At huge sigma the pmf is the rounded normal to within exp(-2 pi^2 sigma^2), so we
     check the variance and mean (4.5 standard errors, p < 1e-5), a KS test against the
@@ -158,6 +171,7 @@ def test_huge_sigma_moments_and_residues(sigma2):
 
 # --- the exact finishing paths, forced -----------------------------------------------------
 
+
 def test_exact_finishing_alone_gives_the_exact_law(monkeypatch):
     """With the float band widened so that no coin is decided by the filter and every
     geometric word treated as a tie, every trial is finished by LazyUniform: the law must
@@ -170,6 +184,7 @@ def test_exact_finishing_alone_gives_the_exact_law(monkeypatch):
 
 
 # --- determinism and edge cases -------------------------------------------------------------
+
 
 def test_fixed_seed_gives_the_same_draws_and_seeds_differ():
     sigma2 = Fraction(9, 4)
@@ -188,8 +203,7 @@ def test_size_zero_and_one():
     assert discrete_gaussian_many(Fraction(2), np.int32(5), rng).shape == (5,)
 
 
-@pytest.mark.parametrize("sigma2", [Fraction(1, 100), Fraction(1, 10**4), Fraction(1, 2**59),
-                                    Fraction(1, 2**70)])
+@pytest.mark.parametrize("sigma2", [Fraction(1, 100), Fraction(1, 10**4), Fraction(1, 2**59), Fraction(1, 2**70)])
 def test_tiny_sigma_is_zero(sigma2):
     """P(Z != 0) = 2 exp(-1 / (2 sigma2)) / norm <= 2e-22 here: every draw is 0. (2**-70
     is below the float filter's range and takes the scalar exact sampler.)"""
@@ -204,18 +218,28 @@ def test_sigma_limit_is_enforced():
         discrete_gaussian_many(Fraction(2**80), 10, _rng(5))
 
 
-@pytest.mark.parametrize("bad, err", [
-    ("2", PrivregTypeError), (None, PrivregTypeError), (True, PrivregTypeError), ([2], PrivregTypeError),
-    (0, PrivregValueError), (-1, PrivregValueError), (Fraction(-9, 4), PrivregValueError),
-    (float("nan"), PrivregValueError), (float("inf"), PrivregValueError),
-])
+@pytest.mark.parametrize(
+    "bad, err",
+    [
+        ("2", PrivregTypeError),
+        (None, PrivregTypeError),
+        (True, PrivregTypeError),
+        ([2], PrivregTypeError),
+        (0, PrivregValueError),
+        (-1, PrivregValueError),
+        (Fraction(-9, 4), PrivregValueError),
+        (float("nan"), PrivregValueError),
+        (float("inf"), PrivregValueError),
+    ],
+)
 def test_bad_sigma2_names_the_argument(bad, err):
     with pytest.raises(err, match="sigma2"):
         discrete_gaussian_many(bad, 3, _rng(0))
 
 
-@pytest.mark.parametrize("size, err", [(-1, PrivregValueError), (2.0, PrivregTypeError),
-                                       (True, PrivregTypeError), ("3", PrivregTypeError)])
+@pytest.mark.parametrize(
+    "size, err", [(-1, PrivregValueError), (2.0, PrivregTypeError), (True, PrivregTypeError), ("3", PrivregTypeError)]
+)
 def test_bad_size_names_the_argument(size, err):
     with pytest.raises(err, match="size"):
         discrete_gaussian_many(Fraction(2), size, _rng(0))
@@ -237,10 +261,17 @@ def test_float_sigma2_is_taken_exactly():
 
 # --- the exactness argument, step by step ---------------------------------------------------
 
+
 def test_exp_neg_bounds_bracket_exp_and_shrink():
     rng = np.random.default_rng(0)  # picks test inputs only
-    lams = [Fraction(0), Fraction(1), Fraction(64), Fraction(1, 3), Fraction(2**70 + 1, 2**10),
-            Fraction(10**30 + 7, 10**29)]
+    lams = [
+        Fraction(0),
+        Fraction(1),
+        Fraction(64),
+        Fraction(1, 3),
+        Fraction(2**70 + 1, 2**10),
+        Fraction(10**30 + 7, 10**29),
+    ]
     lams += [Fraction(int(a), int(b)) for a, b in zip(rng.integers(0, 10**9, 60), rng.integers(1, 10**8, 60))]
     with mpmath.workdps(100):  # ~330 bits, beyond the largest prec checked
         for lam in lams:
@@ -269,9 +300,16 @@ def test_exp_neg_approx_is_within_its_proven_bound():
     assert worst > coins.EXP_NEG_APPROX_ERROR / 64  # the bound is not vacuous: degree 12 is near it
 
 
-PLANS = [Fraction(1, 10), Fraction(9, 4), Fraction(50, 3), _default_sigma2(),
-         Fraction(10**12) + Fraction(1, 3),
-         Fraction((2**40 - 1) ** 2), Fraction(1, 2**59), Fraction(3**40, 7**20)]
+PLANS = [
+    Fraction(1, 10),
+    Fraction(9, 4),
+    Fraction(50, 3),
+    _default_sigma2(),
+    Fraction(10**12) + Fraction(1, 3),
+    Fraction((2**40 - 1) ** 2),
+    Fraction(1, 2**59),
+    Fraction(3**40, 7**20),
+]
 
 
 def _adversarial_trials(sigma2: Fraction, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ import string
 
 import numpy as np
 import pytest
+from ldp_helpers import seeded
 from scipy import stats
 
 from privreg import (
@@ -20,19 +21,17 @@ from privreg import (
     WorkflowContext,
 )
 from privreg.core.registry import load_registry
+from privreg.mechanisms.subset_selection import SubsetSelection
 from privreg.plugins.heavy_hitters import hooks
 from privreg.plugins.heavy_hitters.alphabet import END, Alphabet
 from privreg.plugins.heavy_hitters.population import PopulationModel, WordLaw, english_word_law
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
-from privreg.mechanisms.subset_selection import SubsetSelection
 from privreg.testing import CountingRandom, SpyCharger
 
-from ldp_helpers import seeded
-
-
 # --- alphabet and data --------------------------------------------------------------------
+
 
 def test_default_alphabet_is_printable_plus_end_symbol():
     a = Alphabet()
@@ -72,19 +71,22 @@ def test_user_words_gather_and_partition_into_disjoint_groups():
 
 # --- local samplers -----------------------------------------------------------------------
 
+
 def test_greedy_sampling_keeps_the_most_contributed_prefixes_and_pads_with_gamma():
     # user 0: prefix 4 from two words (1 + 3 = 4 times), prefix 2 five times, prefix 7 once
     owners = np.array([0, 0, 0, 0, 1])
     prefixes = np.array([4, 2, 4, 7, 3])
     weights = np.array([1, 5, 3, 1, 2])
-    out = sample_contributions(owners, prefixes, weights, num_users=3, bound=2, sampler="greedy",
-                               dummy=9, rng=seeded(0))
+    out = sample_contributions(
+        owners, prefixes, weights, num_users=3, bound=2, sampler="greedy", dummy=9, rng=seeded(0)
+    )
     np.testing.assert_array_equal(out, [2, 4, 3, 9, 9, 9])
     # counts too large to pack with 30 random bits into one sort key take the stable-sort path
     # ... and counts too large to pack with the pairs merge them by a lexicographic sort
     for shift in (32, 58):
-        huge = sample_contributions(owners, prefixes, weights << shift, num_users=3, bound=2, sampler="greedy",
-                                    dummy=9, rng=seeded(0))
+        huge = sample_contributions(
+            owners, prefixes, weights << shift, num_users=3, bound=2, sampler="greedy", dummy=9, rng=seeded(0)
+        )
         np.testing.assert_array_equal(huge, out)
 
 
@@ -99,8 +101,9 @@ def test_random_sampling_draws_uniform_subsets_of_distinct_prefixes():
     weights = np.tile([50, 1, 1, 1], n)
 
     def pair_counts(sampler):
-        out = sample_contributions(owners, prefixes, weights, num_users=n, bound=2, sampler=sampler,
-                                   dummy=4, rng=seeded(3)).reshape(n, 2)
+        out = sample_contributions(
+            owners, prefixes, weights, num_users=n, bound=2, sampler=sampler, dummy=4, rng=seeded(3)
+        ).reshape(n, 2)
         out.sort(axis=1)
         assert (out[:, 0] != out[:, 1]).all()
         return np.bincount(out[:, 0] * 4 + out[:, 1], minlength=16)[[1, 2, 3, 6, 7, 11]]
@@ -114,19 +117,36 @@ def test_greedy_sampling_breaks_ties_uniformly():
     over {1, 2, 3}; chi-square at 1e-6 (false-alarm rate 1e-6)."""
     n = 12_000
     owners = np.repeat(np.arange(n), 4)
-    out = sample_contributions(owners, np.tile([0, 1, 2, 3], n), np.tile([3, 2, 2, 2], n), num_users=n,
-                               bound=2, sampler="greedy", dummy=4, rng=seeded(4)).reshape(n, 2)
+    out = sample_contributions(
+        owners,
+        np.tile([0, 1, 2, 3], n),
+        np.tile([3, 2, 2, 2], n),
+        num_users=n,
+        bound=2,
+        sampler="greedy",
+        dummy=4,
+        rng=seeded(4),
+    ).reshape(n, 2)
     assert (out[:, 0] == 0).all()
     assert stats.chisquare(np.bincount(out[:, 1], minlength=4)[1:]).pvalue > 1e-6
 
 
 def test_sampler_refuses_codes_outside_the_layer():
     with pytest.raises(PrivregValueError, match="prefix codes"):
-        sample_contributions(np.array([0]), np.array([5]), np.array([1]), num_users=1, bound=1,
-                             sampler="random", dummy=5, rng=seeded(0))
+        sample_contributions(
+            np.array([0]), np.array([5]), np.array([1]), num_users=1, bound=1, sampler="random", dummy=5, rng=seeded(0)
+        )
     with pytest.raises(PrivregValueError, match="sampler"):
-        sample_contributions(np.array([0]), np.array([1]), np.array([1]), num_users=1, bound=1,
-                             sampler="weighted", dummy=5, rng=seeded(0))
+        sample_contributions(
+            np.array([0]),
+            np.array([1]),
+            np.array([1]),
+            num_users=1,
+            bound=1,
+            sampler="weighted",
+            dummy=5,
+            rng=seeded(0),
+        )
 
 
 # --- the trie -----------------------------------------------------------------------------
@@ -165,8 +185,9 @@ def test_with_a_huge_epsilon_every_word_above_the_threshold_is_found(votes):
     counts = [30, 12, 10, 25, 9, 8, 40, 1, 15, 20]
     lexicon = Lexicon(words=WORDS, depth=6)
     groups, n = _groups(counts, 6)
-    trie = LDPTrieHH(epsilon=60.0, users_per_layer=n, contribution_bound=1, max_prefixes=10_000, depth=6,
-                     min_votes=11, votes=votes)
+    trie = LDPTrieHH(
+        epsilon=60.0, users_per_layer=n, contribution_bound=1, max_prefixes=10_000, depth=6, min_votes=11, votes=votes
+    )
     result = trie.run(groups, lexicon, np.zeros(len(WORDS), bool), charger=EventLog(), rng=seeded(1))
     expected = {w for w, c in zip(WORDS, counts) if c >= 11}
     assert set(result.heavy_hitters) == expected == {"cat", "car", "dog", "zeal", "owl", "a"}
@@ -204,8 +225,13 @@ def test_one_event_is_charged_before_any_noise_and_covers_every_layer():
 
     quiet = CountingRandom(seed=1)
     with pytest.raises(BudgetExceededError):
-        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool),
-                 charger=SpyCharger(quiet, refuse=True), rng=quiet)
+        trie.run(
+            groups,
+            Lexicon(words=WORDS, depth=4),
+            np.zeros(len(WORDS), bool),
+            charger=SpyCharger(quiet, refuse=True),
+            rng=quiet,
+        )
     assert quiet.draws == 0
 
 
@@ -213,8 +239,7 @@ def test_a_layer_with_the_wrong_number_of_users_is_refused():
     groups, n = _groups([3] * len(WORDS), 4)
     trie = LDPTrieHH(epsilon=5.0, users_per_layer=n + 1, contribution_bound=1, max_prefixes=5, depth=4)
     with pytest.raises(PrivregValueError, match="exactly users_per_layer"):
-        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=EventLog(),
-                 rng=seeded(0))
+        trie.run(groups, Lexicon(words=WORDS, depth=4), np.zeros(len(WORDS), bool), charger=EventLog(), rng=seeded(0))
 
 
 def test_the_layer_allowance_refuses_reports_beyond_n_times_b_and_other_events():
@@ -226,8 +251,13 @@ def test_the_layer_allowance_refuses_reports_beyond_n_times_b_and_other_events()
     with pytest.raises(BudgetExceededError, match="exceed"):
         layer_votes(ss, np.arange(1), charger=allowance, rng=seeded(0), chunk_size=4)
     with pytest.raises(PrivregValueError, match="not the randomizer event"):
-        layer_votes(SubsetSelection(epsilon=2.0, s=50), np.arange(3), charger=_LayerAllowance(event),
-                    rng=seeded(0), chunk_size=4)
+        layer_votes(
+            SubsetSelection(epsilon=2.0, s=50),
+            np.arange(3),
+            charger=_LayerAllowance(event),
+            rng=seeded(0),
+            chunk_size=4,
+        )
     # the aggregate path charges the same allowance, once per call
     allowance = _LayerAllowance(event)
     counts = np.bincount(np.arange(10), minlength=50)
@@ -262,6 +292,7 @@ def test_parameters_are_validated_early():
 
 # --- the simulated population ---------------------------------------------------------------
 
+
 def test_population_has_out_of_vocabulary_words_and_coverage_is_a_share_of_their_mass():
     law = WordLaw(words=["the", "of", "zyx", "qat", "ox"], frequencies=[0.5, 0.3, 0.1, 0.06, 0.04])
     model = PopulationModel(law=law, known_words=2, days=30, personal_share=0.0, personal_words=0, depth=4)
@@ -284,6 +315,7 @@ def test_personal_words_are_bursty_and_outside_the_law():
 
 
 # --- the workflow ---------------------------------------------------------------------------
+
 
 def _registry():
     return load_registry(plugins={"heavy_hitters": hooks}, autoload=False)
@@ -322,16 +354,30 @@ def test_table_1_ordering_on_the_simulated_population():
     eps = 10, B = 2, eta_max = 400, D = 12). Seeded; over seeds 1-4 the coverages were
     12.6-13.2% < 13.5-14.0% < 18.9-19.5%, so the ordering is not a seed accident.
     benchmarks/triehh_reproduce.py runs the larger version."""
-    model = PopulationModel(law=english_word_law(30_000), known_words=1000, days=60, oov_per_day=0.5,
-                            personal_share=0.5, personal_words=2, personal_pool=15_000, depth=12)
+    model = PopulationModel(
+        law=english_word_law(30_000),
+        known_words=1000,
+        days=60,
+        oov_per_day=0.5,
+        personal_share=0.5,
+        personal_words=2,
+        personal_pool=15_000,
+        depth=12,
+    )
 
     def coverage(sampler, passes):
         n = 8000 // passes
-        trie = LDPTrieHH(epsilon=10.0, users_per_layer=n, contribution_bound=2, max_prefixes=400, depth=12,
-                         sampler=sampler, passes=passes)
+        trie = LDPTrieHH(
+            epsilon=10.0,
+            users_per_layer=n,
+            contribution_bound=2,
+            max_prefixes=400,
+            depth=12,
+            sampler=sampler,
+            passes=passes,
+        )
         rng = seeded(1)
-        result = trie.run(model.groups(n, 12 * passes, rng), model.lexicon, model.known, charger=EventLog(),
-                          rng=rng)
+        result = trie.run(model.groups(n, 12 * passes, rng), model.lexicon, model.known, charger=EventLog(), rng=rng)
         return model.coverage(result.heavy_hitters)
 
     greedy, random_one, random_two = coverage("greedy", 1), coverage("random", 1), coverage("random", 2)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from ldp_helpers import seeded
 
 from privreg import EventLog, LocalDP, Shuffled, WorkflowContext
 from privreg.accountant import make_accountant
@@ -18,6 +19,7 @@ from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.audit import audit_randomizer
 from privreg.core.errors import BudgetExceededError, PrivregValueError
 from privreg.core.registry import load_registry
+from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets
 from privreg.plugins.heavy_hitters import hooks
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
 from privreg.plugins.heavy_hitters.privacy import (
@@ -29,16 +31,13 @@ from privreg.plugins.heavy_hitters.privacy import (
 )
 from privreg.plugins.heavy_hitters.sampling import sample_contributions
 from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
-from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets
 from privreg.testing import CountingRandom
-
-from ldp_helpers import seeded
-
 
 PRODUCTION = dict(epsilon=10.0, users_per_layer=500_000, contribution_bound=60)  # Section 4.1
 
 
 # --- Theorems 1 and 2 through the accountant -----------------------------------------------
+
 
 def test_central_epsilon_reported_by_the_workflow_is_the_accountants():
     """The workflow's eps' must be what an accountant gives for the charged events, in an
@@ -55,8 +54,9 @@ def test_central_epsilon_reported_by_the_workflow_is_the_accountants():
     assert reported == accountant.epsilon(1e-6)
     assert reported == shuffle_epsilon(epsilon0=3.0, num_reports=6000, delta=1e-6)
     assert 0.3 < reported < 0.5 and result.metrics["local_epsilon"] == 3.0
-    with BudgetSession(budget=PrivacyBudget(epsilon=3.0, delta=1e-6, neighbouring="replace_one"),
-                       filters=("basic",), event_delta=1e-6) as session:
+    with BudgetSession(
+        budget=PrivacyBudget(epsilon=3.0, delta=1e-6, neighbouring="replace_one"), filters=("basic",), event_delta=1e-6
+    ) as session:
         again = item.run(WorkflowContext(charger=session, rng=seeded(4)), params)
         assert session.spent()["basic"] == again.metrics["central_epsilon"] == reported
 
@@ -77,20 +77,31 @@ def test_production_configuration_gets_the_papers_central_epsilon_from_the_accou
     with pytest.raises(PrivregValueError, match="d=46 >= 2") as info:
         LDPTrieHH(**PRODUCTION, max_prefixes=10_000, depth=15, shuffle_bound="fmt23-numerical")
     assert "shuffle_bound='fmt21-numerical'" in str(info.value)
-    assert shuffle_epsilon(epsilon0=10.0, num_reports=30_000_000, delta=1e-10,
-                           bound="fmt23-numerical") == pytest.approx(0.2138, abs=1e-4)
+    assert shuffle_epsilon(
+        epsilon0=10.0, num_reports=30_000_000, delta=1e-10, bound="fmt23-numerical"
+    ) == pytest.approx(0.2138, abs=1e-4)
 
 
 # --- the FMT 2023 bound is refused where Subset Selection is outside its class -------------
 
-@pytest.mark.parametrize("max_prefixes, depth, allowed", [
-    (200, 15, True),  # widest layer 200 * 101 = 20,200 candidates + gamma: d = 1 at eps 10
-    (300, 15, False),  # 30,300 + 1: d = ceil(30,301 / (e^10 + 1)) = 2
-    (300, 1, True),  # one layer only: |Z_1| = 100 * 101 = 10,100, d = 1
-])
+
+@pytest.mark.parametrize(
+    "max_prefixes, depth, allowed",
+    [
+        (200, 15, True),  # widest layer 200 * 101 = 20,200 candidates + gamma: d = 1 at eps 10
+        (300, 15, False),  # 30,300 + 1: d = ceil(30,301 / (e^10 + 1)) = 2
+        (300, 1, True),  # one layer only: |Z_1| = 100 * 101 = 10,100, d = 1
+    ],
+)
 def test_fmt23_is_accepted_exactly_when_every_layer_reports_one_item(max_prefixes, depth, allowed):
-    kwargs = dict(epsilon=10.0, users_per_layer=100, contribution_bound=2, max_prefixes=max_prefixes,
-                  depth=depth, shuffle_bound="fmt23-numerical")
+    kwargs = dict(
+        epsilon=10.0,
+        users_per_layer=100,
+        contribution_bound=2,
+        max_prefixes=max_prefixes,
+        depth=depth,
+        shuffle_bound="fmt23-numerical",
+    )
     widest = SubsetSelection(epsilon=10.0, s=max(100 * 101, max_prefixes * 101 * (depth > 1)) + 1)
     assert widest.admits_fmt23_decomposition is allowed
     assert (widest.subset_size == 1) is allowed
@@ -107,8 +118,10 @@ def test_triehh_event_refuses_fmt23_for_subsets_of_two_or_more():
     with pytest.raises(PrivregValueError, match="d=6 >= 2.*bound='fmt21-numerical'"):
         triehh_event(randomizer=ss, users_per_layer=10, contribution_bound=2, bound="fmt23-numerical")
     rr = SubsetSelection(epsilon=5.0, s=50)  # d = 1: k-ary randomized response
-    assert triehh_event(randomizer=rr, users_per_layer=10, contribution_bound=2,
-                        bound="fmt23-numerical").bound == "fmt23-numerical"
+    assert (
+        triehh_event(randomizer=rr, users_per_layer=10, contribution_bound=2, bound="fmt23-numerical").bound
+        == "fmt23-numerical"
+    )
 
 
 def test_workflow_refuses_fmt23_before_charging_or_drawing_anything():
@@ -128,8 +141,22 @@ def test_cli_refuses_fmt23_with_one_line_and_an_empty_ledger(capsys, tmp_path):
     from privreg.accountant.ledger import Ledger
     from privreg.cli.main import main
 
-    code = main(["run", "oov-discovery", "--epsilon", "5", "--shuffle-bound", "fmt23-numerical",
-                 "--users-per-layer", "100", "--depth", "3", "-o", str(tmp_path)])
+    code = main(
+        [
+            "run",
+            "oov-discovery",
+            "--epsilon",
+            "5",
+            "--shuffle-bound",
+            "fmt23-numerical",
+            "--users-per-layer",
+            "100",
+            "--depth",
+            "3",
+            "-o",
+            str(tmp_path),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("privreg: error:")
     assert "--shuffle-bound fmt23-numerical" in err and "fmt21-numerical" in err
@@ -158,6 +185,7 @@ def trie_lexicon():
 
 # --- Lemma 1 --------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_lemma_1_bound_holds_against_an_exact_simulation():
     """eta_max = 20, |X| = 10 (s = 201), eps = 2 (d = 24), N*B = 400. tau is simulated
@@ -170,8 +198,9 @@ def test_lemma_1_bound_holds_against_an_exact_simulation():
     n, reps = users * bound, 2000
     d = SubsetSelection(epsilon=eps, s=eta * size + 1).subset_size
     subsets = uniform_subsets(reps * n, d - 2, eta * size, seeded(1)).reshape(reps, -1)
-    counts = np.bincount((subsets + (eta * size) * np.arange(reps)[:, None]).ravel(),
-                         minlength=reps * eta * size).reshape(reps, -1)
+    counts = np.bincount(
+        (subsets + (eta * size) * np.arange(reps)[:, None]).ravel(), minlength=reps * eta * size
+    ).reshape(reps, -1)
     tau = np.sort(counts, axis=1)[:, -eta]
     gen = np.random.default_rng(2)
     ss = SubsetSelection(epsilon=eps, s=eta * size + 1)
@@ -180,7 +209,8 @@ def test_lemma_1_bound_holds_against_an_exact_simulation():
         f = gen.binomial(k, p, size=reps) + gen.binomial(n - k, q, size=reps)
         simulated = float((f >= tau).mean())
         certified, independent = keep_probability_bound(
-            k, epsilon=eps, users_per_layer=users, contribution_bound=bound, max_prefixes=eta, alphabet_size=size)
+            k, epsilon=eps, users_per_layer=users, contribution_bound=bound, max_prefixes=eta, alphabet_size=size
+        )
         se = math.sqrt(max(simulated * (1 - simulated), 1e-4) / reps)
         assert simulated <= certified + 4.75 * se, (k, simulated, certified)
         assert certified - simulated < 0.12, (k, simulated, certified)
@@ -188,8 +218,7 @@ def test_lemma_1_bound_holds_against_an_exact_simulation():
 
 
 def test_k_anonymity_is_the_largest_certified_k():
-    config = dict(epsilon=10.0, users_per_layer=500_000, contribution_bound=1, max_prefixes=10_000,
-                  alphabet_size=100)
+    config = dict(epsilon=10.0, users_per_layer=500_000, contribution_bound=1, max_prefixes=10_000, alphabet_size=100)
     result = k_anonymity(**config, alpha=0.95)
     assert result.k == 4 and result.certified <= 0.05 and (result.s, result.d) == (1_000_001, 46)
     assert keep_probability_bound(5, **config)[0] > 0.05
@@ -208,12 +237,12 @@ def test_paper_production_parameters_certify_no_k_at_alpha_095():
 
 
 def test_lemma_1_gives_nothing_when_reports_hold_at_most_two_items():
-    result = k_anonymity(epsilon=10.0, users_per_layer=1000, contribution_bound=1, max_prefixes=10,
-                         alphabet_size=101)
+    result = k_anonymity(epsilon=10.0, users_per_layer=1000, contribution_bound=1, max_prefixes=10, alphabet_size=101)
     assert result.d == 1 and result.k is None and result.certified == 1.0
 
 
 # --- the Subset Selection reports of a layer ------------------------------------------------
+
 
 def _layer(eps, users=2000, bound=40):
     """A trie layer's inputs: simulated users' distinct 3-character prefixes (a random
@@ -222,8 +251,16 @@ def _layer(eps, users=2000, bound=40):
     group = model.sample(users, seeded(11))
     candidates = 50 * 101
     codes = (group.words * 7919) % candidates
-    inputs = sample_contributions(group.owners, codes, group.counts, num_users=users, bound=bound,
-                                  sampler="random", dummy=candidates, rng=seeded(12))
+    inputs = sample_contributions(
+        group.owners,
+        codes,
+        group.counts,
+        num_users=users,
+        bound=bound,
+        sampler="random",
+        dummy=candidates,
+        rng=seeded(12),
+    )
     return SubsetSelection(epsilon=eps, s=candidates + 1), inputs
 
 
@@ -265,8 +302,9 @@ def test_layer_randomizer_passes_the_empirical_auditor(eps, eta, samples):
     against the dummy gamma, the item-level neighbours of Theorem 1. At eps = 10 the
     domain is small enough for d = 1 and the audit has power: its lower bound exceeds 6."""
     ss = SubsetSelection(epsilon=eps, s=eta * 101 + 1)
-    result = audit_randomizer(ss, neighbours=(np.array([7]), np.array([ss.s - 1])), samples=samples,
-                              alpha=1e-6, rng=seeded(21))
+    result = audit_randomizer(
+        ss, neighbours=(np.array([7]), np.array([ss.s - 1])), samples=samples, alpha=1e-6, rng=seeded(21)
+    )
     assert result.passed, result
     if ss.subset_size == 1:
         assert result.epsilon_lower_bound > 6.0

@@ -18,39 +18,45 @@ def param(ptype, **kw):
 
 # --- Param.validate ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("ptype, value, expected", [
-    (int, 3, 3),
-    (int, np.int64(-3), -3),
-    (float, 1, 1.0),
-    (float, np.float32(0.5), 0.5),
-    (str, "abc", "abc"),
-    (bool, True, True),
-    (bool, False, False),
-    (Path, "a/b", Path("a/b")),
-    (Path, Path("/tmp"), Path("/tmp")),
-])
+
+@pytest.mark.parametrize(
+    "ptype, value, expected",
+    [
+        (int, 3, 3),
+        (int, np.int64(-3), -3),
+        (float, 1, 1.0),
+        (float, np.float32(0.5), 0.5),
+        (str, "abc", "abc"),
+        (bool, True, True),
+        (bool, False, False),
+        (Path, "a/b", Path("a/b")),
+        (Path, Path("/tmp"), Path("/tmp")),
+    ],
+)
 def test_validate_converts_to_the_declared_type(ptype, value, expected):
     result = param(ptype).validate(value)
     assert result == expected and type(result) is type(expected)
 
 
-
-@pytest.mark.parametrize("ptype, value, error", [
-    (int, 3.0, PrivregTypeError),
-    (int, "3", PrivregTypeError),
-    (int, True, PrivregTypeError),
-    (float, "1.0", PrivregTypeError),
-    (float, True, PrivregTypeError),
-    (float, math.nan, PrivregValueError),
-    (float, -math.inf, PrivregValueError),
-    (str, 1, PrivregTypeError),
-    (str, Path("x"), PrivregTypeError),
-    (bool, 1, PrivregTypeError),
-    (bool, "true", PrivregTypeError),
-    (Path, 3, PrivregTypeError),
-    (int, None, PrivregTypeError),
-    (str, None, PrivregTypeError),
-])
+@pytest.mark.parametrize(
+    "ptype, value, error",
+    [
+        (int, 3.0, PrivregTypeError),
+        (int, "3", PrivregTypeError),
+        (int, True, PrivregTypeError),
+        (float, "1.0", PrivregTypeError),
+        (float, True, PrivregTypeError),
+        (float, math.nan, PrivregValueError),
+        (float, -math.inf, PrivregValueError),
+        (str, 1, PrivregTypeError),
+        (str, Path("x"), PrivregTypeError),
+        (bool, 1, PrivregTypeError),
+        (bool, "true", PrivregTypeError),
+        (Path, 3, PrivregTypeError),
+        (int, None, PrivregTypeError),
+        (str, None, PrivregTypeError),
+    ],
+)
 def test_validate_rejects_wrong_values_naming_the_parameter(ptype, value, error):
     with pytest.raises(error) as info:
         Param(name="my_param", type=ptype, doc="d").validate(value)
@@ -106,14 +112,17 @@ def test_none_is_accepted_only_when_the_default_is_none():
     assert param(float).required and param(float).default is REQUIRED
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"type": int, "default": -1, "minimum": 0}, PrivregValueError),
-    ({"type": int, "default": "1"}, PrivregTypeError),
-    ({"type": float, "default": math.inf}, PrivregValueError),
-    ({"type": str, "default": "c", "choices": ["a", "b"]}, PrivregValueError),
-    ({"type": int, "default": 3, "check": lambda x: math.sqrt(-x)}, ValueError),
-    ({"type": list}, PrivregTypeError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"type": int, "default": -1, "minimum": 0}, PrivregValueError),
+        ({"type": int, "default": "1"}, PrivregTypeError),
+        ({"type": float, "default": math.inf}, PrivregValueError),
+        ({"type": str, "default": "c", "choices": ["a", "b"]}, PrivregValueError),
+        ({"type": int, "default": 3, "check": lambda x: math.sqrt(-x)}, ValueError),
+        ({"type": list}, PrivregTypeError),
+    ],
+)
 def test_invalid_declarations_are_refused_at_construction(kwargs, error):
     with pytest.raises(error):
         Param(name="p", doc="d", **kwargs)
@@ -127,33 +136,40 @@ def test_param_needs_a_name_and_a_doc(kwargs):
 
 # --- Param.parse --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ptype, text, expected", [
-    (int, "42", 42),
-    (int, "-7", -7),
-    (float, "1e-3", 0.001),
-    (float, "2", 2.0),
-    (str, "hello", "hello"),
-    (Path, "out/x.csv", Path("out/x.csv")),
-    (bool, "yes", True),
-    (bool, " TRUE ", True),
-    (bool, "1", True),
-    (bool, "off", False),
-    (bool, "False", False),
-])
+
+@pytest.mark.parametrize(
+    "ptype, text, expected",
+    [
+        (int, "42", 42),
+        (int, "-7", -7),
+        (float, "1e-3", 0.001),
+        (float, "2", 2.0),
+        (str, "hello", "hello"),
+        (Path, "out/x.csv", Path("out/x.csv")),
+        (bool, "yes", True),
+        (bool, " TRUE ", True),
+        (bool, "1", True),
+        (bool, "off", False),
+        (bool, "False", False),
+    ],
+)
 def test_parse(ptype, text, expected):
     result = param(ptype).parse(text)
     assert result == expected and type(result) is type(expected)
 
 
-@pytest.mark.parametrize("ptype, text", [
-    (int, "4.2"),
-    (int, "four"),
-    (float, "abc"),
-    (float, "nan"),
-    (float, "inf"),
-    (bool, "maybe"),
-    (bool, ""),
-])
+@pytest.mark.parametrize(
+    "ptype, text",
+    [
+        (int, "4.2"),
+        (int, "four"),
+        (float, "abc"),
+        (float, "nan"),
+        (float, "inf"),
+        (bool, "maybe"),
+        (bool, ""),
+    ],
+)
 def test_parse_errors_name_the_parameter(ptype, text):
     with pytest.raises(PrivregValueError) as info:
         Param(name="my_param", type=ptype, doc="d").parse(text)
@@ -177,6 +193,7 @@ def test_parse_applies_the_constraints_to_bools():
 
 # --- Citation and Example -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("missing", ["authors", "title", "year"])
 def test_citation_requires_authors_title_and_year(missing):
     fields = {"authors": "A", "title": "T", "year": 2001}
@@ -185,22 +202,31 @@ def test_citation_requires_authors_title_and_year(missing):
         Citation(**fields)
 
 
-@pytest.mark.parametrize("field, value, error", [
-    ("authors", "", PrivregValueError),
-    ("title", "   ", PrivregValueError),
-    ("authors", None, PrivregTypeError),
-    ("year", 1899, PrivregValueError),
-    ("year", "2020", PrivregTypeError),
-    ("year", 2020.0, PrivregTypeError),
-])
+@pytest.mark.parametrize(
+    "field, value, error",
+    [
+        ("authors", "", PrivregValueError),
+        ("title", "   ", PrivregValueError),
+        ("authors", None, PrivregTypeError),
+        ("year", 1899, PrivregValueError),
+        ("year", "2020", PrivregTypeError),
+        ("year", 2020.0, PrivregTypeError),
+    ],
+)
 def test_citation_fields_are_validated(field, value, error):
     with pytest.raises(error, match=field):
         Citation(**{"authors": "A", "title": "T", "year": 2001, field: value})
 
 
 def test_citation_text():
-    c = Citation(authors=" Dwork et al. ", title="Calibrating noise", year=np.int64(2006),
-                 venue="TCC", where="Theorem 1", url="https://doi.org/x")
+    c = Citation(
+        authors=" Dwork et al. ",
+        title="Calibrating noise",
+        year=np.int64(2006),
+        venue="TCC",
+        where="Theorem 1",
+        url="https://doi.org/x",
+    )
     assert c.authors == "Dwork et al." and c.year == 2006
     assert str(c) == "Dwork et al. (2006). Calibrating noise. TCC. [Theorem 1] https://doi.org/x"
     assert str(CIT) == "A. Author (2020). A Title."
@@ -222,8 +248,15 @@ PARAMS = (
 
 
 def make_item(**kw):
-    fields = dict(name="demo", kind="sensitivity", summary="A demo item.", citation=CIT,
-                  factory=lambda **kwargs: kwargs, example=Example(params={"n": 2}), params=PARAMS)
+    fields = dict(
+        name="demo",
+        kind="sensitivity",
+        summary="A demo item.",
+        citation=CIT,
+        factory=lambda **kwargs: kwargs,
+        example=Example(params={"n": 2}),
+        params=PARAMS,
+    )
     fields.update(kw)
     return RegistryItem(**fields)
 
@@ -255,8 +288,7 @@ def test_bind_validates_values():
 
 
 def test_bind_converts_defaults_too():
-    item = make_item(params=(Param(name="out", type=Path, doc="where", default="out"),),
-                     example=Example())
+    item = make_item(params=(Param(name="out", type=Path, doc="where", default="out"),), example=Example())
     assert item.bind() == {"out": Path("out")}
 
 
@@ -315,14 +347,17 @@ def test_create_refuses_workflows_and_run_refuses_the_rest():
         make_item().run("ctx", n=5)
 
 
-@pytest.mark.parametrize("kw, error", [
-    ({"factory": "not callable"}, PrivregTypeError),
-    ({"citation": "Dwork 2006"}, TypeError),
-    ({"example": {"n": 2}}, TypeError),
-    ({"name": "two words"}, PrivregValueError),
-    ({"params": PARAMS + (Param(name="n", type=int, doc="again"),)}, PrivregValueError),
-    ({"params": ("n",)}, PrivregTypeError),
-])
+@pytest.mark.parametrize(
+    "kw, error",
+    [
+        ({"factory": "not callable"}, PrivregTypeError),
+        ({"citation": "Dwork 2006"}, TypeError),
+        ({"example": {"n": 2}}, TypeError),
+        ({"name": "two words"}, PrivregValueError),
+        ({"params": PARAMS + (Param(name="n", type=int, doc="again"),)}, PrivregValueError),
+        ({"params": ("n",)}, PrivregTypeError),
+    ],
+)
 def test_invalid_items_are_refused(kw, error):
     with pytest.raises(error):
         make_item(**kw)

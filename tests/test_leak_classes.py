@@ -30,10 +30,9 @@ TINY = 5e-324  # the smallest subnormal
 MIN_NORMAL = sys.float_info.min
 
 #: Python integers near the int64 / float64 edges.
-INTS = [2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -2**63, -2**63 - 1, 2**70]
+INTS = [2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 2**70]
 #: Floats at the edges: near 2^53, 2^63, 2^64, the top of the range, signed zero, subnormals.
-FLOATS = [2.0**53, 2.0**53 - 1, 2.0**63, 2.0**64, 1e308, -1e308, MAX, -MAX, -0.0, TINY, -TINY, MIN_NORMAL, 1e12,
-          4.5e15]
+FLOATS = [2.0**53, 2.0**53 - 1, 2.0**63, 2.0**64, 1e308, -1e308, MAX, -MAX, -0.0, TINY, -TINY, MIN_NORMAL, 1e12, 4.5e15]
 #: Vectors mixing them.
 MIXED = [
     np.array([2.0**53, -0.0, TINY, 1e308, -MAX]),
@@ -47,7 +46,7 @@ def _items(kind):
 
 
 def _scalar_extremes():
-    return [*INTS, *FLOATS, np.uint64(2**64 - 1), np.int64(2**63 - 1), np.int64(-2**63)]
+    return [*INTS, *FLOATS, np.uint64(2**64 - 1), np.int64(2**63 - 1), np.int64(-(2**63))]
 
 
 def _extreme_inputs(item):
@@ -61,8 +60,11 @@ def _extreme_inputs(item):
     if arr.ndim == 0:
         return _scalar_extremes()
     if arr.dtype.kind in "iu" and item.kind is ItemKind.RANDOMIZER:
-        return [np.array([v, 0], dtype=object) for v in INTS] + [np.array([v, 0.0]) for v in FLOATS] + \
-            [np.array([np.uint64(2**64 - 1), np.uint64(0)])]
+        return (
+            [np.array([v, 0], dtype=object) for v in INTS]
+            + [np.array([v, 0.0]) for v in FLOATS]
+            + [np.array([np.uint64(2**64 - 1), np.uint64(0)])]
+        )
     if arr.ndim == 1:  # utilities or a 1-d dataset: every entry replaced, then mixtures
         n = arr.size
         out = [np.full(n, v, dtype=np.float64) for v in FLOATS]
@@ -86,6 +88,7 @@ def item_is_randomizer(obj):
 
 # --- 1. nothing fails after the charge ------------------------------------------------------
 
+
 @pytest.mark.parametrize("item", _items(ItemKind.MECHANISM) + _items(ItemKind.RANDOMIZER))
 def test_extreme_inputs_are_refused_before_the_charge_or_released(item):
     obj = item.create(item.example.params)
@@ -97,7 +100,8 @@ def test_extreme_inputs_are_refused_before_the_charge_or_released(item):
             out = _release(obj, value, charger=charger, rng=rng)
         except PrivregError as exc:
             assert charger.charges == () and rng.draws == 0, (
-                f"{item.name}: {value!r} was refused after the charge ({exc})")
+                f"{item.name}: {value!r} was refused after the charge ({exc})"
+            )
             assert str(exc), "a refusal says what to fix"
             refused += 1
             continue
@@ -136,7 +140,7 @@ def test_grid_mechanisms_release_the_exact_value_near_the_old_overflow_threshold
     if name == "gaussian":
         params["delta"] = 1e-6
     mech = REGISTRY.get(name).create(params)
-    scalars = [2.0**53, 2.0**53 - 1, 2.0**51, -2.0**51, 1e12, 3e12, 2.0**63, 2.0**64, 1e308, MAX, -MAX, -0.0, TINY]
+    scalars = [2.0**53, 2.0**53 - 1, 2.0**51, -(2.0**51), 1e12, 3e12, 2.0**63, 2.0**64, 1e308, MAX, -MAX, -0.0, TINY]
     for x in scalars:
         value = x if dimension == 1 else np.resize(np.array([x, -x, TINY, 0.0, 1e12]), dimension)
         out = mech.release(value, charger=EventLog(), rng=InsecureReproducibleRandom(seed=7)).output
@@ -147,7 +151,7 @@ def test_grid_mechanisms_release_the_exact_value_near_the_old_overflow_threshold
 def test_laplace_near_2_53_never_wraps_around():
     """Issue 16: at 2^53 - 1, 18% of Laplace outputs came back near -9e15 (int64 wrap)."""
     mech = REGISTRY.get("laplace").create({"epsilon": 1.0, "sensitivity": 1.0})
-    for x in (2.0**53 - 1, 2.0**53, 2.0**62, -2.0**63):
+    for x in (2.0**53 - 1, 2.0**53, 2.0**62, -(2.0**63)):
         out = mech.release_many(x, 2000, charger=EventLog(), rng=InsecureReproducibleRandom(seed=1)).output
         assert np.all(np.abs(out - x) <= 1e3 + 1e-12 * abs(x)), x
         assert np.all(np.sign(out) == np.sign(x))
@@ -168,21 +172,21 @@ def test_release_many_agrees_with_release_on_every_path():
 def test_integer_mechanisms_refuse_values_beyond_2_62_and_add_exactly_below(name):
     item = REGISTRY.get(name)
     mech = item.create(item.example.params)
-    for bad in (2**64 - 1, np.uint64(2**64 - 1), 2**63 - 1, -2**63, 2**62 + 1, 1e308, 2.0**63):
+    for bad in (2**64 - 1, np.uint64(2**64 - 1), 2**63 - 1, -(2**63), 2**62 + 1, 1e308, 2.0**63):
         rng = CountingRandom()
         log = SpyCharger(rng)
         with pytest.raises(PrivregValueError, match=r"\[-2\*\*62, 2\*\*62\]") as err:
             mech.release(bad, charger=log, rng=rng)
         assert log.charges == () and rng.draws == 0
         assert str(int(bad)) not in str(err.value)  # names the rule, not the value
-    for good in (2**62, -2**62, 2**53 + 1, 4.5e15, -0.0):
+    for good in (2**62, -(2**62), 2**53 + 1, 4.5e15, -0.0):
         out = mech.release(good, charger=EventLog(), rng=InsecureReproducibleRandom(seed=4)).output
         z = int(mech._noise(1, InsecureReproducibleRandom(seed=4))[0])
         assert out == int(good) + z and isinstance(out, int)
     vec = item.create({**item.example.params, "dimension": 3})
-    out = vec.release(np.array([2**62, -2**62, 0]), charger=EventLog(), rng=InsecureReproducibleRandom(seed=5)).output
+    out = vec.release(np.array([2**62, -(2**62), 0]), charger=EventLog(), rng=InsecureReproducibleRandom(seed=5)).output
     z = vec._noise(3, InsecureReproducibleRandom(seed=5)).tolist()
-    assert out.dtype == np.int64 and out.tolist() == [2**62 + z[0], -2**62 + z[1], z[2]]
+    assert out.dtype == np.int64 and out.tolist() == [2**62 + z[0], -(2**62) + z[1], z[2]]
 
 
 def test_discrete_laplace_no_longer_turns_2_64_minus_1_into_minus_1():
@@ -225,20 +229,27 @@ def test_bounded_mean_cannot_fail_between_its_two_charges(tmp_path):
     path = tmp_path / "big.csv"
     path.write_text("x\n" + "\n".join(["1e308"] * 5 + ["-1e308"]) + "\n")
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1))
-    result = REGISTRY.get("bounded-mean").run(ctx, {"input": str(path), "column": "x", "lower": -1e308,
-                                                      "upper": 1e308, "epsilon": 1.0})
+    result = REGISTRY.get("bounded-mean").run(
+        ctx, {"input": str(path), "column": "x", "lower": -1e308, "upper": 1e308, "epsilon": 1.0}
+    )
     assert len(ctx.charger.charges) == 2 and math.isfinite(result.metrics["mean"])
 
 
 def test_ngram_coins_clamp_totals_beyond_2_53():
     from privreg.noise.gaussian_tail import gaussian_tail_coins
 
-    keep = gaussian_tail_coins(np.array([0, 2**53, 2**62], dtype=np.int64), scale=1 << 20, rho=10.0, sigma=1.0,
-                               rng=InsecureReproducibleRandom(seed=0))
+    keep = gaussian_tail_coins(
+        np.array([0, 2**53, 2**62], dtype=np.int64),
+        scale=1 << 20,
+        rho=10.0,
+        sigma=1.0,
+        rng=InsecureReproducibleRandom(seed=0),
+    )
     assert keep.tolist()[1:] == [True, True]
 
 
 # --- 2. canonical order -----------------------------------------------------------------------
+
 
 def _dict_mechanisms():
     return [p for p in _items(ItemKind.MECHANISM) if isinstance(p.values[0].example.neighbours[0], dict)]
@@ -257,12 +268,15 @@ def test_released_keys_do_not_follow_the_input_order(item):
     for seed in range(5):
         a = mech.release(forward, charger=EventLog(), rng=InsecureReproducibleRandom(seed=seed)).output
         b = mech.release(backward, charger=EventLog(), rng=InsecureReproducibleRandom(seed=seed)).output
-        c = mech.release((list(backward), list(backward.values())), charger=EventLog(),
-                         rng=InsecureReproducibleRandom(seed=seed)).output
+        c = mech.release(
+            (list(backward), list(backward.values())), charger=EventLog(), rng=InsecureReproducibleRandom(seed=seed)
+        ).output
         assert list(a.items()) == list(b.items()) == list(c.items())
         assert list(a) == sorted(a) and len(a) > 0
-    many = [mech.release_many(d, 3, charger=EventLog(), rng=InsecureReproducibleRandom(seed=9)).output
-            for d in (forward, backward)]
+    many = [
+        mech.release_many(d, 3, charger=EventLog(), rng=InsecureReproducibleRandom(seed=9)).output
+        for d in (forward, backward)
+    ]
     assert [list(o.items()) for o in many[0]] == [list(o.items()) for o in many[1]]
 
 
@@ -285,6 +299,7 @@ def test_keys_of_mixed_types_and_unorderable_keys(item):
 
 def _shuffled_jsonl(path, rows, seed):
     import json
+
     order = np.random.default_rng(seed).permutation(len(rows))
     path.write_text("".join(json.dumps(rows[i]) + "\n" for i in order), encoding="utf-8")
     return path
@@ -298,14 +313,16 @@ def test_ngrams_output_does_not_depend_on_the_row_order(tmp_path, method):
     starts = np.flatnonzero(np.r_[True, corpus.user[1:] != corpus.user[:-1]])
     rows = []
     for s, e in zip(starts, np.r_[starts[1:], corpus.user.size]):
-        rows.append({"user_id": str(corpus.users[corpus.user[s]]),
-                     "text": " ".join(corpus.vocab[corpus.tokens[s:e]].tolist())})
+        rows.append(
+            {"user_id": str(corpus.users[corpus.user[s]]), "text": " ".join(corpus.vocab[corpus.tokens[s:e]].tolist())}
+        )
     outs = []
     for seed in (1, 2):
         path = _shuffled_jsonl(tmp_path / f"r{seed}.jsonl", rows, seed)
         ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=11), output_dir=tmp_path / f"out{seed}")
-        REGISTRY.get("ngrams").run(ctx, {"input": str(path), "epsilon": 4.0, "delta": 1e-6, "max_n": 3,
-                                         "max_keys": 8, "method": method})
+        REGISTRY.get("ngrams").run(
+            ctx, {"input": str(path), "epsilon": 4.0, "delta": 1e-6, "max_n": 3, "max_keys": 8, "method": method}
+        )
         outs.append([(tmp_path / f"out{seed}" / f"ngrams-{k}.txt").read_text() for k in (1, 2, 3)])
     assert outs[0] == outs[1] and outs[0][0]
     for text in outs[0]:
@@ -330,8 +347,11 @@ def test_bounded_mean_error_names_the_column_and_rule_not_the_row_or_value(tmp_p
     ages[2345] = str(SENTINEL)
     path.write_text("age\n" + "\n".join(ages) + "\n")
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1))
-    msg = _message(lambda: REGISTRY.get("bounded-mean").run(
-        ctx, {"input": str(path), "column": "age", "lower": 17.0, "upper": 90.0, "epsilon": 1.0}))
+    msg = _message(
+        lambda: REGISTRY.get("bounded-mean").run(
+            ctx, {"input": str(path), "column": "age", "lower": 17.0, "upper": 90.0, "epsilon": 1.0}
+        )
+    )
     assert "'age'" in msg and "[17, 90]" in msg and "clip" in msg
     assert "987654" not in msg and "2345" not in msg and "row" not in msg
     assert ctx.charger.charges == ()
@@ -402,8 +422,9 @@ def test_smooth_gaussian_errors_do_not_quote_the_statistic():
 
     _, beta = smooth_gaussian_parameters(epsilon=1.0, delta=1e-6)
     sens = SmoothSensitivity(local_at_distance=lambda x, t: 1.0, beta=beta, max_distance=0, global_bound=1.0)
-    mech = SmoothGaussianMechanism(epsilon=1.0, delta=1e-6, query=lambda x: float(np.sum(x)) * 1e308,
-                                   sensitivity=sens, step=1.0)
+    mech = SmoothGaussianMechanism(
+        epsilon=1.0, delta=1e-6, query=lambda x: float(np.sum(x)) * 1e308, sensitivity=sens, step=1.0
+    )
     msg = _message(lambda: mech.release(np.array([SENTINEL, 5.0]), charger=EventLog()))
     assert "finite" in msg and "inf" not in msg.replace("finite", "") and "987654" not in msg
 
@@ -419,8 +440,17 @@ def test_jsonl_errors_do_not_quote_the_line(tmp_path):
 
 # --- 4. guarantees text -----------------------------------------------------------------------
 
-TIMED = ["smooth-gaussian", "smooth-outlier-count", "exponential", "report-noisy-max", "permute-and-flip",
-         "laplace", "gaussian", "laplace-thresholding", "gaussian-thresholding"]
+TIMED = [
+    "smooth-gaussian",
+    "smooth-outlier-count",
+    "exponential",
+    "report-noisy-max",
+    "permute-and-flip",
+    "laplace",
+    "gaussian",
+    "laplace-thresholding",
+    "gaussian-thresholding",
+]
 
 
 @pytest.mark.parametrize("item", _items(ItemKind.MECHANISM))
@@ -432,7 +462,7 @@ def test_every_mechanism_states_its_input_range(item):
 def test_data_dependent_timing_is_stated_with_a_measured_factor(name):
     text = REGISTRY.get(name).description
     assert "timing" in text.lower() and "measured" in text.lower() and "benchmarks/data_timing.py" in text
-    assert any(ch.isdigit() and text[i + 1:i + 2] == "x" for i, ch in enumerate(text)), "give the factor"
+    assert any(ch.isdigit() and text[i + 1 : i + 2] == "x" for i, ch in enumerate(text)), "give the factor"
 
 
 def test_refused_charge_after_validation_still_draws_nothing():

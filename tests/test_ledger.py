@@ -30,16 +30,20 @@ from privreg.core import Charge, PureDP
 
 HERE = Path(__file__).parent
 WORKER = str(HERE / "ledger_worker.py")
-META = {"format": 1, "budget": {"epsilon": 1.0, "delta": 1e-6}, "accountants": ["basic"],
-        "event_delta": None, "neighbouring": "add_remove"}
+META = {
+    "format": 1,
+    "budget": {"epsilon": 1.0, "delta": 1e-6},
+    "accountants": ["basic"],
+    "event_delta": None,
+    "neighbouring": "add_remove",
+}
 KEY = bytes(range(32))
 CHILD_ENV = {**os.environ, "PYTHONPATH": str(Path(privreg.__file__).parents[1])}
 TIMEOUT = 120  # seconds: an upper bound for any child process, never reached when all is well
 
 
 def charge(i=0, eps=0.1):
-    return Charge(timestamp=1.7e9 + i, mechanism="m", parameters={"i": i}, event=PureDP(epsilon=eps),
-                  label=f"r{i}")
+    return Charge(timestamp=1.7e9 + i, mechanism="m", parameters={"i": i}, event=PureDP(epsilon=eps), label=f"r{i}")
 
 
 def make(path, n=3, key=None):
@@ -56,8 +60,13 @@ def snapshot(path):
 
 
 def child(path, *args):
-    proc = subprocess.Popen([sys.executable, WORKER, str(path), *map(str, args)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=CHILD_ENV)
+    proc = subprocess.Popen(
+        [sys.executable, WORKER, str(path), *map(str, args)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=CHILD_ENV,
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -90,12 +99,14 @@ def read_as_other_user(path):
     """open_readonly in a child that cannot write the file (as root it becomes nobody
     after its imports); returns (rows, verify problems, head seq) or the error line."""
     drop = "os.setgid(65534); os.setuid(65534)\n" if os.geteuid() == 0 else ""
-    code = ("import json, os\nfrom privreg.accountant.ledger import Ledger, LedgerError\n" + drop +
-            f"try:\n    r = Ledger.open_readonly({str(path)!r})\n"
-            "    print(json.dumps([len(r.rows()), r.verify(), r.head()[0]]))\n"
-            "except LedgerError as exc:\n    print(json.dumps(str(exc)))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=CHILD_ENV,
-                         timeout=TIMEOUT)
+    code = (
+        "import json, os\nfrom privreg.accountant.ledger import Ledger, LedgerError\n"
+        + drop
+        + f"try:\n    r = Ledger.open_readonly({str(path)!r})\n"
+        "    print(json.dumps([len(r.rows()), r.verify(), r.head()[0]]))\n"
+        "except LedgerError as exc:\n    print(json.dumps(str(exc)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=CHILD_ENV, timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -168,8 +179,11 @@ def test_dropped_charges_table_is_refused_and_not_repaired(tmp_path, capsys):
     db.commit()
     db.close()
     before = snapshot(path)
-    for opener in (lambda: Ledger.open_readonly(path), lambda: Ledger(path, create=False),
-                   lambda: Ledger(path, meta=META)):
+    for opener in (
+        lambda: Ledger.open_readonly(path),
+        lambda: Ledger(path, create=False),
+        lambda: Ledger(path, meta=META),
+    ):
         with pytest.raises(LedgerFormatError, match=r"l\.sqlite.* no charges table"):
             opener()
     assert main(["audit", str(path)]) == 2
@@ -178,11 +192,14 @@ def test_dropped_charges_table_is_refused_and_not_repaired(tmp_path, capsys):
     assert snapshot(path) == before
 
 
-@pytest.mark.parametrize("damage, missing", [
-    ("ALTER TABLE charges DROP COLUMN randomness", "no column randomness"),
-    ("DELETE FROM meta WHERE key = 'budget'", "metadata has no budget"),
-    ("DROP TABLE meta", "no meta table"),
-])
+@pytest.mark.parametrize(
+    "damage, missing",
+    [
+        ("ALTER TABLE charges DROP COLUMN randomness", "no column randomness"),
+        ("DELETE FROM meta WHERE key = 'budget'", "metadata has no budget"),
+        ("DROP TABLE meta", "no meta table"),
+    ],
+)
 def test_incomplete_ledgers_are_refused(tmp_path, damage, missing):
     path = make(tmp_path / "l.sqlite")
     db = sqlite3.connect(path)
@@ -270,10 +287,16 @@ def test_both_writers_progress_under_contention(tmp_path):
 @pytest.mark.slow
 def test_two_processes_creating_one_ledger(tmp_path):
     path = tmp_path / "new.sqlite"
-    code = ("import sys\nfrom privreg.accountant.ledger import Ledger\nsys.stdin.readline()\n"
-            f"Ledger({str(path)!r}, meta={META!r}).close()\nprint('ok')\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=CHILD_ENV) for _ in range(2)]
+    code = (
+        "import sys\nfrom privreg.accountant.ledger import Ledger\nsys.stdin.readline()\n"
+        f"Ledger({str(path)!r}, meta={META!r}).close()\nprint('ok')\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=CHILD_ENV
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate("go\n", timeout=TIMEOUT)[0].strip() for p in procs]
     assert outs == ["ok", "ok"]
     assert Ledger.open_readonly(path).meta == {**META, "chain": "sha256"}
@@ -409,8 +432,11 @@ def test_cli_audit_head_expect_head_and_key_file(tmp_path, capsys):
 
 
 def test_refused_creation_leaves_no_file(tmp_path):
-    for meta, match in ((None, "is new: pass its metadata"), ({"format": 1}, "lacks budget"),
-                        ({**META, "chain": "sha256"}, "must not set chain")):
+    for meta, match in (
+        (None, "is new: pass its metadata"),
+        ({"format": 1}, "lacks budget"),
+        ({**META, "chain": "sha256"}, "must not set chain"),
+    ):
         with pytest.raises(ValueError, match=match):
             Ledger(tmp_path / "new.sqlite", meta=meta)
         assert not (tmp_path / "new.sqlite").exists()

@@ -14,8 +14,6 @@ import pytest
 from scipy import special
 
 from privreg.accountant import make_accountant
-from privreg.plugins.ngrams.backends import LocalBackend, LocalPairs, TokenCorpus, Tokenizer, contribution_weights, detect_format
-from privreg.plugins.ngrams.backends.tokens import Vocabulary
 from privreg.core import (
     ApproxDP,
     BudgetExceededError,
@@ -29,10 +27,19 @@ from privreg.core import (
     WorkflowContext,
 )
 from privreg.core.registry import load_registry
-from privreg.plugins.ngrams import hooks
-from privreg.plugins.ngrams.calibration import calibrate_dpne
 from privreg.mechanisms import dpsu_threshold
 from privreg.noise.gaussian_tail import exact_tail_coin, gaussian_tail_binomial, gaussian_tail_coins
+from privreg.plugins.ngrams import hooks
+from privreg.plugins.ngrams.backends import (
+    LocalBackend,
+    LocalPairs,
+    TokenCorpus,
+    Tokenizer,
+    contribution_weights,
+    detect_format,
+)
+from privreg.plugins.ngrams.backends.tokens import Vocabulary
+from privreg.plugins.ngrams.calibration import calibrate_dpne
 from privreg.plugins.ngrams.dpne import extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine
 from privreg.plugins.ngrams.levels import Level, estimate_valid_count, is_valid, valid_count, valid_keys
@@ -84,8 +91,9 @@ def test_applied_plan_is_verified_and_within_a_hair_of_the_paper():
     plan = plan_dpne(epsilon=4.0, delta=1e-7, max_n=9, max_keys=(300,) * 9)
     assert plan.verified_epsilon <= 4.0 and plan.verified_by in ("gdp", "pld")
     first = plan.releases[0].event
-    assert first == Composed(events=(Gaussian(sigma=plan.releases[0].sigma, sensitivity=1.0),
-                                     ApproxDP(epsilon=0.0, delta=5e-8)))
+    assert first == Composed(
+        events=(Gaussian(sigma=plan.releases[0].sigma, sensitivity=1.0), ApproxDP(epsilon=0.0, delta=5e-8))
+    )
     for k, (r, s) in enumerate(zip(plan.releases, plan.paper.sigmas), 1):
         assert r.lengths == (k,) and s <= r.sigma <= s * (1 + 1e-6)
         if k > 1:
@@ -133,10 +141,12 @@ def test_bounded_histogram_bounds_each_user_and_ignores_others():
     assert hist.total() == expected and np.all(np.diff(hist.keys) > 0)
     # user 0's kept keys do not depend on the other users, and the others' do not depend on
     # user 0 (even though removing user 0 renumbers the dense user indices)
-    alone = be.bounded_histogram(LocalPairs(user=user[user == 0], key=key[user == 0], user_tags=tags[:1]),
-                                 max_keys=7, salt=11)
-    others = be.bounded_histogram(LocalPairs(user=user[user != 0] - 1, key=key[user != 0], user_tags=tags[1:]),
-                                  max_keys=7, salt=11)
+    alone = be.bounded_histogram(
+        LocalPairs(user=user[user == 0], key=key[user == 0], user_tags=tags[:1]), max_keys=7, salt=11
+    )
+    others = be.bounded_histogram(
+        LocalPairs(user=user[user != 0] - 1, key=key[user != 0], user_tags=tags[1:]), max_keys=7, salt=11
+    )
     merged = dict(zip(others.keys.tolist(), others.counts.tolist()))
     for k, c in zip(alone.keys.tolist(), alone.counts.tolist()):
         merged[k] = merged.get(k, 0) + c
@@ -155,8 +165,12 @@ def test_vocabulary_shifts_do_not_change_other_users_choice():
     be = LocalBackend()
     import pandas as pd
 
-    base = pd.DataFrame({"user": [f"u{i}" for i in range(30)],
-                         "text": [" ".join(f"t{(i * 7 + j) % 40}" for j in range(12)) for i in range(30)]})
+    base = pd.DataFrame(
+        {
+            "user": [f"u{i}" for i in range(30)],
+            "text": [" ".join(f"t{(i * 7 + j) % 40}" for j in range(12)) for i in range(30)],
+        }
+    )
     extra = pd.DataFrame({"user": ["a-new-user"], "text": ["aa ab ac t1 t2 zz"]})
     h = {}
     for name, recs in (("D", base), ("D+u", pd.concat([base, extra], ignore_index=True))):
@@ -200,8 +214,9 @@ def _brute_bounded(user, key, user_tags, key_tags, max_keys, salt):
     for u in sorted(set(user.tolist())):
         keys = sorted(set(key[user == u].tolist()))
         tags = [int(key_tags[k]) if key_tags is not None else k for k in keys]
-        rank = keyed_rank(salt, np.full(len(keys), user_tags[u], dtype=np.uint64),
-                          np.array(tags, dtype=np.uint64)).tolist()
+        rank = keyed_rank(
+            salt, np.full(len(keys), user_tags[u], dtype=np.uint64), np.array(tags, dtype=np.uint64)
+        ).tolist()
         kept = [k for _, _, k in sorted(zip(rank, tags, keys))][:max_keys]
         for k in kept:
             out[k] = out.get(k, 0) + int(w[len(kept)])
@@ -218,14 +233,17 @@ def test_bounded_histogram_equals_per_user_brute_force(with_tags):
     key = rng.integers(0, 300, user.size) * 7 + 5
     user_tags = rng.integers(0, 2**63, 60).astype(np.uint64)
     key_tags = rng.integers(0, 2**63, 300 * 7 + 5).astype(np.uint64) if with_tags else None
-    hist = LocalBackend().bounded_histogram(LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=key_tags),
-                                            max_keys=10, salt=123)
-    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(user, key, user_tags, key_tags,
-                                                                                 10, 123)
+    hist = LocalBackend().bounded_histogram(
+        LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=key_tags), max_keys=10, salt=123
+    )
+    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(
+        user, key, user_tags, key_tags, 10, 123
+    )
     # colliding key tags (all equal): ties of the full rank are broken by the key itself
     same = np.zeros(300 * 7 + 5, dtype=np.uint64)
-    hist = LocalBackend().bounded_histogram(LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=same),
-                                            max_keys=10, salt=123)
+    hist = LocalBackend().bounded_histogram(
+        LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=same), max_keys=10, salt=123
+    )
     assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(user, key, user_tags, same, 10, 123)
 
 
@@ -317,9 +335,15 @@ def test_jsonl_rows_do_not_depend_on_chunking(tmp_path):
     1 in an int chunk reads "1", in a chunk with a null "1.0"); blank lines are skipped;
     bad lines and missing columns are named."""
     path = tmp_path / "mixed.jsonl"
-    rows = ['{"user_id": 1, "text": "a b"}', '{"user_id": null, "text": "c"}', "",
-            '{"user_id": 2.5, "text": 7}', '{"user_id": "x", "text": "d e"}', '{"text": "lost"}',
-            '{"user_id": 1, "text": "f"}']
+    rows = [
+        '{"user_id": 1, "text": "a b"}',
+        '{"user_id": null, "text": "c"}',
+        "",
+        '{"user_id": 2.5, "text": 7}',
+        '{"user_id": "x", "text": "d e"}',
+        '{"text": "lost"}',
+        '{"user_id": 1, "text": "f"}',
+    ]
     path.write_text("\n".join(rows) + "\n")
     be = LocalBackend()
     for size in (1, 2, 3, 100):
@@ -485,8 +509,17 @@ def _downward_closed(ngrams: dict[int, list[str]]) -> bool:
 @pytest.mark.parametrize("variant", ["scalable", "explicit"])
 def test_output_is_downward_closed(small_corpus, variant):
     """Proposition 2.1 (both-side pruning), with eta large so that spurious k-grams occur."""
-    res = extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=5,
-                         max_keys=30, eta=0.3, variant=variant, rng=InsecureReproducibleRandom(seed=4))
+    res = extract_ngrams(
+        LocalNgramEngine(small_corpus),
+        charger=EventLog(),
+        epsilon=4.0,
+        delta=1e-7,
+        max_n=5,
+        max_keys=30,
+        eta=0.3,
+        variant=variant,
+        rng=InsecureReproducibleRandom(seed=4),
+    )
     assert res.counts[3] > 0 and _downward_closed(res.ngrams)
     spurious = set(res.ngrams[2]) - _true_ngrams(small_corpus, 2)
     assert spurious, "eta = 0.3 should produce spurious bigrams, which must still be valid"
@@ -529,12 +562,14 @@ def test_the_whole_plan_is_charged_as_one_block_before_any_noise():
     rng = Counting()
     charger = Refuse(rng, refuse=True)
     with pytest.raises(BudgetExceededError):
-        extract_ngrams(LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20,
-                       rng=rng)
+        extract_ngrams(
+            LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20, rng=rng
+        )
     assert rng.draws == 0 and charger.seen == [0], "no randomness may be drawn after a refused charge"
     charger = Refuse(Counting(), refuse=False)
-    res = extract_ngrams(LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20,
-                         rng=charger.rng)
+    res = extract_ngrams(
+        LocalNgramEngine(corpus), charger=charger, epsilon=4.0, delta=1e-7, max_n=4, max_keys=20, rng=charger.rng
+    )
     assert charger.seen == [0] and len(charger.charges) == 1 and res.charged == 4
     (charge,) = charger.charges
     assert charge.event == Composed(events=[r.event for r in res.plan.releases])
@@ -567,8 +602,17 @@ def test_spurious_bigrams_within_the_paper_bound(variant):
     corpus, truth = _sure_unigram_corpus()
     total = 0
     for seed in range(25):
-        res = extract_ngrams(LocalNgramEngine(corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=2,
-                             max_keys=100, eta=0.4, variant=variant, rng=InsecureReproducibleRandom(seed=seed))
+        res = extract_ngrams(
+            LocalNgramEngine(corpus),
+            charger=EventLog(),
+            epsilon=4.0,
+            delta=1e-7,
+            max_n=2,
+            max_keys=100,
+            eta=0.4,
+            variant=variant,
+            rng=InsecureReproducibleRandom(seed=seed),
+        )
         assert res.counts[1] == 10
         total += len(set(res.ngrams[2]) - truth)
     assert 40 <= total < 150  # the lower end (p < 1e-6 under the true mean 80) checks they occur at all
@@ -581,31 +625,59 @@ def test_dpne_beats_dpsu_all_and_even_on_long_ngrams():
     corpus = synthetic_corpus(users=6000, seed=21)
     counts = {}
     for method in ("dpne", "dpsu-all", "dpsu-even"):
-        res = extract_ngrams(LocalNgramEngine(corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=7,
-                             max_keys=50, method=method, rng=InsecureReproducibleRandom(seed=1))
+        res = extract_ngrams(
+            LocalNgramEngine(corpus),
+            charger=EventLog(),
+            epsilon=4.0,
+            delta=1e-7,
+            max_n=7,
+            max_keys=50,
+            method=method,
+            rng=InsecureReproducibleRandom(seed=1),
+        )
         counts[method] = sum(c for k, c in res.counts.items() if k >= 4)
     assert counts["dpne"] > 2 * counts["dpsu-all"] and counts["dpne"] > 2 * counts["dpsu-even"], counts
     assert "dpne" in table3({"dpne": {1: 3, 2: 4}}, 2)
 
 
 def test_single_side_and_geometric_and_estimate_options(small_corpus):
-    res = extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=4.0, delta=1e-7, max_n=4,
-                         max_keys=30, pruning="single", schedule="geometric", decay=0.8, valid_count_mode="estimate",
-                         rng=InsecureReproducibleRandom(seed=5))
+    res = extract_ngrams(
+        LocalNgramEngine(small_corpus),
+        charger=EventLog(),
+        epsilon=4.0,
+        delta=1e-7,
+        max_n=4,
+        max_keys=30,
+        pruning="single",
+        schedule="geometric",
+        decay=0.8,
+        valid_count_mode="estimate",
+        rng=InsecureReproducibleRandom(seed=5),
+    )
     assert res.counts[1] > 0 and res.lengths[2].valid == res.counts[1] ** 2
     assert res.lengths[3].valid == res.counts[2] * res.counts[1]  # single-side: estimate is exact
     assert res.lengths[2].sigma < res.lengths[1].sigma  # geometric decay
-    single = extract_ngrams(LocalNgramEngine(small_corpus), charger=(log := EventLog()), epsilon=4.0, delta=1e-7,
-                            max_n=4, max_keys=30, method="dpsu-single", length=3,
-                            rng=InsecureReproducibleRandom(seed=5))
+    single = extract_ngrams(
+        LocalNgramEngine(small_corpus),
+        charger=(log := EventLog()),
+        epsilon=4.0,
+        delta=1e-7,
+        max_n=4,
+        max_keys=30,
+        method="dpsu-single",
+        length=3,
+        rng=InsecureReproducibleRandom(seed=5),
+    )
     assert set(single.ngrams) == {3} and len(log.charges) == 1
     assert all(len(g.split()) == 3 for g in single.ngrams[3])
     with pytest.raises(PrivregValueError, match="length"):
-        extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=1.0, delta=1e-7, max_n=2,
-                       method="dpsu-single")
+        extract_ngrams(
+            LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=1.0, delta=1e-7, max_n=2, method="dpsu-single"
+        )
     with pytest.raises(PrivregValueError, match="variant"):
-        extract_ngrams(LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=1.0, delta=1e-7, max_n=2,
-                       variant="fast")
+        extract_ngrams(
+            LocalNgramEngine(small_corpus), charger=EventLog(), epsilon=1.0, delta=1e-7, max_n=2, variant="fast"
+        )
 
 
 # --- synthetic generator ----------------------------------------------------------------

@@ -10,15 +10,14 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the Spark backend needs pyspark (pip install 'privreg[spark]')")
 
-from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, contribution_weights  # noqa: E402
-from privreg.plugins.ngrams.backends.spark import SparkBackend  # noqa: E402
-from privreg.core import EventLog, InsecureReproducibleRandom, WorkflowContext  # noqa: E402
-from privreg.core.registry import load_registry  # noqa: E402
-from privreg.plugins.ngrams import hooks  # noqa: E402
-from privreg.plugins.ngrams.dpne import extract_ngrams  # noqa: E402
-from privreg.plugins.ngrams.engines import LocalNgramEngine, SparkNgramEngine  # noqa: E402
-from privreg.plugins.ngrams.synthetic import synthetic_corpus, write_records  # noqa: E402
-
+from privreg.core import EventLog, InsecureReproducibleRandom, WorkflowContext
+from privreg.core.registry import load_registry
+from privreg.plugins.ngrams import hooks
+from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, contribution_weights
+from privreg.plugins.ngrams.backends.spark import SparkBackend
+from privreg.plugins.ngrams.dpne import extract_ngrams
+from privreg.plugins.ngrams.engines import LocalNgramEngine, SparkNgramEngine
+from privreg.plugins.ngrams.synthetic import synthetic_corpus, write_records
 
 # a JVM and a local Spark session: about a minute before the first test
 pytestmark = pytest.mark.slow
@@ -99,10 +98,19 @@ def test_same_release_on_both_backends(spark_backend, data):
             be = LocalBackend()
             engine = LocalNgramEngine(be.tokenize(be.read_records(data), Tokenizer()), be)
         else:
-            engine = SparkNgramEngine(spark_backend, spark_backend.tokenize(spark_backend.read_records(data),
-                                                                            Tokenizer()))
-        res = extract_ngrams(engine, charger=EventLog(), epsilon=8.0, delta=1e-6, max_n=3, max_keys=5000,
-                             eta=0.2, rng=InsecureReproducibleRandom(seed=12))
+            engine = SparkNgramEngine(
+                spark_backend, spark_backend.tokenize(spark_backend.read_records(data), Tokenizer())
+            )
+        res = extract_ngrams(
+            engine,
+            charger=EventLog(),
+            epsilon=8.0,
+            delta=1e-6,
+            max_n=3,
+            max_keys=5000,
+            eta=0.2,
+            rng=InsecureReproducibleRandom(seed=12),
+        )
         out[name] = res.ngrams
         engine.close()
     assert out["local"] == out["spark"] and len(out["local"][2]) > 0
@@ -112,7 +120,17 @@ def test_workflow_on_spark_and_a_baseline(spark_backend, data, tmp_path):
     reg = load_registry(plugins={"ngrams": hooks}, autoload=False)
     item = reg.get("ngrams")
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=3), output_dir=tmp_path)
-    res = item.run(ctx, {"input": data, "max_n": 2, "max_keys": 20, "backend": "spark", "method": "dpsu-all",
-                         "epsilon": 8.0, "delta": 1e-6})
+    res = item.run(
+        ctx,
+        {
+            "input": data,
+            "max_n": 2,
+            "max_keys": 20,
+            "backend": "spark",
+            "method": "dpsu-all",
+            "epsilon": 8.0,
+            "delta": 1e-6,
+        },
+    )
     assert "DPSU-all" in res.summary and len(ctx.charger.charges) == 1
     assert np.all([len(g.split()) == 2 for g in (tmp_path / "ngrams-2.txt").read_text().split("\n") if g])

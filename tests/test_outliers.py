@@ -44,6 +44,7 @@ from privreg.plugins.outliers.seb import enclosing_ball, fits_in_ball
 
 # --- Definitions 7-8 -----------------------------------------------------------------------
 
+
 def _degrees_by_hand(x: np.ndarray, r: float, subspace) -> np.ndarray:
     s = list(subspace)
     out = np.zeros(len(x), dtype=int)
@@ -109,6 +110,7 @@ def test_bad_parameters_are_refused(kwargs, match):
 
 # --- Theorem 4 and eq. (18) ----------------------------------------------------------------
 
+
 def test_kissing_table_is_consistent_and_exact_where_known():
     assert set(KISSING_UPPER) == set(KISSING_LOWER) == set(range(1, 25))
     for d in range(1, 25):
@@ -169,10 +171,10 @@ def test_upper_bound_is_tight_on_the_line():
 
 # --- smallest enclosing ball -----------------------------------------------------------------
 
+
 def _minimax_radius(p: np.ndarray) -> float:
     f = lambda c: float(np.max(np.sum((p - c) ** 2, axis=1)))  # noqa: E731
-    res = minimize(f, p.mean(axis=0), method="Nelder-Mead",
-                   options={"maxiter": 40000, "xatol": 1e-12, "fatol": 1e-14})
+    res = minimize(f, p.mean(axis=0), method="Nelder-Mead", options={"maxiter": 40000, "xatol": 1e-12, "fatol": 1e-14})
     return math.sqrt(res.fun)
 
 
@@ -209,6 +211,7 @@ def test_fits_in_ball_never_refuses_a_set_that_fits():
 
 
 # --- Algorithm 1 and the shipped cover methods ---------------------------------------------
+
 
 def _cover_brute_force_1d(x: np.ndarray, r: float) -> int:
     return max(int(np.sum((x >= a) & (x - a <= 2 * r))) for a in x)  # a window [a, a + 2r]
@@ -261,14 +264,16 @@ def test_cover_of_coincident_points_and_empty_sets():
 
 
 _points_2d = st.lists(st.tuples(st.integers(-4, 4), st.integers(-4, 4)), min_size=1, max_size=9)
-_points_3d = st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integers(-3, 3)),
-                      min_size=1, max_size=8)
+_points_3d = st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integers(-3, 3)), min_size=1, max_size=8)
 
 
 @settings(max_examples=60)  # exact covers are exponential in the points: keep it small
-@given(pts=st.one_of(_points_2d, _points_3d), drop=st.integers(0, 100),
-       radius=st.sampled_from([0.5, 1.0, 1.5, 2.0]),
-       method=st.sampled_from(["exact", "projection", "truss", "core"]))
+@given(
+    pts=st.one_of(_points_2d, _points_3d),
+    drop=st.integers(0, 100),
+    radius=st.sampled_from([0.5, 1.0, 1.5, 2.0]),
+    method=st.sampled_from(["exact", "projection", "truss", "core"]),
+)
 def test_covers_are_monotone_and_1_lipschitz(pts, drop, radius, method):
     """What beta-smoothness of Algorithm 2 relies on: removing one point never raises a
     cover and lowers it by at most one (grid points: many ties and duplicates)."""
@@ -280,12 +285,17 @@ def test_covers_are_monotone_and_1_lipschitz(pts, drop, radius, method):
 
 
 _dense_points = st.integers(3, 5).flatmap(
-    lambda d: st.lists(st.tuples(*[st.integers(-3, 3)] * d), min_size=2, max_size=14))
+    lambda d: st.lists(st.tuples(*[st.integers(-3, 3)] * d), min_size=2, max_size=14)
+)
 
 
 @settings(max_examples=80)  # exact covers of dense sets: costly examples
-@given(pts=_dense_points, drop=st.integers(0, 100), radius=st.sampled_from([0.4, 0.6, 0.9]),
-       method=st.sampled_from(["truss", "core"]))
+@given(
+    pts=_dense_points,
+    drop=st.integers(0, 100),
+    radius=st.sampled_from([0.4, 0.6, 0.9]),
+    method=st.sampled_from(["truss", "core"]),
+)
 def test_safe_bounds_are_monotone_and_1_lipschitz_on_dense_sets(pts, drop, radius, method):
     """The same two properties where the bounds have structure: 3-5 dimensions, up to 14
     grid points (many ties, duplicates, fit triangles)."""
@@ -305,6 +315,7 @@ def test_projection_bound_is_loose_but_safe_in_higher_dimensions():
 
 # --- the fit-truss and core bounds (d >= 3) --------------------------------------------------
 
+
 def _fits_reference(q: np.ndarray, r: float) -> bool:
     return enclosing_ball(q).lower <= r * (1 + 1e-9)
 
@@ -319,13 +330,17 @@ def _truss_reference(p: np.ndarray, r: float) -> int:
     edges = {frozenset(e) for e in itertools.combinations(range(n), 2) if _fits_reference(p[list(e)], r)}
     if not edges:
         return 1
-    tris = [frozenset(t) for t in itertools.combinations(range(n), 3)
-            if all(frozenset(e) in edges for e in itertools.combinations(t, 2))
-            and _fits_reference(p[list(t)], r)]
+    tris = [
+        frozenset(t)
+        for t in itertools.combinations(range(n), 3)
+        if all(frozenset(e) in edges for e in itertools.combinations(t, 2)) and _fits_reference(p[list(t)], r)
+    ]
     best = 2
     while edges:
-        sup = {e: 2 + sum(1 for t in tris if e < t and all(frozenset(f) in edges for f in itertools.combinations(t, 2)))
-               for e in edges}
+        sup = {
+            e: 2 + sum(1 for t in tris if e < t and all(frozenset(f) in edges for f in itertools.combinations(t, 2)))
+            for e in edges
+        }
         low = min(sup, key=lambda e: (sup[e], sorted(e)))
         best = max(best, sup[low])
         edges.discard(low)
@@ -425,8 +440,7 @@ def test_prefix_queries_equal_fresh_computations_and_keep_the_threshold_contract
     for top in range(9):
         want = fresh(p[keys <= top], r)
         for at_least in (0, want - 2, want, want + 1, want + 4):
-            got = structure.truss(top, at_least=at_least) if kind == "truss" else \
-                structure.core(top, at_least=at_least)
+            got = structure.truss(top, at_least=at_least) if kind == "truss" else structure.core(top, at_least=at_least)
             if want >= at_least:
                 assert got == want
             else:

@@ -26,6 +26,7 @@ from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.registry import load_registry
 from privreg.core.sensitivity import Norm, Sensitivity, SensitivityKind
 from privreg.core.workflow import WorkflowContext
+from privreg.mechanisms.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
 from privreg.plugins.outliers import hooks
 from privreg.plugins.outliers.datasets import (
     ADULT_OUTLIER_COLUMNS,
@@ -47,7 +48,6 @@ from privreg.plugins.outliers.release import (
     top_h_subspaces,
 )
 from privreg.plugins.outliers.smooth import local_sensitivity_bound, smooth_upper_bound
-from privreg.mechanisms.smooth_gaussian import SmoothGaussianMechanism, smooth_gaussian_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 IONOSPHERE = ROOT.parent / "shared" / "data" / "ionosphere" / "ionosphere.csv"
@@ -77,8 +77,14 @@ def test_audit_pair_has_very_different_local_sensitivities():
 def test_count_mechanism_passes_the_empirical_audit(epsilon, delta):
     """1e5 releases per neighbour, alpha = 1e-6 (false alarm <= 1e-6 for a correct mechanism)."""
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=K, radius=R)
-    result = audit_mechanism(mech, neighbours=(X, Y), samples=100_000, alpha=1e-6, claimed_delta=delta,
-                             rng=InsecureReproducibleRandom(seed=11))
+    result = audit_mechanism(
+        mech,
+        neighbours=(X, Y),
+        samples=100_000,
+        alpha=1e-6,
+        claimed_delta=delta,
+        rng=InsecureReproducibleRandom(seed=11),
+    )
     assert result.claimed_epsilon == pytest.approx(epsilon) and result.passed, result
 
 
@@ -98,10 +104,16 @@ def test_audit_catches_noise_scaled_to_local_sensitivity():
     """Negative control: the same pair exposes noise calibrated to the (non-smooth) local
     sensitivity -- the audit has power, and smoothing is what makes the release private."""
     _, beta = smooth_gaussian_parameters(epsilon=1.0, delta=1e-6)
-    bad = SmoothGaussianMechanism(epsilon=1.0, delta=1e-6, query=OutlierCountQuery(k=K, radius=R),
-                                  sensitivity=_LocalAsSmooth(beta=beta), step=2.0 ** -10)
-    result = audit_mechanism(bad, neighbours=(X, Y), samples=100_000, alpha=1e-6, claimed_delta=1e-6,
-                             rng=InsecureReproducibleRandom(seed=11))
+    bad = SmoothGaussianMechanism(
+        epsilon=1.0,
+        delta=1e-6,
+        query=OutlierCountQuery(k=K, radius=R),
+        sensitivity=_LocalAsSmooth(beta=beta),
+        step=2.0**-10,
+    )
+    result = audit_mechanism(
+        bad, neighbours=(X, Y), samples=100_000, alpha=1e-6, claimed_delta=1e-6, rng=InsecureReproducibleRandom(seed=11)
+    )
     assert not result.passed and result.epsilon_lower_bound > 3
 
 
@@ -132,11 +144,13 @@ def test_a_refused_charge_releases_nothing():
     with pytest.raises(BudgetExceededError):
         mech.release(X, charger=Refuse())
     with pytest.raises(BudgetExceededError):
-        top_h_subspaces(synthetic_2(0).points, k=3, radius=0.13, h=2, epsilon=1.0,
-                        candidates=all_subspaces(10, 1), charger=Refuse())
+        top_h_subspaces(
+            synthetic_2(0).points, k=3, radius=0.13, h=2, epsilon=1.0, candidates=all_subspaces(10, 1), charger=Refuse()
+        )
 
 
 # --- top-h subspaces (Algorithm 3) ---------------------------------------------------------
+
 
 def test_utilities_have_sensitivity_at_most_one():
     gen = np.random.default_rng(2)
@@ -153,8 +167,16 @@ def test_utilities_have_sensitivity_at_most_one():
 
 def test_top_h_charges_epsilon_over_h_per_draw_and_never_repeats():
     log = EventLog()
-    pick = top_h_subspaces(synthetic_2(0).points, k=3, radius=0.13, h=3, epsilon=1.5,
-                           candidates=all_subspaces(10, 1), charger=log, rng=InsecureReproducibleRandom(seed=4))
+    pick = top_h_subspaces(
+        synthetic_2(0).points,
+        k=3,
+        radius=0.13,
+        h=3,
+        epsilon=1.5,
+        candidates=all_subspaces(10, 1),
+        charger=log,
+        rng=InsecureReproducibleRandom(seed=4),
+    )
     assert log.events == (Exponential(epsilon=0.5),) * 3
     assert len(set(pick.subspaces)) == 3 and len(pick.releases) == 3
     assert paper_algorithm3_epsilon(1.5) == 3.0  # the paper's weights exp(eps u / h) spend 2 eps
@@ -180,8 +202,9 @@ def test_top_h_has_the_distribution_of_algorithm_3():
     runs = 3000
     seen = dict.fromkeys(expected, 0)
     for _ in range(runs):
-        got = top_h_subspaces(data, k=1, radius=1.0, h=2, epsilon=2.0, candidates=cands,
-                              charger=EventLog(), rng=rng).subspaces
+        got = top_h_subspaces(
+            data, k=1, radius=1.0, h=2, epsilon=2.0, candidates=cands, charger=EventLog(), rng=rng
+        ).subspaces
         seen[(cands.index(got[0]), cands.index(got[1]))] += 1
     keys = sorted(expected)
     _, p = stats.chisquare([seen[k] for k in keys], [runs * expected[k] for k in keys])
@@ -190,18 +213,22 @@ def test_top_h_has_the_distribution_of_algorithm_3():
 
 # --- registry, workflows, demo ----------------------------------------------------------
 
+
 def test_plugin_registers_its_items():
     reg = _registry()
     assert not reg.failures
     assert {i.name for i in reg.items()} == {
-        "smooth-outlier-count", "outlier-count-smooth-sensitivity", "outlier-count", "outlier-subspaces"}
+        "smooth-outlier-count",
+        "outlier-count-smooth-sensitivity",
+        "outlier-count",
+        "outlier-subspaces",
+    }
     mech_item = reg.get("smooth-outlier-count")
     a, b = mech_item.example.neighbours
     assert a.shape == b.shape and int(np.sum(np.any(a != b, axis=1))) == 1  # one record replaced
     mech = mech_item.create(mech_item.example.params)
     assert isinstance(mech, SmoothGaussianMechanism) and mech.privacy_event() == ApproxDP(epsilon=1.0, delta=1e-6)
-    sens = reg.get("outlier-count-smooth-sensitivity").create({"k": 3, "radius": 1.0, "beta": 0.1,
-                                                                "subspace": "1, 0"})
+    sens = reg.get("outlier-count-smooth-sensitivity").create({"k": 3, "radius": 1.0, "beta": 0.1, "subspace": "1, 0"})
     assert sens.subspace == (0, 1) and sens.bound(np.zeros((5, 2))) >= 1
     with pytest.raises(PrivregValueError, match="subspace"):
         mech_item.create({**mech_item.example.params, "subspace": "a,b"})
@@ -213,8 +240,9 @@ def test_count_workflow_on_csv(tmp_path):
     rows = ["a,b,label"] + [f"{x:.6f},{y:.6f},z" for x, y in data.points]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path / "out")
-    result = _registry().get("outlier-count").run(ctx, {"input": str(path), "columns": "a,b", "epsilon": 0.5,
-                                                       "delta": 0.01})
+    result = (
+        _registry().get("outlier-count").run(ctx, {"input": str(path), "columns": "a,b", "epsilon": 0.5, "delta": 0.01})
+    )
     assert ctx.charger.events == (ApproxDP(epsilon=0.5, delta=0.01),)
     assert result.metrics["records"] == 50 and result.metrics["columns"] == ["a", "b"]
     saved = json.loads(result.outputs["result"].read_text())
@@ -251,6 +279,7 @@ def test_demo_step_runs_and_charges():
 
 
 # --- data ------------------------------------------------------------------------------
+
 
 def test_synthetic_data_follow_tables_1_and_2():
     one, two = synthetic_1(0), synthetic_2(0)

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from privreg.core.errors import PrivregValueError
 from privreg.core.sensitivity import SensitivityKind
 from privreg.plugins.outliers.definitions import outlier_count
-from privreg.plugins.outliers.seb import enclosing_ball
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
+from privreg.plugins.outliers.seb import enclosing_ball
 from privreg.plugins.outliers.smooth import (
     OutlierCountSmoothSensitivity,
     local_bound_at_distance,
@@ -36,7 +36,6 @@ from privreg.plugins.outliers.smooth import (
     smooth_upper_bound,
     smooth_upper_bound_reference,
 )
-
 
 
 def _cells(y: np.ndarray, r: float) -> np.ndarray:
@@ -126,8 +125,9 @@ def test_algorithm_2_equals_the_maximum_over_every_distance(d, cover):
         x = np.vstack([gen.normal(size=(n, d)), gen.normal(6, 4, size=(3, d))])
         beta = [0.02, 0.1, 0.5, 2.0][trial]
         got = smooth_upper_bound(x, k=2, radius=0.5, beta=beta, cover=cover)
-        full = max(math.exp(-beta * t) * local_bound_at_distance(x, t, k=2, radius=0.5, cover=cover)
-                   for t in range(len(x) + 1))
+        full = max(
+            math.exp(-beta * t) * local_bound_at_distance(x, t, k=2, radius=0.5, cover=cover) for t in range(len(x) + 1)
+        )
         assert got.value == pytest.approx(full, rel=1e-12)
         assert len(got.terms) <= len(x) + 1
 
@@ -154,8 +154,9 @@ def test_staged_structures_give_the_exact_maximum_on_a_larger_set(cover, k, beta
 def test_reference_with_the_papers_algorithm_1_gives_the_same_bound():
     gen = np.random.default_rng(9)
     x = np.vstack([gen.normal(size=(12, 2)), gen.normal(5, 3, size=(2, 2))])
-    assert smooth_upper_bound_reference(x, k=2, radius=0.6, beta=0.05, budget=10**6) == \
-        smooth_upper_bound(x, k=2, radius=0.6, beta=0.05)
+    assert smooth_upper_bound_reference(x, k=2, radius=0.6, beta=0.05, budget=10**6) == smooth_upper_bound(
+        x, k=2, radius=0.6, beta=0.05
+    )
 
 
 def _moves_3d(y: np.ndarray) -> np.ndarray:
@@ -219,8 +220,13 @@ def _neighbours(draw):
 
 
 @settings(max_examples=120)  # the central smoothness law: a larger budget than the default
-@given(pair=_neighbours(), k=st.integers(1, 3), radius=st.sampled_from([0.25, 0.5, 0.75, 1.0]),
-       beta=st.sampled_from([0.01, 0.1, 0.7]), cover=st.sampled_from(COVERS))
+@given(
+    pair=_neighbours(),
+    k=st.integers(1, 3),
+    radius=st.sampled_from([0.25, 0.5, 0.75, 1.0]),
+    beta=st.sampled_from([0.01, 0.1, 0.7]),
+    cover=st.sampled_from(COVERS),
+)
 def test_smooth_bound_is_beta_smooth(pair, k, radius, beta, cover):
     """Definition 4, eq. (7): S(X) <= e^beta S(X') for every neighbouring pair (and the
     term-wise L_X(t) <= L_X'(t + 1) the proof rests on)."""
@@ -234,8 +240,9 @@ def _assert_beta_smooth(x, y, *, k, radius, beta, cover) -> float:
     assert sx <= math.exp(beta) * sy * (1 + 1e-12)
     assert sy <= math.exp(beta) * sx * (1 + 1e-12)
     for t in range(3):
-        assert local_bound_at_distance(x, t, k=k, radius=radius, cover=cover) <= \
-            local_bound_at_distance(y, t + 1, k=k, radius=radius, cover=cover)
+        assert local_bound_at_distance(x, t, k=k, radius=radius, cover=cover) <= local_bound_at_distance(
+            y, t + 1, k=k, radius=radius, cover=cover
+        )
     return sx
 
 
@@ -253,8 +260,13 @@ def _dense_neighbours(draw):
 
 
 @settings(max_examples=80)  # exact covers of dense data: costly examples
-@given(pair=_dense_neighbours(), k=st.integers(1, 4), radius=st.sampled_from([0.3, 0.5, 0.8]),
-       beta=st.sampled_from([0.02, 0.2, 1.0]), cover=st.sampled_from(["truss", "core"]))
+@given(
+    pair=_dense_neighbours(),
+    k=st.integers(1, 4),
+    radius=st.sampled_from([0.3, 0.5, 0.8]),
+    beta=st.sampled_from([0.02, 0.2, 1.0]),
+    cover=st.sampled_from(["truss", "core"]),
+)
 def test_safe_bounds_are_beta_smooth_on_dense_data(pair, k, radius, beta, cover):
     """The new safe bounds keep Definition 4: S(X) <= e^beta S(X') and the term-wise
     L_X(t) <= L_X'(t + 1), on data dense enough for many fit triangles."""

@@ -21,9 +21,7 @@ from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.protocol import Party, Protocol
-from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.mpc.wire import decode, encode
 from privreg.crypto import (
     EncryptedVector,
     FixedBaseTable,
@@ -47,6 +45,8 @@ from privreg.crypto import (
 from privreg.crypto.channel import rerandomized, send_encrypted
 from privreg.crypto.vector import _from_wire, _to_wire, vector_from_ciphertexts
 from privreg.mpc.runtime import run_protocol
+from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.wire import decode, encode
 
 # every example encrypts and decrypts under Paillier: keep the budget small
 SETTINGS = settings(max_examples=40)
@@ -191,7 +191,7 @@ def test_sparse_and_bool_matrices(kp):
 
     pk, sk = kp.public_key, kp.private_key
     u = np.arange(-5, 5)
-    X = (np.arange(40).reshape(4, 10) % 3 == 0)
+    X = np.arange(40).reshape(4, 10) % 3 == 0
     enc = encrypt(pk, u, bound=5)
     assert decrypt(sk, enc.dot(X, bound=1)).tolist() == (X.astype(int) @ u).tolist()
     assert decrypt(sk, enc.dot(sp.csr_matrix(X.astype(np.int8)), bound=1)).tolist() == (X.astype(int) @ u).tolist()

@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privreg.core.errors import PrivregValueError, SerializationError
-from privreg.mpc.wire import decode, encode
 from privreg.crypto import FixedPoint, PackedCiphertexts, PlaintextOverflowError, decrypt, decrypt_packed, encrypt, pack
 from privreg.crypto.packing import _from_wire, _to_wire
-
+from privreg.mpc.wire import decode, encode
 
 
 @settings(max_examples=30)  # up to 40 Paillier encryptions an example

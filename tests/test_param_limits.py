@@ -13,10 +13,10 @@ import math
 import sys
 
 import pytest
+from conftest import TEMPLATE
 
 import privreg
 from privreg import ItemKind, PrivregError, PrivregValueError
-from conftest import TEMPLATE
 
 
 def _items():
@@ -54,8 +54,9 @@ def _cases():
             if p.maximum is not None:
                 inside, outside = _across(p, p.maximum, not p.exclusive_maximum, +1)
                 out += [(item, p, inside, True, "max"), (item, p, outside, False, "max")]
-    return [pytest.param(i, p, x, ok, id=f"{i.name}:{p.name}:{end}:{'in' if ok else 'out'}")
-            for i, p, x, ok, end in out]
+    return [
+        pytest.param(i, p, x, ok, id=f"{i.name}:{p.name}:{end}:{'in' if ok else 'out'}") for i, p, x, ok, end in out
+    ]
 
 
 CASES = _cases()

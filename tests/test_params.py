@@ -54,11 +54,13 @@ def test_the_class_enforces_the_same_limits():
     assert n.epsilon == 1.0 and type(n.epsilon) is float and n.k == 3 and type(n.k) is int
     assert n.scale == (2.0,)  # checked as a float, then the field's own converter
     assert Noise(epsilon=1, scale=(5.0,)).scale == ((5.0,),)  # non-numbers go to the converter
-    for bad, match in [({"epsilon": 0}, "parameter epsilon must be > 0; got 0"),
-                       ({"delta": 1.0}, "parameter delta must be > 0, < 1"),
-                       ({"k": 10}, "parameter k must be >= 2, <= 9"),
-                       ({"path": "slow"}, "parameter path must be one of"),
-                       ({"scale": -1.0}, "parameter scale must be > 0")]:
+    for bad, match in [
+        ({"epsilon": 0}, "parameter epsilon must be > 0; got 0"),
+        ({"delta": 1.0}, "parameter delta must be > 0, < 1"),
+        ({"k": 10}, "parameter k must be >= 2, <= 9"),
+        ({"path": "slow"}, "parameter path must be one of"),
+        ({"scale": -1.0}, "parameter scale must be > 0"),
+    ]:
         with pytest.raises(PrivregValueError, match=match):
             Noise(**{"epsilon": 1.0, **bad})
     with pytest.raises(PrivregTypeError, match="parameter epsilon must be a real number"):
@@ -66,14 +68,14 @@ def test_the_class_enforces_the_same_limits():
 
 
 def test_an_item_derives_its_params_and_checks_them_as_the_class_does():
-    item = RegistryItem(name="noise", summary="s", citation=CITE, factory=Noise,
-                        example=Example(params={"epsilon": 1.0}))
+    item = RegistryItem(
+        name="noise", summary="s", citation=CITE, factory=Noise, example=Example(params={"epsilon": 1.0})
+    )
     assert item.params == params_of(Noise)
     assert item.bind(epsilon=2)["epsilon"] == 2.0
     with pytest.raises(PrivregValueError, match="parameter delta must be > 0, < 1; got 1.0"):
         item.bind(epsilon=1.0, delta=1.0)
-    explicit = RegistryItem(name="noise", summary="s", citation=CITE, factory=Noise,
-                            example=Example(), params=())
+    explicit = RegistryItem(name="noise", summary="s", citation=CITE, factory=Noise, example=Example(), params=())
     assert explicit.params == ()
 
 
@@ -88,18 +90,26 @@ def test_a_class_without_the_transformer_is_refused():
 
 def test_unusable_declarations_are_refused():
     with pytest.raises(PrivregTypeError, match="cannot tell the parameter type"):
+
         @attrs.frozen(kw_only=True, field_transformer=param_fields)
         class Rich:
             sensitivity: object = param_field(doc="sensitivity")
+
     with pytest.raises(PrivregTypeError, match="plain default"):
+
         @attrs.frozen(kw_only=True, field_transformer=param_fields)
         class Factory:
             n: int = param_field(factory=int, doc="n")
 
 
-def run(*, context, epsilon: Annotated[float, Spec(doc="epsilon", **POSITIVE)] = 1.0,
-        out: Annotated[Path | None, Spec(doc="output file")] = None,
-        n: Annotated[int, params_of(Noise, "k")] = 3, rng=None):
+def run(
+    *,
+    context,
+    epsilon: Annotated[float, Spec(doc="epsilon", **POSITIVE)] = 1.0,
+    out: Annotated[Path | None, Spec(doc="output file")] = None,
+    n: Annotated[int, params_of(Noise, "k")] = 3,
+    rng=None,
+):
     return epsilon, out, n
 
 
@@ -127,8 +137,15 @@ def test_check_params_makes_a_function_enforce_its_limits():
 class Kinds:
     @privreg.hookimpl
     def privreg_register_randomizers(self):
-        return [RegistryItem(name="rr", summary="s", citation=CITE, factory=Noise,
-                             example=Example(params={"epsilon": 1.0}, neighbours=(0, 1)))]
+        return [
+            RegistryItem(
+                name="rr",
+                summary="s",
+                citation=CITE,
+                factory=Noise,
+                example=Example(params={"epsilon": 1.0}, neighbours=(0, 1)),
+            )
+        ]
 
     @privreg.hookimpl
     def privreg_register_workflows(self):
@@ -147,8 +164,7 @@ def test_a_kind_that_contradicts_its_hook_fails_the_plugin():
     class Wrong:
         @privreg.hookimpl
         def privreg_register_sensitivities(self):
-            return [RegistryItem(name="x", kind="workflow", summary="s", citation=CITE, factory=run,
-                                 example=Example())]
+            return [RegistryItem(name="x", kind="workflow", summary="s", citation=CITE, factory=run, example=Example())]
 
     registry = privreg.load_registry(plugins={"wrong": Wrong()}, autoload=False)
     assert "x" not in registry

@@ -8,8 +8,8 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import TEMPLATE
+
 from privreg.accountant.zcdp import zcdp_epsilon
 
 
@@ -33,9 +33,22 @@ pytestmark = pytest.mark.slow
 def installed_template(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(TEMPLATE)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(TEMPLATE),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return target
 
@@ -53,16 +66,19 @@ def test_installed_template_plugin_is_listed(installed_template):
 
 
 def test_installed_template_workflow_runs(installed_template, tmp_path):
-    out = _privreg(_env(installed_template), "run", "template-histogram", "--column", "sex",
-                   "-o", str(tmp_path))
+    out = _privreg(_env(installed_template), "run", "template-histogram", "--column", "sex", "-o", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "Female" in out.stdout and (tmp_path / "ledger.sqlite").is_file()
 
 
 def test_template_plugin_own_tests_pass(installed_template):
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(TEMPLATE / "tests")],
-                         capture_output=True, text=True, env=_env(installed_template), cwd=TEMPLATE)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TEMPLATE / "tests")],
+        capture_output=True,
+        text=True,
+        env=_env(installed_template),
+        cwd=TEMPLATE,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -79,7 +95,8 @@ def test_broken_distribution_is_reported_and_the_rest_loads(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[privreg]\nbroken = broken_plugin_mod\n")
     (tmp_path / "broken_plugin_mod.py").write_text(
-        textwrap.dedent("raise ImportError('requires the package frobnicate')\n"))
+        textwrap.dedent("raise ImportError('requires the package frobnicate')\n")
+    )
     env = _env(tmp_path)
     out = _privreg(env, "plugins")
     assert out.returncode == 0
@@ -92,8 +109,19 @@ def test_broken_distribution_is_reported_and_the_rest_loads(tmp_path):
 
 def test_template_event_is_charged_by_run_and_accounted_by_audit(installed_template, tmp_path):
     env = _env(installed_template)
-    out = _privreg(env, "run", "template-histogram", "--column", "sex", "--epsilon", "0.5",
-                   "--budget-delta", "1e-6", "-o", str(tmp_path))
+    out = _privreg(
+        env,
+        "run",
+        "template-histogram",
+        "--column",
+        "sex",
+        "--epsilon",
+        "0.5",
+        "--budget-delta",
+        "1e-6",
+        "-o",
+        str(tmp_path),
+    )
     assert out.returncode == 0, out.stderr
     assert "epsilon spent: 0.5 of 0.5 (delta 1e-06)" in out.stdout
     out = _privreg(env, "audit", "--json", str(tmp_path / "ledger.sqlite"))

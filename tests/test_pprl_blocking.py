@@ -61,15 +61,22 @@ def _bits(*rows: str) -> np.ndarray:
 
 def _records(party: str, *rows: str) -> EncodedRecords:
     f = _bits(*rows)
-    return EncodedRecords(party=party, ids=tuple(f"{party}{i}" for i in range(len(rows))),
-                          block_filters=f, match_filters=f.copy())
+    return EncodedRecords(
+        party=party, ids=tuple(f"{party}{i}" for i in range(len(rows))), block_filters=f, match_filters=f.copy()
+    )
 
 
 def _sig(party: str, rows: list[tuple[int, int, int, int, int]]) -> Signatures:
     """Signatures from (record, group, key, suffix_len, suffix) rows."""
     a = np.array(rows, dtype=np.int64).reshape(-1, 5)
-    return Signatures(party=party, record=a[:, 0], lsh_group=a[:, 1], lsh_key=a[:, 2].astype(np.uint64),
-                      suffix_len=a[:, 3], suffix=a[:, 4].astype(np.uint64))
+    return Signatures(
+        party=party,
+        record=a[:, 0],
+        lsh_group=a[:, 1],
+        lsh_key=a[:, 2].astype(np.uint64),
+        suffix_len=a[:, 3],
+        suffix=a[:, 4].astype(np.uint64),
+    )
 
 
 def _members(block: FinalBlock) -> dict[str, list[int]]:
@@ -79,10 +86,13 @@ def _members(block: FinalBlock) -> dict[str, list[int]]:
 # --- LSH and suffix blocking, by hand ----------------------------------------------------
 
 #            position: 0123456789
-HAND = _records("P1", "0101010101",   # key bits at 1,3,5,7 = 1111; bits 8,9 = 01
-                      "0101010100",   # key 1111; bits 8,9 = 00
-                      "1100000011",   # key 1000; bits 8,9 = 11
-                      "0101010110")   # key 1111; bits 8,9 = 10
+HAND = _records(
+    "P1",
+    "0101010101",  # key bits at 1,3,5,7 = 1111; bits 8,9 = 01
+    "0101010100",  # key 1111; bits 8,9 = 00
+    "1100000011",  # key 1000; bits 8,9 = 11
+    "0101010110",
+)  # key 1111; bits 8,9 = 10
 HAND_POS = np.array([[1, 3, 5, 7]])
 
 
@@ -105,11 +115,26 @@ def test_suffix_positions_by_hand():
 
 def test_plain_signatures_by_hand():
     sig = plain_signatures(HAND, positions=HAND_POS, suffix_lengths=(2, 3))
-    rows = list(zip(sig.record.tolist(), sig.lsh_group.tolist(), sig.lsh_key.tolist(),
-                    sig.suffix_len.tolist(), sig.suffix.tolist()))
+    rows = list(
+        zip(
+            sig.record.tolist(),
+            sig.lsh_group.tolist(),
+            sig.lsh_key.tolist(),
+            sig.suffix_len.tolist(),
+            sig.suffix.tolist(),
+        )
+    )
     # suffix 2 = bits (8, 9); suffix 3 = bits (6, 8, 9)
-    assert rows == [(0, 0, 15, 2, 1), (1, 0, 15, 2, 0), (2, 0, 8, 2, 3), (3, 0, 15, 2, 2),
-                    (0, 0, 15, 3, 1), (1, 0, 15, 3, 0), (2, 0, 8, 3, 3), (3, 0, 15, 3, 2)]
+    assert rows == [
+        (0, 0, 15, 2, 1),
+        (1, 0, 15, 2, 0),
+        (2, 0, 8, 2, 3),
+        (3, 0, 15, 2, 2),
+        (0, 0, 15, 3, 1),
+        (1, 0, 15, 3, 0),
+        (2, 0, 8, 3, 3),
+        (3, 0, 15, 3, 2),
+    ]
     literal = plain_signatures(HAND, positions=HAND_POS, suffix_lengths=(3,), exclude_lsh=False)
     # the paper's last 3 bits (7, 8, 9): 101, 100, 011, 110
     assert literal.suffix.tolist() == [5, 4, 3, 6]
@@ -154,11 +179,16 @@ def test_protection_keeps_equality_and_prefix_structure():
     # masks: constant within a (group, key, length) list, XOR differences preserved
     mask = prot.suffix ^ plain.suffix
     lists = {}
-    for g, k, ln, m, s_plain, s_prot in zip(plain.lsh_group.tolist(), plain.lsh_key.tolist(),
-                                            plain.suffix_len.tolist(), mask.tolist(),
-                                            plain.suffix.tolist(), prot.suffix.tolist()):
+    for g, k, ln, m, s_plain, s_prot in zip(
+        plain.lsh_group.tolist(),
+        plain.lsh_key.tolist(),
+        plain.suffix_len.tolist(),
+        mask.tolist(),
+        plain.suffix.tolist(),
+        prot.suffix.tolist(),
+    ):
         lists.setdefault((g, k, ln), set()).add(m)
-        assert m < 2 ** ln and s_prot < 2 ** ln
+        assert m < 2**ln and s_prot < 2**ln
     assert all(len(ms) == 1 for ms in lists.values())
     # distinct lists get distinct 32-bit masks (a collision has probability < 1e-5 here)
     masks32 = [next(iter(ms)) for key, ms in lists.items() if key[2] == 32]
@@ -190,6 +220,7 @@ def test_party_signatures_shapes_and_options():
 
 def attrs_evolve(cfg: BlockingConfig, **kw) -> BlockingConfig:
     import attrs
+
     return attrs.evolve(cfg, **kw)
 
 
@@ -200,10 +231,15 @@ def test_blocking_config_validation():
     assert BlockingConfig().suffix_lengths(15, 100) == (15, 16)
     assert BlockingConfig().max_suffix_length(100) == 64
     assert BlockingConfig(lsh_bits=20).max_suffix_length(70) == 50
-    for bad, err in [(dict(lsh_groups=0), PrivregValueError), (dict(lsh_bits=65), PrivregValueError),
-                     (dict(lmin=-1), PrivregValueError), (dict(lmin=1.5), PrivregTypeError),
-                     (dict(window=1), PrivregValueError), (dict(suffix_excludes_lsh=1), PrivregTypeError),
-                     (dict(dispersion={}), PrivregTypeError)]:
+    for bad, err in [
+        (dict(lsh_groups=0), PrivregValueError),
+        (dict(lsh_bits=65), PrivregValueError),
+        (dict(lmin=-1), PrivregValueError),
+        (dict(lmin=1.5), PrivregTypeError),
+        (dict(window=1), PrivregValueError),
+        (dict(suffix_excludes_lsh=1), PrivregTypeError),
+        (dict(dispersion={}), PrivregTypeError),
+    ]:
         with pytest.raises(err):
             BlockingConfig(**bad)
 
@@ -226,8 +262,8 @@ FIG6 = [
 def test_sliding_window_merge_fig6_by_hand():
     blocks = sliding_window_merge(FIG6, window=4)
     assert [_members(b) for b in blocks] == [
-        {"P1": [0, 1, 2], "P2": [0], "P3": [0, 1]},   # B11 + B21 + B31 + B12
-        {"P1": [1, 2], "P2": [0, 1], "P3": [0, 1]},   # B21 + B31 + B12 + B22
+        {"P1": [0, 1, 2], "P2": [0], "P3": [0, 1]},  # B11 + B21 + B31 + B12
+        {"P1": [1, 2], "P2": [0, 1], "P3": [0, 1]},  # B21 + B31 + B12 + B22
     ]
     assert all(b.lsh_group == 0 and b.lsh_key == 7 for b in blocks)
     # w = 3: windows [B11 B21 B31], [B21 B31 B12], [B31 B12 B22]
@@ -238,7 +274,8 @@ def test_sliding_window_merge_fig6_by_hand():
     ]
     # a list shorter than w is one window
     assert [_members(b) for b in sliding_window_merge(FIG6, window=9)] == [
-        {"P1": [0, 1, 2], "P2": [0, 1], "P3": [0, 1]}]
+        {"P1": [0, 1, 2], "P2": [0, 1], "P3": [0, 1]}
+    ]
 
 
 def test_merge_requires_every_party_in_the_window():
@@ -268,7 +305,7 @@ def test_shorter_suffix_rescues_a_typo_fig5():
     # both parties: [00 00], [10 11]; length 3 list: P2:000(Pete) P2:010 P1:011 P1:100(Peter)
     # -> only [010 011], the same members as [10 11]: dropped as a duplicate
     assert [_members(b) for b in blocks] == [
-        {"P1": [0], "P2": [0]},    # Peter + Pete, found only through the 2-bit suffix
+        {"P1": [0], "P2": [0]},  # Peter + Pete, found only through the 2-bit suffix
         {"P1": [1], "P2": [1]},
     ]
     groups = candidate_groups(blocks, parties=["P1", "P2"])
@@ -299,13 +336,24 @@ def test_merge_validation():
 
 # --- candidate groups, by hand -----------------------------------------------------------
 
+
 def test_candidate_groups_fig6_by_hand():
     blocks = sliding_window_merge(FIG6, window=4)
     groups = candidate_groups(blocks, parties=["P1", "P2", "P3"])
     # block 0: {0,1,2} x {0} x {0,1} = 6 groups; block 1: {1,2} x {0,1} x {0,1} = 8 groups,
     # of which (1,0,0) (1,0,1) (2,0,0) (2,0,1) already came from block 0
-    expected = [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (2, 0, 0), (2, 0, 1),
-                (1, 1, 0), (1, 1, 1), (2, 1, 0), (2, 1, 1)]
+    expected = [
+        (0, 0, 0),
+        (0, 0, 1),
+        (1, 0, 0),
+        (1, 0, 1),
+        (2, 0, 0),
+        (2, 0, 1),
+        (1, 1, 0),
+        (1, 1, 1),
+        (2, 1, 0),
+        (2, 1, 1),
+    ]
     assert [tuple(r) for r in groups.records.tolist()] == expected
     assert groups.block.tolist() == [0] * 6 + [1] * 4
     assert groups.parties == ("P1", "P2", "P3") and len(groups) == 10
@@ -318,6 +366,7 @@ def test_candidate_groups_fig6_by_hand():
 
 def test_candidate_groups_are_unique_across_generation_chunks(monkeypatch):
     from privreg.plugins.pprl import merge
+
     blocks = sliding_window_merge(FIG6, window=4)
     whole = candidate_groups(blocks, parties=["P1", "P2", "P3"])
     monkeypatch.setattr(merge, "_CHUNK", 4)  # one block per chunk: duplicates span chunks
@@ -355,6 +404,7 @@ def test_identical_records_always_meet():
 
 # --- dispersion (Section 4.2.2) ----------------------------------------------------------
 
+
 def test_dispersion_worked_example():
     raw = lmin_from_dispersion(1.11, theta=0.5, ht=1.4, lt=15)
     assert raw == pytest.approx(15 * 0.61 / 0.9) and round(raw, 2) == 10.17
@@ -372,15 +422,25 @@ def test_sequence_entropy_by_hand():
     assert sequence_entropy(np.array([0, 1, 2, 3])) == pytest.approx(2.0)
     assert sequence_entropy(np.array([5, 5, 5])) == 0.0
     assert sequence_entropy(np.array([0, 0, 0, 1]), log_base=math.e) == pytest.approx(
-        -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+        -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    )
 
 
 def test_block_entropies_by_hand():
     # keys (one group): block 1 = records 0-3, block 2 = records 4-7, block 3 = records 8-9
     keys = np.array([[1], [1], [1], [1], [2], [2], [2], [2], [3], [3]])
-    f = _bits("00000000", "00000000", "00000011", "00000011",   # bits 6,7: 00 00 11 11 -> H = 1
-              "00000010", "00000010", "00000010", "00000010",   # 10 10 10 10 -> H = 0
-              "00000001", "00000010")                           # only 2 records <= X: excluded
+    f = _bits(
+        "00000000",
+        "00000000",
+        "00000011",
+        "00000011",  # bits 6,7: 00 00 11 11 -> H = 1
+        "00000010",
+        "00000010",
+        "00000010",
+        "00000010",  # 10 10 10 10 -> H = 0
+        "00000001",
+        "00000010",
+    )  # only 2 records <= X: excluded
     cfg = DispersionConfig(positions=2, records=4, blocks=10, min_block_size=3)
     h = block_entropies(f, keys, positions=np.array([6, 7]), config=cfg, rng=InsecureReproducibleRandom(seed=1))
     assert sorted(h.tolist()) == [0.0, 1.0]
@@ -388,8 +448,9 @@ def test_block_entropies_by_hand():
     # 5, 6: sequences 00 00 01 01 01 01 01 01 00 01 (3 x 00, 7 x 01); q = 4 of them give
     # entropy 0, H(1/4, 3/4) or 1 bit depending on the draw
     keys2 = np.concatenate([keys, np.zeros((10, 1), dtype=int)], axis=1)
-    h2 = block_entropies(f, keys2, positions=np.array([[6, 7], [5, 6]]), config=cfg,
-                         rng=InsecureReproducibleRandom(seed=1)).tolist()
+    h2 = block_entropies(
+        f, keys2, positions=np.array([[6, 7], [5, 6]]), config=cfg, rng=InsecureReproducibleRandom(seed=1)
+    ).tolist()
     assert len(h2) == 3
     h2.remove(0.0)
     h2.remove(1.0)
@@ -398,14 +459,19 @@ def test_block_entropies_by_hand():
     assert overall_dispersion([h, np.array([2.0])]) == pytest.approx(1.0)
     assert overall_dispersion([np.zeros(0)]) is None
     # N = 1: one of the two eligible blocks
-    one = block_entropies(f, keys, positions=np.array([6, 7]), config=attrs_evolve(cfg, blocks=1),
-                          rng=InsecureReproducibleRandom(seed=2))
+    one = block_entropies(
+        f, keys, positions=np.array([6, 7]), config=attrs_evolve(cfg, blocks=1), rng=InsecureReproducibleRandom(seed=2)
+    )
     assert one.size == 1 and one[0] in (0.0, 1.0)
     # q = 2 of a block whose 4 sequences are all different: exactly 1 bit whatever is sampled
     f2 = _bits("00000000", "00000001", "00000010", "00000011")
-    two = block_entropies(f2, np.ones((4, 1), dtype=int), positions=np.array([6, 7]),
-                          config=DispersionConfig(positions=2, records=2, blocks=5, min_block_size=3),
-                          rng=InsecureReproducibleRandom(seed=3))
+    two = block_entropies(
+        f2,
+        np.ones((4, 1), dtype=int),
+        positions=np.array([6, 7]),
+        config=DispersionConfig(positions=2, records=2, blocks=5, min_block_size=3),
+        rng=InsecureReproducibleRandom(seed=3),
+    )
     assert two.tolist() == [1.0]
 
 
@@ -454,9 +520,11 @@ ENT = {"A": ["e1", "e2", "e3", None], "B": ["e1", "e2", "e2", "e4"], "C": ["e1",
 
 
 def test_blocking_quality_by_hand():
-    groups = CandidateGroups(parties=("A", "B", "C"),
-                             records=np.array([[0, 0, 0], [1, 1, 2], [1, 2, 1], [3, 3, 0], [0, 0, 0]]),
-                             block=np.zeros(5, dtype=np.int64))
+    groups = CandidateGroups(
+        parties=("A", "B", "C"),
+        records=np.array([[0, 0, 0], [1, 1, 2], [1, 2, 1], [3, 3, 0], [0, 0, 0]]),
+        block=np.zeros(5, dtype=np.int64),
+    )
     q = blocking_quality(groups, entities=ENT)
     assert (q.candidates, q.true_groups, q.true_candidates) == (4, 3, 2)  # duplicate counted once
     assert q.pair_completeness == pytest.approx(2 / 3)
@@ -485,6 +553,7 @@ def test_linkage_quality_by_hand():
 
 # --- tuning: formulas against Monte Carlo ------------------------------------------------
 
+
 def _mc_pair(L, d, K, J, trials, replacement, seed):
     rng = np.random.default_rng(seed)  # simulation of the hash choice, not privacy noise
     if replacement:
@@ -506,7 +575,8 @@ def test_collision_probability_matches_monte_carlo(replacement):
         assert abs(mc - p) < 5 * math.sqrt(p * (1 - p) / trials)
     # the with-replacement formula is the paper's 1 - (1 - (1 - d/L)^K)^J
     assert collision_probability(10, filter_length=100, bits=20, groups=3, replacement=True) == pytest.approx(
-        1 - (1 - 0.9 ** 20) ** 3)
+        1 - (1 - 0.9**20) ** 3
+    )
     # distinct positions: C(L-d, K) / C(L, K)
     assert key_probability(10, filter_length=100, bits=20) == pytest.approx(math.comb(90, 20) / math.comb(100, 20))
 
@@ -525,9 +595,9 @@ def test_multiparty_collision_matches_monte_carlo():
     p = multiparty_collision_probability(deviation=dev, parties=n, filter_length=L, bits=K, groups=J)
     assert abs(mc - p) < 5 * math.sqrt(p * (1 - p) / trials)
     # n = 2 with the reference included is the pairwise formula at distance dev
-    assert multiparty_collision_probability(deviation=5, parties=2, filter_length=L, bits=K, groups=J,
-                                            reference_included=True) == pytest.approx(
-        float(collision_probability(5, filter_length=L, bits=K, groups=J)))
+    assert multiparty_collision_probability(
+        deviation=5, parties=2, filter_length=L, bits=K, groups=J, reference_included=True
+    ) == pytest.approx(float(collision_probability(5, filter_length=L, bits=K, groups=J)))
     # all records of a group must collide in the same group: lower than any single pair
     assert p < float(collision_probability(2 * dev, filter_length=L, bits=K, groups=J))
 
@@ -542,7 +612,7 @@ def test_spread_distribution_by_hand():
 def test_suggest_lsh_meets_target_and_minimises_work():
     s = suggest_lsh(filter_length=100, distance=10, target_recall=0.9, background_distance=35, records=5000)
     J, K = s
-    assert (J, K) == (s.groups, s.bits)
+    assert (s.groups, s.bits) == (J, K)
     assert float(collision_probability(10, filter_length=100, bits=K, groups=J)) >= 0.9
     # brute force: nothing cheaper meets the target
     for k in range(1, 65):
@@ -551,8 +621,12 @@ def test_suggest_lsh_meets_target_and_minimises_work():
                 work = j * (1 + 5000 * float(key_probability(35, filter_length=100, bits=k)))
                 assert work >= s.work - 1e-9
     multi = suggest_lsh(filter_length=100, distance=10, target_recall=0.9, parties=3, background_distance=35)
-    assert multiparty_collision_probability(deviation=5, parties=3, filter_length=100, bits=multi.bits,
-                                            groups=multi.groups) >= 0.9
+    assert (
+        multiparty_collision_probability(
+            deviation=5, parties=3, filter_length=100, bits=multi.bits, groups=multi.groups
+        )
+        >= 0.9
+    )
     with pytest.raises(PrivregValueError, match="no J"):
         suggest_lsh(filter_length=100, distance=40, target_recall=0.99, max_groups=2)
 
@@ -560,8 +634,15 @@ def test_suggest_lsh_meets_target_and_minimises_work():
 def test_suggest_lsh_respects_min_bits():
     free = suggest_lsh(filter_length=100, distance=10, target_recall=0.9, background_distance=35, records=5000)
     floor = free.bits + 3
-    s = suggest_lsh(filter_length=100, distance=10, target_recall=0.9, background_distance=35, records=5000,
-                    min_bits=floor, max_groups=64)
+    s = suggest_lsh(
+        filter_length=100,
+        distance=10,
+        target_recall=0.9,
+        background_distance=35,
+        records=5000,
+        min_bits=floor,
+        max_groups=64,
+    )
     assert s.bits >= floor and s.work >= free.work
     assert float(collision_probability(10, filter_length=100, bits=s.bits, groups=s.groups)) >= 0.9
     with pytest.raises(PrivregValueError, match="min_bits"):
@@ -570,21 +651,31 @@ def test_suggest_lsh_respects_min_bits():
 
 def test_calibrate_dispersion_reads_the_plateau():
     pop = synthetic_population(400, rng=InsecureReproducibleRandom(seed=8))
-    data = make_parties(pop, parties=3, corruption=0.3, rng=InsecureReproducibleRandom(seed=9), overlap=1.0,
-                        fields=list(FEBRL_SCHEMA.columns))
-    parts = [encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
-             for p in data.parties]
+    data = make_parties(
+        pop,
+        parties=3,
+        corruption=0.3,
+        rng=InsecureReproducibleRandom(seed=9),
+        overlap=1.0,
+        fields=list(FEBRL_SCHEMA.columns),
+    )
+    parts = [
+        encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+        for p in data.parties
+    ]
     cfg = BlockingConfig(lsh_bits=10)
-    cal = calibrate_dispersion(parts, config=cfg, secret=SECRET, lmins=(16, 2, 8),
-                               rng=InsecureReproducibleRandom(seed=1))
+    cal = calibrate_dispersion(
+        parts, config=cfg, secret=SECRET, lmins=(16, 2, 8), rng=InsecureReproducibleRandom(seed=1)
+    )
     assert cal.lmins == (2, 8, 16)
     assert cal.ht == choose_lmin(parts, config=cfg, secret=SECRET, rng=InsecureReproducibleRandom(seed=1)).hs
     best = max(cal.pairs_quality)
     first = next(l for l, q in zip(cal.lmins, cal.pairs_quality) if q >= 0.95 * best)
     assert cal.lt == first
     sigs = [party_signatures(p, config=cfg, secret=SECRET, lmin=8) for p in parts]
-    q8 = blocking_quality(candidate_groups(sliding_window_merge(sigs, window=5), parties=list(data.parties)),
-                          entities=parts)
+    q8 = blocking_quality(
+        candidate_groups(sliding_window_merge(sigs, window=5), parties=list(data.parties)), entities=parts
+    )
     assert (q8.pair_completeness, q8.pairs_quality) == (cal.pair_completeness[1], cal.pairs_quality[1])
     with pytest.raises(PrivregValueError, match="ground-truth"):
         calibrate_dispersion([_records("A", "01" * 50), _records("B", "01" * 50)], config=cfg, secret=SECRET)

@@ -89,15 +89,28 @@ def test_pseudopeople_census_and_ssa():
     assert data.parties == ("census", "ssa")
     for p in data.parties:
         f = data.frames[p]
-        assert list(f.columns) == ["first_name", "middle_initial", "last_name", "street_address", "city",
-                                   "zipcode", "date_of_birth", ENTITY]
+        assert list(f.columns) == [
+            "first_name",
+            "middle_initial",
+            "last_name",
+            "street_address",
+            "city",
+            "zipcode",
+            "date_of_birth",
+            ENTITY,
+        ]
         assert f[ENTITY].is_unique  # one record per entity and source
         assert f.index.str.startswith(p + "-").all()
     assert (data.frames["ssa"]["street_address"] == "").all()  # SSA has no address
     assert (data.frames["census"]["street_address"] != "").mean() > 0.9
     assert data.true_group_count() > 1000
-    enc = encode_records(data.frames["census"].head(100), schema=pseudopeople_schema(), secret=SECRET,
-                         party="census", entity_column=ENTITY)
+    enc = encode_records(
+        data.frames["census"].head(100),
+        schema=pseudopeople_schema(),
+        secret=SECRET,
+        party="census",
+        entity_column=ENTITY,
+    )
     assert enc.match_filters.any(axis=1).mean() > 0.9
     with pytest.raises(PrivregValueError):
         load_pseudopeople(sources=("census", "irs"))
@@ -149,8 +162,15 @@ def test_make_parties_counts_overlap_and_corruption(parties, corruption):
     """Exact by construction (tolerance: none beyond rounding of corruption * size)."""
     pop = synthetic_population(1000, rng=InsecureReproducibleRandom(seed=3))
     cols = ["given_name", "surname", "address_1", "suburb"]
-    data = make_parties(pop, parties=parties, corruption=corruption, rng=InsecureReproducibleRandom(seed=4),
-                        fields=cols, overlap=0.4, keep=0.5)
+    data = make_parties(
+        pop,
+        parties=parties,
+        corruption=corruption,
+        rng=InsecureReproducibleRandom(seed=4),
+        fields=cols,
+        overlap=0.4,
+        keep=0.5,
+    )
     assert len(data.parties) == parties and data.parties[0] == "P1"
     held = [set(data.frames[p][ENTITY]) for p in data.parties]
     assert len(set.intersection(*held)) == 400  # exactly round(overlap * N) held everywhere

@@ -53,8 +53,7 @@ class RecordingComparer:
 
 
 @settings(max_examples=60)  # each example runs a whole matching session
-@given(st.integers(0, 10_000), st.integers(2, 4), st.sampled_from(["star", "all"]), st.integers(0, 5),
-       st.data())
+@given(st.integers(0, 10_000), st.integers(2, 4), st.sampled_from(["star", "all"]), st.integers(0, 5), st.data())
 def test_session_verdict_equals_plaintext_and_no_pair_twice(seed, n, rule, T, data):
     groups, filters, enc = instance(seed, n)
     early = data.draw(st.integers(1, n - 1))
@@ -80,8 +79,9 @@ def test_star_rule_is_the_papers_and_differs_from_all_pairs():
     y[:2] = True
     z[2:4] = True  # HD(x, y) = HD(x, z) = 2, HD(y, z) = 4
     filters = {"P1": x[None], "P2": y[None], "P3": z[None]}
-    g = CandidateGroups(parties=("P1", "P2", "P3"), records=np.zeros((1, 3), dtype=np.int64),
-                        block=np.zeros(1, dtype=np.int64))
+    g = CandidateGroups(
+        parties=("P1", "P2", "P3"), records=np.zeros((1, 3), dtype=np.int64), block=np.zeros(1, dtype=np.int64)
+    )
     for enc, rule, expected in [(0, "star", True), (0, "all", False), (1, "star", False)]:
         s = MatchingSession(g, np.array([enc]), threshold=T, rule=rule)
         assert run_matching(s, plaintext_comparer(g.parties, filters)).matched.tolist() == [expected]
@@ -93,7 +93,7 @@ def test_early_termination_skips_the_later_rounds_of_dropped_groups():
     L, m = 40, 30
     base = rng.random((m, L)) < 0.5
     filters = {"P1": base, "P2": base.copy(), "P3": base.copy()}
-    filters["P2"][m // 2:] ^= True  # the second half of P2 is far from everything
+    filters["P2"][m // 2 :] ^= True  # the second half of P2 is far from everything
     recs = np.stack([np.arange(m)] * 3, axis=1)
     g = CandidateGroups(parties=("P1", "P2", "P3"), records=recs, block=np.zeros(m, dtype=np.int64))
     s = MatchingSession(g, np.zeros(m, dtype=np.int64), threshold=3)
@@ -163,8 +163,7 @@ def test_session_misuse_raises():
 
 
 def test_no_groups():
-    g = CandidateGroups(parties=("A", "B"), records=np.zeros((0, 2), dtype=np.int64),
-                        block=np.zeros(0, dtype=np.int64))
+    g = CandidateGroups(parties=("A", "B"), records=np.zeros((0, 2), dtype=np.int64), block=np.zeros(0, dtype=np.int64))
     s = MatchingSession(g, np.zeros(0, dtype=np.int64), threshold=3)
     res = run_matching(s, lambda plan: pytest.fail("no round expected"))
     assert res.links.shape == (0, 2) and res.counts.comparisons == 0
@@ -173,6 +172,7 @@ def test_no_groups():
 
 
 # ------------------------------------------------------------------ assignment
+
 
 def brute_force(groups, units, speeds):
     """The optimal makespan over all assignments of units to parties."""
@@ -192,8 +192,7 @@ def test_assignment_is_optimal_on_small_instances(seed):
     g = int(rng.integers(3, 16))
     recs = rng.integers(0, 6, (g, n))
     units = np.unique(rng.integers(0, int(rng.integers(2, 7)), g), return_inverse=True)[1].reshape(-1)
-    groups = CandidateGroups(parties=tuple(f"P{i}" for i in range(n)), records=recs,
-                             block=np.zeros(g, dtype=np.int64))
+    groups = CandidateGroups(parties=tuple(f"P{i}" for i in range(n)), records=recs, block=np.zeros(g, dtype=np.int64))
     speeds = {p: float(s) for p, s in zip(groups.parties, rng.choice([1.0, 2.0], n))}
     opt = brute_force(groups, units, [speeds[p] for p in groups.parties])
     exact = assign_encryptors(groups, units, speeds=speeds)
@@ -232,15 +231,18 @@ def test_speeds_shift_the_load_to_faster_parties():
 
 def test_group_units_follow_the_lsh_key_of_the_first_block():
     m = {"A": np.array([0]), "B": np.array([0])}
-    blocks = [FinalBlock(lsh_group=0, lsh_key=2**63 + 5, members=m), FinalBlock(lsh_group=1, lsh_key=7, members=m),
-              FinalBlock(lsh_group=0, lsh_key=2**63 + 5, members=m)]
-    groups = CandidateGroups(parties=("A", "B"), records=np.array([[0, 0], [1, 1], [2, 2]]),
-                             block=np.array([2, 1, 0]))
+    blocks = [
+        FinalBlock(lsh_group=0, lsh_key=2**63 + 5, members=m),
+        FinalBlock(lsh_group=1, lsh_key=7, members=m),
+        FinalBlock(lsh_group=0, lsh_key=2**63 + 5, members=m),
+    ]
+    groups = CandidateGroups(parties=("A", "B"), records=np.array([[0, 0], [1, 1], [2, 2]]), block=np.array([2, 1, 0]))
     units = group_units(groups, blocks)
     assert units[0] == units[2] != units[1]
     with pytest.raises(PrivregValueError, match="blocks"):
-        group_units(CandidateGroups(parties=("A", "B"), records=np.zeros((1, 2), dtype=np.int64),
-                                    block=np.array([5])), blocks)
+        group_units(
+            CandidateGroups(parties=("A", "B"), records=np.zeros((1, 2), dtype=np.int64), block=np.array([5])), blocks
+        )
 
 
 def test_assignment_arguments_are_validated():

@@ -10,8 +10,9 @@ import pytest
 from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.mpc.runtime import run_protocol
+from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
 from privreg.plugins.pprl.encoding import encode_records
@@ -19,17 +20,19 @@ from privreg.plugins.pprl.plaintext import plaintext_linkage
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
-from privreg.mpc.runtime import run_protocol
 
 SECRET = bytes(range(7, 39))  # tests only
 
 
 def _records(size, parties, corruption, seed):
     pop = synthetic_population(size, rng=InsecureReproducibleRandom(seed=seed))
-    data = make_parties(pop, parties=parties, corruption=corruption, rng=InsecureReproducibleRandom(seed=seed + 1),
-                        overlap=0.6)
-    return {p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
-            for p in data.parties}
+    data = make_parties(
+        pop, parties=parties, corruption=corruption, rng=InsecureReproducibleRandom(seed=seed + 1), overlap=0.6
+    )
+    return {
+        p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+        for p in data.parties
+    }
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +46,17 @@ def _set(links):
 
 @pytest.mark.parametrize("rule", ["star", "all"])
 def test_same_links_as_the_protocol(records, rule):
-    proto = PPRLProtocol(parties=3, records=records, secret=SECRET, keypair=cached_keypair(512, 4),
-                         insecure_allow_small_keys=True, workers=1, rule=rule, assignment_method="greedy",
-                         rng=InsecureReproducibleRandom(seed=5))
+    proto = PPRLProtocol(
+        parties=3,
+        records=records,
+        secret=SECRET,
+        keypair=cached_keypair(512, 4),
+        insecure_allow_small_keys=True,
+        workers=1,
+        rule=rule,
+        assignment_method="greedy",
+        rng=InsecureReproducibleRandom(seed=5),
+    )
     lu = run_protocol(proto, transport=InMemoryTransport(keep_payloads=False)).outputs[LINKAGE_UNIT]
     plain = plaintext_linkage(records, secret=SECRET, lmin=lu["lmin"], rule=rule)
     assert plain.lmin == lu["lmin"] and plain.blocks == lu["blocks"]
@@ -77,15 +88,17 @@ def test_lsh_only_blocking_bounds_double_blocking():
         assert q_lsh.pair_completeness >= q_double.pair_completeness
         assert q_lsh.candidates >= q_double.candidates
         # the "all" rule links a subset of LSH-only candidates: recall at most the bound
-        linked = linkage_quality(plaintext_linkage(recs, secret=SECRET, blocking=BlockingConfig(lmin=0),
-                                                   rule="all").links, entities=entities, parties=lsh.parties)
+        linked = linkage_quality(
+            plaintext_linkage(recs, secret=SECRET, blocking=BlockingConfig(lmin=0), rule="all").links,
+            entities=entities,
+            parties=lsh.parties,
+        )
         assert linked.recall <= q_lsh.pair_completeness
 
 
 def test_block_guard_reports_skipped_blocks(records):
     full = plaintext_linkage(records, secret=SECRET, blocking=BlockingConfig(lmin=0, lsh_bits=6))
-    cut = plaintext_linkage(records, secret=SECRET, blocking=BlockingConfig(lmin=0, lsh_bits=6),
-                            max_block_products=8)
+    cut = plaintext_linkage(records, secret=SECRET, blocking=BlockingConfig(lmin=0, lsh_bits=6), max_block_products=8)
     assert cut.skipped_blocks > 0 and full.skipped_blocks == 0
     assert len(cut.groups) < len(full.groups)
 

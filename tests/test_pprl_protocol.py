@@ -15,9 +15,10 @@ import pytest
 from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregValueError
-from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.mpc.runtime import arun_protocol, run_protocol
 from privreg.mpc.tcp import TcpTransport
+from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl.assignment import group_units
 from privreg.plugins.pprl.blocking import BlockingConfig, party_signatures
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
@@ -26,7 +27,6 @@ from privreg.plugins.pprl.matching import match_plaintext
 from privreg.plugins.pprl.merge import candidate_groups, sliding_window_merge
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
-from privreg.mpc.runtime import arun_protocol, run_protocol
 
 SECRET = bytes(range(101, 133))  # tests only: a real run draws secrets.token_bytes(32)
 PARTIES = ("P1", "P2", "P3")
@@ -36,8 +36,10 @@ PARTIES = ("P1", "P2", "P3")
 def records():
     pop = synthetic_population(110, rng=InsecureReproducibleRandom(seed=21))
     data = make_parties(pop, parties=3, corruption=0.3, rng=InsecureReproducibleRandom(seed=22), overlap=0.6)
-    return {p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
-            for p in data.parties}
+    return {
+        p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+        for p in data.parties
+    }
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +49,9 @@ def kp():
 
 def protocol(records, kp, **kw):
     kw.setdefault("rng", InsecureReproducibleRandom(seed=1))
-    return PPRLProtocol(parties=3, records=records, secret=SECRET, keypair=kp, insecure_allow_small_keys=True,
-                        workers=1, **kw)
+    return PPRLProtocol(
+        parties=3, records=records, secret=SECRET, keypair=kp, insecure_allow_small_keys=True, workers=1, **kw
+    )
 
 
 def reference(records, lu, *, blocking=None, threshold=3, rule="star"):
@@ -78,8 +81,19 @@ def test_linked_groups_equal_the_plaintext_pipeline(records, kp, layout):
     assert counts.matched == len(want) and counts.comparisons <= counts.required_pairs
     assert [r.label for r in counts.rounds] == ["r1", "r2"]
     steps = list(res.transcript.per_step())
-    for step in ("keys", "dispersion", "lmin", "signatures", "groups", "requests-r1", "encrypted-filters-r1",
-                 "distances-r1", "requests-r2", "distances-r2", "result"):
+    for step in (
+        "keys",
+        "dispersion",
+        "lmin",
+        "signatures",
+        "groups",
+        "requests-r1",
+        "encrypted-filters-r1",
+        "distances-r1",
+        "requests-r2",
+        "distances-r2",
+        "result",
+    ):
         assert step in steps
     assert set(lu["timings"]) >= {"keys", "blocking", "assignment", "matching", "decryption", "total"}
     assert lu["ops"]["decryptions"] > 0 and lu["ops"]["encryptions"] == 0
@@ -117,10 +131,23 @@ def test_party_names_in_any_order(records, kp):
     from privreg.plugins.pprl.records import EncodedRecords
 
     names = ("C", "A", "B")
-    renamed = {q: EncodedRecords(party=q, ids=records[p].ids, block_filters=records[p].block_filters,
-                                 match_filters=records[p].match_filters) for q, p in zip(names, PARTIES)}
-    res = run_protocol(PPRLProtocol(parties=names, records=renamed, secret=SECRET, keypair=kp, insecure_allow_small_keys=True,
-                       workers=1, rng=InsecureReproducibleRandom(seed=2)))
+    renamed = {
+        q: EncodedRecords(
+            party=q, ids=records[p].ids, block_filters=records[p].block_filters, match_filters=records[p].match_filters
+        )
+        for q, p in zip(names, PARTIES)
+    }
+    res = run_protocol(
+        PPRLProtocol(
+            parties=names,
+            records=renamed,
+            secret=SECRET,
+            keypair=kp,
+            insecure_allow_small_keys=True,
+            workers=1,
+            rng=InsecureReproducibleRandom(seed=2),
+        )
+    )
     lu = res.outputs[LINKAGE_UNIT]
     assert lu["parties"] == names
     cfg = BlockingConfig()
@@ -133,6 +160,7 @@ def test_party_names_in_any_order(records, kp):
 
 
 # ------------------------------------------------------------------ what the transcript shows
+
 
 def _walk(x):
     yield x
@@ -223,6 +251,7 @@ def test_record_ids_and_entity_labels_are_never_sent(records, kp):
 
 # ------------------------------------------------------------------ keys and arguments
 
+
 def test_keys_below_2048_bits_need_the_insecure_opt_in(records):
     with pytest.raises(PrivregValueError, match="2048"):
         PPRLProtocol(parties=3, records=records, secret=SECRET, key_bits=1024)
@@ -248,24 +277,31 @@ def test_arguments_are_validated(records):
 
 # ------------------------------------------------------------------ over TCP
 
+
 def test_linkage_unit_and_parties_on_two_tcp_transports(records, kp):
     """One process, two transports on loopback: the linkage unit on one, the data parties
     on the other; every message between them crosses a socket."""
     lu_t = TcpTransport(local=[LINKAGE_UNIT], recv_timeout=60.0, session="pprl-test")
     parties_t = TcpTransport(local=list(PARTIES), recv_timeout=60.0, session="pprl-test")
-    lu_t.set_peers({p: parties_t.address for p in PARTIES})
+    lu_t.set_peers(dict.fromkeys(PARTIES, parties_t.address))
     parties_t.set_peers({LINKAGE_UNIT: lu_t.address})
     proto = protocol(records, kp, rng=None)
 
     async def main():
-        return await asyncio.wait_for(asyncio.gather(arun_protocol(proto, transport=lu_t), arun_protocol(proto, transport=parties_t)), 120)
+        return await asyncio.wait_for(
+            asyncio.gather(arun_protocol(proto, transport=lu_t), arun_protocol(proto, transport=parties_t)), 120
+        )
 
     lu_res, parties_res = asyncio.run(main())
     lu = lu_res.outputs[LINKAGE_UNIT]
     assert set(parties_res.outputs) == set(PARTIES)
     assert links(lu) == reference(records, lu)[1]
-    sent = {(m.step, m.sender, m.receiver, m.size_bytes) for m in parties_res.transcript.messages
-            if m.receiver == LINKAGE_UNIT}
-    got = {(m.step, m.sender, m.receiver, m.size_bytes) for m in lu_res.transcript.messages
-           if m.receiver == LINKAGE_UNIT}
+    sent = {
+        (m.step, m.sender, m.receiver, m.size_bytes)
+        for m in parties_res.transcript.messages
+        if m.receiver == LINKAGE_UNIT
+    }
+    got = {
+        (m.step, m.sender, m.receiver, m.size_bytes) for m in lu_res.transcript.messages if m.receiver == LINKAGE_UNIT
+    }
     assert sent == got and len(got) > 5  # both sides saw the same messages

@@ -18,8 +18,16 @@ from privreg.plugins.pprl import workflow as pprl_workflow_module
 from privreg.plugins.pprl.schema import PSEUDOPEOPLE_NAMES_SCHEMA
 from privreg.plugins.pprl.workflow import pprl_workflow, prepare_parties
 
-SMALL = dict(data="synthetic", parties=3, records=80, lsh_groups=8, lsh_bits=10, key_bits=512,
-             insecure_small_keys=True, workers=1)
+SMALL = dict(
+    data="synthetic",
+    parties=3,
+    records=80,
+    lsh_groups=8,
+    lsh_bits=10,
+    key_bits=512,
+    insecure_small_keys=True,
+    workers=1,
+)
 
 
 def test_workflow_links_generated_parties_and_reports_quality():
@@ -75,8 +83,26 @@ def test_no_releases_charger_refuses_any_charge():
 
 
 def test_cli_runs_without_a_budget_and_refuses_one(capsys, tmp_path):
-    argv = ["run", "pprl", "--records", "60", "--lsh-groups", "8", "--lsh-bits", "10", "--key-bits", "512",
-            "--insecure-small-keys", "true", "--workers", "1", "--output", str(tmp_path / "a"), "--insecure-seed", "3"]
+    argv = [
+        "run",
+        "pprl",
+        "--records",
+        "60",
+        "--lsh-groups",
+        "8",
+        "--lsh-bits",
+        "10",
+        "--key-bits",
+        "512",
+        "--insecure-small-keys",
+        "true",
+        "--workers",
+        "1",
+        "--output",
+        str(tmp_path / "a"),
+        "--insecure-seed",
+        "3",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "nothing charged" in out and "recall" in out

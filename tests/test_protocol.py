@@ -14,11 +14,11 @@ import pytest
 
 from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.protocol import Channel, Party, Protocol
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.mpc.runtime import arun_protocol, run_protocol
 from privreg.mpc.transcript import Message, Transcript
 from privreg.mpc.transport import InMemoryTransport
-from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.wire import decode, encode
-from privreg.mpc.runtime import arun_protocol, run_protocol
 
 TIMEOUT = 10.0  # seconds; generous, the protocols below finish in milliseconds
 MODULUS = (1 << 61) - 1
@@ -122,7 +122,7 @@ def test_secure_sum_outputs_and_transcript(values):
     res = run_guarded(proto)
     n = len(values)
     expected = sum(values.values()) % MODULUS
-    assert dict(res.outputs) == {name: expected for name in values}
+    assert dict(res.outputs) == dict.fromkeys(values, expected)
 
     msgs = res.transcript.messages
     # every party sends one 'share' and one 'partial' to every other party
@@ -544,7 +544,7 @@ def test_transcript_without_payloads_keeps_sizes():
     transport = InMemoryTransport(keep_payloads=False)
     without = run_guarded(SecureSum({"A": 1, "B": 2, "C": 3}), transport=transport)
     assert without.transcript is transport.transcript
-    assert dict(without.outputs) == dict(with_payloads.outputs) == {p: 6 for p in "ABC"}
+    assert dict(without.outputs) == dict(with_payloads.outputs) == dict.fromkeys("ABC", 6)
     a, b = with_payloads.transcript.messages, without.transcript.messages
     assert len(a) == len(b) == 12
     assert all(m.payload is None for m in b)

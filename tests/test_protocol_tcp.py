@@ -20,11 +20,11 @@ from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.protocol import Party, Protocol
-from privreg.mpc.transcript import Message, Traffic, Transcript
-from privreg.mpc.transport import InMemoryTransport
-from privreg.mpc.tcp import TcpTransport
 from privreg.crypto.compare import SecureComparison
 from privreg.mpc.runtime import arun_protocol, run_protocol
+from privreg.mpc.tcp import TcpTransport
+from privreg.mpc.transcript import Message, Traffic, Transcript
+from privreg.mpc.transport import InMemoryTransport
 
 HERE = Path(__file__).parent
 TIMEOUT = 30.0
@@ -55,8 +55,8 @@ class FnProtocol(Protocol):
 def pair(local_a, local_b, **kw):
     a = TcpTransport(local=local_a, **kw)
     b = TcpTransport(local=local_b, **kw)
-    a.set_peers({p: b.address for p in local_b})
-    b.set_peers({p: a.address for p in local_a})
+    a.set_peers(dict.fromkeys(local_b, b.address))
+    b.set_peers(dict.fromkeys(local_a, a.address))
     return a, b
 
 
@@ -65,7 +65,8 @@ def run_split(proto, *transports):
 
     async def main():
         return await asyncio.wait_for(
-            asyncio.gather(*(arun_protocol(proto, transport=t) for t in transports), return_exceptions=True), TIMEOUT)
+            asyncio.gather(*(arun_protocol(proto, transport=t) for t in transports), return_exceptions=True), TIMEOUT
+        )
 
     return asyncio.run(main())
 
@@ -95,11 +96,13 @@ def test_secure_comparison_with_parties_in_two_processes():
     try:
         kind, child_addr = q_out.get(timeout=60)
         assert kind == "address", child_addr
-        transport = TcpTransport(local=["keyholder"], peers={"holder": child_addr}, recv_timeout=60.0,
-                                 session="two-process-test")
+        transport = TcpTransport(
+            local=["keyholder"], peers={"holder": child_addr}, recv_timeout=60.0, session="two-process-test"
+        )
         q_in.put({"keyholder": transport.address})
-        proto = SecureComparison(bits=bits, count=len(a), output="both", keypair=kp, keyholder_values=a,
-                                 allow_insecure=True)
+        proto = SecureComparison(
+            bits=bits, count=len(a), output="both", keypair=kp, keyholder_values=a, allow_insecure=True
+        )
         res = run_protocol(proto, transport=transport)
         status, child_outputs, child_transcript = q_out.get(timeout=60)
         assert status == "ok", child_outputs
@@ -111,6 +114,7 @@ def test_secure_comparison_with_parties_in_two_processes():
     assert dict(res.outputs) == {"keyholder": expected}
     assert child_outputs == {"holder": expected}
     assert child.exitcode == 0
+
     # both processes recorded the same messages: same steps, directions, sizes and ciphertext counts,
     # in the same order per direction (the final share exchange runs both ways at once)
     def by_direction(msgs):
@@ -307,8 +311,12 @@ def _msg(seq, step, s, r, size, cts):
 
 def test_transcript_counts_per_party_and_step():
     t = Transcript(parties=["A", "B", "C"])
-    for m in [_msg(1, "keys", "B", "A", 100, 0), _msg(2, "enc", "B", "A", 1000, 4),
-              _msg(3, "enc", "B", "C", 500, 2), _msg(4, "back", "A", "B", 300, 1)]:
+    for m in [
+        _msg(1, "keys", "B", "A", 100, 0),
+        _msg(2, "enc", "B", "A", 1000, 4),
+        _msg(3, "enc", "B", "C", 500, 2),
+        _msg(4, "back", "A", "B", 300, 1),
+    ]:
         t.record(m)
     pps = t.per_party_step()
     assert pps["B"]["enc"]["sent"] == Traffic(messages=2, bytes=1500, ciphertexts=6)
@@ -322,7 +330,20 @@ def test_transcript_counts_per_party_and_step():
     assert rows[0] == ["step", "from", "to", "msgs", "ciphertexts", "bytes"]
     assert rows[2] == ["enc", "B", "A", "1", "4", "1000"] and rows[-1] == ["total", "4", "7", "1900"]
     head, *body = [line.split() for line in t.table(ciphertexts=True).splitlines()]
-    assert head == ["party", "sent", "msgs", "sent", "bytes", "sent", "cts", "recv", "msgs", "recv", "bytes",
-                    "recv", "cts"]
+    assert head == [
+        "party",
+        "sent",
+        "msgs",
+        "sent",
+        "bytes",
+        "sent",
+        "cts",
+        "recv",
+        "msgs",
+        "recv",
+        "bytes",
+        "recv",
+        "cts",
+    ]
     assert ["B", "3", "1600", "6", "1", "300", "1"] in body
     assert t.to_dict()["messages"][1]["ciphertexts"] == 4

@@ -7,7 +7,6 @@ import importlib
 import re
 
 import pytest
-
 from conftest import ROOT, TEMPLATE
 
 
@@ -60,10 +59,10 @@ def test_sources_are_found():
 
 
 def test_the_check_finds_private_names():
-    assert private_imports("from privreg.core.randomizer import np") == [
-        "np is not in privreg.core.randomizer.__all__"]
+    assert private_imports("from privreg.core.randomizer import np") == ["np is not in privreg.core.randomizer.__all__"]
     assert private_imports("from privreg.core.items import params_from") == [
-        "params_from is not in privreg.core.items.__all__"]
+        "params_from is not in privreg.core.items.__all__"
+    ]
     assert private_imports("import privreg._nothing") == ["privreg._nothing is a private module"]
     assert private_imports("from privreg import Param, hookimpl\nimport numpy") == []
 

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-
 from conftest import ROOT
 
 BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)

@@ -68,12 +68,15 @@ def test_import_failure_is_reported_and_others_still_load(plugin_dir):
 
 
 def test_hook_that_raises_fails_only_its_plugin(plugin_dir):
-    ep = plugin_dir("plug_raises", """
+    ep = plugin_dir(
+        "plug_raises",
+        """
         import privreg
         @privreg.hookimpl
         def privreg_register_mechanisms():
             raise RuntimeError("boom")
-    """)
+    """,
+    )
     registry = load_registry(entry_points=[STANDARD, ep])
     assert [(f.name, f.stage) for f in registry.failures] == [("plug_raises", "hooks")]
     assert "RuntimeError: boom" in registry.failures[0].error
@@ -81,30 +84,39 @@ def test_hook_that_raises_fails_only_its_plugin(plugin_dir):
 
 
 def test_partial_registration_is_all_or_nothing(plugin_dir):
-    ep = plugin_dir("plug_half", GOOD.format(name="half-good") + textwrap.dedent("""
+    ep = plugin_dir(
+        "plug_half",
+        GOOD.format(name="half-good")
+        + textwrap.dedent("""
         @privreg.hookimpl
         def privreg_register_workflows():
             return ["not an item"]
-    """))
+    """),
+    )
     registry = load_registry(entry_points=[ep])
     assert "half-good" not in registry
     assert "not a RegistryItem" in registry.failures[0].error
 
 
 def test_item_returned_from_the_wrong_hook_is_refused(plugin_dir):
-    ep = plugin_dir("plug_wrongkind", GOOD.format(name="x1").replace(
-        "privreg_register_sensitivities", "privreg_register_mechanisms"))
+    ep = plugin_dir(
+        "plug_wrongkind",
+        GOOD.format(name="x1").replace("privreg_register_sensitivities", "privreg_register_mechanisms"),
+    )
     registry = load_registry(entry_points=[ep])
     assert "expected 'mechanism'" in registry.failures[0].error
 
 
 def test_misspelled_hook_is_reported(plugin_dir):
-    ep = plugin_dir("plug_typo", """
+    ep = plugin_dir(
+        "plug_typo",
+        """
         import privreg
         @privreg.hookimpl
         def privreg_register_mechanism():
             return []
-    """)
+    """,
+    )
     registry = load_registry(entry_points=[ep])
     assert registry.failures[0].stage == "register"
     assert "privreg_register_mechanism" in registry.failures[0].error
@@ -169,7 +181,9 @@ def test_plugins_can_be_passed_directly(template_on_path):
 
 
 def test_event_types_hook(plugin_dir):
-    ep = plugin_dir("plug_ev", """
+    ep = plugin_dir(
+        "plug_ev",
+        """
         import attrs, privreg
         from privreg.core.events import EVENT_TYPES
 
@@ -181,7 +195,8 @@ def test_event_types_hook(plugin_dir):
         @privreg.hookimpl
         def privreg_register_event_types():
             return [MyEvent]
-    """)
+    """,
+    )
     from privreg.core.events import EVENT_TYPES
 
     try:
@@ -193,14 +208,17 @@ def test_event_types_hook(plugin_dir):
 
 
 def test_undecorated_event_class_is_refused(plugin_dir):
-    ep = plugin_dir("plug_ev2", """
+    ep = plugin_dir(
+        "plug_ev2",
+        """
         import privreg
         class NotRegistered(privreg.PrivacyEvent):
             kind = "unregistered"
         @privreg.hookimpl
         def privreg_register_event_types():
             return [NotRegistered]
-    """)
+    """,
+    )
     registry = load_registry(entry_points=[ep])
     assert "event_type" in registry.failures[0].error
 
@@ -221,8 +239,10 @@ def test_default_registry_is_cached_until_reset():
 
 
 def test_importing_privreg_loads_no_plugin():
-    code = ("import sys, privreg, privreg.cli.main; "
-            "print(sorted(m for m in sys.modules if m.startswith('privreg.plugins')))")
+    code = (
+        "import sys, privreg, privreg.cli.main; "
+        "print(sorted(m for m in sys.modules if m.startswith('privreg.plugins')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

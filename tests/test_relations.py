@@ -32,14 +32,20 @@ RULES = [
     (Gaussian(sigma=3.0, sensitivity=1.5), Gaussian(sigma=3.0, sensitivity=3.0, neighbouring="replace_one")),
     (Laplace(scale=2.0, sensitivity=0.5), Laplace(scale=2.0, sensitivity=1.0, neighbouring="replace_one")),
     (DiscreteLaplace(scale=4.0, sensitivity=3), DiscreteLaplace(scale=4.0, sensitivity=6, neighbouring="replace_one")),
-    (DiscreteGaussian(sigma=4.0, sensitivity=2, dimension=3),
-     DiscreteGaussian(sigma=4.0, sensitivity=4, dimension=3, neighbouring="replace_one")),
+    (
+        DiscreteGaussian(sigma=4.0, sensitivity=2, dimension=3),
+        DiscreteGaussian(sigma=4.0, sensitivity=4, dimension=3, neighbouring="replace_one"),
+    ),
     (PureDP(epsilon=0.7), PureDP(epsilon=1.4, neighbouring="replace_one")),
-    (ApproxDP(epsilon=0.5, delta=1e-7),
-     ApproxDP(epsilon=1.0, delta=1e-7 * (1 + math.exp(0.5)), neighbouring="replace_one")),
+    (
+        ApproxDP(epsilon=0.5, delta=1e-7),
+        ApproxDP(epsilon=1.0, delta=1e-7 * (1 + math.exp(0.5)), neighbouring="replace_one"),
+    ),
     (ZCDP(rho=0.05), ZCDP(rho=0.2, neighbouring="replace_one")),
-    (Exponential(epsilon=0.3, variant="permute_and_flip"),
-     Exponential(epsilon=0.6, variant="permute_and_flip", neighbouring="replace_one")),
+    (
+        Exponential(epsilon=0.3, variant="permute_and_flip"),
+        Exponential(epsilon=0.6, variant="permute_and_flip", neighbouring="replace_one"),
+    ),
 ]
 
 
@@ -55,15 +61,21 @@ def test_replace_one_gaussian_costs_the_doubled_sensitivity_and_nothing_more():
     doubled = make_accountant("gdp").compose(Gaussian(sigma=4.0, sensitivity=2.0))
     assert replace.epsilon(1e-6) == doubled.epsilon(1e-6)
     declared = make_accountant("gdp", neighbouring="replace_one").compose(
-        Gaussian(sigma=4.0, neighbouring="replace_one"))
+        Gaussian(sigma=4.0, neighbouring="replace_one")
+    )
     assert declared.epsilon(1e-6) == make_accountant("gdp").compose(Gaussian(sigma=4.0)).epsilon(1e-6)
 
 
-@pytest.mark.parametrize("event", [
-    LocalDP(epsilon0=1.0), Shuffled(event=LocalDP(epsilon0=1.0), num_reports=1000),
-    SampledWithoutReplacement(source_size=100, sample_size=10, event=PureDP(epsilon=1.0)),
-    Gaussian(sigma=1.0, neighbouring="replace_one"),
-], ids=lambda e: e.kind)
+@pytest.mark.parametrize(
+    "event",
+    [
+        LocalDP(epsilon0=1.0),
+        Shuffled(event=LocalDP(epsilon0=1.0), num_reports=1000),
+        SampledWithoutReplacement(source_size=100, sample_size=10, event=PureDP(epsilon=1.0)),
+        Gaussian(sigma=1.0, neighbouring="replace_one"),
+    ],
+    ids=lambda e: e.kind,
+)
 @pytest.mark.parametrize("name", ["basic", "rdp", "zcdp", "pld", "optimal"])
 def test_replace_one_guarantees_are_refused_under_add_remove(event, name):
     acc = make_accountant(name, **({"event_delta": 1e-6} if name in ("basic", "optimal") else {}))
@@ -82,8 +94,9 @@ def test_poisson_sampling_is_refused_under_replace_one_with_the_fix():
 
 def test_sampling_without_replacement_relates_its_inner_event():
     inner_default = SampledWithoutReplacement(source_size=1000, sample_size=50, event=Gaussian(sigma=2.0))
-    inner_declared = SampledWithoutReplacement(source_size=1000, sample_size=50,
-                                               event=Gaussian(sigma=2.0, sensitivity=2.0, neighbouring="replace_one"))
+    inner_declared = SampledWithoutReplacement(
+        source_size=1000, sample_size=50, event=Gaussian(sigma=2.0, sensitivity=2.0, neighbouring="replace_one")
+    )
     a = make_accountant("rdp", neighbouring="replace_one").compose(inner_default).epsilon(1e-6)
     b = make_accountant("rdp", neighbouring="replace_one").compose(inner_declared).epsilon(1e-6)
     assert a == b  # the add/remove Gaussian is doubled before sampling is accounted

@@ -12,12 +12,12 @@ import pytest
 from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregValueError, ProtocolError
-from privreg.mpc.transport import InMemoryTransport
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import EncryptedVector, FixedPoint, PlaintextOverflowError
 from privreg.crypto.compare import OUTPUTS, EncryptedSign, SecureComparison
 from privreg.crypto.inner_product import AdditiveShares, EncryptedInnerProduct
 from privreg.mpc.runtime import run_protocol
+from privreg.mpc.transport import InMemoryTransport
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +33,16 @@ def edge_pairs(bits):
 
 def run_comparison(kp, bits, pairs, output, seed=0):
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
-    proto = SecureComparison(bits=bits, count=len(pairs), output=output, keypair=kp, keyholder_values=a,
-                             holder_values=b, allow_insecure=True, rng=InsecureReproducibleRandom(seed=seed))
+    proto = SecureComparison(
+        bits=bits,
+        count=len(pairs),
+        output=output,
+        keypair=kp,
+        keyholder_values=a,
+        holder_values=b,
+        allow_insecure=True,
+        rng=InsecureReproducibleRandom(seed=seed),
+    )
     return run_protocol(proto, transport=InMemoryTransport())
 
 
@@ -73,7 +81,7 @@ def test_comparison_transcript_shows_only_ciphertexts_and_blinded_values(kp):
     sk = kp.private_key
     raw = sk.raw_decrypt(blinded._c, workers=1)
     for k in range(len(pairs)):
-        group = raw[5 * k:5 * k + 5]
+        group = raw[5 * k : 5 * k + 5]
         assert sum(1 for m in group if m == 0) <= 1
         assert all(m == 0 or 100 < m < kp.public_key.n - 100 for m in group)
     to_holder = t.received_by("holder")
@@ -104,8 +112,19 @@ def test_encrypted_sign_edge_cases(kp, bits):
     top = (1 << bits) - 1
     zs = sorted({0, 1, -1, top, -top, top // 2, -(top // 2)})
     X = np.array([[z] for z in zs], dtype=object)
-    res = run_protocol(EncryptedSign(bits=bits, rows=len(zs), keypair=kp, u=[1], u_bound=1, matrix=X, matrix_bound=top,
-                        allow_insecure=True, rng=InsecureReproducibleRandom(seed=bits)))
+    res = run_protocol(
+        EncryptedSign(
+            bits=bits,
+            rows=len(zs),
+            keypair=kp,
+            u=[1],
+            u_bound=1,
+            matrix=X,
+            matrix_bound=top,
+            allow_insecure=True,
+            rng=InsecureReproducibleRandom(seed=bits),
+        )
+    )
     assert res.outputs["holder"] == [int(z >= 0) for z in zs]
     assert res.outputs["keyholder"] is None
     received = [m.step for m in res.transcript.received_by("keyholder")]
@@ -117,8 +136,20 @@ def test_encrypted_sign_of_fixed_point_inner_products(kp):
     u = np.array([0.5, -1.25, 2.0, 0.0])
     X = np.array([[1, 0, 1, 1], [0, 1, 0, 0], [1, 1, 0, 1], [0, 0, 0, 0], [2, 0, 0, 0], [0, 2, 1, 0]])
     for output in ("holder", "keyholder", "both"):
-        res = run_protocol(EncryptedSign(bits=30, rows=len(X), output=output, codec=codec, keypair=kp, u=u, u_bound=4,
-                            matrix=X, matrix_bound=2, allow_insecure=True))
+        res = run_protocol(
+            EncryptedSign(
+                bits=30,
+                rows=len(X),
+                output=output,
+                codec=codec,
+                keypair=kp,
+                u=u,
+                u_bound=4,
+                matrix=X,
+                matrix_bound=2,
+                allow_insecure=True,
+            )
+        )
         expected = (X @ u >= 0).astype(int).tolist()  # [1, 0, 0, 1, 1, 1]: includes zero and -0.5
         for party in ("holder", "keyholder"):
             if output in (party, "both"):
@@ -128,11 +159,23 @@ def test_encrypted_sign_of_fixed_point_inner_products(kp):
 def test_encrypted_sign_refuses_too_few_bits_and_too_small_keys(kp):
     X = np.array([[100]])
     with pytest.raises(ProtocolError, match="bits="):
-        run_protocol(EncryptedSign(bits=6, rows=1, keypair=kp, u=[1], u_bound=1, matrix=X, matrix_bound=100,
-                      allow_insecure=True))
+        run_protocol(
+            EncryptedSign(bits=6, rows=1, keypair=kp, u=[1], u_bound=1, matrix=X, matrix_bound=100, allow_insecure=True)
+        )
     with pytest.raises(ProtocolError, match="PlaintextOverflowError"):
-        run_protocol(EncryptedSign(bits=100, rows=1, sigma=420, keypair=kp, u=[1], u_bound=1, matrix=X, matrix_bound=100,
-                      allow_insecure=True))
+        run_protocol(
+            EncryptedSign(
+                bits=100,
+                rows=1,
+                sigma=420,
+                keypair=kp,
+                u=[1],
+                u_bound=1,
+                matrix=X,
+                matrix_bound=100,
+                allow_insecure=True,
+            )
+        )
     assert issubclass(PlaintextOverflowError, PrivregValueError)
 
 
@@ -144,8 +187,20 @@ def test_encrypted_inner_product(kp, reveal):
     codec = FixedPoint(scale=2**16)
     u = np.array([0.25, -1.5, 3.0])
     X = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 0.0], [0.0, 0.0, 0.0], [4.0, 4.0, 4.0]])
-    res = run_protocol(EncryptedInnerProduct(rows=4, reveal=reveal, codec=codec, keypair=kp, u=u, u_bound=4, matrix=X,
-                                matrix_bound=4, allow_insecure=True, rng=InsecureReproducibleRandom(seed=2)))
+    res = run_protocol(
+        EncryptedInnerProduct(
+            rows=4,
+            reveal=reveal,
+            codec=codec,
+            keypair=kp,
+            u=u,
+            u_bound=4,
+            matrix=X,
+            matrix_bound=4,
+            allow_insecure=True,
+            rng=InsecureReproducibleRandom(seed=2),
+        )
+    )
     out = res.outputs
     if reveal == "keyholder":
         np.testing.assert_allclose(out["keyholder"], X @ u, atol=1e-4)
@@ -162,5 +217,14 @@ def test_encrypted_inner_product(kp, reveal):
 
 def test_inner_product_needs_matching_rows(kp):
     with pytest.raises(ProtocolError, match="rows"):
-        run_protocol(EncryptedInnerProduct(rows=3, keypair=kp, u=[1, 2], u_bound=2, matrix=np.ones((2, 2), dtype=int),
-                              matrix_bound=1, allow_insecure=True))
+        run_protocol(
+            EncryptedInnerProduct(
+                rows=3,
+                keypair=kp,
+                u=[1, 2],
+                u_bound=2,
+                matrix=np.ones((2, 2), dtype=int),
+                matrix_bound=1,
+                allow_insecure=True,
+            )
+        )

@@ -24,18 +24,19 @@ from privreg import (
     SelfComposed,
 )
 from privreg.core.randomness import RandomSource
-from privreg.noise import coins as coins_mod
 from privreg.mechanisms.selection import (
     ExponentialMechanism,
     PermuteAndFlip,
     ReportNoisyMax,
     epsilon_spent,
 )
+from privreg.noise import coins as coins_mod
 
 ALPHA = 1e-4  # false-alarm rate of each statistical test
 
 
 # --- independent reference distributions -------------------------------------------------
+
 
 def em_probs(u, c):
     """Exponential mechanism: P(i) proportional to exp(c u_i) (closed form)."""
@@ -76,8 +77,10 @@ def rnm_exponential_probs(u, scale):
     for i in range(len(u)):
         pieces = [x for x in kinks if x > u[i]]
         edges = [u[i], *pieces]
-        total = sum(integrate.quad(integrand, lo, hi, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
-                    for lo, hi in zip(edges, edges[1:]))
+        total = sum(
+            integrate.quad(integrand, lo, hi, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
+            for lo, hi in zip(edges, edges[1:])
+        )
         total += integrate.quad(integrand, edges[-1], np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
         out.append(total)
     return np.array(out)
@@ -95,10 +98,12 @@ def rnm_gumbel_probs(u, scale):
         log_pdf_i = -t[i] + log_cdf[i] - math.log(scale)
         return math.exp(log_pdf_i + log_cdf.sum() - log_cdf[i]) if np.isfinite(log_cdf.sum()) else 0.0
 
-    return np.array([
-        integrate.quad(integrand, -np.inf, np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12, limit=200)[0]
-        for i in range(len(u))
-    ])
+    return np.array(
+        [
+            integrate.quad(integrand, -np.inf, np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12, limit=200)[0]
+            for i in range(len(u))
+        ]
+    )
 
 
 def reference(mech, u):
@@ -134,8 +139,7 @@ CASES = [
     pytest.param(ExponentialMechanism(epsilon=0.7, sensitivity=0.5, monotonic=True), [0.1, -0.3, 1.2], id="em-mono"),
     pytest.param(ExponentialMechanism(epsilon=1.0, sensitivity=1.0), [0.0, 5.0, 30.0, 29.5], id="em-far"),
     pytest.param(ReportNoisyMax(epsilon=2.0, sensitivity=1.0), [0.31, -1.7, 2.2, 1.05], id="rnm-gumbel"),
-    pytest.param(ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential"), [3.0, 2.0, 1.0, 0.0],
-                 id="rnm-exp"),
+    pytest.param(ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential"), [3.0, 2.0, 1.0, 0.0], id="rnm-exp"),
     pytest.param(PermuteAndFlip(epsilon=1.0, sensitivity=1.0), [3.0, 2.0, 1.0, 0.0, 2.0], id="pf"),
     pytest.param(PermuteAndFlip(epsilon=0.3, sensitivity=0.1, monotonic=True), [0.05, 0.4, -0.2], id="pf-mono"),
 ]
@@ -208,8 +212,19 @@ def test_many_candidates_vectorised_path():
 
 # --- exact Bernoulli building blocks -------------------------------------------------------
 
-@pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(5, 2),
-                                   Fraction(0.1), Fraction(7.3) / Fraction(3.7), Fraction(9)])
+
+@pytest.mark.parametrize(
+    "gamma",
+    [
+        Fraction(0),
+        Fraction(1, 3),
+        Fraction(1),
+        Fraction(5, 2),
+        Fraction(0.1),
+        Fraction(7.3) / Fraction(3.7),
+        Fraction(9),
+    ],
+)
 def test_vectorised_bernoulli_exp_neg(gamma):
     n = 200_000
     coins = coins_mod.ExpCoins([gamma])
@@ -294,6 +309,7 @@ def test_per_candidate_coins_resolve_ties_with_the_exact_remainder():
 
 # --- permute-and-flip and report-noisy-max: exact probabilities ----------------------------
 
+
 def test_permute_and_flip_enumeration_matches_closed_forms():
     c = 0.5
     u = [1.0, 0.0]
@@ -301,8 +317,10 @@ def test_permute_and_flip_enumeration_matches_closed_forms():
     np.testing.assert_allclose(pf_probs(u, c), [1 - p / 2, p / 2], rtol=1e-14)
     u = [2.0, 0.5, -1.0]
     q = np.exp(c * (np.array(u) - 2.0))
-    closed = [q[i] * (1 / 3 + (1 - q[j]) / 6 + (1 - q[m]) / 6 + (1 - q[j]) * (1 - q[m]) / 3)
-              for i, j, m in [(0, 1, 2), (1, 0, 2), (2, 0, 1)]]
+    closed = [
+        q[i] * (1 / 3 + (1 - q[j]) / 6 + (1 - q[m]) / 6 + (1 - q[j]) * (1 - q[m]) / 3)
+        for i, j, m in [(0, 1, 2), (1, 0, 2), (2, 0, 1)]
+    ]
     np.testing.assert_allclose(pf_probs(u, c), closed, rtol=1e-14)
 
 
@@ -371,12 +389,16 @@ def test_monotonic_scaling_breaks_on_non_monotonic_neighbours(cls):
 
 # --- events, scaling and the paper-003 helper ----------------------------------------------
 
-@pytest.mark.parametrize("mech,variant,bounded", [
-    (ExponentialMechanism(epsilon=0.7, sensitivity=3.0), "exponential", True),
-    (ReportNoisyMax(epsilon=0.7, sensitivity=3.0), "report_noisy_max_gumbel", True),
-    (ReportNoisyMax(epsilon=0.7, sensitivity=3.0, noise="exponential"), "report_noisy_max_exponential", False),
-    (PermuteAndFlip(epsilon=0.7, sensitivity=3.0), "permute_and_flip", False),
-])
+
+@pytest.mark.parametrize(
+    "mech,variant,bounded",
+    [
+        (ExponentialMechanism(epsilon=0.7, sensitivity=3.0), "exponential", True),
+        (ReportNoisyMax(epsilon=0.7, sensitivity=3.0), "report_noisy_max_gumbel", True),
+        (ReportNoisyMax(epsilon=0.7, sensitivity=3.0, noise="exponential"), "report_noisy_max_exponential", False),
+        (PermuteAndFlip(epsilon=0.7, sensitivity=3.0), "permute_and_flip", False),
+    ],
+)
 def test_events(mech, variant, bounded):
     event = mech.privacy_event()
     assert event == Exponential(epsilon=0.7, variant=variant)
@@ -462,17 +484,20 @@ def test_report_noisy_max_rejects_unknown_noise():
 
 
 @pytest.mark.parametrize("cls", MECHS)
-@pytest.mark.parametrize("value,pattern", [
-    ([1.0, float("nan"), 2.0], "must be finite"),
-    (np.array([0.0, 1.0, 2.0, -np.inf]), "must be finite"),
-    ([np.inf], "must be finite"),
-    ([], "at least one candidate"),
-    (np.zeros((2, 3)), r"1-d.*\(2, 3\)"),
-    (1.0, r"1-d.*\(\)"),
-    (["a", "b"], "real numbers"),
-    ([True, False], "real numbers"),
-    ([1 + 2j], "real numbers"),
-])
+@pytest.mark.parametrize(
+    "value,pattern",
+    [
+        ([1.0, float("nan"), 2.0], "must be finite"),
+        (np.array([0.0, 1.0, 2.0, -np.inf]), "must be finite"),
+        ([np.inf], "must be finite"),
+        ([], "at least one candidate"),
+        (np.zeros((2, 3)), r"1-d.*\(2, 3\)"),
+        (1.0, r"1-d.*\(\)"),
+        (["a", "b"], "real numbers"),
+        ([True, False], "real numbers"),
+        ([1 + 2j], "real numbers"),
+    ],
+)
 def test_rejects_bad_utilities_and_charges_nothing(cls, value, pattern):
     mech = cls(epsilon=1.0, sensitivity=1.0)
     log = EventLog()

@@ -253,9 +253,7 @@ def test_ls_at_distance_formula_matches_brute_force(n, b):
 def smooth_for_max(beta: float, n: int, max_distance: int | None = None) -> SmoothSensitivity:
     if max_distance is None or max_distance >= n:
         return SmoothSensitivity(local_at_distance=ls_max_at_distance, beta=beta, max_distance=n)
-    return SmoothSensitivity(
-        local_at_distance=ls_max_at_distance, beta=beta, max_distance=max_distance, global_bound=B
-    )
+    return SmoothSensitivity(local_at_distance=ls_max_at_distance, beta=beta, max_distance=max_distance, global_bound=B)
 
 
 @settings(max_examples=400)  # cheap examples over many neighbour pairs
@@ -318,9 +316,7 @@ def test_require_sensitivity_accepts_matching_and_returns_it():
     assert require_sensitivity(sm, kinds=kinds, norms=(Norm.L1,), who="m") is sm
 
 
-@pytest.mark.parametrize(
-    "kinds", [(SensitivityKind.GLOBAL,), (SensitivityKind.GLOBAL, SensitivityKind.SMOOTH)]
-)
+@pytest.mark.parametrize("kinds", [(SensitivityKind.GLOBAL,), (SensitivityKind.GLOBAL, SensitivityKind.SMOOTH)])
 def test_require_sensitivity_refuses_local_with_smooth_hint(kinds):
     local = LocalSensitivity(function=lambda d: 1.0)
     with pytest.raises(PrivregValueError) as info:

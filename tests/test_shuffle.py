@@ -16,17 +16,17 @@ import pytest
 from scipy import stats
 
 from privreg.accountant import shuffle as shuffle_module
-from privreg.accountant.shuffle_reference import (
-    fmt21_published_closed_form,
-    fmt21_published_epsilon,
-    pair_divergence_by_summation,
-)
 from privreg.accountant.shuffle import (
     DEFAULT_SHUFFLE_BOUND,
     SHUFFLE_BOUNDS,
     admits_fmt23_decomposition,
     shuffle_delta,
     shuffle_epsilon,
+)
+from privreg.accountant.shuffle_reference import (
+    fmt21_published_closed_form,
+    fmt21_published_epsilon,
+    pair_divergence_by_summation,
 )
 from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError
 
@@ -90,7 +90,8 @@ def test_fmt21_readme_example_is_reproduced_and_bracketed():
     """
     assert fmt21_published_epsilon(100_000, 4.0, 1e-6) == pytest.approx(0.172790550755978, abs=1e-12)
     assert fmt21_published_epsilon(100_000, 4.0, 1e-6, upper_bound=False) == pytest.approx(
-        0.1675385583317841, abs=1e-12)
+        0.1675385583317841, abs=1e-12
+    )
     assert fmt21_published_closed_form(100_000, 4.0, 1e-6) == pytest.approx(0.5378040242374512, abs=1e-12)
     eps = shuffle_epsilon(epsilon0=4.0, num_reports=100_000, delta=1e-6)
     assert 0.1675385583317841 <= eps <= 0.172790550755978
@@ -130,10 +131,18 @@ def test_paper_001_headline_eps_0_315_is_the_published_script_output():
     assert shuffle_epsilon(**EN_US, bound="fmt21-numerical") <= 0.315
 
 
-@pytest.mark.parametrize("n, eps0, delta", [
-    (100_000, 4.0, 1e-6), (10**6, 10.0, 1e-10), (10**8, 10.0, 1e-10), (10**9, 10.0, 1e-10),
-    (5_000, 1.0, 1e-6), (10**7, 0.5, 1e-12), (10**5, 6.0, 1e-3),
-])
+@pytest.mark.parametrize(
+    "n, eps0, delta",
+    [
+        (100_000, 4.0, 1e-6),
+        (10**6, 10.0, 1e-10),
+        (10**8, 10.0, 1e-10),
+        (10**9, 10.0, 1e-10),
+        (5_000, 1.0, 1e-6),
+        (10**7, 0.5, 1e-12),
+        (10**5, 6.0, 1e-3),
+    ],
+)
 def test_our_bound_is_never_above_the_published_scripts_and_the_scripts_holds(n, eps0, delta):
     """(n > step = 100; below, see the next test.) On 135 random settings with n > 100
     (not part of the suite) ours was never above the script's either.
@@ -191,10 +200,16 @@ def test_paper_001_parameters_under_each_bound():
 # ------------------------------------------------------------------ correctness
 
 
-@pytest.mark.parametrize("eps0, n, delta", [
-    (0.5, 1000, 1e-6), (1.0, 10**5, 1e-8), (4.0, 10**5, 1e-6), (2.0, 10**9, 1e-12),
-    (10.0, 3 * 10**7, 1e-10),
-])
+@pytest.mark.parametrize(
+    "eps0, n, delta",
+    [
+        (0.5, 1000, 1e-6),
+        (1.0, 10**5, 1e-8),
+        (4.0, 10**5, 1e-6),
+        (2.0, 10**9, 1e-12),
+        (10.0, 3 * 10**7, 1e-10),
+    ],
+)
 def test_closed_form_matches_theorem_3_1(eps0, n, delta):
     got = shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound="fmt21-closed-form")
     assert got == pytest.approx(min(theorem_3_1(eps0, n, delta), eps0), abs=1e-9)
@@ -210,9 +225,16 @@ def test_closed_form_falls_back_to_eps0_outside_its_condition():
 
 
 @pytest.mark.parametrize("bound", NUMERICAL)
-@pytest.mark.parametrize("n, eps0, eps", [
-    (1, 1.0, 0.2), (2, 1.0, 0.3), (30, 3.0, 0.5), (400, 0.5, 0.05), (400, 3.0, 0.4),
-])
+@pytest.mark.parametrize(
+    "n, eps0, eps",
+    [
+        (1, 1.0, 0.2),
+        (2, 1.0, 0.3),
+        (30, 3.0, 0.5),
+        (400, 0.5, 0.05),
+        (400, 3.0, 0.4),
+    ],
+)
 def test_numerical_delta_equals_exact_sum_over_the_pair(bound, n, eps0, eps):
     """For small n every (c, k) can be summed: the bound must be exact up to its 1e-6
     rounding slack, and never below the exact value."""
@@ -257,8 +279,7 @@ SWEEP = [(0.5, 10**4), (1.0, 10**6), (3.0, 10**5), (5.0, 10**8), (8.0, 10**9)]
 @pytest.mark.parametrize("eps0, n", SWEEP)
 def test_bounds_are_ordered(eps0, n):
     delta = 1e-9
-    values = {b: shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound=b)
-              for b in SHUFFLE_BOUNDS}
+    values = {b: shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound=b) for b in SHUFFLE_BOUNDS}
     assert all(0 <= value <= eps0 for value in values.values())
     assert values["fmt23-numerical"] <= values["fmt21-numerical"]
     if eps0 <= math.log(n / (16 * math.log(2 / delta))):
@@ -267,20 +288,26 @@ def test_bounds_are_ordered(eps0, n):
 
 @pytest.mark.parametrize("bound", SHUFFLE_BOUNDS)
 def test_epsilon_non_increasing_in_reports_and_delta(bound):
-    by_n = [shuffle_epsilon(epsilon0=2.0, num_reports=n, delta=1e-8, bound=bound)
-            for n in (10**3, 10**4, 10**5, 10**7)]
+    by_n = [shuffle_epsilon(epsilon0=2.0, num_reports=n, delta=1e-8, bound=bound) for n in (10**3, 10**4, 10**5, 10**7)]
     assert all(a >= b for a, b in zip(by_n, by_n[1:]))
     assert by_n[-1] < by_n[0]
-    by_delta = [shuffle_epsilon(epsilon0=2.0, num_reports=10**5, delta=d, bound=bound)
-                for d in (1e-12, 1e-8, 1e-4, 0.1)]
+    by_delta = [
+        shuffle_epsilon(epsilon0=2.0, num_reports=10**5, delta=d, bound=bound) for d in (1e-12, 1e-8, 1e-4, 0.1)
+    ]
     assert all(a >= b for a, b in zip(by_delta, by_delta[1:]))
     assert by_delta[-1] < by_delta[0]
 
 
 @pytest.mark.parametrize("bound", SHUFFLE_BOUNDS)
-@pytest.mark.parametrize("eps0, n, delta", [
-    (1.0, 10**4, 1e-6), (4.0, 10**6, 1e-10), (2.0, 500, 1e-3), (9.0, 10**9, 1e-12),
-])
+@pytest.mark.parametrize(
+    "eps0, n, delta",
+    [
+        (1.0, 10**4, 1e-6),
+        (4.0, 10**6, 1e-10),
+        (2.0, 500, 1e-3),
+        (9.0, 10**9, 1e-12),
+    ],
+)
 def test_delta_and_epsilon_are_consistent_inverses(bound, eps0, n, delta):
     eps = shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound=bound)
     assert shuffle_delta(epsilon0=eps0, num_reports=n, epsilon=eps, bound=bound) <= delta * (1 + 1e-6)
@@ -365,10 +392,17 @@ def test_bad_epsilon(eps):
         shuffle_delta(epsilon0=1.0, num_reports=100, epsilon=eps)
 
 
-@pytest.mark.parametrize("n, error", [
-    (0, PrivregValueError), (-5, PrivregValueError), (2**60, PrivregValueError),
-    (10.0, PrivregTypeError), (2.5, PrivregTypeError), (True, PrivregTypeError),
-])
+@pytest.mark.parametrize(
+    "n, error",
+    [
+        (0, PrivregValueError),
+        (-5, PrivregValueError),
+        (2**60, PrivregValueError),
+        (10.0, PrivregTypeError),
+        (2.5, PrivregTypeError),
+        (True, PrivregTypeError),
+    ],
+)
 def test_bad_num_reports(n, error):
     with pytest.raises(error):
         shuffle_epsilon(epsilon0=1.0, num_reports=n, delta=1e-6)

@@ -21,8 +21,12 @@ def test_default_bound_is_fmt21_and_is_what_the_accountant_charges():
 
 def test_declared_fmt23_is_used_and_recorded(tmp_path):
     event = Shuffled(event=LocalDP(epsilon0=10.0), num_reports=EN_US["num_reports"], bound="fmt23-numerical")
-    with BudgetSession(budget=PrivacyBudget(epsilon=1.0, delta=1e-10, neighbouring="replace_one"), ledger=tmp_path / "l.sqlite",
-                       filters=("basic",), event_delta=1e-10) as session:
+    with BudgetSession(
+        budget=PrivacyBudget(epsilon=1.0, delta=1e-10, neighbouring="replace_one"),
+        ledger=tmp_path / "l.sqlite",
+        filters=("basic",),
+        event_delta=1e-10,
+    ) as session:
         session.charge(event, mechanism="subset-selection", parameters={})
         assert session.remaining() == pytest.approx(1 - shuffle_epsilon(**EN_US, delta=1e-10, bound="fmt23-numerical"))
         (row,) = session.ledger.rows()
@@ -32,13 +36,16 @@ def test_declared_fmt23_is_used_and_recorded(tmp_path):
 def test_shuffled_randomizer_release_is_amplified_in_the_session():
     rr = RandomizedResponse(epsilon=2.0, k=4)
     users = [0, 1, 2, 3] * 25_000
-    with BudgetSession(budget=PrivacyBudget(epsilon=0.5, delta=1e-8, neighbouring="replace_one"), filters=("basic",),
-                       event_delta=1e-8) as session:
+    with BudgetSession(
+        budget=PrivacyBudget(epsilon=0.5, delta=1e-8, neighbouring="replace_one"), filters=("basic",), event_delta=1e-8
+    ) as session:
         out = rr.randomize(users, charger=session, shuffle=True, rng=InsecureReproducibleRandom(seed=1))
-        assert out.event == Shuffled(event=LocalDP(epsilon0=2.0, randomizer="randomized-response"),
-                                     num_reports=100_000)
+        assert out.event == Shuffled(event=LocalDP(epsilon0=2.0, randomizer="randomized-response"), num_reports=100_000)
         assert 0 < 0.5 - session.remaining() < 0.1  # amplified far below epsilon0 = 2
     with pytest.raises(BudgetExceededError, match="no fully adaptive filter can grant"):
-        with BudgetSession(budget=PrivacyBudget(epsilon=0.5, delta=1e-8, neighbouring="replace_one"), filters=("basic",),
-                       event_delta=1e-8) as s:
+        with BudgetSession(
+            budget=PrivacyBudget(epsilon=0.5, delta=1e-8, neighbouring="replace_one"),
+            filters=("basic",),
+            event_delta=1e-8,
+        ) as s:
             rr.randomize(users, charger=s, shuffle=False)  # unshuffled: epsilon0 = 2 > 0.5

@@ -41,8 +41,10 @@ def test_alpha_beta_are_theorem_2_with_p_1() -> None:
 
 @pytest.mark.parametrize(
     "epsilon, delta",
-    [*itertools.product([0.01, 0.1, 0.5, 1.0, 2.0], [1e-12, 1e-9, 1e-6, 1e-3, 0.1]),
-     *itertools.product([4.0, 8.0], [1e-12, 1e-9, 1e-6])],
+    [
+        *itertools.product([0.01, 0.1, 0.5, 1.0, 2.0], [1e-12, 1e-9, 1e-6, 1e-3, 0.1]),
+        *itertools.product([4.0, 8.0], [1e-12, 1e-9, 1e-6]),
+    ],
 )
 def test_paper_constants_are_certified_by_the_lemma(epsilon: float, delta: float) -> None:
     alpha, beta = smooth_gaussian_parameters(epsilon=epsilon, delta=delta)
@@ -106,8 +108,12 @@ def test_sensitivity_must_be_smooth_with_small_enough_beta() -> None:
 def test_bad_data_is_refused_before_anything_is_charged() -> None:
     mech = _median_mech()
     log = EventLog()
-    for data, match in [([0.5, 1.5], "outside the declared bounds"), ([0.5, float("nan")], "finite"),
-                        ([], "empty"), (None, "dataset")]:
+    for data, match in [
+        ([0.5, 1.5], "outside the declared bounds"),
+        ([0.5, float("nan")], "finite"),
+        ([], "empty"),
+        (None, "dataset"),
+    ]:
         with pytest.raises(PrivregValueError, match=match):
             mech.release(data, charger=log)
     assert len(log.events) == 0
@@ -131,7 +137,7 @@ def test_noise_scale_follows_the_smooth_bound() -> None:
     s = mech.sensitivity.bound(x)
     g = Fraction(2) ** -12
     exact = (Fraction(s) + g) / (Fraction(mech.alpha) * g)
-    assert exact ** 2 <= sigma2 <= exact ** 2 * (1 + 2.0**-21)
+    assert exact**2 <= sigma2 <= exact**2 * (1 + 2.0**-21)
     n = 20_000
     draws = mech.release_many(x, n, charger=EventLog(), rng=rng).output / 2.0**-12 - centre
     var = float(np.var(draws, ddof=1))
@@ -220,15 +226,25 @@ def test_auditor_catches_local_sensitivity_noise() -> None:
     exceeds the claimed epsilon (false-alarm rate of a correct claim: alpha = 1e-6)."""
     _, beta = smooth_gaussian_parameters(epsilon=1.0, delta=1e-6)
     broken = SmoothGaussianMechanism(
-        epsilon=1.0, delta=1e-6, query=MedianQuery(lower=0.0, upper=1.0),
-        sensitivity=_LocalPretendingSmooth(beta=beta), step=2.0**-20,
+        epsilon=1.0,
+        delta=1e-6,
+        query=MedianQuery(lower=0.0, upper=1.0),
+        sensitivity=_LocalPretendingSmooth(beta=beta),
+        step=2.0**-20,
     )
     x = np.array([0.0] * 6 + [1.0] * 3)
     y = np.array([0.0] * 5 + [1.0] * 4)
-    result = audit_mechanism(broken, neighbours=(x, y), samples=20_000, alpha=1e-6,
-                             claimed_delta=1e-6, rng=InsecureReproducibleRandom(seed=5))
+    result = audit_mechanism(
+        broken,
+        neighbours=(x, y),
+        samples=20_000,
+        alpha=1e-6,
+        claimed_delta=1e-6,
+        rng=InsecureReproducibleRandom(seed=5),
+    )
     assert not result.passed
     fixed = _median_mech(step=2.0**-20)
-    ok = audit_mechanism(fixed, neighbours=(x, y), samples=20_000, alpha=1e-6,
-                         claimed_delta=1e-6, rng=InsecureReproducibleRandom(seed=5))
+    ok = audit_mechanism(
+        fixed, neighbours=(x, y), samples=20_000, alpha=1e-6, claimed_delta=1e-6, rng=InsecureReproducibleRandom(seed=5)
+    )
     assert ok.passed

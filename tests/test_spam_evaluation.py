@@ -11,18 +11,25 @@ from crypto_keys import cached_keypair
 
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.mpc.runtime import run_protocol
 from privreg.plugins.spam.corpus import bundled_corpus, labels_of, paper_split
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation, expected_labels, quantize_weights
 from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.logistic import train_logistic
-from privreg.mpc.runtime import run_protocol
 
 KEY = cached_keypair(512, 3)
 
 
 def _evaluate(cfg, w, X, seed=5):
-    proto = PrivateEvaluation(config=cfg, count=X.shape[0], keypair=KEY, w=w, X=X, allow_insecure=True,
-                              rng=InsecureReproducibleRandom(seed=seed))
+    proto = PrivateEvaluation(
+        config=cfg,
+        count=X.shape[0],
+        keypair=KEY,
+        w=w,
+        X=X,
+        allow_insecure=True,
+        rng=InsecureReproducibleRandom(seed=seed),
+    )
     return run_protocol(proto)
 
 
@@ -44,14 +51,19 @@ def test_edge_cases_zero_empty_and_extremes():
     d = 6
     cfg = EvaluationConfig(d=d, w_bound=2.0, weight_bits=4, workers=1)
     top = cfg.w_bound_int / 2**cfg.weight_bits
-    X = sp.csr_matrix(np.array([
-        [0, 0, 0, 0, 0, 0],  # empty message: w.x = 0 -> spam (>= 0)
-        [1, 1, 0, 0, 0, 0],  # +top - top = 0 exactly
-        [1, 0, 1, 0, 1, 0],  # largest positive sum
-        [0, 1, 0, 1, 0, 1],  # largest negative sum
-        [1, 1, 1, 1, 1, 1],  # top minus one quantum: just positive
-        [0, 0, 0, 0, 0, 1],  # smallest negative: one quantum below zero
-    ], dtype=np.int8))
+    X = sp.csr_matrix(
+        np.array(
+            [
+                [0, 0, 0, 0, 0, 0],  # empty message: w.x = 0 -> spam (>= 0)
+                [1, 1, 0, 0, 0, 0],  # +top - top = 0 exactly
+                [1, 0, 1, 0, 1, 0],  # largest positive sum
+                [0, 1, 0, 1, 0, 1],  # largest negative sum
+                [1, 1, 1, 1, 1, 1],  # top minus one quantum: just positive
+                [0, 0, 0, 0, 0, 1],  # smallest negative: one quantum below zero
+            ],
+            dtype=np.int8,
+        )
+    )
     w = np.array([top, -top, top, -top, top, -1 / 2**cfg.weight_bits])
     labels = _evaluate(cfg, w, X).outputs["carol"]["labels"]
     assert labels.tolist() == [1, 1, 1, -1, 1, -1]

@@ -48,6 +48,7 @@ def _tar(tmp_path: Path, files: dict[str, bytes]) -> Path:
 
 # ------------------------------------------------------------------ corpus
 
+
 def test_bundled_slice_has_every_folder_and_both_labels():
     msgs = bundled_corpus()
     assert len(msgs) == 80
@@ -109,6 +110,7 @@ def test_full_corpus_counts_and_paper_split():
 
 # ------------------------------------------------------------------ features
 
+
 def test_ngram_codes_are_big_endian_windows():
     codes = ngram_codes(b"abcde")
     assert codes.tolist() == [int.from_bytes(b"abcd", "big"), int.from_bytes(b"bcde", "big")]
@@ -118,7 +120,7 @@ def test_ngram_codes_are_big_endian_windows():
 def test_hasher_is_binary_modulo_and_reads_only_max_bytes():
     h = NgramHasher(space=1000)
     raw = b"spam spam spam and eggs"
-    expect = sorted({int.from_bytes(raw[i:i + 4], "big") % 1000 for i in range(len(raw) - 3)})
+    expect = sorted({int.from_bytes(raw[i : i + 4], "big") % 1000 for i in range(len(raw) - 3)})
     assert h.features(raw).tolist() == expect
     X = h.transform([raw, b"eggs"])
     assert X.shape == (2, 1000) and X.dtype == np.int8 and set(X.data.tolist()) == {1}
@@ -135,7 +137,7 @@ def test_mix_hash_and_max_active():
     assert mixed.size > plain.size
     raw = bytes(range(200))
     capped = NgramHasher(space=10**6, max_active=5).features(raw)
-    first = [int.from_bytes(raw[i:i + 4], "big") % 10**6 for i in range(5)]
+    first = [int.from_bytes(raw[i : i + 4], "big") % 10**6 for i in range(5)]
     assert capped.tolist() == sorted(first)
     with pytest.raises(PrivregValueError):
         NgramHasher(hash="md5")
@@ -144,6 +146,7 @@ def test_mix_hash_and_max_active():
 
 
 # ------------------------------------------------------------------ reductions
+
 
 @pytest.fixture(scope="module")
 def X():

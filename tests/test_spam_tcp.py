@@ -7,12 +7,12 @@ import multiprocessing as mp
 
 import numpy as np
 
+from privreg.mpc.runtime import run_protocol
 from privreg.mpc.tcp import TcpTransport
 from privreg.plugins.spam.corpus import bundled_corpus, labels_of, paper_split
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation, expected_labels
 from privreg.plugins.spam.features import NgramHasher
 from privreg.plugins.spam.logistic import train_logistic
-from privreg.mpc.runtime import run_protocol
 
 D = 200
 
@@ -26,8 +26,10 @@ def run_bob(q_in, q_out, w, count):
         q_out.put(("address", transport.address))
         transport.set_peers(q_in.get(timeout=60))
         cfg = EvaluationConfig(d=D, w_bound=1.0, workers=1)
-        res = run_protocol(PrivateEvaluation(config=cfg, count=count, keypair=cached_keypair(512, 3), w=w,
-                                allow_insecure=True), transport=transport)
+        res = run_protocol(
+            PrivateEvaluation(config=cfg, count=count, keypair=cached_keypair(512, 3), w=w, allow_insecure=True),
+            transport=transport,
+        )
         q_out.put(("ok", sorted(res.outputs["bob"]), res.transcript.total().ciphertexts))
     except Exception as exc:  # report instead of dying silently
         q_out.put(("error", f"{type(exc).__name__}: {exc}"))
@@ -48,7 +50,9 @@ def test_evaluation_with_bob_in_another_process():
         transport = TcpTransport(local=["carol"], peers={"bob": addr}, recv_timeout=60.0, session="spam-eval")
         q_in.put({"carol": transport.address})
         cfg = EvaluationConfig(d=D, w_bound=1.0, workers=1)
-        res = run_protocol(PrivateEvaluation(config=cfg, count=X.shape[0], X=X, allow_insecure=True), transport=transport)
+        res = run_protocol(
+            PrivateEvaluation(config=cfg, count=X.shape[0], X=X, allow_insecure=True), transport=transport
+        )
         status, bob_keys, bob_cts = q_out.get(timeout=60)
         assert status == "ok", bob_keys
     finally:

@@ -17,6 +17,7 @@ from privreg.core.events import DiscreteGaussian
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import EncryptedVector, PackedCiphertexts, PaillierPublicKey, decrypt_packed
 from privreg.crypto.errors import PlaintextOverflowError
+from privreg.mpc.runtime import run_protocol
 from privreg.plugins.spam.corpus import bundled_corpus, default_corpus_path, labels_of, paper_split, read_corpus
 from privreg.plugins.spam.costs import measured_counts, predicted_counts
 from privreg.plugins.spam.features import NgramHasher
@@ -24,7 +25,6 @@ from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
-from privreg.mpc.runtime import run_protocol
 
 KEY = cached_keypair(256, 1)
 
@@ -37,8 +37,16 @@ def small():
 
 
 def _run(X, y, cfg, *, seed=7, charger=None, keypair=KEY, transport=None):
-    proto = PrivateTraining(config=cfg, n=X.shape[0], keypair=keypair, X=X, y=y, charger=charger,
-                            allow_insecure=True, rng=InsecureReproducibleRandom(seed=seed))
+    proto = PrivateTraining(
+        config=cfg,
+        n=X.shape[0],
+        keypair=keypair,
+        X=X,
+        y=y,
+        charger=charger,
+        allow_insecure=True,
+        rng=InsecureReproducibleRandom(seed=seed),
+    )
     return run_protocol(proto, transport=transport)
 
 
@@ -64,8 +72,9 @@ def test_auc_equals_plaintext_to_four_digits_on_real_messages():
         tr, te = paper_split(bundled_corpus(), train=40, test=40)
     h = NgramHasher(space=512)
     Xtr, Xte, ytr, yte = h.transform(tr), h.transform(te), labels_of(tr), labels_of(te)
-    cfg = TrainingConfig(d=512, eta=0.001, batch_size=20, epochs=2, link=PeriodicSigmoid(period=32, max_harmonic=19),
-                         workers=1)
+    cfg = TrainingConfig(
+        d=512, eta=0.001, batch_size=20, epochs=2, link=PeriodicSigmoid(period=32, max_harmonic=19), workers=1
+    )
     w = _run(Xtr, ytr, cfg).outputs["bob"]["w"]
     plain = train_logistic(Xtr, ytr, eta=0.001, batch_size=20, epochs=2)  # exact sigmoid, float eta
     a_priv, a_plain = auc(Xte @ w, yte), auc(Xte @ plain, yte)
@@ -141,8 +150,9 @@ def test_counts_match_the_prediction(small, reveal):
 def test_gradient_dp_charges_each_epoch_before_noise(small):
     X, y, _, _ = small
     Xc = NgramHasher(space=256, max_active=16).transform(paper_split(bundled_corpus(), train=30, test=30)[0])
-    cfg = TrainingConfig(d=256, eta=0.01, batch_size=10, epochs=2, workers=1, dp_epsilon=1.0, dp_delta=1e-6,
-                         l2_bound=4.0)
+    cfg = TrainingConfig(
+        d=256, eta=0.01, batch_size=10, epochs=2, workers=1, dp_epsilon=1.0, dp_delta=1e-6, l2_bound=4.0
+    )
     log = EventLog()
     res = _run(Xc, y, cfg, charger=log)
     assert len(log.events) == 2 and all(isinstance(ev, DiscreteGaussian) for ev in log.events)

@@ -37,8 +37,18 @@ def test_example_runs_charges_and_reports(registry, tmp_path):
 
 def test_private_auc_equals_plaintext_without_dp(registry):
     item = registry.get("spam-filter")
-    params = dict(item.example.params, dp="none", private_eval=0, space=256, hash="modulo", batch_size=8,
-                  eta=0.01, epochs=2, train=24, test=24)
+    params = dict(
+        item.example.params,
+        dp="none",
+        private_eval=0,
+        space=256,
+        hash="modulo",
+        batch_size=8,
+        eta=0.01,
+        epochs=2,
+        train=24,
+        test=24,
+    )
     res = item.run(WorkflowContext(rng=InsecureReproducibleRandom(seed=3)), params)
     a = res.metrics["auc"]
     assert a["private"] == pytest.approx(a["plaintext_link"], abs=1e-9)
@@ -77,8 +87,19 @@ def test_dp_run_fits_its_budget_session(registry):
 def test_reduced_features_through_the_protocol(registry, reduction, k):
     """PCA gives real-valued features (16-bit fixed point in the protocol); LSH bits."""
     item = registry.get("spam-filter")
-    params = dict(item.example.params, dp="none", reduction=reduction, reduced_dim=k, space=1000, hash="modulo",
-                  train=30, test=30, eta=0.01, epochs=2, private_eval=3)
+    params = dict(
+        item.example.params,
+        dp="none",
+        reduction=reduction,
+        reduced_dim=k,
+        space=1000,
+        hash="modulo",
+        train=30,
+        test=30,
+        eta=0.01,
+        epochs=2,
+        private_eval=3,
+    )
     m = item.run(WorkflowContext(rng=InsecureReproducibleRandom(seed=6)), params).metrics
     assert m["data"]["features"] == k
     assert m["max_weight_difference_vs_link_reference"] < 1e-7 and m["counts"]["predicted_equal"]

@@ -74,17 +74,22 @@ def _chi2_pvalue(observed: Counter, law: dict, samples: int) -> float:
 
 
 # The cheapest case stays in the fast lane (`-m "not slow"`); the larger joint laws are slow.
-@pytest.mark.parametrize("counts, d, p, seed", [
-    pytest.param([1, 0, 2, 1], 2, 0.6, 1, marks=pytest.mark.slow),
-    ([2, 1, 0], 1, 0.7, 2),  # d = 1: k-ary randomized response
-    pytest.param([0, 3, 0, 0, 1], 2, 0.3, 3, marks=pytest.mark.slow),
-    pytest.param([1, 1, 0, 1, 0, 0], 3, 0.55, 4, marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "counts, d, p, seed",
+    [
+        pytest.param([1, 0, 2, 1], 2, 0.6, 1, marks=pytest.mark.slow),
+        ([2, 1, 0], 1, 0.7, 2),  # d = 1: k-ary randomized response
+        pytest.param([0, 3, 0, 0, 1], 2, 0.3, 3, marks=pytest.mark.slow),
+        pytest.param([1, 1, 0, 1, 0, 0], 3, 0.55, 4, marks=pytest.mark.slow),
+    ],
+)
 def test_small_domains_have_the_exact_joint_law(counts, d, p, seed):
     law = _histogram_law(counts, d, p)
     gen, samples = _gen(seed), 3000
-    seen = Counter(tuple(subset_histogram(np.array(counts), subset_size=d, keep_probability=p, gen=gen).tolist())
-                   for _ in range(samples))
+    seen = Counter(
+        tuple(subset_histogram(np.array(counts), subset_size=d, keep_probability=p, gen=gen).tolist())
+        for _ in range(samples)
+    )
     assert set(seen) <= set(law), "an impossible histogram was drawn"
     assert _chi2_pvalue(seen, law, samples) > ALPHA
 
@@ -96,12 +101,14 @@ def _pair_law(counts: np.ndarray, y: int, z: int, d: int, p: float) -> dict[tupl
     pk, pd = (d - 1) / (s - 1), d / (s - 1)  # another given item, kept or dropped
     pk2, pd2 = (d - 1) * (d - 2) / ((s - 1) * (s - 2)), d * (d - 1) / ((s - 1) * (s - 2))
     own_y = np.array([[1 - p - (1 - p) * pd, (1 - p) * pd], [p * (1 - pk), p * pk]])  # [y in, z in]
-    other = (p * np.array([[1 - 2 * pk + pk2, pk - pk2], [pk - pk2, pk2]])
-             + (1 - p) * np.array([[1 - 2 * pd + pd2, pd - pd2], [pd - pd2, pd2]]))
+    other = p * np.array([[1 - 2 * pk + pk2, pk - pk2], [pk - pk2, pk2]]) + (1 - p) * np.array(
+        [[1 - 2 * pd + pd2, pd - pd2], [pd - pd2, pd2]]
+    )
     n = int(counts.sum())
     dist = np.zeros((n + 1, n + 1))
     dist[0, 0] = 1.0
     from scipy.signal import convolve2d
+
     for law, times in ((own_y, counts[y]), (own_y.T, counts[z]), (other, n - counts[y] - counts[z])):
         for _ in range(int(times)):
             dist = convolve2d(dist, law)[: n + 1, : n + 1]
@@ -140,7 +147,7 @@ def test_marginals_at_scale_match_the_binomial_sums():
     sd = np.sqrt(counts * p * (1 - p) + (n - counts) * q * (1 - q))
     z = (votes - mean) / sd
     assert np.abs(z).max() < 5.5
-    assert 0.9 < float(np.mean(z ** 2)) < 1.1
+    assert 0.9 < float(np.mean(z**2)) < 1.1
     assert votes.sum() == n * d
 
 
@@ -163,12 +170,15 @@ def test_vote_counts_charges_first_and_matches_the_randomizers_law():
         ss.vote_counts(np.array([0, 40]), charger=EventLog())
 
 
-@pytest.mark.parametrize("counts, d, match", [
-    (np.array([1, -1, 2]), 1, "non-negative"),
-    (np.array([1.0, 2.0]), 1, "integer"),
-    (np.array([3]), 1, "domain"),
-    (np.array([1, 2, 3]), 3, "below the domain size"),
-])
+@pytest.mark.parametrize(
+    "counts, d, match",
+    [
+        (np.array([1, -1, 2]), 1, "non-negative"),
+        (np.array([1.0, 2.0]), 1, "integer"),
+        (np.array([3]), 1, "domain"),
+        (np.array([1, 2, 3]), 3, "below the domain size"),
+    ],
+)
 def test_bad_input_is_refused_with_the_argument_named(counts, d, match):
     with pytest.raises(PrivregValueError, match=match):
         subset_histogram(counts, subset_size=d, keep_probability=0.5, gen=_gen(1))

@@ -12,6 +12,7 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from ldp_helpers import at_most_exp, exp_exact, seeded
 from scipy import stats
 
 from privreg import (
@@ -25,10 +26,8 @@ from privreg import (
 from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets
 
-from ldp_helpers import at_most_exp, exp_exact, seeded
-
-
 # --- the paper's parameters -------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "s, eps, d",
@@ -60,8 +59,21 @@ def test_subset_size_and_keep_probability_follow_the_paper(s, eps, d):
 
 @pytest.mark.parametrize(
     "eps, s",
-    [(1e-12, 2), (1e-12, 1000), (0.01, 3), (0.1, 50), (0.5, 10**6), (1.0, 100), (2.0, 4),
-     (4.0, 1000), (10.0, 10**4), (20.0, 7), (30.0, 2), (50.0, 10), (800.0, 5)],
+    [
+        (1e-12, 2),
+        (1e-12, 1000),
+        (0.01, 3),
+        (0.1, 50),
+        (0.5, 10**6),
+        (1.0, 100),
+        (2.0, 4),
+        (4.0, 1000),
+        (10.0, 10**4),
+        (20.0, 7),
+        (30.0, 2),
+        (50.0, 10),
+        (800.0, 5),
+    ],
 )
 def test_realised_privacy_ratio_is_conservative_and_tight(eps, s):
     ss = SubsetSelection(epsilon=eps, s=s)
@@ -85,6 +97,7 @@ def test_tiny_epsilon_that_cannot_be_realised_is_refused():
 
 
 # --- exact output distribution ----------------------------------------------------------
+
 
 def _algorithm_1_law(s: int, d: int, p: Fraction, z: int) -> dict:
     """Pr[S | z] over all d-subsets, following Algorithm 1 step by step with Fractions:
@@ -195,6 +208,7 @@ def test_uniform_subsets_is_uniform_even_when_nearly_every_draw_collides():
 
 # --- reports ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("s, eps", [(2, 1.0), (50, 0.1), (1000, 3.0), (10_000, 10.0)])
 def test_reports_are_sorted_sets_of_d_items_in_the_domain(s, eps):
     ss = SubsetSelection(epsilon=eps, s=s)
@@ -217,19 +231,19 @@ def test_charges_local_dp_and_shuffles():
     b = ss.randomize(x, charger=log, rng=seeded(1))
     assert np.array_equal(a.reports, b.reports), "a seed replays the same reports"
     sh = ss.randomize(x, charger=log, rng=seeded(1), shuffle=True)
-    assert [c.event for c in log.charges] == [
-        LocalDP(epsilon0=2.0, randomizer="subset-selection")] * 2 + [
-        Shuffled(event=LocalDP(epsilon0=2.0, randomizer="subset-selection"), num_reports=300)]
+    assert [c.event for c in log.charges] == [LocalDP(epsilon0=2.0, randomizer="subset-selection")] * 2 + [
+        Shuffled(event=LocalDP(epsilon0=2.0, randomizer="subset-selection"), num_reports=300)
+    ]
     assert log.charges[0].parameters["s"] == 30 and log.charges[0].parameters["epsilon"] == 2.0
     assert sh.shuffled and sh.reports.shape == a.reports.shape
 
 
 # --- estimator --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "s, eps, n, z_max",
-    [(20, 1.0, 300_000, 5.0), (1000, 4.0, 200_000, 5.5), (3, 0.3, 200_000, 5.0),
-     (10_000, 10.0, 500_000, 6.0)],
+    [(20, 1.0, 300_000, 5.0), (1000, 4.0, 200_000, 5.5), (3, 0.3, 200_000, 5.0), (10_000, 10.0, 500_000, 6.0)],
 )
 def test_estimator_is_unbiased(s, eps, n, z_max):
     """Each estimate is compared with the truth in units of its exact standard deviation
@@ -275,6 +289,7 @@ def test_variance_formula_matches_the_empirical_variance():
 
 
 # --- refusals ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("eps", [float("nan"), float("inf"), float("-inf"), -1.0, 0.0, True, "1", None])
 def test_rejects_bad_epsilon(eps):
@@ -339,6 +354,7 @@ def test_a_million_users_over_ten_thousand_items():
 
 
 # --- defects found in existing code (reported, not fixed here) --------------------------
+
 
 def test_insecure_reproducible_random_serves_large_byte_requests():
     assert len(InsecureReproducibleRandom(seed=0).random_bytes(1 << 28)) == 1 << 28

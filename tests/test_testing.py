@@ -190,9 +190,15 @@ EPS = (Param(name="epsilon", type=float, doc="privacy parameter", minimum=0, exc
 
 
 def _mechanism(name: str, factory: Any, neighbours: Any = NEIGHBOURS) -> RegistryItem:
-    return RegistryItem(name=name, kind="mechanism", summary="counts per key (privreg.testing's own tests)",
-                        citation=CITE, factory=factory, params=EPS,
-                        example=Example(params={"epsilon": 1.0}, neighbours=neighbours))
+    return RegistryItem(
+        name=name,
+        kind="mechanism",
+        summary="counts per key (privreg.testing's own tests)",
+        citation=CITE,
+        factory=factory,
+        params=EPS,
+        example=Example(params={"epsilon": 1.0}, neighbours=neighbours),
+    )
 
 
 def silent_workflow(*, context: Any) -> WorkflowResult:
@@ -226,18 +232,42 @@ class _Plugin:
 
     @hookimpl
     def privreg_register_sensitivities(self):  # type: ignore[no-untyped-def]
-        return [RegistryItem(name="not-a-sensitivity", kind="sensitivity", summary="a float",
-                             citation=CITE, factory=not_a_sensitivity, example=Example())]
+        return [
+            RegistryItem(
+                name="not-a-sensitivity",
+                kind="sensitivity",
+                summary="a float",
+                citation=CITE,
+                factory=not_a_sensitivity,
+                example=Example(),
+            )
+        ]
 
     @hookimpl
     def privreg_register_protocols(self):  # type: ignore[no-untyped-def]
-        return [RegistryItem(name="not-a-protocol", kind="protocol", summary="a dict",
-                             citation=CITE, factory=not_a_protocol, example=Example())]
+        return [
+            RegistryItem(
+                name="not-a-protocol",
+                kind="protocol",
+                summary="a dict",
+                citation=CITE,
+                factory=not_a_protocol,
+                example=Example(),
+            )
+        ]
 
     @hookimpl
     def privreg_register_workflows(self):  # type: ignore[no-untyped-def]
-        return [RegistryItem(name="silent-workflow", kind="workflow", summary="counts without charging",
-                             citation=CITE, factory=silent_workflow, example=Example())]
+        return [
+            RegistryItem(
+                name="silent-workflow",
+                kind="workflow",
+                summary="counts without charging",
+                citation=CITE,
+                factory=silent_workflow,
+                example=Example(),
+            )
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -261,8 +291,9 @@ def _fails(item: RegistryItem, check: str) -> ContractError:
 
 def test_the_repaired_mechanism_passes_every_check(registry):
     report = check_item(registry.get("good-counts"))
-    assert report.passed and set(report.checks) == {c for c, (_, k) in CHECKS.items()
-                                                     if privreg.ItemKind.MECHANISM in k}
+    assert report.passed and set(report.checks) == {
+        c for c, (_, k) in CHECKS.items() if privreg.ItemKind.MECHANISM in k
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -342,8 +373,19 @@ def test_a_factory_of_the_wrong_type_fails_sensitivity_and_protocol(registry):
 
 
 def test_every_check_has_a_failing_test_here():
-    tested = {"no-raise-after-charge", "canonical-order", "data-free-errors", "audit", "charge-before-draw",
-              "reproducible", "event-json", "documented", "workflow", "sensitivity", "protocol"}
+    tested = {
+        "no-raise-after-charge",
+        "canonical-order",
+        "data-free-errors",
+        "audit",
+        "charge-before-draw",
+        "reproducible",
+        "event-json",
+        "documented",
+        "workflow",
+        "sensitivity",
+        "protocol",
+    }
     assert tested == set(CHECKS)
 
 
@@ -396,8 +438,9 @@ def test_sentinel_detection_survives_number_formatting():
     assert not mentions_sentinel("value must be finite; got nan (at 1)")
     for like in (0.0, 5, np.array([0.0, 5.0]), {"a": 10.0}, np.zeros((3, 2))):
         inputs = sentinel_inputs(like)
-        assert inputs and all(mentions_sentinel(repr(x) if not isinstance(x, np.ndarray) else str(x.tolist()))
-                              for x in inputs)
+        assert inputs and all(
+            mentions_sentinel(repr(x) if not isinstance(x, np.ndarray) else str(x.tolist())) for x in inputs
+        )
 
 
 def test_extreme_inputs_cover_the_edges_of_float_and_int64():
@@ -415,8 +458,7 @@ def test_extreme_inputs_cover_the_edges_of_float_and_int64():
 
 @pytest.mark.slow
 def test_hypothesis_is_imported_only_when_the_checks_run():
-    code = ("import sys, privreg.testing; assert 'hypothesis' not in sys.modules, 'imported eagerly'; "
-            "print('ok')")
+    code = "import sys, privreg.testing; assert 'hypothesis' not in sys.modules, 'imported eagerly'; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
@@ -428,8 +470,9 @@ def test_hypothesis_is_imported_only_when_the_checks_run():
 
 def test_audit_reports_a_release_failing_after_its_charge_with_the_pair():
     mech = LeakyCounts(epsilon=1.0)
-    result = audit_mechanism(mech, neighbours=({"a": 10}, {"a": 1e300}), samples=1000,
-                             rng=InsecureReproducibleRandom(seed=1))
+    result = audit_mechanism(
+        mech, neighbours=({"a": 10}, {"a": 1e300}), samples=1000, rng=InsecureReproducibleRandom(seed=1)
+    )
     assert not result.passed and result.epsilon_lower_bound == math.inf
     assert result.neighbours == ("{'a': 10}", "{'a': 1e+300}")
     assert "OverflowError" in result.failure and "second neighbour ({'a': 1e+300})" in result.failure
@@ -490,7 +533,13 @@ def test_audit_reports_a_randomizer_failing_after_its_charge():
                 raise ZeroDivisionError("category 3 has no alternative")
             return super()._randomize(inputs, rng)
 
-    result = audit_randomizer(FailsOnThree(epsilon=1.0, k=4), neighbours=(np.array([0]), np.array([3])),
-                              samples=1000, rng=InsecureReproducibleRandom(seed=4))
+    result = audit_randomizer(
+        FailsOnThree(epsilon=1.0, k=4),
+        neighbours=(np.array([0]), np.array([3])),
+        samples=1000,
+        rng=InsecureReproducibleRandom(seed=4),
+    )
     assert not result.passed and "ZeroDivisionError" in result.failure
-    assert "second neighbour (array([3], dtype=int64))" in result.failure and "first released normally" in result.failure
+    assert (
+        "second neighbour (array([3], dtype=int64))" in result.failure and "first released normally" in result.failure
+    )

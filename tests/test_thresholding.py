@@ -38,6 +38,7 @@ def _dgauss_tail(sigma: float, j: int) -> float:
 
 # --- thresholds match independent computations ------------------------------------------
 
+
 @pytest.mark.parametrize("eps,delta,d0,dinf", [(1.0, 1e-2, 1, 1.0), (0.5, 1e-6, 4, 2.0), (3.0, 1e-9, 10, 0.25)])
 def test_laplace_threshold_formula(eps, delta, d0, dinf):
     mech = LaplaceThresholding(epsilon=eps, delta=delta, max_partitions=d0, max_contribution=dinf)
@@ -83,6 +84,7 @@ def test_gaussian_threshold_formula(eps, delta, d0):
 
 
 # --- single-user keys are released with probability <= delta -------------------------------
+
 
 def test_laplace_single_user_key_release_probability():
     delta = 1e-2
@@ -134,6 +136,7 @@ def test_gaussian_dpsu_weights_several_keys():
 
 # --- heavy keys ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", [LaplaceThresholding, GaussianThresholding])
 def test_heavy_keys_always_released_with_accurate_counts(cls):
     mech = cls(epsilon=1.0, delta=1e-6, max_partitions=2)
@@ -151,18 +154,22 @@ def test_heavy_keys_always_released_with_accurate_counts(cls):
 def test_pair_input_equals_mapping_input():
     mech = LaplaceThresholding(epsilon=1.0, delta=1e-6, max_partitions=1)
     a = mech.release({"x": 100, "y": 3}, charger=EventLog(), rng=InsecureReproducibleRandom(seed=4)).output
-    b = mech.release((["x", "y"], np.array([100, 3])), charger=EventLog(), rng=InsecureReproducibleRandom(seed=4)).output
+    b = mech.release(
+        (["x", "y"], np.array([100, 3])), charger=EventLog(), rng=InsecureReproducibleRandom(seed=4)
+    ).output
     assert a == b and "x" in a
     assert mech.release({}, charger=EventLog()).output == {}
 
 
 # --- events -------------------------------------------------------------------------------
 
+
 def test_events_are_data_independent_and_accountable():
     lap = LaplaceThresholding(epsilon=1.0, delta=1e-6, max_partitions=3, max_contribution=2.0)
     ev = lap.privacy_event()
-    assert ev == Composed(events=(DiscreteLaplace(scale=float(lap.noise_scale), sensitivity=3 * 1024),
-                                  ApproxDP(epsilon=0.0, delta=1e-6)))
+    assert ev == Composed(
+        events=(DiscreteLaplace(scale=float(lap.noise_scale), sensitivity=3 * 1024), ApproxDP(epsilon=0.0, delta=1e-6))
+    )
     gau = GaussianThresholding(epsilon=1.0, delta=1e-6, max_partitions=3)
     assert gau.privacy_event() == ApproxDP(epsilon=1.0, delta=1e-6)
     for mech in (lap, gau):
@@ -182,18 +189,22 @@ def test_events_are_data_independent_and_accountable():
 
 # --- bad inputs and refusals --------------------------------------------------------------
 
-@pytest.mark.parametrize("bad,err,needle", [
-    (np.array([np.nan]), PrivregTypeError, "mapping"),
-    ({"a": float("nan")}, PrivregValueError, "finite"),  # the rule, never the key
-    ({"a": -1}, PrivregValueError, ">= 0"),
-    ({"a": float("inf")}, PrivregValueError, "finite"),
-    ({"a": "3"}, PrivregTypeError, "real number"),
-    ({"a": True}, PrivregTypeError, "real number"),
-    ((["a", "b"], [1.0]), PrivregValueError, "equal length"),
-    ((["a", "a"], [1.0, 2.0]), PrivregValueError, "twice"),
-    (([["unhashable"]], [1.0]), PrivregTypeError, "hashable"),
-    (5.0, PrivregTypeError, "mapping"),
-])
+
+@pytest.mark.parametrize(
+    "bad,err,needle",
+    [
+        (np.array([np.nan]), PrivregTypeError, "mapping"),
+        ({"a": float("nan")}, PrivregValueError, "finite"),  # the rule, never the key
+        ({"a": -1}, PrivregValueError, ">= 0"),
+        ({"a": float("inf")}, PrivregValueError, "finite"),
+        ({"a": "3"}, PrivregTypeError, "real number"),
+        ({"a": True}, PrivregTypeError, "real number"),
+        ((["a", "b"], [1.0]), PrivregValueError, "equal length"),
+        ((["a", "a"], [1.0, 2.0]), PrivregValueError, "twice"),
+        (([["unhashable"]], [1.0]), PrivregTypeError, "hashable"),
+        (5.0, PrivregTypeError, "mapping"),
+    ],
+)
 @pytest.mark.parametrize("cls", [LaplaceThresholding, GaussianThresholding])
 def test_bad_inputs_refused_before_charging(cls, bad, err, needle):
     mech = cls(epsilon=1.0, delta=1e-6, max_partitions=2)
@@ -205,13 +216,16 @@ def test_bad_inputs_refused_before_charging(cls, bad, err, needle):
     assert log.charges == ()
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(epsilon=0.0, delta=1e-6, max_partitions=1), "epsilon"),
-    (dict(epsilon=1.0, delta=0.0, max_partitions=1), "delta"),
-    (dict(epsilon=1.0, delta=1.0, max_partitions=1), "delta"),
-    (dict(epsilon=1.0, delta=1e-6, max_partitions=0), "max_partitions"),
-    (dict(epsilon=1.0, delta=1e-6, max_partitions=1.5), "max_partitions"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(epsilon=0.0, delta=1e-6, max_partitions=1), "epsilon"),
+        (dict(epsilon=1.0, delta=0.0, max_partitions=1), "delta"),
+        (dict(epsilon=1.0, delta=1.0, max_partitions=1), "delta"),
+        (dict(epsilon=1.0, delta=1e-6, max_partitions=0), "max_partitions"),
+        (dict(epsilon=1.0, delta=1e-6, max_partitions=1.5), "max_partitions"),
+    ],
+)
 def test_bad_parameters(kwargs, needle):
     for cls in (LaplaceThresholding, GaussianThresholding):
         with pytest.raises(privreg.PrivregError, match=needle):

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from ldp_helpers import at_most_exp, exp_exact, seeded
 from scipy import stats
 
 from privreg import (
@@ -22,10 +23,8 @@ from privreg import (
 )
 from privreg.mechanisms.unary_encoding import OptimizedUnaryEncoding, bernoulli_dyadic
 
-from ldp_helpers import at_most_exp, exp_exact, seeded
-
-
 # --- parameters and exact privacy -------------------------------------------------------
+
 
 @pytest.mark.parametrize("eps", [1e-14, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 40.0, 800.0])
 def test_probabilities_are_the_papers_rounded_conservatively(eps):
@@ -129,6 +128,7 @@ def test_bernoulli_dyadic_frequency():
 
 # --- reports, charging ------------------------------------------------------------------
 
+
 def test_reports_are_boolean_rows_of_length_k():
     oue = OptimizedUnaryEncoding(epsilon=1.0, k=7)
     log = EventLog()
@@ -142,6 +142,7 @@ def test_reports_are_boolean_rows_of_length_k():
 
 
 # --- estimator --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("k, eps, n", [(50, 1.0, 200_000), (2, 0.2, 200_000), (1000, 5.0, 20_000)])
 def test_estimator_is_unbiased(k, eps, n):
@@ -190,6 +191,7 @@ def test_variance_reduces_to_the_papers_closed_form():
 
 
 # --- refusals ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("eps", [float("nan"), float("inf"), -0.5, 0.0, True, "1", None])
 def test_rejects_bad_epsilon(eps):

@@ -139,15 +139,18 @@ def test_rejected_values_name_the_argument_and_the_value(check, kwargs, value, e
     assert repr(value) in message
 
 
-@pytest.mark.parametrize("check, kwargs, value, bound", [
-    (check_epsilon, {}, 0, "> 0"),
-    (check_epsilon, {"allow_zero": True}, -1, ">= 0"),
-    (check_delta, {}, 1, "[0, 1)"),
-    (check_delta, {"allow_zero": False}, 0, "(0, 1)"),
-    (check_probability, {"open_low": True, "open_high": True}, 1, "(0, 1)"),
-    (check_probability, {}, 2, "[0, 1]"),
-    (check_int, {"minimum": 3}, 2, ">= 3"),
-])
+@pytest.mark.parametrize(
+    "check, kwargs, value, bound",
+    [
+        (check_epsilon, {}, 0, "> 0"),
+        (check_epsilon, {"allow_zero": True}, -1, ">= 0"),
+        (check_delta, {}, 1, "[0, 1)"),
+        (check_delta, {"allow_zero": False}, 0, "(0, 1)"),
+        (check_probability, {"open_low": True, "open_high": True}, 1, "(0, 1)"),
+        (check_probability, {}, 2, "[0, 1]"),
+        (check_int, {"minimum": 3}, 2, ">= 3"),
+    ],
+)
 def test_range_errors_state_the_allowed_range(check, kwargs, value, bound):
     with pytest.raises(PrivregValueError) as info:
         check("my_arg", value, **kwargs)

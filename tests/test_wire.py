@@ -107,16 +107,19 @@ def test_signed_zero_round_trips():
     assert math.copysign(1.0, decode(encode(0.0))) == 1.0
 
 
-@pytest.mark.parametrize("value, expected", [
-    (np.int64(-7), -7),
-    (np.uint8(200), 200),
-    (np.float32(0.5), 0.5),
-    (bytearray(b"ab"), b"ab"),
-    ((), ()),
-    ({}, {}),
-    ("", ""),
-    ("héllo \U0001f600", "héllo \U0001f600"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (np.int64(-7), -7),
+        (np.uint8(200), 200),
+        (np.float32(0.5), 0.5),
+        (bytearray(b"ab"), b"ab"),
+        ((), ()),
+        ({}, {}),
+        ("", ""),
+        ("héllo \U0001f600", "héllo \U0001f600"),
+    ],
+)
 def test_scalars_decode_to_python_values(value, expected):
     assert same(decode(encode(value)), expected)
 
@@ -128,6 +131,7 @@ def test_encoded_size_is_the_encoding_length(value):
 
 
 # --- malformed input ------------------------------------------------------------------
+
 
 @given(values, st.data())
 def test_every_truncation_is_refused(value, data):
@@ -144,15 +148,18 @@ def test_trailing_bytes_are_refused(value, extra):
         decode(encode(value) + extra)
 
 
-@pytest.mark.parametrize("raw, message", [
-    (b"Z", "unknown tag"),
-    (b"L\x02NZ", "unknown tag"),
-    (pickle.dumps({"a": 1}), "unknown tag"),
-    (b"X\x06nosuchN", "nosuch"),
-    (b"A\x02|O\x00", "dtype"),  # object arrays would unpickle/run code
-    (b"A\x03<c8\x01\x00", "dtype"),
-    (b"S\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", "length"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"Z", "unknown tag"),
+        (b"L\x02NZ", "unknown tag"),
+        (pickle.dumps({"a": 1}), "unknown tag"),
+        (b"X\x06nosuchN", "nosuch"),
+        (b"A\x02|O\x00", "dtype"),  # object arrays would unpickle/run code
+        (b"A\x03<c8\x01\x00", "dtype"),
+        (b"S\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", "length"),
+    ],
+)
 def test_malformed_bytes_are_refused(raw, message):
     with pytest.raises(SerializationError, match=message):
         decode(raw)
@@ -174,16 +181,19 @@ def _leak(raw, leaked, id):
     return pytest.param(raw, id=id)
 
 
-@pytest.mark.parametrize("raw", [
-    _leak(b"S\x01\xff", UnicodeDecodeError, "invalid-utf8-str"),
-    _leak(b"A\x01\xff\x00", UnicodeDecodeError, "non-ascii-dtype"),
-    _leak(b"A\x02zz\x00", TypeError, "unknown-dtype"),
-    _leak(b"M\x01L\x00N", TypeError, "unhashable-dict-key"),
-    _leak(b"A\x03<i8\x01" + b"\xff" * 9 + b"\x7f", OverflowError, "dim-over-int64"),
-    # shape (2**32, 2**32): np.prod wraps to 0, so 0 bytes are read, then reshape fails
-    _leak(b"A\x03<i8\x02\x80\x80\x80\x80\x10\x80\x80\x80\x80\x10", ValueError, "size-wraps"),
-    _leak(b"A\x03<i8\x41" + b"\x00" * 65, ValueError, "over-64-dims"),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _leak(b"S\x01\xff", UnicodeDecodeError, "invalid-utf8-str"),
+        _leak(b"A\x01\xff\x00", UnicodeDecodeError, "non-ascii-dtype"),
+        _leak(b"A\x02zz\x00", TypeError, "unknown-dtype"),
+        _leak(b"M\x01L\x00N", TypeError, "unhashable-dict-key"),
+        _leak(b"A\x03<i8\x01" + b"\xff" * 9 + b"\x7f", OverflowError, "dim-over-int64"),
+        # shape (2**32, 2**32): np.prod wraps to 0, so 0 bytes are read, then reshape fails
+        _leak(b"A\x03<i8\x02\x80\x80\x80\x80\x10\x80\x80\x80\x80\x10", ValueError, "size-wraps"),
+        _leak(b"A\x03<i8\x41" + b"\x00" * 65, ValueError, "over-64-dims"),
+    ],
+)
 def test_malformed_fields_raise_serialization_error(raw):
     with pytest.raises(SerializationError):
         decode(raw)
@@ -202,16 +212,19 @@ class Opaque:
     pass
 
 
-@pytest.mark.parametrize("value", [
-    {1, 2},
-    frozenset(),
-    Opaque(),
-    1 + 2j,
-    np.array([1, "a"], dtype=object),
-    np.array([1j]),
-    np.array(["text"]),
-    [1, {2: {3}}],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1, 2},
+        frozenset(),
+        Opaque(),
+        1 + 2j,
+        np.array([1, "a"], dtype=object),
+        np.array([1j]),
+        np.array(["text"]),
+        [1, {2: {3}}],
+    ],
+)
 def test_unsupported_values_are_refused(value):
     with pytest.raises(SerializationError):
         encode(value)
@@ -226,6 +239,7 @@ def test_dict_keys_other_than_str_or_int_are_refused(key):
 
 
 # --- registered types -------------------------------------------------------------------
+
 
 class Point:
     def __init__(self, x, y):

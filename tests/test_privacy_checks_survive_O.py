@@ -23,6 +23,7 @@ def test_gaussian_refuses_to_charge_a_sigma_other_than_the_sampled_one(monkeypat
         mech.privacy_event()
 
 
+@pytest.mark.slow  # a subprocess
 def test_gaussian_sigma_check_survives_python_O() -> None:
     code = (
         "from fractions import Fraction\n"
