@@ -27,7 +27,6 @@ covers the spurious part exactly (the estimate may be off by its sampling error)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +57,7 @@ from privreg.plugins.ngrams.noise_plan import (
     plan_dpsu_even,
     plan_dpsu_single,
 )
+from privreg.timing import PhaseTimer
 
 __all__ = ["extract_ngrams", "ExtractionResult", "LengthReport", "VARIANTS", "VALID_COUNTS", "spurious_bound"]
 
@@ -253,10 +253,10 @@ def _dpne(
 ) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
+    timer = PhaseTimer()  # wall seconds per length, for the reports
     # length 1: DPSU with the weighted Gaussian policy (Algorithm 6)
     r1 = plan.releases[0]
     rho1 = r1.fixed_rho
-    t0 = time.perf_counter()
     hist = engine.unigram_histogram(max_keys=r1.max_keys, salt=salt)
     keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=rho1, sigma=r1.sigma, rng=rng)
     s1 = np.asarray(hist.keys[keep], dtype=object)
@@ -265,14 +265,14 @@ def _dpne(
     strings = [s1.astype(str)]
     ngrams[1] = strings[0].tolist()
     reports[1] = LengthReport(
-        k=1, released=int(s1.size), sigma=r1.sigma, rho=float(rho1), valid=None, seconds=time.perf_counter() - t0
+        k=1, released=int(s1.size), sigma=r1.sigma, rho=float(rho1), valid=None, seconds=timer.lap("1")[0]
     )
     say(f"  1-grams: {s1.size:,} released (DPSU, sigma_1={r1.sigma:.4g}, rho_1={rho1:.4g})")
     if bar is not None:
         bar.update(1)
     for release in plan.releases[1:]:
         k = release.lengths[0]
-        t0 = time.perf_counter()
+        timer.mark()
         exact = valid_count(level, pruning=pruning)
         valid = exact if mode == "exact" else estimate_valid_count(level, pruning=pruning, rate=sample_rate, rng=rng)
         if level.size == 0 or valid == 0:
@@ -301,7 +301,7 @@ def _dpne(
         strings.append(level.strings(strings, strings[0]))
         ngrams[k] = strings[-1].tolist()
         reports[k] = LengthReport(
-            k=k, released=level.size, sigma=release.sigma, rho=rho, valid=valid, seconds=time.perf_counter() - t0
+            k=k, released=level.size, sigma=release.sigma, rho=rho, valid=valid, seconds=timer.lap(str(k))[0]
         )
         say(
             f"  {k}-grams: {level.size:,} released (|V_{k}| {'=' if mode == 'exact' else '~'} {valid:,}, "
@@ -324,16 +324,17 @@ def _dpsu(
 ) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
+    timer = PhaseTimer()  # wall seconds per release, for the reports
     for release in plan.releases:
         rho = release.fixed_rho
-        t0 = time.perf_counter()
+        timer.mark()
         hist = engine.raw_histogram(release.lengths, max_keys=release.max_keys, salt=salt)
         keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(rho), sigma=release.sigma, rng=rng)
         labels = engine.labels(hist.keys[keep])
         by_len: dict[int, list[str]] = {k: [] for k in release.lengths}
         for s in labels:
             by_len.setdefault(len(s.split(" ")), []).append(s)
-        seconds = time.perf_counter() - t0
+        seconds = timer.lap(str(release.lengths))[0]
         for k in release.lengths:
             ngrams[k] = sorted(by_len.get(k, []))
             reports[k] = LengthReport(

@@ -10,7 +10,6 @@ phase times.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,6 +35,7 @@ from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA, pseudopeople_schema
+from privreg.timing import PhaseTimer
 
 __all__ = ["DATASETS", "pprl_workflow", "prepare_parties", "demo_steps"]
 
@@ -149,14 +149,14 @@ def pprl_workflow(
             f"key_bits={key_bits} is below {MIN_KEY_BITS}; pass insecure_small_keys=true to run with an "
             f"insecure key (tests and demos only)."
         )
-    t0 = time.perf_counter()
+    timer = PhaseTimer()
     linkage, schema = prepare_parties(data=data, parties=parties, records=records, corruption=corruption, rng=rng)
     secret = _secret(secret_file, rng)
     encoded = {
         p: encode_records(linkage.frames[p], schema=schema, secret=secret, party=p, entity_column=ENTITY)
         for p in linkage.parties
     }
-    t_encode = time.perf_counter() - t0
+    t_encode = timer.lap("encode")[0]
     sizes = ", ".join(f"{p}: {len(e)}" for p, e in encoded.items())
     context.echo(f"pprl: {linkage.source or data}; records {sizes}; generating a {key_bits}-bit key ...")
     config = BlockingConfig(
@@ -175,9 +175,9 @@ def pprl_workflow(
         rng=rng,
         workers=workers,
     )
-    t1 = time.perf_counter()
-    result = run_protocol(proto)
-    wall = time.perf_counter() - t1
+    with timer.phase("protocol"):
+        result = run_protocol(proto)
+    wall = timer.wall["protocol"]
     lu = result.outputs[LINKAGE_UNIT]
     entities = list(encoded.values())  # encoded with ENTITY: quality reads each one's entities
     linked = linkage_quality(lu["links"], entities=entities, parties=linkage.parties)
