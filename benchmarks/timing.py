@@ -27,8 +27,9 @@ import resource
 import time
 from dataclasses import dataclass
 
+from privreg.timing import descendants_cpu_seconds
+
 START_LOAD = os.getloadavg()  # the scripts import this module first: the load before their work
-_TICKS = os.sysconf("SC_CLK_TCK")
 NOTE = (
     "wall: time.perf_counter; CPU: this process + its child processes (getrusage + /proc of live "
     "workers); CPU / core: CPU divided by the cores the row ran on (a per-core cost, not a wall time)"
@@ -84,47 +85,13 @@ class Timing:
         return [format(self.wall, fmt), format(self.cpu, fmt), format(self.cpu_per_core, fmt)]
 
 
-def _proc_children(pid: str) -> list[str]:
-    out: list[str] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out.extend(fh.read().split())
-        except OSError:
-            continue
-    return out
-
-
-def _descendants_cpu() -> float:
-    """CPU seconds so far of the live descendants, with the children they reaped."""
-    total, todo, seen = 0.0, _proc_children("self"), set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
-        except (OSError, IndexError, ValueError):
-            continue
-        todo.extend(_proc_children(pid))
-    return total
-
-
 def _own() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime
 
 
 def _others() -> float:
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return reaped.ru_utime + reaped.ru_stime + _descendants_cpu()
+    return descendants_cpu_seconds()
 
 
 def cpu_now() -> float:

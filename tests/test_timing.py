@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import subprocess
 import sys
 import time
 
@@ -103,3 +104,12 @@ def test_process_tree_clock_counts_a_live_child():
         done.set()
         child.join(30)
     assert tree >= own + 0.25  # the child's spin, which this process's clock misses
+
+
+def test_process_tree_clock_keeps_a_reaped_child():
+    # a child reaped between two readings moves from the /proc term to RUSAGE_CHILDREN
+    # with its whole total: the difference still holds its work
+    before = process_tree_cpu_seconds()
+    code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert process_tree_cpu_seconds() - before >= 0.25
