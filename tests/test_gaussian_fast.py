@@ -214,7 +214,7 @@ def test_tiny_sigma_is_zero(sigma2):
 def test_sigma_limit_is_enforced():
     ok = Fraction((2**40 - 1) ** 2)  # floor(sigma) + 1 = 2**40, the largest allowed t
     assert discrete_gaussian_many(ok, 10, _rng(5)).shape == (10,)
-    with pytest.raises(PrivregValueError, match="2\\*\\*40.*discrete_gaussian"):
+    with pytest.raises(PrivregValueError, match=r"2\*\*40.*discrete_gaussian"):
         discrete_gaussian_many(Fraction(2**80), 10, _rng(5))
 
 

@@ -479,7 +479,7 @@ def test_rejects_bad_flags_and_positional_arguments(cls):
 
 
 def test_report_noisy_max_rejects_unknown_noise():
-    with pytest.raises(PrivregValueError, match="noise.*'laplace'"):
+    with pytest.raises(PrivregValueError, match=r"noise.*'laplace'"):
         ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace")
 
 
