@@ -79,7 +79,7 @@ def rnm_exponential_probs(u, scale):
         edges = [u[i], *pieces]
         total = sum(
             integrate.quad(integrand, lo, hi, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
-            for lo, hi in zip(edges, edges[1:])
+            for lo, hi in itertools.pairwise(edges)
         )
         total += integrate.quad(integrand, edges[-1], np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
         out.append(total)
