@@ -24,5 +24,5 @@ def run_holder(q_in, q_out, bits, holder_values):
                 [(m.step, m.sender, m.receiver, m.size_bytes, m.ciphertexts) for m in res.transcript.messages],
             )
         )
-    except Exception as exc:  # report instead of dying silently
+    except Exception as exc:  # noqa: BLE001 -- any failure goes to the parent process
         q_out.put(("error", f"{type(exc).__name__}: {exc}"))

@@ -118,17 +118,17 @@ def test_drv_with_approx_dp_pays_the_deltas_on_top():
 
 
 def kov_delta_i(eps, k, i):
-    total = sum(math.comb(k, l) * (math.exp((k - l) * eps) - math.exp((k - 2 * i + l) * eps)) for l in range(i))
+    total = sum(math.comb(k, j) * (math.exp((k - j) * eps) - math.exp((k - 2 * i + j) * eps)) for j in range(i))
     return total / (1 + math.exp(eps)) ** k
 
 
 def kov_true_delta(eps, k, eps_g):
     """Exact profile of k-fold eps-randomized response at any eps_g, summed term by term
-    (no cancellation): sum_l C(k,l) e^{(k-l)eps} (1 - e^{eps_g - (k-2l)eps})_+ / (1+e^eps)^k."""
+    (no cancellation): sum_j C(k,j) e^{(k-j)eps} (1 - e^{eps_g - (k-2j)eps})_+ / (1+e^eps)^k."""
     terms = [
-        math.comb(k, l) * math.exp((k - l) * eps) * -math.expm1(eps_g - (k - 2 * l) * eps)
-        for l in range(k + 1)
-        if (k - 2 * l) * eps > eps_g
+        math.comb(k, j) * math.exp((k - j) * eps) * -math.expm1(eps_g - (k - 2 * j) * eps)
+        for j in range(k + 1)
+        if (k - 2 * j) * eps > eps_g
     ]
     return math.fsum(terms) / (1 + math.exp(eps)) ** k
 

@@ -511,9 +511,11 @@ def test_pld_refuses_tiny_noise_without_allocating(event):
 @pytest.mark.parametrize("count", [10**6, 10**12])
 def test_pld_refuses_counts_whose_grid_would_not_fit(count):
     acc = make_accountant("pld")
-    with guarded("pld self-composition", cap=128 * MiB, trace=True):
-        with pytest.raises(UnsupportedEventError, match=str(MAX_PLD_POINTS)):
-            acc.compose(Gaussian(sigma=1.0), count)
+    with (
+        guarded("pld self-composition", cap=128 * MiB, trace=True),
+        pytest.raises(UnsupportedEventError, match=str(MAX_PLD_POINTS)),
+    ):
+        acc.compose(Gaussian(sigma=1.0), count)
     assert acc.compositions == 0 and acc.epsilon(1e-6) == 0.0
 
 
@@ -598,7 +600,7 @@ def test_replace_one_group_privacy_past_delta_one_is_refused():
     # ApproxDP(eps, delta) under replace-one is (2 eps, (1 + e^eps) delta): raised
     # PrivregValueError from supports() when that delta reached 1
     event = ApproxDP(epsilon=36.0, delta=1e-6)
-    for label, name, options in ACCOUNTANT_CONFIGS:
+    for _label, name, options in ACCOUNTANT_CONFIGS:
         acc = make_accountant(name, **{**options, "neighbouring": "replace_one"})
         assert not acc.supports(event)
         with pytest.raises(UnsupportedEventError, match="group privacy"):

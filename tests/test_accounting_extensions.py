@@ -3,6 +3,7 @@ types, new accountant classes; a failing or duplicate extension fails only its p
 a handler that cannot price an event makes the accountant refuse it, never compose NaN."""
 
 import math
+from typing import ClassVar
 
 import attrs
 import numpy as np
@@ -47,7 +48,7 @@ class PureSum(Accountant):
     """A plugin accountant: sums the epsilons of pure-DP releases."""
 
     name = "test_pure_sum"
-    handlers = {PureDP: lambda acc, e: e.epsilon}
+    handlers: ClassVar[dict] = {PureDP: lambda acc, e: e.epsilon}
 
     def __init__(self, *, neighbouring="add_remove"):
         super().__init__(neighbouring=neighbouring)

@@ -62,7 +62,7 @@ def test_run_writes_outputs_and_ledger(capsys, tmp_path):
 def test_insecure_seed_is_reproducible_and_marked(capsys, tmp_path):
     results = []
     for name in ("a", "b"):
-        code, out, err = run(capsys, "run", "bounded-mean", "--insecure-seed", "7", "-o", str(tmp_path / name))
+        code, _out, err = run(capsys, "run", "bounded-mean", "--insecure-seed", "7", "-o", str(tmp_path / name))
         assert code == 0 and "NO privacy" in err
         results.append(json.loads((tmp_path / name / "run.json").read_text())["metrics"])
         (charge, _) = charges(tmp_path / name / "ledger.sqlite")
@@ -89,7 +89,7 @@ def test_insecure_seed_is_reproducible_and_marked(capsys, tmp_path):
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(capsys, argv, words):
-    code, out, err = run(capsys, *argv)
+    code, _out, err = run(capsys, *argv)
     assert code == 2
     lines = [line for line in err.splitlines() if not line.startswith("privreg: NOTE")]
     assert len(lines) == 1 and lines[0].startswith("privreg: error:"), err

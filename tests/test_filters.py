@@ -142,9 +142,13 @@ def test_plan_session_charges_the_plan_bound_and_refuses_anything_else(tmp_path)
     assert report.flags == () and "declared plan of 41" in report.rule
     # the filters could not have granted this sequence at this budget
     f = session(eps=3.2, delta=1e-6)
-    with pytest.raises(BudgetExceededError):
+
+    def charge_the_plan():
         for e in plan:
             f.charge(e, mechanism="g", parameters={})
+
+    with pytest.raises(BudgetExceededError):
+        charge_the_plan()
 
 
 def test_a_plan_that_does_not_fit_is_refused_up_front(tmp_path):

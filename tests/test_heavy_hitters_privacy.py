@@ -108,14 +108,14 @@ def test_fmt23_is_accepted_exactly_when_every_layer_reports_one_item(max_prefixe
     if allowed:
         assert LDPTrieHH(**kwargs).privacy_event().bound == "fmt23-numerical"
     else:
-        with pytest.raises(PrivregValueError, match="shuffle_bound='fmt23-numerical'.*fmt21-numerical"):
+        with pytest.raises(PrivregValueError, match=r"shuffle_bound='fmt23-numerical'.*fmt21-numerical"):
             LDPTrieHH(**kwargs)
     assert LDPTrieHH(**{**kwargs, "shuffle_bound": "fmt21-numerical"}).privacy_event().bound == "fmt21-numerical"
 
 
 def test_triehh_event_refuses_fmt23_for_subsets_of_two_or_more():
     ss = SubsetSelection(epsilon=2.0, s=50)  # d = ceil(50 / (e^2 + 1)) = 6
-    with pytest.raises(PrivregValueError, match="d=6 >= 2.*bound='fmt21-numerical'"):
+    with pytest.raises(PrivregValueError, match=r"d=6 >= 2.*bound='fmt21-numerical'"):
         triehh_event(randomizer=ss, users_per_layer=10, contribution_bound=2, bound="fmt23-numerical")
     rr = SubsetSelection(epsilon=5.0, s=50)  # d = 1: k-ary randomized response
     assert (

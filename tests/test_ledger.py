@@ -334,7 +334,7 @@ def test_keyed_chain_detects_a_recomputed_rewrite(tmp_path):
 
 def test_keyed_ledger_refuses_missing_wrong_or_bad_keys(tmp_path):
     path = make(tmp_path / "l.sqlite", n=2, key=KEY)
-    with pytest.raises(LedgerKeyError, match="is keyed.*pass the key"):
+    with pytest.raises(LedgerKeyError, match=r"is keyed.*pass the key"):
         Ledger(path, create=False)
     with pytest.raises(LedgerKeyError, match="does not verify under the given key"):
         Ledger(path, create=False, key=b"\x01" * 32)

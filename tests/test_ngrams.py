@@ -53,7 +53,7 @@ from privreg.plugins.ngrams.synthetic import SyntheticSpec, synthetic_corpus, wr
 def _sigma_star(eps: float, delta: float) -> float:
     """Solve Eq. (1) of paper 002 for sigma* with mpmath at 50 digits."""
     mpmath.mp.dps = 50
-    phi = lambda x: mpmath.ncdf(x)  # noqa: E731
+    phi = mpmath.ncdf
     f = lambda s: phi(-eps * s + 1 / (2 * s)) - mpmath.e**eps * phi(-eps * s - 1 / (2 * s)) - mpmath.mpf(delta) / 2  # noqa: E731
     return float(mpmath.findroot(f, (mpmath.mpf("0.5"), mpmath.mpf("5")), solver="bisect"))
 
@@ -457,7 +457,7 @@ def _levels_from(strings: list[list[str]]) -> tuple[list[Level], list[str]]:
         names = {}
         for key in lvl.keys.tolist():
             pre, last = divmod(key, len(s1))
-            prefix = [w for w, i in index[-1].items() if i == pre][0]
+            prefix = next(w for w, i in index[-1].items() if i == pre)
             names[prefix + " " + s1[last]] = len(names)
         index.append(names)
         levels.append(lvl)

@@ -248,7 +248,7 @@ def test_count_workflow_on_csv(tmp_path):
     saved = json.loads(result.outputs["result"].read_text())
     assert saved["noisy_count"] == result.metrics["noisy_count"]
     assert "noisy outlier count" in result.summary and "true" not in result.summary.lower()
-    with pytest.raises(PrivregValueError, match="'label'.*not a number"):
+    with pytest.raises(PrivregValueError, match=r"'label'.*not a number"):
         _registry().get("outlier-count").run(ctx, {"input": str(path)})
     with pytest.raises(PrivregValueError, match="not in"):
         _registry().get("outlier-count").run(ctx, {"input": str(path), "columns": "a,c"})

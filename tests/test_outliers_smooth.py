@@ -107,7 +107,7 @@ def test_distance_t_bounds_grow_and_cap_at_the_global_bound():
     terms = [local_bound_at_distance(x, t, k=3, radius=0.6) for t in range(12)]
     gs = global_sensitivity_upper(n=len(x), k=3, d=2)
     assert all(1 <= a <= gs for a in terms)
-    assert all(a <= b for a, b in zip(terms[1:], terms[2:]))  # Theorem 6's sets are nested
+    assert all(a <= b for a, b in itertools.pairwise(terms[1:]))  # Theorem 6's sets are nested
     assert terms[-1] == gs
 
 
@@ -162,7 +162,7 @@ def test_reference_with_the_papers_algorithm_1_gives_the_same_bound():
 def _moves_3d(y: np.ndarray) -> np.ndarray:
     """Every record, the centre of the smallest ball of every pair and triple of records,
     and a far point: where the moved record can gain or lose the most neighbours."""
-    centres = [row for row in y]
+    centres = list(y)
     for size in (2, 3):
         centres += [enclosing_ball(y[list(c)]).centre for c in itertools.combinations(range(len(y)), size)]
     centres.append(y.max(axis=0) + 50.0)

@@ -22,7 +22,7 @@ from privreg.mpc.wire import decode, encode
 def test_packed_decrypt_equals_unpacked(bound_bits, xs, headroom):
     kp = cached_keypair(512, 1)
     pk, sk = kp.public_key, kp.private_key
-    bound = max(2**bound_bits, max(abs(x) for x in xs))
+    bound = max(2**bound_bits, *(abs(x) for x in xs))
     enc = encrypt(pk, xs, bound=bound)
     packed = pack(enc, headroom_bits=headroom)
     assert packed.count == len(xs) and packed.ciphertext_count == -(-len(xs) // packed.per_ct)

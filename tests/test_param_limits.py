@@ -121,4 +121,4 @@ def test_factory_accepts_exactly_the_documented_range(item, param, value, ok):
         # a value inside the range may still be refused for a reason the range cannot
         # state (e.g. epsilon too small for k categories at 53-bit precision), never by
         # a tighter limit on this very parameter
-        assert f"parameter {param.name} must be" not in str(exc) or f"got {value!r}" not in str(exc), exc
+        assert f"parameter {param.name} must be" not in str(exc) or f"got {value!r}" not in str(exc), exc  # noqa: PT017 -- raising is allowed here, not required

@@ -179,7 +179,7 @@ def test_protection_keeps_equality_and_prefix_structure():
     # masks: constant within a (group, key, length) list, XOR differences preserved
     mask = prot.suffix ^ plain.suffix
     lists = {}
-    for g, k, ln, m, s_plain, s_prot in zip(
+    for g, k, ln, m, _s_plain, s_prot in zip(
         plain.lsh_group.tolist(),
         plain.lsh_key.tolist(),
         plain.suffix_len.tolist(),
@@ -670,7 +670,7 @@ def test_calibrate_dispersion_reads_the_plateau():
     assert cal.lmins == (2, 8, 16)
     assert cal.ht == choose_lmin(parts, config=cfg, secret=SECRET, rng=InsecureReproducibleRandom(seed=1)).hs
     best = max(cal.pairs_quality)
-    first = next(l for l, q in zip(cal.lmins, cal.pairs_quality) if q >= 0.95 * best)
+    first = next(lmin for lmin, q in zip(cal.lmins, cal.pairs_quality) if q >= 0.95 * best)
     assert cal.lt == first
     sigs = [party_signatures(p, config=cfg, secret=SECRET, lmin=8) for p in parts]
     q8 = blocking_quality(

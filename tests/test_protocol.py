@@ -491,7 +491,7 @@ def test_invalid_party_name_rejected():
 
 
 def test_concrete_protocol_without_caveats_is_a_type_error():
-    with pytest.raises(TypeError, match="NoCaveats.*caveats"):
+    with pytest.raises(TypeError, match=r"NoCaveats.*caveats"):
 
         class NoCaveats(Protocol):
             def parties(self):

@@ -298,7 +298,7 @@ def test_oversized_messages_are_refused():
         return await ch.recv("a", step="big")
 
     ta, tb = pair(["a"], ["b"], max_message_bytes=1000, recv_timeout=5.0, linger_timeout=1.0)
-    ra, rb = run_split(FnProtocol(a=a, b=b), ta, tb)
+    ra, _rb = run_split(FnProtocol(a=a, b=b), ta, tb)
     assert isinstance(ra, ProtocolError) and "max_message_bytes" in str(ra)
 
 

@@ -80,7 +80,7 @@ def test_replace_one_gaussian_costs_the_doubled_sensitivity_and_nothing_more():
 def test_replace_one_guarantees_are_refused_under_add_remove(event, name):
     acc = make_accountant(name, **({"event_delta": 1e-6} if name in ("basic", "optimal") else {}))
     assert not acc.supports(event)
-    with pytest.raises(UnsupportedEventError, match="replace_one|replacing one user"):
+    with pytest.raises(UnsupportedEventError, match=r"replace_one|replacing one user"):
         acc.compose(event)
 
 

@@ -211,7 +211,7 @@ def test_encrypted_inner_product(kp, reveal):
         np.testing.assert_allclose(kh.combine(h), X @ u, atol=1e-4)
         # the key holder's share is masked by at least sigma bits beyond the value's bound
         assert all(abs(x) > 2**30 for x in kh.values)
-    (result,) = [m for m in res.transcript.received_by("keyholder")]
+    (result,) = list(res.transcript.received_by("keyholder"))
     assert result.step == "ip.result" and result.ciphertexts == 4
 
 

@@ -79,7 +79,7 @@ def rnm_exponential_probs(u, scale):
         edges = [u[i], *pieces]
         total = sum(
             integrate.quad(integrand, lo, hi, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
-            for lo, hi in zip(edges, edges[1:])
+            for lo, hi in itertools.pairwise(edges)
         )
         total += integrate.quad(integrand, edges[-1], np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
         out.append(total)
@@ -479,7 +479,7 @@ def test_rejects_bad_flags_and_positional_arguments(cls):
 
 
 def test_report_noisy_max_rejects_unknown_noise():
-    with pytest.raises(PrivregValueError, match="noise.*'laplace'"):
+    with pytest.raises(PrivregValueError, match=r"noise.*'laplace'"):
         ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace")
 
 

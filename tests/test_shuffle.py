@@ -9,6 +9,7 @@ discovery of out-of-vocabulary words" (/work/shared/seeds/001_*.txt).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -289,12 +290,12 @@ def test_bounds_are_ordered(eps0, n):
 @pytest.mark.parametrize("bound", SHUFFLE_BOUNDS)
 def test_epsilon_non_increasing_in_reports_and_delta(bound):
     by_n = [shuffle_epsilon(epsilon0=2.0, num_reports=n, delta=1e-8, bound=bound) for n in (10**3, 10**4, 10**5, 10**7)]
-    assert all(a >= b for a, b in zip(by_n, by_n[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(by_n))
     assert by_n[-1] < by_n[0]
     by_delta = [
         shuffle_epsilon(epsilon0=2.0, num_reports=10**5, delta=d, bound=bound) for d in (1e-12, 1e-8, 1e-4, 0.1)
     ]
-    assert all(a >= b for a, b in zip(by_delta, by_delta[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(by_delta))
     assert by_delta[-1] < by_delta[0]
 
 

@@ -42,10 +42,12 @@ def test_shuffled_randomizer_release_is_amplified_in_the_session():
         out = rr.randomize(users, charger=session, shuffle=True, rng=InsecureReproducibleRandom(seed=1))
         assert out.event == Shuffled(event=LocalDP(epsilon0=2.0, randomizer="randomized-response"), num_reports=100_000)
         assert 0 < 0.5 - session.remaining() < 0.1  # amplified far below epsilon0 = 2
-    with pytest.raises(BudgetExceededError, match="no fully adaptive filter can grant"):
-        with BudgetSession(
+    with (
+        pytest.raises(BudgetExceededError, match="no fully adaptive filter can grant"),
+        BudgetSession(
             budget=PrivacyBudget(epsilon=0.5, delta=1e-8, neighbouring="replace_one"),
             filters=("basic",),
             event_delta=1e-8,
-        ) as s:
-            rr.randomize(users, charger=s, shuffle=False)  # unshuffled: epsilon0 = 2 > 0.5
+        ) as s,
+    ):
+        rr.randomize(users, charger=s, shuffle=False)  # unshuffled: epsilon0 = 2 > 0.5

@@ -31,7 +31,7 @@ def run_bob(q_in, q_out, w, count):
             transport=transport,
         )
         q_out.put(("ok", sorted(res.outputs["bob"]), res.transcript.total().ciphertexts))
-    except Exception as exc:  # report instead of dying silently
+    except Exception as exc:  # noqa: BLE001 -- any failure goes to the parent process
         q_out.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
