@@ -42,6 +42,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # o
 import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
+import itertools  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -122,7 +123,15 @@ def shuffle_rows(repeats: int, script, sizes) -> list[tuple[str, ...]]:  # type:
     for n in sizes:
         task = f"shuffle eps0=10 delta=1e-10 n={n:.0e}"
         for bound in ("fmt21-numerical", "fmt23-numerical"):
-            timed = _time(lambda: shuffle_epsilon(epsilon0=eps0, num_reports=n, delta=delta, bound=bound), repeats)
+            # shuffle_epsilon caches its numerical bound: each repeat moves delta by an ulp-sized
+            # step so that every timed call computes it afresh
+            fresh = itertools.count()
+            timed = _time(
+                lambda: shuffle_epsilon(
+                    epsilon0=eps0, num_reports=n, delta=delta * (1 + 1e-15 * next(fresh)), bound=bound
+                ),
+                repeats,
+            )
             rows.append(
                 _row(
                     task,
