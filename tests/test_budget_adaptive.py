@@ -51,9 +51,8 @@ on these mechanisms (e.g. one loose filter chosen per path) will not be flagged.
 
 Power: a "hindsight" session mimicking the pre-#15 ``BudgetSession`` (the smallest bound
 over non-adaptive accountants for the sequence so far) is flagged on the issue's example
-(delta 1.19e-6 > 1e-6) and by about 2% of the random strategies; today's real session is
-flagged on the example until it is replaced. Tests of the new API (``filters=``,
-``plan=``) are skipped until BudgetSession takes those keywords.
+(delta 1.19e-6 > 1e-6) and by about 2% of the random strategies, while every session
+privreg offers (each filter, the default, plans) is never flagged.
 """
 
 from __future__ import annotations
@@ -725,27 +724,8 @@ def within_budget(out: Outcome, budget: PrivacyBudget) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def _accepts(**kwargs) -> bool:
-    """Whether BudgetSession takes these keywords (the post-#15 session does)."""
-    try:
-        BudgetSession(budget=PrivacyBudget(epsilon=1.0, delta=1e-6), **kwargs).close()
-    except TypeError:
-        return False
-    except Exception:  # noqa: BLE001 -- the keyword is known; a rejected value shows up in the tests
-        return True
-    return True
-
-
-HAS_FILTERS = _accepts(filters=("basic",))
-HAS_PLAN = _accepts(plan=[PureDP(epsilon=0.5)])
-NEEDS_FILTERS = pytest.mark.skipif(not HAS_FILTERS, reason="BudgetSession does not take filters= yet (issue #15)")
-NEEDS_PLAN = pytest.mark.skipif(not HAS_PLAN, reason="BudgetSession does not take plan= yet (issue #15)")
 FILTERS = ("basic", "zcdp", "rdp", "gdp", "advanced")
-KIND_PARAMS = (
-    [pytest.param("default", marks=NEEDS_FILTERS)]
-    + [pytest.param(name, marks=NEEDS_FILTERS) for name in FILTERS]
-    + [pytest.param("plan", marks=NEEDS_PLAN)]
-)
+KIND_PARAMS = ("default", *FILTERS, "plan")
 
 
 def session_factory(kind: str, budget: PrivacyBudget, plan: Sequence[PrivacyEvent] = ()) -> Callable[[], object]:
@@ -851,15 +831,6 @@ def test_issue_example_flags_hindsight_session(variant):
     assert not within_budget(out, ISSUE_BUDGET)
 
 
-@pytest.mark.skipif(HAS_FILTERS, reason="BudgetSession was rewritten (issue #15); see the new-session tests")
-@pytest.mark.parametrize("variant", ["gaussian", "discrete_gaussian"])
-def test_issue_example_flags_current_session(variant):
-    """Until #15 lands, the library's own session overspends on the issue's example."""
-    out = play(issue_example(variant), ISSUE_BUDGET, lambda: BudgetSession(budget=ISSUE_BUDGET))
-    assert out.granted == 3
-    assert not within_budget(out, ISSUE_BUDGET), out.delta
-
-
 @pytest.mark.parametrize("kind", KIND_PARAMS)
 @pytest.mark.parametrize("variant", ["gaussian", "discrete_gaussian"])
 def test_issue_example_new_session(variant, kind):
@@ -874,7 +845,6 @@ def test_issue_example_new_session(variant, kind):
 # -- plans ------------------------------------------------------------------------------
 
 
-@NEEDS_PLAN
 def test_plan_session_grants_the_plan_in_order_and_nothing_else():
     """A plan fixed before any release (PLD: epsilon 1.76 at 1e-6) is granted in order."""
     plan = [PureDP(epsilon=0.5), Gaussian(sigma=4.0), ApproxDP(epsilon=0.25, delta=1e-7)]
