@@ -27,6 +27,7 @@ from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import Registry, default_registry
 from privreg.core.workflow import WorkflowContext
+from privreg.timing import PhaseTimer
 
 # One budget for every plugin's demo step; replace-one: it holds shuffled reports
 # (add/remove releases are converted by group privacy).
@@ -215,9 +216,10 @@ def _execute(
     """Run the workflow with ``charger``: ``(result, seconds, random source)``."""
     rng = _random_source(args.insecure_seed)
     ctx = WorkflowContext(charger=charger, rng=rng, output_dir=output, echo=_echo)
-    started = time.perf_counter()
-    result = item.run(ctx, params)
-    return result, time.perf_counter() - started, rng
+    timer = PhaseTimer()
+    with timer.phase("run"):
+        result = item.run(ctx, params)
+    return result, timer.wall["run"], rng
 
 
 def _run_budget(args: argparse.Namespace, params: dict[str, Any], neighbouring: str) -> PrivacyBudget:
@@ -274,11 +276,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed), output_dir=args.output, echo=_echo)
     steps = [("The registry", lambda c: _core_tour(registry))]
     steps += [(s.title, s.run) for s in registry.demo_steps()]
-    started = time.perf_counter()
+    timer = PhaseTimer()
     for n, (title, run) in enumerate(steps, 1):
-        t0 = time.perf_counter()
-        text = run(ctx)
-        print(f"== {n}. {title}  ({time.perf_counter() - t0:.2f} s)\n{text}\n")
+        with timer.phase(str(n)):
+            text = run(ctx)
+        print(f"== {n}. {title}  ({timer.wall[str(n)]:.2f} s)\n{text}\n")
     if args.output:
         session.close()
         print("== Audit of this demo's ledger\n" + format_report(audit_ledger(ledger)))
@@ -289,7 +291,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"{DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} ({session.rule})"
         )
         session.close()
-    print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
+    print(f"\ndemo finished in {timer.elapsed():.1f} s")
     return 0
 
 
