@@ -96,13 +96,10 @@ class Hang(BaseException):
 
 
 def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/self/status") as fh:  # no /proc: no reading
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
     return None
 
 

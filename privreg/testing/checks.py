@@ -231,7 +231,7 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     try:
         call(x, charger=refusing, rng=rng)
     except BudgetExceededError:
-        pass
+        pass  # the refusal the check expects
     else:
         _fail(
             item,
@@ -245,7 +245,7 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     try:
         call(invalid, charger=log)
     except PrivregError:
-        pass
+        pass  # refused with a privreg error, as it should be
     except Exception as exc:  # noqa: BLE001 -- the contract reports whatever a plugin raises
         _fail(
             item,
@@ -270,7 +270,7 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     try:
         call(x)  # type: ignore[call-arg]
     except TypeError:
-        pass
+        pass  # charger is required, as it should be
     else:
         _fail(
             item,
@@ -281,7 +281,7 @@ def check_charge_before_draw(item: RegistryItem, s: Settings) -> None:
     try:
         call(x, charger=object())
     except PrivregTypeError:
-        pass
+        pass  # a non-charger is refused, as it should be
     else:
         _fail(item, name, "charger=object() was accepted", "check the charger (the base class does)")
 

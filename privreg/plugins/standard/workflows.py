@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -48,12 +49,10 @@ def _clamped_sum(values: np.ndarray) -> float:
     float range. Clamping is 1-Lipschitz, so one row still moves the result by at most
     ``max(|lower|, |upper|)`` (up to float rounding), and the release of a finite value
     cannot fail after the charge."""
-    try:
+    with contextlib.suppress(OverflowError):  # an intermediate overflow: the exact sum below
         total = math.fsum(values.tolist())  # correctly rounded
         if math.isfinite(total):
             return total
-    except OverflowError:
-        pass
     exact = sum(map(Fraction, values.tolist()), Fraction(0))
     limit = Fraction(sys.float_info.max)
     return float(max(-limit, min(limit, exact)))

@@ -10,6 +10,7 @@ on the chunking. Errors name the file and the rule, never a line's number or con
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import itertools
 import json
@@ -63,12 +64,10 @@ def _parse_lines(lines: list[str], first_line: int, path: Path) -> list[dict[str
     """The JSON object of each non-blank line. One ``json.loads`` of the whole chunk as an
     array when every line is exactly one object (the common case); otherwise line by line,
     naming the first bad line."""
-    try:
+    with contextlib.suppress(ValueError):  # some line is not one object: line by line below
         objs = json.loads("[" + ",".join(lines) + "]")
         if len(objs) == len(lines) and all(type(o) is dict for o in objs):
             return objs
-    except ValueError:
-        pass
     objs = []
     for line in lines:
         if not line.strip():
