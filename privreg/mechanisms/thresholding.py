@@ -51,6 +51,7 @@ derived for the discrete noise actually drawn, not for its continuous idealisati
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from abc import abstractmethod
@@ -100,12 +101,10 @@ def canonical_order(keys: Sequence[Hashable]) -> list[int] | None:
     n = len(keys)
     # compared optimistically: keys that do not support < raise TypeError, handled below
     ordered: Sequence[Any] = keys
-    try:
+    with contextlib.suppress(TypeError):  # keys without a mutual <: try (type, repr) below
         order = sorted(range(n), key=ordered.__getitem__)
         if all(bool(ordered[a] < ordered[b]) for a, b in itertools.pairwise(order)):
             return order
-    except TypeError:
-        pass
     tags = [(type(k).__module__, type(k).__qualname__, repr(k)) for k in keys]
     if len(set(tags)) == n:
         return sorted(range(n), key=tags.__getitem__)
@@ -170,6 +169,7 @@ def validate_key_counts(value: Any) -> KeyCounts:
     return KeyCounts(keys=tuple(keys[i] for i in order), counts=out[order], sorted=True)
 
 
+@attrs.frozen(kw_only=True, field_transformer=param_fields)
 class _Thresholding(Mechanism):
     """Shared release logic: snap, add integer noise, keep the totals above the threshold.
 
@@ -179,6 +179,12 @@ class _Thresholding(Mechanism):
     released keys in ascending order (:func:`canonical_order`), so the output never
     depends on the order of the input; keys with no such order come in a uniformly
     random order drawn from the secure source."""
+
+    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
+    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)", **OPEN_UNIT)
+    max_partitions: int = param_field(
+        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)"
+    )
 
     def validate_input(self, value: Any) -> KeyCounts:
         return validate_key_counts(value)
@@ -278,11 +284,6 @@ class LaplaceThresholding(_Thresholding):
     """
 
     name: ClassVar[str] = "laplace-thresholding"
-    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
-    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)", **OPEN_UNIT)
-    max_partitions: int = param_field(
-        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)"
-    )
     max_contribution: float = param_field(
         default=1.0, doc="Delta_inf: the largest weight one user puts on one key", **POSITIVE
     )
@@ -390,11 +391,6 @@ class GaussianThresholding(_Thresholding):
     """
 
     name: ClassVar[str] = "gaussian-thresholding"
-    epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
-    delta: float = param_field(doc="privacy parameter delta (bounds the release of keys held by one user)", **OPEN_UNIT)
-    max_partitions: int = param_field(
-        minimum=1, doc="Delta_0: the most keys one user contributes to (bounded by the caller)"
-    )
     sensitivity: float = param_field(
         default=1.0, doc="Delta_2: a user with t keys puts weight <= sensitivity/sqrt(t) on each", **POSITIVE
     )
