@@ -5,18 +5,16 @@ Units: every figure is in seconds (a float). *Wall* seconds come from
 other users' work). *CPU* seconds come from the timer's CPU clock, one of
 
 * :func:`process_cpu_seconds` -- this process, all threads (:func:`time.process_time`);
-* :func:`process_tree_cpu_seconds` -- this process plus its live descendants (e.g. the
-  Paillier worker pool), read from ``/proc`` on Linux; elsewhere this process only.
+* :func:`process_tree_cpu_seconds` -- this process plus its children: the reaped ones and
+  the live descendants (e.g. the Paillier worker pool), read from ``/proc`` on Linux.
 
-A CPU figure is the difference of two readings of that clock, so with
-:func:`process_tree_cpu_seconds` it counts a worker only while the worker is alive at
-both readings (a pool kept across the phase, as the Paillier pool is).
+A CPU figure is the difference of two readings of that clock; a child reaped between
+the readings still counts with its whole total (:func:`descendants_cpu_seconds`).
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -49,14 +47,22 @@ def _children(pid: str) -> list[str]:
     return out
 
 
+def _reaped_children_cpu() -> float:
+    try:
+        import resource
+    except ImportError:  # Windows keeps no record of reaped children
+        return 0.0
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return reaped.ru_utime + reaped.ru_stime
+
+
 def descendants_cpu_seconds() -> float:
     """CPU seconds so far of this process's children: those it reaped
-    (``RUSAGE_CHILDREN``) and its live descendants, with the children they reaped, read
-    from ``/proc`` on Linux (elsewhere the reaped ones only). A child alive at one reading
-    and reaped before the next moves from the ``/proc`` term to the reaped term with its
-    whole total, so differences between two readings stay right."""
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = reaped.ru_utime + reaped.ru_stime
+    (``RUSAGE_CHILDREN``; not on Windows) and its live descendants with the children they
+    reaped, read from ``/proc`` on Linux. A child alive at one reading and reaped before
+    the next moves from the ``/proc`` term to the reaped term with its whole total, so
+    differences between two readings stay right."""
+    total = _reaped_children_cpu()
     todo = _children("self")
     seen: set[str] = set()
     while todo:
