@@ -224,18 +224,9 @@ class Spec:
     type: type | None = None
 
     def param(self, name: str, type_: builtins.type, default: Any) -> Param:
-        return Param(
-            name=name,
-            type=self.type or type_,
-            doc=self.doc,
-            default=default,
-            minimum=self.minimum,
-            maximum=self.maximum,
-            exclusive_minimum=self.exclusive_minimum,
-            exclusive_maximum=self.exclusive_maximum,
-            choices=self.choices,
-            check=self.check,
-        )
+        """The :class:`Param` these limits make for argument ``name``."""
+        limits = attrs.asdict(self, recurse=False, filter=lambda a, _: a.name != "type")
+        return Param(name=name, type=self.type or type_, default=default, **limits)
 
 
 def param_field(
