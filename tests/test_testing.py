@@ -216,6 +216,26 @@ def not_a_protocol() -> Any:
     return {}
 
 
+class _Silent(privreg.Party):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def run(self, channel: Any) -> Any:
+        return None
+
+
+class HiddenParty(privreg.Protocol):
+    """BROKEN: learns() says nothing of party b."""
+
+    caveats = "a test protocol"
+
+    def parties(self) -> Any:
+        return [_Silent("a"), _Silent("b")]
+
+    def learns(self) -> Any:
+        return {"a": "nothing"}
+
+
 class _Plugin:
     @hookimpl
     def privreg_register_mechanisms(self):  # type: ignore[no-untyped-def]
@@ -247,13 +267,20 @@ class _Plugin:
     def privreg_register_protocols(self):  # type: ignore[no-untyped-def]
         return [
             RegistryItem(
+                name="hidden-party",
+                summary="a party whose view is not documented",
+                citation=CITE,
+                factory=HiddenParty,
+                example=Example(),
+            ),
+            RegistryItem(
                 name="not-a-protocol",
                 kind="protocol",
                 summary="a dict",
                 citation=CITE,
                 factory=not_a_protocol,
                 example=Example(),
-            )
+            ),
         ]
 
     @hookimpl
@@ -370,6 +397,11 @@ def test_a_workflow_that_does_not_charge_fails_workflow(registry):
 def test_a_factory_of_the_wrong_type_fails_sensitivity_and_protocol(registry):
     assert "not a Sensitivity" in _fails(registry.get("not-a-sensitivity"), "sensitivity").problem
     assert "not a Protocol" in _fails(registry.get("not-a-protocol"), "protocol").problem
+
+
+def test_a_protocol_that_hides_what_a_party_learns_fails_protocol(registry):
+    err = _fails(registry.get("hidden-party"), "protocol")
+    assert "document what every party learns" in err.problem and "unique name" in err.fix
 
 
 def test_every_check_has_a_failing_test_here():

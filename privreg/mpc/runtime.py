@@ -65,7 +65,8 @@ async def arun_protocol(protocol: Protocol, *, transport: Transport | None = Non
     transport = transport or InMemoryTransport()
     await transport.start(names)
     try:
-        local = [p for p in parties if p.name in set(transport.hosted(names))]
+        hosted = set(transport.hosted(names))
+        local = [p for p in parties if p.name in hosted]
 
         async def drive(party: Party) -> Any:
             try:

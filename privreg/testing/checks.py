@@ -712,12 +712,13 @@ def check_protocol(item: RegistryItem, s: Settings) -> None:
     proto = item.create(item.example.params)
     if not isinstance(proto, Protocol) or not proto.caveats.strip():
         _fail(item, name, "it is not a Protocol with caveats", "subclass Protocol and state its caveats")
-    names = [p.name for p in proto.parties()]
-    if len(set(names)) != len(names) or set(proto.learns()) != set(names):
+    try:
+        proto.checked_party_names(list(proto.parties()))
+    except PrivregError as exc:
         _fail(
             item,
             name,
-            "its parties are not unique or learns() does not cover them",
+            f"its parties do not pass the runtime's check ({exc})",
             "give every party a unique name and say what each learns",
         )
     if not all(text.strip() for text in proto.learns().values()):
