@@ -73,6 +73,14 @@ class Protocol(ABC):
     def learns(self) -> Mapping[str, str]:
         """For each party name, what that party learns from a run."""
 
+    def max_message_bytes(self) -> int | None:
+        """An upper bound, in bytes of the :mod:`privreg.mpc.wire` encoding, on any one
+        message of a run, derived from the protocol's public parameters; ``None`` (the
+        default) leaves the transport's own limit. A transport refuses a larger message
+        from a peer before reading it, which bounds what a hostile peer can make an
+        honest party hold."""
+        return None
+
     def checked_party_names(self, parties: Sequence[Party]) -> list[str]:
         """The names of ``parties``, checked: valid, unique, and each covered by
         :meth:`learns` (a run of a protocol that hides what a party learns is an error)."""
