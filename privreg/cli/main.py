@@ -21,6 +21,7 @@ from privreg.accountant.audit import audit_ledger, format_report, plot_report, r
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
+from privreg.cli import party as party_cli
 from privreg.core.charging import NoReleases, jsonable
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
@@ -352,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_audit)
 
     audit_cli.add_parser(sub)
+    party_cli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
     p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and audit it")

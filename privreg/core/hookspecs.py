@@ -76,6 +76,13 @@ def privreg_register_accountants():  # type: ignore[no-untyped-def]
 
 
 @hookspec
+def privreg_register_deployments():  # type: ignore[no-untyped-def]
+    """Return a list of :class:`~privreg.core.deployment.Deployment` instances: how the
+    parties of a protocol run as separate processes (``privreg party``). Results are
+    concatenated; a deployment name registered twice is an error naming both plugins."""
+
+
+@hookspec
 def privreg_demo_steps():  # type: ignore[no-untyped-def]
     """Return a list of :class:`~privreg.core.workflow.DemoStep` for ``privreg demo``.
     Steps of all plugins are concatenated and run sorted by ``(order, title)``."""

@@ -29,6 +29,7 @@ import attrs
 import pluggy
 
 from privreg.core import accounting, hookspecs
+from privreg.core.deployment import Deployment
 from privreg.core.errors import DuplicateNameError, PluginError, UnknownItemError
 from privreg.core.events import EVENT_TYPES, PrivacyEvent
 from privreg.core.items import ItemKind, RegistryItem
@@ -115,6 +116,7 @@ class Registry:
         items: Iterable[RegistryItem],
         event_types: Iterable[type[PrivacyEvent]],
         demo_steps: Iterable[DemoStep],
+        deployments: Iterable[tuple[str, Deployment]] = (),
     ) -> None:
         self.plugin_manager = plugin_manager
         self.plugins = tuple(sorted(plugins, key=lambda p: p.name))
@@ -122,6 +124,15 @@ class Registry:
         self._items = {i.name: i for i in items}
         self.event_types = tuple(event_types)
         self._demo_steps = tuple(demo_steps)
+        self._deployments: dict[str, tuple[str, Deployment]] = {}
+        for plugin, dep in deployments:
+            prior = self._deployments.get(dep.name)
+            if prior is not None:
+                raise DuplicateNameError(
+                    f"deployment {dep.name!r} is registered twice: by plugin {prior[0]!r} and by plugin "
+                    f"{plugin!r}. Uninstall one, or select plugins with {PLUGINS_ENV}=name1,name2."
+                )
+            self._deployments[dep.name] = (plugin, dep)
 
     def items(self, kind: ItemKind | str | None = None) -> tuple[RegistryItem, ...]:
         """All items (of one ``kind``), sorted by kind then name."""
@@ -149,6 +160,21 @@ class Registry:
 
     def demo_steps(self) -> tuple[DemoStep, ...]:
         return tuple(sorted(self._demo_steps, key=lambda s: (s.order, s.title)))
+
+    def deployments(self) -> tuple[Deployment, ...]:
+        """Every registered deployment, sorted by name."""
+        return tuple(self._deployments[name][1] for name in sorted(self._deployments))
+
+    def deployment(self, name: str) -> Deployment:
+        """The deployment called ``name``; :class:`UnknownItemError` with suggestions otherwise."""
+        entry = self._deployments.get(name)
+        if entry is None:
+            close = difflib.get_close_matches(name, list(self._deployments), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UnknownItemError(
+                f"no deployment named {name!r} is registered{hint} (run 'privreg party list' to see all)"
+            )
+        return entry[1]
 
 
 def _dedupe_entry_points(
@@ -238,6 +264,16 @@ class _Collector:
                 )
         return out
 
+    def deployments(self) -> list[Deployment]:
+        out = self._call("privreg_register_deployments")
+        for dep in out:
+            if not isinstance(dep, Deployment) or not dep.name:
+                raise PluginError(f"privreg_register_deployments returned {dep!r}, not a named Deployment")
+        names = [d.name for d in out]
+        if len(set(names)) != len(names):
+            raise PluginError(f"privreg_register_deployments returned a name twice: {sorted(names)}")
+        return out
+
     def demo_steps(self) -> list[DemoStep]:
         out = self._call("privreg_demo_steps")
         for step in out:
@@ -309,6 +345,7 @@ def load_registry(
     items: list[RegistryItem] = []
     events: list[type[PrivacyEvent]] = []
     steps: list[DemoStep] = []
+    deployments: list[tuple[str, Deployment]] = []
     infos: list[PluginInfo] = []
     for name, obj, info in loaded:
         typos = _unknown_hooks(obj)
@@ -332,6 +369,7 @@ def load_registry(
             plugin_items = collector.items()
             plugin_events = collector.event_types()
             plugin_steps = collector.demo_steps()
+            plugin_deployments = collector.deployments()
             accounting.install(collector.accounting(), plugin=name)
         except Exception as exc:  # noqa: BLE001 -- isolate a failing plugin: report it, keep going
             pm.unregister(name=name)
@@ -340,6 +378,7 @@ def load_registry(
         items.extend(plugin_items)
         events.extend(plugin_events)
         steps.extend(plugin_steps)
+        deployments.extend((name, d) for d in plugin_deployments)
         infos.append(info)
 
     seen: dict[str, RegistryItem] = {}
@@ -359,6 +398,7 @@ def load_registry(
         items=items,
         event_types=events,
         demo_steps=steps,
+        deployments=deployments,
     )
 
 

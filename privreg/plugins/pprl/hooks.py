@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from privreg.core.deployment import Deployment
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import Example, RegistryItem
 from privreg.core.workflow import DemoStep
 from privreg.plugins.pprl.citations import TONG19
+from privreg.plugins.pprl.deployment import PPRLDeployment
 from privreg.plugins.pprl.protocol import PPRLProtocol
 from privreg.plugins.pprl.workflow import demo_steps, pprl_workflow
 
@@ -52,3 +54,8 @@ def privreg_register_protocols() -> list[RegistryItem]:
 @hookimpl
 def privreg_demo_steps() -> list[DemoStep]:
     return demo_steps()
+
+
+@hookimpl
+def privreg_register_deployments() -> list[Deployment]:
+    return [PPRLDeployment()]

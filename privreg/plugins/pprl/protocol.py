@@ -183,6 +183,9 @@ class PPRLProtocol(Protocol):
             :func:`~privreg.plugins.pprl.merge.candidate_groups`.
         rng: randomness (key, obfuscators, masks, dispersion sampling); default the OS
             CSPRNG. ``workers``: processes for the Paillier batches (None: automatic).
+        max_records, max_filter_bits: public caps on a data party's records and filter
+            length; with ``max_records`` the protocol bounds every message
+            (:meth:`max_message_bytes`) and the linkage unit refuses signatures beyond it.
     """
 
     name = "mp-spprl"
@@ -199,8 +202,16 @@ class PPRLProtocol(Protocol):
         "they are compared with and which of their records meet the same encrypted row; two colluding comparing "
         "parties can recognise that they received the same encrypted filter. Paillier semantic security rests "
         "on DCR plus the DJN short-exponent assumption (the default DJN encryption). Bloom filter encodings are "
-        "deterministic under the shared secret. Not constant-time; no transport security (use TLS or a "
-        "private network for TCP)."
+        "deterministic under the shared secret. Not constant-time. Network: between processes run it over "
+        "mutual TLS (privreg party; TcpTransport(tls=...)); a network attacker then learns who talks to whom, "
+        "when, and every message's size -- hence record counts, block sizes, round counts and how many pairs each "
+        "party compares -- but no content; plaintext mode (insecure_plaintext) shows everything. Malicious "
+        "parties: the protocol is proven only for semi-honest ones. A data party that deviates can send false "
+        "signatures or distances and so corrupt the linkage (undetected), or stop the run; it cannot read another "
+        "party's filters without the linkage unit's key. A malicious linkage unit can ask parties to encrypt or "
+        "compare any of their records (they comply) and learns the Hamming distances it asks for, and it sees "
+        "which record ids each party links. Every received message is type- and range-checked and capped in size "
+        "(max_message_bytes), so a malformed or oversized message stops the run with an error naming the sender."
     )
 
     @check_params
@@ -227,6 +238,8 @@ class PPRLProtocol(Protocol):
         rng: RandomSource | None = None,
         workers: int | None = None,
         linkage_unit: str = LINKAGE_UNIT,
+        max_records: int | None = None,
+        max_filter_bits: int = 4096,
     ) -> None:
         from privreg.plugins.pprl.blocking import check_blocking
         from privreg.plugins.pprl.kdf import check_secret
@@ -277,6 +290,35 @@ class PPRLProtocol(Protocol):
         if workers is not None:
             v.check_int("workers", workers, minimum=1)
         self.workers = workers
+        self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
+        self.max_filter_bits = v.check_int("max_filter_bits", max_filter_bits, minimum=1)
+        for p, rec in self.records.items():
+            if self.max_records is not None and len(rec) > self.max_records:
+                raise PrivregValueError(
+                    f"party {p!r} holds {len(rec)} records, above max_records={self.max_records}; raise max_records "
+                    f"at every party."
+                )
+            if rec.match_filters.shape[1] > self.max_filter_bits or rec.block_filters.shape[1] > self.max_filter_bits:
+                raise PrivregValueError(
+                    f"party {p!r} has filters longer than max_filter_bits={self.max_filter_bits}; raise it at every "
+                    f"party."
+                )
+
+    def max_message_bytes(self) -> int | None:
+        """With ``max_records`` set: ``64 KiB + max_records * ((L + 2 w (n + 1)) c + 48 J x + 64)``
+        bytes, ``L`` = ``max_filter_bits``, ``w`` the merge window, ``n`` data parties, ``c`` the
+        bytes of one ciphertext (``2 key_bits / 8 + 16``), ``J x`` signatures per record:
+        encrypted filters are at most ``L`` ciphertexts per record (``layout="bits"``),
+        distances at most one ciphertext per compared pair, and a record meets at most
+        ``2 w (n + 1)`` others in its merged blocks' candidate groups per round (an
+        engineering bound; a run that exceeds it fails with an error naming the message)."""
+        if self.max_records is None:
+            return None
+        c = 2 * self.key_bits // 8 + 16
+        n = len(self.names)
+        per_record = (self.max_filter_bits + 2 * self.window * (n + 1)) * c
+        per_record += 48 * self.blocking.lsh_groups * self.blocking.suffix_count + 64
+        return (64 << 10) + self.max_records * per_record
 
     # ------------------------------------------------------------------ Protocol API
 
@@ -355,6 +397,12 @@ class PPRLProtocol(Protocol):
                 if len({a.size for a in arrays.values()}) != 1:
                     raise ProtocolError(f"{p!r} sent signature arrays of different lengths.")
                 lengths.add(_positive_int(msg, "filter_length", p))
+                if (
+                    self.max_records is not None
+                    and arrays["record"].size
+                    and arrays["record"].max() >= self.max_records
+                ):
+                    raise ProtocolError(f"{p!r} sent signatures of records beyond max_records={self.max_records}.")
                 sigs.append(
                     Signatures(
                         party=p,
@@ -368,6 +416,8 @@ class PPRLProtocol(Protocol):
             if len(lengths) != 1:
                 raise ProtocolError(f"the parties' matching filter lengths differ: {sorted(lengths)}.")
             length = lengths.pop()
+            if length > self.max_filter_bits:
+                raise ProtocolError(f"the parties' matching filters ({length} bits) exceed max_filter_bits.")
             blocks = sliding_window_merge(sigs, window=self.window)
             groups = candidate_groups(
                 blocks,
@@ -548,7 +598,13 @@ class PPRLProtocol(Protocol):
                 if not isinstance(msg, Mapping) or msg.get("kind") not in ("round", "result"):
                     raise ProtocolError("the linkage unit sent a malformed request.")
                 if msg["kind"] == "result":
-                    links = np.stack([_array(msg, "groups", "iu", lu), _array(msg, "records", "iu", lu)], axis=1)
+                    recs = self._records_field(msg, "records", len(records))
+                    group_ids = _array(msg, "groups", "iu", lu).astype(np.int64)
+                    if group_ids.size != recs.size:
+                        raise ProtocolError(
+                            "the linkage unit sent a result whose group and record lists differ in length."
+                        )
+                    links = np.stack([group_ids, recs], axis=1)
                     break
                 label = msg["label"]
                 if msg["encrypt"] is not None:
@@ -598,7 +654,13 @@ class PPRLProtocol(Protocol):
                     payload = rerandomized({"parts": parts}, rng=rng, workers=self.workers)
                     timer.lap("distances")
                     await send_encrypted(ch, lu, payload, step=f"distances-{label}", rng=rng, workers=self.workers)
-        return {"links": links, "encrypted": encrypted, "timings": dict(timer.wall), "ops": ops.as_dict()}
+        return {
+            "links": links,
+            "ids": tuple(records.ids[int(i)] for i in links[:, 1]),
+            "encrypted": encrypted,
+            "timings": dict(timer.wall),
+            "ops": ops.as_dict(),
+        }
 
     @staticmethod
     def _records_field(msg: Any, key: str, count: int) -> np.ndarray:

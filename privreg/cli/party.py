@@ -1,0 +1,232 @@
+"""``privreg party``: run one party of a multi-party protocol per process.
+
+Sub-commands:
+
+- ``list``: the registered deployments, their parties, inputs and options.
+- ``certs DIR PARTY...``: a THROW-AWAY test CA and one certificate per party.
+- ``init PROTOCOL DIR``: example inputs, test certificates and one configuration per
+  party for a run on this machine; prints the command of every party.
+- ``run CONFIG``: run the configured party (mutual TLS unless the file opts out).
+- ``simulate CONFIG...``: every party of those configurations in one process, in memory
+  (the same outputs as separate processes on the same inputs and seeds).
+
+Exit codes: 0 done, 2 bad input or configuration, 4 the protocol run failed (a peer
+refused, broke off or misbehaved; the message names it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from privreg.cli import format as fmt
+from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
+from privreg.core.registry import default_registry
+
+__all__ = ["add_parser"]
+
+RUN_FAILED = 4
+
+
+def _toml_value(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, float)):
+        return repr(x)
+    if isinstance(x, str):
+        return json.dumps(x)
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_toml_value(i) for i in x) + "]"
+    raise PrivregValueError(f"cannot write option value {x!r} to TOML.")
+
+
+def _rel(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _parse_options(tokens: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for tok in tokens:
+        key, sep, raw = tok.partition("=")
+        if not sep or not key:
+            raise PrivregValueError(f"--option takes KEY=VALUE (a TOML value); got {tok!r}.")
+        import tomllib
+
+        try:
+            out[key] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = raw  # a bare word: a string
+    return out
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    registry = default_registry()
+    deps = registry.deployments()
+    if not deps:
+        print("no deployments registered")
+        return 0
+    for dep in deps:
+        options = dep.options({})
+        print(f"{dep.name}: {dep.summary}")
+        for p in dep.parties(options):
+            inputs = dep.inputs(p, options)
+            desc = "; ".join(f"{k}: {d}" for k, d in inputs.items()) or "no inputs"
+            print(f"  party {p}: {desc}")
+        print(f"  options (defaults): {json.dumps(options, default=str)}")
+    return 0
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from privreg.mpc.certs import create_test_pki
+
+    out = create_test_pki(Path(args.directory), args.parties, days=args.days)
+    rows = [("party", "certificate", "key")]
+    rows += [(p, str(f["certificate"]), str(f["key"])) for p, f in out.items() if p != "ca"]
+    print(f"TEST CA (throw-away, not for production): {out['ca']['certificate']}")
+    print(fmt.table(rows))
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    dep = default_registry().deployment(args.protocol)
+    options = dep.options(_parse_options(args.option or []))
+    directory = Path(args.directory)
+    if directory.exists() and any(directory.iterdir()):
+        raise PrivregValueError(f"{directory} is not empty; pass a new folder to privreg party init.")
+    names = dep.parties(options)
+    inputs = dep.example(directory / "inputs", options=options, seed=args.data_seed)
+    if not args.insecure_plaintext:
+        from privreg.mpc.certs import create_test_pki
+
+        pki = create_test_pki(directory / "certs", list(names))
+    ports = {p: args.base_port + i for i, p in enumerate(names)}
+    commands = []
+    for p in names:
+        lines = [
+            f"# party {p} of {dep.name}: run with  privreg party run {p}.toml",
+            f"protocol = {_toml_value(dep.name)}",
+            f"party = {_toml_value(p)}",
+            f'listen = "{args.host}:{ports[p]}"',
+        ]
+        if args.seed is not None:
+            lines.append(f"seed = {args.seed}  # TESTS ONLY: reproducible randomness")
+        if args.insecure_plaintext:
+            lines.append("insecure_plaintext = true  # TESTS ONLY: no TLS")
+        else:
+            lines += [
+                "",
+                "[tls]  # a throw-away TEST CA made by privreg party init; use your organisation's CA in production",
+                f"ca = {_toml_value(_rel(pki['ca']['certificate'], directory))}",
+                f"certificate = {_toml_value(_rel(pki[p]['certificate'], directory))}",
+                f"key = {_toml_value(_rel(pki[p]['key'], directory))}",
+            ]
+        lines += ["", "[peers]"]
+        lines += [f'{q} = "{args.host}:{ports[q]}"' for q in names if q != p]
+        lines += ["", "[inputs]"]
+        lines += [f"{k} = {_toml_value(_rel(path, directory))}" for k, path in inputs.get(p, {}).items()]
+        lines += ["", "[outputs]", f"directory = {_toml_value(f'out/{p}')}", "", "[options]"]
+        lines += [f"{k} = {_toml_value(x)}" for k, x in options.items() if x is not None]
+        lines += ["", "[timeouts]", f"connect = {args.connect_timeout!r}"]
+        (directory / f"{p}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        commands.append(f"privreg party run {shlex.quote(str(directory / f'{p}.toml'))}")
+    print(f"{dep.name}: {len(names)} parties in {directory}; run each in its own terminal:")
+    for c in commands:
+        print(f"  {c}")
+    return 0
+
+
+def _report(run: Any) -> None:
+    sent, recv = run.transcript.per_party().get(run.party, {}).get("sent"), None
+    recv = run.transcript.per_party().get(run.party, {}).get("received")
+    print(
+        f"party {run.party}: done ({run.security}{', run ' + run.run_id[:16] if run.run_id else ''}); "
+        f"sent {sent.messages if sent else 0} messages / {sent.bytes if sent else 0} bytes, received "
+        f"{recv.messages if recv else 0} / {recv.bytes if recv else 0}; "
+        f"{run.seconds.get('protocol_wall', 0.0):.2f} s wall, {run.seconds.get('protocol_cpu', 0.0):.2f} s CPU"
+    )
+    for name, path in sorted(run.files.items()):
+        print(f"  {name}: {path}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from privreg.mpc.deployment import run_party
+    from privreg.mpc.party_config import load_party_config
+
+    config = load_party_config(args.config)
+    dep = default_registry().deployment(config.protocol)
+    if config.insecure_plaintext:
+        print(f"privreg: warning: party {config.party} runs WITHOUT TLS (insecure_plaintext)", file=sys.stderr)
+    print(f"party {config.party} of {dep.name}: listening on {config.listen[0]}:{config.listen[1]}", file=sys.stderr)
+    try:
+        run = run_party(dep, config)
+    except (ProtocolError, DeadlockError) as exc:
+        print(f"privreg: party {config.party} failed: {exc}", file=sys.stderr)
+        return RUN_FAILED
+    _report(run)
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from privreg.mpc.deployment import simulate
+    from privreg.mpc.party_config import load_party_config
+
+    configs = [load_party_config(c) for c in args.configs]
+    protocols = {c.protocol for c in configs}
+    if len(protocols) != 1:
+        raise PrivregValueError(f"the configurations name different protocols {sorted(protocols)}.")
+    dep = default_registry().deployment(protocols.pop())
+    try:
+        runs = simulate(dep, configs)
+    except (ProtocolError, DeadlockError) as exc:
+        print(f"privreg: the simulated run failed: {exc}", file=sys.stderr)
+        return RUN_FAILED
+    for run in runs.values():
+        _report(run)
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``party`` and its sub-commands to the privreg parser."""
+    p = subparsers.add_parser(
+        "party",
+        help="run one party of a multi-party protocol per process (mutual TLS)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    sub = p.add_subparsers(dest="party_command", required=True, parser_class=type(p))
+
+    q = sub.add_parser("list", help="registered deployments: parties, inputs, options")
+    q.set_defaults(func=cmd_list)
+
+    q = sub.add_parser("certs", help="a THROW-AWAY test CA and party certificates (not for production)")
+    q.add_argument("directory", help="new folder for ca.pem and PARTY.pem / PARTY.key")
+    q.add_argument("parties", nargs="+", help="party names")
+    q.add_argument("--days", type=int, default=7, help="validity in days (default 7)")
+    q.set_defaults(func=cmd_certs)
+
+    q = sub.add_parser("init", help="example inputs, test certificates and configs for a run on this machine")
+    q.add_argument("protocol", help="deployment name (privreg party list)")
+    q.add_argument("directory", help="new folder for the run")
+    q.add_argument("--host", default="127.0.0.1", help="address every party listens on (default 127.0.0.1)")
+    q.add_argument("--base-port", type=int, default=7100, help="first port; one per party (default 7100)")
+    q.add_argument("--option", action="append", metavar="KEY=VALUE", help="a public option (repeatable)")
+    q.add_argument("--data-seed", type=int, default=1, help="seed of the example data (default 1)")
+    q.add_argument("--seed", type=int, help="TESTS ONLY: reproducible protocol randomness in every config")
+    q.add_argument("--insecure-plaintext", action="store_true", help="TESTS ONLY: configs without TLS")
+    q.add_argument("--connect-timeout", type=float, default=300.0, help="seconds to wait for peers (default 300)")
+    q.set_defaults(func=cmd_init)
+
+    q = sub.add_parser("run", help="run the party a configuration file describes")
+    q.add_argument("config", help="the party's TOML configuration")
+    q.set_defaults(func=cmd_run)
+
+    q = sub.add_parser("simulate", help="run every party of these configurations in one process (in memory)")
+    q.add_argument("configs", nargs="+", help="one TOML configuration per party")
+    q.set_defaults(func=cmd_simulate)
+    return p

@@ -1,0 +1,307 @@
+"""Running the parties of a :class:`~privreg.core.deployment.Deployment`.
+
+:func:`run_party` runs one party in this process over :class:`~privreg.mpc.tcp.TcpTransport`
+(mutual TLS, or plaintext only when the configuration says ``insecure_plaintext``), from a
+:class:`~privreg.mpc.party_config.PartyConfig`; :func:`simulate` runs every party of the
+same configurations together in memory. Both build each party's protocol instance from
+that party's own inputs and random source, and both open with the same options check, so
+they give identical outputs (and identical transcripts, message for message) on the same
+inputs and seeds.
+
+Options check: before its role starts, every party sends every other party the SHA-256
+digest of the run's public options (step ``"deployment.options"``) and compares the digests
+it receives with its own; a party configured with other options stops the run with an
+error naming it, before any protocol message is sent.
+
+Each party writes only its own outputs (the deployment's files), its transcript (every
+message it sent or received: step, peer, bytes, ciphertexts) and ``run.json`` (options,
+security, run id, peer identities, wall and CPU seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from privreg.core.deployment import Deployment
+from privreg.core.errors import PrivregValueError, ProtocolError
+from privreg.core.protocol import Channel, Party, Protocol
+from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
+from privreg.mpc.party_config import PartyConfig
+from privreg.mpc.runtime import arun_protocol
+from privreg.mpc.transcript import Transcript
+from privreg.mpc.transport import InMemoryTransport
+from privreg.timing import PhaseTimer
+
+__all__ = ["PartyRun", "options_digest", "party_rng", "run_party", "simulate"]
+
+OPTIONS_STEP = "deployment.options"
+
+
+def party_rng(seed: int | None, party: str) -> RandomSource:
+    """The random source of ``party``: the OS CSPRNG, or (tests only) a reproducible
+    stream keyed by SHA-256 of ``seed`` and the party name, so that every party has its
+    own stream in both modes."""
+    if seed is None:
+        return SecureRandom()
+    digest = hashlib.sha256(f"privreg-party-seed:{seed}:{party}".encode()).digest()
+    return InsecureReproducibleRandom(seed=int.from_bytes(digest[:8], "big"))
+
+
+def options_digest(deployment: Deployment, options: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the deployment name and its canonical JSON options."""
+    blob = json.dumps({"deployment": deployment.name, "options": options}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class _CheckedParty(Party):
+    """Runs the options check, then the wrapped party's role."""
+
+    def __init__(self, inner: Party, digest: str) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self._digest = digest
+
+    async def run(self, channel: Channel) -> Any:
+        others = [p for p in channel.parties if p != self.name]
+        for p in others:
+            await channel.send(p, self._digest, step=OPTIONS_STEP)
+        for p in others:
+            theirs = await channel.recv(p, step=OPTIONS_STEP)
+            if theirs != self._digest:
+                raise ProtocolError(
+                    f"party {p!r} runs with other public options than {self.name!r} (options digest "
+                    f"{str(theirs)[:16]}... against {self._digest[:16]}...); give every party the same [options]"
+                )
+        return await self._inner.run(channel)
+
+
+class _Federation(Protocol):
+    """The parties of several instances of one protocol, each taken from the instance
+    built with that party's own inputs (the instance of ``names[0]`` answers for
+    :meth:`learns`, ``caveats`` and the message bound)."""
+
+    caveats = "The caveats of the protocol it runs (see that protocol)."
+
+    def __init__(self, instances: Mapping[str, Protocol], digests: Mapping[str, str]) -> None:
+        self._instances = dict(instances)
+        self._first = next(iter(self._instances.values()))
+        self.name = self._first.name  # type: ignore[misc]  # the run is named after the protocol it runs
+        self._digests = dict(digests)
+
+    def parties(self) -> Sequence[Party]:
+        out: list[Party] = []
+        for role in self._first.parties():
+            own = self._instances.get(role.name)
+            party = role if own is None else next(p for p in own.parties() if p.name == role.name)
+            out.append(_CheckedParty(party, self._digests[party.name]))
+        return out
+
+    def learns(self) -> Mapping[str, str]:
+        return self._first.learns()
+
+    def max_message_bytes(self) -> int | None:
+        return self._first.max_message_bytes()
+
+
+@attrs.frozen(kw_only=True)
+class PartyRun:
+    """What one party of a deployment run produced: its output, the files it wrote, and
+    its view of the run."""
+
+    party: str
+    output: Any = attrs.field(repr=False)
+    files: Mapping[str, Path]
+    transcript: Transcript = attrs.field(repr=False)
+    security: str
+    run_id: str | None
+    seconds: Mapping[str, float]
+
+
+def _instance(deployment: Deployment, config: PartyConfig, options: Mapping[str, Any]) -> Protocol:
+    wanted = deployment.inputs(config.party, options)
+    missing = sorted(set(wanted) - set(config.inputs))
+    extra = sorted(set(config.inputs) - set(wanted))
+    if missing or extra:
+        need = ", ".join(f"{k} ({doc})" for k, doc in wanted.items()) or "none"
+        raise PrivregValueError(
+            f"{config.path}: party {config.party!r} of {deployment.name!r} takes the inputs: {need}; "
+            f"missing {missing}, unknown {extra}. Fix the [inputs] table."
+        )
+    return deployment.protocol(
+        party=config.party, inputs=config.inputs, options=options, rng=party_rng(config.seed, config.party)
+    )
+
+
+def _check_party(deployment: Deployment, config: PartyConfig, options: Mapping[str, Any]) -> tuple[str, ...]:
+    names = deployment.parties(options)
+    if config.party not in names:
+        raise PrivregValueError(
+            f"{config.path}: party = {config.party!r} is not a party of {deployment.name!r} with these options; "
+            f"parties: {list(names)}."
+        )
+    return names
+
+
+def _write_record(
+    deployment: Deployment,
+    config: PartyConfig,
+    options: Mapping[str, Any],
+    output: Any,
+    transcript: Transcript,
+    security: str,
+    run_id: str | None,
+    peers: Mapping[str, Any],
+    seconds: Mapping[str, float],
+) -> dict[str, Path]:
+    directory = config.output_directory
+    directory.mkdir(parents=True, exist_ok=True)
+    files = dict(deployment.write_outputs(party=config.party, output=output, directory=directory))
+    mine = [m for m in transcript.messages if config.party in (m.sender, m.receiver)]
+    view = {
+        "party": config.party,
+        "protocol": deployment.name,
+        "security": security,
+        "run_id": run_id,
+        "messages": [
+            {
+                "step": m.step,
+                "direction": "sent" if m.sender == config.party else "received",
+                "peer": m.receiver if m.sender == config.party else m.sender,
+                "size_bytes": m.size_bytes,
+                "ciphertexts": m.ciphertexts,
+            }
+            for m in mine
+        ],
+        "sent": attrs.asdict(transcript.per_party().get(config.party, {}).get("sent", _zero())),
+        "received": attrs.asdict(transcript.per_party().get(config.party, {}).get("received", _zero())),
+    }
+    path = directory / "transcript.json"
+    path.write_text(json.dumps(view, indent=2) + "\n", encoding="utf-8")
+    files["transcript"] = path
+    record = {
+        "party": config.party,
+        "protocol": deployment.name,
+        "config": str(config.path),
+        "options": options,
+        "options_digest": options_digest(deployment, options),
+        "security": security,
+        "insecure_plaintext": security != "mtls",
+        "reproducible_seed": config.seed is not None,
+        "run_id": run_id,
+        "peer_identities": dict(peers),
+        "seconds": dict(seconds),
+        "files": {k: str(v) for k, v in sorted(files.items())},
+    }
+    run_path = directory / "run.json"
+    run_path.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    files["run"] = run_path
+    return files
+
+
+def _zero() -> Any:
+    from privreg.mpc.transcript import Traffic
+
+    return Traffic()
+
+
+def run_party(deployment: Deployment, config: PartyConfig) -> PartyRun:
+    """Run ``config.party`` of ``deployment`` in this process, reaching the other parties
+    at their configured addresses; writes the party's outputs, transcript and run record.
+
+    Security: mutual TLS with the configured CA and certificates, unless the configuration
+    opts into plaintext (``insecure_plaintext = true``, recorded in every output).
+    """
+    from privreg.mpc.tcp import TcpTransport
+
+    options = deployment.options(config.options)
+    names = _check_party(deployment, config, options)
+    unknown = sorted(set(config.peers) - set(names))
+    missing = sorted(set(names) - set(config.peers) - {config.party})
+    if unknown or missing:
+        raise PrivregValueError(
+            f"{config.path}: [peers] must give the address of every other party {sorted(set(names) - {config.party})}; "
+            f"missing {missing}, not parties of this run {unknown}."
+        )
+    timer = PhaseTimer()
+    with timer.phase("inputs"):
+        instance = _instance(deployment, config, options)
+    proto = _Federation({config.party: instance}, dict.fromkeys(names, options_digest(deployment, options)))
+    transport = TcpTransport(
+        local=[config.party],
+        peers=config.peers,
+        host=config.listen[0],
+        port=config.listen[1],
+        tls=config.tls,
+        insecure_plaintext=config.insecure_plaintext,
+        **config.timeouts,
+    )
+    with timer.phase("protocol"):
+        result = asyncio.run(arun_protocol(proto, transport=transport))
+    output = result.outputs[config.party]
+    seconds = {f"{k}_wall": w for k, w in timer.wall.items()} | {f"{k}_cpu": c for k, c in timer.cpu.items()}
+    security = transport.security
+    run_id = transport.run_id
+    peers = dict(transport.peer_identities)
+    files = _write_record(deployment, config, options, output, result.transcript, security, run_id, peers, seconds)
+    return PartyRun(
+        party=config.party,
+        output=output,
+        files=files,
+        transcript=result.transcript,
+        security=security,
+        run_id=run_id,
+        seconds=seconds,
+    )
+
+
+def simulate(deployment: Deployment, configs: Sequence[PartyConfig]) -> dict[str, PartyRun]:
+    """Run every party of ``configs`` (one per party of the run) together in memory and
+    write each party's outputs as :func:`run_party` would; security is recorded as
+    ``"in-process"``."""
+    if not configs:
+        raise PrivregValueError("simulate needs the configuration of every party; got none.")
+    names = _check_party(deployment, configs[0], deployment.options(configs[0].options))
+    by_party: dict[str, PartyConfig] = {}
+    opts: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        opts[config.party] = deployment.options(config.options)
+        _check_party(deployment, config, opts[config.party])
+        if config.party in by_party:
+            raise PrivregValueError(
+                f"two configurations for party {config.party!r}: {by_party[config.party].path} and {config.path}."
+            )
+        by_party[config.party] = config
+    missing = sorted(set(names) - set(by_party))
+    if missing:
+        raise PrivregValueError(f"simulate needs a configuration for every party; missing {missing}.")
+    timer = PhaseTimer()
+    with timer.phase("inputs"):
+        instances = {p: _instance(deployment, by_party[p], opts[p]) for p in names}
+    # each party checks its own options against the others', as over the network
+    proto = _Federation(instances, {p: options_digest(deployment, opts[p]) for p in names})
+    with timer.phase("protocol"):
+        result = asyncio.run(arun_protocol(proto, transport=InMemoryTransport(keep_payloads=False)))
+    seconds = {f"{k}_wall": w for k, w in timer.wall.items()} | {f"{k}_cpu": c for k, c in timer.cpu.items()}
+    out: dict[str, PartyRun] = {}
+    for p in names:
+        config = by_party[p]
+        files = _write_record(
+            deployment, config, opts[p], result.outputs[p], result.transcript, "in-process", None, {}, seconds
+        )
+        out[p] = PartyRun(
+            party=p,
+            output=result.outputs[p],
+            files=files,
+            transcript=result.transcript,
+            security="in-process",
+            run_id=None,
+            seconds=seconds,
+        )
+    return out

@@ -1,0 +1,256 @@
+"""``privreg party`` for MP-SPPRL: each data party and the linkage unit in its own process.
+
+A data party's inputs are its records (a CSV with the FEBRL columns: given_name, surname,
+street_number, address_1, address_2, suburb, postcode, state, date_of_birth, soc_sec_id;
+an ``id`` column, when present, names the records) and the data parties' shared secret
+(a file of at least 16 random bytes, agreed out of band; never given to the linkage
+unit). The linkage unit has no input. Outputs: each data party ``links.csv`` (group id,
+its own record id), the linkage unit ``groups.csv`` (group id and one record index per
+party) and ``result.json`` (counts, blocking statistics and phase timings) -- what each
+learns by :meth:`PPRLProtocol.learns`, nothing more.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import pandas as pd
+
+from privreg.core import validation as v
+from privreg.core.deployment import Deployment
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.params import Spec, check_params
+from privreg.core.protocol import Protocol
+from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
+from privreg.crypto import MIN_KEY_BITS
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
+from privreg.plugins.pprl.blocking import BlockingConfig
+from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
+from privreg.plugins.pprl.encoding import encode_records
+from privreg.plugins.pprl.kdf import check_secret
+from privreg.plugins.pprl.matching import RULES
+from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
+from privreg.plugins.pprl.schema import FEBRL_SCHEMA
+
+__all__ = ["PPRLDeployment"]
+
+ID_COLUMN = "id"
+
+
+def _party_list(parties: Any) -> list[str]:
+    if isinstance(parties, str) or not isinstance(parties, Sequence):
+        raise PrivregTypeError(f'options.parties must be a list of names; got {parties!r}, e.g. ["P1", "P2"].')
+    names = [v.check_name("options.parties entry", p) for p in parties]
+    if not 2 <= len(names) <= 9 or len(set(names)) != len(names) or LINKAGE_UNIT in names:
+        raise PrivregValueError(
+            f"options.parties must name 2 to 9 distinct data parties other than {LINKAGE_UNIT!r}; got {names}."
+        )
+    return names
+
+
+@check_params
+def _options(
+    *,
+    threshold: Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")] = 3,
+    rule: Annotated[str, Spec(choices=RULES, doc="star (the paper) or all")] = "star",
+    lsh_groups: Annotated[int, Spec(minimum=1, maximum=256, doc="J: LSH groups")] = 3,
+    lsh_bits: Annotated[int, Spec(minimum=1, maximum=64, doc="K: bits per LSH key")] = 20,
+    suffix_count: Annotated[int, Spec(minimum=1, maximum=16, doc="x: suffix lengths")] = 2,
+    lmin: Annotated[int | None, Spec(minimum=0, maximum=64, doc="shortest suffix (default: Section 4.2.2)")] = None,
+    window: Annotated[int | None, Spec(minimum=2, doc="sliding-window size (default: the paper's)")] = None,
+    key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits")] = MIN_KEY_BITS,
+    insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")] = False,
+    max_records: Annotated[int, Spec(minimum=1, doc="most records a data party may hold (bounds messages)")] = 100_000,
+    max_block_products: Annotated[int | None, Spec(minimum=1, doc="skip larger final blocks")] = 10_000,
+) -> dict[str, Any]:
+    if key_bits < MIN_KEY_BITS and not insecure_small_keys:
+        raise PrivregValueError(
+            f"options.key_bits = {key_bits} is below {MIN_KEY_BITS}; set insecure_small_keys = true for tests only."
+        )
+    return {
+        "threshold": threshold,
+        "rule": rule,
+        "lsh_groups": lsh_groups,
+        "lsh_bits": lsh_bits,
+        "suffix_count": suffix_count,
+        "lmin": lmin,
+        "window": window,
+        "key_bits": key_bits,
+        "insecure_small_keys": insecure_small_keys,
+        "max_records": max_records,
+        "max_block_products": max_block_products,
+    }
+
+
+def read_records(path: Path) -> pd.DataFrame:
+    """A data party's records: the encoded FEBRL columns (missing ones are empty), as
+    strings; other columns are not read into the encoding."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise PrivregValueError(f"inputs.records: no file at {path}.") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise PrivregValueError(f"inputs.records: {path} is not a readable CSV ({type(exc).__name__}).") from None
+    if not set(FEBRL_SCHEMA.columns) & set(frame.columns):
+        raise PrivregValueError(f"inputs.records: {path} has none of the columns {list(FEBRL_SCHEMA.columns)}.")
+    for col in FEBRL_SCHEMA.columns:
+        if col not in frame.columns:
+            frame[col] = ""
+    if ID_COLUMN in frame.columns:
+        if not frame[ID_COLUMN].is_unique:
+            raise PrivregValueError(f"inputs.records: the {ID_COLUMN!r} column of {path} repeats an id.")
+        frame = frame.set_index(ID_COLUMN)
+    return frame[list(FEBRL_SCHEMA.columns)]
+
+
+class PPRLDeployment(Deployment):
+    """MP-SPPRL (paper 004): data parties and a linkage unit as separate processes."""
+
+    name = "mp-spprl"
+    summary = "MP-SPPRL record linkage: n data parties (records CSV, shared secret) and a linkage unit"
+
+    def options(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(raw, Mapping):
+            raise PrivregTypeError(f"[options] must be a table; got {raw!r}.")
+        rest = dict(raw)
+        names = _party_list(rest.pop("parties", ["P1", "P2", "P3"]))
+        try:
+            return {"parties": names, **_options(**rest)}
+        except TypeError as exc:  # an unknown keyword: name the allowed ones
+            if "unexpected keyword" not in str(exc):
+                raise
+            raise PrivregValueError(
+                f"[options]: {exc}; the options of mp-spprl are: parties, threshold, rule, lsh_groups, lsh_bits, "
+                f"suffix_count, lmin, window, key_bits, insecure_small_keys, max_records, max_block_products."
+            ) from None
+
+    def parties(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        return (LINKAGE_UNIT, *options["parties"])
+
+    def inputs(self, party: str, options: Mapping[str, Any]) -> Mapping[str, str]:
+        if party == LINKAGE_UNIT:
+            return {}
+        return {
+            "records": "CSV of this party's records (FEBRL columns, optional id column)",
+            "secret": "the data parties' shared secret (>= 16 random bytes)",
+        }
+
+    def protocol(
+        self, *, party: str, inputs: Mapping[str, Path], options: Mapping[str, Any], rng: RandomSource
+    ) -> Protocol:
+        records: dict[str, Any] = {}
+        secret = None
+        if party != LINKAGE_UNIT:
+            try:
+                secret = check_secret(Path(inputs["secret"]).read_bytes(), name="inputs.secret")
+            except FileNotFoundError:
+                raise PrivregValueError(f"inputs.secret: no file at {inputs['secret']}.") from None
+            frame = read_records(Path(inputs["records"]))
+            if len(frame) > options["max_records"]:
+                raise PrivregValueError(
+                    f"inputs.records holds {len(frame)} records, above options.max_records = "
+                    f"{options['max_records']}; raise max_records at every party."
+                )
+            records[party] = encode_records(frame, schema=FEBRL_SCHEMA, secret=secret, party=party)
+        blocking = BlockingConfig(
+            lsh_groups=options["lsh_groups"],
+            lsh_bits=options["lsh_bits"],
+            suffix_count=options["suffix_count"],
+            lmin=options["lmin"],
+            window=options["window"],
+        )
+        return PPRLProtocol(
+            parties=options["parties"],
+            records=records,
+            secret=secret,
+            blocking=blocking,
+            threshold=options["threshold"],
+            rule=options["rule"],
+            key_bits=options["key_bits"],
+            insecure_allow_small_keys=options["insecure_small_keys"],
+            max_block_products=options["max_block_products"],
+            max_records=options["max_records"],
+            rng=rng,
+            workers=1,
+        )
+
+    def write_outputs(self, *, party: str, output: Any, directory: Path) -> dict[str, Path]:
+        result = directory / "result.json"
+        if party == LINKAGE_UNIT:
+            groups = directory / "groups.csv"
+            with groups.open("w", newline="", encoding="utf-8") as fh:
+                w = csv.writer(fh)
+                w.writerow(["group", *output["parties"]])
+                for g, row in enumerate(np.asarray(output["links"])):
+                    w.writerow([g, *(int(x) for x in row)])
+            bs = output["block_stats"]
+            summary = {
+                "linked_groups": int(np.asarray(output["links"]).shape[0]),
+                "candidates": output["candidates"],
+                "final_blocks": output["blocks"],
+                "skipped_blocks": output["skipped_blocks"],
+                "lmin": output["lmin"],
+                "block_size": {"min": bs.min, "median": bs.median, "mean": bs.mean, "max": bs.max},
+                "comparisons": output["counts"].comparisons,
+                "required_pairs": output["counts"].required_pairs,
+                "phase_seconds": output["timings"],
+            }
+            result.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+            return {"groups": groups, "result": result}
+        links = directory / "links.csv"
+        with links.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["group", "record"])
+            rows = sorted((int(g), rid) for (g, _), rid in zip(np.asarray(output["links"]), output["ids"]))
+            w.writerows(rows)
+        result.write_text(
+            json.dumps(
+                {
+                    "linked_records": len(output["links"]),
+                    "encrypted": output["encrypted"],
+                    "seconds": output["timings"],
+                },
+                indent=2,
+                default=str,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        return {"links": links, "result": result}
+
+    def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
+        """Synthetic FEBRL-like records for every data party (30 % corrupted), a shared
+        secret, and ``truth.csv`` (for evaluation only; no party reads it)."""
+        rng = InsecureReproducibleRandom(seed=seed)
+        names = list(options["parties"])
+        population = synthetic_population(max(10, min(options["max_records"], 200)), rng=rng)
+        data = make_parties(
+            population,
+            parties=len(names),
+            corruption=0.3,
+            rng=rng,
+            fields=list(FEBRL_SCHEMA.columns),
+            party_names=names,
+        )
+        directory.mkdir(parents=True, exist_ok=True)
+        secret = directory / "secret.bin"
+        secret.write_bytes(rng.random_bytes(32))
+        secret.chmod(0o600)
+        out: dict[str, dict[str, Path]] = {LINKAGE_UNIT: {}}
+        truth_rows = []
+        for p in names:
+            frame = data.frames[p]
+            path = directory / f"{p}.csv"
+            frame[list(FEBRL_SCHEMA.columns)].rename_axis(ID_COLUMN).reset_index().to_csv(path, index=False)
+            truth_rows += [(p, rid, ent) for rid, ent in zip(frame.index, frame[ENTITY])]
+            out[p] = {"records": path, "secret": secret}
+        with (directory / "truth.csv").open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["party", "id", "entity"])
+            w.writerows(truth_rows)
+        return out
