@@ -308,7 +308,11 @@ _CAVEATS = (
     "the prescribed form. Security rests on Paillier's semantic security (DCR, and the DJN short-exponent "
     "assumption for the default fast encryption) and, for the key holder's view of the masked value, on the "
     "statistical parameter sigma (distance 2^-sigma). The bit length, the batch size and who learns the result are "
-    "public. Cost is dominated by the data holder's l + 1 full-length exponentiations per comparison."
+    "public. Cost is dominated by the data holder's l + 1 full-length exponentiations per comparison. "
+    "Network: over mutual TLS (privreg party, TcpTransport(tls=...)) an eavesdropper learns message sizes "
+    "and timing (hence the dimensions and batch sizes) but no content; plaintext mode shows everything. "
+    "A malicious key holder can answer with wrong DGK bits and so flip results undetected; a received public key "
+    "is checked (size, not prime, no small factors) before anything is encrypted under it."
 )
 
 

@@ -178,7 +178,11 @@ class EncryptedInnerProduct(Protocol):
         "the default DJN encryption also the DJN short-exponent assumption). Security of the data holder's "
         "matrix: the result is re-randomised before it is sent, so the key holder learns only the decrypted "
         "value (X u, or X u + r with r statistically hiding at 2^-sigma in share mode). Public: the key, "
-        "the dimensions, the public bounds and scale. Fixed-point reals are rounded to 1/scale on encoding."
+        "the dimensions, the public bounds and scale. Fixed-point reals are rounded to 1/scale on encoding. "
+        "Network: over mutual TLS (privreg party, TcpTransport(tls=...)) an eavesdropper learns message sizes "
+        "and timing (hence the dimensions and batch sizes) but no content; plaintext mode shows everything. "
+        "A malicious data holder can return any value in place of X u (the key holder cannot tell); a malicious "
+        "key holder gains nothing beyond its output from a malformed key, which is validated on receipt."
     )
 
     def __init__(

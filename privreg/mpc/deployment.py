@@ -93,6 +93,7 @@ class _Federation(Protocol):
         self._instances = dict(instances)
         self._first = next(iter(self._instances.values()))
         self.name = self._first.name  # type: ignore[misc]  # the run is named after the protocol it runs
+        self.caveats = self._first.caveats  # type: ignore[misc]
         self._digests = dict(digests)
 
     def parties(self) -> Sequence[Party]:
