@@ -143,12 +143,12 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _report(run: Any) -> None:
-    sent, recv = run.transcript.per_party().get(run.party, {}).get("sent"), None
-    recv = run.transcript.per_party().get(run.party, {}).get("received")
+    traffic = run.transcript.per_party().get(run.party, {})
+    sent, recv = traffic.get("sent"), traffic.get("received")
+    where = f", run {run.run_id[:16]}" if run.run_id else ""
     print(
-        f"party {run.party}: done ({run.security}{', run ' + run.run_id[:16] if run.run_id else ''}); "
-        f"sent {sent.messages if sent else 0} messages / {sent.bytes if sent else 0} bytes, received "
-        f"{recv.messages if recv else 0} / {recv.bytes if recv else 0}; "
+        f"party {run.party}: done ({run.security}{where}); sent {sent.messages if sent else 0} messages / "
+        f"{sent.bytes if sent else 0} bytes, received {recv.messages if recv else 0} / {recv.bytes if recv else 0}; "
         f"{run.seconds.get('protocol_wall', 0.0):.2f} s wall, {run.seconds.get('protocol_cpu', 0.0):.2f} s CPU"
     )
     for name, path in sorted(run.files.items()):
