@@ -52,8 +52,9 @@ from privreg.crypto.channel import (
     send_public_key,
 )
 from privreg.crypto.compare import sign_holder, sign_keyholder
+from privreg.plugins.spam import message_size as ms
 from privreg.plugins.spam.fixed_point import declare_bound
-from privreg.plugins.spam.training_protocol import step_timer
+from privreg.plugins.spam.training_protocol import check_key_bits, check_received_key, step_timer
 
 __all__ = ["EvaluationConfig", "PrivateEvaluation", "quantize_weights", "expected_labels"]
 
@@ -124,7 +125,9 @@ def expected_labels(w: Any, X: Any, config: EvaluationConfig) -> np.ndarray:
 class PrivateEvaluation(Protocol):
     """Section 4.3 for a batch of Carol's messages (rows of ``X``); parties ``bob`` (model,
     keys) and ``carol`` (messages). Outputs: Carol the labels (+1 spam, -1 ham) and her
-    timings/counts; Bob his timings/counts only."""
+    timings/counts; Bob his timings/counts only. ``key_bits`` (public, optional; taken
+    from ``keypair`` where Bob runs): Carol then refuses a key of another size, and
+    :meth:`max_message_bytes` bounds every message."""
 
     name = "spam-private-evaluation"
     caveats = (
@@ -133,7 +136,13 @@ class PrivateEvaluation(Protocol):
         "float model. Security: Paillier semantic security (DCR, plus the DJN short-exponent assumption for "
         "Carol's public-key re-randomisations) and the comparison's statistical mask (2^-sigma per message). "
         "Public: d, the number of messages, w_bound, weight_bits, the bit length l. Cost is l + 1 full "
-        "exponentiations per message at Carol (the DGK blinding)."
+        "exponentiations per message at Carol (the DGK blinding). "
+        "Network: over mutual TLS a network attacker learns only message sizes and timing (d, the number of "
+        "messages, l), never content; plaintext mode shows everything. Malicious parties are not covered: a "
+        "deviating Bob can return arbitrary labels, or learn Carol's features by encrypting a weight beyond w_bound "
+        "(Carol cannot check it, and it defeats her mask); a deviating Carol learns one bit of a linear function of "
+        "w of her choice per message (integer weights or an offset instead of a binary message), so a few dozen "
+        "messages per feature reveal w; Bob's key is checked on receipt (type, insecure flag, key_bits when given)."
     )
 
     def __init__(
@@ -148,6 +157,7 @@ class PrivateEvaluation(Protocol):
         rng: RandomSource | None = None,
         bob: str = "bob",
         carol: str = "carol",
+        key_bits: int | None = None,
     ) -> None:
         if not isinstance(config, EvaluationConfig):
             raise PrivregTypeError(f"config must be an EvaluationConfig; got {type(config).__name__}.")
@@ -156,6 +166,7 @@ class PrivateEvaluation(Protocol):
         if keypair is not None and not isinstance(keypair, PaillierKeypair):
             raise PrivregTypeError(f"keypair must be a PaillierKeypair; got {type(keypair).__name__}.")
         self.keypair = keypair
+        self.key_bits = check_key_bits(key_bits, keypair)
         self.W = None if w is None else quantize_weights(w, config)
         self.X = None
         if X is not None:
@@ -173,6 +184,23 @@ class PrivateEvaluation(Protocol):
             self.X = M
         self.allow_insecure, self.rng = allow_insecure, rng
         self.bob, self.carol = v.check_name("bob", bob), v.check_name("carol", carol)
+
+    def max_message_bytes(self) -> int | None:
+        """With ``key_bits`` known: the largest of Bob's key, ``E[w]`` (``d`` ciphertexts), the
+        masked values (``count``), the DGK bits and their blinded terms (``count (l + 1)``
+        ciphertexts each, the largest) and the result shares (``count`` small integers),
+        each bounded as in :mod:`~privreg.plugins.spam.message_size`, plus the margin of
+        :func:`~privreg.plugins.spam.message_size.with_margin`. ``None`` without ``key_bits``."""
+        if self.key_bits is None:
+            return None
+        c, kb = self.config, self.key_bits
+        sizes = [
+            ms.public_key_bytes(kb),
+            ms.vector_bytes(c.d, kb),
+            ms.vector_bytes(self.count * (c.bits + 1), kb),
+            ms.int_list_bytes(self.count, 1),
+        ]
+        return ms.with_margin(max(sizes))
 
     def learns(self) -> Mapping[str, str]:
         return {
@@ -215,6 +243,7 @@ class PrivateEvaluation(Protocol):
         timer = step_timer()
         with counting() as counts:
             pk = await recv_public_key(ch, self.bob, step="eval.public-key", allow_insecure=self.allow_insecure)
+            check_received_key(pk, self.key_bits, self.bob, "eval.public-key")
             enc = await recv_encrypted(ch, self.bob, step="eval.1.E[w]", public_key=pk, length=c.d)
             with timer.phase("2, 3"):
                 u = declare_bound(enc.dot(X, bound=c.feature_bound, workers=c.workers), c.u_bound)

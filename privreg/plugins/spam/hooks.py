@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from privreg.core.deployment import Deployment
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import Example, RegistryItem
 from privreg.core.params import params_of
 from privreg.core.workflow import DemoStep
 from privreg.plugins.spam.citations import PSR12
+from privreg.plugins.spam.deployment import SpamDeployment
 from privreg.plugins.spam.workflow import demo_steps, run_spam, spam_filter
 
 
@@ -47,3 +49,8 @@ def privreg_register_workflows() -> list[RegistryItem]:
 @hookimpl
 def privreg_demo_steps() -> list[DemoStep]:
     return demo_steps()
+
+
+@hookimpl
+def privreg_register_deployments() -> list[Deployment]:
+    return [SpamDeployment()]

@@ -106,7 +106,15 @@ from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.crypto import EncryptedVector, PaillierKeypair, counting, decrypt_packed, encrypt, pack
+from privreg.crypto import (
+    EncryptedVector,
+    PaillierKeypair,
+    PaillierPublicKey,
+    counting,
+    decrypt_packed,
+    encrypt,
+    pack,
+)
 from privreg.crypto.channel import (
     RoleParty,
     recv_public_key,
@@ -115,14 +123,16 @@ from privreg.crypto.channel import (
     send_encrypted,
     send_public_key,
 )
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.crypto.packing import PackedCiphertexts
+from privreg.plugins.spam import message_size as ms
 from privreg.plugins.spam.fixed_point import declare_bound, uniform_ints
 from privreg.plugins.spam.logistic import check_labels
 from privreg.plugins.spam.training_config import TrainingConfig
 from privreg.plugins.spam.training_plan import gradient_mechanism, mech_step_int
 from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
-__all__ = ["PrivateTraining", "STEP_ROWS", "step_timer"]
+__all__ = ["PrivateTraining", "STEP_ROWS", "check_key_bits", "check_received_key", "step_timer"]
 
 #: Rows of the per-step time table, in the shape of the paper's Table 4.
 STEP_ROWS = ("1", "2, 3", "4, 5", "6, 7", "8", "9, 10", "11", "12")
@@ -140,6 +150,27 @@ def step_timer() -> PhaseTimer:
     return PhaseTimer(STEP_ROWS, cpu_clock=process_tree_cpu_seconds)
 
 
+def check_key_bits(key_bits: Any, keypair: PaillierKeypair | None) -> int | None:
+    """The public modulus size: ``key_bits`` (checked), else the size of ``keypair``'s."""
+    if key_bits is None:
+        return None if keypair is None else int(keypair.public_key.n_bits)
+    kb = v.check_int("key_bits", key_bits, minimum=MIN_INSECURE_KEY_BITS)
+    if keypair is not None and keypair.public_key.n_bits != kb:
+        raise PrivregValueError(
+            f"key_bits = {kb} but the keypair's modulus has {keypair.public_key.n_bits} bits; pass the keypair's "
+            f"size or leave key_bits out."
+        )
+    return kb
+
+
+def check_received_key(pk: PaillierPublicKey, key_bits: int | None, sender: str, step: str) -> None:
+    """Refuse a key of another size than the public ``key_bits`` (when given)."""
+    if key_bits is not None and pk.n_bits != key_bits:
+        raise ProtocolError(
+            f"{sender!r} sent a {pk.n_bits}-bit key at step {step!r}; the run's public key_bits is {key_bits}"
+        )
+
+
 # ------------------------------------------------------------------ the protocol
 
 
@@ -151,6 +182,9 @@ class PrivateTraining(Protocol):
     Alice ``X`` (n x d, binary or fixed-point integers after
     :func:`~privreg.plugins.spam.fixed_point.quantize_features`),
     ``y`` (+-1), and with DP a ``charger``. ``config`` and ``n`` are public and must agree.
+    ``key_bits`` (public, optional; taken from ``keypair`` where Bob runs): the size of
+    Bob's modulus; Alice then refuses a key of another size, and :meth:`max_message_bytes`
+    bounds every message.
     Outputs: Bob a dict with ``w`` (the trained weights), ``timings``, ``counts``; Alice a
     dict with ``timings`` and ``counts``.
     """
@@ -165,7 +199,14 @@ class PrivateTraining(Protocol):
         "with DP except with probability < 1e-22 per coordinate). With reveal='every-batch' Bob learns each "
         "batch gradient (eq. (2) bounds its leakage); with reveal='final' only the final model. n, d, K, the "
         "schedule and all scales are public. Paillier security: DCR (Bob encrypts with his key's CRT-DJN path, "
-        "Alice only re-randomises with public DJN, which adds the DJN short-exponent assumption). Not constant-time."
+        "Alice only re-randomises with public DJN, which adds the DJN short-exponent assumption). Not constant-time. "
+        "Network: over mutual TLS a network attacker learns only message sizes and timing (hence n, d, K and the "
+        "number of batches), never content; plaintext mode shows everything. Malicious parties are not covered: "
+        "Alice can poison the model (false features, labels or gradients), stop the run, or make Bob abort on a "
+        "condition of her choice (a bit about w per run); a deviating Bob can learn Alice's features and labels, "
+        "since the masks hide only values inside the public bounds and Alice cannot check the bounds of the "
+        "encrypted weights and trigonometric values he sends (one encrypted weight of 2^200 exposes that feature of "
+        "every message); his key is checked on receipt (type, insecure flag, and key_bits when given)."
     )
 
     def __init__(
@@ -183,6 +224,7 @@ class PrivateTraining(Protocol):
         alice: str = "alice",
         bob: str = "bob",
         progress: Any = None,
+        key_bits: int | None = None,
     ) -> None:
         if not isinstance(config, TrainingConfig):
             raise PrivregTypeError(f"config must be a TrainingConfig; got {type(config).__name__}.")
@@ -191,6 +233,7 @@ class PrivateTraining(Protocol):
         if keypair is not None and not isinstance(keypair, PaillierKeypair):
             raise PrivregTypeError(f"keypair must be a PaillierKeypair; got {type(keypair).__name__}.")
         self.keypair = keypair
+        self.key_bits = check_key_bits(key_bits, keypair)
         self.w0 = None if w0 is None else np.asarray(w0, dtype=np.float64)
         if self.w0 is not None and (
             self.w0.shape != (config.d,) or np.max(np.abs(self.w0), initial=0) > config.w0_bound
@@ -230,6 +273,30 @@ class PrivateTraining(Protocol):
         self.rng = rng
         self.alice, self.bob = v.check_name("alice", alice), v.check_name("bob", bob)
         self.progress = progress
+
+    def max_message_bytes(self) -> int | None:
+        """With ``key_bits`` known: the largest of Bob's key, ``E[w]`` (``d`` ciphertexts),
+        the packed masked inner products (``K`` values of ``|U + R| <= u_bound + 2^mask``),
+        ``E[trig]`` (``2 m K`` ciphertexts, ``m`` harmonics), the packed gradient (``d``
+        values of the plan's gradient bound) and Alice's final share (``d`` integers of
+        ``|W_A| <= share_bound``), each bounded as in
+        :mod:`~privreg.plugins.spam.message_size`, plus the margin of
+        :func:`~privreg.plugins.spam.message_size.with_margin`. ``None`` without ``key_bits``."""
+        if self.key_bits is None:
+            return None
+        c, plan, kb = self.config, self.plan, self.key_bits
+        k = max(e - s for s, e in plan.batch_bounds)
+        m = int(c.link.harmonics.size)
+        g = plan.g_bound + plan.noise_bound + (2**plan.gmask_bits if c.reveal == "final" else 0)
+        sizes = [
+            ms.public_key_bytes(kb),
+            ms.vector_bytes(c.d, kb),
+            ms.vector_bytes(ms.packed_count(k, plan.u_bound + 2**plan.mask_bits, kb), kb),
+            ms.vector_bytes(2 * m * k, kb),
+            ms.vector_bytes(ms.packed_count(c.d, g, kb), kb),
+            ms.int_list_bytes(c.d, plan.share_bound) if c.reveal == "final" else 0,
+        ]
+        return ms.with_margin(max(sizes))
 
     def learns(self) -> Mapping[str, str]:
         c = self.config
@@ -319,6 +386,7 @@ class PrivateTraining(Protocol):
         n_batches = len(plan.batch_bounds)
         with counting() as counts:
             pk = await recv_public_key(ch, self.bob, step="setup.public-key", allow_insecure=self.allow_insecure)
+            check_received_key(pk, self.key_bits, self.bob, "setup.public-key")
             done = 0
             for epoch in range(c.epochs):
                 noise = self._epoch_noise(epoch, n_batches, rng) if c.dp else None

@@ -48,6 +48,7 @@ from privreg.plugins.spam.features import HASHES, NgramHasher
 from privreg.plugins.spam.fixed_point import quantize_features
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.logistic import auc, train_logistic
+from privreg.plugins.spam.pipeline import evaluation_w_bound
 from privreg.plugins.spam.reduction import REDUCERS, make_reducer
 from privreg.plugins.spam.training_config import REVEALS, TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
@@ -281,7 +282,7 @@ def run_spam(
     n_eval = len(te) if private_eval is None else min(private_eval, len(te))
     eval_info: dict[str, Any] = {"messages": n_eval}
     if n_eval:
-        w_bound = 2.0 ** math.ceil(math.log2(max(plan.w_bound / 2**cfg.weight_bits, 2.0**-8)))
+        w_bound = evaluation_w_bound(plan)
         ecfg = EvaluationConfig(
             d=d,
             w_bound=w_bound,
