@@ -21,8 +21,10 @@ security, run id, peer identities, wall and CPU seconds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,6 @@ from privreg.mpc.party_config import PartyConfig
 from privreg.mpc.runtime import arun_protocol
 from privreg.mpc.transcript import Transcript
 from privreg.mpc.transport import InMemoryTransport
-from privreg.timing import PhaseTimer
 
 __all__ = ["PartyRun", "options_digest", "party_rng", "run_party", "simulate"]
 
@@ -140,6 +141,23 @@ def _instance(deployment: Deployment, config: PartyConfig, options: Mapping[str,
     )
 
 
+class _Clock:
+    """Wall and CPU seconds (of this process) per phase; the runtime sits below
+    :mod:`privreg.timing` in the layers, so it keeps its own two clocks."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Any:
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[f"{name}_wall"] = time.perf_counter() - wall
+            self.seconds[f"{name}_cpu"] = time.process_time() - cpu
+
+
 def _check_party(deployment: Deployment, config: PartyConfig, options: Mapping[str, Any]) -> tuple[str, ...]:
     names = deployment.parties(options)
     if config.party not in names:
@@ -230,7 +248,7 @@ def run_party(deployment: Deployment, config: PartyConfig) -> PartyRun:
             f"{config.path}: [peers] must give the address of every other party {sorted(set(names) - {config.party})}; "
             f"missing {missing}, not parties of this run {unknown}."
         )
-    timer = PhaseTimer()
+    timer = _Clock()
     with timer.phase("inputs"):
         instance = _instance(deployment, config, options)
     proto = _Federation({config.party: instance}, dict.fromkeys(names, options_digest(deployment, options)))
@@ -246,7 +264,7 @@ def run_party(deployment: Deployment, config: PartyConfig) -> PartyRun:
     with timer.phase("protocol"):
         result = asyncio.run(arun_protocol(proto, transport=transport))
     output = result.outputs[config.party]
-    seconds = {f"{k}_wall": w for k, w in timer.wall.items()} | {f"{k}_cpu": c for k, c in timer.cpu.items()}
+    seconds = dict(timer.seconds)
     security = transport.security
     run_id = transport.run_id
     peers = dict(transport.peer_identities)
@@ -282,14 +300,14 @@ def simulate(deployment: Deployment, configs: Sequence[PartyConfig]) -> dict[str
     missing = sorted(set(names) - set(by_party))
     if missing:
         raise PrivregValueError(f"simulate needs a configuration for every party; missing {missing}.")
-    timer = PhaseTimer()
+    timer = _Clock()
     with timer.phase("inputs"):
         instances = {p: _instance(deployment, by_party[p], opts[p]) for p in names}
     # each party checks its own options against the others', as over the network
     proto = _Federation(instances, {p: options_digest(deployment, opts[p]) for p in names})
     with timer.phase("protocol"):
         result = asyncio.run(arun_protocol(proto, transport=InMemoryTransport(keep_payloads=False)))
-    seconds = {f"{k}_wall": w for k, w in timer.wall.items()} | {f"{k}_cpu": c for k, c in timer.cpu.items()}
+    seconds = dict(timer.seconds)
     out: dict[str, PartyRun] = {}
     for p in names:
         config = by_party[p]
