@@ -347,3 +347,34 @@ def test_self_referencing_registered_type_is_refused(restore_wire_types):
     register_type("test.loop", Point, lambda p: p, lambda v: v)
     with pytest.raises(SerializationError, match="deep"):
         encode(Point(0, 0))
+
+
+def _raise(exc):
+    raise exc
+
+
+@pytest.mark.parametrize(
+    "from_wire, words, cause",
+    [
+        (lambda t: Point(*t), "rejected its value (TypeError)", TypeError),
+        (lambda t: int(t[0]), "rejected its value (ValueError)", ValueError),
+        (lambda t: _raise(PrivregTypeError("x must be a number")), "rejected its value: x must be a number", TypeError),
+        (lambda t: _raise(SerializationError("bad layout")), "rejected its value: bad layout", SerializationError),
+        (lambda t: 1 // 0, "rejected its value (ZeroDivisionError)", ZeroDivisionError),
+        (lambda t: _raise(RuntimeError("oops")), "failed on its value with RuntimeError", RuntimeError),
+    ],
+)
+def test_a_from_wire_failure_names_the_wire_type_and_not_the_data(restore_wire_types, from_wire, words, cause):
+    register_type("test.point", Point, lambda p: (p.x, p.y, "secret"), from_wire)
+    with pytest.raises(SerializationError, match=r"wire type 'test\.point'") as info:
+        decode(encode(Point("data", 2)))
+    assert words in str(info.value)
+    assert isinstance(info.value.__cause__, cause)  # chained: the details are there for debugging
+    assert "secret" not in str(info.value) and "data" not in str(info.value)
+
+
+def test_a_from_wire_failure_inside_a_message_names_the_wire_type(restore_wire_types):
+    register_type("test.point", Point, lambda p: [p.x, p.y], lambda t: Point(*t))
+    raw = encode({"points": [Point(1, 2)]}).replace(b"L\x02I\x01\x01I\x01\x02", b"L\x01I\x01\x01")
+    with pytest.raises(SerializationError, match=r"'test\.point' rejected its value"):
+        decode(raw)

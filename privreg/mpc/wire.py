@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from privreg.core.errors import PrivregTypeError, SerializationError
+from privreg.core.errors import PrivregError, PrivregTypeError, SerializationError
 
 __all__ = ["encode", "decode", "encoded_size", "register_type"]
 
@@ -33,7 +33,13 @@ _DTYPE_FORM = re.compile(rb"[<>|=]?[biuf][0-9]{1,2}")
 
 def register_type(tag: str, cls: type, to_wire: Callable[[Any], Any], from_wire: Callable[[Any], Any]) -> None:
     """Teach the codec a type: ``to_wire(obj)`` returns an encodable value and
-    ``from_wire(value)`` rebuilds the object. ``tag`` is a short unique ASCII name."""
+    ``from_wire(value)`` rebuilds the object. ``tag`` is a short unique ASCII name.
+
+    ``from_wire`` gets whatever a peer sent: it should check the value and raise a
+    privreg error (SerializationError) whose message names the problem but not the data.
+    :func:`decode` turns any error it raises into SerializationError naming ``tag``
+    (quoting the message of privreg errors only) and chained from the original.
+    """
     if not isinstance(tag, str) or not tag.isascii() or not 1 <= len(tag) <= 255:
         raise PrivregTypeError(f"tag must be 1-255 ASCII characters; got {tag!r}")
     key = tag.encode("ascii")
@@ -222,7 +228,17 @@ def _dec_ext(r: _Reader, depth: int) -> Any:
         raise SerializationError(f"malformed message: unknown wire type {_short(name)}")
     from_wire = _EXT[name][2]
     value = _dec(r, depth + 1)
-    return from_wire(value)
+    tag = name.decode("ascii")
+    try:
+        return from_wire(value)
+    except PrivregError as exc:  # privreg's messages name no data
+        raise SerializationError(f"wire type {tag!r} rejected its value: {exc}") from exc
+    except (ValueError, TypeError, ArithmeticError, LookupError) as exc:  # others' messages may quote the value
+        raise SerializationError(f"wire type {tag!r} rejected its value ({type(exc).__name__})") from exc
+    except Exception as exc:
+        raise SerializationError(
+            f"wire type {tag!r} failed on its value with {type(exc).__name__} (a bug in its from_wire?)"
+        ) from exc
 
 
 def _dec(r: _Reader, depth: int) -> Any:
@@ -262,7 +278,8 @@ def _dec(r: _Reader, depth: int) -> Any:
 
 
 def decode(data: bytes) -> Any:
-    """Inverse of :func:`encode`; raises SerializationError on malformed input.
+    """Inverse of :func:`encode`. Malformed input of any kind raises SerializationError
+    (nothing else), naming the cause.
 
     Cost: time and memory linear in ``len(data)`` (objects built are at most a few dozen
     times the bytes they come from; arrays, ints, str and bytes about their own size),
@@ -272,7 +289,12 @@ def decode(data: bytes) -> Any:
         r = _Reader(data)
     except TypeError:
         raise PrivregTypeError(f"data must be bytes; got {type(data).__name__}") from None
-    value = _dec(r, 0)
+    try:
+        value = _dec(r, 0)
+    except SerializationError:
+        raise
+    except Exception as exc:  # a safety net; KeyboardInterrupt and the like pass
+        raise SerializationError(f"malformed message: decoding raised {type(exc).__name__}") from exc
     if r.left():
         raise SerializationError(f"malformed message: {r.left()} trailing bytes after the message")
     return value
