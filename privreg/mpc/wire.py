@@ -163,9 +163,12 @@ class _Reader:
                 raise SerializationError("malformed message: length field too long (more than 63 bits)")
 
 
-def _short(raw: bytes) -> str:
-    """A field of the format (a dtype, a type tag) for an error message, cut short."""
-    return repr(raw[:24]) + ("..." if len(raw) > 24 else "")
+def _short(raw: bytes, limit: int) -> str:
+    """A field of the format (a dtype, a type tag) for an error message: shown when it
+    is short printable ASCII, as the sender wrote it; else not (it may be data)."""
+    if len(raw) <= limit and raw.isascii() and raw.decode("ascii").isprintable():
+        return repr(raw.decode("ascii"))
+    return f"({len(raw)} bytes, not shown)"
 
 
 def _dec_array(r: _Reader) -> np.ndarray:
@@ -173,11 +176,11 @@ def _dec_array(r: _Reader) -> np.ndarray:
     # only the forms encode() writes (byte order, kind, size): np.dtype parses much more
     # (comma lists, shapes, field names) and fails on it with SyntaxError and others
     if not _DTYPE_FORM.fullmatch(raw_dtype):
-        raise SerializationError(f"malformed message: invalid array dtype {_short(raw_dtype)}")
+        raise SerializationError(f"malformed message: invalid array dtype {_short(raw_dtype, 8)}")
     try:
         dt = np.dtype(raw_dtype.decode("ascii"))
     except (TypeError, ValueError) as exc:
-        raise SerializationError(f"malformed message: invalid array dtype {_short(raw_dtype)}") from exc
+        raise SerializationError(f"malformed message: invalid array dtype {_short(raw_dtype, 8)}") from exc
     if dt.kind not in "biuf" or dt.itemsize < 1:
         raise SerializationError(f"malformed message: refusing array of dtype {dt}")
     ndim = r.uvarint()
@@ -225,7 +228,7 @@ def _dec_dict(r: _Reader, depth: int) -> dict[Any, Any]:
 def _dec_ext(r: _Reader, depth: int) -> Any:
     name = r.take(r.take(1)[0])
     if name not in _EXT:
-        raise SerializationError(f"malformed message: unknown wire type {_short(name)}")
+        raise SerializationError(f"malformed message: unknown wire type {_short(name, 64)}")
     from_wire = _EXT[name][2]
     value = _dec(r, depth + 1)
     tag = name.decode("ascii")
