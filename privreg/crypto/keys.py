@@ -19,7 +19,9 @@ same) and is not known to help factoring.
 
 Keys shorter than 2048 bits are refused unless ``insecure_allow_small_keys=True`` is
 passed; such keys say so (``key.insecure`` and ``key.insecure_reasons``, and their repr).
-The paper reproductions at 256 and 1024 bits use that opt-in.
+The paper reproductions at 256 and 1024 bits use that opt-in. Keys longer than
+:data:`MAX_KEY_BITS` (8192) are refused: nothing needs them, and a peer's oversized key
+would make every operation under it slow.
 
 Decryption uses the CRT (exponent ``p - 1`` modulo ``p^2`` and ``q - 1`` modulo ``q^2``);
 encryption by the key holder computes obfuscators modulo ``p^2`` and ``q^2`` and joins
@@ -47,6 +49,7 @@ from privreg.crypto.errors import WrongKeyError
 from privreg.mpc.wire import register_type
 
 __all__ = [
+    "MAX_KEY_BITS",
     "MIN_KEY_BITS",
     "PaillierPublicKey",
     "PaillierPrivateKey",
@@ -59,6 +62,8 @@ __all__ = [
 MIN_KEY_BITS = 2048
 #: The smallest key accepted at all (tests and paper reproduction).
 MIN_INSECURE_KEY_BITS = 128
+#: The largest key accepted (generated, built or received from a peer).
+MAX_KEY_BITS = 8192
 
 _REGISTRY: weakref.WeakValueDictionary[bytes, PaillierPublicKey] = weakref.WeakValueDictionary()
 
@@ -81,6 +86,11 @@ def _check_flag(value: Any) -> bool:
 
 
 def _check_key_size(argname: str, n_bits: int, insecure: bool) -> None:
+    if n_bits > MAX_KEY_BITS:
+        raise PrivregValueError(
+            f"{argname}={n_bits} is above the {MAX_KEY_BITS}-bit maximum (MAX_KEY_BITS); use {argname}={MIN_KEY_BITS} "
+            f"(or up to {MAX_KEY_BITS})."
+        )
     if n_bits < MIN_INSECURE_KEY_BITS:
         raise PrivregValueError(
             f"{argname}={n_bits} is below {MIN_INSECURE_KEY_BITS} bits, too small even for tests; "
