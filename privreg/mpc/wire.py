@@ -282,7 +282,7 @@ def _dec(r: _Reader, depth: int) -> Any:
 
 def decode(data: bytes) -> Any:
     """Inverse of :func:`encode`. Malformed input of any kind raises SerializationError
-    (nothing else), naming the cause.
+    (nothing else), naming the cause; ``data`` that is not bytes-like raises PrivregTypeError.
 
     Cost: time and memory linear in ``len(data)`` (objects built are at most a few dozen
     times the bytes they come from; arrays, ints, str and bytes about their own size),
