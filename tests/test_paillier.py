@@ -312,7 +312,7 @@ def test_a_small_key_not_announced_as_insecure_is_refused_on_the_wire():
     from privreg.crypto.keys import _public_from_wire
 
     with pytest.raises(SerializationError, match="2048"):
-        _public_from_wire({**wire, "insecure": False})
+        _public_from_wire({**wire, "insecure_reasons": []})
     assert _public_from_wire(wire).insecure and _public_from_wire(wire).n == n
 
 

@@ -110,3 +110,23 @@ def test_packed_ciphertexts_on_the_wire():
     t = _to_wire(fresh)
     with pytest.raises(SerializationError, match="layout"):
         _from_wire((*t[:2], t[2] * 100, *t[3:]))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {1: 0, 2: 0, 3: 2**40, 10: b""},  # no slots: 1 << slot_bits once allocated 2^37 bytes
+        {1: 2**2000},  # a count beyond float: ceil(count / per_ct) raised OverflowError
+        {2: 2**62},  # per_ct * slot_bits of huge operands
+        {1: -1},
+    ],
+)
+def test_packed_layout_sizes_are_checked_before_arithmetic(fields):
+    kp = cached_keypair(512, 1)
+    t = list(_to_wire(pack(encrypt(kp.public_key, [1, 2], bound=2)).rerandomize()))
+    for i, value in fields.items():
+        t[i] = value
+    with pytest.raises(SerializationError, match="layout"):
+        _from_wire(tuple(t))
+    with pytest.raises(SerializationError, match="PackedCiphertexts"):
+        decode(b"X\x22privreg.paillier.PackedCiphertexts" + encode(tuple(t)))

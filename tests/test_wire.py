@@ -158,6 +158,8 @@ def test_trailing_bytes_are_refused(value, extra):
         (b"X\x06nosuchN", "nosuch"),
         (b"A\x02|O\x00", "dtype"),  # object arrays would unpickle/run code
         (b"A\x03<c8\x01\x00", "dtype"),
+        (b"A\x05(2,)i\x00", "dtype"),  # a sub-array dtype
+        (b"A\x05int64\x00", "dtype"),  # np.dtype would take it; encode never writes it
         (b"S\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", "length"),
     ],
 )
@@ -193,11 +195,59 @@ def _leak(raw, leaked, id):
         # shape (2**32, 2**32): np.prod wraps to 0, so 0 bytes are read, then reshape fails
         _leak(b"A\x03<i8\x02\x80\x80\x80\x80\x10\x80\x80\x80\x80\x10", ValueError, "size-wraps"),
         _leak(b"A\x03<i8\x41" + b"\x00" * 65, ValueError, "over-64-dims"),
+        _leak(b"A\x03,i8\x00", SyntaxError, "comma-dtype"),  # np.dtype parses comma lists
+        # an empty shape whose other dimensions overflow numpy's index type
+        _leak(b"A\x03<f2\x03" + b"\xff" * 8 + b"\x3f" + b"\xff" * 8 + b"\x3f\x00", ValueError, "empty-overflows"),
+        _leak(b"A\x03<f4\x03\xfa\x03" + b"\xff" * 8 + b"\x2f\x00", ValueError, "empty-overflows-later"),
     ],
 )
 def test_malformed_fields_raise_serialization_error(raw):
-    with pytest.raises(SerializationError):
+    with pytest.raises(SerializationError, match="malformed message"):
         decode(raw)
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (b"L\x80\x80\x80\x80\x80\x80\x80\x80\x7fN", "list of"),  # 2^62 items promised, one given
+        (b"M\x80\x80\x80\x80\x80\x80\x80\x80\x7fNN", "dict of"),
+        (b"M\x02I\x01\x01NI\x01\x01N", "twice"),
+        (b"I\x80\x80\x80\x80\x80\x80\x80\x80\x7f\x01", "truncated"),
+        (b"B\xff\xff\xff\xff\x0f", "truncated"),
+        (b"A\x03<i8\x01\xff\xff\xff\xff\x0f", "bytes left"),
+    ],
+)
+def test_counts_and_lengths_beyond_the_message_are_refused_at_once(raw, words):
+    with pytest.raises(SerializationError, match=words):
+        decode(raw)
+
+
+def test_empty_arrays_keep_dtype_and_shape():
+    for arr in (np.zeros((0, 3), dtype=">i2"), np.zeros((5, 0, 2**40), dtype="u1")):
+        back = decode(encode(arr))
+        assert back.shape == arr.shape and back.dtype.str == arr.dtype.str and back.size == 0
+
+
+def _int_keyed_dict(keys):
+    out = bytearray(b"M")
+    wire._uvarint(len(keys), out)
+    for k in keys:
+        out += encode(k) + b"N"
+    return bytes(out)
+
+
+def test_int_dict_keys_chosen_to_share_a_hash_are_refused():
+    m = 2**61 - 1  # ints hash to themselves modulo m: these keys all hash to 0
+    assert decode(_int_keyed_dict([i * m for i in range(8)])) == dict.fromkeys(i * m for i in range(8))
+    flood = _int_keyed_dict([i * m for i in range(20_000)])
+    with pytest.raises(SerializationError, match="equal hashes"):
+        decode(flood)  # before: 2 s to build the dict, quadratic in the message length
+
+
+def test_decode_refuses_what_is_not_bytes():
+    with pytest.raises(PrivregTypeError, match="bytes"):
+        decode("N")
+    assert decode(memoryview(b"N")) is None and decode(bytearray(b"T")) is True
 
 
 @SETTINGS
@@ -297,3 +347,34 @@ def test_self_referencing_registered_type_is_refused(restore_wire_types):
     register_type("test.loop", Point, lambda p: p, lambda v: v)
     with pytest.raises(SerializationError, match="deep"):
         encode(Point(0, 0))
+
+
+def _raise(exc):
+    raise exc
+
+
+@pytest.mark.parametrize(
+    "from_wire, words, cause",
+    [
+        (lambda t: Point(*t), "rejected its value (TypeError)", TypeError),
+        (lambda t: int(t[0]), "rejected its value (ValueError)", ValueError),
+        (lambda t: _raise(PrivregTypeError("x must be a number")), "rejected its value: x must be a number", TypeError),
+        (lambda t: _raise(SerializationError("bad layout")), "rejected its value: bad layout", SerializationError),
+        (lambda t: 1 // 0, "rejected its value (ZeroDivisionError)", ZeroDivisionError),
+        (lambda t: _raise(RuntimeError("oops")), "failed on its value with RuntimeError", RuntimeError),
+    ],
+)
+def test_a_from_wire_failure_names_the_wire_type_and_not_the_data(restore_wire_types, from_wire, words, cause):
+    register_type("test.point", Point, lambda p: (p.x, p.y, "secret"), from_wire)
+    with pytest.raises(SerializationError, match=r"wire type 'test\.point'") as info:
+        decode(encode(Point("data", 2)))
+    assert words in str(info.value)
+    assert isinstance(info.value.__cause__, cause)  # chained: the details are there for debugging
+    assert "secret" not in str(info.value) and "data" not in str(info.value)
+
+
+def test_a_from_wire_failure_inside_a_message_names_the_wire_type(restore_wire_types):
+    register_type("test.point", Point, lambda p: [p.x, p.y], lambda t: Point(*t))
+    raw = encode({"points": [Point(1, 2)]}).replace(b"L\x02I\x01\x01I\x01\x02", b"L\x01I\x01\x01")
+    with pytest.raises(SerializationError, match=r"'test\.point' rejected its value"):
+        decode(raw)

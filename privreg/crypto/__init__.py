@@ -64,6 +64,7 @@ from privreg.crypto.counting import OpCounts, counting, current_counts
 from privreg.crypto.encoding import FixedPoint
 from privreg.crypto.errors import ObfuscatorsExhaustedError, PlaintextOverflowError, WrongKeyError
 from privreg.crypto.keys import (
+    MAX_KEY_BITS,
     MIN_KEY_BITS,
     PaillierKeypair,
     PaillierPrivateKey,
@@ -75,6 +76,7 @@ from privreg.crypto.packing import PackedCiphertexts, decrypt_packed, pack
 from privreg.crypto.vector import EncryptedVector, decrypt, decrypt_ints, encrypt
 
 __all__ = [
+    "MAX_KEY_BITS",
     "MIN_KEY_BITS",
     "EncryptedVector",
     "FixedBaseTable",

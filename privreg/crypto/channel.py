@@ -83,7 +83,9 @@ async def send_public_key(ch: Channel, to: str, public_key: PaillierPublicKey, *
 
 
 async def recv_public_key(ch: Channel, frm: str, *, step: str, allow_insecure: bool = False) -> PaillierPublicKey:
-    """Receive a public key; an insecure one (below 2048 bits) only if ``allow_insecure``."""
+    """Receive a public key; an insecure one (below 2048 bits, or generated from a seeded
+    source: the sender's ``insecure_reasons`` travel with the key) only if ``allow_insecure``.
+    The codec has checked the key already (size, modulus, base; see :mod:`privreg.crypto.keys`)."""
     pk = await ch.recv(frm, step=step)
     if not isinstance(pk, PaillierPublicKey):
         raise ProtocolError(f"expected a PaillierPublicKey from {frm!r} at step {step!r}; got {type(pk).__name__}")

@@ -19,7 +19,22 @@ same) and is not known to help factoring.
 
 Keys shorter than 2048 bits are refused unless ``insecure_allow_small_keys=True`` is
 passed; such keys say so (``key.insecure`` and ``key.insecure_reasons``, and their repr).
-The paper reproductions at 256 and 1024 bits use that opt-in.
+The paper reproductions at 256 and 1024 bits use that opt-in. Keys longer than
+:data:`MAX_KEY_BITS` (8192) are refused: nothing needs them, and a peer's oversized key
+would make every operation under it slow.
+
+A public key received from a peer (wire type ``privreg.paillier.PublicKey``: ``n``, the DJN
+base ``h``, and the sender's ``insecure_reasons``) is checked before use, since a weak or
+malformed key puts the values encrypted under it at risk: ``n`` must have
+:data:`MIN_INSECURE_KEY_BITS` to :data:`MAX_KEY_BITS` bits (below :data:`MIN_KEY_BITS` only
+if the key says it is insecure), be odd, have no prime factor below ``2^16`` (one gcd with
+the product of those primes) and not be a probable prime (one strong Fermat test to base 2,
+which every prime passes); ``h`` must be a unit modulo ``n^2``. That costs one modular
+exponentiation modulo ``n`` (about 1-3 ms at 2048 bits, 0.2 s at 8192) plus a gcd. The
+checks cannot tell a modulus with two large factors from one with three, nor that ``h`` is
+an ``n``-th residue: those need the factors. The rebuilt key has the sender's insecure
+reasons (at most 8, of at most 200 printable characters each), plus the size reason when
+``n`` is below 2048 bits whatever the sender says.
 
 Decryption uses the CRT (exponent ``p - 1`` modulo ``p^2`` and ``q - 1`` modulo ``q^2``);
 encryption by the key holder computes obfuscators modulo ``p^2`` and ``q^2`` and joins
@@ -29,6 +44,7 @@ them by the CRT; its fast (``djn``) path draws the exponent uniformly modulo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import weakref
 from collections.abc import Sequence
@@ -47,6 +63,7 @@ from privreg.crypto.errors import WrongKeyError
 from privreg.mpc.wire import register_type
 
 __all__ = [
+    "MAX_KEY_BITS",
     "MIN_KEY_BITS",
     "PaillierPublicKey",
     "PaillierPrivateKey",
@@ -59,6 +76,14 @@ __all__ = [
 MIN_KEY_BITS = 2048
 #: The smallest key accepted at all (tests and paper reproduction).
 MIN_INSECURE_KEY_BITS = 128
+#: The largest key accepted (generated, built or received from a peer).
+MAX_KEY_BITS = 8192
+
+# a received modulus has no prime factor below this bound (checked by one gcd)
+_TRIAL_DIVISION_BOUND = 2**16
+# the insecure reasons a received key may carry
+_MAX_REASONS = 8
+_MAX_REASON_CHARS = 200
 
 _REGISTRY: weakref.WeakValueDictionary[bytes, PaillierPublicKey] = weakref.WeakValueDictionary()
 
@@ -80,7 +105,16 @@ def _check_flag(value: Any) -> bool:
     return value
 
 
+def _size_reason(n_bits: int) -> str:
+    return f"n has {n_bits} bits, below the {MIN_KEY_BITS}-bit minimum (allowed by insecure_allow_small_keys=True)"
+
+
 def _check_key_size(argname: str, n_bits: int, insecure: bool) -> None:
+    if n_bits > MAX_KEY_BITS:
+        raise PrivregValueError(
+            f"{argname}={n_bits} is above the {MAX_KEY_BITS}-bit maximum (MAX_KEY_BITS); use {argname}={MIN_KEY_BITS} "
+            f"(or up to {MAX_KEY_BITS})."
+        )
     if n_bits < MIN_INSECURE_KEY_BITS:
         raise PrivregValueError(
             f"{argname}={n_bits} is below {MIN_INSECURE_KEY_BITS} bits, too small even for tests; "
@@ -126,11 +160,7 @@ class PaillierPublicKey:
         _check_key_size("n (bits)", self.n_bits, insecure)
         reasons = list(_reasons)
         if self.n_bits < MIN_KEY_BITS:
-            reasons.insert(
-                0,
-                f"n has {self.n_bits} bits, below the {MIN_KEY_BITS}-bit minimum "
-                f"(allowed by insecure_allow_small_keys=True)",
-            )
+            reasons.insert(0, _size_reason(self.n_bits))
         self.insecure_reasons: tuple[str, ...] = tuple(reasons)
         #: Bits of the DJN short exponent: ceil(|n| / 2), as in DJN 2010.
         self.djn_exponent_bits = (self.n_bits + 1) // 2
@@ -185,19 +215,75 @@ class PaillierPublicKey:
 
 
 def _public_to_wire(pk: PaillierPublicKey) -> dict[str, Any]:
-    return {"n": int(pk.n), "h": int(pk.h_s), "insecure": pk.n_bits < MIN_KEY_BITS}
+    return {"n": int(pk.n), "h": int(pk.h_s), "insecure_reasons": list(pk.insecure_reasons)}
+
+
+@functools.cache
+def _small_primes_product() -> mpz:
+    """The product of the primes below ``_TRIAL_DIVISION_BOUND`` (94,000 bits; 1 ms once)."""
+    return gmpy2.primorial(_TRIAL_DIVISION_BOUND - 1)
+
+
+def _refuse(why: str) -> SerializationError:
+    return SerializationError(f"received Paillier key: {why}")
+
+
+def _received_reasons(raw: Any) -> list[str]:
+    if not isinstance(raw, (list, tuple)) or len(raw) > _MAX_REASONS:
+        raise _refuse(f"insecure_reasons must be a list of at most {_MAX_REASONS} strings")
+    for r in raw:
+        if not isinstance(r, str) or not 1 <= len(r) <= _MAX_REASON_CHARS or not r.isprintable():
+            raise _refuse(
+                f"each insecure reason must be 1-{_MAX_REASON_CHARS} printable characters; one is not (not shown)"
+            )
+    return list(raw)
+
+
+def _check_received_modulus(n: int, reasons: list[str]) -> None:
+    """Raise SerializationError unless ``n`` is a plausible Paillier modulus (module doc)."""
+    if n <= 0:
+        raise _refuse("modulus is not positive")
+    bits = n.bit_length()
+    if not MIN_INSECURE_KEY_BITS <= bits <= MAX_KEY_BITS:
+        raise _refuse(
+            f"modulus has {bits} bits; accepted are {MIN_INSECURE_KEY_BITS} to {MAX_KEY_BITS} "
+            f"(MIN_INSECURE_KEY_BITS to MAX_KEY_BITS)"
+        )
+    if bits < MIN_KEY_BITS and not reasons:
+        raise _refuse(
+            f"modulus has {bits} bits, below the {MIN_KEY_BITS}-bit minimum, and the key does not say it is "
+            f"insecure; the sender must generate it with insecure_allow_small_keys=True"
+        )
+    if n % 2 == 0:
+        raise _refuse("modulus is even")
+    if gmpy2.gcd(n, _small_primes_product()) != 1:
+        raise _refuse(f"modulus has a prime factor below {_TRIAL_DIVISION_BOUND}")
+    # every prime passes a strong Fermat test; a product p*q of the kind generated here
+    # (gcd(p-1, q-1) = 2) never does, and other products of two large primes almost never
+    if gmpy2.is_strong_prp(n, 2):
+        raise _refuse("modulus is prime (or a base-2 strong pseudoprime), not a product of two primes")
 
 
 def _public_from_wire(d: Any) -> PaillierPublicKey:
-    if not isinstance(d, dict) or set(d) != {"n", "h", "insecure"} or not isinstance(d["insecure"], bool):
-        raise SerializationError("malformed Paillier public key")
-    existing = _REGISTRY.get(key_id(d["n"])) if isinstance(d["n"], int) and d["n"] > 0 else None
-    if existing is not None:
+    if not isinstance(d, dict) or set(d) != {"n", "h", "insecure_reasons"}:
+        raise _refuse("expected a dict of the fields 'n', 'h' and 'insecure_reasons'")
+    n, h = d["n"], d["h"]
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n, h)):
+        raise _refuse("n and h must be integers")
+    reasons = _received_reasons(d["insecure_reasons"])
+    _check_received_modulus(n, reasons)
+    if not 2 <= h < n * n or gmpy2.gcd(h, n) != 1:
+        raise _refuse("h (the DJN base) must lie in [2, n^2) and be coprime to n")
+    # one key object per modulus in a process, when the sender's reasons are its reasons
+    existing = _REGISTRY.get(key_id(n))
+    if existing is not None and list(existing.insecure_reasons) == reasons:
         return existing
+    if n.bit_length() < MIN_KEY_BITS and reasons[0] == _size_reason(n.bit_length()):
+        reasons = reasons[1:]  # the constructor puts it back
     try:
-        return PaillierPublicKey(n=d["n"], h_s=d["h"], insecure_allow_small_keys=d["insecure"])
-    except (PrivregValueError, PrivregTypeError) as exc:
-        raise SerializationError(f"invalid Paillier public key: {exc}") from None
+        return PaillierPublicKey(n=n, h_s=h, insecure_allow_small_keys=n.bit_length() < MIN_KEY_BITS, _reasons=reasons)
+    except (PrivregValueError, PrivregTypeError) as exc:  # checked above: should not happen
+        raise _refuse("PaillierPublicKey refused it") from exc
 
 
 register_type("privreg.paillier.PublicKey", PaillierPublicKey, _public_to_wire, _public_from_wire)

@@ -22,7 +22,6 @@ needs them, must be added to the values before packing and fit the slot.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -289,13 +288,17 @@ def _from_wire(t: Any) -> PackedCiphertexts:
     pk = lookup_public_key(kid)
     if pk is None:
         raise SerializationError(f"packed ciphertexts under unknown key {kid.hex()[:12]}; send the public key first")
-    n_cts = len(blob) // width if width > 0 else -1
+    capacity = pk.max_int.bit_length()
+    # the sizes are checked before any arithmetic on them: a slot_bits of 2^62 must not
+    # reach 1 << slot_bits, nor a huge count a float division
     if (
         width != (2 * pk.n_bits + 7) // 8
         or len(blob) % width
-        or min(count, per_ct, slot_bits) < 0
-        or per_ct * slot_bits >= pk.max_int.bit_length()
-        or n_cts != math.ceil(count / max(per_ct, 1))
+        or not 1 <= per_ct < capacity
+        or not 1 <= slot_bits < capacity
+        or per_ct * slot_bits >= capacity
+        or count < 0
+        or len(blob) // width != -(-count // per_ct)
         or not 0 <= offset <= bound <= slot_bound < (1 << slot_bits)
         or scale < 1
         or power < 0

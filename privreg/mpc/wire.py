@@ -9,13 +9,15 @@ bytes, lists, tuples, str/int-keyed dicts and numeric numpy arrays. Plugins add 
 
 from __future__ import annotations
 
+import math
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from privreg.core.errors import PrivregTypeError, SerializationError
+from privreg.core.errors import PrivregError, PrivregTypeError, SerializationError
 
 __all__ = ["encode", "decode", "encoded_size", "register_type"]
 
@@ -23,11 +25,21 @@ _EXT: dict[bytes, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] = {}
 _EXT_BY_TYPE: dict[type, bytes] = {}
 _MAX_DEPTH = 64
 _MAX_NDIM = 32
+_MAX_INTP = 2**63 - 1  # numpy's largest array size in bytes (64-bit platforms)
+_MAX_SHARED_HASH = 8
+# array dtypes as encode() writes them: byte order, kind, item size ("<i8", "|b1", ">f4")
+_DTYPE_FORM = re.compile(rb"[<>|=]?[biuf][0-9]{1,2}")
 
 
 def register_type(tag: str, cls: type, to_wire: Callable[[Any], Any], from_wire: Callable[[Any], Any]) -> None:
     """Teach the codec a type: ``to_wire(obj)`` returns an encodable value and
-    ``from_wire(value)`` rebuilds the object. ``tag`` is a short unique ASCII name."""
+    ``from_wire(value)`` rebuilds the object. ``tag`` is a short unique ASCII name.
+
+    ``from_wire`` gets whatever a peer sent: it should check the value and raise a
+    privreg error (SerializationError) whose message names the problem but not the data.
+    :func:`decode` turns any error it raises into SerializationError naming ``tag``
+    (quoting the message of privreg errors only) and chained from the original.
+    """
     if not isinstance(tag, str) or not tag.isascii() or not 1 <= len(tag) <= 255:
         raise PrivregTypeError(f"tag must be 1-255 ASCII characters; got {tag!r}")
     key = tag.encode("ascii")
@@ -129,9 +141,12 @@ class _Reader:
         self.data = memoryview(data)
         self.pos = 0
 
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
     def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.data):
-            raise SerializationError("truncated message")
+        if n > self.left():
+            raise SerializationError("malformed message: truncated")
         chunk = self.data[self.pos : self.pos + n].tobytes()
         self.pos += n
         return chunk
@@ -145,12 +160,93 @@ class _Reader:
                 return result
             shift += 7
             if shift >= 63:
-                raise SerializationError("length field too long")
+                raise SerializationError("malformed message: length field too long (more than 63 bits)")
+
+
+def _short(raw: bytes, limit: int) -> str:
+    """A field of the format (a dtype, a type tag) for an error message: shown when it
+    is short printable ASCII, as the sender wrote it; else not (it may be data)."""
+    if len(raw) <= limit and raw.isascii() and raw.decode("ascii").isprintable():
+        return repr(raw.decode("ascii"))
+    return f"({len(raw)} bytes, not shown)"
+
+
+def _dec_array(r: _Reader) -> np.ndarray:
+    raw_dtype = r.take(r.take(1)[0])
+    # only the forms encode() writes (byte order, kind, size): np.dtype parses much more
+    # (comma lists, shapes, field names) and fails on it with SyntaxError and others
+    if not _DTYPE_FORM.fullmatch(raw_dtype):
+        raise SerializationError(f"malformed message: invalid array dtype {_short(raw_dtype, 8)}")
+    try:
+        dt = np.dtype(raw_dtype.decode("ascii"))
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"malformed message: invalid array dtype {_short(raw_dtype, 8)}") from exc
+    if dt.kind not in "biuf" or dt.itemsize < 1:
+        raise SerializationError(f"malformed message: refusing array of dtype {dt}")
+    ndim = r.uvarint()
+    if ndim > _MAX_NDIM:
+        raise SerializationError(f"malformed message: array has {ndim} dimensions; at most {_MAX_NDIM} are allowed")
+    shape = tuple(r.uvarint() for _ in range(ndim))
+    count = math.prod(shape)  # Python ints: no silent int64 wrap-around
+    if count == 0:
+        # numpy refuses an empty shape whose other dimensions overflow its index type
+        if math.prod(d for d in shape if d) * dt.itemsize > _MAX_INTP:
+            raise SerializationError(f"malformed message: empty array of {ndim} dimensions too large for numpy")
+        return np.empty(shape, dtype=dt)
+    if count > r.left() // dt.itemsize:
+        raise SerializationError(
+            f"malformed message: array of {ndim} dimensions needs more than the {r.left()} bytes left in the message"
+        )
+    return np.frombuffer(r.take(count * dt.itemsize), dtype=dt).reshape(shape).copy()
+
+
+def _dec_dict(r: _Reader, depth: int) -> dict[Any, Any]:
+    n = r.uvarint()
+    if n > r.left() // 2:  # a key and a value take a byte each at least
+        raise SerializationError(f"malformed message: a dict of {n} entries in {r.left()} bytes")
+    out: dict[Any, Any] = {}
+    # ints hash to themselves modulo 2^61 - 1: keys chosen to share a hash would make
+    # building the dict quadratic, so a hash may be shared by a few keys only
+    int_hashes: dict[int, int] = {}
+    for _ in range(n):
+        k = _dec(r, depth + 1)
+        if not isinstance(k, (str, int)) or isinstance(k, bool):
+            raise SerializationError(f"malformed message: dict keys must be str or int; got {type(k).__name__}")
+        if isinstance(k, int):
+            h = hash(k)
+            int_hashes[h] = int_hashes.get(h, 0) + 1
+            if int_hashes[h] > _MAX_SHARED_HASH:
+                raise SerializationError(
+                    f"malformed message: more than {_MAX_SHARED_HASH} int dict keys with equal hashes"
+                )
+        if k in out:
+            raise SerializationError("malformed message: a dict key appears twice")
+        out[k] = _dec(r, depth + 1)
+    return out
+
+
+def _dec_ext(r: _Reader, depth: int) -> Any:
+    name = r.take(r.take(1)[0])
+    if name not in _EXT:
+        raise SerializationError(f"malformed message: unknown wire type {_short(name, 64)}")
+    from_wire = _EXT[name][2]
+    value = _dec(r, depth + 1)
+    tag = name.decode("ascii")
+    try:
+        return from_wire(value)
+    except PrivregError as exc:  # privreg's messages name no data
+        raise SerializationError(f"wire type {tag!r} rejected its value: {exc}") from exc
+    except (ValueError, TypeError, ArithmeticError, LookupError) as exc:  # others' messages may quote the value
+        raise SerializationError(f"wire type {tag!r} rejected its value ({type(exc).__name__})") from exc
+    except Exception as exc:
+        raise SerializationError(
+            f"wire type {tag!r} failed on its value with {type(exc).__name__} (a bug in its from_wire?)"
+        ) from exc
 
 
 def _dec(r: _Reader, depth: int) -> Any:
     if depth > _MAX_DEPTH:
-        raise SerializationError("message nests too deeply")
+        raise SerializationError(f"malformed message: nests too deeply (more than {_MAX_DEPTH} levels)")
     tag = r.take(1)
     if tag == b"N":
         return None
@@ -165,52 +261,43 @@ def _dec(r: _Reader, depth: int) -> Any:
     if tag == b"S":
         try:
             return r.take(r.uvarint()).decode("utf-8")
-        except UnicodeDecodeError:
-            raise SerializationError("string is not valid UTF-8") from None
+        except UnicodeDecodeError as exc:
+            raise SerializationError("malformed message: string is not valid UTF-8") from exc
     if tag == b"B":
         return r.take(r.uvarint())
     if tag == b"A":
-        raw_dtype = r.take(r.take(1)[0])
-        try:
-            dt = np.dtype(raw_dtype.decode("ascii"))
-        except (UnicodeDecodeError, TypeError, ValueError):
-            raise SerializationError(f"invalid array dtype {raw_dtype!r}") from None
-        if dt.kind not in "biuf":
-            raise SerializationError(f"refusing array of dtype {dt}")
-        ndim = r.uvarint()
-        if ndim > _MAX_NDIM:
-            raise SerializationError(f"array has {ndim} dimensions; at most {_MAX_NDIM} are allowed")
-        shape = tuple(r.uvarint() for _ in range(ndim))
-        count = 1
-        for dim in shape:  # Python ints: no silent int64 wrap-around
-            count *= dim
-        nbytes = count * dt.itemsize
-        if nbytes > len(r.data) - r.pos:
-            raise SerializationError(f"array of shape {shape} needs {nbytes} bytes; message is shorter")
-        return np.frombuffer(r.take(nbytes), dtype=dt).reshape(shape).copy()
+        return _dec_array(r)
     if tag in (b"L", b"U"):
-        items = [_dec(r, depth + 1) for _ in range(r.uvarint())]
+        n = r.uvarint()
+        if n > r.left():  # an item takes a byte at least
+            raise SerializationError(f"malformed message: a list of {n} items in {r.left()} bytes")
+        items = [_dec(r, depth + 1) for _ in range(n)]
         return items if tag == b"L" else tuple(items)
     if tag == b"M":
-        out = {}
-        for _ in range(r.uvarint()):
-            k = _dec(r, depth + 1)
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise SerializationError(f"dict keys must be str or int; got {type(k).__name__}")
-            out[k] = _dec(r, depth + 1)
-        return out
+        return _dec_dict(r, depth)
     if tag == b"X":
-        name = r.take(r.take(1)[0])
-        if name not in _EXT:
-            raise SerializationError(f"unknown wire type {name!r}")
-        return _EXT[name][2](_dec(r, depth + 1))
-    raise SerializationError(f"unknown tag {tag!r} at byte {r.pos - 1}")
+        return _dec_ext(r, depth)
+    raise SerializationError(f"malformed message: unknown tag {tag!r} at byte {r.pos - 1}")
 
 
 def decode(data: bytes) -> Any:
-    """Inverse of :func:`encode`; raises SerializationError on malformed input."""
-    r = _Reader(data)
-    value = _dec(r, 0)
-    if r.pos != len(r.data):
-        raise SerializationError(f"{len(r.data) - r.pos} trailing bytes after message")
+    """Inverse of :func:`encode`. Malformed input of any kind raises SerializationError
+    (nothing else), naming the cause; ``data`` that is not bytes-like raises PrivregTypeError.
+
+    Cost: time and memory linear in ``len(data)`` (objects built are at most a few dozen
+    times the bytes they come from; arrays, ints, str and bytes about their own size),
+    plus what the ``from_wire`` functions of registered types spend on their values.
+    """
+    try:
+        r = _Reader(data)
+    except TypeError:
+        raise PrivregTypeError(f"data must be bytes; got {type(data).__name__}") from None
+    try:
+        value = _dec(r, 0)
+    except SerializationError:
+        raise
+    except Exception as exc:  # a safety net; KeyboardInterrupt and the like pass
+        raise SerializationError(f"malformed message: decoding raised {type(exc).__name__}") from exc
+    if r.left():
+        raise SerializationError(f"malformed message: {r.left()} trailing bytes after the message")
     return value
