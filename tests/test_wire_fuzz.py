@@ -302,3 +302,26 @@ _pieces = st.one_of(
 def test_message_like_bytes_decode_or_raise_serialization_error(data):
     with contextlib.suppress(SerializationError):
         decode(data)
+
+
+@pytest.mark.parametrize("kind", ["vector", "packed"])
+def test_a_received_fixed_point_power_beyond_the_key_is_refused(kind):
+    """A peer must not make the receiver compute scale ** power for an absurd power."""
+    from privreg.crypto import packing, vector
+
+    kp = cached_keypair(256)
+    real = encrypt(kp.public_key, [1.5, -0.25], bound=2, codec=FixedPoint(scale=2**8))
+    if kind == "vector":
+        t = list(vector._to_wire(real))
+        t[2] = 2**40  # power
+        tag = "privreg.paillier.EncryptedVector"
+    else:
+        t = list(packing._to_wire(pack(real).rerandomize()))
+        t[8] = 2**40
+        tag = "privreg.paillier.PackedCiphertexts"
+    data = encode(kp.public_key) + b""  # the key must be known to the receiver
+    assert decode(data) == kp.public_key
+    with pytest.raises(SerializationError, match="rejected its value"):
+        decode(_encode_tree(_Ext(tag, tuple(t))))
+    t[8 if kind == "packed" else 2] = 1
+    decode(_encode_tree(_Ext(tag, tuple(t))))  # the genuine power still decodes

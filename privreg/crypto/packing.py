@@ -39,7 +39,7 @@ from privreg.crypto.errors import PlaintextOverflowError
 from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey, lookup_public_key
 from privreg.crypto.modarith import mulmod_chunk
 from privreg.crypto.obfuscation import ObfuscatorPool, draw_obfuscators
-from privreg.crypto.vector import EncryptedVector, declared_bound
+from privreg.crypto.vector import EncryptedVector, declared_bound, fixed_point_fits
 from privreg.mpc.wire import register_type
 
 __all__ = ["PackedCiphertexts", "decrypt_packed", "pack", "unpack_plaintexts"]
@@ -300,8 +300,7 @@ def _from_wire(t: Any) -> PackedCiphertexts:
         or count < 0
         or len(blob) // width != -(-count // per_ct)
         or not 0 <= offset <= bound <= slot_bound < (1 << slot_bits)
-        or scale < 1
-        or power < 0
+        or not fixed_point_fits(pk, scale, power)
     ):
         raise SerializationError("malformed PackedCiphertexts layout")
     cts = [mpz.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]

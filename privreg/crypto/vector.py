@@ -54,6 +54,7 @@ __all__ = [
     "EncryptedVector",
     "check_bound",
     "declared_bound",
+    "fixed_point_fits",
     "decrypt",
     "decrypt_ints",
     "encrypt",
@@ -595,6 +596,13 @@ def _to_wire(vec: EncryptedVector) -> tuple[Any, ...]:
     return (pk.key_id, int(vec.scale), int(vec.power), int(vec.bound) if vec.bound_public else None, width, blob)
 
 
+def fixed_point_fits(pk: PaillierPublicKey, scale: int, power: int) -> bool:
+    """Whether a received fixed-point denominator ``scale ** power`` is sane: ``scale >= 1``,
+    ``power >= 0`` and ``scale ** power`` below ``n^2`` (a larger denominator encodes
+    nothing, and a peer could make decoding compute an enormous power)."""
+    return scale >= 1 and power >= 0 and (scale == 1 or power * (scale.bit_length() - 1) < 2 * pk.n_bits)
+
+
 def _from_wire(t: Any) -> EncryptedVector:
     if not (
         isinstance(t, tuple)
@@ -602,7 +610,7 @@ def _from_wire(t: Any) -> EncryptedVector:
         and isinstance(t[0], bytes)
         and isinstance(t[5], bytes)
         and all(isinstance(x, int) and not isinstance(x, bool) for x in (t[1], t[2], t[4]))
-        and (t[3] is None or isinstance(t[3], int))
+        and (t[3] is None or (isinstance(t[3], int) and not isinstance(t[3], bool)))
     ):
         raise SerializationError("malformed EncryptedVector")
     kid, scale, power, bound, width, blob = t
@@ -612,7 +620,7 @@ def _from_wire(t: Any) -> EncryptedVector:
             f"ciphertexts under unknown key {kid.hex()[:12]}: the sender must send its PaillierPublicKey "
             f"first, and the receiver must keep a reference to it"
         )
-    if width != (2 * pk.n_bits + 7) // 8 or len(blob) % width or scale < 1 or power < 0:
+    if width != (2 * pk.n_bits + 7) // 8 or len(blob) % width or not fixed_point_fits(pk, scale, power):
         raise SerializationError("malformed EncryptedVector (width, scale or power)")
     if bound is not None and not 0 <= bound <= pk.max_int:
         raise SerializationError("EncryptedVector bound outside the key's plaintext range")
