@@ -1,17 +1,14 @@
-"""``privreg party`` with MP-SPPRL: configs, the in-memory run, and four OS processes over TLS."""
+"""``privreg party`` with MP-SPPRL: configurations, refusals and the in-memory run (the
+runs as separate OS processes are in test_party_processes.py)."""
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from party_helpers import free_base_port
 
 from privreg.cli.main import main
 
@@ -30,32 +27,9 @@ OPTIONS = [
 PARTIES = ("linkage_unit", "P1", "P2", "P3")
 
 
-def _free_base_port(count: int) -> int:
-    """A port p such that p .. p + count - 1 are free now (bound and released)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count >= 65536:
-            continue
-        socks = []
-        try:
-            for i in range(count):
-                t = socket.socket()
-                socks.append(t)
-                t.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port range")
-
-
 def _init(tmp: Path, *extra: str) -> Path:
     run = tmp / "run"
-    base = _free_base_port(len(PARTIES))
+    base = free_base_port(len(PARTIES))
     code = main(["party", "init", "mp-spprl", str(run), "--seed", "11", "--base-port", str(base), *OPTIONS, *extra])
     assert code == 0
     return run
@@ -136,45 +110,3 @@ def test_config_without_tls_or_insecure_flag_is_refused(tmp_path: Path, capsys: 
     cfg.write_text(text[:start] + text[text.index("[peers]") :])
     assert main(["party", "run", str(cfg)]) == 2
     assert "insecure_plaintext = true" in capsys.readouterr().err
-
-
-def _spawn(config: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), *sys.path]))
-    return subprocess.Popen(
-        [sys.executable, "-m", "privreg", "party", "run", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def test_four_processes_over_mutual_tls_equal_the_in_process_run(tmp_path: Path) -> None:
-    run = _init(tmp_path)
-    copy = tmp_path / "copy"
-    shutil.copytree(run, copy)
-    procs = {p: _spawn(run / f"{p}.toml") for p in PARTIES}
-    outs = {}
-    for p, proc in procs.items():
-        try:
-            outs[p] = proc.communicate(timeout=240)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, f"{p}: {outs[p][1][-2000:]}"
-    assert main(["party", "simulate", *(str(copy / f"{p}.toml") for p in PARTIES)]) == 0
-    for p, name in [("linkage_unit", "groups.csv"), ("P1", "links.csv"), ("P2", "links.csv"), ("P3", "links.csv")]:
-        assert (run / "out" / p / name).read_bytes() == (copy / "out" / p / name).read_bytes()
-    run_ids = set()
-    for p in PARTIES:
-        record = json.loads((run / "out" / p / "run.json").read_text())
-        assert record["security"] == "mtls" and record["insecure_plaintext"] is False
-        assert set(record["peer_identities"]) == set(PARTIES) - {p}
-        run_ids.add(record["run_id"])
-        # message for message, the same transcript as in memory (sizes included)
-        net = json.loads((run / "out" / p / "transcript.json").read_text())["messages"]
-        mem = json.loads((copy / "out" / p / "transcript.json").read_text())["messages"]
-        key = lambda m: (m["direction"], m["peer"], m["step"])  # noqa: E731
-        assert sorted(map(key, net)) == sorted(map(key, mem))
-        assert sum(m["size_bytes"] for m in net) == sum(m["size_bytes"] for m in mem)
-    assert len(run_ids) == 1 and None not in run_ids
