@@ -14,6 +14,8 @@
     key = "certs/P1.key"            # and its private key
     # [tls.pins]                    # optional: SHA-256 fingerprints a peer's certificate must match
     # P2 = "5f0c..."
+    # [tls.peer_certificates]       # instead of ca: each peer's own (self-signed) certificate
+    # P2 = "certs/P2.pem"
 
     [peers]                         # every other party: host:port
     linkage_unit = "127.0.0.1:7100"
@@ -154,19 +156,24 @@ def load_party_config(path: str | Path) -> PartyConfig:
 
         if insecure:
             raise PrivregValueError(f"{path}: give either [tls] or insecure_plaintext = true, not both.")
-        keys = set(tls_table) - {"ca", "certificate", "key", "pins"}
+        keys = set(tls_table) - {"ca", "certificate", "key", "pins", "peer_certificates"}
         if keys or not {"certificate", "key"} <= set(tls_table):
             raise PrivregValueError(
-                f"{path}: [tls] takes certificate, key, ca and optionally [tls.pins]; got {sorted(tls_table)}."
+                f"{path}: [tls] takes certificate, key, ca and optionally [tls.pins] and [tls.peer_certificates]; "
+                f"got {sorted(tls_table)}."
             )
         pins = tls_table.get("pins", {})
         if not isinstance(pins, Mapping):
             raise PrivregTypeError(f"{path}: [tls.pins] must be a table party = fingerprint; got {pins!r}.")
+        anchors = tls_table.get("peer_certificates", {})
+        if not isinstance(anchors, Mapping):
+            raise PrivregTypeError(f"{path}: [tls.peer_certificates] must be a table party = file; got {anchors!r}.")
         tls = TlsConfig(
             certificate=_file(path, "[tls] certificate", tls_table["certificate"]),
             key=_file(path, "[tls] key", tls_table["key"]),
             ca=_file(path, "[tls] ca", tls_table["ca"]) if "ca" in tls_table else None,
             pins=dict(pins),
+            peer_certificates={str(k): _file(path, f"[tls.peer_certificates] {k}", f) for k, f in anchors.items()},
         )
     elif not insecure:
         raise PrivregValueError(
