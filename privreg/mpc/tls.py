@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import ssl
 import types
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +62,21 @@ class PeerIdentity:
     fingerprint: str
 
 
-def _path(name: str) -> Any:
+def _path(name: str) -> Callable[[Any], Path]:
     def convert(value: Any) -> Path:
         if not isinstance(value, (str, Path)):
             raise PrivregTypeError(f"{name} must be a path (str or Path); got {type(value).__name__}.")
         return Path(value)
 
     return convert
+
+
+def _certificate_path(value: Any) -> Path:
+    return _path("certificate")(value)
+
+
+def _key_path(value: Any) -> Path:
+    return _path("key")(value)
 
 
 def _optional_path(value: Any) -> Path | None:
@@ -119,8 +127,8 @@ class TlsConfig:
     the certificate fails here with the file named.
     """
 
-    certificate: Path = attrs.field(converter=_path("certificate"))
-    key: Path = attrs.field(converter=_path("key"))
+    certificate: Path = attrs.field(converter=_certificate_path)
+    key: Path = attrs.field(converter=_key_path)
     ca: Path | None = attrs.field(default=None, converter=_optional_path)
     pins: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
     peer_certificates: Mapping[str, Path] = attrs.field(factory=dict, converter=_frozen_mapping)
@@ -141,7 +149,9 @@ class TlsConfig:
         for party, pin in self.pins.items():
             v.check_name("pinned party name", party)
             if not isinstance(pin, str):
-                raise PrivregTypeError(f"the pin of {party!r} must be a str of 64 hex digits; got {type(pin).__name__}.")
+                raise PrivregTypeError(
+                    f"the pin of {party!r} must be a str of 64 hex digits; got {type(pin).__name__}."
+                )
             norm = pin.replace(":", "").lower()
             if len(norm) != 64 or any(c not in "0123456789abcdef" for c in norm):
                 raise PrivregValueError(
