@@ -118,7 +118,7 @@ from privreg.core import validation as v
 from privreg.core.errors import DeadlockError, PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.mpc.tls import TlsConfig
 from privreg.mpc.transcript import Message, count_ciphertexts
-from privreg.mpc.transport import InMemoryTransport, _Queued
+from privreg.mpc.transport import InMemoryTransport, QueuedMessage
 from privreg.mpc.wire import decode, encode
 
 __all__ = ["DEFAULT_MESSAGE_LIMIT", "META_LIMIT", "PREAUTH_FRAME_LIMIT", "TcpTransport"]
@@ -812,7 +812,7 @@ class TcpTransport(InMemoryTransport):
             if receiver not in self._active:
                 return  # the receiver has finished: nobody will read it
             conn.queued += len(data)
-            self._enqueue(sender, receiver, _Queued(step, data=data, source=conn))
+            self._enqueue(sender, receiver, QueuedMessage(step, data=data, source=conn))
         elif kind == "F" and len(meta) == 5 and not data:
             _, _, _, party, failure = meta
             if party not in conn.hosted or not (failure is None or isinstance(failure, str)):
@@ -821,14 +821,14 @@ class TcpTransport(InMemoryTransport):
         else:
             raise ProtocolError("unknown frame kind")
 
-    def _dequeued(self, item: _Queued) -> None:
+    def _dequeued(self, item: QueuedMessage) -> None:
         conn = item.source
         if isinstance(conn, _Conn) and item.data is not None:
             conn.queued -= len(item.data)
             if conn.queued < self._queue_limit:
                 conn.room.set()
 
-    def _unpack(self, sender: str, receiver: str, item: _Queued) -> Any:
+    def _unpack(self, sender: str, receiver: str, item: QueuedMessage) -> Any:
         data = item.data
         if data is None:  # from a party hosted here
             return item.payload

@@ -20,7 +20,7 @@ from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.mpc.transcript import Message, Transcript, count_ciphertexts
 from privreg.mpc.wire import decode, encode
 
-__all__ = ["Transport", "InMemoryTransport"]
+__all__ = ["Transport", "InMemoryTransport", "QueuedMessage"]
 
 
 class Transport(ABC):
@@ -59,7 +59,7 @@ class Transport(ABC):
         """``party`` returned (``error`` None) or failed; it will neither send nor receive again."""
 
 
-class _Queued:
+class QueuedMessage:
     """A delivered message waiting for its receiver: its step and either the receiver's
     decoded copy (``payload``) or, for messages decoded only when read, the encoded bytes
     (``data``) and where they came from (``source``)."""
@@ -109,7 +109,7 @@ class InMemoryTransport(Transport):
     def open(self, parties: Sequence[str]) -> None:
         """Start a fresh run: empty queues, a new transcript."""
         self.transcript = Transcript(keep_payloads=self.keep_payloads, parties=parties)
-        self._queues: dict[tuple[str, str], deque[_Queued]] = defaultdict(deque)
+        self._queues: dict[tuple[str, str], deque[QueuedMessage]] = defaultdict(deque)
         self._waiting: dict[str, tuple[str, asyncio.Future[None]]] = {}
         self._parties = set(parties)
         self._active = set(parties)
@@ -134,19 +134,19 @@ class InMemoryTransport(Transport):
         )
         self.transcript.record(msg)
         # the receiver gets its own copy: what it does with it cannot alter the record
-        self._enqueue(sender, receiver, _Queued(step, payload=payload))
+        self._enqueue(sender, receiver, QueuedMessage(step, payload=payload))
 
-    def _enqueue(self, sender: str, receiver: str, item: _Queued) -> None:
+    def _enqueue(self, sender: str, receiver: str, item: QueuedMessage) -> None:
         self._queues[(sender, receiver)].append(item)
         waiter = self._waiting.get(receiver)
         if waiter is not None and waiter[0] == sender and not waiter[1].done():
             del self._waiting[receiver]
             waiter[1].set_result(None)
 
-    def _dequeued(self, item: _Queued) -> None:
+    def _dequeued(self, item: QueuedMessage) -> None:
         """Called when ``item`` leaves its queue (hook: flow control)."""
 
-    def _unpack(self, sender: str, receiver: str, item: _Queued) -> Any:
+    def _unpack(self, sender: str, receiver: str, item: QueuedMessage) -> Any:
         """The payload the receiver gets for ``item`` (hook: decode when read)."""
         return item.payload
 
