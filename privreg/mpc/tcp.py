@@ -54,21 +54,23 @@ Resource bounds (every length is checked before anything is allocated for it):
   when a local party reads them (then recorded in the transcript).
 - ``P`` = ``max_pending_connections`` (default 32): connections that have not finished
   the TLS handshake and hello. When full, the oldest is closed to admit the newcomer, so
-  idle or slow connections cannot lock a genuine peer out; each gets at most
-  ``handshake_timeout`` seconds. Once every remote party is in, the transport stops
-  listening.
+  idle or slow connections cannot lock a genuine peer out; at most ``P`` of them hold TLS
+  state at once, each for at most ``handshake_timeout`` seconds. Once every remote party
+  is in, the transport stops listening.
 
 The memory the transport itself holds for its connections is at most::
 
-    P * (H + T + C)  +  N * (Q + 3 * L + 2 * M + T + C)
+    P * (H + T + C)  +  N * (Q + 3 * L + 2 * M + 2 * (T + C))
 
-where ``N`` is the number of remote processes, ``T`` the TLS read buffer asyncio
-allocates per TLS connection (256 KiB on CPython 3.11; 0 in plaintext) and ``C`` = 16 KiB
-a generous per-connection allowance for the objects of the connection. (``Q + L``: the
-queue, which one last message may overshoot; ``2 * L``: the frame being read and its
-copy.) Not counted: payloads once a local party has read them (they are the
-protocol's), the kernel's socket buffers and OpenSSL's own buffers (up to about 0.5 MiB
-per TLS connection, outside the Python heap).
+where ``N`` is the number of remote processes (each has one connection in, one out),
+``T`` the TLS read buffer asyncio allocates per TLS connection (256 KiB on CPython 3.11;
+0 in plaintext) and ``C`` = 32 KiB a generous per-connection allowance for the objects
+of the connection. (``Q + L``: the queue, which one last message may overshoot;
+``2 * L``: the frame being read and its copy.) With the defaults and TLS, the
+pre-authentication term is about 9.1 MiB. Not counted: payloads once a local party has
+read them (they are the protocol's), what the local parties send (in flight in the
+outgoing buffers until the peer reads), the kernel's socket buffers and OpenSSL's own
+buffers (up to about 0.5 MiB per TLS connection, outside the Python heap).
 
 Transcripts: each process records the messages its local parties send, and those they
 read; ``size_bytes`` is the length of the encoded payload (the framing is not counted),
@@ -476,6 +478,7 @@ class TcpTransport(InMemoryTransport):
         self._all_claimed = asyncio.Event()
         self._claims: dict[str, tuple[_Conn, bytes, str | None]] = {}  # party -> (conn, nonce, fingerprint)
         self._pending: dict[_Conn, None] = {}  # insertion-ordered: the oldest first
+        self._slots = asyncio.Semaphore(self.max_pending_connections)
         self._conns: set[_Conn] = set()
         self._refusals: list[str] = []
         self._connection_errors: list[str] = []
@@ -679,25 +682,41 @@ class TcpTransport(InMemoryTransport):
     async def _serve(self, conn: _Conn) -> None:
         """Authenticate one incoming connection, then read its run frames."""
         try:
-            try:
-                await asyncio.wait_for(self._authenticate(conn), self.handshake_timeout)
-            except asyncio.TimeoutError:
-                raise _Refused(
-                    f"no TLS handshake and hello within handshake_timeout={self.handshake_timeout}s"
-                ) from None
+            await self._slots.acquire()  # at most P connections hold TLS state before authentication
         except asyncio.CancelledError:
             self._pending.pop(conn, None)
             conn.abort()
             return
+        ok = False
+        try:
+            ok = await self._admit(conn)
+        finally:
+            if not ok:
+                conn.abort()
+                with contextlib.suppress(asyncio.CancelledError):
+                    for _ in range(3):  # let asyncio run the closing callbacks that free the TLS state
+                        await asyncio.sleep(0)
+            self._slots.release()
+        if ok:
+            await self._read_run(conn)
+
+    async def _admit(self, conn: _Conn) -> bool:
+        """Whether ``conn`` completed the TLS handshake and an accepted hello in time."""
+        try:
+            await asyncio.wait_for(self._authenticate(conn), self.handshake_timeout)
+            return True
+        except asyncio.TimeoutError:
+            self._pending.pop(conn, None)
+            self._refuse_note(f"{conn.peer}: no TLS handshake and hello within {self.handshake_timeout}s")
+        except asyncio.CancelledError:  # evicted for a newer connection, or the transport stops
+            self._pending.pop(conn, None)
         except Exception as exc:  # noqa: BLE001 -- an unauthenticated peer must not fail the run
             self._pending.pop(conn, None)
             self._refuse_note(f"{conn.peer}: {type(exc).__name__}: {exc}")
             if isinstance(exc, ProtocolError) and conn.transport is not None:
                 with contextlib.suppress(Exception):
                     conn.write(_frame(("R", str(exc))))
-            conn.abort()
-            return
-        await self._read_run(conn)
+        return False
 
     async def _authenticate(self, conn: _Conn) -> None:
         fingerprint: str | None = None
