@@ -26,9 +26,11 @@ PER_CONN = 32 * 1024
 
 
 def documented_bound(*, pending, message_limit, queued, remote_processes, tls):
-    """The memory bound of privreg.mpc.tcp's module docstring."""
+    """The memory bound of privreg.mpc.tcp's module docstring (with its allowance for
+    TLS buffers asyncio releases late during a flood of connections)."""
     t = TLS_BUFFER if tls else 0
-    return pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN) + remote_processes * (
+    gc_lag = pending * t
+    return gc_lag + pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN) + remote_processes * (
         queued + 3 * message_limit + 2 * META_LIMIT + 2 * (t + PER_CONN)
     )
 

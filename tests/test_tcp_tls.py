@@ -281,7 +281,7 @@ def test_duplicate_and_out_of_order_frames_are_refused(pki, cls, expected):
 def test_a_second_claim_of_a_party_is_refused_and_the_first_stays(pki):
     """Two processes with valid certificates for bob: the first claim wins, the second gets
     an explicit refusal (not a silent success)."""
-    a = honest("alice", tls=tls_for(pki, "alice"), connect_timeout=5.0, recv_timeout=2.0, linger_timeout=1.0)
+    a = honest("alice", tls=tls_for(pki, "alice"), connect_timeout=3.0, recv_timeout=2.0, linger_timeout=1.0)
     fake = FakePeer("bob", ["alice", "bob"], tls=tls_for(pki, "bob"))
     b = honest("bob", tls=tls_for(pki, "bob"), connect_timeout=2.0)
     a.set_peers({"bob": fake.address})

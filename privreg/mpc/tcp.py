@@ -70,7 +70,11 @@ of the connection. (``Q + L``: the queue, which one last message may overshoot;
 pre-authentication term is about 9.1 MiB. Not counted: payloads once a local party has
 read them (they are the protocol's), what the local parties send (in flight in the
 outgoing buffers until the peer reads), the kernel's socket buffers and OpenSSL's own
-buffers (up to about 0.5 MiB per TLS connection, outside the Python heap).
+buffers (up to about 0.5 MiB per TLS connection, outside the Python heap). Under a flood
+of TLS connections, asyncio may release the buffer ``T`` of closed handshakes some loop
+iterations late: allow another ``P * T`` (measured: peaks plateau near ``2 * P`` TLS
+buffers, 17.5 MiB with the defaults, during a burst of 300 connections; the cause of the
+lag is not pinned down).
 
 Transcripts: each process records the messages its local parties send, and those they
 read; ``size_bytes`` is the length of the encoded payload (the framing is not counted),
@@ -113,6 +117,7 @@ import socket
 import ssl
 import struct
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -180,6 +185,22 @@ def _names(value: Any) -> list[str] | None:
     return sorted(names) if len(set(names)) == len(names) else None
 
 
+def _forget_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames in ``exc``'s tracebacks: a failed TLS
+    handshake leaves a reference cycle (future, exception, frame) that would keep
+    asyncio's per-connection TLS buffer alive until the next garbage collection."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
+            traceback.clear_frames(e.__traceback__)
+        todo += [e.__cause__, e.__context__]
+
+
 class _Refused(ProtocolError):
     """A connection that does not get in; the text is sent to the peer when possible."""
 
@@ -208,6 +229,7 @@ class _Conn(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._eof = False
         self.securing = False  # during start_tls, self.transport is the raw one: do not pause it
+        self.lost = False
 
     # -- asyncio protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -245,7 +267,17 @@ class _Conn(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._eof = True
+        self.lost = True
         self._wake()
+
+    async def gone(self, rounds: int = 50) -> None:
+        """Wait (a few loop iterations at most) until asyncio has closed this connection
+        and released what it held for it (a TLS handshake's buffer included)."""
+        for _ in range(rounds):
+            t = self.transport
+            if t is None or self.lost or (self.securing and t.get_protocol() is None):
+                return
+            await asyncio.sleep(0)
 
     # -- reading
     def _pause(self) -> None:
@@ -685,6 +717,7 @@ class TcpTransport(InMemoryTransport):
             await self._slots.acquire()  # at most P connections hold TLS state before authentication
         except asyncio.CancelledError:
             self._pending.pop(conn, None)
+            self._conns.discard(conn)
             conn.abort()
             return
         ok = False
@@ -692,10 +725,10 @@ class TcpTransport(InMemoryTransport):
             ok = await self._admit(conn)
         finally:
             if not ok:
+                self._conns.discard(conn)  # forget it: a flood of connections must not accumulate
                 conn.abort()
                 with contextlib.suppress(asyncio.CancelledError):
-                    for _ in range(3):  # let asyncio run the closing callbacks that free the TLS state
-                        await asyncio.sleep(0)
+                    await conn.gone()  # the slot is free once asyncio has dropped the TLS state
             self._slots.release()
         if ok:
             await self._read_run(conn)
@@ -705,12 +738,15 @@ class TcpTransport(InMemoryTransport):
         try:
             await asyncio.wait_for(self._authenticate(conn), self.handshake_timeout)
             return True
-        except asyncio.TimeoutError:
+        except asyncio.TimeoutError as exc:
+            _forget_frames(exc)
             self._pending.pop(conn, None)
             self._refuse_note(f"{conn.peer}: no TLS handshake and hello within {self.handshake_timeout}s")
-        except asyncio.CancelledError:  # evicted for a newer connection, or the transport stops
+        except asyncio.CancelledError as exc:  # evicted for a newer connection, or the transport stops
+            _forget_frames(exc)
             self._pending.pop(conn, None)
         except Exception as exc:  # noqa: BLE001 -- an unauthenticated peer must not fail the run
+            _forget_frames(exc)
             self._pending.pop(conn, None)
             self._refuse_note(f"{conn.peer}: {type(exc).__name__}: {exc}")
             if isinstance(exc, ProtocolError) and conn.transport is not None:
@@ -995,6 +1031,9 @@ class TcpTransport(InMemoryTransport):
         tasks = [c.task for c in self._conns if c.task is not None]
         for conn in self._conns:
             conn.abort()  # the readers see end of stream and return
+        if not self._ready.is_set():  # the run never started: readers still wait for it
+            for task in tasks:
+                task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
         for task in tasks:
