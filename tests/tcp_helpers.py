@@ -30,8 +30,10 @@ def documented_bound(*, pending, message_limit, queued, remote_processes, tls):
     TLS buffers asyncio releases late during a flood of connections)."""
     t = TLS_BUFFER if tls else 0
     gc_lag = pending * t
-    return gc_lag + pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN) + remote_processes * (
-        queued + 3 * message_limit + 2 * META_LIMIT + 2 * (t + PER_CONN)
+    return (
+        gc_lag
+        + pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN)
+        + remote_processes * (queued + 3 * message_limit + 2 * META_LIMIT + 2 * (t + PER_CONN))
     )
 
 
