@@ -281,8 +281,8 @@ def test_arguments_are_validated(records):
 def test_linkage_unit_and_parties_on_two_tcp_transports(records, kp):
     """One process, two transports on loopback: the linkage unit on one, the data parties
     on the other; every message between them crosses a socket."""
-    lu_t = TcpTransport(local=[LINKAGE_UNIT], recv_timeout=60.0, session="pprl-test")
-    parties_t = TcpTransport(local=list(PARTIES), recv_timeout=60.0, session="pprl-test")
+    lu_t = TcpTransport(local=[LINKAGE_UNIT], recv_timeout=60.0, insecure_plaintext=True)
+    parties_t = TcpTransport(local=list(PARTIES), recv_timeout=60.0, insecure_plaintext=True)
     lu_t.set_peers(dict.fromkeys(PARTIES, parties_t.address))
     parties_t.set_peers({LINKAGE_UNIT: lu_t.address})
     proto = protocol(records, kp, rng=None)

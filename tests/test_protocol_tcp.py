@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -21,8 +22,10 @@ from crypto_keys import cached_keypair
 from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.protocol import Party, Protocol
 from privreg.crypto.compare import SecureComparison
+from privreg.mpc.certs import create_test_pki, fingerprint
 from privreg.mpc.runtime import arun_protocol, run_protocol
 from privreg.mpc.tcp import TcpTransport
+from privreg.mpc.tls import TlsConfig
 from privreg.mpc.transcript import Message, Traffic, Transcript
 from privreg.mpc.transport import InMemoryTransport
 
@@ -52,9 +55,13 @@ class FnProtocol(Protocol):
         return {p.name: "whatever it receives" for p in self._parties}
 
 
+def fingerprint_of(pem_path):
+    return fingerprint(ssl.PEM_cert_to_DER_cert(Path(pem_path).read_text()))
+
+
 def pair(local_a, local_b, **kw):
-    a = TcpTransport(local=local_a, **kw)
-    b = TcpTransport(local=local_b, **kw)
+    a = TcpTransport(local=local_a, insecure_plaintext=True, **kw)
+    b = TcpTransport(local=local_b, insecure_plaintext=True, **kw)
     a.set_peers(dict.fromkeys(local_b, b.address))
     b.set_peers(dict.fromkeys(local_a, a.address))
     return a, b
@@ -78,7 +85,13 @@ def keyed(transcript):
 # ------------------------------------------------------------------ two processes
 
 
-def test_secure_comparison_with_parties_in_two_processes():
+def test_secure_comparison_with_parties_in_two_processes(tmp_path):
+    """Over mutual TLS, with certificates from a throw-away test CA."""
+    pki = create_test_pki(tmp_path, ["keyholder", "holder"])
+    tls = {
+        p: {"certificate": str(pki[p]["certificate"]), "key": str(pki[p]["key"]), "ca": str(pki["ca"]["certificate"])}
+        for p in ("keyholder", "holder")
+    }
     kp = cached_keypair(512, 5)
     bits = 8
     a = [0, 0, 255, 255, 17, 200, 128]
@@ -89,7 +102,7 @@ def test_secure_comparison_with_parties_in_two_processes():
     try:
         import tcp_protocol_worker
 
-        child = ctx.Process(target=tcp_protocol_worker.run_holder, args=(q_in, q_out, bits, b))
+        child = ctx.Process(target=tcp_protocol_worker.run_holder, args=(q_in, q_out, bits, b, tls["holder"]))
         child.start()
     finally:
         sys.path.remove(str(HERE))
@@ -97,15 +110,17 @@ def test_secure_comparison_with_parties_in_two_processes():
         kind, child_addr = q_out.get(timeout=60)
         assert kind == "address", child_addr
         transport = TcpTransport(
-            local=["keyholder"], peers={"holder": child_addr}, recv_timeout=60.0, session="two-process-test"
+            local=["keyholder"], peers={"holder": child_addr}, recv_timeout=60.0, tls=TlsConfig(**tls["keyholder"])
         )
         q_in.put({"keyholder": transport.address})
         proto = SecureComparison(
             bits=bits, count=len(a), output="both", keypair=kp, keyholder_values=a, allow_insecure=True
         )
         res = run_protocol(proto, transport=transport)
-        status, child_outputs, child_transcript = q_out.get(timeout=60)
+        status, child_outputs, child_transcript, child_run_id = q_out.get(timeout=60)
         assert status == "ok", child_outputs
+        assert transport.security == "mtls" and transport.run_id == child_run_id
+        assert transport.peer_identities == {"holder": fingerprint_of(pki["holder"]["certificate"])}
     finally:
         child.join(timeout=30)
         if child.is_alive():
@@ -234,15 +249,31 @@ def test_missing_peer_address_and_session_mismatch():
     async def b(ch):
         await ch.send("a", 1, step="s")
 
-    lonely = TcpTransport(local=["a"])
+    async def c(ch):
+        return None
+
+    lonely = TcpTransport(local=["a"], insecure_plaintext=True)
     (res,) = run_split(FnProtocol(a=a, b=b), lonely)
     assert isinstance(res, ProtocolError) and "no address" in str(res) and "set_peers" in str(res)
-    ta = TcpTransport(local=["a"], session="one", recv_timeout=0.5, linger_timeout=0.5)
-    tb = TcpTransport(local=["b"], session="two", recv_timeout=0.5, linger_timeout=0.5)
+    # the two processes run different party sets: the connecting one is refused, with the reason
+    ta = TcpTransport(local=["a"], insecure_plaintext=True, connect_timeout=1.0, linger_timeout=0.5)
+    tb = TcpTransport(local=["b"], insecure_plaintext=True, connect_timeout=1.0, linger_timeout=0.5)
     ta.set_peers({"b": tb.address})
-    tb.set_peers({"a": ta.address})
-    ra, _ = run_split(FnProtocol(a=a, b=b), ta, tb)
-    assert isinstance(ra, ProtocolError) and "session" in str(ra)
+    tb.set_peers({"a": ta.address, "c": ta.address})
+
+    async def main():
+        return await asyncio.wait_for(
+            asyncio.gather(
+                arun_protocol(FnProtocol(a=a, b=b), transport=ta),
+                arun_protocol(FnProtocol(a=a, b=b, c=c), transport=tb),
+                return_exceptions=True,
+            ),
+            TIMEOUT,
+        )
+
+    ra, rb = asyncio.run(main())
+    assert isinstance(rb, ProtocolError) and "refused this process" in str(rb) and "runs parties" in str(rb)
+    assert isinstance(ra, ProtocolError)
 
 
 def test_unreachable_peer_fails_after_connect_timeout():
@@ -252,27 +283,27 @@ def test_unreachable_peer_fails_after_connect_timeout():
     async def b(ch):
         return None
 
-    closed = TcpTransport(local=["b"])
+    closed = TcpTransport(local=["b"], insecure_plaintext=True)
     address = closed.address
     closed.close()  # nothing listens there any more
-    t = TcpTransport(local=["a"], peers={"b": address}, connect_timeout=0.3)
+    t = TcpTransport(local=["a"], peers={"b": address}, connect_timeout=0.3, insecure_plaintext=True)
     (res,) = run_split(FnProtocol(a=a, b=b), t)
     assert isinstance(res, ProtocolError) and "cannot connect" in str(res)
 
 
 def test_transport_arguments_are_validated():
     with pytest.raises(PrivregValueError, match="at least one"):
-        TcpTransport(local=[])
+        TcpTransport(local=[], insecure_plaintext=True)
     with pytest.raises(PrivregValueError):
-        TcpTransport(local=["bad name"])
-    t = TcpTransport(local=["a"])
+        TcpTransport(local=["bad name"], insecure_plaintext=True)
+    t = TcpTransport(local=["a"], insecure_plaintext=True)
     try:
         with pytest.raises(PrivregValueError, match="port"):
             t.set_peers({"b": ("127.0.0.1", 0)})
         with pytest.raises(PrivregValueError, match="local"):
             t.set_peers({"a": ("127.0.0.1", 5000)})
         with pytest.raises(PrivregValueError, match="recv_timeout"):
-            TcpTransport(local=["a"], recv_timeout=0)
+            TcpTransport(local=["a"], recv_timeout=0, insecure_plaintext=True)
     finally:
         t.close()
 

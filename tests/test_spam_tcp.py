@@ -22,7 +22,7 @@ def run_bob(q_in, q_out, w, count):
     try:
         from crypto_keys import cached_keypair
 
-        transport = TcpTransport(local=["bob"], recv_timeout=60.0, session="spam-eval")
+        transport = TcpTransport(local=["bob"], recv_timeout=60.0, insecure_plaintext=True)
         q_out.put(("address", transport.address))
         transport.set_peers(q_in.get(timeout=60))
         cfg = EvaluationConfig(d=D, w_bound=1.0, workers=1)
@@ -47,7 +47,7 @@ def test_evaluation_with_bob_in_another_process():
     try:
         kind, addr = q_out.get(timeout=60)
         assert kind == "address", addr
-        transport = TcpTransport(local=["carol"], peers={"bob": addr}, recv_timeout=60.0, session="spam-eval")
+        transport = TcpTransport(local=["carol"], peers={"bob": addr}, recv_timeout=60.0, insecure_plaintext=True)
         q_in.put({"carol": transport.address})
         cfg = EvaluationConfig(d=D, w_bound=1.0, workers=1)
         res = run_protocol(

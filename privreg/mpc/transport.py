@@ -16,11 +16,11 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import Any
 
-from privreg.core.errors import DeadlockError, ProtocolError
+from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.mpc.transcript import Message, Transcript, count_ciphertexts
 from privreg.mpc.wire import decode, encode
 
-__all__ = ["Transport", "InMemoryTransport"]
+__all__ = ["Transport", "InMemoryTransport", "QueuedMessage"]
 
 
 class Transport(ABC):
@@ -32,8 +32,11 @@ class Transport(ABC):
     def open(self, parties: Sequence[str]) -> None:
         """Prepare for a run between ``parties``."""
 
-    async def start(self, parties: Sequence[str]) -> None:
-        """Prepare for a run inside the event loop that will run it (default: :meth:`open`)."""
+    async def start(self, parties: Sequence[str], *, max_message_bytes: int | None = None) -> None:
+        """Prepare for a run inside the event loop that will run it (default: :meth:`open`).
+
+        ``max_message_bytes`` is the protocol's bound on one encoded message
+        (:meth:`privreg.core.protocol.Protocol.max_message_bytes`), or None."""
         self.open(parties)
 
     def hosted(self, parties: Sequence[str]) -> tuple[str, ...]:
@@ -56,19 +59,57 @@ class Transport(ABC):
         """``party`` returned (``error`` None) or failed; it will neither send nor receive again."""
 
 
+class QueuedMessage:
+    """A delivered message waiting for its receiver: its step and either the receiver's
+    decoded copy (``payload``) or, for messages decoded only when read, the encoded bytes
+    (``data``) and where they came from (``source``)."""
+
+    __slots__ = ("data", "payload", "source", "step")
+
+    def __init__(self, step: str, *, payload: Any = None, data: bytes | None = None, source: Any = None) -> None:
+        self.step = step
+        self.payload = payload
+        self.data = data
+        self.source = source
+
+
+def _checked_limit(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PrivregValueError(
+            f"max_message_bytes must be None or a positive int (bytes); got {value!r}. "
+            f"A protocol's max_message_bytes() must return one of these."
+        )
+    return value
+
+
 class InMemoryTransport(Transport):
     """All parties in one event loop. Detects deadlock: if every live party is waiting
     for a message that nobody can send, each waiting party gets a ProtocolError saying
-    who waits for whom."""
+    who waits for whom.
+
+    A message is encoded once and decoded once (the receiver's copy); with
+    ``keep_payloads=True`` it is decoded a second time for the transcript, so that what
+    the receiver does with its copy cannot alter the record. When the run's protocol
+    bounds its messages (:meth:`~privreg.core.protocol.Protocol.max_message_bytes`), a
+    larger message fails its sender, as it would on a network transport.
+    """
 
     def __init__(self, *, keep_payloads: bool = True) -> None:
         self.keep_payloads = keep_payloads
+        self.message_limit: int | None = None
         self.open(())
+
+    async def start(self, parties: Sequence[str], *, max_message_bytes: int | None = None) -> None:
+        limit = _checked_limit(max_message_bytes)
+        self.open(parties)
+        self.message_limit = limit
 
     def open(self, parties: Sequence[str]) -> None:
         """Start a fresh run: empty queues, a new transcript."""
         self.transcript = Transcript(keep_payloads=self.keep_payloads, parties=parties)
-        self._queues: dict[tuple[str, str], deque[tuple[Message, Any]]] = defaultdict(deque)
+        self._queues: dict[tuple[str, str], deque[QueuedMessage]] = defaultdict(deque)
         self._waiting: dict[str, tuple[str, asyncio.Future[None]]] = {}
         self._parties = set(parties)
         self._active = set(parties)
@@ -93,18 +134,39 @@ class InMemoryTransport(Transport):
         )
         self.transcript.record(msg)
         # the receiver gets its own copy: what it does with it cannot alter the record
-        self._queues[(sender, receiver)].append((msg, payload))
+        self._enqueue(sender, receiver, QueuedMessage(step, payload=payload))
+
+    def _enqueue(self, sender: str, receiver: str, item: QueuedMessage) -> None:
+        self._queues[(sender, receiver)].append(item)
         waiter = self._waiting.get(receiver)
         if waiter is not None and waiter[0] == sender and not waiter[1].done():
             del self._waiting[receiver]
             waiter[1].set_result(None)
+
+    def _dequeued(self, item: QueuedMessage) -> None:
+        """Called when ``item`` leaves its queue (hook: flow control)."""
+
+    def _unpack(self, sender: str, receiver: str, item: QueuedMessage) -> Any:
+        """The payload the receiver gets for ``item`` (hook: decode when read)."""
+        return item.payload
+
+    def _check_size(self, sender: str, step: str, size: int) -> None:
+        limit = self.message_limit
+        if limit is not None and size > limit:
+            raise ProtocolError(
+                f"party {sender!r} sent a {size}-byte message at step {step!r}, above the run's message limit of "
+                f"{limit} bytes (the protocol's max_message_bytes() or the transport's max_message_bytes); "
+                f"raise the limit or send smaller messages"
+            )
 
     async def send(self, *, sender: str, receiver: str, step: str, payload: Any) -> None:
         self._known(sender, "sender")
         self._known(receiver, "receiver")
         if sender == receiver:
             raise ProtocolError(f"party {sender!r} sent a message to itself at step {step!r}")
-        self._deliver(sender=sender, receiver=receiver, step=step, data=encode(payload))
+        data = encode(payload)
+        self._check_size(sender, step, len(data))
+        self._deliver(sender=sender, receiver=receiver, step=step, data=data)
         await asyncio.sleep(0)  # let the receiver run: keeps interleavings fair
 
     async def _wait(self, receiver: str, sender: str, fut: asyncio.Future[None]) -> None:
@@ -120,10 +182,11 @@ class InMemoryTransport(Transport):
             self._waiting[receiver] = (sender, fut)
             self._check_deadlock()
             await self._wait(receiver, sender, fut)
-        msg, payload = queue.popleft()
-        if step is not None and msg.step != step:
-            raise ProtocolError(f"party {receiver!r} expected step {step!r} from {sender!r} but got step {msg.step!r}")
-        return payload
+        item = queue.popleft()
+        self._dequeued(item)
+        if step is not None and item.step != step:
+            raise ProtocolError(f"party {receiver!r} expected step {step!r} from {sender!r} but got step {item.step!r}")
+        return self._unpack(sender, receiver, item)
 
     def finished(self, party: str, error: BaseException | None = None) -> None:
         self._active.discard(party)

@@ -1,0 +1,351 @@
+"""TcpTransport against a hostile network (issue #18): oversized length prefixes before
+and after authentication, slow drips, floods of idle connections, floods of messages,
+and replayed plaintext bytes. The honest transport runs in this process; each attack runs
+in threads with plain blocking sockets, and tracemalloc measures the honest side's peak
+Python memory during the attack against the bound documented in privreg.mpc.tcp."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import socket
+import ssl
+import struct
+import threading
+import time
+import tracemalloc
+
+import pytest
+from tcp_helpers import HEAD, FakePeer, FnProtocol, documented_bound, frame, honest, run_all, tls_for, wire
+
+from privreg.core.errors import ProtocolError
+from privreg.mpc.certs import create_test_pki
+from privreg.mpc.wire import encode
+
+LIMIT = 64 * 1024  # the message limit of these runs
+QUEUED = 4 * LIMIT
+PENDING = 32
+GIB2 = 2**31
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return create_test_pki(tmp_path_factory.mktemp("pki"), ["alice", "bob"])
+
+
+async def _alice(ch):
+    return await ch.recv("bob", step="secret")
+
+
+async def _bob(ch):
+    await ch.send("alice", "the real value", step="secret")
+    return "sent"
+
+
+def secret():
+    return FnProtocol(alice=_alice, bob=_bob)
+
+
+def _pair(pki, tls=True, **kw):
+    opts = dict(max_message_bytes=LIMIT, max_pending_connections=PENDING, connect_timeout=20.0)
+    opts.update(kw)
+    if tls:
+        a = honest("alice", tls=tls_for(pki, "alice"), **opts)
+        b = honest("bob", tls=tls_for(pki, "bob"), **opts)
+    else:
+        a = honest("alice", insecure_plaintext=True, **opts)
+        b = honest("bob", insecure_plaintext=True, **opts)
+    wire([a, b])
+    return a, b
+
+
+def attack_then_run(pki, attack, *, tls=True, **kw):
+    """Start alice; run ``attack(alice.address)`` in a thread while measuring the traced
+    peak; then start bob. Returns (alice result, bob result, peak bytes, attack result)."""
+    a, b = _pair(pki, tls=tls, **kw)
+
+    async def main():
+        task = asyncio.ensure_future(run_all(secret(), [a]))
+        await asyncio.sleep(0.2)  # alice listens and is in its barrier
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            got = await asyncio.get_running_loop().run_in_executor(None, attack, a.address)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+        (rb,) = await run_all(secret(), [b])
+        (ra,) = await task
+        return ra, rb, peak, got
+
+    return asyncio.run(main())
+
+
+def _bound(tls, remote=1):
+    return documented_bound(pending=PENDING, message_limit=LIMIT, queued=QUEUED, remote_processes=remote, tls=tls)
+
+
+def _closed_within(sock, seconds):
+    """Seconds until the peer closes ``sock`` (reads and discards), or None."""
+    sock.settimeout(0.1)
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            if not sock.recv(65536):
+                return time.monotonic() - start
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - start
+    return None
+
+
+def _ok(ra, rb):
+    assert not isinstance(ra, BaseException), ra
+    assert not isinstance(rb, BaseException), rb
+    assert ra.outputs == {"alice": "the real value"}
+
+
+# ------------------------------------------------------------------ before authentication
+
+
+def test_two_gib_prefix_on_the_tls_port_before_the_handshake(pki):
+    def attack(addr):
+        socks = [socket.create_connection(addr) for _ in range(2 * PENDING)]
+        for s in socks:
+            s.sendall(struct.pack(">IQ", GIB2, GIB2) + b"\x00" * 1000)
+        times = [_closed_within(s, 3.0) for s in socks]
+        for s in socks:
+            s.close()
+        return times
+
+    ra, rb, peak, times = attack_then_run(pki, attack)
+    _ok(ra, rb)
+    assert all(t is not None and t < 1.5 for t in times), times  # the handshake fails at once
+    assert peak < _bound(tls=True), (peak, _bound(tls=True))
+    print(f"peak {peak / 2**20:.2f} MiB, bound {_bound(tls=True) / 2**20:.2f} MiB")
+
+
+def test_two_gib_prefix_after_the_tls_handshake_before_the_hello(pki):
+    ctx = tls_for(pki, "bob").client_context()
+
+    def attack(addr):
+        answers = []
+        socks = []
+        for _ in range(PENDING):
+            s = ctx.wrap_socket(socket.create_connection(addr))
+            s.sendall(HEAD.pack(GIB2, 0))
+            socks.append(s)
+        for s in socks:
+            s.settimeout(3.0)
+            try:
+                head = s.recv(HEAD.size)
+                meta_len, _ = HEAD.unpack(head)
+                answers.append(s.recv(meta_len))
+            except (OSError, struct.error) as exc:
+                answers.append(repr(exc).encode())
+            s.close()
+        return answers
+
+    ra, rb, peak, answers = attack_then_run(pki, attack)
+    _ok(ra, rb)
+    assert all(b"above the limit" in a and b"refused unread" in a for a in answers), answers[:2]
+    assert peak < _bound(tls=True), (peak, _bound(tls=True))
+    print(f"peak {peak / 2**20:.2f} MiB, bound {_bound(tls=True) / 2**20:.2f} MiB")
+
+
+def test_slow_drip_is_cut_at_handshake_timeout(pki):
+    def attack(addr):
+        s = socket.create_connection(addr)
+        s.settimeout(0.2)
+        start = time.monotonic()
+        try:
+            while time.monotonic() - start < 5.0:
+                s.sendall(b"\x16")
+                try:
+                    if not s.recv(1):
+                        break
+                except TimeoutError:
+                    pass
+        except OSError:
+            pass
+        s.close()
+        return time.monotonic() - start
+
+    ra, rb, peak, took = attack_then_run(pki, attack, handshake_timeout=1.0)
+    _ok(ra, rb)
+    assert 0.8 < took < 2.5, took
+    assert peak < _bound(tls=True)
+
+
+def test_three_hundred_idle_connections_do_not_lock_out_the_real_peer(pki):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 1000
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}: cannot open 300 connections both ways")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    socks = []
+
+    def attack(addr):
+        for _ in range(300):
+            socks.append(socket.create_connection(addr))
+        time.sleep(0.3)
+        return len(socks)
+
+    try:
+        ra, rb, peak, n = attack_then_run(pki, attack, handshake_timeout=5.0)
+    finally:
+        for s in socks:
+            s.close()
+    _ok(ra, rb)
+    assert n == 300 and peak < _bound(tls=True), (peak, _bound(tls=True))
+    print(f"peak {peak / 2**20:.2f} MiB, bound {_bound(tls=True) / 2**20:.2f} MiB")
+
+
+# ------------------------------------------------------------------ after authentication
+
+
+def _fake_bob_run(pki, script, *, alice=None, tls=True, **kw):
+    """alice (honest, in this loop) against a scripted bob; returns (alice result, peak, fake)."""
+    opts = dict(max_message_bytes=LIMIT, max_pending_connections=PENDING, connect_timeout=10.0, linger_timeout=1.0)
+    opts.update(kw)
+    if tls:
+        a = honest("alice", tls=tls_for(pki, "alice"), **opts)
+    else:
+        a = honest("alice", insecure_plaintext=True, **opts)
+    fake = FakePeer("bob", ["alice", "bob"], tls=tls_for(pki, "bob") if tls else None)
+    a.set_peers({"bob": fake.address})
+
+    async def main():
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            task = asyncio.ensure_future(run_all(FnProtocol(alice=alice or _alice, bob=_bob), [a], timeout=60))
+            threads = fake.run(a.address, script)
+            (ra,) = await task
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+        fake.close()
+        for t in threads:
+            t.join(5)
+        return ra, peak
+
+    ra, peak = asyncio.run(main())
+    return ra, peak, fake
+
+
+def test_two_gib_prefix_after_the_hello_breaks_only_that_connection(pki):
+    def script(sock, run_id):
+        sock.sendall(HEAD.pack(40, GIB2))
+        time.sleep(0.5)
+
+    ra, peak, fake = _fake_bob_run(pki, script)
+    assert not fake.errors, fake.errors
+    assert isinstance(ra, ProtocolError)
+    assert "alice waits for bob" in str(ra) and "broke the transport protocol" in str(ra)
+    assert "above the limit" in str(ra) and str(GIB2) in str(ra)
+    assert peak < _bound(tls=True)
+
+
+def test_a_message_flood_is_held_by_backpressure(pki):
+    count, size = 40, LIMIT - 100
+
+    def script(sock, run_id):
+        for seq in range(1, count + 1):
+            data = encode(b"x" * (size - 10))
+            sock.sendall(frame(("M", run_id, seq, "flood", "bob", "alice"), data))
+        sock.sendall(frame(("F", run_id, count + 1, "bob", None)))
+
+    async def late_reader(ch):
+        await asyncio.sleep(1.0)  # the flood arrives meanwhile; alice reads nothing yet
+        total = 0
+        for _ in range(count):
+            total += len(await ch.recv("bob", step="flood"))
+        return total
+
+    ra, peak, fake = _fake_bob_run(pki, script, alice=late_reader)
+    assert not fake.errors, fake.errors
+    assert not isinstance(ra, BaseException), ra
+    assert ra.outputs == {"alice": count * (size - 10)}
+    bound = _bound(tls=True)
+    assert peak < bound, (peak, bound)
+    print(f"flood: {count * size / 2**20:.1f} MiB sent, peak {peak / 2**20:.2f} MiB, bound {bound / 2**20:.2f} MiB")
+
+
+# ------------------------------------------------------------------ plaintext replay
+
+
+async def _recording_proxy(target, log):
+    """A TCP proxy to ``target`` that records the bytes flowing back from it in ``log``."""
+
+    async def pump(reader, writer, record):
+        try:
+            while data := await reader.read(65536):
+                if record is not None:
+                    record.append(data)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def handle(cr, cw):
+        tr, tw = await asyncio.open_connection(*target)
+        await asyncio.gather(pump(cr, tw, log["up"]), pump(tr, cw, log["down"]))
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def test_replayed_plaintext_bytes_are_refused_by_run_id(pki):
+    a1, b1 = _pair(pki, tls=False)
+    to_alice = {"up": [], "down": []}  # bob -> alice: hello and frames; alice -> bob: the ack
+    to_bob = {"up": [], "down": []}  # alice -> bob: hello and frames; bob -> alice: the ack
+
+    async def run1():
+        pa = await _recording_proxy(a1.address, to_alice)
+        pb = await _recording_proxy(b1.address, to_bob)
+        b1.set_peers({"alice": pa.sockets[0].getsockname()[:2]})
+        a1.set_peers({"bob": pb.sockets[0].getsockname()[:2]})
+        res = await run_all(secret(), [a1, b1])
+        pa.close()
+        pb.close()
+        return res
+
+    ra1, _ = asyncio.run(run1())
+    assert ra1.outputs == {"alice": "the real value"}
+    bob_stream = b"".join(to_alice["up"])  # what bob's process sent to alice's
+    bob_ack = b"".join(to_bob["down"])  # what bob's process answered alice's hello with
+
+    # run 2: a fresh alice; the attacker replays bob's bytes both ways
+    a2 = honest("alice", insecure_plaintext=True, linger_timeout=1.0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    a2.set_peers({"bob": listener.getsockname()[:2]})
+
+    def attacker():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(bob_ack)
+        s = socket.create_connection(a2.address)
+        s.sendall(bob_stream)
+        time.sleep(1.0)
+        s.close()
+        conn.close()
+
+    thread = threading.Thread(target=attacker, daemon=True)
+    thread.start()
+    (ra2,) = asyncio.run(run_all(secret(), [a2]))
+    thread.join(5)
+    listener.close()
+    assert isinstance(ra2, ProtocolError) and "frame from another run" in str(ra2)
+    assert a2.run_id != a1.run_id
+
+
+def test_ssl_module_is_tls13_only(pki):
+    ctx = tls_for(pki, "alice").server_context()
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3 and ctx.verify_mode == ssl.CERT_REQUIRED
+    assert not tls_for(pki, "alice").client_context().check_hostname
