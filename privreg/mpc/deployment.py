@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -259,7 +259,7 @@ def run_party(deployment: Deployment, config: PartyConfig) -> PartyRun:
         port=config.listen[1],
         tls=config.tls,
         insecure_plaintext=config.insecure_plaintext,
-        **config.timeouts,
+        **cast("dict[str, Any]", config.timeouts),  # only the *_timeout keywords (party_config.TIMEOUTS)
     )
     with timer.phase("protocol"):
         result = asyncio.run(arun_protocol(proto, transport=transport))
