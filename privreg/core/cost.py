@@ -29,8 +29,8 @@ import contextvars
 import io
 import math
 import os
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Iterator, Mapping
+from typing import IO, Any, ClassVar
 
 import attrs
 
@@ -137,7 +137,7 @@ class Limits:
     max_workers: int = attrs.field(factory=_cpu_count, converter=_workers)
 
     #: ``privreg run`` options, and the field each sets.
-    OPTIONS = {
+    OPTIONS: ClassVar[Mapping[str, str]] = {
         "--max-memory-gib": "max_memory_gib",
         "--max-seconds": "max_seconds",
         "--max-input-gib": "max_input_gib",
