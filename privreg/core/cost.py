@@ -196,8 +196,9 @@ def use_limits(limits: Limits | None) -> Iterator[Limits]:
 class _Capped(io.RawIOBase):
     """A read-only binary stream that refuses to yield more than ``cap`` bytes."""
 
-    def __init__(self, inner: IO[bytes], cap: int, what: str) -> None:
-        self._inner, self._cap, self._what, self._seen = inner, cap, what, 0
+    def __init__(self, inner: IO[bytes], cap_gib: float, what: str) -> None:
+        self._inner, self._cap, self._what, self._seen = inner, int(cap_gib * GIB), what, 0
+        self._cap_gib = cap_gib
 
     def readable(self) -> bool:
         return True
@@ -210,7 +211,7 @@ class _Capped(io.RawIOBase):
         if self._seen > self._cap:
             raise ResourceLimitError(
                 f"{self._what} expands to more than {format_bytes(self._cap)} when decompressed, above "
-                f"--max-input-gib {self._cap / GIB:g}; pass a larger --max-input-gib if the input is that large"
+                f"--max-input-gib {self._cap_gib:g}; pass a larger --max-input-gib if the input is that large"
             )
         view[:n] = data
         return n
@@ -221,10 +222,10 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
-def capped_reader(inner: IO[bytes], what: str, cap: int | None = None) -> io.BufferedReader:
+def capped_reader(inner: IO[bytes], what: str, cap_gib: float | None = None) -> io.BufferedReader:
     """``inner`` (a decompressing binary stream, e.g. ``gzip.open(path, "rb")``) wrapped so
-    that reading past ``cap`` expanded bytes (default: :func:`current_limits`'
+    that reading past ``cap_gib`` GiB of expanded bytes (default: :func:`current_limits`'
     ``--max-input-gib``) raises :class:`ResourceLimitError` naming ``what`` (a path, never
     the content). Closing the result closes ``inner``."""
-    limit = current_limits().max_input_bytes if cap is None else int(cap)
+    limit = current_limits().max_input_gib if cap_gib is None else float(cap_gib)
     return io.BufferedReader(_Capped(inner, limit, what), buffer_size=1 << 16)
