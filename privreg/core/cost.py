@@ -30,7 +30,7 @@ import io
 import math
 import os
 from collections.abc import Iterator, Mapping
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
@@ -76,10 +76,10 @@ def format_seconds(s: float) -> str:
 
 
 def _finite(x: Any) -> float:
-    x = float(x)
-    if math.isnan(x) or x < 0:
-        raise PrivregValueError(f"a cost must be a number >= 0; got {x!r}")
-    return x
+    y = float(x)
+    if math.isnan(y) or y < 0:
+        raise PrivregValueError(f"a cost must be a number >= 0; got {y!r}")
+    return y
 
 
 @attrs.frozen(kw_only=True)
@@ -97,17 +97,26 @@ class Cost:
         return f"about {format_bytes(self.memory_bytes)} of memory and {format_seconds(self.seconds)}"
 
 
-def _positive(name: str) -> Any:
-    def convert(x: Any) -> float:
-        try:
-            y = float(x)
-        except (TypeError, ValueError):
-            raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
-        if not math.isfinite(y) or y <= 0:
-            raise PrivregValueError(f"--{name} must be a finite number > 0; got {x!r}")
-        return y
+def _positive(name: str, x: Any) -> float:
+    try:
+        y = float(x)
+    except (TypeError, ValueError):
+        raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
+    if not math.isfinite(y) or y <= 0:
+        raise PrivregValueError(f"--{name} must be a finite number > 0; got {x!r}")
+    return y
 
-    return convert
+
+def _memory_gib(x: Any) -> float:
+    return _positive("max-memory-gib", x)
+
+
+def _seconds(x: Any) -> float:
+    return _positive("max-seconds", x)
+
+
+def _input_gib(x: Any) -> float:
+    return _positive("max-input-gib", x)
 
 
 def _workers(x: Any) -> int:
@@ -131,9 +140,9 @@ class Limits:
     """The limits a workflow run must fit (see the module docstring); each field is the
     ``privreg run`` option of the same name (``max_memory_gib`` is ``--max-memory-gib``)."""
 
-    max_memory_gib: float = attrs.field(default=8.0, converter=_positive("max-memory-gib"))
-    max_seconds: float = attrs.field(default=3600.0, converter=_positive("max-seconds"))
-    max_input_gib: float = attrs.field(default=1.0, converter=_positive("max-input-gib"))
+    max_memory_gib: float = attrs.field(default=8.0, converter=_memory_gib)
+    max_seconds: float = attrs.field(default=3600.0, converter=_seconds)
+    max_input_gib: float = attrs.field(default=1.0, converter=_input_gib)
     max_workers: int = attrs.field(factory=_cpu_count, converter=_workers)
 
     #: ``privreg run`` options, and the field each sets.
@@ -196,7 +205,7 @@ def use_limits(limits: Limits | None) -> Iterator[Limits]:
 class _Capped(io.RawIOBase):
     """A read-only binary stream that refuses to yield more than ``cap`` bytes."""
 
-    def __init__(self, inner: IO[bytes], cap_gib: float, what: str) -> None:
+    def __init__(self, inner: Any, cap_gib: float, what: str) -> None:
         self._inner, self._cap, self._what, self._seen = inner, int(cap_gib * GIB), what, 0
         self._cap_gib = cap_gib
 
@@ -222,7 +231,7 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
-def capped_reader(inner: IO[bytes], what: str, cap_gib: float | None = None) -> io.BufferedReader:
+def capped_reader(inner: Any, what: str, cap_gib: float | None = None) -> io.BufferedReader:
     """``inner`` (a decompressing binary stream, e.g. ``gzip.open(path, "rb")``) wrapped so
     that reading past ``cap_gib`` GiB of expanded bytes (default: :func:`current_limits`'
     ``--max-input-gib``) raises :class:`ResourceLimitError` naming ``what`` (a path, never
