@@ -280,7 +280,10 @@ def ngrams_workflow(
         workers=workers,
     )
     context.check_workers("workers", workers)
-    tokenizer = Tokenizer(pattern=token_pattern, lowercase=lowercase)
+    try:
+        tokenizer = Tokenizer(pattern=token_pattern, lowercase=lowercase)
+    except PrivregValueError as exc:
+        raise PrivregValueError(f"parameter token_pattern: {exc}") from None
     context.require("ngrams", estimate_ngrams(input, max_n=max_n, workers=workers, limits=context.limits))
     result = run_extraction(
         context=context,
