@@ -86,25 +86,13 @@ def test_registry_accepts_exactly_the_documented_range(item, param, value, ok):
             item.bind(values)
 
 
-# Factories that crash (not a PrivregError) on a value just inside a documented limit:
-# defects of the factory, not of the declaration; strict, so the mark goes with the fix.
-CRASHES = {
-    "gaussian:epsilon:min:in": "OverflowError calibrating sigma for epsilon = 5e-324",
-    "gaussian-thresholding:epsilon:min:in": "OverflowError calibrating sigma for epsilon = 5e-324",
-    "laplace-thresholding:epsilon:min:in": "OverflowError computing the threshold for epsilon = 5e-324",
-    "laplace-thresholding:delta:min:in": "math domain error computing the threshold for delta = 5e-324",
-}
-
-
 def _factory_cases():
     out = []
     for c in CASES:
         item, param, value, ok = c.values
         if item.kind is ItemKind.WORKFLOW:
             continue
-        reason = CRASHES.get(c.id)
-        marks = [pytest.mark.xfail(strict=True, raises=(ArithmeticError, ValueError), reason=reason)] if reason else []
-        out.append(pytest.param(item, param, value, ok, id=c.id, marks=marks))
+        out.append(pytest.param(item, param, value, ok, id=c.id))
     return out
 
 

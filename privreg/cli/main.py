@@ -23,6 +23,7 @@ from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import party as party_cli
 from privreg.core.charging import NoReleases, jsonable
+from privreg.core.cost import Limits
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
@@ -117,12 +118,14 @@ def _default_output(name: str) -> Path:
     return Path("privreg-out") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-_RUN_OPTIONS = ("--output", "-o", "--insecure-seed", "--budget-epsilon", "--budget-delta")
+_RUN_OPTIONS = ("--output", "-o", "--insecure-seed", "--budget-epsilon", "--budget-delta", *Limits.OPTIONS)
+_LIMITS_USAGE = "[--max-memory-gib G] [--max-seconds S] [--max-input-gib G] [--max-workers N]"
 
 
 def _split_run_options(args: argparse.Namespace) -> None:
     """Move the run options given after WORKFLOW out of the workflow's parameters."""
     rest: list[str] = []
+    args.limits = {}
     tokens = list(args.params)
     i = 0
     while i < len(tokens):
@@ -138,6 +141,8 @@ def _split_run_options(args: argparse.Namespace) -> None:
                     args.insecure_seed = int(raw)
                 except ValueError:
                     raise PrivregValueError(f"--insecure-seed must be an integer; got {raw!r}") from None
+            elif key in Limits.OPTIONS:
+                args.limits[Limits.OPTIONS[key]] = raw
             elif key.startswith("--budget-"):
                 try:
                     setattr(args, key[2:].replace("-", "_"), float(raw))
@@ -149,6 +154,7 @@ def _split_run_options(args: argparse.Namespace) -> None:
             rest.append(tokens[i])
         i += 1
     args.params = rest
+    args.limits = Limits(**args.limits)  # refuses a bad limit before anything is opened
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -157,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(t in ("-h", "--help") for t in args.params):
         print(
             f"usage: privreg run {item.name} [--PARAMETER VALUE ...] [--output DIR] "
-            f"[--insecure-seed N] [--budget-epsilon EPS] [--budget-delta DELTA]\n"
+            f"[--insecure-seed N] [--budget-epsilon EPS] [--budget-delta DELTA] {_LIMITS_USAGE}\n"
         )
         print(fmt.describe(item))
         return 0
@@ -216,7 +222,7 @@ def _execute(
 ) -> tuple[Any, float, Any]:
     """Run the workflow with ``charger``: ``(result, seconds, random source)``."""
     rng = _random_source(args.insecure_seed)
-    ctx = WorkflowContext(charger=charger, rng=rng, output_dir=output, echo=_echo)
+    ctx = WorkflowContext(charger=charger, rng=rng, output_dir=output, echo=_echo, limits=args.limits)
     timer = PhaseTimer()
     with timer.phase("run"):
         result = item.run(ctx, params)
@@ -317,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a workflow; 'privreg run NAME --help' lists its parameters",
         add_help=False,
         usage="privreg run WORKFLOW [--PARAMETER VALUE ...] [--output DIR] [--insecure-seed N] "
-        "[--budget-epsilon EPS] [--budget-delta DELTA]",
+        "[--budget-epsilon EPS] [--budget-delta DELTA] " + _LIMITS_USAGE,
     )
     p.add_argument("workflow", help="workflow name")
     p.add_argument("--output", "-o", metavar="DIR", help="output folder (default privreg-out/NAME-TIME)")

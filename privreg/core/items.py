@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from privreg.core import validation as v
+from privreg.core.cost import use_limits
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.params import REQUIRED, Param, params_of
 
@@ -248,7 +249,9 @@ class RegistryItem:
                 f"{self.name!r} is {what}, not a workflow: register it through "
                 f"privreg_register_workflows, or pass kind='workflow'"
             )
-        return self.factory(context=context, **self.bind(values, **kwargs))
+        params = self.bind(values, **kwargs)
+        with use_limits(getattr(context, "limits", None)):  # caps decompressed input while it is read
+            return self.factory(context=context, **params)
 
 
 def params_from(specs: Sequence[Param]) -> tuple[Param, ...]:

@@ -22,6 +22,8 @@ __all__ = [
     "check_count",
     "check_int",
     "check_name",
+    "check_header",
+    "split_columns",
 ]
 
 
@@ -130,3 +132,36 @@ def check_relation(name: str, value: Any) -> str:
     if relation not in RELATIONS:
         raise PrivregValueError(f"{name} must be one of {RELATIONS}; got {relation!r}.")
     return relation
+
+
+def check_header(header: Any, where: str) -> list[str]:
+    """The column names of a table's header row, stripped; an empty name or a name given
+    twice is refused (which column would a name pick?). Column names are schema, not
+    data, so the error may quote them."""
+    names = [str(h).strip() for h in header]
+    if any(not n for n in names):
+        raise PrivregValueError(
+            f"{where} has an empty column name in its header row; name every column (or remove the empty one)"
+        )
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise PrivregValueError(
+            f"{where} names column(s) {dupes} more than once in its header row; rename them so each name is unique"
+        )
+    return names
+
+
+def split_columns(name: str, text: str) -> list[str]:
+    """``"age,hours"`` -> ``["age", "hours"]``; ``""`` -> ``[]``. An empty name between
+    commas (``"age,,hours"``, a trailing comma) or a name given twice is refused."""
+    if not text.strip():
+        return []
+    names = [c.strip() for c in text.split(",")]
+    if any(not c for c in names):
+        raise PrivregValueError(
+            f"parameter {name} has an empty column name in {text!r}; separate non-empty names by single commas"
+        )
+    dupes = sorted({c for c in names if names.count(c) > 1})
+    if dupes:
+        raise PrivregValueError(f"parameter {name} names column(s) {dupes} more than once; give each column once")
+    return names

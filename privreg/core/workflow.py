@@ -15,10 +15,11 @@ from typing import Any
 import attrs
 
 from privreg.core.charging import Charger, EventLog
+from privreg.core.cost import Cost, Limits
 from privreg.core.errors import PrivregTypeError
 from privreg.core.randomness import RandomSource, resolve_random
 
-__all__ = ["WorkflowContext", "WorkflowResult", "DemoStep"]
+__all__ = ["WorkflowContext", "WorkflowResult", "DemoStep", "Cost", "Limits"]
 
 
 def _ignore(message: str) -> None:
@@ -33,12 +34,31 @@ def _output_dir(p: str | os.PathLike[str] | None) -> Path | None:
 class WorkflowContext:
     """Per-run services: ``charger`` (every release is charged here), ``rng`` (the OS
     CSPRNG unless a test source was passed explicitly), ``output_dir`` (``None``: write
-    nothing) and ``echo`` (progress messages for a human)."""
+    nothing), ``echo`` (progress messages for a human) and ``limits`` (the memory, time,
+    input and worker limits of :mod:`privreg.core.cost`; ``privreg run --max-memory-gib``
+    and friends).
+
+    Every workflow calls :meth:`require` with its cost estimate after reading and
+    validating its inputs and before its first charge; ``estimate`` then holds it."""
 
     charger: Charger = attrs.field(factory=EventLog)
     rng: RandomSource = attrs.field(default=None, converter=resolve_random)
     output_dir: Path | None = attrs.field(default=None, converter=_output_dir)
     echo: Callable[[str], None] = _ignore
+    limits: Limits = attrs.field(factory=Limits, validator=attrs.validators.instance_of(Limits))
+    estimate: Cost | None = attrs.field(default=None, init=False)
+
+    def require(self, workflow: str, cost: Cost) -> Cost:
+        """Refuse the run (:class:`~privreg.core.cost.ResourceLimitError`, nothing
+        charged) if ``cost`` is above :attr:`limits`; otherwise record it in
+        :attr:`estimate` and return it."""
+        self.limits.check(workflow, cost)
+        self.estimate = cost
+        return cost
+
+    def check_workers(self, name: str, workers: int | None) -> int | None:
+        """``workers`` if at most ``limits.max_workers`` (``--max-workers``); else refused."""
+        return self.limits.check_workers(name, workers)
 
     def output_path(self, name: str) -> Path | None:
         """``output_dir / name`` (folder created), or ``None`` when outputs are not kept."""

@@ -111,7 +111,9 @@ def _calibrate(epsilon: float, delta: float, dimension: int, calibration: str) -
             return multiple, delta_int, sigma_int
         # epsilon(delta) falls at least like 1/sigma near the target, so scaling sigma by
         # achieved/epsilon (plus a margin) usually verifies at the next step
-        factor = Fraction(achieved / epsilon) if math.isfinite(achieved) else Fraction(2)
+        # achieved / epsilon overflows for a subnormal epsilon: grow by the cap (2) then
+        ratio_now = achieved / epsilon
+        factor = Fraction(ratio_now) if math.isfinite(ratio_now) else Fraction(2)
         sigma_int = _dyadic_up(sigma_int * min(Fraction(2), factor) * (1 + Fraction(_SEARCH_TOL)))
     raise PrivregValueError(  # pragma: no cover - epsilon(delta) -> 0 as sigma -> inf
         f"could not verify a discrete Gaussian for epsilon={epsilon}, delta={delta}"

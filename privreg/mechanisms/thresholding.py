@@ -311,7 +311,9 @@ class LaplaceThresholding(_Thresholding):
         m = self._grid().multiple
         log_tail = math.log1p(-self.delta) / self.max_partitions  # log(1 - p*)
         p_star = -math.expm1(log_tail)
-        c = s * (-math.log(p_star) - math.log1p(math.exp(-1 / s)))
+        # -log p*, in log space when p* ~ delta / max_partitions underflows to 0 (subnormal delta)
+        neg_log_p = -math.log(p_star) if p_star > 0 else math.log(self.max_partitions) - math.log(self.delta)
+        c = s * (neg_log_p - math.log1p(math.exp(-1 / s)))
         t = m - 1 + math.ceil(c * (1 + _MARGIN) + 1)
         while self.key_release_probability(t) > p_star * (1 - _MARGIN):  # pragma: no cover - margin suffices
             t += 1

@@ -48,10 +48,18 @@ def fast_scale(scale: Fraction) -> Fraction:
         j -= 1
     if t > MAX_PART:
         raise PrivregValueError(
-            f"scale {float(scale):g} exceeds 2**40, the vectorised sampler's limit; use the "
+            f"scale {_approx(scale)} exceeds 2**40, the vectorised sampler's limit; use the "
             f"exact path (path='exact' on the mechanisms) for such noise"
         )
     return Fraction(t, 1 << j)
+
+
+def _approx(x: Fraction) -> str:
+    """``x`` as ``%g``, or its power of ten when it is beyond the float range."""
+    try:
+        return f"{float(x):g}"
+    except OverflowError:
+        return f"about 1e{len(str(x.numerator // x.denominator)) - 1}"
 
 
 def _bernoulli_exp_neg_fraction(u: NDArray[np.int64], t: int, rng: RandomSource) -> NDArray[np.bool_]:

@@ -18,15 +18,43 @@ from typing import Annotated, Any
 import attrs
 
 from privreg.accountant.shuffle import DEFAULT_SHUFFLE_BOUND, SHUFFLE_BOUNDS
+from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
-from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law
+from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law, english_words_loaded
 from privreg.plugins.heavy_hitters.privacy import central_epsilon, k_anonymity, local_epsilon
 from privreg.plugins.heavy_hitters.sampling import SAMPLERS
 from privreg.plugins.heavy_hitters.triehh import VOTE_METHODS, LDPTrieHH, TrieHHResult
 
-__all__ = ["oov_discovery", "format_layers"]
+__all__ = ["oov_discovery", "format_layers", "estimate_oov"]
+
+
+def estimate_oov(algorithm: LDPTrieHH, *, days: int, oov_per_day: float, vocabulary: int, votes: str) -> Cost:
+    """Peak memory and time of :func:`oov_discovery`, from its parameters: a layer's
+    ``T = N * days * oov_per_day`` simulated tokens (about 120 bytes each at the peak,
+    one layer in memory at a time), the lexicon (``1.5 * vocabulary`` words with personal
+    words, about ``250 + 8 * depth`` bytes each), the largest layer's vote table, and with
+    ``votes=reports`` the ``N B d`` report items. Time: about 1.5 us per simulated token of
+    the run, 30 us per lexicon word and 0.1 us per report item; plus 96 MiB and 5 s to
+    load wordfreq's English list unless this process has it already. Measured on the defaults
+    scaled down (``tests/test_cost.py``): within [1, 4] x the tracemalloc peak."""
+    layers = algorithm.depth * algorithm.passes
+    per_layer = algorithm.users_per_layer * days * oov_per_day
+    widest = algorithm.largest_layer_candidates
+    items = 0.0
+    if votes == "reports":
+        d = algorithm.randomizer(widest).subset_size
+        items = float(algorithm.users_per_layer) * algorithm.contribution_bound * d
+    memory = 120 * per_layer + (250 + 8 * algorithm.depth) * 1.5 * vocabulary + 16 * widest + 16 * items + (8 << 20)
+    seconds = 1.5e-6 * per_layer * layers + 3e-5 * vocabulary + 1e-7 * items * layers
+    if not english_words_loaded():  # wordfreq's list, loaded once per process
+        memory, seconds = memory + (96 << 20), seconds + 5.0
+    basis = (
+        f"{algorithm.users_per_layer} users x {days} days x {oov_per_day:g} words/day per layer, "
+        f"{layers} layers, {vocabulary} words"
+    )
+    return Cost(memory_bytes=memory, seconds=seconds, basis=basis)
 
 
 def format_layers(result: TrieHHResult) -> str:
@@ -60,30 +88,45 @@ def oov_discovery(
         ),
     ] = 1e-10,
     users_per_layer: Annotated[
-        int, Spec(doc="N: fresh users per trie layer (a run uses N * depth * passes users)", minimum=1)
+        int,
+        Spec(doc="N: fresh users per trie layer (a run uses N * depth * passes users)", minimum=1, maximum=100_000_000),
     ] = 20_000,
     contribution_bound: Annotated[
-        int, Spec(doc="B: reports per user (distinct prefixes, padded with the dummy gamma)", minimum=1)
+        int, Spec(doc="B: reports per user (distinct prefixes, padded with the dummy gamma)", minimum=1, maximum=1000)
     ] = 2,
-    max_prefixes: Annotated[int, Spec(doc="eta_max: prefixes kept per layer", minimum=1)] = 1000,
+    max_prefixes: Annotated[int, Spec(doc="eta_max: prefixes kept per layer", minimum=1, maximum=1_000_000)] = 1000,
     depth: Annotated[int, Spec(doc="D: trie depth (longest word found: D characters)", minimum=1, maximum=64)] = 15,
     passes: Annotated[
-        int, Spec(doc="tries built one after another on disjoint users; earlier words become known", minimum=1)
+        int,
+        Spec(doc="tries built one after another on disjoint users; earlier words become known", minimum=1, maximum=100),
     ] = 2,
     sampler: Annotated[
         str,
         Spec(doc="local sampler: greedy (most typed prefixes) or random (uniform distinct prefixes)", choices=SAMPLERS),
     ] = "random",
-    days: Annotated[int, Spec(doc="T: days of typing per simulated user", minimum=1)] = 60,
+    days: Annotated[
+        int, Spec(doc="T: days of typing per simulated user (at most 100 years)", minimum=1, maximum=36_500)
+    ] = 60,
     vocabulary: Annotated[
         int,
         Spec(doc="words of the simulated law (the most frequent English words, wordfreq)", minimum=2, maximum=300_000),
     ] = 30_000,
     known_words: Annotated[
-        int, Spec(doc="size of the known vocabulary V (the most frequent words); the rest are targets", minimum=0)
+        int,
+        Spec(
+            doc="size of the known vocabulary V (the most frequent words); the rest are targets",
+            minimum=0,
+            maximum=299_999,
+        ),
     ] = 1000,
     oov_per_day: Annotated[
-        float, Spec(doc="out-of-vocabulary words a simulated user types per day (Poisson mean)", **POSITIVE)
+        float,
+        Spec(
+            doc="out-of-vocabulary words a simulated user types per day (Poisson mean)",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=10_000,
+        ),
     ] = 0.5,
     personal_share: Annotated[
         float,
@@ -107,7 +150,7 @@ def oov_discovery(
             choices=list(VOTE_METHODS),
         ),
     ] = "aggregate",
-    show: Annotated[int, Spec(doc="discovered words printed per pass", minimum=0)] = 25,
+    show: Annotated[int, Spec(doc="discovered words printed per pass", minimum=0, maximum=1_000_000)] = 25,
 ) -> WorkflowResult:
     """Discover out-of-vocabulary words with LDP TrieHH (Sun et al. 2024, Algorithm 2)
     on a simulated population, and report coverage and privacy.
@@ -139,6 +182,10 @@ def oov_discovery(
         passes=passes,
         shuffle_bound=shuffle_bound,
         votes=votes,
+    )
+    context.require(
+        "oov-discovery",
+        estimate_oov(algorithm, days=days, oov_per_day=oov_per_day, vocabulary=vocabulary, votes=votes),
     )
     context.echo(f"oov-discovery: loading the {vocabulary} most frequent English words (wordfreq)")
     model = PopulationModel(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from privreg.core.charging import EventLog
+from privreg.core.cost import Cost, Limits
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
@@ -15,10 +16,10 @@ from privreg.plugins.ngrams.dpne import VALID_COUNTS, VARIANTS, ExtractionResult
 from privreg.plugins.ngrams.engines import LocalNgramEngine, NgramEngine, SparkNgramEngine
 from privreg.plugins.ngrams.levels import PRUNINGS
 from privreg.plugins.ngrams.noise_plan import METHODS
-from privreg.plugins.ngrams.partitions import PartitionedCorpus
+from privreg.plugins.ngrams.partitions import PARTITION_BYTES, PartitionedCorpus
 from privreg.plugins.ngrams.spamassassin import bundled_path
 
-__all__ = ["ngrams_workflow", "demo_steps", "run_extraction"]
+__all__ = ["ngrams_workflow", "demo_steps", "run_extraction", "estimate_ngrams"]
 
 _NAMES = {"dpne": "DPNE", "dpsu-all": "DPSU-all", "dpsu-even": "DPSU-even", "dpsu-single": "DPSU-single"}
 
@@ -74,6 +75,62 @@ def run_extraction(
         be.close()
 
 
+def _check_combination(
+    *,
+    method: str,
+    length: int | None,
+    max_n: int,
+    schedule: str,
+    decay: float | None,
+    valid_count: str,
+    sample_rate: float | None,
+    backend: str,
+    spark_master: str,
+    workers: int,
+) -> None:
+    """Refuse a parameter given without the setting it applies to (it would be ignored)."""
+    if method == "dpsu-single" and length is None:
+        raise PrivregValueError("method dpsu-single needs --length k (the one n-gram length to extract)")
+    if length is not None and method != "dpsu-single":
+        raise PrivregValueError(
+            f"parameter length applies only to --method dpsu-single; got it with --method {method}: drop --length"
+        )
+    if length is not None and length > max_n:
+        raise PrivregValueError(f"parameter length = {length} exceeds max_n = {max_n}; pass --length <= --max-n")
+    if method != "dpne" and (schedule != "equal" or decay is not None):
+        raise PrivregValueError(
+            f"parameters schedule and decay apply only to --method dpne; got them with --method {method}"
+        )
+    if decay is not None and schedule != "geometric":
+        raise PrivregValueError("parameter decay applies only to --schedule geometric: pass it, or drop --decay")
+    if sample_rate is not None and valid_count != "estimate":
+        raise PrivregValueError(
+            "parameter sample_rate applies only to --valid-count estimate: pass it, or drop --sample-rate"
+        )
+    if backend != "spark" and spark_master != "local[2]":
+        raise PrivregValueError("parameter spark_master applies only to --backend spark: pass it, or drop it")
+    if backend != "local" and workers != 1:
+        raise PrivregValueError("parameter workers applies only to --backend local (Spark has its own executors)")
+
+
+def estimate_ngrams(input: Path | None, *, max_n: int, workers: int, limits: Limits) -> Cost:
+    """Peak memory and time of :func:`ngrams_workflow` from the input's size: ``B``
+    expanded bytes (a compressed file counted four times its size, at most
+    ``--max-input-gib``), about ``B / 5`` tokens. Memory: each worker's partition
+    (``8 x PARTITION_BYTES``), the driver's merged count tables (24 bytes per token at
+    most) and 96 MiB of libraries; time: about 1.2 us per token per 9 lengths (12 s for 1e7
+    tokens at ``T = 9``, ``benchmarks/ngrams.py``) and 10 ns per input byte."""
+    path = bundled_path() if input is None else Path(input)
+    if not path.is_file():
+        raise PrivregValueError(f"input {str(path)!r} is not a file")
+    size = path.stat().st_size
+    expanded = min(size * (4 if path.suffix.lower() in (".gz", ".bz2") else 1), limits.max_input_bytes)
+    tokens = expanded / 5
+    memory = (96 << 20) + workers * 8 * PARTITION_BYTES + 24 * tokens
+    seconds = 1.2e-6 * tokens * max(1.0, max_n / 9) / max(1, min(workers, 2)) + 1e-8 * expanded
+    return Cost(memory_bytes=memory, seconds=seconds, basis=f"{size} bytes of input, T = {max_n}, {workers} worker(s)")
+
+
 def ngrams_workflow(
     *,
     context: WorkflowContext,
@@ -100,12 +157,19 @@ def ngrams_workflow(
     ] = 1e-7,
     max_n: Annotated[int, Spec(doc="T: the longest n-gram length extracted", minimum=1, maximum=64)] = 9,
     max_keys: Annotated[
-        int, Spec(doc="Delta_k: the most distinct k-grams one user contributes, for every length k", minimum=1)
+        int,
+        Spec(
+            doc="Delta_k: the most distinct k-grams one user contributes, for every length k",
+            minimum=1,
+            maximum=1_000_000,
+        ),
     ] = 300,
     method: Annotated[
         str, Spec(doc="dpne, or a DPSU baseline of Table 3 (dpsu-single needs --length)", choices=list(METHODS))
     ] = "dpne",
-    length: Annotated[int | None, Spec(doc="the one n-gram length of dpsu-single", minimum=1)] = None,
+    length: Annotated[
+        int | None, Spec(doc="the one n-gram length of dpsu-single (only with it; <= max_n)", minimum=1, maximum=64)
+    ] = None,
     schedule: Annotated[
         str,
         Spec(
@@ -114,7 +178,13 @@ def ngrams_workflow(
         ),
     ] = "equal",
     decay: Annotated[
-        float | None, Spec(doc="c of the geometric schedule, 0 < c < 1", minimum=0, exclusive_minimum=True, maximum=1)
+        float | None,
+        Spec(
+            doc="c of the geometric schedule, 0 < c < 1 (only with --schedule geometric)",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=1,
+        ),
     ] = None,
     eta: Annotated[
         float,
@@ -145,7 +215,12 @@ def ngrams_workflow(
     ] = "exact",
     sample_rate: Annotated[
         float | None,
-        Spec(doc="p of EstimateValidKgrams (default: about 2^20 draws)", minimum=0, exclusive_minimum=True, maximum=1),
+        Spec(
+            doc="p of EstimateValidKgrams (default: about 2^20 draws; only with --valid-count estimate)",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=1,
+        ),
     ] = None,
     backend: Annotated[
         str,
@@ -154,12 +229,19 @@ def ngrams_workflow(
             choices=["local", "spark"],
         ),
     ] = "local",
-    spark_master: Annotated[str, Spec(doc="Spark master URL when --backend spark")] = "local[2]",
-    token_pattern: Annotated[str, Spec(doc="regular expression matching one token")] = r"[\w']+",  # noqa: S107 -- a regex
+    spark_master: Annotated[str, Spec(doc="Spark master URL (only with --backend spark)")] = "local[2]",
+    token_pattern: Annotated[
+        str, Spec(doc="regular expression matching one token (never the empty string)")
+    ] = r"[\w']+",  # noqa: S107 -- a regex
     lowercase: Annotated[bool, Spec(doc="lower-case text before tokenizing")] = True,
     progress: Annotated[bool, Spec(doc="show a progress bar over lengths (needs tqdm)")] = False,
     workers: Annotated[
-        int, Spec(doc="processes that tokenize and run the per-partition passes (local backend)", minimum=1)
+        int,
+        Spec(
+            doc="processes that tokenize and run the per-partition passes (local backend; at most --max-workers)",
+            minimum=1,
+            maximum=1024,
+        ),
     ] = 1,
 ) -> WorkflowResult:
     """Differentially private n-gram extraction (Kim-Gopi-Kulkarni-Yekhanin 2021, paper 002):
@@ -185,13 +267,29 @@ def ngrams_workflow(
     sizes of the released sets, so an observer of the running time learns the corpus's
     scale. Run where timing is not observable.
     """
-    if method == "dpsu-single" and length is None:
-        raise PrivregValueError("method dpsu-single needs --length k (the one n-gram length to extract)")
+    _check_combination(
+        method=method,
+        length=length,
+        max_n=max_n,
+        schedule=schedule,
+        decay=decay,
+        valid_count=valid_count,
+        sample_rate=sample_rate,
+        backend=backend,
+        spark_master=spark_master,
+        workers=workers,
+    )
+    context.check_workers("workers", workers)
+    try:
+        tokenizer = Tokenizer(pattern=token_pattern, lowercase=lowercase)
+    except PrivregValueError as exc:
+        raise PrivregValueError(f"parameter token_pattern: {exc}") from None
+    context.require("ngrams", estimate_ngrams(input, max_n=max_n, workers=workers, limits=context.limits))
     result = run_extraction(
         context=context,
         input=input,
         backend=backend,
-        tokenizer=Tokenizer(pattern=token_pattern, lowercase=lowercase),
+        tokenizer=tokenizer,
         user_column=user_column,
         text_column=text_column,
         format=format,

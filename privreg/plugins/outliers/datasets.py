@@ -157,17 +157,19 @@ def standardise(points: np.ndarray) -> np.ndarray:
 
 def read_csv_points(path: Path, columns: Sequence[str] | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
     """The numeric columns ``columns`` (default: all) of a CSV file with a header row, as
-    a float64 matrix. Empty or non-numeric cells are an error naming the column (never the
-    cell or its row: they are data)."""
+    a float64 matrix. Empty, NaN or non-numeric cells are an error naming the column (never
+    the cell or its row: they are data); so is a header row with an empty or repeated
+    name."""
     p = Path(path)
     if not p.is_file():
         raise PrivregValueError(f"input {str(p)!r} is not a file; pass a CSV file with a header row")
     with p.open(newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
-        header = [h.strip() for h in next(reader, [])]
+        first = next(reader, [])
+        if not first:
+            raise PrivregValueError(f"{str(p)!r} is empty; it needs a header row and records")
+        header = v.check_header(first, repr(str(p)))
         rows = [r for r in reader if any(c.strip() for c in r)]
-    if not header:
-        raise PrivregValueError(f"{str(p)!r} is empty; it needs a header row and records")
     names = list(columns) if columns else header
     missing = [c for c in names if c not in header]
     if missing:
@@ -178,10 +180,12 @@ def read_csv_points(path: Path, columns: Sequence[str] | None = None) -> tuple[n
         for j, col in enumerate(idx):
             try:
                 out[i, j] = float(row[col])
+                if out[i, j] != out[i, j]:  # NaN: a missing value, as an empty cell
+                    raise ValueError
             except (ValueError, IndexError):
                 # the rule and the column (public schema), never the cell or its row
                 raise PrivregValueError(
-                    f"{str(p)!r}: column {names[j]!r} has a cell that is empty or not a number; "
+                    f"{str(p)!r}: column {names[j]!r} has a cell that is empty, NaN or not a number; "
                     f"every cell of the chosen columns must be a number. Clean the data or "
                     f"pick numeric columns with columns=..."
                 ) from None

@@ -4,25 +4,52 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
+from scipy.spatial import cKDTree
 
+from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec
+from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
 from privreg.plugins.outliers.params import Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
 from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
 
-__all__ = ["outlier_count_workflow", "outlier_subspaces_workflow"]
+__all__ = ["outlier_count_workflow", "outlier_subspaces_workflow", "estimate_outliers"]
 
 
 def _columns(text: str) -> list[str] | None:
-    names = [c.strip() for c in text.split(",") if c.strip()]
-    return names or None
+    return split_columns("columns", text) or None
+
+
+def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int = 1) -> Cost:
+    """Peak memory and time of the smooth bound of ``covers`` subspaces of ``points``
+    (``m`` records, ``d`` columns), with ``c`` the most records within ``2 radius`` of one
+    record (one KD-tree query): memory for the pairs within ``2r`` (``m c`` of 48 bytes) and
+    the KD-trees; time ``1 us`` per pair and record for ``d <= 2``; for ``d >= 3``
+    ``0.2 us * m c^3`` for truss/core/projection, and for ``exact`` the branch and
+    bound's worst case, ``1 us * m 2^c`` ball tests (usually far fewer: pass ``--cover
+    truss``, polynomial and close to exact, or raise ``--max-seconds``)."""
+    m, d = points.shape
+    scaled = points / math.sqrt(d)
+    c = int(cKDTree(scaled).query_ball_point(scaled, 2 * radius, return_length=True).max()) if m else 0
+    memory = 48 * m * c + 200 * m * d + (1 << 20)
+    if d <= 2:
+        seconds = 1e-6 * m * (c + 1) * max(1.0, math.log2(c + 1))
+    elif cover == "exact":
+        seconds = 1e-6 * m * 2.0 ** min(c, 1000)
+    else:
+        seconds = 2e-7 * m * (c + 1) ** 3
+    basis = f"{m} records x {d} column(s), up to {c} records within 2r of one, cover {cover}" + (
+        f", {covers} subspaces" if covers > 1 else ""
+    )
+    return Cost(memory_bytes=memory, seconds=covers * seconds, basis=basis)
 
 
 def _load(input: Path | None, columns: str, default) -> tuple[np.ndarray, tuple[str, ...], str]:
@@ -71,6 +98,7 @@ def outlier_count_workflow(
     columns with the exact cover, ``benchmarks/data_timing.py``).
     """
     points, names, source = _load(input, columns, synthetic_1)
+    context.require("outlier-count", estimate_outliers(points, radius, cover))
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius, step=step, cover=cover)
     context.echo(f"computing the smooth sensitivity bound over {points.shape[0]} records ...")
     out = mech.release(
@@ -103,8 +131,8 @@ def outlier_subspaces_workflow(
     context: WorkflowContext,
     input: Input = None,
     columns: Columns = "",
-    dimension: Annotated[int, Spec(doc="columns per candidate subspace", minimum=1)] = 1,
-    h: Annotated[int, Spec(doc="number of subspaces to find", minimum=1)] = 2,
+    dimension: Annotated[int, Spec(doc="columns per candidate subspace", minimum=1, maximum=64)] = 1,
+    h: Annotated[int, Spec(doc="number of subspaces to find", minimum=1, maximum=10_000)] = 2,
     k: K = 3,
     radius: Annotated[float, radius_spec("dimension")] = 0.13,
     epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon (selection and counts)", **POSITIVE)] = 2.0,
@@ -133,15 +161,38 @@ def outlier_subspaces_workflow(
     order taken from the data.
     """
     points, names, source = _load(input, columns, synthetic_2)
-    candidates = all_subspaces(points.shape[1], dimension)
-    if h > len(candidates):
-        raise PrivregValueError(f"h = {h} exceeds the {len(candidates)} subspaces of {dimension} column(s)")
+    if dimension > points.shape[1]:
+        raise PrivregValueError(
+            f"parameter dimension = {dimension} exceeds the {points.shape[1]} column(s) of the data; lower it"
+        )
+    n_candidates = math.comb(points.shape[1], dimension)
+    if h > n_candidates:
+        raise PrivregValueError(f"h = {h} exceeds the {n_candidates} subspaces of {dimension} column(s)")
     if not 0.0 <= count_fraction < 1.0:
         raise PrivregValueError(
             f"count_fraction must lie in [0, 1); got {count_fraction}. Use 0 to release only the "
             f"subspaces, e.g. 0.5 to spend half of epsilon on their counts"
         )
+    if count_fraction == 0 and (cover != "exact" or delta != 1e-6):
+        which = "cover" if cover != "exact" else "delta"
+        raise PrivregValueError(
+            f"parameter {which} applies only to the counts: pass count_fraction > 0 with it, or drop {which}"
+        )
     select_eps, count_eps = epsilon * (1.0 - count_fraction), epsilon * count_fraction
+    # the selection counts outliers in every candidate (KD-trees); the counts need h smooth bounds
+    first = points[:, :dimension]
+    select = estimate_outliers(first, radius, "core")
+    counted = estimate_outliers(first, radius, cover, covers=h) if count_eps > 0 else None
+    m = points.shape[0]
+    context.require(
+        "outlier-subspaces",
+        Cost(
+            memory_bytes=select.memory_bytes + (counted.memory_bytes if counted else 0) + 64 * n_candidates,
+            seconds=n_candidates * 1e-6 * m * (1 + math.log2(m + 1)) + (counted.seconds if counted else 0.0),
+            basis=f"{n_candidates} candidate subspaces of {m} records; " + (counted.basis if counted else select.basis),
+        ),
+    )
+    candidates = all_subspaces(points.shape[1], dimension)
     chosen = top_h_subspaces(
         points,
         k=k,

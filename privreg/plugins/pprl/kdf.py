@@ -29,6 +29,9 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 __all__ = [
     "HASH_LEN",
     "MIN_SECRET_BYTES",
+    "MIN_SECRET_FILE_BYTES",
+    "MAX_SECRET_FILE_BYTES",
+    "check_secret_file",
     "hkdf_extract",
     "hkdf_expand",
     "hkdf",
@@ -40,6 +43,10 @@ __all__ = [
 HASH_LEN = 32
 #: Minimum length of the shared secret: 16 bytes = 128 bits.
 MIN_SECRET_BYTES = 16
+#: A secret *file* holds raw random bytes: at least 32 (256 bits), at most 4096.
+MIN_SECRET_FILE_BYTES = 32
+MAX_SECRET_FILE_BYTES = 4096
+_FILE_FIX = "generate one with: head -c 32 /dev/urandom > secret.bin (and share it between the data parties only)"
 #: Application salt of the extract step (RFC 5869 Section 3.1: a fixed, public salt is fine).
 _SALT = b"privreg.plugins.pprl/hkdf-salt/v1"
 _INFO_PREFIX = b"privreg.plugins.pprl/v1/"
@@ -123,6 +130,40 @@ def check_secret(secret: Any, *, name: str = "secret") -> bytes:
             f"passphrase; pass at least 32 bytes if it is a hex/base64 token, otherwise {_FIX}"
         )
     return data
+
+
+def _looks_like_text(data: bytes) -> bool:
+    """Valid UTF-8 made only of printable characters and whitespace (a CSV, a note, a
+    passphrase, a hex or base64 token): 32 random bytes are that with probability < 1e-20."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c in "\t\n\r" for c in text)
+
+
+def check_secret_file(data: bytes, *, name: str = "secret_file") -> bytes:
+    """The content of a secret file if it can be key material; otherwise raise.
+
+    The rule: between :data:`MIN_SECRET_FILE_BYTES` (32) and :data:`MAX_SECRET_FILE_BYTES`
+    (4096) bytes, not text (UTF-8 holding only printable characters and whitespace: a CSV,
+    a note or a typed passphrase is not random key material, and a hex/base64 token in a
+    file is refused too: store the raw bytes), and :func:`check_secret`'s rules. The error
+    never quotes the content."""
+    data = _as_bytes(name, data)
+    if len(data) < MIN_SECRET_FILE_BYTES:
+        raise PrivregValueError(
+            f"{name} holds {len(data)} bytes; a secret file needs at least {MIN_SECRET_FILE_BYTES} random bytes; "
+            f"{_FILE_FIX}"
+        )
+    if len(data) > MAX_SECRET_FILE_BYTES:
+        raise PrivregValueError(
+            f"{name} holds {len(data)} bytes, more than the {MAX_SECRET_FILE_BYTES} a key file needs (is it a "
+            f"data file?); {_FILE_FIX}"
+        )
+    if _looks_like_text(data):
+        raise PrivregValueError(f"{name} is text, not random key material; {_FILE_FIX}")
+    return check_secret(data, name=name)
 
 
 def derive_key(secret: bytes, *, info: str, length: int = HASH_LEN) -> bytes:

@@ -10,13 +10,15 @@ phase times.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
+from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
-from privreg.crypto import MIN_KEY_BITS
+from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.mpc import run_protocol
 from privreg.plugins.pprl.blocking import BlockingConfig
@@ -30,14 +32,14 @@ from privreg.plugins.pprl.datasets import (
     synthetic_population,
 )
 from privreg.plugins.pprl.encoding import encode_records
-from privreg.plugins.pprl.kdf import check_secret
+from privreg.plugins.pprl.kdf import MAX_SECRET_FILE_BYTES, check_secret_file
 from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA, pseudopeople_schema
 from privreg.timing import PhaseTimer
 
-__all__ = ["DATASETS", "pprl_workflow", "prepare_parties", "demo_steps"]
+__all__ = ["DATASETS", "pprl_workflow", "prepare_parties", "demo_steps", "estimate_pprl"]
 
 #: ``--data`` choices.
 DATASETS = ("synthetic", "febrl", "febrl4", "pseudopeople")
@@ -75,7 +77,31 @@ def prepare_parties(*, data: str, parties: int, records: int, corruption: float,
 def _secret(path: Path | None, rng: Any) -> bytes:
     if path is None:
         return rng.random_bytes(32)
-    return check_secret(Path(path).read_bytes(), name="secret_file")
+    p = Path(path)
+    if not p.is_file():
+        raise PrivregValueError(f"parameter secret_file {str(p)!r} is not a file; {_KEY_HINT}")
+    if p.stat().st_size > MAX_SECRET_FILE_BYTES:  # never read a large file whole
+        return check_secret_file(b"\0" * (MAX_SECRET_FILE_BYTES + 1), name="secret_file")
+    return check_secret_file(p.read_bytes(), name="secret_file")
+
+
+_KEY_HINT = "generate one with: head -c 32 /dev/urandom > secret.bin"
+
+
+def estimate_pprl(*, records: int, parties: int, key_bits: int, workers: int | None) -> Cost:
+    """Peak memory and time of :func:`pprl_workflow` from its parameters: each party's
+    records (about 4 KB each with their Bloom filters and block keys) and 256 MiB of
+    libraries; time: about 30 Paillier operations per record and party at 3 ms each for a
+    2048-bit key (growing with the cube of the key size), over the workers, plus key
+    generation (2 s at 2048 bits, growing with the fourth power)."""
+    rows = records * parties
+    scale = key_bits / 2048
+    cpus = max(1, min(workers or (os.cpu_count() or 1), os.cpu_count() or 1))
+    return Cost(
+        memory_bytes=4096 * rows + (256 << 20),
+        seconds=30 * rows * 3e-3 * scale**3 / cpus + 2.0 * scale**4,
+        basis=f"{parties} parties x {records} records, {key_bits}-bit key",
+    )
 
 
 def pprl_workflow(
@@ -90,8 +116,10 @@ def pprl_workflow(
             "febrl* and pseudopeople need pip install 'privreg[pprl]'",
         ),
     ] = "synthetic",
-    parties: Annotated[int, Spec(minimum=3, maximum=9, doc="data parties for synthetic/febrl (3-9)")] = 3,
-    records: Annotated[int, Spec(minimum=10, doc="population size for synthetic/febrl")] = 1000,
+    parties: Annotated[int, Spec(minimum=3, maximum=9, doc="data parties (only for synthetic/febrl; 3-9)")] = 3,
+    records: Annotated[
+        int, Spec(minimum=10, maximum=1_000_000, doc="population size (only for synthetic/febrl)")
+    ] = 1000,
     corruption: Annotated[
         float,
         Spec(
@@ -100,15 +128,21 @@ def pprl_workflow(
             doc="fraction of each party's records with FEBRL-style edits (the paper: 0.3 and 0.75)",
         ),
     ] = 0.3,
-    lsh_groups: Annotated[int, Spec(minimum=1, doc="J: LSH groups (the paper: 3)")] = 3,
-    lsh_bits: Annotated[int, Spec(minimum=1, doc="K: bits per LSH key (the paper: 20)")] = 20,
-    suffix_count: Annotated[int, Spec(minimum=1, doc="x: suffix lengths lmin..lmin+x-1")] = 2,
+    lsh_groups: Annotated[int, Spec(minimum=1, maximum=64, doc="J: LSH groups (the paper: 3)")] = 3,
+    lsh_bits: Annotated[int, Spec(minimum=1, maximum=64, doc="K: bits per LSH key (the paper: 20)")] = 20,
+    suffix_count: Annotated[int, Spec(minimum=1, maximum=64, doc="x: suffix lengths lmin..lmin+x-1")] = 2,
     lmin: Annotated[
         int | None,
-        Spec(minimum=0, doc="shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)"),
+        Spec(
+            minimum=0,
+            maximum=1024,
+            doc="shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)",
+        ),
     ] = None,
-    window: Annotated[int | None, Spec(minimum=2, doc="sliding-window size (default: the paper's)")] = None,
-    threshold: Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")] = 3,
+    window: Annotated[
+        int | None, Spec(minimum=2, maximum=1_000_000, doc="sliding-window size (default: the paper's)")
+    ] = None,
+    threshold: Annotated[int, Spec(minimum=0, maximum=100_000, doc="T: largest Hamming distance of a match")] = 3,
     rule: Annotated[
         str,
         Spec(
@@ -117,17 +151,30 @@ def pprl_workflow(
         ),
     ] = "star",
     key_bits: Annotated[
-        int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits (>= 2048 unless insecure)")
+        int,
+        Spec(
+            minimum=MIN_INSECURE_KEY_BITS, maximum=MAX_KEY_BITS, doc="Paillier modulus bits (>= 2048 unless insecure)"
+        ),
     ] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE)")] = False,
     secret_file: Annotated[
-        Path | None, Spec(doc="file holding the data parties' shared secret (>= 16 random bytes); default: a fresh one")
+        Path | None,
+        Spec(
+            doc="file of the data parties' shared secret: 32 to 4096 random bytes, not text (head -c 32 "
+            "/dev/urandom > secret.bin); default: a fresh one"
+        ),
     ] = None,
     max_block_products: Annotated[
         int | None,
-        Spec(minimum=1, doc="skip a final block that would yield more candidate groups than this (reported)"),
+        Spec(
+            minimum=1,
+            maximum=1_000_000_000,
+            doc="skip a final block that would yield more candidate groups than this (reported)",
+        ),
     ] = 10_000,
-    workers: Annotated[int | None, Spec(minimum=1, doc="worker processes for Paillier batches")] = None,
+    workers: Annotated[
+        int | None, Spec(minimum=1, maximum=1024, doc="worker processes for Paillier batches (at most --max-workers)")
+    ] = None,
 ) -> WorkflowResult:
     """Link the records of several parties with MP-SPPRL (Tong et al. 2019, paper 004):
     keyed Bloom filters, double blocking (Hamming LSH, then suffix blocking), the
@@ -137,21 +184,30 @@ def pprl_workflow(
     Security: semi-honest parties, no collusion of the linkage unit with a data party
     (:class:`~privreg.plugins.pprl.protocol.PPRLProtocol` states what each party learns).
     No differential privacy is claimed, so nothing is charged to the budget. The shared
-    secret is drawn from the run's random source unless ``secret_file`` holds one (at least
-    16 random bytes).
+    secret is drawn from the run's random source unless ``secret_file`` holds one (32 to
+    4096 random bytes, not text: :func:`~privreg.plugins.pprl.kdf.check_secret_file`).
 
     Timing depends on the records (block sizes, candidate pairs, early termination), as
     the transcript does; nothing here hides it.
     """
     rng = context.rng
+    if data in ("febrl4", "pseudopeople") and (parties != 3 or records != 1000 or corruption != 0.3):
+        raise PrivregValueError(
+            f"parameters parties, records and corruption apply only to --data synthetic or febrl; --data {data} "
+            f"has its own parties and records: drop them"
+        )
+    context.check_workers("workers", workers)
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
             f"key_bits={key_bits} is below {MIN_KEY_BITS}; pass insecure_small_keys=true to run with an "
             f"insecure key (tests and demos only)."
         )
+    secret = _secret(secret_file, rng)  # checked before any work
+    fixed = {"febrl4": (2, 5000), "pseudopeople": (3, 10_000)}
+    n_parties, n_records = fixed.get(data, (parties, records))
+    context.require("pprl", estimate_pprl(records=n_records, parties=n_parties, key_bits=key_bits, workers=workers))
     timer = PhaseTimer()
     linkage, schema = prepare_parties(data=data, parties=parties, records=records, corruption=corruption, rng=rng)
-    secret = _secret(secret_file, rng)
     encoded = {
         p: encode_records(linkage.frames[p], schema=schema, secret=secret, party=p, entity_column=ENTITY)
         for p in linkage.parties

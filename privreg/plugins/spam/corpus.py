@@ -15,17 +15,22 @@ the package so that ``privreg demo`` runs on a fresh clone: :func:`bundled_corpu
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
 import io
+import lzma
 import tarfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
 
 from privreg.core import validation as v
+from privreg.core.cost import capped_reader
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 __all__ = [
@@ -87,6 +92,20 @@ def _read_tar(tar: tarfile.TarFile, max_bytes: int) -> list[Message]:
     return out
 
 
+def _open_stream(p: Path) -> Any:
+    """``p``'s tar stream: gzip, bzip2 and xz decompressed as a stream, refused once it
+    expands past ``--max-input-gib`` (:func:`~privreg.core.cost.capped_reader`)."""
+    with p.open("rb") as fh:
+        magic = fh.read(6)
+    if magic.startswith(b"\x1f\x8b"):
+        return capped_reader(gzip.open(p, "rb"), repr(str(p)))
+    if magic.startswith(b"BZh"):
+        return capped_reader(bz2.open(p, "rb"), repr(str(p)))
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return capped_reader(lzma.open(p, "rb"), repr(str(p)))
+    return p.open("rb")
+
+
 def read_corpus(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Message]:
     """Every ham and spam message of the tarball at ``path`` (sorted by member name), each
     cut to its first ``max_bytes`` bytes. Nothing is extracted to disk."""
@@ -100,9 +119,9 @@ def read_corpus(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Message
             f"or use bundled_corpus() for the small slice shipped with privreg"
         )
     try:
-        with tarfile.open(p, "r:*") as tar:
+        with _open_stream(p) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
             msgs = _read_tar(tar, max_bytes)
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError) as exc:
         raise PrivregValueError(f"{str(p)!r} is not a readable tar archive: {exc}") from None
     if not msgs:
         raise PrivregValueError(

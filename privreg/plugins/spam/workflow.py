@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,11 +21,12 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 
+from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.params import POSITIVE, Spec, check_params
 from privreg.core.randomness import RandomSource
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
-from privreg.crypto import MIN_KEY_BITS, generate_paillier_keypair
+from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS, generate_paillier_keypair
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.mpc import run_protocol
 from privreg.plugins.spam.corpus import (
@@ -54,7 +56,7 @@ from privreg.plugins.spam.training_config import REVEALS, TrainingConfig
 from privreg.plugins.spam.training_protocol import PrivateTraining
 from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
-__all__ = ["spam_filter", "demo_steps", "SpamRun", "run_spam"]
+__all__ = ["spam_filter", "demo_steps", "SpamRun", "run_spam", "estimate_spam"]
 
 #: Fractional bits of real-valued (PCA) features in the private protocol.
 REAL_FEATURE_BITS = 16
@@ -83,6 +85,27 @@ def _load(
     return tr, te, source
 
 
+def estimate_spam(
+    *, train: int, test: int, dim: int, dense: bool, epochs: int, harmonics: int, key_bits: int, workers: int | None
+) -> Cost:
+    """Peak memory and time of :func:`run_spam` from its parameters and the corpus: the
+    messages (35 KB each at most), the feature matrices (12 bytes per active 4-gram, up
+    to 4000 per message, or 8 bytes per entry when dense) and 256 MiB of libraries and
+    ciphertext batches; time: Paillier operations -- about ``harmonics + 4`` per training
+    message and epoch, 80 per privately evaluated message -- at 3 ms each for a 2048-bit key
+    (growing with the cube of the key size), spread over the workers, plus key generation
+    (about 2 s at 2048 bits, growing with the fourth power)."""
+    messages = train + test
+    per_row = 8 * dim if dense else 12 * min(dim, 4000)
+    memory = messages * (35 * 1024 + per_row) + (256 << 20)
+    scale = key_bits / 2048
+    ops = train * epochs * (harmonics + 4) + test * 80
+    cpus = max(1, min(workers or (os.cpu_count() or 1), os.cpu_count() or 1))
+    seconds = ops * 3e-3 * scale**3 / cpus + 2.0 * scale**4
+    basis = f"{train} + {test} messages, {dim} features, {epochs} epoch(s), {harmonics} harmonics, {key_bits}-bit key"
+    return Cost(memory_bytes=memory, seconds=seconds, basis=basis)
+
+
 @check_params
 def run_spam(
     *,
@@ -96,11 +119,19 @@ def run_spam(
     ] = None,
     bundled: Annotated[bool, Spec(doc="use the bundled 80-message slice")] = False,
     train: Annotated[
-        int | None, Spec(doc="training messages (default 3000 as in the paper, or half of a smaller corpus)", minimum=1)
+        int | None,
+        Spec(
+            doc="training messages (default 3000 as in the paper, or half of a smaller corpus)",
+            minimum=1,
+            maximum=1_000_000,
+        ),
     ] = None,
-    test: Annotated[int | None, Spec(doc="test messages (default 3000, or the rest)", minimum=1)] = None,
+    test: Annotated[
+        int | None, Spec(doc="test messages (default 3000, or the rest)", minimum=1, maximum=1_000_000)
+    ] = None,
     space: Annotated[
-        int, Spec(doc="hash space of the character 4-grams (the paper: 10^6 reduced to 10^4)", minimum=2)
+        int,
+        Spec(doc="hash space of the character 4-grams (the paper: 10^6 reduced to 10^4)", minimum=2, maximum=1 << 24),
     ] = 10_000,
     hash: Annotated[
         str,
@@ -109,7 +140,10 @@ def run_spam(
         ),
     ] = "modulo",
     max_active: Annotated[
-        int | None, Spec(doc="keep at most this many distinct 4-grams per message (public bound for DP)", minimum=1)
+        int | None,
+        Spec(
+            doc="keep at most this many distinct 4-grams per message (public bound for DP)", minimum=1, maximum=1 << 24
+        ),
     ] = None,
     reduction: Annotated[
         str,
@@ -117,21 +151,33 @@ def run_spam(
             doc="dimensionality reduction of Section 6.4 (pca is the data-dependent baseline)", choices=sorted(REDUCERS)
         ),
     ] = "none",
-    reduced_dim: Annotated[int, Spec(doc="target dimension of the reduction", minimum=1)] = 1000,
-    batch_size: Annotated[int, Spec(doc="K: messages per training batch (eq. (2))", minimum=1)] = 100,
+    reduced_dim: Annotated[
+        int, Spec(doc="target dimension of the reduction (only with --reduction; <= space)", minimum=1, maximum=1 << 24)
+    ] = 1000,
+    batch_size: Annotated[
+        int, Spec(doc="K: messages per training batch (eq. (2))", minimum=1, maximum=1_000_000)
+    ] = 100,
     eta: Annotated[
         float,
         Spec(doc="step size applied to the batch sum of gradients", minimum=0, exclusive_minimum=True, maximum=0.5),
     ] = 3e-4,
     lam: Annotated[float, Spec(doc="L2 regularisation lambda (sign corrected)", minimum=0)] = 0.0,
-    epochs: Annotated[int, Spec(doc="passes over the training data", minimum=1)] = 1,
+    epochs: Annotated[int, Spec(doc="passes over the training data", minimum=1, maximum=10_000)] = 1,
     period: Annotated[
         float,
-        Spec(doc="period P of the private sigmoid approximation (a power of two; exact for |w.x| << P/2)", minimum=4),
+        Spec(
+            doc="period P of the private sigmoid approximation (a power of two; exact for |w.x| << P/2)",
+            minimum=4,
+            maximum=2**20,
+        ),
     ] = 64.0,
     harmonics: Annotated[
         int,
-        Spec(doc="highest odd harmonic of the approximation (Bob encrypts harmonics+1 values per message)", minimum=1),
+        Spec(
+            doc="highest odd harmonic of the approximation (Bob encrypts harmonics+1 values per message)",
+            minimum=1,
+            maximum=255,
+        ),
     ] = 19,
     reveal: Annotated[
         str,
@@ -141,7 +187,10 @@ def run_spam(
         ),
     ] = "final",
     key_bits: Annotated[
-        int, Spec(doc="Paillier modulus bits (>= 2048 unless insecure)", minimum=MIN_INSECURE_KEY_BITS)
+        int,
+        Spec(
+            doc="Paillier modulus bits (>= 2048 unless insecure)", minimum=MIN_INSECURE_KEY_BITS, maximum=MAX_KEY_BITS
+        ),
     ] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[
         bool, Spec(doc="allow keys below 2048 bits (paper reproduction at 256/1024 bits; INSECURE)")
@@ -154,13 +203,21 @@ def run_spam(
         ),
     ] = "none",
     epsilon: Annotated[
-        float, Spec(doc="epsilon of the whole training when dp=gradient (the run's budget)", **POSITIVE)
+        float, Spec(doc="epsilon of the whole training (only with --dp gradient; the run's budget)", **POSITIVE)
     ] = 1.0,
     delta: Annotated[
-        float, Spec(doc="delta of the whole training when dp=gradient", minimum=0, exclusive_minimum=True, maximum=0.5)
+        float,
+        Spec(
+            doc="delta of the whole training (only with --dp gradient)", minimum=0, exclusive_minimum=True, maximum=0.5
+        ),
     ] = 1e-6,
     private_eval: Annotated[
-        int | None, Spec(doc="test messages classified by the private evaluation protocol (default: all)", minimum=0)
+        int | None,
+        Spec(
+            doc="test messages classified by the private evaluation protocol (default: all)",
+            minimum=0,
+            maximum=1_000_000,
+        ),
     ] = None,
     eval_weight_bits: Annotated[
         int,
@@ -169,7 +226,9 @@ def run_spam(
         ),
     ] = 8,
     sigma: Annotated[int, Spec(doc="statistical security parameter", minimum=20, maximum=128)] = 40,
-    workers: Annotated[int | None, Spec(doc="worker processes for Paillier batches", minimum=1)] = None,
+    workers: Annotated[
+        int | None, Spec(doc="worker processes for Paillier batches (at most --max-workers)", minimum=1, maximum=1024)
+    ] = None,
     rng: RandomSource | None = None,
 ) -> SpamRun:
     """Run the whole pipeline and return its numbers (see :func:`spam_filter`)."""
@@ -178,11 +237,35 @@ def run_spam(
             f"key_bits={key_bits} is below {MIN_KEY_BITS}; for paper reproduction at 256 or 1024 bits pass "
             f"insecure_small_keys=true (the keys are then insecure)."
         )
+    if reduction == "none" and reduced_dim != 1000:
+        raise PrivregValueError(
+            "parameter reduced_dim applies only with a --reduction other than none: pass one, or drop --reduced-dim"
+        )
+    if reduction != "none" and reduced_dim > space:
+        raise PrivregValueError(f"parameter reduced_dim = {reduced_dim} exceeds space = {space}; lower it")
+    if dp == "none" and (epsilon != 1.0 or delta != 1e-6):
+        raise PrivregValueError(
+            "parameters epsilon and delta apply only with --dp gradient: pass it, or drop --epsilon/--delta"
+        )
+    context.check_workers("workers", workers)
     echo = context.echo
     rng = rng if rng is not None else context.rng
     out = SpamRun()
     clock = PhaseTimer(cpu_clock=process_tree_cpu_seconds)  # CPU includes the Paillier workers
     tr, te, source = _load(input, bundled, train, test)
+    context.require(
+        "spam-filter",
+        estimate_spam(
+            train=len(tr),
+            test=len(te) if private_eval is None else min(private_eval, len(te)),
+            dim=space if reduction == "none" else reduced_dim,
+            dense=reduction == "pca",
+            epochs=epochs,
+            harmonics=harmonics,
+            key_bits=key_bits,
+            workers=workers,
+        ),
+    )
     echo(f"spam-filter: {len(tr)} training and {len(te)} test messages from {source}")
     hasher = NgramHasher(space=space, hash=hash, max_active=max_active)
     Xtr, Xte = hasher.transform(tr), hasher.transform(te)

@@ -101,6 +101,9 @@ def contribution_weights(max_keys: int, *, weighting: str = "sqrt", scale: int =
     return w
 
 
+_PROBES = ("", " ", "a", "ab", "a b", "a'b c.", "A1 b_2, c-d!", "\t\n", "\u00e9t\u00e9 \u4e2d")
+
+
 @attrs.frozen(kw_only=True)
 class Tokenizer:
     """Splits text into tokens: every match of the regular expression ``pattern``
@@ -122,6 +125,12 @@ class Tokenizer:
             raise PrivregValueError(
                 f"pattern {value!r} has capturing groups; use (?:...) so that every match is one token"
             )
+        for probe in _PROBES:
+            if any(m.end() == m.start() for m in compiled.finditer(probe)):
+                raise PrivregValueError(
+                    f"pattern {value!r} can match the empty string (an empty token); use a pattern whose "
+                    f"every match holds at least one character, e.g. [\\w']+"
+                )
 
     def tokens(self, text: str) -> list[str]:
         """The tokens of one text (reference implementation for tests)."""

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import csv
 import gzip
+import io
 import itertools
 import json
 import math
@@ -21,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from privreg.core.cost import capped_reader
 from privreg.core.errors import PrivregValueError
+from privreg.core.validation import check_header
 from privreg.plugins.ngrams.backends.base import check_columns
 
 __all__ = [
@@ -35,22 +39,33 @@ __all__ = [
 ]
 
 
-def _open_text(path: Path) -> Any:
+def _open_binary(path: Path) -> Any:
+    """A binary stream of ``path``'s content: ``.gz``/``.bz2`` decompressed as a stream,
+    refused once it expands past ``--max-input-gib`` (:func:`~privreg.core.cost.capped_reader`)."""
     suffix = path.suffix.lower()
     if suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
+        return capped_reader(gzip.open(path, "rb"), repr(str(path)))
     if suffix == ".bz2":
-        return bz2.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return capped_reader(bz2.open(path, "rb"), repr(str(path)))
+    return open(path, "rb")
 
 
-def _cell(value: Any) -> str | None:
+def _open_text(path: Path) -> Any:
+    return io.TextIOWrapper(_open_binary(path), encoding="utf-8")
+
+
+def _cell(value: Any, column_kind: str = "column") -> str | None:
     """A JSON value as the string the pipeline sees (None: missing). Per value, so that
     chunking never changes how a value reads (pandas infers column types per chunk)."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, (list, dict)):
+        raise PrivregValueError(
+            f"column {column_kind} holds a JSON {'array' if isinstance(value, list) else 'object'}; the user "
+            f"and text columns must hold strings or numbers (flatten the input first)"
+        )
     return str(value)
 
 
@@ -113,8 +128,8 @@ def jsonl_records(
             keys.extend(obj)
     users = [o.get(user_column) for o in objs]
     texts = [o.get(text_column) for o in objs]
-    users = [_cell(u) for u in users]
-    texts = [t if type(t) is str else _cell(t) for t in texts]
+    users = [_cell(u, repr(user_column)) for u in users]
+    texts = [t if type(t) is str else _cell(t, repr(text_column)) for t in texts]
     kept = [(u, t) for u, t in zip(users, texts) if u is not None and t is not None]
     return [u for u, _ in kept], [t for _, t in kept], (has_user, has_text, keys)
 
@@ -149,17 +164,20 @@ def jsonl_chunks(path: Path, user_column: str, text_column: str, rows: int) -> I
 def csv_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
     import pandas as pd
 
-    check_columns([str(c) for c in pd.read_csv(path, dtype=str, nrows=0).columns], user_column, text_column, path)
-    for df in pd.read_csv(
-        path,
-        dtype=str,
-        keep_default_na=False,
-        na_values=[""],
-        chunksize=rows,
-        usecols=list(dict.fromkeys([user_column, text_column])),
-    ):
-        out = df[[user_column, text_column]].dropna()
-        yield records_frame(out[user_column].tolist(), out[text_column].tolist())
+    with _open_binary(path) as fh:
+        header = next(csv.reader(io.TextIOWrapper(fh, encoding="utf-8", newline="")), [])
+    check_columns(check_header(header, repr(str(path))), user_column, text_column, path)
+    with _open_binary(path) as fh:
+        for df in pd.read_csv(
+            fh,
+            dtype=str,
+            keep_default_na=False,
+            na_values=[""],
+            chunksize=rows,
+            usecols=list(dict.fromkeys([user_column, text_column])),
+        ):
+            out = df[[user_column, text_column]].dropna()
+            yield records_frame(out[user_column].tolist(), out[text_column].tolist())
 
 
 def parquet_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
