@@ -35,7 +35,11 @@ def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int
     the KD-trees; time ``1 us`` per pair and record for ``d <= 2``; for ``d >= 3``
     ``0.2 us * m c^3`` for truss/core/projection, and for ``exact`` the branch and
     bound's worst case, ``1 us * m 2^c`` ball tests (usually far fewer: pass ``--cover
-    truss``, polynomial and close to exact, or raise ``--max-seconds``)."""
+    truss``, polynomial and close to exact, or raise ``--max-seconds``).
+
+    Caveat: ``c`` is a statistic of the data, so the estimate -- and a refusal by the run
+    limits -- depends on the data, as the running time does; the refusal message does not
+    quote ``c``."""
     m, d = points.shape
     scaled = points / math.sqrt(d)
     c = int(cKDTree(scaled).query_ball_point(scaled, 2 * radius, return_length=True).max()) if m else 0
@@ -46,7 +50,7 @@ def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int
         seconds = 1e-6 * m * 2.0 ** min(c, 1000)
     else:
         seconds = 2e-7 * m * (c + 1) ** 3
-    basis = f"{m} records x {d} column(s), up to {c} records within 2r of one, cover {cover}" + (
+    basis = f"{m} records x {d} column(s), cover {cover}, from the data's neighbourhood sizes" + (
         f", {covers} subspaces" if covers > 1 else ""
     )
     return Cost(memory_bytes=memory, seconds=covers * seconds, basis=basis)
