@@ -110,3 +110,53 @@ def test_config_without_tls_or_insecure_flag_is_refused(tmp_path: Path, capsys: 
     cfg.write_text(text[:start] + text[text.index("[peers]") :])
     assert main(["party", "run", str(cfg)]) == 2
     assert "insecure_plaintext = true" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("record", -1, "record indices"), ("lsh_group", -5, "LSH groups"), ("lsh_group", 2**62, "LSH groups")],
+)
+def test_out_of_range_signatures_are_refused_naming_the_sender(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], field, value, message
+) -> None:
+    """A deviating data party's block signatures are range-checked by the linkage unit."""
+    import privreg.plugins.pprl.blocking as blocking
+
+    original = blocking.party_signatures
+
+    def tampered(records, **kw):
+        sig = original(records, **kw)
+        if records.party == "P3":
+            getattr(sig, field)[:1] = value
+        return sig
+
+    monkeypatch.setattr(blocking, "party_signatures", tampered)
+    run = _init(tmp_path, "--insecure-plaintext")
+    assert main(["party", "simulate", *(str(run / f"{p}.toml") for p in PARTIES)]) == 4
+    err = capsys.readouterr().err
+    assert "'P3' sent signatures of " + message in err
+
+
+def test_a_listen_port_in_use_exits_2_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    run = _init(tmp_path)
+    cfg = run / "P1.toml"
+    port = int(cfg.read_text().split('listen = "127.0.0.1:')[1].split('"')[0])
+    with socket.create_server(("127.0.0.1", port)):
+        assert main(["party", "run", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}: cannot listen on 127.0.0.1:{port}" in err and "listening on" not in err
+
+
+def test_an_input_folder_or_a_readable_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _init(tmp_path)
+    cfg = run / "P1.toml"
+    text = cfg.read_text()
+    cfg.write_text(text.replace('records = "inputs/P1.csv"', 'records = "inputs"'))
+    assert main(["party", "run", str(cfg)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    cfg.write_text(text)
+    (run / "certs" / "P1.key").chmod(0o644)
+    assert main(["party", "run", str(cfg)]) == 2
+    assert "chmod 600" in capsys.readouterr().err

@@ -163,9 +163,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     dep = default_registry().deployment(config.protocol)
     if config.insecure_plaintext:
         print(f"privreg: warning: party {config.party} runs WITHOUT TLS (insecure_plaintext)", file=sys.stderr)
-    print(f"party {config.party} of {dep.name}: listening on {config.listen[0]}:{config.listen[1]}", file=sys.stderr)
     try:
-        run = run_party(dep, config)
+        run = run_party(dep, config, echo=lambda line: print(line, file=sys.stderr, flush=True))
     except (ProtocolError, DeadlockError) as exc:
         print(f"privreg: party {config.party} failed: {exc}", file=sys.stderr)
         return RUN_FAILED

@@ -5,8 +5,9 @@
 :class:`~privreg.mpc.party_config.PartyConfig`; :func:`simulate` runs every party of the
 same configurations together in memory. Both build each party's protocol instance from
 that party's own inputs and random source, and both open with the same options check, so
-they give identical outputs (and identical transcripts, message for message) on the same
-inputs and seeds.
+they give identical outputs on the same inputs and seeds, and every party's transcript
+holds the same messages with the same sizes (the interleaving of different peers'
+messages may differ).
 
 Options check: before its role starts, every party sends every other party the SHA-256
 digest of the run's public options (step ``"deployment.options"``) and compares the digests
@@ -25,14 +26,14 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import attrs
 
 from privreg.core.deployment import Deployment
-from privreg.core.errors import PrivregValueError, ProtocolError
+from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.mpc.party_config import PartyConfig
@@ -126,6 +127,14 @@ class PartyRun:
     seconds: Mapping[str, float]
 
 
+def _options(deployment: Deployment, config: PartyConfig) -> dict[str, Any]:
+    """The configuration's validated options; an error names the file."""
+    try:
+        return deployment.options(config.options)
+    except PrivregError as exc:
+        raise type(exc)(f"{config.path}: [options] {exc}") from None
+
+
 def _instance(deployment: Deployment, config: PartyConfig, options: Mapping[str, Any]) -> Protocol:
     wanted = deployment.inputs(config.party, options)
     missing = sorted(set(wanted) - set(config.inputs))
@@ -136,9 +145,12 @@ def _instance(deployment: Deployment, config: PartyConfig, options: Mapping[str,
             f"{config.path}: party {config.party!r} of {deployment.name!r} takes the inputs: {need}; "
             f"missing {missing}, unknown {extra}. Fix the [inputs] table."
         )
-    return deployment.protocol(
-        party=config.party, inputs=config.inputs, options=options, rng=party_rng(config.seed, config.party)
-    )
+    try:
+        return deployment.protocol(
+            party=config.party, inputs=config.inputs, options=options, rng=party_rng(config.seed, config.party)
+        )
+    except (PrivregValueError, PrivregTypeError) as exc:  # the party's inputs: name the file
+        raise type(exc)(f"{config.path}: {exc}") from None
 
 
 class _Clock:
@@ -211,7 +223,7 @@ def _write_record(
         "options": options,
         "options_digest": options_digest(deployment, options),
         "security": security,
-        "insecure_plaintext": security != "mtls",
+        "insecure_plaintext": security == "insecure-plaintext",
         "reproducible_seed": config.seed is not None,
         "run_id": run_id,
         "peer_identities": dict(peers),
@@ -230,16 +242,17 @@ def _zero() -> Any:
     return Traffic()
 
 
-def run_party(deployment: Deployment, config: PartyConfig) -> PartyRun:
+def run_party(deployment: Deployment, config: PartyConfig, *, echo: Callable[[str], None] | None = None) -> PartyRun:
     """Run ``config.party`` of ``deployment`` in this process, reaching the other parties
     at their configured addresses; writes the party's outputs, transcript and run record.
 
     Security: mutual TLS with the configured CA and certificates, unless the configuration
     opts into plaintext (``insecure_plaintext = true``, recorded in every output).
+    ``echo`` is told once the party listens.
     """
     from privreg.mpc.tcp import TcpTransport
 
-    options = deployment.options(config.options)
+    options = _options(deployment, config)
     names = _check_party(deployment, config, options)
     unknown = sorted(set(config.peers) - set(names))
     missing = sorted(set(names) - set(config.peers) - {config.party})
@@ -252,15 +265,23 @@ def run_party(deployment: Deployment, config: PartyConfig) -> PartyRun:
     with timer.phase("inputs"):
         instance = _instance(deployment, config, options)
     proto = _Federation({config.party: instance}, dict.fromkeys(names, options_digest(deployment, options)))
-    transport = TcpTransport(
-        local=[config.party],
-        peers=config.peers,
-        host=config.listen[0],
-        port=config.listen[1],
-        tls=config.tls,
-        insecure_plaintext=config.insecure_plaintext,
-        **cast("dict[str, Any]", config.timeouts),  # only the *_timeout keywords (party_config.TIMEOUTS)
-    )
+    try:
+        transport = TcpTransport(
+            local=[config.party],
+            peers=config.peers,
+            host=config.listen[0],
+            port=config.listen[1],
+            tls=config.tls,
+            insecure_plaintext=config.insecure_plaintext,
+            **cast("dict[str, Any]", config.timeouts),  # only the *_timeout keywords (party_config.TIMEOUTS)
+        )
+    except OSError as exc:  # the address is taken, not on this host, or does not resolve
+        raise PrivregValueError(
+            f"{config.path}: cannot listen on {config.listen[0]}:{config.listen[1]} ({exc.strerror or exc}); "
+            f"fix listen, or stop the process that holds the port."
+        ) from None
+    if echo is not None:
+        echo(f"party {config.party} of {deployment.name}: listening on {transport.address[0]}:{transport.address[1]}")
     with timer.phase("protocol"):
         result = asyncio.run(arun_protocol(proto, transport=transport))
     output = result.outputs[config.party]
@@ -286,11 +307,11 @@ def simulate(deployment: Deployment, configs: Sequence[PartyConfig]) -> dict[str
     ``"in-process"``."""
     if not configs:
         raise PrivregValueError("simulate needs the configuration of every party; got none.")
-    names = _check_party(deployment, configs[0], deployment.options(configs[0].options))
+    names = _check_party(deployment, configs[0], _options(deployment, configs[0]))
     by_party: dict[str, PartyConfig] = {}
     opts: dict[str, dict[str, Any]] = {}
     for config in configs:
-        opts[config.party] = deployment.options(config.options)
+        opts[config.party] = _options(deployment, config)
         _check_party(deployment, config, opts[config.party])
         if config.party in by_party:
             raise PrivregValueError(

@@ -79,7 +79,7 @@ def parse_address(name: str, value: Any) -> tuple[str, int]:
         raise PrivregTypeError(f"{name} must be a 'host:port' string; got {value!r}.")
     host, sep, port = value.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
         raise PrivregValueError(
             f"{name} must be 'host:port' with a port in 0..65535; got {value!r}, e.g. '127.0.0.1:7101'."
         )
@@ -97,6 +97,13 @@ def _file(path: Path, where: str, value: Any) -> Path:
     if not isinstance(value, str) or not value:
         raise PrivregTypeError(f"{path}: {where} must be a path string; got {value!r}.")
     return (path.parent / value).resolve()
+
+
+def _input_file(path: Path, where: str, value: Any) -> Path:
+    out = _file(path, where, value)
+    if out.is_dir():
+        raise PrivregValueError(f"{path}: {where} = {value!r} is a folder; give the path of a file.")
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +148,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
     }
     if party in peers:
         raise PrivregValueError(f"{path}: [peers] lists {party!r}, the party this file configures; remove it.")
-    inputs = {str(k): _file(path, f"[inputs] {k}", x) for k, x in _table(path, data, "inputs").items()}
+    inputs = {str(k): _input_file(path, f"[inputs] {k}", x) for k, x in _table(path, data, "inputs").items()}
     outputs = _table(path, data, "outputs")
     if set(outputs) != {"directory"}:
         raise PrivregValueError(f"{path}: [outputs] takes exactly one key, directory; got {sorted(outputs)}.")

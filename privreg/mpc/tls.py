@@ -18,7 +18,9 @@ This module uses only the standard library (:mod:`ssl`); creating certificates n
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import os
 import ssl
 import types
 from collections.abc import Callable, Collection, Mapping
@@ -108,6 +110,34 @@ def _der_of_pem_file(name: str, path: Path) -> bytes:
         raise PrivregValueError(f"{name} file {str(path)!r} holds a malformed PEM certificate.") from None
 
 
+def _check_private(key: Path) -> None:
+    """Refuse a private key file that other users may read (POSIX permissions)."""
+    if os.name != "posix":
+        return
+    mode = key.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise PrivregValueError(
+            f"the private key {str(key)!r} is readable by other users (mode {mode:o}); run: chmod 600 {key}"
+        )
+
+
+def _check_validity(certificate: Path) -> None:
+    """Refuse this process's own certificate outside its validity period, so that the
+    error is ours and clear instead of a peer's refusal seen as a failed connection."""
+    from cryptography import x509  # loaded only for a TLS configuration
+
+    try:
+        cert = x509.load_pem_x509_certificate(certificate.read_bytes())
+    except ValueError:
+        return  # not one PEM certificate: load_cert_chain below names the problem
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if now < cert.not_valid_before_utc or now > cert.not_valid_after_utc:
+        raise PrivregValueError(
+            f"the certificate {str(certificate)!r} is valid from {cert.not_valid_before_utc:%Y-%m-%d %H:%M} to "
+            f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC, not now; issue a new one (privreg party certs for tests)."
+        )
+
+
 @attrs.frozen(kw_only=True)
 class TlsConfig:
     """This process's TLS identity and what it requires of its peers.
@@ -137,6 +167,8 @@ class TlsConfig:
     def __attrs_post_init__(self) -> None:
         _check_file("certificate", self.certificate)
         _check_file("key", self.key)
+        _check_private(self.key)
+        _check_validity(self.certificate)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         try:
             ctx.load_cert_chain(self.certificate, self.key)

@@ -65,7 +65,9 @@ def _options(
     window: Annotated[int | None, Spec(minimum=2, doc="sliding-window size (default: the paper's)")] = None,
     key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits")] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")] = False,
-    max_records: Annotated[int, Spec(minimum=1, doc="most records a data party may hold (bounds messages)")] = 100_000,
+    max_records: Annotated[
+        int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may hold (bounds every message)")
+    ] = 10_000,
     max_block_products: Annotated[int | None, Spec(minimum=1, doc="skip larger final blocks")] = 10_000,
 ) -> dict[str, Any]:
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
@@ -175,6 +177,7 @@ class PPRLDeployment(Deployment):
             insecure_allow_small_keys=options["insecure_small_keys"],
             max_block_products=options["max_block_products"],
             max_records=options["max_records"],
+            max_filter_bits=max(FEBRL_SCHEMA.blocking.filter_length, FEBRL_SCHEMA.matching.filter_length),
             rng=rng,
             workers=1,
         )

@@ -397,12 +397,7 @@ class PPRLProtocol(Protocol):
                 if len({a.size for a in arrays.values()}) != 1:
                     raise ProtocolError(f"{p!r} sent signature arrays of different lengths.")
                 lengths.add(_positive_int(msg, "filter_length", p))
-                if (
-                    self.max_records is not None
-                    and arrays["record"].size
-                    and arrays["record"].max() >= self.max_records
-                ):
-                    raise ProtocolError(f"{p!r} sent signatures of records beyond max_records={self.max_records}.")
+                self._check_signature_ranges(arrays, p)
                 sigs.append(
                     Signatures(
                         party=p,
@@ -662,6 +657,19 @@ class PPRLProtocol(Protocol):
             "timings": dict(timer.wall),
             "ops": ops.as_dict(),
         }
+
+    def _check_signature_ranges(self, arrays: Mapping[str, np.ndarray], p: str) -> None:
+        """Refuse signatures whose fields are out of range, naming the sender ``p``."""
+        rec, grp, slen = arrays["record"], arrays["lsh_group"], arrays["suffix_len"]
+        if not rec.size:
+            return
+        top = self.max_records if self.max_records is not None else np.iinfo(np.int64).max
+        if int(rec.min()) < 0 or int(rec.max()) >= top:
+            raise ProtocolError(f"{p!r} sent signatures of record indices outside 0..{top - 1} (max_records).")
+        if int(grp.min()) < 0 or int(grp.max()) >= self.blocking.lsh_groups:
+            raise ProtocolError(f"{p!r} sent signatures of LSH groups outside 0..{self.blocking.lsh_groups - 1}.")
+        if int(slen.min()) < 0 or int(slen.max()) > 64:
+            raise ProtocolError(f"{p!r} sent signatures with suffix lengths outside 0..64.")
 
     @staticmethod
     def _records_field(msg: Any, key: str, count: int) -> np.ndarray:
