@@ -10,6 +10,7 @@ from typing import Annotated
 import numpy as np
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
@@ -39,7 +40,7 @@ def _write(context: WorkflowContext, metrics: dict) -> dict[str, Path]:
     out = context.output_path("result.json")
     if out is None:
         return {}
-    out.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    write_text(out, json.dumps(metrics, indent=2) + "\n", "output")
     return {"result": out}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import read_bytes, write_text
 from privreg.core.params import Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MIN_KEY_BITS
@@ -75,7 +76,7 @@ def prepare_parties(*, data: str, parties: int, records: int, corruption: float,
 def _secret(path: Path | None, rng: Any) -> bytes:
     if path is None:
         return rng.random_bytes(32)
-    return check_secret(Path(path).read_bytes(), name="secret_file")
+    return check_secret(read_bytes(path, "secret_file"), name="secret_file")
 
 
 def pprl_workflow(
@@ -233,7 +234,7 @@ def pprl_workflow(
     outputs = {}
     out = context.output_path("pprl.json")
     if out is not None:
-        out.write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(metrics, indent=2, default=str) + "\n", "output")
         outputs["result"] = out
     return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
 

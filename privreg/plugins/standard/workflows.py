@@ -14,6 +14,7 @@ from typing import Annotated
 import numpy as np
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import open_input, write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
@@ -33,7 +34,7 @@ def read_column(path: Path | None, column: str) -> np.ndarray:
     else:
         if not path.is_file():
             raise PrivregValueError(f"input {str(path)!r} is not a file")
-        with path.open(newline="", encoding="utf-8") as fh:
+        with open_input(path, "input", newline="") as fh:  # not UTF-8, unreadable: one-line errors
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or column not in reader.fieldnames:
                 raise PrivregValueError(f"column {column!r} is not in {str(path)!r}; columns: {reader.fieldnames}")
@@ -106,7 +107,7 @@ def bounded_mean(
     outputs = {}
     out = context.output_path("result.json")
     if out is not None:
-        out.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(metrics, indent=2) + "\n", "output")
         outputs["result"] = out
     summary = (
         f"column {column!r} in [{lower:g}, {upper:g}], epsilon = {epsilon:g}\n"
