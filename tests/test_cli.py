@@ -120,7 +120,15 @@ def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch, tmp_path):
         ),
     )
     code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path))
-    assert code == 1 and err.count("\n") == 1 and "RuntimeError: kaputt" in err
+    # a bug: exit 1, one line naming the exception and where, and how to report it; the
+    # exception's message is left out (it may quote data) and shown with PRIVREG_DEBUG=1
+    assert code == 1 and err.count("\n") == 1, err
+    assert "internal error: RuntimeError at test_cli.py" in err and "in broken" in err
+    assert "kaputt" not in err and "please report it" in err and "PRIVREG_DEBUG=1" in err
+    assert not (tmp_path / "ledger.sqlite").exists()  # nothing charged: no empty ledger left behind
+    monkeypatch.setenv("PRIVREG_DEBUG", "1")
+    code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path))
+    assert code == 1 and "Traceback" in err and "RuntimeError: kaputt" in err
 
 
 def test_run_refuses_to_reuse_a_ledger(capsys, tmp_path):

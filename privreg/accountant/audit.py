@@ -21,6 +21,7 @@ from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow, f
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError
 from privreg.core.events import Composed, PrivacyEvent, event_from_dict
+from privreg.core.files import atomic_write
 
 __all__ = ["AuditReport", "audit_ledger", "format_report", "plot_report"]
 
@@ -292,8 +293,12 @@ def format_report(report: AuditReport) -> str:
     return "\n".join(out)
 
 
+_PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
 def plot_report(report: AuditReport, path: str | Path) -> Path:
-    """Cumulative epsilon per accountant against release index, as a PNG."""
+    """Cumulative epsilon per accountant against release index, as a PNG (or PDF, SVG,
+    JPEG by the suffix of ``path``)."""
     try:
         import matplotlib
 
@@ -312,8 +317,12 @@ def plot_report(report: AuditReport, path: str | Path) -> Path:
     ax.set_ylabel(f"cumulative epsilon at delta={report.budget_delta:g}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    suffix = Path(path).suffix.lower().lstrip(".")
+    try:  # written atomically: never a half-written image
+        with atomic_write(path, "--plot file", mode="wb") as fh:
+            fig.savefig(fh, dpi=120, format=suffix if suffix in _PLOT_FORMATS else "png")
+    finally:
+        plt.close(fig)
     return Path(path)
 
 

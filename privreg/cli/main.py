@@ -1,15 +1,22 @@
 """``privreg``: inspect plugins, describe items, run workflows and the demo.
 
-Bad input prints one line (``privreg: error: ...``) and exits 2; an unexpected failure
-prints one line and exits 1 (``PRIVREG_DEBUG=1`` shows the traceback).
+Bad input -- arguments, files, the environment (permissions, a full disk, existing
+paths) -- prints one line (``privreg: error: ...``) and exits 2; an unexpected failure
+is a bug: it prints one line saying how to report it and exits 1 (``PRIVREG_DEBUG=1``
+shows the traceback). SIGTERM ends a run like Ctrl-C (exit 143), so temporary folders
+and worker processes are cleaned up.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -22,6 +29,7 @@ from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import party as party_cli
+from privreg.core import files
 from privreg.core.charging import NoReleases, jsonable
 from privreg.core.cost import Limits
 from privreg.core.errors import PrivregError, PrivregValueError
@@ -173,28 +181,42 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"workflow {item.name!r} releases nothing differentially private; drop --budget-epsilon/--budget-delta"
         )
     budget = _run_budget(args, params, item.neighbouring) if item.charges else None
-    output = Path(args.output) if args.output else _default_output(item.name)
-    output.mkdir(parents=True, exist_ok=True)
-    if budget is None:  # charges=False (a cryptographic protocol): no ledger, any charge fails
-        result, elapsed, rng = _execute(item, args, params, output, NoReleases(item.name))
-        status = "no differentially private release (nothing charged)"
-        files = ["run.json"]
-    else:
-        ledger_path = output / "ledger.sqlite"
-        if ledger_path.exists():
-            raise PrivregValueError(f"{ledger_path} exists already; choose a new --output folder")
-        # the basic filter alone, so a workflow calibrated to its whole (eps, delta) fits; a curve
-        # event (shuffled reports, a block of Gaussians) is priced at the budget's delta
-        with BudgetSession(
-            budget=budget, ledger=ledger_path, filters=("basic",), event_delta=budget.delta or None
-        ) as session:
-            result, elapsed, rng = _execute(item, args, params, output, session)  # charges are committed
-            charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
-        status = (
-            f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} (delta {budget.delta:g})"
-        )
-        files = ["run.json", "ledger.sqlite"]
-    (output / "run.json").write_text(
+    wanted = Path(args.output) if args.output else _default_output(item.name)
+    created = not wanted.exists()
+    output = files.make_dir(wanted, "--output folder")
+    ledger_path = output / "ledger.sqlite"
+    fresh_ledger = False  # a ledger this run created and charged nothing to: removed if the run fails
+    try:
+        if budget is None:  # charges=False (a cryptographic protocol): no ledger, any charge fails
+            result, elapsed, rng = _execute(item, args, params, output, NoReleases(item.name))
+            status = "no differentially private release (nothing charged)"
+            written = ["run.json"]
+        else:
+            if ledger_path.exists():
+                raise PrivregValueError(f"{str(ledger_path)!r} exists already; choose a new --output folder")
+            fresh_ledger = True
+            # the basic filter alone, so a workflow calibrated to its whole (eps, delta) fits; a curve
+            # event (shuffled reports, a block of Gaussians) is priced at the budget's delta
+            with BudgetSession(
+                budget=budget, ledger=ledger_path, filters=("basic",), event_delta=budget.delta or None
+            ) as session:
+                try:
+                    result, elapsed, rng = _execute(item, args, params, output, session)  # charges are committed
+                except BaseException:
+                    fresh_ledger = session.ledger.head()[0] == 0  # a charge is kept: it was spent
+                    raise
+                fresh_ledger = False
+                charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
+            status = (
+                f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
+                f"(delta {budget.delta:g})"
+            )
+            written = ["run.json", "ledger.sqlite"]
+    except BaseException:
+        _remove_debris(output, created=created, ledger=ledger_path if fresh_ledger else None)
+        raise
+    files.write_text(
+        output / "run.json",
         json.dumps(
             {
                 "workflow": item.name,
@@ -207,14 +229,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             indent=2,
         )
         + "\n",
-        encoding="utf-8",
+        "run summary",
     )
     print(result.summary)
     print(f"\n{status}   time: {elapsed:.2f} s")
-    print(f"outputs: {output}/ (" + ", ".join(files + [p.name for p in result.outputs.values()]) + ")")
+    print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in result.outputs.values()]) + ")")
     if budget is not None:
         print(f"audit:   privreg audit {output / 'ledger.sqlite'}")
     return 0
+
+
+def _remove_debris(output: Path, *, created: bool, ledger: Path | None) -> None:
+    """After a failed run: remove the ledger it created if nothing was charged to it (and
+    its side files), and the output folder if the run created it and it is empty."""
+    if ledger is not None:
+        for suffix in ("", "-lock", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{ledger}{suffix}")
+    if created:
+        with contextlib.suppress(OSError):
+            output.rmdir()  # only if empty
 
 
 def _execute(
@@ -242,12 +276,7 @@ def _read_key_file(path: str | None) -> bytes | None:
     """The key of a keyed ledger: the file's bytes exactly as stored (no newline stripped)."""
     if path is None:
         return None
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise PrivregValueError(
-            f"--key-file {path!r} cannot be read ({exc.strerror or exc}); check the path and its permissions"
-        ) from None
+    return files.read_bytes(path, "--key-file")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -276,7 +305,7 @@ def _core_tour(registry: Registry) -> str:
 def cmd_demo(args: argparse.Namespace) -> int:
     registry = _registry()
     if args.output:
-        Path(args.output).mkdir(parents=True, exist_ok=True)
+        files.make_dir(args.output, "--output folder")
     ledger = Path(args.output) / "ledger.sqlite" if args.output else ":memory:"
     # the basic filter alone: a few large releases, each step calibrated to its own (eps, delta)
     session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger, filters=("basic",), event_delta=DEMO_BUDGET.delta / 10)
@@ -370,28 +399,119 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: errno values that blame the environment wherever they arise (disk, quota, mount)
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EROFS}
+#: errno values that blame the user when they name a path the user gave (or one inside it)
+_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOENT, errno.EISDIR, errno.ENOTDIR}
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def _is_user_path(filename: object, argv: Sequence[str]) -> bool:
+    """Whether ``filename`` is a path given on the command line, or inside one."""
+    if not isinstance(filename, (str, bytes, os.PathLike)):
+        return False
+    name = os.path.abspath(os.fsdecode(filename))
+    for token in argv:
+        value = token.partition("=")[2] if token.startswith("--") and "=" in token else token
+        if not value or value.startswith("-"):
+            continue
+        given = os.path.abspath(value)
+        if name == given or name.startswith(given.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def environment_error(exc: OSError, argv: Sequence[str]) -> PrivregValueError | None:
+    """The one-line error of an ``OSError`` the environment or a user-given path caused
+    (the last resort behind the file helpers of :mod:`privreg.core.files`), or ``None``
+    when it may be a bug (and must stay an internal error)."""
+    if exc.errno in _ENVIRONMENT_ERRNOS:
+        if exc.filename is None:
+            return PrivregValueError(
+                f"cannot write ({exc.strerror or 'no space left'}); free some space or choose an --output "
+                f"folder on another disk"
+            )
+        return files.file_error(exc, os.fsdecode(exc.filename), "file", doing="written")
+    if exc.errno in _PATH_ERRNOS and _is_user_path(exc.filename, argv):
+        return files.file_error(exc, os.fsdecode(exc.filename), "file", doing="used")
+    return None
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that cleanups run."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def _where(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return "unknown place"
+    code = last.tb_frame.f_code
+    return f"{os.path.basename(code.co_filename)}:{last.tb_lineno} in {code.co_name}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command in ("run", "demo"):
+            files.sweep_temp_dirs()  # temporary folders of runs that were killed
         return int(args.func(args))
     except PrivregError as exc:
-        print(f"privreg: error: {exc}", file=sys.stderr)
+        print(f"privreg: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except _Terminated:
+        print("privreg: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:  # output piped into e.g. head: not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- silence the flush at exit
         return 0
     except KeyboardInterrupt:
         print("privreg: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        mapped = environment_error(exc, argv)
+        if mapped is None:
+            return _internal_error(exc)
+        print(f"privreg: error: {_one_line(str(mapped))}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 -- top level: a bug, not bad input; one line, traceback on request
-        if os.environ.get("PRIVREG_DEBUG"):
-            traceback.print_exc()
-        print(
-            f"privreg: internal error: {type(exc).__name__}: {exc} (set PRIVREG_DEBUG=1 for the traceback)",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal_error(exc)
+
+
+def _internal_error(exc: BaseException) -> int:
+    """A bug: one line saying where and how to report it (the message itself may hold
+    data, so it is shown only in the PRIVREG_DEBUG=1 traceback)."""
+    if os.environ.get("PRIVREG_DEBUG"):
+        traceback.print_exception(exc)
+    print(
+        f"privreg: internal error: {type(exc).__name__} at {_where(exc)}. This is a bug in privreg: please "
+        f"report it as CONTRIBUTING.md says ('Reporting a bug'), with the output of the same command "
+        f"run with PRIVREG_DEBUG=1",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

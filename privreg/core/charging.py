@@ -20,6 +20,7 @@ import attrs
 
 from privreg.core.errors import BudgetExceededError, PrivregTypeError
 from privreg.core.events import PrivacyEvent, event_from_dict
+from privreg.core.files import atomic_write
 
 __all__ = ["Charger", "Charge", "EventLog", "NoReleases", "check_charger", "jsonable"]
 
@@ -153,7 +154,7 @@ class EventLog:
     def write_jsonl(self, path: str | Path) -> Path:
         """Write one JSON object per charge; returns the path."""
         path = Path(path)
-        with path.open("w", encoding="utf-8") as fh:
+        with atomic_write(path, "event log") as fh:
             for c in self.charges:
                 fh.write(json.dumps(c.to_dict(), sort_keys=True, allow_nan=False) + "\n")
         return path

@@ -17,6 +17,7 @@ import attrs
 from privreg.core.charging import Charger, EventLog
 from privreg.core.cost import Cost, Limits
 from privreg.core.errors import PrivregTypeError
+from privreg.core.files import make_dir
 from privreg.core.randomness import RandomSource, resolve_random
 
 __all__ = ["WorkflowContext", "WorkflowResult", "DemoStep", "Cost", "Limits"]
@@ -64,7 +65,7 @@ class WorkflowContext:
         """``output_dir / name`` (folder created), or ``None`` when outputs are not kept."""
         if self.output_dir is None:
             return None
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(self.output_dir, "output folder")
         return self.output_dir / name
 
 

@@ -6,7 +6,9 @@ packing, blinding) take ``workers``: ``None`` runs small batches (fewer than
 usable cores; ``1`` always stays in this process; ``k`` uses at most ``k`` processes.
 Worker processes come from one shared :class:`concurrent.futures.ProcessPoolExecutor`
 (start method ``forkserver`` where available, so that forking never copies a running
-event loop or threads); each task carries plain integers only.
+event loop or threads); each task carries plain integers only. Workers end with this
+process, even when it is killed with SIGKILL (:mod:`privreg.core.workers`: a parent-death
+signal on Linux and an owner watchdog in every worker; they stay in its process group).
 
 Randomness never comes from a worker: the parent draws every random exponent or unit
 from its ``rng`` and ships it, so a run is the same whatever ``workers`` is, and a
@@ -25,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 from privreg.core import validation as v
+from privreg.core import workers as lifetime
 
 __all__ = ["PARALLEL_MIN_BATCH", "usable_cores", "resolve_workers", "split", "run_chunks", "shutdown"]
 
@@ -74,7 +77,8 @@ def _get_executor(workers: int) -> ProcessPoolExecutor:
             _executor.shutdown(wait=True)
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        _executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        init, initargs = lifetime.initializer()  # workers die with this process, even on SIGKILL
+        _executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init, initargs=initargs)
         _executor_workers = workers
     return _executor
 

@@ -93,11 +93,17 @@ def _tau(sigma: float) -> float:
     return 2.0 * r / (1.0 - r) if r < 1.0 else math.inf
 
 
+#: the largest x with math.exp(x) finite (about 709.78)
+_EXP_MAX = math.log(2.0**1023 * (2.0 - 2.0**-52))
+
+
 def privacy_loss_bound(*, alpha: float, beta: float, delta: float) -> float:
     """The largest privacy loss of the mechanism outside an event of probability
     ``delta`` (module docstring): the mechanism is (epsilon, delta)-DP whenever this is
     at most epsilon."""
     b = beta + _QUANTISATION
+    if 2.0 * b > _EXP_MAX:  # e^(2b) overflows a float: the bound is infinite, never certified
+        return math.inf
     a = math.sqrt(2.0 * math.log(2.0 / delta))
     grow = math.exp(2.0 * b)
     quadratic = (math.expm1(2.0 * b) * a * a + 2.0 * grow * alpha * a + grow * alpha * alpha) / 2.0

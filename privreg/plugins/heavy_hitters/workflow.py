@@ -20,6 +20,7 @@ import attrs
 from privreg.accountant.shuffle import DEFAULT_SHUFFLE_BOUND, SHUFFLE_BOUNDS
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import atomic_write, write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law, english_words_loaded
@@ -247,16 +248,14 @@ def _write(context: WorkflowContext, result: TrieHHResult, metrics: Mapping[str,
     if words is None:
         return outputs
     # the folder exists now: the other files go next to it
-    words.write_text("".join(f"{w}\n" for w in result.heavy_hitters), encoding="utf-8")
+    write_text(words, "".join(f"{w}\n" for w in result.heavy_hitters), "output")
     layers = words.with_name("layers.csv")
-    with layers.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_write(layers, "output", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=[f.name for f in attrs.fields(type(result.layers[0]))])
         writer.writeheader()
         writer.writerows(attrs.asdict(s) for s in result.layers)
     summary = words.with_name("result.json")
-    summary.write_text(
-        json.dumps({k: v for k, v in metrics.items() if k != "layers"}, indent=2) + "\n", encoding="utf-8"
-    )
+    write_text(summary, json.dumps({k: v for k, v in metrics.items() if k != "layers"}, indent=2) + "\n", "output")
     return {"heavy_hitters": words, "layers": layers, "result": summary}
 
 

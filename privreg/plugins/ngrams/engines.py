@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privreg.core import validation as v
+from privreg.core import workers as lifetime
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram
 from privreg.plugins.ngrams.backends.local import LocalBackend
@@ -115,7 +116,8 @@ class LocalNgramEngine(NgramEngine):
             import weakref
 
             ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-            self._pool = ctx.Pool(min(self.workers, len(parts)))
+            init, initargs = lifetime.initializer()  # workers die with this process, even on SIGKILL
+            self._pool = ctx.Pool(min(self.workers, len(parts)), initializer=init, initargs=initargs)
             weakref.finalize(self, self._pool.terminate)
         return self._pool.starmap(fn, [(p, *args) for p in parts], chunksize=1)
 

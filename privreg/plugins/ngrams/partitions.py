@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.files import make_temp_dir, sweep_temp_dirs
 from privreg.plugins.ngrams.backends.base import Tokenizer, check_path
 from privreg.plugins.ngrams.backends.local import CHUNK_RECORDS, LocalBackend
 from privreg.plugins.ngrams.backends.tokens import TokenChunk, TokenCorpus, Vocabulary, string_tags
@@ -229,10 +229,12 @@ class PartitionedCorpus:
         directory: str | Path | None = None,
     ) -> PartitionedCorpus:
         """Stream tokenized chunks into ``partitions`` partitions on disk (under a new
-        temporary directory inside ``directory``, default the system's). Memory: one
-        chunk plus the vocabulary."""
+        temporary directory ``privreg-ngrams.<pid>.*`` inside ``directory``, default the
+        system's; folders left there by killed runs are swept first). Memory: one chunk
+        plus the vocabulary."""
         n_parts = v.check_count("partitions", partitions)
-        tmp = Path(tempfile.mkdtemp(prefix="privreg-ngrams-", dir=directory))
+        sweep_temp_dirs(directory)  # folders of runs that were killed
+        tmp = make_temp_dir("ngrams", directory)
         writers: list[_PartitionWriter] = []
         try:
             writers = [_PartitionWriter(tmp / f"part-{i:04d}") for i in range(n_parts)]

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from privreg.core.charging import EventLog
 from privreg.core.cost import Cost, Limits
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, make_backend
@@ -317,7 +318,7 @@ def ngrams_workflow(
     for k, grams in sorted(result.ngrams.items()):
         out = context.output_path(f"ngrams-{k}.txt")
         if out is not None:
-            out.write_text("".join(g + "\n" for g in grams), encoding="utf-8")
+            write_text(out, "".join(g + "\n" for g in grams), "output")
             outputs[f"ngrams-{k}"] = out
     metrics = {
         "method": method,
@@ -340,7 +341,7 @@ def ngrams_workflow(
     for name, text in (("table.txt", table + "\n"), ("result.json", json.dumps(metrics, indent=2) + "\n")):
         out = context.output_path(name)
         if out is not None:
-            out.write_text(text, encoding="utf-8")
+            write_text(out, text, "output")
             outputs[name.split(".")[0]] = out
     if isinstance(context.charger, EventLog):
         out = context.output_path("ledger.jsonl")

@@ -33,6 +33,7 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import open_input
 from privreg.datasets import load_adult
 
 __all__ = [
@@ -122,7 +123,7 @@ def load_ionosphere(path: str | Path) -> OutlierData:
         raise PrivregValueError(
             f"path {str(p)!r} is not a file; pass the path of ionosphere.csv (UCI Ionosphere, CC BY 4.0)"
         )
-    with p.open(newline="", encoding="utf-8") as fh:
+    with open_input(p, "path", newline="") as fh:
         rows = list(csv.reader(fh))
     header, body = rows[0], [r for r in rows[1:] if r]
     if header[-1].strip().lower() != "class":
@@ -163,7 +164,7 @@ def read_csv_points(path: Path, columns: Sequence[str] | None = None) -> tuple[n
     p = Path(path)
     if not p.is_file():
         raise PrivregValueError(f"input {str(p)!r} is not a file; pass a CSV file with a header row")
-    with p.open(newline="", encoding="utf-8") as fh:
+    with open_input(p, "input", newline="") as fh:  # not UTF-8, unreadable: one-line errors
         reader = csv.reader(fh)
         first = next(reader, [])
         if not first:

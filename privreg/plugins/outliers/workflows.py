@@ -13,6 +13,7 @@ from scipy.spatial import cKDTree
 
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
@@ -70,7 +71,7 @@ def _write(context: WorkflowContext, metrics: dict) -> dict[str, Path]:
     out = context.output_path("result.json")
     if out is None:
         return {}
-    out.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    write_text(out, json.dumps(metrics, indent=2) + "\n", "output")
     return {"result": out}
 
 

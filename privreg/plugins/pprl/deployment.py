@@ -24,6 +24,7 @@ import pandas as pd
 from privreg.core import validation as v
 from privreg.core.deployment import Deployment
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.files import write_text
 from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
@@ -203,7 +204,7 @@ class PPRLDeployment(Deployment):
                 "required_pairs": output["counts"].required_pairs,
                 "phase_seconds": output["timings"],
             }
-            result.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+            write_text(result, json.dumps(summary, indent=2, default=str) + "\n", "party output")
             return {"groups": groups, "result": result}
         links = directory / "links.csv"
         with links.open("w", newline="", encoding="utf-8") as fh:
@@ -211,7 +212,8 @@ class PPRLDeployment(Deployment):
             w.writerow(["group", "record"])
             rows = sorted((int(g), rid) for (g, _), rid in zip(np.asarray(output["links"]), output["ids"]))
             w.writerows(rows)
-        result.write_text(
+        write_text(
+            result,
             json.dumps(
                 {
                     "linked_records": len(output["links"]),
@@ -222,7 +224,7 @@ class PPRLDeployment(Deployment):
                 default=str,
             )
             + "\n",
-            encoding="utf-8",
+            "party output",
         )
         return {"links": links, "result": result}
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import read_bytes, write_text
 from privreg.core.params import Spec
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
@@ -82,7 +83,7 @@ def _secret(path: Path | None, rng: Any) -> bytes:
         raise PrivregValueError(f"parameter secret_file {str(p)!r} is not a file; {_KEY_HINT}")
     if p.stat().st_size > MAX_SECRET_FILE_BYTES:  # never read a large file whole
         return check_secret_file(b"\0" * (MAX_SECRET_FILE_BYTES + 1), name="secret_file")
-    return check_secret_file(p.read_bytes(), name="secret_file")
+    return check_secret_file(read_bytes(p, "secret_file"), name="secret_file")
 
 
 _KEY_HINT = "generate one with: head -c 32 /dev/urandom > secret.bin"
@@ -289,7 +290,7 @@ def pprl_workflow(
     outputs = {}
     out = context.output_path("pprl.json")
     if out is not None:
-        out.write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(metrics, indent=2, default=str) + "\n", "output")
         outputs["result"] = out
     return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
 

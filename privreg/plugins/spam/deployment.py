@@ -34,6 +34,7 @@ import numpy as np
 
 from privreg.core.deployment import Deployment
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.files import write_text
 from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
@@ -220,8 +221,7 @@ def _part(out: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, obj: Any) -> Path:
-    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_text(path, json.dumps(obj, indent=2) + "\n", "party output")
 
 
 class SpamDeployment(Deployment):

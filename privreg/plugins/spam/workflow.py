@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import atomic_write, write_text
 from privreg.core.params import POSITIVE, Spec, check_params
 from privreg.core.randomness import RandomSource
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
@@ -506,15 +507,14 @@ def spam_filter(*, context: WorkflowContext, **options: Any) -> WorkflowResult:
     outputs: dict[str, Path] = {}
     path = context.output_path("spam_metrics.json")
     if path is not None:  # the folder exists now: the other files go next to it
-        path.write_text(json.dumps(metrics, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+        write_text(path, json.dumps(metrics, indent=2, default=_jsonable) + "\n", "output")
         outputs["metrics"] = path
         model = path.with_name("spam_model.npz")
-        np.savez(model, **run["_w"])
+        with atomic_write(model, "output", mode="wb") as fh:
+            np.savez(fh, **run["_w"])
         outputs["model"] = model
         report = path.with_name("spam_report.txt")
-        report.write_text(
-            summary + "\n\nTranscript per step:\n" + run["_tables"]["transcript"] + "\n", encoding="utf-8"
-        )
+        write_text(report, summary + "\n\nTranscript per step:\n" + run["_tables"]["transcript"] + "\n", "output")
         outputs["report"] = report
     return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
 

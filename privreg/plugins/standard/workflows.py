@@ -15,6 +15,7 @@ import numpy as np
 
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import open_input, write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import check_header
 from privreg.core.workflow import WorkflowContext, WorkflowResult
@@ -66,7 +67,7 @@ def read_column(path: Path | None, column: str) -> np.ndarray:
     else:
         if not path.is_file():
             raise PrivregValueError(f"input {str(path)!r} is not a file")
-        with path.open(newline="", encoding="utf-8") as fh:
+        with open_input(path, "input", newline="") as fh:  # not UTF-8, unreadable: one-line errors
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
@@ -161,7 +162,7 @@ def bounded_mean(
     outputs = {}
     out = context.output_path("result.json")
     if out is not None:
-        out.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(metrics, indent=2) + "\n", "output")
         outputs["result"] = out
     summary = (
         f"column {column!r} in [{lower:g}, {upper:g}], epsilon = {epsilon:g}\n"

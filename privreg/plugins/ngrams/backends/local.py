@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privreg.core import validation as v
+from privreg.core import workers as lifetime
 from privreg.core.errors import PrivregTypeError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Backend, Histogram, Tokenizer, check_path, detect_format
 from privreg.plugins.ngrams.backends.bounding import bounded_histogram
@@ -160,7 +161,8 @@ class LocalBackend(Backend):
             from collections import deque
 
             ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-            with ctx.Pool(workers) as pool:
+            init, initargs = lifetime.initializer()  # workers die with this process, even on SIGKILL
+            with ctx.Pool(workers, initializer=init, initargs=initargs) as pool:
                 pending: deque[Any] = deque()
                 for kind, payload in jobs:
                     pending.append(pool.apply_async(_tokenize_job, (kind, payload, *args)))

@@ -25,6 +25,7 @@ import numpy as np
 
 from privreg.core.cost import capped_reader
 from privreg.core.errors import PrivregValueError
+from privreg.core.files import reading
 from privreg.core.validation import check_header
 from privreg.plugins.ngrams.backends.base import check_columns
 
@@ -105,7 +106,7 @@ def _parse_lines(lines: list[str], first_line: int, path: Path) -> list[dict[str
 def jsonl_payloads(path: Path, rows: int) -> Iterator[tuple[int, list[str]]]:
     """(number of the first line, raw lines), ``rows`` lines at a time."""
     lineno = 1
-    with _open_text(path) as fh:
+    with reading(path, "input"), _open_text(path) as fh:  # not UTF-8, unreadable: one-line errors
         while True:
             lines = list(itertools.islice(fh, rows))
             if not lines:
@@ -164,20 +165,21 @@ def jsonl_chunks(path: Path, user_column: str, text_column: str, rows: int) -> I
 def csv_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
     import pandas as pd
 
-    with _open_binary(path) as fh:
-        header = next(csv.reader(io.TextIOWrapper(fh, encoding="utf-8", newline="")), [])
-    check_columns(check_header(header, repr(str(path))), user_column, text_column, path)
-    with _open_binary(path) as fh:
-        for df in pd.read_csv(
-            fh,
-            dtype=str,
-            keep_default_na=False,
-            na_values=[""],
-            chunksize=rows,
-            usecols=list(dict.fromkeys([user_column, text_column])),
-        ):
-            out = df[[user_column, text_column]].dropna()
-            yield records_frame(out[user_column].tolist(), out[text_column].tolist())
+    with reading(path, "input"):  # not UTF-8, unreadable: one-line errors
+        with _open_binary(path) as fh:
+            header = next(csv.reader(io.TextIOWrapper(fh, encoding="utf-8", newline="")), [])
+        check_columns(check_header(header, repr(str(path))), user_column, text_column, path)
+        with _open_binary(path) as fh:
+            for df in pd.read_csv(
+                fh,
+                dtype=str,
+                keep_default_na=False,
+                na_values=[""],
+                chunksize=rows,
+                usecols=list(dict.fromkeys([user_column, text_column])),
+            ):
+                out = df[[user_column, text_column]].dropna()
+                yield records_frame(out[user_column].tolist(), out[text_column].tolist())
 
 
 def parquet_chunks(path: Path, user_column: str, text_column: str, rows: int) -> Iterator[Any]:
@@ -187,7 +189,11 @@ def parquet_chunks(path: Path, user_column: str, text_column: str, rows: int) ->
         import pyarrow.parquet as pq
     except ImportError:
         raise PrivregValueError("reading Parquet needs pyarrow: pip install 'privreg[parquet]'") from None
-    pf = pq.ParquetFile(path)
+    try:
+        with reading(path, "input"):
+            pf = pq.ParquetFile(path)
+    except pa.ArrowInvalid:  # arrow's message may quote bytes of the file
+        raise PrivregValueError(f"input {str(path)!r} is not a Parquet file; check the file or pass --format") from None
     check_columns(list(pf.schema_arrow.names), user_column, text_column, path)
     for batch in pf.iter_batches(batch_size=rows, columns=list(dict.fromkeys([user_column, text_column]))):
         try:  # arrow's cast is per value (pandas' would depend on the batch's nulls)
