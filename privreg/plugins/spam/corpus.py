@@ -32,6 +32,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.cost import capped_reader
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.files import file_error
 
 __all__ = [
     "HAM_FOLDERS",
@@ -121,6 +122,8 @@ def read_corpus(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Message
     try:
         with _open_stream(p) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
             msgs = _read_tar(tar, max_bytes)
+    except (PermissionError, FileNotFoundError, IsADirectoryError) as exc:  # the file itself, not its format
+        raise file_error(exc, p, "input") from None
     except (tarfile.TarError, OSError, EOFError, lzma.LZMAError) as exc:
         raise PrivregValueError(f"{str(p)!r} is not a readable tar archive: {exc}") from None
     if not msgs:
