@@ -25,6 +25,7 @@ from typing import Any
 
 from privreg.cli import format as fmt
 from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
+from privreg.core.files import write_text
 from privreg.core.registry import default_registry
 
 __all__ = ["add_parser"]
@@ -134,7 +135,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         lines += ["", "[outputs]", f"directory = {_toml_value(f'out/{p}')}", "", "[options]"]
         lines += [f"{k} = {_toml_value(x)}" for k, x in options.items() if x is not None]
         lines += ["", "[timeouts]", f"connect = {args.connect_timeout!r}"]
-        (directory / f"{p}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text(directory / f"{p}.toml", "\n".join(lines) + "\n", "party configuration")
         commands.append(f"privreg party run {shlex.quote(str(directory / f'{p}.toml'))}")
     print(f"{dep.name}: {len(names)} parties in {directory}; run each in its own terminal:")
     for c in commands:

@@ -34,6 +34,7 @@ import attrs
 
 from privreg.core.deployment import Deployment
 from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.files import write_text
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.mpc.party_config import PartyConfig
@@ -214,7 +215,7 @@ def _write_record(
         "received": attrs.asdict(transcript.per_party().get(config.party, {}).get("received", _zero())),
     }
     path = directory / "transcript.json"
-    path.write_text(json.dumps(view, indent=2) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(view, indent=2) + "\n", "party transcript")
     files["transcript"] = path
     record = {
         "party": config.party,
@@ -231,7 +232,7 @@ def _write_record(
         "files": {k: str(v) for k, v in sorted(files.items())},
     }
     run_path = directory / "run.json"
-    run_path.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    write_text(run_path, json.dumps(record, indent=2, default=str) + "\n", "party run record")
     files["run"] = run_path
     return files
 

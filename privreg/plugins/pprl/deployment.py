@@ -24,7 +24,7 @@ import pandas as pd
 from privreg.core import validation as v
 from privreg.core.deployment import Deployment
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.files import write_text
+from privreg.core.files import atomic_write, write_text
 from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
@@ -187,7 +187,7 @@ class PPRLDeployment(Deployment):
         result = directory / "result.json"
         if party == LINKAGE_UNIT:
             groups = directory / "groups.csv"
-            with groups.open("w", newline="", encoding="utf-8") as fh:
+            with atomic_write(groups, "party output", newline="") as fh:
                 w = csv.writer(fh)
                 w.writerow(["group", *output["parties"]])
                 for g, row in enumerate(np.asarray(output["links"])):
@@ -207,7 +207,7 @@ class PPRLDeployment(Deployment):
             write_text(result, json.dumps(summary, indent=2, default=str) + "\n", "party output")
             return {"groups": groups, "result": result}
         links = directory / "links.csv"
-        with links.open("w", newline="", encoding="utf-8") as fh:
+        with atomic_write(links, "party output", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["group", "record"])
             rows = sorted((int(g), rid) for (g, _), rid in zip(np.asarray(output["links"]), output["ids"]))
@@ -254,7 +254,7 @@ class PPRLDeployment(Deployment):
             frame[list(FEBRL_SCHEMA.columns)].rename_axis(ID_COLUMN).reset_index().to_csv(path, index=False)
             truth_rows += [(p, rid, ent) for rid, ent in zip(frame.index, frame[ENTITY])]
             out[p] = {"records": path, "secret": secret}
-        with (directory / "truth.csv").open("w", newline="", encoding="utf-8") as fh:
+        with atomic_write(directory / "truth.csv", "example truth", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["party", "id", "entity"])
             w.writerows(truth_rows)

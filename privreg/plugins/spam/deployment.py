@@ -34,7 +34,7 @@ import numpy as np
 
 from privreg.core.deployment import Deployment
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.files import write_text
+from privreg.core.files import atomic_write, write_text
 from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
@@ -309,7 +309,7 @@ class SpamDeployment(Deployment):
             _write_json(result, {"train": public["train"], "training": _part(output["training"])})
             return {"result": result}
         labels = directory / "labels.csv"
-        with labels.open("w", newline="", encoding="utf-8") as fh:
+        with atomic_write(labels, "party output", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["message", "label"])
             w.writerows((i, int(x)) for i, x in enumerate(output["labels"]))
@@ -354,7 +354,7 @@ class SpamDeployment(Deployment):
         out: dict[str, dict[str, Path]] = {BOB: {}}
         for party, chosen in parts.items():
             path = directory / f"{party}.jsonl"
-            with path.open("w", encoding="utf-8") as fh:
+            with atomic_write(path, "example input") as fh:
                 for m in chosen:
                     label = "spam" if m.label == 1 else "ham"
                     fh.write(json.dumps({"label": label, "text": m.raw.decode("utf-8", errors="replace")}) + "\n")
