@@ -15,7 +15,7 @@ import time
 
 from privreg.core.protocol import Party, Protocol
 from privreg.mpc.runtime import arun_protocol
-from privreg.mpc.tcp import META_LIMIT, PREAUTH_FRAME_LIMIT, TcpTransport
+from privreg.mpc.tcp import MESSAGE_OVERHEAD, META_LIMIT, PREAUTH_FRAME_LIMIT, TcpTransport
 from privreg.mpc.tls import TlsConfig
 from privreg.mpc.wire import decode, encode
 
@@ -33,7 +33,7 @@ def documented_bound(*, pending, message_limit, queued, remote_processes, tls):
     return (
         gc_lag
         + pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN)
-        + remote_processes * (queued + 3 * message_limit + 2 * META_LIMIT + 2 * (t + PER_CONN))
+        + remote_processes * (queued + 3 * message_limit + 3 * META_LIMIT + MESSAGE_OVERHEAD + 2 * (t + PER_CONN))
     )
 
 

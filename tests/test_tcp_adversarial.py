@@ -16,10 +16,12 @@ import time
 import tracemalloc
 
 import pytest
+from crypto_keys import cached_keypair
 from tcp_helpers import HEAD, FakePeer, FnProtocol, documented_bound, frame, honest, run_all, tls_for, wire
 
-from privreg.core.errors import ProtocolError
+from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.mpc.certs import create_test_pki
+from privreg.mpc.tcp import MAX_FRAME_LIMIT, MESSAGE_OVERHEAD, META_LIMIT
 from privreg.mpc.wire import encode
 
 LIMIT = 64 * 1024  # the message limit of these runs
@@ -349,3 +351,195 @@ def test_ssl_module_is_tls13_only(pki):
     ctx = tls_for(pki, "alice").server_context()
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3 and ctx.verify_mode == ssl.CERT_REQUIRED
     assert not tls_for(pki, "alice").client_context().check_hostname
+
+
+# ------------------------------------------------------------------ denial of service by a peer
+
+
+def test_a_flood_of_near_empty_messages_is_counted_and_held(pki):
+    """Each message counts its payload, its meta and 256 bytes: a flood of 1-byte payloads
+    under the longest step allowed stays within the queue bound (it used to count 1 byte
+    per message, and grew without limit)."""
+    count, step = 6000, "s" * 128
+
+    def script(sock, run_id):
+        data = encode(None)  # 1 byte
+        for seq in range(1, count + 1):
+            sock.sendall(frame(("M", run_id, seq, step, "bob", "alice"), data))
+        sock.sendall(frame(("F", run_id, count + 1, "bob", None)))
+
+    held = {}
+
+    async def late_reader(ch):
+        conn = next(iter(ch._transport._conns))
+        before = tracemalloc.get_traced_memory()[0]
+        await asyncio.sleep(1.0)  # the flood arrives meanwhile; alice reads nothing yet
+        held.update(real=tracemalloc.get_traced_memory()[0] - before, counted=conn.queued, messages=conn.count)
+        for _ in range(count):
+            assert await ch.recv("bob", step=step) is None
+        return count
+
+    ra, peak, fake = _fake_bob_run(pki, script, alice=late_reader)
+    assert not fake.errors, fake.errors
+    assert not isinstance(ra, BaseException), ra
+    assert ra.outputs == {"alice": count}
+    # reading paused at max_queued_bytes, each message counted at more than 256 + 128 bytes
+    assert QUEUED <= held["counted"] < QUEUED + 1024 and held["messages"] < QUEUED // (MESSAGE_OVERHEAD + 128) + 1
+    assert held["real"] < held["counted"], held  # the count covers what the queue really holds
+    bound = _bound(tls=True)
+    assert peak < bound, (peak, bound)
+    print(f"near-empty flood: queue {held}, peak {peak / 2**20:.2f} MiB, bound {bound / 2**20:.2f} MiB")
+
+
+def test_max_queued_messages_caps_the_unread_messages_of_a_connection(pki):
+    """With a cap of 16 messages, 16 tiny messages fill the queue: reading pauses until
+    alice reads, and every message still arrives in order."""
+    count = 200
+    seen = []
+
+    def script(sock, run_id):
+        for seq in range(1, count + 1):
+            sock.sendall(frame(("M", run_id, seq, "m", "bob", "alice"), encode(seq)))
+        sock.sendall(frame(("F", run_id, count + 1, "bob", None)))
+
+    async def late_reader(ch):
+        await asyncio.sleep(0.5)
+        t = ch._transport
+        conn = next(iter(t._conns))
+        seen.append(conn.count)
+        return [await ch.recv("bob", step="m") for _ in range(count)]
+
+    ra, _peak, fake = _fake_bob_run(pki, script, alice=late_reader, tls=False, max_queued_messages=16)
+    assert not fake.errors, fake.errors
+    assert not isinstance(ra, BaseException), ra
+    assert ra.outputs == {"alice": list(range(1, count + 1))}
+    assert seen == [16]
+
+
+@pytest.mark.parametrize(
+    "step, words",
+    [
+        ("x" * 60_000, "above the limit of 8192"),  # the meta is refused unread
+        ("x" * 1000, "got '" + "x" * 64 + "'... (1000 characters)"),
+        ("a step", "got 'a step'"),
+        (7, "got (a int, not a str)"),
+    ],
+    ids=["60k", "1000", "space", "int"],
+)
+def test_a_step_that_is_not_a_short_name_breaks_the_connection(pki, step, words):
+    def script(sock, run_id):
+        sock.sendall(frame(("M", run_id, 1, step, "bob", "alice"), encode("x")))
+        time.sleep(0.5)
+
+    ra, _peak, fake = _fake_bob_run(pki, script, tls=False)
+    assert not fake.errors, fake.errors
+    assert isinstance(ra, ProtocolError) and "broke the transport protocol" in str(ra)
+    assert words in str(ra)
+    assert "x" * 65 not in str(ra)  # a peer's step is never quoted beyond 64 characters
+
+
+def test_a_sender_refuses_a_step_that_is_not_a_short_name(pki):
+    a, b = _pair(pki, tls=False)
+
+    async def bad_bob(ch):
+        await ch.send("alice", "v", step="s" * 129)
+
+    async def alice(ch):
+        return await ch.recv("bob")
+
+    _ra, rb = asyncio.run(run_all(FnProtocol(alice=alice, bob=bad_bob), [a, b]))
+    assert isinstance(rb, ProtocolError) and "1 to 128" in str(rb) and "s" * 65 not in str(rb)
+
+
+def test_an_announced_frame_is_held_only_as_far_as_its_bytes_arrived(pki):
+    """A header announcing 512 MiB followed by 300 KB: alice holds about what arrived
+    (it used to allocate the announced size at once)."""
+    announced, sent = 512 * 2**20, 300_000
+
+    def script(sock, run_id):
+        meta = encode(("M", run_id, 1, "secret", "bob", "alice"))
+        sock.sendall(HEAD.pack(len(meta), announced) + meta + b"\x00" * sent)
+        time.sleep(1.0)
+        sock.close()
+
+    ra, peak, fake = _fake_bob_run(pki, script, max_message_bytes=announced)
+    assert not fake.errors, fake.errors
+    assert isinstance(ra, ProtocolError) and "closed in the middle of a frame" in str(ra)
+    assert peak < 4 * 2**20, peak  # 300 KB received, one 1 MiB chunk, TLS buffers
+    print(f"announced {announced / 2**20:.0f} MiB, sent {sent / 1000:.0f} KB: peak {peak / 2**20:.2f} MiB")
+
+
+def test_a_message_of_several_chunks_arrives_whole():
+    payload = bytes(range(256)) * (13 * 1024 + 7)  # 3.4 MiB: four 1 MiB chunks, the last partial
+    a = honest("alice", insecure_plaintext=True, max_message_bytes=8 * 2**20)
+    b = honest("bob", insecure_plaintext=True, max_message_bytes=8 * 2**20)
+    wire([a, b])
+
+    async def bob(ch):
+        await ch.send("alice", payload, step="big")
+
+    async def alice(ch):
+        return await ch.recv("bob", step="big")
+
+    ra, rb = asyncio.run(run_all(FnProtocol(alice=alice, bob=bob), [a, b]))
+    assert not isinstance(rb, BaseException), rb
+    assert ra.outputs["alice"] == payload
+
+
+class _HugeLimit(FnProtocol):
+    def max_message_bytes(self):
+        return 194 * 2**30  # what mp-spprl's default bound once was
+
+
+def test_max_frame_bytes_caps_whatever_the_protocol_says(pki):
+    def script(sock, run_id):
+        sock.sendall(HEAD.pack(40, 2**20 + 1))
+        time.sleep(0.5)
+
+    a = honest("alice", insecure_plaintext=True, max_frame_bytes=2**20, linger_timeout=1.0)
+    fake = FakePeer("bob", ["alice", "bob"])
+    a.set_peers({"bob": fake.address})
+
+    async def main():
+        task = asyncio.ensure_future(run_all(_HugeLimit(alice=_alice, bob=_bob), [a]))
+        threads = fake.run(a.address, script)
+        (ra,) = await task
+        fake.close()
+        for t in threads:
+            t.join(5)
+        return ra
+
+    ra = asyncio.run(main())
+    assert a.message_limit == 2**20
+    assert isinstance(ra, ProtocolError) and f"above the limit of {META_LIMIT} + {2**20}" in str(ra)
+    with pytest.raises(PrivregValueError, match="max_frame_bytes"):
+        honest("alice", insecure_plaintext=True, max_message_bytes=2**21, max_frame_bytes=2**20)
+    assert honest("alice", insecure_plaintext=True).max_frame_bytes == MAX_FRAME_LIMIT == 2**30
+
+
+def test_three_hundred_keys_in_a_message_are_refused_at_once(pki):
+    """A message of 300 copies of a public key (each check a modular exponentiation) is
+    refused at the fifth key, long before recv_timeout (it used to block 113 s)."""
+    pk = cached_keypair(256, 5).public_key
+
+    def script(sock, run_id):
+        sock.sendall(frame(("M", run_id, 1, "secret", "bob", "alice"), encode([pk] * 300)))
+        time.sleep(0.5)
+
+    start = time.monotonic()
+    ra, _peak, fake = _fake_bob_run(pki, script, tls=False, max_message_bytes=2**20)
+    assert not fake.errors, fake.errors
+    assert isinstance(ra, ProtocolError) and "more than 4 values of wire type" in str(ra)
+    assert time.monotonic() - start < 8.0
+
+
+def test_a_frame_header_with_a_registered_type_breaks_the_connection(pki):
+    pk = cached_keypair(256, 5).public_key
+
+    def script(sock, run_id):
+        sock.sendall(frame(("M", run_id, 1, "secret", "bob", pk)))
+        time.sleep(0.5)
+
+    ra, _peak, fake = _fake_bob_run(pki, script, tls=False)
+    assert not fake.errors, fake.errors
+    assert isinstance(ra, ProtocolError) and "registered wire types are not allowed" in str(ra)

@@ -30,7 +30,11 @@ malformed key puts the values encrypted under it at risk: ``n`` must have
 if the key says it is insecure), be odd, have no prime factor below ``2^16`` (one gcd with
 the product of those primes) and not be a probable prime (one strong Fermat test to base 2,
 which every prime passes); ``h`` must be a unit modulo ``n^2``. That costs one modular
-exponentiation modulo ``n`` (about 1-3 ms at 2048 bits, 0.2 s at 8192) plus a gcd. The
+exponentiation modulo ``n`` (about 1-3 ms at 2048 bits, 0.2-0.3 s at 8192) plus a gcd, so
+one message may carry at most :data:`MAX_KEYS_PER_MESSAGE` (4) keys (the codec refuses
+more: protocols send one key per message), and a key that passed the checks is not
+checked again when it arrives again (the process remembers the SHA-256 of ``n``, ``h``
+and the reasons of the last 256 keys it accepted). The
 checks cannot tell a modulus with two large factors from one with three, nor that ``h`` is
 an ``n``-th residue: those need the factors. The rebuilt key has the sender's insecure
 reasons (at most 8, of at most 200 printable characters each), plus the size reason when
@@ -44,6 +48,7 @@ them by the CRT; its fast (``djn``) path draws the exponent uniformly modulo
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import weakref
@@ -64,6 +69,7 @@ from privreg.mpc.wire import register_type
 
 __all__ = [
     "MAX_KEY_BITS",
+    "MAX_KEYS_PER_MESSAGE",
     "MIN_KEY_BITS",
     "PaillierPublicKey",
     "PaillierPrivateKey",
@@ -84,6 +90,14 @@ _TRIAL_DIVISION_BOUND = 2**16
 # the insecure reasons a received key may carry
 _MAX_REASONS = 8
 _MAX_REASON_CHARS = 200
+
+#: The most public keys one received message may carry (the codec refuses more).
+MAX_KEYS_PER_MESSAGE = 4
+
+# digests of the received keys (n, h, insecure reasons) that passed the checks, most
+# recent last: a key received again is not checked again
+_CHECKED: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+_MAX_CHECKED = 256
 
 _REGISTRY: weakref.WeakValueDictionary[bytes, PaillierPublicKey] = weakref.WeakValueDictionary()
 
@@ -264,6 +278,15 @@ def _check_received_modulus(n: int, reasons: list[str]) -> None:
         raise _refuse("modulus is prime (or a base-2 strong pseudoprime), not a product of two primes")
 
 
+def _checked_digest(n: int, h: int, reasons: list[str]) -> bytes:
+    """What identifies a received key's checked fields in :data:`_CHECKED`."""
+    digest = hashlib.sha256(b"privreg.paillier.checked\x00")
+    for x in (n, h):
+        digest.update(x.to_bytes((x.bit_length() + 8) // 8, "big", signed=True) + b"\x00")
+    digest.update("\x00".join(reasons).encode("utf-8"))
+    return digest.digest()
+
+
 def _public_from_wire(d: Any) -> PaillierPublicKey:
     if not isinstance(d, dict) or set(d) != {"n", "h", "insecure_reasons"}:
         raise _refuse("expected a dict of the fields 'n', 'h' and 'insecure_reasons'")
@@ -271,9 +294,16 @@ def _public_from_wire(d: Any) -> PaillierPublicKey:
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n, h)):
         raise _refuse("n and h must be integers")
     reasons = _received_reasons(d["insecure_reasons"])
-    _check_received_modulus(n, reasons)
-    if not 2 <= h < n * n or gmpy2.gcd(h, n) != 1:
-        raise _refuse("h (the DJN base) must lie in [2, n^2) and be coprime to n")
+    digest = _checked_digest(n, h, reasons)
+    if digest in _CHECKED:  # this key passed the checks in this process already
+        _CHECKED.move_to_end(digest)
+    else:
+        _check_received_modulus(n, reasons)
+        if not 2 <= h < n * n or gmpy2.gcd(h, n) != 1:
+            raise _refuse("h (the DJN base) must lie in [2, n^2) and be coprime to n")
+        _CHECKED[digest] = None
+        if len(_CHECKED) > _MAX_CHECKED:
+            _CHECKED.popitem(last=False)
     # one key object per modulus in a process, when the sender's reasons are its reasons
     existing = _REGISTRY.get(key_id(n))
     if existing is not None and list(existing.insecure_reasons) == reasons:
@@ -286,7 +316,14 @@ def _public_from_wire(d: Any) -> PaillierPublicKey:
         raise _refuse("PaillierPublicKey refused it") from exc
 
 
-register_type("privreg.paillier.PublicKey", PaillierPublicKey, _public_to_wire, _public_from_wire)
+# a protocol sends one key per message; each costs a modular exponentiation to check
+register_type(
+    "privreg.paillier.PublicKey",
+    PaillierPublicKey,
+    _public_to_wire,
+    _public_from_wire,
+    max_per_message=MAX_KEYS_PER_MESSAGE,
+)
 
 
 # ------------------------------------------------------------------ private key

@@ -44,14 +44,27 @@ Resource bounds (every length is checked before anything is allocated for it):
   (hello, ack); a larger length prefix closes the connection unread.
 - ``L`` = the run's message limit: ``max_message_bytes`` if given, else the protocol's
   :meth:`~privreg.core.protocol.Protocol.max_message_bytes`, else 64 MiB
-  (:data:`DEFAULT_MESSAGE_LIMIT`); ``M`` = 64 KiB (:data:`META_LIMIT`), the largest
-  ``meta`` of a run frame. A larger message is refused by the sender; a larger length
-  prefix from a peer breaks that connection before its payload is read.
-- ``Q`` = ``max_queued_bytes`` (default ``4 * L``): received, unread message bytes per
-  connection. Above it the transport stops reading that connection until a local party
-  reads (TCP flow control then holds the sender); if none does within
-  ``recv_timeout``, the connection fails. Messages are queued encoded and decoded once,
-  when a local party reads them (then recorded in the transcript).
+  (:data:`DEFAULT_MESSAGE_LIMIT`); in every case at most ``max_frame_bytes`` (default
+  1 GiB, :data:`MAX_FRAME_LIMIT`), whatever the protocol says. ``M`` = 8 KiB
+  (:data:`META_LIMIT`), the largest ``meta`` of a run frame. A larger message is refused
+  by the sender; a larger length prefix from a peer breaks that connection before its
+  payload is read. A payload above 1 MiB is read in chunks of 1 MiB, each allocated
+  when the previous one is full: a peer that announces ``L`` bytes and sends fewer makes
+  this process hold what it sent (plus one chunk), not ``L``.
+- Steps: the step of a message is a name of at most 128 ASCII letters, digits, '-',
+  '_', '.', '[' or ']' (:func:`~privreg.mpc.transport.check_step`); the sender refuses
+  another, and a frame with another breaks the connection. ``meta`` is decoded without
+  registered types (cheap whatever it holds), payloads within the caps of
+  :mod:`privreg.mpc.wire` (values per message, keys per message).
+- ``Q`` = ``max_queued_bytes`` (default ``4 * L``): received, unread messages per
+  connection, each counted as its payload plus its ``meta`` plus ``O`` = 256 bytes
+  (:data:`MESSAGE_OVERHEAD`, more than the Python objects that hold a queued message
+  take: about 170 bytes), and at most ``K`` = ``max_queued_messages`` of them (default
+  4096, :data:`DEFAULT_MAX_QUEUED_MESSAGES`). At either cap the transport stops reading
+  that connection until a local party reads (TCP flow control then holds the sender);
+  if none does within ``recv_timeout``, the connection fails. Messages are queued
+  encoded and decoded once, when a local party reads them (then recorded in the
+  transcript).
 - ``P`` = ``max_pending_connections`` (default 32): connections that have not finished
   the TLS handshake and hello. When full, the oldest is closed to admit the newcomer, so
   idle or slow connections cannot lock a genuine peer out; at most ``P`` of them hold TLS
@@ -60,21 +73,22 @@ Resource bounds (every length is checked before anything is allocated for it):
 
 The memory the transport itself holds for its connections is at most::
 
-    P * (H + T + C)  +  N * (Q + 3 * L + 2 * M + 2 * (T + C))
+    P * (H + T + C)  +  N * (Q + 3 * L + 3 * M + O + 2 * (T + C))
 
 where ``N`` is the number of remote processes (each has one connection in, one out),
 ``T`` the TLS read buffer asyncio allocates per TLS connection (256 KiB on CPython 3.11;
 0 in plaintext) and ``C`` = 32 KiB a generous per-connection allowance for the objects
-of the connection. (``Q + L``: the queue, which one last message may overshoot;
-``2 * L``: the frame being read and its copy.) With the defaults and TLS, the
-pre-authentication term is about 9.1 MiB. Not counted: payloads once a local party has
-read them (they are the protocol's), what the local parties send (in flight in the
-outgoing buffers until the peer reads), the kernel's socket buffers and OpenSSL's own
-buffers (up to about 0.5 MiB per TLS connection, outside the Python heap). Under a flood
-of TLS connections, asyncio may release the buffer ``T`` of closed handshakes some loop
-iterations late: allow another ``P * T`` (measured: peaks plateau near ``2 * P`` TLS
-buffers, 17.5 MiB with the defaults, during a burst of 300 connections; the cause of the
-lag is not pinned down).
+of the connection. (``Q + L + M + O``: the queue, which one last message may overshoot;
+``2 * L + 2 * M``: the frame being read and its copy, bounded by the bytes the peer
+actually sent.) With the defaults and TLS, the pre-authentication term is about 9.1
+MiB. Not counted: payloads once a local party has read them (they are the protocol's,
+and decoding one builds at most the objects :mod:`privreg.mpc.wire` documents), what
+the local parties send (in flight in the outgoing buffers until the peer reads), the
+kernel's socket buffers and OpenSSL's own buffers (up to about 0.5 MiB per TLS
+connection, outside the Python heap). Under a flood of TLS connections, asyncio may
+release the buffer ``T`` of closed handshakes some loop iterations late: allow another
+``P * T`` (measured: peaks plateau near ``2 * P`` TLS buffers, 17.5 MiB with the
+defaults, during a burst of 300 connections; the cause of the lag is not pinned down).
 
 Transcripts: each process records the messages its local parties send, and those they
 read; ``size_bytes`` is the length of the encoded payload (the framing is not counted),
@@ -99,7 +113,9 @@ Caveats:
       ports can read, forge, replay (within a run) and impersonate parties. For tests on
       loopback only.
     - A malicious peer with a valid certificate can send malformed messages or messages
-      up to the limit ``L`` (so the memory bound above is reached), stall until
+      up to the limit ``L`` (so the memory bound above is reached), make a receiving
+      party spend the decoding time :mod:`privreg.mpc.wire` documents (about 2 s of CPU
+      per message at worst, blocking the event loop meanwhile), stall until
       ``recv_timeout``, and deviate from the protocol in any way: the protocols are
       secure against semi-honest parties only. The certificates decide who may take
       part; they do not make the parties honest.
@@ -125,22 +141,39 @@ from privreg.core import validation as v
 from privreg.core.errors import DeadlockError, PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.mpc.tls import TlsConfig
 from privreg.mpc.transcript import Message, count_ciphertexts
-from privreg.mpc.transport import InMemoryTransport, QueuedMessage
+from privreg.mpc.transport import STEP_MAX_CHARS, InMemoryTransport, QueuedMessage, check_step, is_step, shown_step
 from privreg.mpc.wire import decode, encode
 
-__all__ = ["DEFAULT_MESSAGE_LIMIT", "META_LIMIT", "PREAUTH_FRAME_LIMIT", "TcpTransport"]
+__all__ = [
+    "DEFAULT_MAX_QUEUED_MESSAGES",
+    "DEFAULT_MESSAGE_LIMIT",
+    "MAX_FRAME_LIMIT",
+    "MESSAGE_OVERHEAD",
+    "META_LIMIT",
+    "PREAUTH_FRAME_LIMIT",
+    "TcpTransport",
+]
 
 #: Largest frame accepted before a connection is authenticated (hello, ack).
 PREAUTH_FRAME_LIMIT = 4096
-#: Largest ``meta`` part (the encoded frame tuple, without payload) of a run frame.
-META_LIMIT = 64 * 1024
+#: Largest ``meta`` part (the encoded frame tuple, without payload) of a run frame: its
+#: step is a short name and its party names fit in a hello (:data:`PREAUTH_FRAME_LIMIT`).
+META_LIMIT = 8 * 1024
 #: Message limit when neither the transport nor the protocol gives one.
 DEFAULT_MESSAGE_LIMIT = 64 * 1024 * 1024
+#: Default absolute cap on a message (``max_frame_bytes``), whatever the protocol says.
+MAX_FRAME_LIMIT = 1024 * 1024 * 1024
+#: Bytes a queued message counts against ``max_queued_bytes`` besides its payload and
+#: ``meta`` (the Python objects that hold it: about 170 bytes measured).
+MESSAGE_OVERHEAD = 256
+#: Default cap on the received, unread messages per connection (``max_queued_messages``).
+DEFAULT_MAX_QUEUED_MESSAGES = 4096
 
 _HEAD = struct.Struct(">IQ")
 _VERSION = 1
 _RUN_TAG = b"privreg.mpc.tcp run id v1\x00"
 _SPILL = 1024
+_CHUNK = 1024 * 1024  # a large frame is read in chunks of this size, as its bytes arrive
 _MAX_ERRORS = 16
 
 
@@ -219,7 +252,8 @@ class _Conn(asyncio.BufferedProtocol):
         self.peer = "an unknown address"
         self.task: asyncio.Task[None] | None = None
         self.hosted: list[str] = []
-        self.queued = 0
+        self.queued = 0  # bytes counted against max_queued_bytes
+        self.count = 0  # messages counted against max_queued_messages
         self.room = asyncio.Event()
         self.room.set()
         self._target: bytearray | None = None
@@ -299,8 +333,29 @@ class _Conn(asyncio.BufferedProtocol):
         self._wake()
 
     async def read_exactly(self, n: int) -> bytes | None:
-        """``n`` bytes; None at end of stream before the first byte."""
-        buf = bytearray(n)
+        """``n`` bytes; None at end of stream before the first byte. More than
+        :data:`_CHUNK` bytes are read into chunks of that size, each allocated once the
+        previous one is full: a peer that announces ``n`` bytes makes this process hold
+        what it actually sent (plus one chunk), not ``n``."""
+        if n <= _CHUNK:
+            buf = await self._fill(bytearray(n), first=True)
+            return None if buf is None else bytes(buf)
+        chunks: list[bytearray] = []
+        left = n
+        while left:
+            chunk = await self._fill(bytearray(min(_CHUNK, left)), first=not chunks)
+            if chunk is None:
+                return None
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        chunks.clear()
+        return data
+
+    async def _fill(self, buf: bytearray, *, first: bool) -> bytearray | None:
+        """``buf`` filled from the stream; None at end of stream before its first byte
+        when ``first`` (the start of a read)."""
+        n = len(buf)
         k = min(n, len(self._spill))
         buf[:k] = self._spill[:k]
         del self._spill[:k]
@@ -308,7 +363,7 @@ class _Conn(asyncio.BufferedProtocol):
         try:
             while self._filled < n:
                 if self._eof:
-                    if self._filled == 0:
+                    if self._filled == 0 and first:
                         return None
                     raise ProtocolError("the connection closed in the middle of a frame")
                 t = self.transport
@@ -319,7 +374,7 @@ class _Conn(asyncio.BufferedProtocol):
         finally:
             self._target, self._waiter = None, None
             self._pause()
-        return bytes(buf)
+        return buf
 
     def write(self, data: bytes) -> None:
         t = self.transport
@@ -367,9 +422,14 @@ class TcpTransport(InMemoryTransport):
         linger_timeout: seconds to wait, at the end, for remote parties to finish.
         max_message_bytes: the run's largest message (encoded payload), overriding the
             protocol's :meth:`~privreg.core.protocol.Protocol.max_message_bytes`
-            (default: that, else 64 MiB).
+            (default: that, else 64 MiB); at most ``max_frame_bytes``.
+        max_frame_bytes: absolute cap on the run's message limit, whatever the protocol
+            says (default 1 GiB, :data:`MAX_FRAME_LIMIT`).
         max_queued_bytes: received, unread bytes buffered per peer connection before
-            reading pauses (default: 4 x the message limit).
+            reading pauses (default: 4 x the message limit); a message counts its
+            payload, its ``meta`` and :data:`MESSAGE_OVERHEAD` (256) bytes.
+        max_queued_messages: received, unread messages per peer connection before
+            reading pauses (default 4096, :data:`DEFAULT_MAX_QUEUED_MESSAGES`).
         max_pending_connections: connections allowed to be in their handshake at once;
             the oldest is dropped for a newcomer.
 
@@ -396,6 +456,8 @@ class TcpTransport(InMemoryTransport):
         max_message_bytes: int | None = None,
         max_queued_bytes: int | None = None,
         max_pending_connections: int = 32,
+        max_frame_bytes: int = MAX_FRAME_LIMIT,
+        max_queued_messages: int = DEFAULT_MAX_QUEUED_MESSAGES,
     ) -> None:
         if isinstance(local, str) or not isinstance(local, Sequence):
             raise PrivregTypeError(
@@ -432,9 +494,16 @@ class TcpTransport(InMemoryTransport):
         self.max_message_bytes = (
             None if max_message_bytes is None else v.check_int("max_message_bytes", max_message_bytes, minimum=1)
         )
+        self.max_frame_bytes = v.check_int("max_frame_bytes", max_frame_bytes, minimum=1)
+        if self.max_message_bytes is not None and self.max_message_bytes > self.max_frame_bytes:
+            raise PrivregValueError(
+                f"max_message_bytes={self.max_message_bytes} is above max_frame_bytes={self.max_frame_bytes}, the "
+                f"transport's absolute cap on a message; raise max_frame_bytes too, or pass a smaller limit."
+            )
         self.max_queued_bytes = (
             None if max_queued_bytes is None else v.check_int("max_queued_bytes", max_queued_bytes, minimum=1)
         )
+        self.max_queued_messages = v.check_int("max_queued_messages", max_queued_messages, minimum=1)
         self.max_pending_connections = v.check_int("max_pending_connections", max_pending_connections, minimum=1)
         self.run_id: str | None = None
         self.peer_identities: dict[str, str | None] = {}
@@ -484,7 +553,7 @@ class TcpTransport(InMemoryTransport):
 
     async def _start(self, parties: Sequence[str], protocol_limit: int | None) -> None:
         await super().start(parties, max_message_bytes=protocol_limit)
-        limit = self.max_message_bytes or self.message_limit or DEFAULT_MESSAGE_LIMIT
+        limit = min(self.max_message_bytes or self.message_limit or DEFAULT_MESSAGE_LIMIT, self.max_frame_bytes)
         self.message_limit = limit
         self._frame_limit = limit
         self._queue_limit = self.max_queued_bytes or 4 * limit
@@ -650,7 +719,7 @@ class TcpTransport(InMemoryTransport):
         meta_len, data_len = _HEAD.unpack(await reader.readexactly(_HEAD.size))
         if meta_len > PREAUTH_FRAME_LIMIT or data_len:
             raise ProtocolError(f"{where} answered the hello with a malformed frame")
-        ans = decode(await reader.readexactly(meta_len))
+        ans = decode(await reader.readexactly(meta_len), registered_types=False)
         ok = (
             isinstance(ans, tuple)
             and ans
@@ -686,7 +755,10 @@ class TcpTransport(InMemoryTransport):
 
     async def _read_frame(
         self, conn: _Conn, *, meta_limit: int, data_limit: int
-    ) -> tuple[tuple[Any, ...], bytes] | None:
+    ) -> tuple[tuple[Any, ...], bytes, int] | None:
+        """The next frame (``meta``, ``data``, the length of the encoded ``meta``), or None
+        at end of stream. ``meta`` is decoded without registered types: cheap, whatever
+        the peer put in it."""
         head = await conn.read_exactly(_HEAD.size)
         if head is None:
             return None
@@ -699,7 +771,7 @@ class TcpTransport(InMemoryTransport):
         body = await conn.read_exactly(meta_len)
         if body is None:
             raise ProtocolError("the connection closed in the middle of a frame")
-        meta = decode(body)
+        meta = decode(body, registered_types=False)
         del body
         if not isinstance(meta, tuple) or not meta or not isinstance(meta[0], str):
             raise ProtocolError("malformed frame: its header is not a tuple starting with a kind")
@@ -709,7 +781,7 @@ class TcpTransport(InMemoryTransport):
             if got is None:
                 raise ProtocolError("the connection closed in the middle of a frame")
             data = got
-        return meta, data
+        return meta, data, meta_len
 
     async def _serve(self, conn: _Conn) -> None:
         """Authenticate one incoming connection, then read its run frames."""
@@ -779,7 +851,8 @@ class TcpTransport(InMemoryTransport):
         if not (len(hello) == 5 and hello[0] == "H"):
             raise _Refused("the first frame must be a hello")
         if hello[1] != _VERSION:
-            raise _Refused(f"hello of protocol version {_clean(str(hello[1]), 20)}; this process speaks {_VERSION}")
+            version = hello[1] if isinstance(hello[1], int) and abs(hello[1]) < 10**6 else "(not shown)"
+            raise _Refused(f"hello of protocol version {version}; this process speaks {_VERSION}")
         nonce, hosted, theirs = hello[2], _names(hello[3]), _names(hello[4])
         if not (isinstance(nonce, bytes) and len(nonce) == 32) or hosted is None or theirs is None:
             raise _Refused("malformed hello")
@@ -809,32 +882,32 @@ class TcpTransport(InMemoryTransport):
             await self._ready.wait()
             expected = 1
             while True:
-                if conn.queued >= self._queue_limit:  # backpressure: no reading until a local party reads
+                if self._queue_full(conn):  # backpressure: no reading until a local party reads
                     conn.room.clear()
                     try:
                         await asyncio.wait_for(conn.room.wait(), self.recv_timeout)
                     except asyncio.TimeoutError:
                         raise ProtocolError(
-                            f"its unread messages stayed above max_queued_bytes={self._queue_limit} for "
-                            f"recv_timeout={self.recv_timeout}s"
+                            f"its unread messages stayed at max_queued_bytes={self._queue_limit} or "
+                            f"max_queued_messages={self.max_queued_messages} for recv_timeout={self.recv_timeout}s"
                         ) from None
                 frame = await self._read_frame(conn, meta_limit=META_LIMIT, data_limit=self._frame_limit)
                 if frame is None:
                     break
-                meta, data = frame
+                meta, data, meta_len = frame
                 if len(meta) < 3 or not isinstance(meta[1], bytes):
                     raise ProtocolError("malformed run frame")
                 if meta[1] != self._run_bytes:
                     raise ProtocolError("frame from another run (its run id differs: a replay or a stale peer)")
                 seq = meta[2]
-                if not isinstance(seq, int) or isinstance(seq, bool):
+                if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq < 2**63:
                     raise ProtocolError("malformed run frame: no sequence number")
                 if seq < expected:
                     raise ProtocolError(f"duplicate frame seq {seq}")
                 if seq > expected:
                     raise ProtocolError(f"out-of-order frame: expected seq {expected}, got {seq}")
                 expected += 1
-                self._handle(conn, meta, data)
+                self._handle(conn, meta, data, meta_len)
         except asyncio.CancelledError:  # stop() gave up waiting for this peer's end of stream
             reason = "whose connection was still open when this process stopped"
         except ProtocolError as exc:
@@ -854,20 +927,28 @@ class TcpTransport(InMemoryTransport):
         self._connection_errors.append(f"{conn.hosted}: {type(exc).__name__}: {exc}")
         del self._connection_errors[:-_MAX_ERRORS]
 
-    def _handle(self, conn: _Conn, meta: tuple[Any, ...], data: bytes) -> None:
+    def _queue_full(self, conn: _Conn) -> bool:
+        return conn.queued >= self._queue_limit or conn.count >= self.max_queued_messages
+
+    def _handle(self, conn: _Conn, meta: tuple[Any, ...], data: bytes, meta_len: int) -> None:
         kind = meta[0]
         if kind == "M" and len(meta) == 6:
             _, _, _, step, sender, receiver = meta
-            if not isinstance(step, str):
-                raise ProtocolError("malformed message frame")
+            if not is_step(step):
+                raise ProtocolError(
+                    f"a message frame's step must be a name of 1 to {STEP_MAX_CHARS} ASCII letters, digits, '-', "
+                    f"'_', '.', '[' or ']'; got {shown_step(step)}"
+                )
             if sender not in conn.hosted or sender in self._remote_done:
                 raise ProtocolError("message from a party this connection does not (or no longer) host")
             if receiver not in self._local:
                 raise ProtocolError("message for a party that is not hosted here")
             if receiver not in self._active:
                 return  # the receiver has finished: nobody will read it
-            conn.queued += len(data)
-            self._enqueue(sender, receiver, QueuedMessage(step, data=data, source=conn))
+            cost = len(data) + meta_len + MESSAGE_OVERHEAD
+            conn.queued += cost
+            conn.count += 1
+            self._enqueue(sender, receiver, QueuedMessage(step, data=data, source=conn, cost=cost))
         elif kind == "F" and len(meta) == 5 and not data:
             _, _, _, party, failure = meta
             if party not in conn.hosted or not (failure is None or isinstance(failure, str)):
@@ -878,9 +959,11 @@ class TcpTransport(InMemoryTransport):
 
     def _dequeued(self, item: QueuedMessage) -> None:
         conn = item.source
-        if isinstance(conn, _Conn) and item.data is not None:
-            conn.queued -= len(item.data)
-            if conn.queued < self._queue_limit:
+        if isinstance(conn, _Conn) and item.cost:
+            conn.queued -= item.cost
+            conn.count -= 1
+            item.cost = 0
+            if not self._queue_full(conn):
                 conn.room.set()
 
     def _unpack(self, sender: str, receiver: str, item: QueuedMessage) -> Any:
@@ -892,7 +975,7 @@ class TcpTransport(InMemoryTransport):
             payload = decode(data)
         except Exception as exc:
             raise ProtocolError(
-                f"the message from {sender!r} to {receiver!r} at step {item.step!r} cannot be decoded "
+                f"the message from {sender!r} to {receiver!r} at step {shown_step(item.step)} cannot be decoded "
                 f"({type(exc).__name__}: {exc})"
             ) from exc
         self._seq += 1
@@ -959,6 +1042,7 @@ class TcpTransport(InMemoryTransport):
         if receiver in self._local:
             await super().send(sender=sender, receiver=receiver, step=step, payload=payload)
             return
+        check_step(step)
         data = encode(payload)
         self._check_size(sender, step, len(data))
         self._seq += 1
@@ -1002,7 +1086,8 @@ class TcpTransport(InMemoryTransport):
             if receiver == party:
                 while queue:
                     self._dequeued(queue.popleft())
-        failure = None if error is None else f"{type(error).__name__}: {error}"
+        # the notice must fit in META_LIMIT; the receiver shows 300 characters of it
+        failure = None if error is None else _clean(f"{type(error).__name__}: {error}", 1000)
         for out in self._outs.values():
             self._fin_tasks.append(asyncio.ensure_future(self._send_frame(out, "F", (party, failure))))
 

@@ -11,6 +11,7 @@ decides which parties run in this process (:meth:`Transport.hosted`).
 from __future__ import annotations
 
 import asyncio
+import re
 from abc import ABC, abstractmethod
 from collections import defaultdict, deque
 from collections.abc import Sequence
@@ -20,7 +21,49 @@ from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.mpc.transcript import Message, Transcript, count_ciphertexts
 from privreg.mpc.wire import decode, encode
 
-__all__ = ["Transport", "InMemoryTransport", "QueuedMessage"]
+__all__ = [
+    "STEP_MAX_CHARS",
+    "InMemoryTransport",
+    "QueuedMessage",
+    "Transport",
+    "check_step",
+    "is_step",
+    "shown_step",
+]
+
+#: The longest step name a message may carry.
+STEP_MAX_CHARS = 128
+# what a step name is made of: check_name's characters (ASCII letters, digits, '-', '_',
+# '.') and the brackets of steps such as "1.E[w]"
+_STEP_FORM = re.compile(rf"[A-Za-z0-9_.\[\]-]{{1,{STEP_MAX_CHARS}}}")
+_SHOWN_STEP_CHARS = 64
+
+
+def is_step(step: Any) -> bool:
+    """Whether ``step`` is a valid step name (see :func:`check_step`)."""
+    return isinstance(step, str) and _STEP_FORM.fullmatch(step) is not None
+
+
+def shown_step(step: Any) -> str:
+    """A step (perhaps a peer's) for an error message: quoted when it is a valid step
+    name of at most 64 characters, else cut to its first 64 printable characters."""
+    if not isinstance(step, str):
+        return f"(a {type(step).__name__}, not a str)"
+    if len(step) <= _SHOWN_STEP_CHARS and is_step(step):
+        return repr(step)
+    head = "".join(c if c.isascii() and c.isprintable() else "?" for c in step[:_SHOWN_STEP_CHARS])
+    return f"{head!r}... ({len(step)} characters)" if len(step) > _SHOWN_STEP_CHARS else repr(head)
+
+
+def check_step(step: Any) -> str:
+    """``step`` if it is a step name: 1 to :data:`STEP_MAX_CHARS` ASCII letters, digits,
+    '-', '_', '.', '[' or ']'; else PrivregValueError naming the rule (and the step, cut)."""
+    if not isinstance(step, str) or not is_step(step):
+        raise PrivregValueError(
+            f"a message step must be a name of 1 to {STEP_MAX_CHARS} ASCII letters, digits, '-', '_', '.', '[' "
+            f"or ']'; got {shown_step(step)}. Use a short name such as 'keys' or '1.E[w]'."
+        )
+    return step
 
 
 class Transport(ABC):
@@ -62,15 +105,19 @@ class Transport(ABC):
 class QueuedMessage:
     """A delivered message waiting for its receiver: its step and either the receiver's
     decoded copy (``payload``) or, for messages decoded only when read, the encoded bytes
-    (``data``) and where they came from (``source``)."""
+    (``data``), where they came from (``source``) and the bytes they count against its
+    limits (``cost``)."""
 
-    __slots__ = ("data", "payload", "source", "step")
+    __slots__ = ("cost", "data", "payload", "source", "step")
 
-    def __init__(self, step: str, *, payload: Any = None, data: bytes | None = None, source: Any = None) -> None:
+    def __init__(
+        self, step: str, *, payload: Any = None, data: bytes | None = None, source: Any = None, cost: int = 0
+    ) -> None:
         self.step = step
         self.payload = payload
         self.data = data
         self.source = source
+        self.cost = cost  # what the message counts against its source's queue limit
 
 
 def _checked_limit(value: Any) -> int | None:
@@ -93,7 +140,8 @@ class InMemoryTransport(Transport):
     ``keep_payloads=True`` it is decoded a second time for the transcript, so that what
     the receiver does with its copy cannot alter the record. When the run's protocol
     bounds its messages (:meth:`~privreg.core.protocol.Protocol.max_message_bytes`), a
-    larger message fails its sender, as it would on a network transport.
+    larger message fails its sender, as it would on a network transport. A step must be
+    a short name (:func:`check_step`), as a network transport requires on the wire.
     """
 
     def __init__(self, *, keep_payloads: bool = True) -> None:
@@ -162,6 +210,7 @@ class InMemoryTransport(Transport):
     async def send(self, *, sender: str, receiver: str, step: str, payload: Any) -> None:
         self._known(sender, "sender")
         self._known(receiver, "receiver")
+        check_step(step)
         if sender == receiver:
             raise ProtocolError(f"party {sender!r} sent a message to itself at step {step!r}")
         data = encode(payload)
@@ -185,7 +234,10 @@ class InMemoryTransport(Transport):
         item = queue.popleft()
         self._dequeued(item)
         if step is not None and item.step != step:
-            raise ProtocolError(f"party {receiver!r} expected step {step!r} from {sender!r} but got step {item.step!r}")
+            raise ProtocolError(
+                f"party {receiver!r} expected step {shown_step(step)} from {sender!r} but got step "
+                f"{shown_step(item.step)}"
+            )
         return self._unpack(sender, receiver, item)
 
     def finished(self, party: str, error: BaseException | None = None) -> None:
