@@ -5,7 +5,7 @@ checks); the one timing is a generous bound of boundedness, not a speed claim.""
 
 from __future__ import annotations
 
-import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -67,10 +67,14 @@ def test_every_value_counts_one_against_max_nodes(value, nodes):
 
 def test_a_list_over_the_cap_is_refused_before_its_items_are_built():
     raw = _list_of(b"L\x00", MAX_NODES)  # 4,000,001 values with the outer list: one too many
-    start = time.perf_counter()
-    with pytest.raises(SerializationError, match=f"more than {MAX_NODES} values"):
-        decode(raw)
-    assert time.perf_counter() - start < 1.0  # refused from the announced length, not after decoding
+    tracemalloc.start()
+    try:
+        with pytest.raises(SerializationError, match=f"more than {MAX_NODES} values"):
+            decode(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(raw) // 4  # refused from the announced length: no item was built
     assert decode(_list_of(b"N", MAX_NODES - 1)) == [None] * (MAX_NODES - 1)
 
 
@@ -89,18 +93,15 @@ def test_a_list_over_the_cap_is_refused_before_its_items_are_built():
 )
 def test_a_worst_case_message_of_one_mib_decodes_in_bounded_work(name, item):
     """Each value takes one byte at least, so a message of n bytes builds at most n values
-    (asserted with max_nodes = n); and the densest structures of 1 MiB decode well within
-    5 s (measured: 0.35 s at most on the 2-core reference machine; see wire's docstring)."""
+    (asserted with max_nodes = n); the densest structures of 1 MiB decode (measured: 0.35 s
+    at most on the 2-core reference machine; see wire's docstring and no timed assertion)."""
     if item is None:  # distinct 6-character keys, each mapped to None
         count = (MIB - 4) // 9
         raw = b"M" + _uvarint(count) + b"".join(b"S\x06%06dN" % i for i in range(count))
     else:
         raw = _list_of(item, (MIB - 4) // len(item))
-    start = time.perf_counter()
     value = decode(raw, max_nodes=len(raw))
-    took = time.perf_counter() - start
     assert value is not None
-    assert took < 5.0, (name, took)
 
 
 def test_registered_types_can_be_refused_in_a_frame_header(restore_wire_types):

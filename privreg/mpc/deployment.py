@@ -63,6 +63,10 @@ def options_digest(deployment: Deployment, options: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _is_digest(x: Any) -> bool:
+    return isinstance(x, str) and len(x) == 64 and all(c in "0123456789abcdef" for c in x)
+
+
 class _CheckedParty(Party):
     """Runs the options check, then the wrapped party's role."""
 
@@ -78,9 +82,11 @@ class _CheckedParty(Party):
         for p in others:
             theirs = await channel.recv(p, step=OPTIONS_STEP)
             if theirs != self._digest:
+                # quote the peer's value only if it is a digest (never other data it sent)
+                shown = f"{theirs[:16]}..." if _is_digest(theirs) else "a malformed digest"
                 raise ProtocolError(
-                    f"party {p!r} runs with other public options than {self.name!r} (options digest "
-                    f"{str(theirs)[:16]}... against {self._digest[:16]}...); give every party the same [options]"
+                    f"party {p!r} runs with other public options than {self.name!r} (options digest {shown} "
+                    f"against {self._digest[:16]}...); give every party the same [options]"
                 )
         return await self._inner.run(channel)
 
