@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from crypto_keys import cached_keypair
+from tcp_helpers import FnProtocol
 
 from privreg.core.errors import PrivregValueError, ProtocolError
-from privreg.core.protocol import Party, Protocol
 from privreg.crypto.compare import SecureComparison
 from privreg.mpc.certs import create_test_pki, fingerprint
 from privreg.mpc.runtime import arun_protocol, run_protocol
@@ -31,28 +31,6 @@ from privreg.mpc.transport import InMemoryTransport
 
 HERE = Path(__file__).parent
 TIMEOUT = 30.0
-
-
-class FnParty(Party):
-    def __init__(self, name, fn):
-        self.name, self.fn = name, fn
-
-    async def run(self, ch):
-        return await self.fn(ch)
-
-
-class FnProtocol(Protocol):
-    name = "fn"
-    caveats = "Test protocol; no security claims."
-
-    def __init__(self, **roles):
-        self._parties = [FnParty(n, f) for n, f in roles.items()]
-
-    def parties(self):
-        return self._parties
-
-    def learns(self):
-        return {p.name: "whatever it receives" for p in self._parties}
 
 
 def fingerprint_of(pem_path):
