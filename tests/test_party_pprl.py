@@ -160,3 +160,11 @@ def test_an_input_folder_or_a_readable_key_is_refused(tmp_path: Path, capsys: py
     (run / "certs" / "P1.key").chmod(0o644)
     assert main(["party", "run", str(cfg)]) == 2
     assert "chmod 600" in capsys.readouterr().err
+
+
+def test_a_text_secret_is_refused_as_in_the_workflow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _init(tmp_path)
+    (run / "inputs" / "secret.bin").write_text("a typed passphrase is not random key material\n")
+    assert main(["party", "run", str(run / "P1.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "inputs.secret" in err and "passphrase" not in err

@@ -3,7 +3,7 @@
 A data party's inputs are its records (a CSV with the FEBRL columns: given_name, surname,
 street_number, address_1, address_2, suburb, postcode, state, date_of_birth, soc_sec_id;
 an ``id`` column, when present, names the records) and the data parties' shared secret
-(a file of at least 16 random bytes, agreed out of band; never given to the linkage
+(a file of 32 to 4096 random bytes, agreed out of band; never given to the linkage
 unit). The linkage unit has no input. Outputs: each data party ``links.csv`` (group id,
 its own record id), the linkage unit ``groups.csv`` (group id and one record index per
 party) and ``result.json`` (counts, blocking statistics and phase timings) -- what each
@@ -24,7 +24,7 @@ import pandas as pd
 from privreg.core import validation as v
 from privreg.core.deployment import Deployment
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.files import atomic_write, write_text
+from privreg.core.files import atomic_write, read_bytes, write_text
 from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
@@ -33,7 +33,7 @@ from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.plugins.pprl.blocking import BlockingConfig
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
 from privreg.plugins.pprl.encoding import encode_records
-from privreg.plugins.pprl.kdf import check_secret
+from privreg.plugins.pprl.kdf import check_secret_file
 from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
@@ -140,7 +140,7 @@ class PPRLDeployment(Deployment):
             return {}
         return {
             "records": "CSV of this party's records (FEBRL columns, optional id column)",
-            "secret": "the data parties' shared secret (>= 16 random bytes)",
+            "secret": "the data parties' shared secret (32-4096 random bytes, e.g. head -c 32 /dev/urandom)",
         }
 
     def protocol(
@@ -149,10 +149,8 @@ class PPRLDeployment(Deployment):
         records: dict[str, Any] = {}
         secret = None
         if party != LINKAGE_UNIT:
-            try:
-                secret = check_secret(Path(inputs["secret"]).read_bytes(), name="inputs.secret")
-            except FileNotFoundError:
-                raise PrivregValueError(f"inputs.secret: no file at {inputs['secret']}.") from None
+            # the same rule as the pprl workflow's --secret-file: 32-4096 random bytes, not text
+            secret = check_secret_file(read_bytes(inputs["secret"], "inputs.secret"), name="inputs.secret")
             frame = read_records(Path(inputs["records"]))
             if len(frame) > options["max_records"]:
                 raise PrivregValueError(
