@@ -148,9 +148,9 @@ def _fsync_dir(folder: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:  # some file systems do not sync folders; the rename is still atomic
-        pass
+        # some file systems do not sync folders; the rename is still atomic
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
