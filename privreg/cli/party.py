@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 from privreg.cli import format as fmt
 from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.core.files import write_text
@@ -58,8 +60,6 @@ def _parse_options(tokens: list[str]) -> dict[str, Any]:
         key, sep, raw = tok.partition("=")
         if not sep or not key:
             raise PrivregValueError(f"--option takes KEY=VALUE (a TOML value); got {tok!r}.")
-        import tomllib
-
         try:
             out[key] = tomllib.loads(f"v = {raw}")["v"]
         except tomllib.TOMLDecodeError:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from privreg.core.errors import PrivregValueError
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import RandomSource
 
@@ -63,6 +64,4 @@ class Deployment(ABC):
     def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
         """Write example inputs for every party under ``directory`` (``privreg party
         init``); returns ``{party: {input name: path}}``. Default: none are offered."""
-        from privreg.core.errors import PrivregValueError
-
         raise PrivregValueError(f"deployment {self.name!r} offers no example inputs; write the input files yourself.")

@@ -39,7 +39,7 @@ from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.mpc.party_config import PartyConfig
 from privreg.mpc.runtime import arun_protocol
-from privreg.mpc.transcript import Transcript
+from privreg.mpc.transcript import Traffic, Transcript
 from privreg.mpc.transport import InMemoryTransport
 
 __all__ = ["PartyRun", "options_digest", "party_rng", "run_party", "simulate"]
@@ -202,6 +202,7 @@ def _write_record(
     directory.mkdir(parents=True, exist_ok=True)
     files = dict(deployment.write_outputs(party=config.party, output=output, directory=directory))
     mine = [m for m in transcript.messages if config.party in (m.sender, m.receiver)]
+    traffic = transcript.per_party().get(config.party, {"sent": Traffic(), "received": Traffic()})
     view = {
         "party": config.party,
         "protocol": deployment.name,
@@ -217,8 +218,8 @@ def _write_record(
             }
             for m in mine
         ],
-        "sent": attrs.asdict(transcript.per_party().get(config.party, {}).get("sent", _zero())),
-        "received": attrs.asdict(transcript.per_party().get(config.party, {}).get("received", _zero())),
+        "sent": attrs.asdict(traffic["sent"]),
+        "received": attrs.asdict(traffic["received"]),
     }
     path = directory / "transcript.json"
     write_text(path, json.dumps(view, indent=2) + "\n", "party transcript")
@@ -241,12 +242,6 @@ def _write_record(
     write_text(run_path, json.dumps(record, indent=2, default=str) + "\n", "party run record")
     files["run"] = run_path
     return files
-
-
-def _zero() -> Any:
-    from privreg.mpc.transcript import Traffic
-
-    return Traffic()
 
 
 def run_party(deployment: Deployment, config: PartyConfig, *, echo: Callable[[str], None] | None = None) -> PartyRun:
@@ -314,17 +309,17 @@ def simulate(deployment: Deployment, configs: Sequence[PartyConfig]) -> dict[str
     ``"in-process"``."""
     if not configs:
         raise PrivregValueError("simulate needs the configuration of every party; got none.")
-    names = _check_party(deployment, configs[0], _options(deployment, configs[0]))
     by_party: dict[str, PartyConfig] = {}
     opts: dict[str, dict[str, Any]] = {}
     for config in configs:
-        opts[config.party] = _options(deployment, config)
-        _check_party(deployment, config, opts[config.party])
         if config.party in by_party:
             raise PrivregValueError(
                 f"two configurations for party {config.party!r}: {by_party[config.party].path} and {config.path}."
             )
         by_party[config.party] = config
+        opts[config.party] = _options(deployment, config)
+        _check_party(deployment, config, opts[config.party])
+    names = deployment.parties(opts[configs[0].party])
     missing = sorted(set(names) - set(by_party))
     if missing:
         raise PrivregValueError(f"simulate needs a configuration for every party; missing {missing}.")
