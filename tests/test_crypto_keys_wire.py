@@ -247,3 +247,13 @@ def test_recv_public_key_accepts_a_key_without_reasons(fresh_registry):
     pk = PaillierPublicKey(n=int(seeded.n), h_s=int(seeded.h_s))
     got = run_protocol(_KeyExchange(pk, allow_insecure=False)).outputs["peer"]
     assert got == pk and not got.insecure
+
+
+def test_an_insecure_key_is_allowed_only_by_opt_in_or_a_seeded_party():
+    from privreg.core.randomness import InsecureReproducibleRandom, SecureRandom
+    from privreg.crypto.channel import insecure_key_allowed
+
+    assert not insecure_key_allowed(False, None)
+    assert not insecure_key_allowed(False, SecureRandom())
+    assert insecure_key_allowed(False, InsecureReproducibleRandom(seed=1))
+    assert insecure_key_allowed(True, None)

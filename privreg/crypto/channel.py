@@ -25,6 +25,7 @@ __all__ = [
     "send_public_key",
     "recv_public_key",
     "recv_encrypted",
+    "insecure_key_allowed",
 ]
 
 
@@ -80,6 +81,12 @@ async def recv_encrypted(
 async def send_public_key(ch: Channel, to: str, public_key: PaillierPublicKey, *, step: str) -> None:
     """Send a public key (its modulus and DJN base)."""
     await ch.send(to, public_key, step=step)
+
+
+def insecure_key_allowed(allow_insecure: bool, rng: RandomSource | None) -> bool:
+    """Whether a party may accept a key marked insecure: with an explicit opt-in, or when
+    its own randomness is seeded (a test run, whose keys are marked for being seeded)."""
+    return allow_insecure or bool(rng is not None and rng.reproducible)
 
 
 async def recv_public_key(ch: Channel, frm: str, *, step: str, allow_insecure: bool = False) -> PaillierPublicKey:

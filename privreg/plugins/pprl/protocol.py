@@ -61,6 +61,7 @@ from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import counting
 from privreg.crypto.channel import (
     RoleParty,
+    insecure_key_allowed,
     recv_public_key,
     require_input,
     rerandomized,
@@ -544,8 +545,7 @@ class PPRLProtocol(Protocol):
         timer = PhaseTimer()  # wall seconds per phase, as the linkage unit's
         filters = np.ascontiguousarray(records.match_filters, dtype=bool)
         with counting() as ops:
-            # a party whose own randomness is seeded (tests) accepts a key marked for being seeded
-            pk = await recv_public_key(ch, lu, step="keys", allow_insecure=self.insecure or rng.reproducible)
+            pk = await recv_public_key(ch, lu, step="keys", allow_insecure=insecure_key_allowed(self.insecure, rng))
             timer.mark()
             cfg = self.blocking
             if cfg.lmin is None:

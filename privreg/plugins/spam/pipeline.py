@@ -26,7 +26,7 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolErr
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
-from privreg.crypto.channel import RoleParty
+from privreg.crypto.channel import RoleParty, insecure_key_allowed
 from privreg.plugins.spam.evaluation import EvaluationConfig, PrivateEvaluation
 from privreg.plugins.spam.logistic import check_labels
 from privreg.plugins.spam.training_config import TrainingConfig
@@ -174,8 +174,7 @@ class SpamPipeline(Protocol):
         # a key marked insecure is accepted with insecure_small_keys, or by a party whose own
         # randomness is seeded (tests: the key is then marked for being seeded); its size is
         # checked against the public key_bits either way
-        rng = self.rng_of(party)
-        return self.insecure or bool(rng is not None and rng.reproducible)
+        return insecure_key_allowed(self.insecure, self.rng_of(party))
 
     def max_message_bytes(self) -> int | None:
         """The larger of the sub-protocols' bounds (see theirs), at least 4 KiB."""
