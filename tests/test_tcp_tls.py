@@ -308,3 +308,36 @@ def _hold(sock, run_id):
     import time
 
     time.sleep(1.0)
+
+
+def test_an_own_certificate_outside_its_validity_is_refused_at_load(pki, tmp_path):
+    """An expired (or not yet valid) own certificate fails here, naming its dates, instead
+    of surfacing as a peer cutting the connection."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "alice")])
+    past = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(past)
+        .not_valid_after(past + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "old.pem", tmp_path / "old.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    key_path.chmod(0o600)
+    with pytest.raises(PrivregValueError, match="is valid from 2020-01-01 00:00 to 2020-01-02 00:00 UTC, not now"):
+        TlsConfig(certificate=cert_path, key=key_path, ca=pki["ca"]["certificate"])
