@@ -45,6 +45,9 @@ __all__ = [
     "true_group_mask",
     "blocking_quality",
     "linkage_quality",
+    "GroupQuality",
+    "group_quality",
+    "candidate_pair_quality",
 ]
 
 
@@ -231,4 +234,103 @@ def linkage_quality(
         error_rate=1.0 - precision if not math.isnan(precision) else math.nan,
         f1=f1,
         pairwise=_pairwise(rec, codes),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class GroupQuality:
+    """Quality of groups of any size (at most one record per party), as the recommended
+    profile's solver outputs them: a *true group* is the set of an entity's records
+    across the parties (if it has at least two); ``recall`` = true groups output exactly
+    / true groups, ``precision`` = groups output that are exactly a true group / groups
+    output; ``pairwise`` counts the record pairs implied by the groups."""
+
+    groups: int
+    true_groups: int
+    exact: int
+    recall: float
+    precision: float
+    pairwise: PairwiseQuality
+
+
+def _members_entities(codes: list[np.ndarray], group: Sequence[tuple[int, int]]) -> list[int]:
+    return [int(codes[p][r]) for p, r in group]
+
+
+def group_quality(
+    groups: Sequence[Sequence[tuple[int, int]]],
+    *,
+    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+    parties: Sequence[str],
+) -> GroupQuality:
+    """Group and pairwise recall and precision of ``groups`` of ``(party index, record)``."""
+    names = tuple(parties)
+    codes = _entity_codes(entities, names)
+    sizes: dict[int, int] = {}
+    for c in codes:
+        for e, k in zip(*np.unique(c[c >= 0], return_counts=True)):
+            sizes[int(e)] = sizes.get(int(e), 0) + int(k)
+    true_groups = sum(1 for k in sizes.values() if k >= 2)
+    exact = 0
+    pairs: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for g in groups:
+        ents = _members_entities(codes, g)
+        if ents[0] >= 0 and all(e == ents[0] for e in ents) and sizes.get(ents[0], 0) == len(g):
+            exact += 1
+        members = sorted(g)
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                (pa, ra), (pb, rb) = members[i], members[j]
+                pairs.setdefault((pa, pb), []).append((ra, rb))
+    found = npairs = true_pairs = 0
+    space = 0
+    for a, b in itertools.combinations(range(len(names)), 2):
+        space += codes[a].size * codes[b].size
+        true_pairs += _true_count(codes, (a, b))
+        got = pairs.get((a, b), [])
+        npairs += len(got)
+        found += sum(1 for ra, rb in got if codes[a][ra] >= 0 and codes[a][ra] == codes[b][rb])
+    pw = PairwiseQuality(
+        pairs=npairs,
+        true_pairs=true_pairs,
+        true_found=found,
+        recall=_ratio(found, true_pairs),
+        precision=_ratio(found, npairs),
+        reduction_ratio=1.0 - _ratio(npairs, space) if space else math.nan,
+    )
+    return GroupQuality(
+        groups=len(groups),
+        true_groups=true_groups,
+        exact=exact,
+        recall=_ratio(exact, true_groups),
+        precision=_ratio(exact, len(groups)),
+        pairwise=pw,
+    )
+
+
+def candidate_pair_quality(
+    candidates: Mapping[tuple[int, int], np.ndarray],
+    *,
+    entities: Mapping[str, Sequence[Any]] | Sequence[EncodedRecords],
+    parties: Sequence[str],
+) -> PairwiseQuality:
+    """Pair completeness (``recall``), pairs quality (``precision``) and reduction ratio
+    of candidate pairs ``{(party a, party b): (k, 2) records}`` over all party pairs."""
+    names = tuple(parties)
+    codes = _entity_codes(entities, names)
+    found = npairs = true_pairs = space = 0
+    for a, b in itertools.combinations(range(len(names)), 2):
+        space += codes[a].size * codes[b].size
+        true_pairs += _true_count(codes, (a, b))
+        got = np.asarray(candidates.get((a, b), np.zeros((0, 2), dtype=np.int64)), dtype=np.int64).reshape(-1, 2)
+        npairs += got.shape[0]
+        ea, eb = codes[a][got[:, 0]], codes[b][got[:, 1]]
+        found += int(np.count_nonzero((ea >= 0) & (ea == eb)))
+    return PairwiseQuality(
+        pairs=npairs,
+        true_pairs=true_pairs,
+        true_found=found,
+        recall=_ratio(found, true_pairs),
+        precision=_ratio(found, npairs),
+        reduction_ratio=1.0 - _ratio(npairs, space) if space else math.nan,
     )

@@ -1,0 +1,191 @@
+"""Keyed Hamming-LSH banding of CLKs and the candidate pairs it yields (recommended profile).
+
+Each data party splits every CLK into ``J`` bands of ``K`` keyed random bit positions
+(Indyk and Motwani 1998, bit sampling; positions from the shared secret, unknown to the
+linkage unit) and sends, per record and band, a keyed 64-bit token of the band's bits
+(``BLAKE2b(derive_key(secret, "clk-lsh/token"), band | K | bits)``). Two records of
+different parties are a candidate pair when they share a token in some band: a pair at
+Hamming distance ``d`` (filters of length ``L``) becomes a candidate with probability
+``1 - (1 - C(L - d, K) / C(L, K))^J`` (:mod:`tuning`).
+
+Choice of ``J``, ``K`` and the number of shared bands (:func:`recommended_bands`), without
+labels: a pair is a candidate only when it shares at least **two** band keys (an AND over
+two band collisions, which a near pair passes easily and a far pair almost never), with
+``K = 16`` bits per band, and ``J`` is the smallest number of bands that gives a pair at
+the *design distance* at least two shared keys with probability ``0.99`` (a binomial
+tail). The design distance is the Hamming distance of two filters of the parties'
+median popcount ``m`` at Dice ``0.85``, ``2 (1 - 0.85) m``: halfway between the match
+threshold (0.75) and identity, so that the rare pairs near the threshold are still caught
+most of the time and the bulk of the true pairs (much closer) almost surely. With
+1,024-bit CLKs about 55 % full this gives ``J`` of 110-130. Fixed on the design data
+(FEBRL 3 original-duplicate pairs and the synthetic generator, never FEBRL 4): against a
+single shared key with ``K = 20`` (what :func:`~privreg.plugins.pprl.tuning.suggest_lsh`'s
+work objective suggests, with ``J`` from the same rule) it keeps as many of the pairs
+above the threshold (2,847 against 2,850 of about 2,946 on FEBRL 3) with a third of the
+candidates (3,339 against 10,790 per 2,000 x 3,000 records; 8,362 against 38,770 per
+5,000 x 5,000 synthetic records).
+
+What the linkage unit learns from the tokens: which records (of any parties, the same
+party included) share a band key -- equality patterns of ``J K``-bit projections of the
+CLKs -- and the number of records per party; not the bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import pandas as pd
+from scipy.stats import binom
+
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.plugins.pprl.blocking import _prf_words, pack_bits
+from privreg.plugins.pprl.kdf import check_secret, derive_key
+from privreg.plugins.pprl.tuning import key_probability
+
+__all__ = [
+    "BandConfig",
+    "recommended_bands",
+    "band_positions",
+    "band_tokens",
+    "candidate_pairs",
+    "DESIGN_DICE",
+    "TARGET_COLLISION",
+]
+
+#: Dice similarity whose pairs the bands catch with probability :data:`TARGET_COLLISION`.
+DESIGN_DICE = 0.85
+TARGET_COLLISION = 0.99
+_BAND_BITS = 16
+_MIN_SHARED = 2
+
+
+@attrs.frozen(kw_only=True)
+class BandConfig:
+    """``bands`` (``J``) of ``bits`` (``K``) positions each; a pair is a candidate when it
+    shares at least ``min_shared`` band keys; ``max_block_pairs`` skips a band key shared
+    by so many records that it would yield more pairs (reported)."""
+
+    bands: int = attrs.field()
+    bits: int = attrs.field()
+    min_shared: int = attrs.field(default=1)
+    max_block_pairs: int = attrs.field(default=10_000)
+
+    def __attrs_post_init__(self) -> None:
+        J = v.check_int("bands", self.bands, minimum=1)
+        K = v.check_int("bits", self.bits, minimum=1)
+        v.check_int("max_block_pairs", self.max_block_pairs, minimum=1)
+        if v.check_int("min_shared", self.min_shared, minimum=1) > J:
+            raise PrivregValueError(f"min_shared={self.min_shared} exceeds bands={J}; lower it")
+        if J > 1024 or K > 64:
+            raise PrivregValueError(f"bands must be <= 1024 and bits <= 64; got bands={J}, bits={K}")
+
+
+def recommended_bands(
+    *, filter_length: int, popcount: float, bits: int = _BAND_BITS, min_shared: int = _MIN_SHARED
+) -> BandConfig:
+    """The recommended ``(J, K)`` for filters of ``filter_length`` bits and median
+    ``popcount`` (module docstring): the smallest ``J`` for which a pair at the design
+    distance ``2 (1 - DESIGN_DICE) popcount`` shares at least ``min_shared`` band keys
+    with probability :data:`TARGET_COLLISION` (bands independent: a binomial tail)."""
+    L = v.check_int("filter_length", filter_length, minimum=1)
+    m = v.check_real("popcount", popcount)
+    if not 0 < m <= L:
+        raise PrivregValueError(f"popcount must lie in (0, {L}]; got {m}: encode some records first")
+    d = min(float(L), 2.0 * (1.0 - DESIGN_DICE) * m)
+    p1 = float(key_probability(d, filter_length=L, bits=bits))
+    if p1 <= 0.0:
+        raise PrivregValueError(f"no band of {bits} bits survives distance {d:.0f} of {L}; use fewer bits")
+    need = v.check_int("min_shared", min_shared, minimum=1)
+    J = need
+    while J < 1024 and float(binom.sf(need - 1, J, p1)) < TARGET_COLLISION:
+        J += 1
+    return BandConfig(bands=J, bits=bits, min_shared=need)
+
+
+def band_positions(config: BandConfig, *, filter_length: int, secret: bytes) -> np.ndarray:
+    """(J, K) int64 keyed positions: for band ``j`` the ``K`` positions with the smallest
+    scores ``BLAKE2b(derive_key(secret, "clk-lsh/positions"), j | p)``; sorted."""
+    if not isinstance(config, BandConfig):
+        raise PrivregTypeError(f"config must be a BandConfig; got {type(config).__name__}")
+    L = v.check_int("filter_length", filter_length, minimum=1)
+    if config.bits > L:
+        raise PrivregValueError(f"bits K={config.bits} exceeds the filter length L={L}")
+    key = derive_key(check_secret(secret), info="clk-lsh/positions")
+    pos = np.arange(L, dtype=np.uint64)
+    out = np.empty((config.bands, config.bits), dtype=np.int64)
+    for j in range(config.bands):
+        rows = np.stack([np.full(L, j, dtype=np.uint64), pos], axis=1)
+        scores = _prf_words(key, rows)
+        out[j] = np.sort(np.lexsort((pos, scores))[: config.bits])
+    return out
+
+
+def band_tokens(filters: np.ndarray, *, config: BandConfig, secret: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(m, J) uint64 tokens of every record and band, and the positions used.
+
+    Rows are records in order; column ``j`` is band ``j``."""
+    f = np.asarray(filters)
+    if f.ndim != 2 or f.dtype != bool:
+        raise PrivregTypeError(f"filters must be a 2-d boolean array (records, L); got {f.dtype} {f.shape}")
+    m, L = f.shape
+    positions = band_positions(config, filter_length=L, secret=secret)
+    if m == 0:
+        return np.zeros((0, config.bands), dtype=np.uint64), positions
+    keys = pack_bits(f[:, positions])  # (m, J)
+    J = config.bands
+    band = np.broadcast_to(np.arange(J, dtype=np.uint64), (m, J)).reshape(-1)
+    rows = np.stack([band, np.full(m * J, config.bits, dtype=np.uint64), keys.reshape(-1)], axis=1)
+    tokens = _prf_words(derive_key(check_secret(secret), info="clk-lsh/token"), rows)
+    return tokens.reshape(m, J), positions
+
+
+def candidate_pairs(
+    a: np.ndarray, b: np.ndarray, *, max_block_pairs: int = 10_000, min_shared: int = 1
+) -> tuple[np.ndarray, int]:
+    """Candidate pairs of two parties' (m, J) token matrices: ``(k, 2)`` int64 rows
+    ``(record of a, record of b)``, unique, sorted; and the number of (band, token)
+    blocks skipped because they would yield more than ``max_block_pairs`` pairs."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise PrivregValueError(f"token matrices must be (records, bands) with equal bands; got {a.shape}, {b.shape}")
+    J = a.shape[1]
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return np.zeros((0, 2), dtype=np.int64), 0
+    fa = _flat(a, J)
+    fb = _flat(b, J)
+    sizes = (
+        fa.groupby(["band", "token"]).size().rename("na").to_frame().join(
+            fb.groupby(["band", "token"]).size().rename("nb"), how="inner"
+        )
+    )
+    big = sizes[sizes["na"] * sizes["nb"] > max_block_pairs]
+    if len(big):
+        drop = pd.MultiIndex.from_frame(big.reset_index()[["band", "token"]])
+        fa = fa[~pd.MultiIndex.from_frame(fa[["band", "token"]]).isin(drop)]
+    merged = fa.merge(fb, on=["band", "token"], suffixes=("_a", "_b"))
+    codes = merged["record_a"].to_numpy(np.int64) * b.shape[0] + merged["record_b"].to_numpy(np.int64)
+    codes, shared = np.unique(codes, return_counts=True)
+    codes = codes[shared >= min_shared]
+    return np.stack([codes // b.shape[0], codes % b.shape[0]], axis=1), len(big)
+
+
+def _flat(tokens: np.ndarray, J: int) -> pd.DataFrame:
+    m = tokens.shape[0]
+    return pd.DataFrame(
+        {
+            "record": np.repeat(np.arange(m, dtype=np.int64), J),
+            "band": np.tile(np.arange(J, dtype=np.int64), m),
+            "token": tokens.reshape(-1),
+        }
+    )
+
+
+def pair_orientation(parties: Sequence[str]) -> list[tuple[int, int]]:
+    """Every unordered pair of party indices ``(i, j)``, ``i < j``, in canonical order."""
+    n = len(parties)
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
