@@ -2,8 +2,8 @@
 element-wise python-paillier (phe) implementation of the same Paillier work, and blocking
 time against the number of parties.
 
-    python benchmarks/pprl.py [--records 5000] [--parties 3] [--naive-records 10] [--naive-pairs 200]
-                              [--bits-records 1000] [--blocking-parties 3,5,7,9] [--quick]
+    python benchmarks/pprl_paillier.py [--records 5000] [--parties 3] [--naive-records 10] [--naive-pairs 200]
+                                       [--bits-records 1000] [--blocking-parties 3,5,7,9] [--quick]
 
 Data: the 5,000 clean FEBRL 4 records (datasets.febrl_population(4)) copied to every party
 (make_parties with overlap=1.0, so each party holds all --records entities) and 30% of
@@ -199,7 +199,7 @@ def main() -> None:
         args.records, args.naive_records, args.naive_pairs = 200, 2, 10
         args.bits_records, args.blocking_parties = 100, "3"
     print(
-        f"# python benchmarks/pprl.py --records {args.records} --parties {args.parties} "
+        f"# python benchmarks/pprl_paillier.py --records {args.records} --parties {args.parties} "
         f"--naive-records {args.naive_records} --naive-pairs {args.naive_pairs} --bits-records "
         f"{args.bits_records} --blocking-parties {args.blocking_parties}"
     )
