@@ -1,323 +1,447 @@
-"""MP-SPPRL (paper 004) speed: PPRLProtocol end to end at 2048-bit keys against a naive
-element-wise python-paillier (phe) implementation of the same Paillier work, and blocking
-time against the number of parties.
+"""Record linkage against the field's reference: privreg's MP-SPPRL (recommended and paper
+profiles) and clkhash + anonlink on the same records in one run, one table of linkage
+quality, candidate quality, time and what the linkage unit sees.
 
-    python benchmarks/pprl.py [--records 5000] [--parties 3] [--naive-records 10] [--naive-pairs 200]
-                              [--bits-records 1000] [--blocking-parties 3,5,7,9] [--quick]
+    python benchmarks/pprl.py [--data all | febrl3x5000,febrl4,synthetic] [--records N] [--seed 1]
+                              [--only all | privreg | anonlink] [--quick]
 
-Data: the 5,000 clean FEBRL 4 records (datasets.febrl_population(4)) copied to every party
-(make_parties with overlap=1.0, so each party holds all --records entities) and 30% of
-each party's records corrupted (FEBRL-style edits on the FEBRL_SCHEMA fields). Blocking:
-the paper's J = 3, K = 20, lmin by the dispersion rule (the protocol's "dispersion" step),
-T = 3, star rule; encryptor assignment "auto" (greedy + MILP within 1 s).
+Data sets (``--data``, comma-separated, default all), ground truth in the column
+``entity_id`` (datasets.ENTITY), never given to a method as a field:
 
-1. privreg: PPRLProtocol with a fresh 2048-bit key (generated with the OS CSPRNG,
-   rng=None everywhere: a seeded source would mark the key insecure), InMemoryTransport
-   (keep_payloads=False), workers=None (the crypto layer's process pool on every usable
-   core), layout="slots". Wall s, CPU s (this process plus its worker processes) and CPU
-   s / core (over the usable cores; benchmarks/timing.py), the linkage unit's phase times
-   and the data parties' encryption / distance times (wall, from the protocol).
-2. Baseline: the real peer python-paillier (phe, version printed), used element-wise for
-   the same Paillier work on the
-   same key (to_phe()), one process: per encrypted record one phe encryption per filter bit
-   (L = 100) and E[|a|] as the phe sum of its bits; per pair the homomorphic Hamming
-   distance E[|a|] + |b| - 2 * sum_{i: b_i = 1} E[a_i] (phe additions, one phe scalar
-   multiplication by -2, i.e. a negation and a doubling) and one phe decryption. Measured
-   on --naive-records records and --naive-pairs pairs (wall and CPU, one core),
-   extrapolated linearly with the run's actual counts (records encrypted by all parties, distances computed).
-   It leaves out blocking, re-randomisation and transfer, which favours the baseline.
-3. Optional second baseline: the same protocol with layout="bits" (textbook: L encryptions
-   per record, distances packed) at --bits-records records per party, against "slots" at
-   the same size.
-4. Blocking time (encoding + signatures + merge + candidate groups, plaintext pipeline:
-   privreg.plugins.pprl.plaintext) for 3, 5, 7, 9 parties over the same population
-   (--records per party), max_block_products = 10,000.
+* ``febrl3x5000``: the 5,000 FEBRL 4 originals (datasets.febrl_population(4)) copied to 3
+  parties by datasets.make_parties with overlap=1.0 (every party holds every entity) and
+  30% of each party's records corrupted, with 1-2 FEBRL-style edits each on any of the
+  ten FEBRL columns (all of them, so no method gains from a field left clean);
+* ``febrl4``: the two FEBRL 4 files as published (datasets.load_febrl(4): 5,000 originals,
+  5,000 duplicates with FEBRL's own corruption), true links by entity;
+* ``synthetic``: 5,000 people from datasets.synthetic_population, copied and corrupted as
+  in ``febrl3x5000``.
 
-Every timed row reports wall s, CPU s and CPU s / core. Target (issue #9): 3 parties x
-5,000 records in at most 5 minutes (wall) on 2 cores. ``--quick``: 200 records, 3 parties,
-2 naive records and 10 pairs, 100 records for the layout baseline, blocking for 3 parties.
+``--records N`` keeps the first N entities (``febrl4``: the first N originals and their
+duplicates); ``--seed`` seeds the data (benchmark data only, never a key or a secret);
+``--quick`` uses 200 records.
+
+Rows, all on the same frames:
+
+(a) privreg, profile ``recommended``, and (b) privreg, profile ``paper``:
+    ``privreg.plugins.pprl.workflow.link_frames`` with a fresh 2048-bit Paillier key
+    (rng=None: the OS CSPRNG) and workers=None (every usable core). Quality, candidates and
+    "linkage unit sees" are the figures link_frames returns; the time is measured here
+    around the whole call (key generation, encoding, protocol).
+(c) clkhash + anonlink: every party encodes its records as 1024-bit CLKs with
+    :data:`CLK_SCHEMA` (clkhash's own linkage-schema format, version 3) under a fresh
+    shared secret; the linkage unit scores every cross-party pair with anonlink's candidate
+    generation (``find_candidate_pairs``, Dice coefficient, no blocking function), keeps
+    the pairs with Dice >= 0.8 and groups records with anonlink's greedy multi-party solver
+    (``greedy_solve``). Its metrics are computed here (below).
+
+Metrics. A record is (party, row). A *true group* is the set of records of one entity
+across all parties; only true groups of >= 2 records count. An *output group* is a group
+of >= 2 records a method links.
+
+* group recall = true groups recovered exactly (equal to an output group) / true groups;
+* group precision = output groups equal to a true group / output groups;
+* pairwise: the cross-party record pairs inside groups. Pairwise recall = implied pairs of
+  one entity / true pairs; pairwise precision = implied pairs of one entity / implied pairs;
+* PC (pair completeness) and RR (reduction ratio) describe the candidates before the
+  threshold: PC = true candidates / true pairs (groups), RR = 1 - candidates / all
+  possible. anonlink scores every cross-party pair, so its PC = 1 and RR = 0 by
+  construction and its "candidates" are record pairs; privreg's are candidate groups after
+  blocking, with link_frames' own PC and RR.
+
+On these data sets every entity is held by every party, so every true group has one record
+per party: the n-party group metrics of privreg.plugins.pprl.quality and the ones here
+coincide. privreg.plugins.pprl.quality itself does not fit anonlink's output, whose groups
+may span fewer parties than all.
+
+Time: wall s, CPU s (this process and its child processes) and CPU s / core, from
+benchmarks/timing.py. anonlink rows time every party's encoding, the candidate generation
+and the solver, in one process (clkhash hashes in one process below 10,000 records per
+party, its chunk size, and on every core above).
+
+The peers are benchmark-only (``pip install -e '.[bench]'``, then ``pip install --no-deps
+'clkhash>=0.18'``: clkhash 0.18 pins cryptography<41, which privreg's cryptography>=42
+excludes; CONTRIBUTING.md, "Dependencies").
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.metadata
+import itertools
+import json
 import platform
 import secrets
 import sys
 import time
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import pandas as pd
 from timing import Timing, columns, header, measure, timed, usable_cores
 
-from privreg import mpc
+from privreg import __version__
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.crypto import decrypt, encrypt, generate_paillier_keypair
-from privreg.mpc import InMemoryTransport
-from privreg.plugins.pprl.blocking import BlockingConfig, choose_lmin
-from privreg.plugins.pprl.datasets import ENTITY, febrl_population, make_parties
-from privreg.plugins.pprl.encoding import encode_records
-from privreg.plugins.pprl.plaintext import plaintext_linkage
-from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
-from privreg.plugins.pprl.quality import linkage_quality
-from privreg.plugins.pprl.schema import FEBRL_SCHEMA
+from privreg.plugins.pprl.datasets import (
+    ENTITY,
+    febrl_population,
+    load_febrl,
+    make_parties,
+    synthetic_population,
+)
 
-MAX_BLOCK_PRODUCTS = 10_000
+DATASETS = ("febrl3x5000", "febrl4", "synthetic")
+PROFILES = ("recommended", "paper")
+FEBRL_COLUMNS = [
+    "given_name",
+    "surname",
+    "street_number",
+    "address_1",
+    "address_2",
+    "suburb",
+    "postcode",
+    "state",
+    "date_of_birth",
+    "soc_sec_id",
+]
+DICE_THRESHOLD = 0.8
+CLK_BITS = 1024
+CLKHASH_CHUNK = 10_000  # clkhash.clk: below this many records a party is hashed in one process
+KEY_BITS = 2048
+ANONLINK_SEES = "every CLK and every similarity score"
+INSTALL = "pip install -e '.[bench]' && pip install --no-deps 'clkhash>=0.18'"
 
 
-def parties_data(n: int, records: int, seed: int) -> tuple[dict, float]:
-    """Encoded parties (n copies of the first ``records`` FEBRL 4 originals, 30% corrupted)
-    and the encoding seconds. Data generation is seeded (benchmark data only); the
-    protocol's own randomness is not."""
-    pop = febrl_population(4).iloc[:records]
-    data = make_parties(
-        pop,
-        parties=n,
-        corruption=0.3,
-        overlap=1.0,
-        rng=InsecureReproducibleRandom(seed=seed),
-        fields=list(FEBRL_SCHEMA.columns),
-    )
-    secret = secrets.token_bytes(32)
-    t0 = time.perf_counter()
-    enc = {
-        p: encode_records(data.frames[p], schema=FEBRL_SCHEMA, secret=secret, party=p, entity_column=ENTITY)
-        for p in data.parties
+def _text(name: str, n: int, bits: int, *, positional: bool = False) -> dict[str, Any]:
+    """A clkhash v3 feature: any string (corrupted values must not fail validation), n-grams,
+    ``bits`` insertions for the whole feature, '' = missing."""
+    return {
+        "identifier": name,
+        "format": {"type": "string", "encoding": "utf-8"},
+        "hashing": {
+            "comparison": {"type": "ngram", "n": n, "positional": positional},
+            "strategy": {"bitsPerFeature": bits},
+            "missingValue": {"sentinel": ""},
+        },
     }
-    return {"records": enc, "secret": secret}, time.perf_counter() - t0
 
 
-def run_protocol(d: dict, kp, layout: str) -> dict:
-    recs = d["records"]
-    proto = PPRLProtocol(
-        parties=tuple(recs),
-        records=recs,
-        secret=d["secret"],
-        keypair=kp,
-        layout=layout,
-        max_block_products=MAX_BLOCK_PRODUCTS,
-        workers=None,
-        rng=None,
-    )
+#: The CLK linkage schema, in clkhash's v3 format. Modelled on clkhash's FEBRL tutorial:
+#: names carry most weight; bigrams for words; positional unigrams for digit strings (a
+#: wrong digit costs one token, a transposition two); the state (a handful of codes) as
+#: one exact token with few bits; soc_sec_id ignored (a shared national id would make
+#: Bloom filter linkage pointless, and privreg's schemas leave it out too). bitsPerFeature
+#: keeps a field's weight independent of its length; the 920 insertions fill about 60 % of
+#: 1,024 bits. The hash is clkhash's default (keyed BLAKE2b, not the double hashing the
+#: Kroll-Steinmetzer attack exploits); HKDF derives per-field keys from the shared secret
+#: with a public salt.
+CLK_SCHEMA: dict[str, Any] = {
+    "version": 3,
+    "clkConfig": {
+        "l": CLK_BITS,
+        "kdf": {
+            "type": "HKDF",
+            "hash": "SHA256",
+            "salt": base64.b64encode(b"privreg benchmarks/pprl.py").decode(),
+            "info": base64.b64encode(b"clk").decode(),
+            "keySize": 64,
+        },
+    },
+    "features": [
+        _text("given_name", 2, 200),
+        _text("surname", 2, 200),
+        _text("street_number", 1, 40, positional=True),
+        _text("address_1", 2, 100),
+        _text("address_2", 2, 40),
+        _text("suburb", 2, 100),
+        _text("postcode", 1, 100, positional=True),
+        {
+            "identifier": "state",
+            "format": {"type": "string", "encoding": "utf-8"},
+            "hashing": {
+                "comparison": {"type": "exact"},
+                "strategy": {"bitsPerFeature": 20},
+                "missingValue": {"sentinel": ""},
+            },
+        },
+        _text("date_of_birth", 1, 200, positional=True),
+        {"identifier": "soc_sec_id", "ignored": True},
+    ],
+}
+CLK_COLUMNS = [f["identifier"] for f in CLK_SCHEMA["features"]]
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+def load(name: str, records: int, seed: int) -> dict[str, pd.DataFrame]:
+    """The parties' frames of data set ``name`` (module docstring)."""
+    rng = InsecureReproducibleRandom(seed=seed)
+    if name == "febrl4":
+        data = load_febrl(4)
+        a = data.frames["A"].iloc[:records]
+        b = data.frames["B"]
+        return {"A": a, "B": b[b[ENTITY].isin(set(a[ENTITY]))]}
+    if name == "febrl3x5000":
+        population = febrl_population(4).iloc[:records]
+    elif name == "synthetic":
+        population = synthetic_population(records, rng=rng)
+    else:
+        raise ValueError(f"unknown data set {name!r}; choose from {DATASETS}")
+    data = make_parties(population, parties=3, corruption=0.3, overlap=1.0, rng=rng, fields=FEBRL_COLUMNS)
+    return dict(data.frames)
+
+
+def entity_labels(frames: Mapping[str, pd.DataFrame]) -> list[np.ndarray]:
+    """Per party, in row order, the entity of every record ('' = unlabelled)."""
+    return [f[ENTITY].fillna("").astype(str).to_numpy() for f in frames.values()]
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def group_quality(groups: Iterable[Iterable[tuple[int, int]]], labels: Sequence[np.ndarray]) -> dict[str, Any]:
+    """Group and pairwise recall and precision of output ``groups`` (each an iterable of
+    (party index, row) records) against the entity ``labels`` (module docstring)."""
+    truth: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for p, column in enumerate(labels):
+        for row, e in enumerate(column):
+            if e:
+                truth[e].add((p, row))
+    true_groups = {frozenset(g) for g in truth.values() if len(g) >= 2}
+    true_pairs = 0
+    for g in true_groups:
+        per_party = np.bincount([p for p, _ in g])
+        true_pairs += (int(per_party.sum()) ** 2 - int((per_party**2).sum())) // 2
+
+    out = {frozenset(g) for g in map(frozenset, groups) if len(g) >= 2}
+    exact = len(out & true_groups)
+    implied: set[tuple[tuple[int, int], tuple[int, int]]] = set()
+    for g in out:
+        implied.update((r, s) for r, s in itertools.combinations(sorted(g), 2) if r[0] != s[0])
+    found = sum(1 for r, s in implied if labels[r[0]][r[1]] and labels[r[0]][r[1]] == labels[s[0]][s[1]])
+    return {
+        "recall": _ratio(exact, len(true_groups)),
+        "precision": _ratio(exact, len(out)),
+        "pairwise_recall": _ratio(found, true_pairs),
+        "pairwise_precision": _ratio(found, len(implied)),
+        "true_groups": len(true_groups),
+        "groups": len(out),
+        "exact": exact,
+        "true_pairs": true_pairs,
+        "implied_pairs": len(implied),
+        "sizes": dict(sorted(Counter(len(g) for g in out).items())),
+    }
+
+
+# --- the methods --------------------------------------------------------------------------
+
+
+def _link_frames() -> Callable[..., dict[str, Any]]:
+    from privreg.plugins.pprl import workflow
+
+    link_frames = getattr(workflow, "link_frames", None)
+    if link_frames is None:
+        raise SystemExit(
+            "privreg rows need privreg.plugins.pprl.workflow.link_frames (issue #20), which this "
+            "checkout does not have; run the clkhash + anonlink rows alone with --only anonlink"
+        )
+    return link_frames
+
+
+def run_privreg(frames: Mapping[str, pd.DataFrame], profile: str) -> dict[str, Any]:
+    """One privreg row: link_frames' metrics and the time of the whole call."""
+    link_frames = _link_frames()
     clock, res = measure(
-        lambda: mpc.run_protocol(proto, transport=InMemoryTransport(keep_payloads=False)), cores=usable_cores()
+        lambda: link_frames(frames, profile=profile, entity_column=ENTITY, key_bits=KEY_BITS, rng=None, workers=None),
+        cores=usable_cores(),
     )
-    lu = res.outputs[LINKAGE_UNIT]
-    q = linkage_quality(lu["links"], entities={p: r.entities for p, r in recs.items()}, parties=tuple(recs))
-    party_t = {p: res.outputs[p]["timings"] for p in recs}
-    return {
+    row = {k: res[k] for k in ("recall", "precision", "pairwise_recall", "pairwise_precision")}
+    row |= {
+        "method": f"privreg {profile}",
+        "pc": res["pair_completeness"],
+        "rr": res["reduction_ratio"],
+        "candidates": f"{res['candidates']} groups",
         "time": clock,
-        "lu": lu,
-        "parties": party_t,
-        "quality": q,
-        "encrypted": {p: int(res.outputs[p]["encrypted"]) for p in recs},
-        "ops": {p: res.outputs[p]["ops"] for p in recs} | {LINKAGE_UNIT: lu["ops"]},
-        "traffic": res.transcript.step_table(),
+        "sees": res["linkage_unit_sees"],
+        "note": f"protocol {res['protocol_seconds']:.1f} s (link_frames' protocol_seconds)",
+    }
+    return row
+
+
+def _peers() -> dict[str, Any]:
+    """clkhash and anonlink, imported once; exits with the install line if either is missing."""
+    try:
+        with warnings.catch_warnings():
+            # anonlink 0.15 imports pkg_resources and mypy_extensions.TypedDict, both deprecated
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            from anonlink.candidate_generation import find_candidate_pairs
+            from anonlink.similarities import dice_coefficient_accelerated
+            from anonlink.solving import greedy_solve
+            from clkhash.clk import generate_clks
+            from clkhash.schema import from_json_dict
+    except ImportError as e:
+        raise SystemExit(f"the clkhash + anonlink rows need both peers ({e}): {INSTALL}") from None
+    version = importlib.metadata.version
+    return {
+        "find_candidate_pairs": find_candidate_pairs,
+        "dice": dice_coefficient_accelerated,
+        "greedy_solve": greedy_solve,
+        "generate_clks": generate_clks,
+        "schema": from_json_dict(CLK_SCHEMA),
+        "name": f"clkhash {version('clkhash')} + anonlink {version('anonlink')}",
     }
 
 
-def naive_phe(kp, filters: np.ndarray, records: int, pairs: int) -> dict:
-    """Time per encrypted record (L phe encryptions + the phe sum E[|a|]) and per pair
-    (phe homomorphic distance + one phe decryption), element-wise, one core."""
-    ppk, psk = kp.public_key.to_phe(), kp.private_key.to_phe()
-    L = filters.shape[1]
-    a = filters[:records]
-    enc = []
-    with timed(cores=1) as clock:
-        for row in a:
-            bits = [ppk.encrypt(int(x)) for x in row]
-            total = bits[0]
-            for c in bits[1:]:
-                total = total + c
-            enc.append((bits, total))
-    per_record = clock.timing.scaled(1 / records)
-    b = filters[records : records + max(1, pairs // records)]
-    work = [(i, j) for i in range(records) for j in range(b.shape[0])][:pairs]
-    checked = 0
-    clock = timed(cores=1).__enter__()
-    for i, j in work:
-        bits, total = enc[i]
-        ones = np.flatnonzero(b[j])
-        s = bits[ones[0]] if ones.size else ppk.encrypt(0)
-        for k in ones[1:]:
-            s = s + bits[k]
-        dist = total + int(ones.size) + s * -2
-        value = psk.decrypt(dist)
-        checked += int(value == int(np.count_nonzero(a[i] != b[j])))
-    clock.__exit__()
-    per_pair = clock.timing.scaled(1 / len(work))
-    if checked != len(work):
-        raise RuntimeError("naive phe distances are wrong")
-    return {
-        "per_record": per_record,
-        "per_pair": per_pair,
-        "L": L,
-        "records": records,
-        "pairs": len(work),
-        "per_encryption": per_record.scaled(1 / L),
-    }
-
-
-def blocking_times(n: int, records: int) -> dict:
-    clock = timed(cores=1).__enter__()
-    d, t_enc = parties_data(n, records, seed=200 + n)
-    recs = d["records"]
-    lmin = choose_lmin(list(recs.values()), config=BlockingConfig(), secret=d["secret"]).lmin
-    out = plaintext_linkage(recs, secret=d["secret"], lmin=lmin, max_block_products=MAX_BLOCK_PRODUCTS)
-    clock.__exit__()
-    s = out.seconds
-    return {
+def run_anonlink(frames: Mapping[str, pd.DataFrame], peers: dict[str, Any]) -> dict[str, Any]:
+    """One clkhash + anonlink row: encode, score every cross-party pair, greedy-solve."""
+    secret = secrets.token_bytes(32)  # shared by the data parties, never by the linkage unit
+    sizes = [len(f) for f in frames.values()]
+    cores = 1 if max(sizes) < CLKHASH_CHUNK else usable_cores()
+    with timed(cores=cores) as clock:
+        t0 = time.perf_counter()
+        clks = [
+            peers["generate_clks"](f[CLK_COLUMNS].astype(str).values.tolist(), peers["schema"], secret)
+            for f in frames.values()
+        ]
+        t1 = time.perf_counter()
+        candidates = peers["find_candidate_pairs"](clks, peers["dice"], DICE_THRESHOLD)
+        t2 = time.perf_counter()
+        groups = peers["greedy_solve"](candidates)
+        t3 = time.perf_counter()
+    phase = {"encode": t1 - t0, "candidates": t2 - t1, "solve": t3 - t2}
+    labels = entity_labels(frames)
+    q = group_quality(groups, labels)
+    sims, (dset0, dset1), (rec0, rec1) = candidates
+    above_true = sum(1 for a, b, i, j in zip(dset0, dset1, rec0, rec1) if labels[a][i] and labels[a][i] == labels[b][j])
+    scored = sum(a * b for a, b in itertools.combinations(sizes, 2))
+    fill = float(np.mean([c.count() for clk in clks for c in clk])) / CLK_BITS
+    row = {k: q[k] for k in ("recall", "precision", "pairwise_recall", "pairwise_precision")}
+    row |= {
+        "method": peers["name"],
+        # find_candidate_pairs without a blocking function scores every cross-party pair
+        "pc": 1.0 if q["true_pairs"] else float("nan"),
+        "rr": 0.0,
+        "candidates": f"{scored} pairs",
         "time": clock.timing,
-        "parties": n,
-        "encoding": t_enc,
-        "signatures": s["signatures"],
-        "merge": s["merge"],
-        "groups": s["groups"],
-        "total": t_enc + s["signatures"] + s["merge"] + s["groups"],
-        "candidates": len(out.groups),
-        "blocks": out.blocks,
-        "skipped": out.skipped_blocks,
-        "lmin": lmin,
+        "sees": ANONLINK_SEES,
+        "note": (
+            "wall s: " + ", ".join(f"{k} {v:.2f}" for k, v in phase.items()) + f"; CLK fill {fill:.1%}; "
+            f"{len(sims)} pairs with Dice >= {DICE_THRESHOLD} ({above_true} of the {q['true_pairs']} true pairs); "
+            f"output groups by size {q['sizes']}, {q['exact']} exact of {q['true_groups']} true groups"
+        ),
     }
+    return row
 
 
-def _cells(t: Timing, unit: str = "s", fmt: str = ".1f") -> str:
-    return ", ".join(f"{c} {v}" for c, v in zip(columns(unit), t.cells(fmt)))
+# --- output -------------------------------------------------------------------------------
+
+COLUMNS = [
+    "data",
+    "method",
+    "parties x records",
+    "recall",
+    "precision",
+    "pairwise recall",
+    "pairwise precision",
+    "PC",
+    "RR",
+    "candidates",
+    *columns("s"),
+    "linkage unit sees",
+]
+
+
+def _f(x: float) -> str:
+    return "n/a" if x != x else f"{x:.4f}"
+
+
+def table_row(data: str, shape: str, row: dict[str, Any]) -> str:
+    t: Timing = row["time"]
+    cells = [
+        data,
+        row["method"],
+        shape,
+        *(_f(row[k]) for k in ("recall", "precision", "pairwise_recall", "pairwise_precision", "pc", "rr")),
+        row["candidates"],
+        *t.cells(".1f"),
+        row["sees"],
+    ]
+    return "| " + " | ".join(cells) + " |"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=5000)
-    ap.add_argument("--parties", type=int, default=3)
-    ap.add_argument("--naive-records", type=int, default=10)
-    ap.add_argument("--naive-pairs", type=int, default=200)
-    ap.add_argument("--bits-records", type=int, default=1000, help="0 skips the layout='bits' baseline")
-    ap.add_argument("--blocking-parties", default="3,5,7,9")
-    ap.add_argument("--quick", action="store_true", help="200 records; small baselines; blocking for 3 parties")
+    ap.add_argument("--data", default="all", help=f"'all' or comma-separated among {', '.join(DATASETS)}")
+    ap.add_argument("--records", type=int, default=5000, help="entities per data set (febrl4: originals)")
+    ap.add_argument("--seed", type=int, default=1, help="seeds the benchmark data only")
+    ap.add_argument("--only", choices=("all", "privreg", "anonlink"), default="all")
+    ap.add_argument("--quick", action="store_true", help="200 records per data set")
     args = ap.parse_args()
     if args.quick:
-        args.records, args.naive_records, args.naive_pairs = 200, 2, 10
-        args.bits_records, args.blocking_parties = 100, "3"
-    print(
-        f"# python benchmarks/pprl.py --records {args.records} --parties {args.parties} "
-        f"--naive-records {args.naive_records} --naive-pairs {args.naive_pairs} --bits-records "
-        f"{args.bits_records} --blocking-parties {args.blocking_parties}"
-    )
-    print(f"# {platform.platform()}, Python {sys.version.split()[0]}")
-    t0 = time.perf_counter()
-    kp = generate_paillier_keypair(n_bits=2048)  # OS CSPRNG: a secure key
-    print(
-        f"key: fresh 2048-bit Paillier key ({time.perf_counter() - t0:.1f} s to generate), "
-        f"insecure={kp.public_key.insecure}"
-    )
-    # fixed-base tables are built once per key and process: warm this process and the workers
-    decrypt(kp.private_key, encrypt(kp.public_key, list(range(64)), bound=64))
+        args.records = 200
+    names = DATASETS if args.data == "all" else tuple(args.data.split(","))
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        ap.error(f"--data: unknown {unknown}; choose 'all' or among {', '.join(DATASETS)}")
+    if args.records < 1:
+        ap.error("--records must be >= 1")
+    # fail before any work when a requested side is missing
+    peers = _peers() if args.only in ("all", "anonlink") else None
+    if args.only in ("all", "privreg"):
+        _link_frames()
 
-    d, t_enc = parties_data(args.parties, args.records, seed=1)
-    sizes = {p: len(r) for p, r in d["records"].items()}
+    print(
+        f"# python benchmarks/pprl.py --data {','.join(names)} --records {args.records} --seed {args.seed} "
+        f"--only {args.only}"
+    )
+    print(f"# {platform.platform()}, Python {sys.version.split()[0]}, privreg {__version__}")
+    if peers is not None:
+        print(f"# {peers['name']}; Dice threshold {DICE_THRESHOLD}; CLK schema (clkhash v3 format):")
+        print("# " + json.dumps(CLK_SCHEMA, separators=(",", ":")))
     cores = usable_cores()
+    processes, used = [], []
+    if args.only in ("all", "privreg"):
+        processes.append(f"privreg rows 1 + {cores} Paillier workers")
+        used.append(f"privreg rows {cores}")
+    if peers is not None:
+        processes.append("anonlink rows 1")
+        used.append(f"anonlink rows 1 below {CLKHASH_CHUNK} records per party, else {cores}")
     print()
     print(
         header(
-            f"## 1. PPRLProtocol, {args.parties} parties x {args.records} records (FEBRL 4 population, 30% "
-            f"corrupted), layout='slots', workers=None",
-            processes=f"1 + {cores} Paillier workers",
-            cores=cores,
+            "## Linkage quality and cost: privreg against clkhash + anonlink, same records per data set",
+            processes="; ".join(processes),
+            cores="; ".join(used),
         )
     )
-    print(f"encoding {t_enc:.1f} s (not in the protocol time); sizes {sizes}")
-    fast = run_protocol(d, kp, "slots")
-    lu = fast["lu"]
-    counts = lu["counts"]
-    verdict = "met" if fast["time"].wall <= 300 else "NOT met"
-    print(f"{_cells(fast['time'])}; target <= 300 s wall on 2 cores: {verdict}")
-    print(
-        f"lmin {lu['lmin']}, final blocks {lu['blocks']}, candidate groups {lu['candidates']}; linked "
-        f"{fast['quality'].linked}, recall {fast['quality'].recall:.3f}, precision {fast['quality'].precision:.3f}"
-    )
-    print(counts.table())
-    print("linkage unit phases (wall s): " + ", ".join(f"{k} {v:.2f}" for k, v in lu["timings"].items()))
-    for p, t in fast["parties"].items():
-        print(
-            f"{p} phases (wall s): "
-            + ", ".join(f"{k} {v:.2f}" for k, v in t.items())
-            + f"; encrypted {fast['encrypted'][p]} records; ops {fast['ops'][p]}"
-        )
-    print(f"{LINKAGE_UNIT} ops {fast['ops'][LINKAGE_UNIT]}")
-    print("traffic per step:\n" + fast["traffic"])
-
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    notes = []
+    t0 = time.perf_counter()
+    for name in names:
+        frames = load(name, args.records, args.seed)
+        shape = f"{len(frames)} x " + "/".join(sorted({str(len(f)) for f in frames.values()}))
+        runs: list[Callable[[], dict[str, Any]]] = []
+        if args.only in ("all", "privreg"):
+            runs += [lambda profile=profile: run_privreg(frames, profile) for profile in PROFILES]
+        if peers is not None:
+            runs.append(lambda: run_anonlink(frames, peers))
+        for run in runs:
+            row = run()
+            print(table_row(name, shape, row), flush=True)
+            notes.append(f"- {name}, {row['method']}: {row['note']}")
     print()
-    print(
-        header(
-            f"## 2. Baseline: the real peer python-paillier (phe {importlib.metadata.version('phe')}), "
-            f"element-wise, same key",
-            processes=1,
-            cores=1,
-        )
-    )
-    first = next(iter(d["records"].values())).match_filters
-    naive = naive_phe(kp, first, args.naive_records, args.naive_pairs)
-    enc_total = sum(fast["encrypted"].values())
-    pairs_total = counts.comparisons
-    naive_total = naive["per_record"].scaled(enc_total) + naive["per_pair"].scaled(pairs_total)
-    print(
-        f"measured on {naive['records']} records / {naive['pairs']} pairs: per phe encryption "
-        f"{_cells(naive['per_encryption'].scaled(1e3), 'ms', '.2f')}; per record incl. E[|a|] "
-        f"{_cells(naive['per_record'].scaled(1e3), 'ms', '.0f')}; per pair (homomorphic distance + decryption) "
-        f"{_cells(naive['per_pair'].scaled(1e3), 'ms', '.2f')}"
-    )
-    print(
-        f"extrapolated with the run's counts ({enc_total} records encrypted, {pairs_total} distances): "
-        f"{_cells(naive_total, 's', '.0f')}"
-    )
-    print(
-        f"speed-up of privreg: {naive_total.cpu / fast['time'].cpu:.1f}x in CPU time, "
-        f"{naive_total.wall / fast['time'].wall:.1f}x in wall time (phe on 1 core, privreg on {cores})"
-    )
-
-    if args.bits_records:
-        print()
-        print(
-            header(
-                f"## 3. Baseline layout='bits' (the paper's textbook layout, one ciphertext per filter bit, "
-                f"on privreg's fast layer), {args.parties} x {args.bits_records} records",
-                processes=f"1 + {cores} Paillier workers",
-                cores=cores,
-            )
-        )
-        small, _ = parties_data(args.parties, args.bits_records, seed=2)
-        for layout in ("bits", "slots"):
-            r = run_protocol(small, kp, layout)
-            c = r["lu"]["counts"]
-            print(
-                f"layout={layout}: {_cells(r['time'])}; encrypted "
-                f"{sum(r['encrypted'].values())} records, distances {c.comparisons}, linked {c.matched}; "
-                f"ops LU {r['ops'][LINKAGE_UNIT]}"
-            )
-
-    print()
-    print(
-        header(
-            f"## 4. Blocking time against parties ({args.records}-record population, every party holds every "
-            f"entity, 30% corrupted; encoding + signatures + merge + candidate groups; plaintext pipeline; "
-            f"stage columns: wall s; the last three columns time the whole row, data generation included)",
-            processes=1,
-            cores=1,
-        )
-    )
-    print(
-        "| parties | records/party | encoding s | signatures s | merge s | groups s | total s | lmin | final blocks "
-        "| candidates | skipped blocks | " + " | ".join(columns("s")) + " |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for n in map(int, args.blocking_parties.split(",")):
-        b = blocking_times(n, args.records)
-        print(
-            f"| {n} | {args.records} | {b['encoding']:.2f} | {b['signatures']:.2f} | {b['merge']:.2f} | "
-            f"{b['groups']:.2f} | {b['total']:.2f} | {b['lmin']} | {b['blocks']} | {b['candidates']} | "
-            f"{b['skipped']} | " + " | ".join(b["time"].cells(".2f")) + " |",
-            flush=True,
-        )
+    print("\n".join(notes))
     print(f"\ntotal benchmark time {time.perf_counter() - t0:.0f} s")
 
 
