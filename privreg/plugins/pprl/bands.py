@@ -32,7 +32,6 @@ CLKs -- and the number of records per party; not the bits.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import attrs
@@ -159,9 +158,11 @@ def candidate_pairs(
     fa = _flat(a, J)
     fb = _flat(b, J)
     sizes = (
-        fa.groupby(["band", "token"]).size().rename("na").to_frame().join(
-            fb.groupby(["band", "token"]).size().rename("nb"), how="inner"
-        )
+        fa.groupby(["band", "token"])
+        .size()
+        .rename("na")
+        .to_frame()
+        .join(fb.groupby(["band", "token"]).size().rename("nb"), how="inner")
     )
     big = sizes[sizes["na"] * sizes["nb"] > max_block_pairs]
     if len(big):

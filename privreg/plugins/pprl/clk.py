@@ -45,7 +45,15 @@ from privreg.plugins.pprl.kdf import check_secret, derive_key
 from privreg.plugins.pprl.records import EncodedRecords
 from privreg.plugins.pprl.schema import Normalisation
 
-__all__ = ["ClkField", "ClkSchema", "FEBRL_CLK_SCHEMA", "clk_positions", "encode_clks", "dice"]
+__all__ = [
+    "ClkField",
+    "ClkSchema",
+    "FEBRL_CLK_SCHEMA",
+    "PSEUDOPEOPLE_CLK_SCHEMA",
+    "clk_positions",
+    "encode_clks",
+    "dice",
+]
 
 _MAX_LENGTH = 1 << 16
 
@@ -207,3 +215,18 @@ def dice(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     inter = np.count_nonzero(a & b, axis=-1)
     total = np.count_nonzero(a, axis=-1) + np.count_nonzero(b, axis=-1)
     return np.where(total > 0, 2.0 * inter / np.maximum(total, 1), 0.0)
+
+
+#: The recommended profile's schema for the common pseudopeople columns (census, SSA, W-2;
+#: SSA has no address, W-2 no date of birth: an empty field sets no bits).
+PSEUDOPEOPLE_CLK_SCHEMA = ClkSchema(
+    fields={
+        "first_name": 20,
+        "last_name": 20,
+        "middle_initial": 4,
+        "date_of_birth": 12,
+        "street_address": 10,
+        "zipcode": 6,
+        "city": 3,
+    }
+)
