@@ -257,6 +257,13 @@ def test_tampered_keys_are_refused(kp, fresh_registry):
     _refused(_wire(pk, n=1 << 9000), "bits")
 
 
+@pytest.mark.parametrize("field", ["n", "g", "h", "u", "t"])
+@pytest.mark.parametrize("value", [-1, 0, 1, -(1 << 600), 1 << 9000, None, "7", 2.0, [3]])
+def test_any_field_value_is_refused_with_a_serialization_error_only(kp, fresh_registry, field, value):
+    with pytest.raises(SerializationError, match="received DGK key"):
+        dgk_module._public_from_wire(_wire(kp.public_key, **{field: value}))
+
+
 def test_a_full_size_key_without_reasons_arrives_secure(fresh_registry):
     big = generate_dgk_keypair(n_bits=2048, rng=InsecureReproducibleRandom(seed=2)).public_key
     assert big.insecure_reasons == (SEEDED,)

@@ -117,7 +117,7 @@ _REGISTRY: weakref.WeakValueDictionary[bytes, DgkPublicKey] = weakref.WeakValueD
 
 
 def _int_bytes(x: int) -> bytes:
-    return int(x).to_bytes((int(x).bit_length() + 8) // 8, "big")
+    return int(x).to_bytes((int(x).bit_length() + 8) // 8, "big", signed=True)
 
 
 def dgk_key_id(n: int, g: int, h: int, u: int, t: int) -> bytes:
