@@ -23,7 +23,7 @@ FixedBaseTable`, 8-bit windows: ``ceil(2.5 t / 8) - 1`` = 49 multiplications mod
 at ``t = 160``, about 90 us at 2048 bits); re-randomisation multiplies by a fresh ``h^r``.
 The key holder encrypts by the CRT: ``g^m h^a`` modulo ``p`` and ``q`` with ``a`` uniform
 modulo ``vp`` and ``vq`` (two 160-bit fixed-base tables modulo the 1024-bit primes), an
-exactly uniform element of ``<h>``, about 4 times faster.
+exactly uniform element of ``<h>``, about 3 times faster (30 us against 90).
 
 Zero test (the key holder): ``c^vp mod p = 1`` iff ``m = 0 (mod u)``: ``(g^m h^r)^vp =
 (g^vp)^m mod p`` and ``g^vp mod p`` has order ``u``. Exact, one exponentiation by a
@@ -824,7 +824,7 @@ def generate_dgk_keypair(
     Below 2048 bits or ``t = 160`` only with ``insecure_allow_small_keys=True`` (tests); the
     key then says it is insecure, as does a key drawn from a reproducible ``rng``. Primes
     pass 50 Miller-Rabin rounds and a strong BPSW test; the orders of ``g`` and ``h`` are
-    checked exactly. About 1-3 s at 2048 bits.
+    checked exactly. Well under a second at 2048 bits (0.04-0.08 s measured).
     """
     insecure = _check_flag(insecure_allow_small_keys)
     n_bits = v.check_int("n_bits", n_bits)

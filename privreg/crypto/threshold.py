@@ -66,16 +66,20 @@ the ciphertexts upstream; it is only cheaper per decision when at most a few slo
 each ciphertext are wanted (a ciphertext is then decrypted for a few decisions either
 way: 2.5 ms against 1.3 ms).
 
-Cost per decision (2048-bit Paillier and DGK keys, ``t = 160``, ``l = 14``, one core, see
-``benchmarks/threshold.py`` for the measured table): the key holder makes 31 CRT DGK
-encryptions (about 30 us each), 5 zero tests (about 60 us each) and a share of a
-Paillier decryption; the holder 5 terms (a blinding exponentiation by an 8-bit exponent
-and a 49-multiplication table lookup for ``h^r`` each, about 110 us) and a share of a
-Paillier masking and DJN re-randomisation. Messages: the thermometer is ``31 |n| / 8``
-bytes (about 8 KB) per decision, the terms ``5 |n| / 8`` (1.3 KB), the masked
-ciphertexts ``|n| / 4`` bytes per ciphertext. Heavy loops (decryption, DGK encryption,
-the terms, the zero tests, re-randomisation) spread over cores with
-:mod:`privreg.crypto.parallel`; randomness is drawn in this process.
+Cost per decision (2048-bit Paillier and DGK keys, ``t = 160``, ``l = 14``, dense slots,
+one core; ``benchmarks/threshold.py`` on the shared 2-core machine): about 1.95 ms of CPU
+in all, 1.3 ms at the key holder (31 CRT DGK encryptions of about 30 us, 5 zero tests of
+about 63 us, 1/37 of a 2.6 ms Paillier decryption) and 0.65 ms at the holder (5 terms of
+about 125 us: an 88 us table lookup for ``h^r``, an 8-bit blinding exponentiation, a few
+multiplications and a shared inversion; 1/37 of a masking and DJN re-randomisation). The
+DGK-over-Paillier sign test of :mod:`privreg.crypto.compare` costs about 190 ms per
+decision on the same keys. Messages: the thermometers are ``31 |n| / 8`` bytes (8 KB) per
+decision, the terms ``5 |n| / 8`` (1.3 KB), the masked ciphertexts ``|n| / 4`` bytes each.
+Heavy loops (decryption, DGK encryption, the terms, the zero tests, re-randomisation)
+spread over cores with :mod:`privreg.crypto.parallel`; randomness is drawn in this process.
+Everything but the decryption, the zero tests and a few multiplications per term is
+independent of the data (the uniform elements of ``<h>`` of both parties), so it could be
+computed ahead of time; this module does not.
 
 Assumptions: Paillier's semantic security (DCR, plus the DJN short-exponent assumption
 for the holder's default DJN re-randomisation of the masked ciphertexts), the DGK
@@ -92,9 +96,10 @@ lie. A malicious key holder could send DGK "bits" that are not 0/1 or a DGK key 
 ``vp, vq`` are longer than its ``t`` (so that ``2.5 t``-bit re-randomisers no longer
 hide the terms); the holder cannot check that, and the protocol then gives no
 guarantee. Inputs outside ``[0, 2^l)`` give wrong decisions or, when a slot leaves its
-range, a ProtocolError at the key holder. Nothing is constant time: timing side channels
-on either machine are out of scope. Over a network, message sizes and timing reveal the
-public batch dimensions only.
+range, a ProtocolError at the key holder. Nothing is constant time: the holder's time to
+build the terms depends slightly on its mask digits (trivial thermometer ends cost fewer
+multiplications), and timing side channels on either machine are out of scope. Over a
+network, message sizes reveal the public batch dimensions only.
 """
 
 from __future__ import annotations
@@ -130,10 +135,11 @@ __all__ = ["DEFAULT_SIGMA", "DIGIT_BITS", "slot_layout", "threshold_holder", "th
 
 #: Statistical security parameter of the slot masks.
 DEFAULT_SIGMA = 40
-#: Bits per digit of the DGK comparison (the top digit takes the remainder). With the
-#: thermometer costing ``2^k - 1`` key-holder encryptions per digit and each digit one
-#: term (a holder re-randomisation and a key-holder zero test, about 6 encryptions' worth),
-#: ``k = 3`` costs least per bit: 126 us against 133 (``k = 2``) and 150 (``k = 4``) at 2048 bits.
+#: Bits per digit of the DGK comparison (the top digit takes the remainder). A digit costs
+#: ``2^k - 1`` key-holder encryptions (its thermometer) and one term (a holder
+#: re-randomisation and a key-holder zero test, about 6 encryptions' worth); measured total
+#: CPU per decision at 2048 bits, ``l = 14``: 3.1 ms (``k = 1``, the paper's bitwise form),
+#: 2.06 (``k = 2``), 1.94 (``k = 3``), 2.27 (``k = 4``).
 DIGIT_BITS = 3
 _SUFFIXES = ("masked", "bits", "terms")
 
