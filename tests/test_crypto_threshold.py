@@ -384,6 +384,19 @@ def test_malformed_terms_are_refused_naming_the_holder(kp, dk, kw, words):
         run_protocol(proto)
 
 
+def test_masked_ciphertexts_under_another_key_are_refused(kp, dk):
+    other = cached_keypair(512, 4).public_key
+
+    async def wrong_key(ch):
+        await recv_public_key(ch, "keyholder", step="thr.pk", allow_insecure=True)
+        await recv_dgk_public_key(ch, "keyholder", step="thr.dgk-pk", allow_insecure=True)
+        await send_encrypted(ch, "keyholder", encrypt(other, [0], bound=0), step="thr.masked")
+
+    proto = Threshold(kp, dk, pack(kp, [[1]], 14), [(0, 0)], 14, 3, holder=wrong_key)
+    with pytest.raises(ProtocolError, match=r"'holder' sent at step 'thr\.masked' ciphertexts under another key"):
+        run_protocol(proto)
+
+
 def test_a_lying_holder_can_only_change_the_decision(kp, dk):
     """Well-formed lies are not detected (semi-honest protocol): the key holder outputs a bit."""
     proto = Threshold(kp, dk, pack(kp, [[1]], 14), [(0, 0)], 14, 3, holder=_lying_holder(kp, dk))

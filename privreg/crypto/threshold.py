@@ -125,7 +125,7 @@ from privreg.crypto.dgk import (
     random_bits,
     uniform_below,
 )
-from privreg.crypto.errors import PlaintextOverflowError
+from privreg.crypto.errors import PlaintextOverflowError, WrongKeyError
 from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey
 from privreg.crypto.obfuscation import fixed_base_table
 from privreg.crypto.vector import vector_from_ciphertexts
@@ -549,7 +549,10 @@ async def threshold_keyholder(
         return np.zeros(0, dtype=bool)
     sent = sorted({ct for ct, _ in pairs})
     where = {ct: k for k, ct in enumerate(sent)}
-    vec = await recv_encrypted(ch, holder, step=steps.masked, public_key=sk.public_key, length=len(sent))
+    try:
+        vec = await recv_encrypted(ch, holder, step=steps.masked, public_key=sk.public_key, length=len(sent))
+    except WrongKeyError as exc:
+        raise ProtocolError(f"{holder!r} sent at step {steps.masked!r} ciphertexts under another key") from exc
     plain = sk.raw_decrypt([mpz(x) for x in vec.ciphertexts], workers=workers)
     slot_mask, zmax = (1 << slot_bits) - 1, (1 << bits) + (1 << (bits + sigma)) - 2
     full = 1 << (per * slot_bits)
