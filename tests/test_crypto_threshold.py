@@ -354,14 +354,15 @@ def test_a_value_outside_its_range_is_caught_by_the_key_holder(kp, dk):
 def _lying_holder(kp, dk, *, shares=None, terms=None):
     """A holder that sends encryptions of zeros as masked slots and then ``terms`` and
     ``shares`` (defaults: well-formed) of its own."""
+    rng = InsecureReproducibleRandom(seed=41)
 
     async def run(ch):
         pk = await recv_public_key(ch, "keyholder", step="thr.pk", allow_insecure=True)
         dgk = await recv_dgk_public_key(ch, "keyholder", step="thr.dgk-pk", allow_insecure=True)
-        vec = vector_from_ciphertexts(pk, encrypt(pk, [0], bound=0)._c, bound=0)
-        await send_encrypted(ch, "keyholder", vec, step="thr.masked")
+        vec = vector_from_ciphertexts(pk, encrypt(pk, [0], bound=0, rng=rng)._c, bound=0)
+        await send_encrypted(ch, "keyholder", vec, step="thr.masked", rng=rng)
         await ch.recv("keyholder", step="thr.bits")
-        sent_terms = dgk.encrypt([1] * 5) if terms is None else terms(dgk)
+        sent_terms = dgk.encrypt([1] * 5, rng=rng) if terms is None else terms(dgk)
         sent_shares = np.zeros(1, dtype=np.uint8) if shares is None else shares
         await ch.send("keyholder", {"terms": sent_terms, "shares": sent_shares}, step="thr.terms")
 
@@ -374,7 +375,10 @@ def _lying_holder(kp, dk, *, shares=None, terms=None):
         ({"shares": np.array([2], dtype=np.uint8)}, "shares that are not 1 bits"),
         ({"shares": np.zeros(2, dtype=np.uint8)}, "shares that are not 1 bits"),
         ({"shares": np.zeros(1)}, "shares that are not 1 bits"),
-        ({"terms": lambda dgk: dgk.encrypt([1] * 4)}, "something other than 5 DGK ciphertexts"),
+        (
+            {"terms": lambda dgk: dgk.encrypt([1] * 4, rng=InsecureReproducibleRandom(seed=42))},
+            "something other than 5 DGK ciphertexts",
+        ),
         ({"terms": lambda dgk: "terms"}, "something other than 5 DGK ciphertexts"),
     ],
 )
@@ -390,7 +394,8 @@ def test_masked_ciphertexts_under_another_key_are_refused(kp, dk):
     async def wrong_key(ch):
         await recv_public_key(ch, "keyholder", step="thr.pk", allow_insecure=True)
         await recv_dgk_public_key(ch, "keyholder", step="thr.dgk-pk", allow_insecure=True)
-        await send_encrypted(ch, "keyholder", encrypt(other, [0], bound=0), step="thr.masked")
+        seeded = InsecureReproducibleRandom(seed=43)
+        await send_encrypted(ch, "keyholder", encrypt(other, [0], bound=0, rng=seeded), step="thr.masked", rng=seeded)
 
     proto = Threshold(kp, dk, pack(kp, [[1]], 14), [(0, 0)], 14, 3, holder=wrong_key)
     with pytest.raises(ProtocolError, match=r"'holder' sent at step 'thr\.masked' ciphertexts under another key"):
@@ -407,7 +412,9 @@ def test_a_lying_holder_can_only_change_the_decision(kp, dk):
 def test_malformed_bits_are_refused_naming_the_key_holder(kp, dk):
     async def short_bits(ch):
         await ch.recv("holder", step="thr.masked")
-        await ch.send("holder", dk.private_key.encrypt([1] * 3), step="thr.bits")
+        await ch.send(
+            "holder", dk.private_key.encrypt([1] * 3, rng=InsecureReproducibleRandom(seed=44)), step="thr.bits"
+        )
 
     proto = Threshold(kp, dk, pack(kp, [[1]], 14), [(0, 0)], 14, 3, keyholder=short_bits)
     with pytest.raises(ProtocolError, match=r"'keyholder' sent 3 DGK ciphertexts .* expected 31"):

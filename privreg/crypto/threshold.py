@@ -272,7 +272,10 @@ def _check_ciphertexts(ciphertexts: Any, public_key: PaillierPublicKey) -> list[
             )
         x = mpz(int(c))
         if not 0 < x < n2:
-            raise PrivregValueError(f"ciphertexts[{k}] must lie in (0, n^2) of public_key; it does not (not shown).")
+            raise PrivregValueError(
+                f"ciphertexts[{k}] must lie in (0, n^2) of public_key; it does not (not shown). Pass the raw "
+                f"ciphertexts under public_key (EncryptedVector.ciphertexts)."
+            )
         out.append(x)
     return out
 
