@@ -22,6 +22,10 @@ convert with ``to_phe``/``from_phe``; ``benchmarks/paillier.py`` compares the tw
 - :mod:`~privreg.crypto.hamming`: encrypted Hamming distances between bit vectors (Bloom
   filters), one bit per ciphertext or many filters per ciphertext in masked slots.
 - :mod:`~privreg.crypto.counting`: counts of encryptions, decryptions, re-randomisations.
+- :mod:`~privreg.crypto.dgk`: the DGK cryptosystem (small plaintext space, exact zero
+  test, CRT encryption by the key holder; :func:`generate_dgk_keypair`).
+- :mod:`~privreg.crypto.threshold`: threshold decisions ``[x >= c]`` on packed Paillier
+  slots for the key holder only, by a digit-wise DGK comparison.
 
 Messages travel through :mod:`privreg.mpc` (this package registers its wire types there).
 
@@ -57,10 +61,14 @@ Caveats (each speed-up and what it rests on)
   per slot, ``sigma = 40`` by default); slot plaintexts stay below both primes, which lets
   the key holder decrypt modulo ``p^2`` alone (keys with unbalanced primes fall back to
   CRT decryption).
+- DGK (:mod:`~privreg.crypto.dgk`): semantic security rests on the DGK subgroup
+  assumption; with the default ``t = 160`` the best known attack (Coron et al., PKC 2011)
+  costs about ``2^80``, below the 112 bits of a 2048-bit modulus (``t=224`` for parity).
 - Not constant-time; the sub-protocols are secure against semi-honest parties only.
 """
 
 from privreg.crypto.counting import OpCounts, counting, current_counts
+from privreg.crypto.dgk import DgkCiphertexts, DgkKeypair, DgkPrivateKey, DgkPublicKey, generate_dgk_keypair
 from privreg.crypto.encoding import FixedPoint
 from privreg.crypto.errors import ObfuscatorsExhaustedError, PlaintextOverflowError, WrongKeyError
 from privreg.crypto.keys import (
@@ -78,6 +86,10 @@ from privreg.crypto.vector import EncryptedVector, decrypt, decrypt_ints, encryp
 __all__ = [
     "MAX_KEY_BITS",
     "MIN_KEY_BITS",
+    "DgkCiphertexts",
+    "DgkKeypair",
+    "DgkPrivateKey",
+    "DgkPublicKey",
     "EncryptedVector",
     "FixedBaseTable",
     "FixedPoint",
@@ -96,6 +108,7 @@ __all__ = [
     "decrypt_ints",
     "decrypt_packed",
     "encrypt",
+    "generate_dgk_keypair",
     "generate_paillier_keypair",
     "pack",
 ]
