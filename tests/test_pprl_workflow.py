@@ -19,6 +19,7 @@ from privreg.plugins.pprl.schema import PSEUDOPEOPLE_NAMES_SCHEMA
 from privreg.plugins.pprl.workflow import pprl_workflow, prepare_parties
 
 SMALL = dict(
+    profile="paper",
     data="synthetic",
     parties=3,
     records=80,
@@ -44,6 +45,7 @@ def test_workflow_links_generated_parties_and_reports_quality():
     assert m["recall"] <= m["pair_completeness"] <= 1 and 0 < m["reduction_ratio"] < 1
     assert m["block_size"]["min"] >= 3 and m["block_size"]["max"] >= m["block_size"]["median"]
     assert "recall" in res.summary and "distances-r1" in res.summary
+    assert m["profile"] == "paper" and 0 <= m["pairwise_recall"] <= 1
     assert not ctx.charger.charges
 
 
@@ -86,6 +88,8 @@ def test_cli_runs_without_a_budget_and_refuses_one(capsys, tmp_path):
     argv = [
         "run",
         "pprl",
+        "--profile",
+        "paper",
         "--records",
         "60",
         "--lsh-groups",
@@ -111,3 +115,25 @@ def test_cli_runs_without_a_budget_and_refuses_one(capsys, tmp_path):
     argv[-3] = str(tmp_path / "b")
     assert main([*argv, "--budget-epsilon", "1"]) == 2
     assert "releases nothing differentially private" in capsys.readouterr().err
+
+
+def test_recommended_profile_is_the_default_and_links_with_decisions_only():
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=7))
+    res = pprl_workflow(context=ctx, data="synthetic", records=60, key_bits=512, insecure_small_keys=True, workers=1)
+    m = res.metrics
+    assert m["profile"] == "recommended" and m["dice_threshold"] == 0.75
+    assert m["true_groups"] > 0 and m["correct"] <= m["linked_groups"]
+    assert m["recall"] == pytest.approx(m["correct"] / m["true_groups"])
+    assert m["precision"] == pytest.approx(m["correct"] / m["linked_groups"])
+    assert m["pairwise_recall"] <= m["pair_completeness"] + 1e-12
+    assert m["decisions"] >= m["candidates"] > 0 and 0 < m["reduction_ratio"] < 1
+    assert "never a filter" in res.summary and "cmp-base" in res.summary
+    assert not ctx.charger.charges
+
+
+@pytest.mark.parametrize("param", ["lsh_groups", "threshold", "rule", "max_block_products"])
+def test_paper_parameters_do_not_apply_to_the_recommended_profile(param):
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=7))
+    value = {"lsh_groups": 4, "threshold": 3, "rule": "all", "max_block_products": 10}[param]
+    with pytest.raises(ValueError, match=f"{param}.*apply only to --profile paper"):
+        pprl_workflow(context=ctx, records=60, key_bits=512, insecure_small_keys=True, **{param: value})

@@ -52,14 +52,16 @@ __all__ = [
     "band_tokens",
     "candidate_pairs",
     "DESIGN_DICE",
+    "BAND_BITS",
+    "MIN_SHARED",
     "TARGET_COLLISION",
 ]
 
 #: Dice similarity whose pairs the bands catch with probability :data:`TARGET_COLLISION`.
 DESIGN_DICE = 0.85
 TARGET_COLLISION = 0.99
-_BAND_BITS = 16
-_MIN_SHARED = 2
+BAND_BITS = 16
+MIN_SHARED = 2  # the recommended rule: two shared band keys
 
 
 @attrs.frozen(kw_only=True)
@@ -84,7 +86,7 @@ class BandConfig:
 
 
 def recommended_bands(
-    *, filter_length: int, popcount: float, bits: int = _BAND_BITS, min_shared: int = _MIN_SHARED
+    *, filter_length: int, popcount: float, bits: int = BAND_BITS, min_shared: int = MIN_SHARED
 ) -> BandConfig:
     """The recommended ``(J, K)`` for filters of ``filter_length`` bits and median
     ``popcount`` (module docstring): the smallest ``J`` for which a pair at the design
@@ -143,20 +145,48 @@ def band_tokens(filters: np.ndarray, *, config: BandConfig, secret: bytes) -> tu
 
 
 def candidate_pairs(
-    a: np.ndarray, b: np.ndarray, *, max_block_pairs: int = 10_000, min_shared: int = 1
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    max_block_pairs: int = 10_000,
+    min_shared: int = 1,
+    exact_a: np.ndarray | None = None,
+    exact_b: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """Candidate pairs of two parties' (m, J) token matrices: ``(k, 2)`` int64 rows
-    ``(record of a, record of b)``, unique, sorted; and the number of (band, token)
-    blocks skipped because they would yield more than ``max_block_pairs`` pairs."""
+    ``(record of a, record of b)``, unique, sorted; and the number of blocks skipped
+    because they would yield more than ``max_block_pairs`` pairs.
+
+    A pair is a candidate when it shares at least ``min_shared`` band tokens, or (with
+    ``exact_a``/``exact_b``, (m, F) exact-pass tokens, 0 = missing) the same nonzero
+    token in some exact pass."""
     a = np.asarray(a, dtype=np.uint64)
     b = np.asarray(b, dtype=np.uint64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise PrivregValueError(f"token matrices must be (records, bands) with equal bands; got {a.shape}, {b.shape}")
-    J = a.shape[1]
     if a.shape[0] == 0 or b.shape[0] == 0:
         return np.zeros((0, 2), dtype=np.int64), 0
-    fa = _flat(a, J)
-    fb = _flat(b, J)
+    nb = b.shape[0]
+    codes, shared, skipped = _joined(_flat(a), _flat(b), nb, max_block_pairs)
+    keep = [codes[shared >= min_shared]]
+    if exact_a is not None and exact_b is not None:
+        ea = np.asarray(exact_a, dtype=np.uint64)
+        eb = np.asarray(exact_b, dtype=np.uint64)
+        if ea.shape[1:] != eb.shape[1:] or ea.shape[0] != a.shape[0] or eb.shape[0] != nb:
+            raise PrivregValueError(
+                f"exact tokens must be (records, passes) for both parties; got {ea.shape}, {eb.shape}"
+            )
+        fa, fb = _flat(ea), _flat(eb)
+        ex, _, sk = _joined(fa[fa["token"] != 0], fb[fb["token"] != 0], nb, max_block_pairs)
+        keep.append(ex)
+        skipped += sk
+    out = np.unique(np.concatenate(keep))
+    return np.stack([out // nb, out % nb], axis=1), skipped
+
+
+def _joined(fa: pd.DataFrame, fb: pd.DataFrame, nb: int, max_block_pairs: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pair codes ``ra * nb + rb`` sharing a (band, token), how many they share, and the
+    number of (band, token) blocks skipped for exceeding ``max_block_pairs``."""
     sizes = (
         fa.groupby(["band", "token"])
         .size()
@@ -169,14 +199,13 @@ def candidate_pairs(
         drop = pd.MultiIndex.from_frame(big.reset_index()[["band", "token"]])
         fa = fa[~pd.MultiIndex.from_frame(fa[["band", "token"]]).isin(drop)]
     merged = fa.merge(fb, on=["band", "token"], suffixes=("_a", "_b"))
-    codes = merged["record_a"].to_numpy(np.int64) * b.shape[0] + merged["record_b"].to_numpy(np.int64)
+    codes = merged["record_a"].to_numpy(np.int64) * nb + merged["record_b"].to_numpy(np.int64)
     codes, shared = np.unique(codes, return_counts=True)
-    codes = codes[shared >= min_shared]
-    return np.stack([codes // b.shape[0], codes % b.shape[0]], axis=1), len(big)
+    return codes, shared, len(big)
 
 
-def _flat(tokens: np.ndarray, J: int) -> pd.DataFrame:
-    m = tokens.shape[0]
+def _flat(tokens: np.ndarray) -> pd.DataFrame:
+    m, J = tokens.shape
     return pd.DataFrame(
         {
             "record": np.repeat(np.arange(m, dtype=np.int64), J),

@@ -88,13 +88,16 @@ def _fields(x: Any) -> tuple[ClkField, ...]:
 @attrs.frozen(kw_only=True)
 class ClkSchema:
     """A CLK schema: weighted ``fields``, ``filter_length`` (a power of two, 64..65536),
-    q-gram size ``q`` and ``padding``; one normalisation for every field."""
+    q-gram size ``q`` and ``padding``; one normalisation for every field. ``exact``: the
+    exact-value blocking passes, each a tuple of columns whose normalised values must all
+    be equal (:func:`exact_keys`)."""
 
     fields: tuple[ClkField, ...] = attrs.field(converter=_fields)
     filter_length: int = 1024
     q: int = 2
     padding: bool = True
     normalise: Normalisation = Normalisation()
+    exact: tuple[tuple[str, ...], ...] = attrs.field(default=(), converter=lambda x: tuple(tuple(p) for p in x))
 
     def __attrs_post_init__(self) -> None:
         L = v.check_int("filter_length", self.filter_length, minimum=64)
@@ -112,9 +115,13 @@ class ClkSchema:
         if not names or len(set(names)) != len(names):
             raise PrivregValueError(f"fields must name at least one column, each once; got {names}")
 
+        for p in self.exact:
+            if not p or any(not isinstance(c, str) or not c for c in p):
+                raise PrivregValueError(f"exact must be a list of column tuples; got {self.exact!r}")
+
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
+        return tuple(dict.fromkeys([f.name for f in self.fields] + [c for p in self.exact for c in p]))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +130,7 @@ class ClkSchema:
             "q": self.q,
             "padding": self.padding,
             "normalise": self.normalise.to_dict(),
+            "exact": [list(p) for p in self.exact],
         }
 
 
@@ -139,7 +147,8 @@ FEBRL_CLK_SCHEMA = ClkSchema(
         "street_number": 6,
         "address_2": 4,
         "state": 3,
-    }
+    },
+    exact=(("soc_sec_id",), ("date_of_birth",)),
 )
 
 
@@ -205,7 +214,31 @@ def encode_clks(
         values = normalise_values(frame[f.name].to_numpy(dtype=object), schema.normalise)
         key = derive_key(key_material, info=f"clk/{f.name}")
         bits |= _field_filters(values, key=key, schema=schema, k=f.bits_per_token)
-    return EncodedRecords(party=party, ids=record_ids, block_filters=bits, match_filters=bits, entities=ents)
+    return EncodedRecords(
+        party=party,
+        ids=record_ids,
+        block_filters=bits,
+        match_filters=bits,
+        entities=ents,
+        exact_keys=exact_keys(frame, schema=schema, secret=key_material),
+    )
+
+
+def exact_keys(frame: pd.DataFrame, *, schema: ClkSchema, secret: bytes) -> np.ndarray:
+    """(m, len(schema.exact)) uint64 keyed tokens of the exact blocking passes:
+    ``BLAKE2b(derive_key(secret, "clk-exact"), pass | values)`` (never 0), or 0 where a
+    value of the pass is missing. Equal tokens mean equal normalised values."""
+    m = len(frame)
+    out = np.zeros((m, len(schema.exact)), dtype=np.uint64)
+    key = derive_key(check_secret(secret), info="clk-exact")
+    for k, cols in enumerate(schema.exact):
+        parts = [normalise_values(frame[c].to_numpy(dtype=object), schema.normalise) for c in cols]
+        for i, vals in enumerate(zip(*parts)):
+            if all(vals):
+                data = k.to_bytes(2, "big") + "\x1f".join(vals).encode("utf-8")
+                word = int.from_bytes(hashlib.blake2b(data, key=key, digest_size=8).digest(), "big")
+                out[i, k] = word or 1
+    return out
 
 
 def dice(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -228,5 +261,6 @@ PSEUDOPEOPLE_CLK_SCHEMA = ClkSchema(
         "street_address": 10,
         "zipcode": 6,
         "city": 3,
-    }
+    },
+    exact=(("date_of_birth",),),
 )

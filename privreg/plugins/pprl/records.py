@@ -25,7 +25,9 @@ class EncodedRecords:
     ``block_filters`` (m, L_b) and ``match_filters`` (m, L_m) are boolean arrays: ``bf``
     over the blocking fields and ``BF`` over the matching fields. ``ids`` are the party's
     own record identifiers (never sent). ``entities`` optionally holds ground-truth entity
-    ids for evaluation only (never sent, never used by the protocol).
+    ids for evaluation only (never sent, never used by the protocol). ``exact_keys``
+    (m, F) uint64, optional: keyed tokens of exact-value blocking passes (0 = the value is
+    missing), see :func:`~privreg.plugins.pprl.clk.encode_clks`.
     """
 
     party: str
@@ -33,6 +35,7 @@ class EncodedRecords:
     block_filters: np.ndarray
     match_filters: np.ndarray
     entities: tuple[str, ...] | None = None
+    exact_keys: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)

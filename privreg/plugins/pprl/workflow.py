@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
+
+import numpy as np
+import pandas as pd
 
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import read_bytes, write_text
 from privreg.core.params import Spec
+from privreg.core.randomness import RandomSource, resolve_random
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.mpc import run_protocol
+from privreg.plugins.pprl.bands import BAND_BITS, MIN_SHARED
 from privreg.plugins.pprl.blocking import BlockingConfig
+from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, PSEUDOPEOPLE_CLK_SCHEMA, ClkSchema, encode_clks
 from privreg.plugins.pprl.datasets import (
     ENTITY,
     LinkageData,
@@ -32,21 +39,37 @@ from privreg.plugins.pprl.datasets import (
     make_parties,
     synthetic_population,
 )
+from privreg.plugins.pprl.dice_protocol import LU_SEES, DiceLinkageProtocol
 from privreg.plugins.pprl.encoding import encode_records
 from privreg.plugins.pprl.kdf import MAX_SECRET_FILE_BYTES, check_secret_file
 from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
-from privreg.plugins.pprl.quality import blocking_quality, linkage_quality
+from privreg.plugins.pprl.quality import blocking_quality, candidate_pair_quality, group_quality, linkage_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA, pseudopeople_schema
-from privreg.timing import PhaseTimer
+from privreg.timing import PhaseTimer, process_tree_cpu_seconds
 
-__all__ = ["DATASETS", "pprl_workflow", "prepare_parties", "demo_steps", "estimate_pprl"]
+__all__ = ["DATASETS", "PROFILES", "pprl_workflow", "prepare_parties", "demo_steps", "estimate_pprl", "link_frames"]
 
 #: ``--data`` choices.
 DATASETS = ("synthetic", "febrl", "febrl4", "pseudopeople")
+#: ``--profile`` choices: the recommended protocol (CLKs, Dice) and the paper's MP-SPPRL.
+PROFILES = ("recommended", "paper")
+#: The paper profile's parameters (MP-SPPRL, paper 004); none applies to the recommended one.
+PAPER_DEFAULTS: dict[str, Any] = {
+    "lsh_groups": 3,
+    "lsh_bits": 20,
+    "suffix_count": 2,
+    "lmin": None,
+    "window": None,
+    "threshold": 3,
+    "rule": "star",
+    "max_block_products": 10_000,
+}
 
 
-def prepare_parties(*, data: str, parties: int, records: int, corruption: float, rng: Any) -> tuple[LinkageData, Any]:
+def prepare_parties(
+    *, data: str, parties: int, records: int, corruption: float, rng: Any, overlap: float = 0.5
+) -> tuple[LinkageData, Any]:
     """The parties' record frames (with ground truth) and the encoding schema.
 
     ``synthetic``: a generated population of ``records`` people, copied to ``parties``
@@ -59,14 +82,14 @@ def prepare_parties(*, data: str, parties: int, records: int, corruption: float,
     if data == "synthetic":
         frame = synthetic_population(records, rng=rng)
         return make_parties(
-            frame, parties=parties, corruption=corruption, rng=rng, fields=list(FEBRL_SCHEMA.columns)
+            frame, parties=parties, corruption=corruption, rng=rng, fields=list(FEBRL_SCHEMA.columns), overlap=overlap
         ), FEBRL_SCHEMA
     if data == "febrl":
         frame = febrl_population(4)
         if records < len(frame):
             frame = frame.iloc[:records]
         return make_parties(
-            frame, parties=parties, corruption=corruption, rng=rng, fields=list(FEBRL_SCHEMA.columns)
+            frame, parties=parties, corruption=corruption, rng=rng, fields=list(FEBRL_SCHEMA.columns), overlap=overlap
         ), FEBRL_SCHEMA
     if data == "febrl4":
         return load_febrl(4), FEBRL_SCHEMA
@@ -108,6 +131,14 @@ def estimate_pprl(*, records: int, parties: int, key_bits: int, workers: int | N
 def pprl_workflow(
     *,
     context: WorkflowContext,
+    profile: Annotated[
+        str,
+        Spec(
+            choices=PROFILES,
+            doc="recommended (CLKs, keyed LSH bands, secure Dice >= 0.75 decisions, group solver) or paper "
+            "(MP-SPPRL as published: 100-bit filters, double blocking, Paillier Hamming distances, T = 3)",
+        ),
+    ] = "recommended",
     data: Annotated[
         str,
         Spec(
@@ -126,35 +157,56 @@ def pprl_workflow(
         Spec(
             minimum=0,
             maximum=1,
-            doc="fraction of each party's records with FEBRL-style edits (the paper: 0.3 and 0.75)",
+            doc="fraction of each party's records with FEBRL-style edits on names and address (the paper: 0.3 "
+            "and 0.75)",
         ),
     ] = 0.3,
-    lsh_groups: Annotated[int, Spec(minimum=1, maximum=64, doc="J: LSH groups (the paper: 3)")] = 3,
-    lsh_bits: Annotated[int, Spec(minimum=1, maximum=64, doc="K: bits per LSH key (the paper: 20)")] = 20,
-    suffix_count: Annotated[int, Spec(minimum=1, maximum=64, doc="x: suffix lengths lmin..lmin+x-1")] = 2,
+    overlap: Annotated[
+        float,
+        Spec(
+            minimum=0,
+            maximum=1,
+            doc="fraction of the population held by every party (only for synthetic/febrl; 1: every party holds "
+            "everyone)",
+        ),
+    ] = 0.5,
+    lsh_groups: Annotated[
+        int | None, Spec(minimum=1, maximum=64, doc="paper profile: J, LSH groups (the paper: 3)")
+    ] = None,
+    lsh_bits: Annotated[
+        int | None, Spec(minimum=1, maximum=64, doc="paper profile: K, bits per LSH key (the paper: 20)")
+    ] = None,
+    suffix_count: Annotated[
+        int | None, Spec(minimum=1, maximum=64, doc="paper profile: x, suffix lengths lmin..lmin+x-1 (2)")
+    ] = None,
     lmin: Annotated[
         int | None,
         Spec(
             minimum=0,
             maximum=1024,
-            doc="shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)",
+            doc="paper profile: shortest suffix (0: no suffix blocking; default: the dispersion rule of Section 4.2.2)",
         ),
     ] = None,
     window: Annotated[
-        int | None, Spec(minimum=2, maximum=1_000_000, doc="sliding-window size (default: the paper's)")
+        int | None,
+        Spec(minimum=2, maximum=1_000_000, doc="paper profile: sliding-window size (default: the paper's)"),
     ] = None,
-    threshold: Annotated[int, Spec(minimum=0, maximum=100_000, doc="T: largest Hamming distance of a match")] = 3,
+    threshold: Annotated[
+        int | None, Spec(minimum=0, maximum=100_000, doc="paper profile: T, largest Hamming distance of a match (3)")
+    ] = None,
     rule: Annotated[
-        str,
+        str | None,
         Spec(
             choices=RULES,
-            doc="star: the paper's verdict (encrypting party's record close to every other); all: every pair",
+            doc="paper profile: star (the paper's verdict: encrypting party's record close to every other) or all",
         ),
-    ] = "star",
+    ] = None,
     key_bits: Annotated[
         int,
         Spec(
-            minimum=MIN_INSECURE_KEY_BITS, maximum=MAX_KEY_BITS, doc="Paillier modulus bits (>= 2048 unless insecure)"
+            minimum=MIN_INSECURE_KEY_BITS,
+            maximum=MAX_KEY_BITS,
+            doc="Paillier (and DGK) modulus bits (>= 2048 unless insecure)",
         ),
     ] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE)")] = False,
@@ -170,33 +222,55 @@ def pprl_workflow(
         Spec(
             minimum=1,
             maximum=1_000_000_000,
-            doc="skip a final block that would yield more candidate groups than this (reported)",
+            doc="paper profile: skip a final block that would yield more candidate groups than this (10,000)",
         ),
-    ] = 10_000,
+    ] = None,
     workers: Annotated[
-        int | None, Spec(minimum=1, maximum=1024, doc="worker processes for Paillier batches (at most --max-workers)")
+        int | None, Spec(minimum=1, maximum=1024, doc="worker processes for the cryptography (at most --max-workers)")
     ] = None,
 ) -> WorkflowResult:
-    """Link the records of several parties with MP-SPPRL (Tong et al. 2019, paper 004):
-    keyed Bloom filters, double blocking (Hamming LSH, then suffix blocking), the
-    sliding-window merge at the linkage unit and Paillier secure Hamming distances
-    (Algorithm 1) with early termination.
+    """Link the records of several parties (paper 004, and the recommended profile).
 
-    Security: semi-honest parties, no collusion of the linkage unit with a data party
-    (:class:`~privreg.plugins.pprl.protocol.PPRLProtocol` states what each party learns).
-    No differential privacy is claimed, so nothing is charged to the budget. The shared
-    secret is drawn from the run's random source unless ``secret_file`` holds one (32 to
-    4096 random bytes, not text: :func:`~privreg.plugins.pprl.kdf.check_secret_file`).
+    ``profile="recommended"`` (default): CLKs (:mod:`~privreg.plugins.pprl.clk`), keyed LSH
+    bands (:mod:`~privreg.plugins.pprl.bands`), a secure ``Dice >= 0.75`` decision per
+    candidate pair and a greedy group solver
+    (:class:`~privreg.plugins.pprl.dice_protocol.DiceLinkageProtocol`): the linkage unit
+    learns only the decisions. ``profile="paper"``: MP-SPPRL as published (Tong et al. 2019):
+    keyed Bloom filters, double blocking, the sliding-window merge and Paillier secure
+    Hamming distances (Algorithm 1), which the linkage unit learns.
 
-    Timing depends on the records (block sizes, candidate pairs, early termination), as
-    the transcript does; nothing here hides it.
+    Security: semi-honest parties, no collusion of the linkage unit with a data party (each
+    protocol's ``caveats`` and ``learns()`` say what each party learns). No differential
+    privacy is claimed, so nothing is charged to the budget. The shared secret is drawn from
+    the run's random source unless ``secret_file`` holds one (32 to 4096 random bytes, not
+    text: :func:`~privreg.plugins.pprl.kdf.check_secret_file`).
+
+    Timing depends on the records (candidate pairs, blocks), as the transcript does;
+    nothing here hides it.
     """
     rng = context.rng
-    if data in ("febrl4", "pseudopeople") and (parties != 3 or records != 1000 or corruption != 0.3):
+    if data in ("febrl4", "pseudopeople") and (parties != 3 or records != 1000 or corruption != 0.3 or overlap != 0.5):
         raise PrivregValueError(
-            f"parameters parties, records and corruption apply only to --data synthetic or febrl; --data {data} "
-            f"has its own parties and records: drop them"
+            f"parameters parties, records, corruption and overlap apply only to --data synthetic or febrl; "
+            f"--data {data} has its own parties and records: drop them"
         )
+    paper = {
+        "lsh_groups": lsh_groups,
+        "lsh_bits": lsh_bits,
+        "suffix_count": suffix_count,
+        "lmin": lmin,
+        "window": window,
+        "threshold": threshold,
+        "rule": rule,
+        "max_block_products": max_block_products,
+    }
+    given = sorted(k for k, x in paper.items() if x is not None)
+    if profile == "recommended" and given:
+        raise PrivregValueError(
+            f"parameters {', '.join(given)} apply only to --profile paper (the recommended profile fixes its own "
+            f"blocking and threshold): drop them or pass profile=paper"
+        )
+    settings = {k: PAPER_DEFAULTS[k] if x is None else x for k, x in paper.items()}
     context.check_workers("workers", workers)
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
@@ -207,49 +281,184 @@ def pprl_workflow(
     fixed = {"febrl4": (2, 5000), "pseudopeople": (3, 10_000)}
     n_parties, n_records = fixed.get(data, (parties, records))
     context.require("pprl", estimate_pprl(records=n_records, parties=n_parties, key_bits=key_bits, workers=workers))
-    timer = PhaseTimer()
-    linkage, schema = prepare_parties(data=data, parties=parties, records=records, corruption=corruption, rng=rng)
-    encoded = {
-        p: encode_records(linkage.frames[p], schema=schema, secret=secret, party=p, entity_column=ENTITY)
-        for p in linkage.parties
-    }
-    t_encode = timer.lap("encode")[0]
-    sizes = ", ".join(f"{p}: {len(e)}" for p, e in encoded.items())
-    context.echo(f"pprl: {linkage.source or data}; records {sizes}; generating a {key_bits}-bit key ...")
-    config = BlockingConfig(
-        lsh_groups=lsh_groups, lsh_bits=lsh_bits, suffix_count=suffix_count, lmin=lmin, window=window
+    linkage, schema = prepare_parties(
+        data=data, parties=parties, records=records, corruption=corruption, rng=rng, overlap=overlap
     )
-    proto = PPRLProtocol(
-        parties=linkage.parties,
-        records=encoded,
+    clk_schema = PSEUDOPEOPLE_CLK_SCHEMA if data == "pseudopeople" else FEBRL_CLK_SCHEMA
+    sizes = ", ".join(f"{p}: {len(linkage.frames[p])}" for p in linkage.parties)
+    context.echo(f"pprl ({profile}): {linkage.source or data}; records {sizes}; generating {key_bits}-bit keys ...")
+    metrics, transcript = _link(
+        linkage.frames,
+        linkage.parties,
+        profile=profile,
+        entity_column=ENTITY,
+        paper_schema=schema,
+        clk_schema=clk_schema,
         secret=secret,
-        blocking=config,
-        threshold=threshold,
-        rule=rule,
+        settings=settings,
         key_bits=key_bits,
-        insecure_allow_small_keys=insecure_small_keys,
-        max_block_products=max_block_products,
+        insecure=insecure_small_keys,
         rng=rng,
         workers=workers,
     )
+    metrics = {"data": data, "source": linkage.source, **metrics}
+    summary = _summary(metrics, linkage.source or data, sizes, transcript)
+    outputs = {}
+    out = context.output_path("pprl.json")
+    if out is not None:
+        write_text(out, json.dumps(metrics, indent=2, default=str) + "\n", "output")
+        outputs["result"] = out
+    return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
+
+
+def link_frames(
+    frames: Mapping[str, pd.DataFrame],
+    *,
+    profile: str = "recommended",
+    entity_column: str = ENTITY,
+    key_bits: int = MIN_KEY_BITS,
+    rng: RandomSource | None = None,
+    workers: int | None = None,
+    secret: bytes | None = None,
+    insecure_small_keys: bool = False,
+) -> dict[str, Any]:
+    """Link the parties' FEBRL-column ``frames`` (``{party: DataFrame}``, ground truth in
+    ``entity_column``) with ``profile``; returns the workflow's metrics (recall,
+    precision, pairwise figures, pair completeness, reduction ratio, timings, what the
+    linkage unit sees). For benchmarks and notebooks; the secret is fresh unless given."""
+    if profile not in PROFILES:
+        raise PrivregValueError(f"profile must be one of {list(PROFILES)}; got {profile!r}")
+    rng_ = resolve_random(rng)
+    metrics, _ = _link(
+        frames,
+        tuple(frames),
+        profile=profile,
+        entity_column=entity_column,
+        paper_schema=FEBRL_SCHEMA,
+        clk_schema=FEBRL_CLK_SCHEMA,
+        secret=rng_.random_bytes(32) if secret is None else secret,
+        settings=dict(PAPER_DEFAULTS),
+        key_bits=key_bits,
+        insecure=insecure_small_keys,
+        rng=rng,
+        workers=workers,
+    )
+    return metrics
+
+
+def _link(
+    frames: Mapping[str, pd.DataFrame],
+    parties: Sequence[str],
+    *,
+    profile: str,
+    entity_column: str,
+    paper_schema: Any,
+    clk_schema: ClkSchema,
+    secret: bytes,
+    settings: Mapping[str, Any],
+    key_bits: int,
+    insecure: bool,
+    rng: RandomSource | None,
+    workers: int | None,
+) -> tuple[dict[str, Any], Any]:
+    timer = PhaseTimer()
+    cpu0 = _cpu()
+    if profile == "recommended":
+        encoded = {
+            p: encode_clks(frames[p], schema=clk_schema, secret=secret, party=p, entity_column=entity_column)
+            for p in parties
+        }
+        t_encode = timer.lap("encode")[0]
+        proto: Any = DiceLinkageProtocol(
+            parties=parties,
+            records=encoded,
+            secret=secret,
+            filter_length=clk_schema.filter_length,
+            key_bits=key_bits,
+            insecure_allow_small_keys=insecure,
+            rng=rng,
+            workers=workers,
+        )
+    else:
+        encoded = {
+            p: encode_records(frames[p], schema=paper_schema, secret=secret, party=p, entity_column=entity_column)
+            for p in parties
+        }
+        t_encode = timer.lap("encode")[0]
+        proto = PPRLProtocol(
+            parties=parties,
+            records=encoded,
+            secret=secret,
+            blocking=BlockingConfig(
+                lsh_groups=settings["lsh_groups"],
+                lsh_bits=settings["lsh_bits"],
+                suffix_count=settings["suffix_count"],
+                lmin=settings["lmin"],
+                window=settings["window"],
+            ),
+            threshold=settings["threshold"],
+            rule=settings["rule"],
+            key_bits=key_bits,
+            insecure_allow_small_keys=insecure,
+            max_block_products=settings["max_block_products"],
+            rng=rng,
+            workers=workers,
+        )
     with timer.phase("protocol"):
         result = run_protocol(proto)
-    wall = timer.wall["protocol"]
     lu = result.outputs[LINKAGE_UNIT]
-    entities = list(encoded.values())  # encoded with ENTITY: quality reads each one's entities
-    linked = linkage_quality(lu["links"], entities=entities, parties=linkage.parties)
-    blocked = blocking_quality(lu["groups"], entities=entities, parties=linkage.parties)
-    bs = lu["block_stats"]
-    metrics: dict[str, Any] = {
-        "data": data,
-        "source": linkage.source,
-        "parties": list(linkage.parties),
+    entities = list(encoded.values())
+    common: dict[str, Any] = {
+        "profile": profile,
+        "parties": list(parties),
         "records": {p: len(e) for p, e in encoded.items()},
+        "key_bits": key_bits,
+        "encode_seconds": t_encode,
+        "protocol_seconds": timer.wall["protocol"],
+        "cpu_seconds": _cpu() - cpu0,
+        "phase_seconds": dict(lu["timings"]),
+    }
+    if profile == "recommended":
+        idx = {p: i for i, p in enumerate(parties)}
+        cands = {
+            tuple(sorted((idx[a], idx[b]))): _oriented(c, idx[a] > idx[b]) for (a, b), c in lu["candidates"].items()
+        }
+        gq = group_quality(lu["group_indices"], entities=entities, parties=parties)
+        cq = candidate_pair_quality(cands, entities=entities, parties=parties)
+        metrics = {
+            **common,
+            "true_groups": gq.true_groups,
+            "linked_groups": gq.groups,
+            "correct": gq.exact,
+            "recall": gq.recall,
+            "precision": gq.precision,
+            "pairwise_recall": gq.pairwise.recall,
+            "pairwise_precision": gq.pairwise.precision,
+            "candidates": cq.pairs,
+            "pair_completeness": cq.recall,
+            "reduction_ratio": cq.reduction_ratio,
+            "accepted_pairs": lu["accepted"],
+            "refined_pairs": lu["refined"],
+            "decisions": lu["decisions"],
+            "skipped_blocks": lu["skipped_blocks"],
+            "bands": {"bands": lu["bands"], "bits": BAND_BITS, "min_shared": MIN_SHARED},
+            "dice_threshold": float(proto.threshold),
+            "levels": [float(x) for x in proto.levels],
+            "linkage_unit_sees": LU_SEES,
+        }
+        return metrics, result.transcript
+    linked = linkage_quality(lu["links"], entities=entities, parties=parties)
+    blocked = blocking_quality(lu["groups"], entities=entities, parties=parties)
+    bs = lu["block_stats"]
+    metrics = {
+        **common,
         "true_groups": linked.true_groups,
         "linked_groups": linked.linked,
         "correct": linked.true_linked,
         "recall": linked.recall,
         "precision": linked.precision,
+        "pairwise_recall": linked.pairwise.recall,
+        "pairwise_precision": linked.pairwise.precision,
         "error_rate": linked.error_rate,
         "candidates": lu["candidates"],
         "final_blocks": lu["blocks"],
@@ -259,40 +468,67 @@ def pprl_workflow(
         "pair_completeness": blocked.pair_completeness,
         "pairs_quality": blocked.pairs_quality,
         "block_size": {"min": bs.min, "median": bs.median, "mean": bs.mean, "max": bs.max},
-        "lsh_groups": lsh_groups,
-        "lsh_bits": lsh_bits,
-        "threshold": threshold,
-        "rule": rule,
-        "key_bits": key_bits,
-        "encode_seconds": t_encode,
-        "protocol_seconds": wall,
-        "phase_seconds": dict(lu["timings"]),
+        **{k: settings[k] for k in ("lsh_groups", "lsh_bits", "threshold", "rule")},
         "comparisons": lu["counts"].comparisons,
         "required_pairs": lu["counts"].required_pairs,
         "encrypted": dict(lu["counts"].encrypted),
+        "linkage_unit_sees": PAPER_LU_SEES,
     }
-    phases = "\n".join(f"    {k:<24} {s:8.2f} s" for k, s in lu["timings"].items())
-    summary = (
-        f"MP-SPPRL on {linkage.source or data}: {len(linkage.parties)} parties ({sizes}), "
-        f"{key_bits}-bit Paillier key\n"
-        f"  blocking: J = {lsh_groups}, K = {lsh_bits}, lmin = {lu['lmin']}, {lu['blocks']} final blocks, "
-        f"{lu['candidates']} candidate groups ({lu['skipped_blocks']} oversized blocks skipped)\n"
-        f"    final block sizes min/median/mean/max {bs.min}/{bs.median:g}/{bs.mean:.1f}/{bs.max}; reduction ratio "
-        f"{blocked.reduction_ratio:.6f}, pair completeness {blocked.pair_completeness:.3f}, pairs quality "
-        f"{blocked.pairs_quality:.4f}\n"
-        f"  matching: T = {threshold} ({rule} rule); distances computed {lu['counts'].comparisons} of "
-        f"{lu['counts'].required_pairs} required\n"
-        f"  linked {linked.linked} groups of {linked.true_groups} true ones: recall {linked.recall:.3f}, "
-        f"precision {linked.precision:.3f}, error rate {linked.error_rate:.3f}\n"
-        f"  time: encoding {t_encode:.2f} s, protocol {wall:.2f} s; linkage unit phases:\n{phases}\n"
-        f"  traffic per step:\n{_indent(result.transcript.step_table(), 4)}"
+    return metrics, result.transcript
+
+
+#: What the paper profile's linkage unit sees (for reports).
+PAPER_LU_SEES = (
+    "keyed LSH tokens and masked suffixes (block memberships), the candidate groups and the exact Hamming distance "
+    "of every compared pair"
+)
+
+
+def _oriented(c: np.ndarray, swap: bool) -> np.ndarray:
+    return c[:, ::-1] if swap else c
+
+
+def _cpu() -> float:
+    """CPU seconds of this process, its reaped children and its live worker processes."""
+    return process_tree_cpu_seconds()
+
+
+def _summary(m: Mapping[str, Any], source: str, sizes: str, transcript: Any) -> str:
+    phases = "\n".join(f"    {k:<24} {s:8.2f} s" for k, s in m["phase_seconds"].items())
+    head = (
+        f"{'Recommended profile' if m['profile'] == 'recommended' else 'MP-SPPRL (paper profile)'} on {source}: "
+        f"{len(m['parties'])} parties ({sizes}), {m['key_bits']}-bit keys\n"
     )
-    outputs = {}
-    out = context.output_path("pprl.json")
-    if out is not None:
-        write_text(out, json.dumps(metrics, indent=2, default=str) + "\n", "output")
-        outputs["result"] = out
-    return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
+    if m["profile"] == "recommended":
+        body = (
+            f"  CLKs of {FEBRL_CLK_SCHEMA.filter_length} bits; bands J = {m['bands']['bands']}, K = "
+            f"{m['bands']['bits']}, candidates share >= {m['bands']['min_shared']} band keys\n"
+            f"  blocking: {m['candidates']} candidate pairs, pair completeness {m['pair_completeness']:.4f}, "
+            f"reduction ratio {m['reduction_ratio']:.6f}\n"
+            f"  matching: secure Dice >= {m['dice_threshold']:g} decisions ({m['decisions']} in all, "
+            f"{m['refined_pairs']} pairs decided again at {', '.join(f'{x:g}' for x in m['levels'])}); "
+            f"{m['accepted_pairs']} accepted\n"
+        )
+    else:
+        bs = m["block_size"]
+        body = (
+            f"  blocking: J = {m['lsh_groups']}, K = {m['lsh_bits']}, lmin = {m['lmin']}, {m['final_blocks']} final "
+            f"blocks, {m['candidates']} candidate groups ({m['skipped_blocks']} oversized blocks skipped)\n"
+            f"    final block sizes min/median/mean/max {bs['min']}/{bs['median']:g}/{bs['mean']:.1f}/{bs['max']}; "
+            f"reduction ratio {m['reduction_ratio']:.6f}, pair completeness {m['pair_completeness']:.3f}\n"
+            f"  matching: T = {m['threshold']} ({m['rule']} rule); distances computed {m['comparisons']} of "
+            f"{m['required_pairs']} required\n"
+        )
+    return (
+        head
+        + body
+        + f"  linked {m['linked_groups']} groups of {m['true_groups']} true ones: recall {m['recall']:.3f}, precision "
+        f"{m['precision']:.3f}; pairwise recall {m['pairwise_recall']:.3f}, precision {m['pairwise_precision']:.3f}\n"
+        f"  the linkage unit saw: {m['linkage_unit_sees']}\n"
+        f"  time: encoding {m['encode_seconds']:.2f} s, protocol {m['protocol_seconds']:.2f} s wall; "
+        f"{m['cpu_seconds']:.1f} CPU s in all; linkage unit phases:\n{phases}\n"
+        f"  traffic per step:\n{_indent(transcript.step_table(), 4)}"
+    )
 
 
 def _indent(text: str, n: int) -> str:
@@ -300,22 +536,25 @@ def _indent(text: str, n: int) -> str:
 
 
 def _demo_step(ctx: WorkflowContext) -> str:
-    res = pprl_workflow(
-        context=ctx, data="synthetic", parties=3, records=150, corruption=0.3, lsh_groups=8, lsh_bits=12, workers=1
-    )
+    res = pprl_workflow(context=ctx, data="synthetic", parties=3, records=300, corruption=0.3, workers=1)
     m = res.metrics
     return (
-        f"3 parties ({', '.join(str(x) for x in m['records'].values())} generated person records, 30% "
-        f"corrupted), keyed Bloom filters, double blocking\n"
-        f"  (J = 8, K = 12) and Paillier secure Hamming distances at 2048 bits, T = 3 as in the paper:\n"
-        f"  {m['candidates']} candidate groups, {m['linked_groups']} linked of {m['true_groups']} true, recall "
+        f"3 parties ({', '.join(str(x) for x in m['records'].values())} generated person records, 30% corrupted), "
+        f"the recommended profile:\n"
+        f"  1024-bit CLKs, keyed LSH bands, one secure Dice >= {m['dice_threshold']:g} decision per candidate pair "
+        f"(Paillier + DGK, 2048 bits):\n"
+        f"  {m['candidates']} candidate pairs, {m['linked_groups']} groups linked of {m['true_groups']} true, recall "
         f"{m['recall']:.2f}, precision {m['precision']:.2f}, in {m['protocol_seconds']:.1f} s\n"
-        f"  (T = 3 caps recall on corrupted records: benchmarks/pprl_quality.py). The linkage unit saw\n"
-        f"  keyed block tokens, masked suffixes and distances, never a filter (the transcript tests check it)."
+        f"  (the paper's MP-SPPRL: --profile paper). The linkage unit learned the decisions only: never a filter,\n"
+        f"  a popcount, a distance or a similarity (tests/test_pprl_dice_protocol.py walks what it received)."
     )
 
 
 def demo_steps() -> list[DemoStep]:
     return [
-        DemoStep(title="Record linkage (paper 004): MP-SPPRL with Paillier Hamming distances", run=_demo_step, order=50)
+        DemoStep(
+            title="Record linkage (paper 004 and the recommended profile): secure Dice decisions",
+            run=_demo_step,
+            order=50,
+        )
     ]

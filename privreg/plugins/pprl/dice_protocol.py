@@ -1,0 +1,635 @@
+"""The recommended record-linkage protocol: CLKs, keyed LSH bands and secure Dice
+threshold decisions between n data parties and a linkage unit.
+
+Flow (transcript step names in quotes):
+
+1. ``"keys"``: the linkage unit sends every data party its Paillier public key and its
+   DGK public key (2048 bits each unless ``insecure_allow_small_keys``).
+2. ``"popcount"`` (without explicit ``bands``): the data parties send each other their
+   median CLK popcount and derive the same bands from the largest. ``"tokens"``: each
+   party encodes its records as CLKs (:mod:`clk`) and sends, per record and band, a keyed
+   band token (:mod:`bands`), and per exact blocking pass a keyed token of the pass's
+   values (:func:`clk.exact_keys`). No filter leaves a party.
+3. The linkage unit forms the candidate pairs of every pair of parties (records sharing
+   at least ``min_shared`` band tokens, or an exact-pass token) and deals, per pair of parties, the correlated
+   randomness of a Beaver inner product (:mod:`privreg.crypto.beaver`): ``"deal"`` gives
+   each party a 32-byte mask seed and, per candidate pair, its share of ``<u_a, v_b>``.
+4. ``"masked"``: the two parties of each pair exchange their masked CLKs peer to peer
+   (``a + u_a mod 2^60``, a one-time pad) and compute additive shares of ``<a, b>`` for
+   each candidate pair.
+5. ``"shares-<level>"`` and ``"cmp-<level>"``: per pair of parties, the *right* party
+   packs its shares of ``x = 2 den <a, b> - num (|a| + |b|) + 2 num L`` (``Dice >= num /
+   den`` iff ``x >= 2 num L``; ``|a|, |b|`` never leave their owners) into Paillier
+   plaintexts, encrypts them under the linkage unit's key and sends them to the *left*
+   party, which adds its own shares and runs the packed threshold comparison
+   (:mod:`privreg.crypto.threshold`) with the linkage unit, which learns only ``[Dice >=
+   num / den]`` per candidate pair.
+6. Levels: pairs whose connected component of accepted pairs holds two records of one
+   party (a conflict) are decided again at the stricter ``levels`` (0.8, 0.85, 0.9,
+   0.95), so the solver can prefer the more similar pairs.
+7. The linkage unit turns the decisions into groups (:func:`solver.greedy_groups`) and
+   sends each party ``"result"``: its linked records and their group ids.
+
+Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
+treating the left share as negative; this is exact unless the right share falls in
+``[0, x]``, which has probability below ``2^-43`` per decision (``x < 2^16``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.protocol import Channel, Party, Protocol
+from privreg.core.randomness import RandomSource, resolve_random
+from privreg.crypto import beaver, counting
+from privreg.crypto.channel import (
+    RoleParty,
+    insecure_key_allowed,
+    recv_encrypted,
+    recv_public_key,
+    require_input,
+    send_encrypted,
+    send_public_key,
+)
+from privreg.crypto.dgk import (
+    DgkKeypair,
+    generate_dgk_keypair,
+    recv_dgk_public_key,
+    send_dgk_public_key,
+)
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
+from privreg.crypto.threshold import slot_layout, threshold_holder, threshold_keyholder
+from privreg.crypto.vector import encrypt
+from privreg.plugins.pprl.bands import (
+    MIN_SHARED,
+    BandConfig,
+    band_tokens,
+    candidate_pairs,
+    pair_orientation,
+    recommended_bands,
+)
+from privreg.plugins.pprl.records import EncodedRecords, check_party_records
+from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
+from privreg.timing import PhaseTimer
+
+__all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES"]
+
+LINKAGE_UNIT = "linkage_unit"
+#: The stricter thresholds at which conflicting pairs are decided again.
+DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
+#: What the linkage unit sees (for reports).
+LU_SEES = (
+    "keyed band tokens and keyed exact-field tokens (which records share a band key, a date of birth, an id), the "
+    "candidate pairs, one decision Dice >= threshold per "
+    "candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; never a filter, a "
+    "popcount, a distance or a similarity"
+)
+_SIGMA = 40
+_MAX_BANDS = 1024
+
+
+def _fraction(name: str, x: Any) -> Fraction:
+    t = v.check_real(name, x)
+    if not 0.0 < t < 1.0:
+        raise PrivregValueError(f"{name} must be a Dice similarity strictly between 0 and 1; got {t}")
+    return Fraction(t).limit_denominator(100)
+
+
+def _party_names(parties: Any, linkage_unit: str) -> tuple[str, ...]:
+    if isinstance(parties, int) and not isinstance(parties, bool):
+        names = tuple(f"P{i + 1}" for i in range(v.check_int("parties", parties, minimum=2)))
+    elif isinstance(parties, Sequence) and not isinstance(parties, str):
+        names = tuple(v.check_name("party name", p) for p in parties)
+    else:
+        raise PrivregTypeError(f"parties must be a number of parties (>= 2) or a sequence of names; got {parties!r}.")
+    if len(names) < 2 or len(set(names)) != len(names) or linkage_unit in names:
+        raise PrivregValueError(
+            f"parties must be at least 2 distinct names other than {linkage_unit!r}; got {list(names)}."
+        )
+    return names
+
+
+def _roles(i: int, j: int) -> tuple[int, int]:
+    """(left, right) of the party pair ``i < j``: each party is left about half the time."""
+    return (i, j) if (i + j) % 2 == 0 else (j, i)
+
+
+def _level_terms(level: Fraction, length: int) -> tuple[int, int, int, int]:
+    """``(2 den, num, offset, threshold)`` of ``x = 2 den <a,b> - num (|a| + |b|) + offset``."""
+    num, den = level.numerator, level.denominator
+    return 2 * den, num, 2 * num * length, 2 * num * length
+
+
+def _x_bits(levels: Sequence[Fraction], length: int) -> int:
+    """Bits of ``x`` at every level: ``x <= 2 den L``."""
+    return max((2 * lv.denominator * length).bit_length() for lv in levels)
+
+
+def _array(payload: Any, key: str, frm: str, *, kind: str, ndim: int) -> np.ndarray:
+    x = payload.get(key) if isinstance(payload, Mapping) else None
+    if not isinstance(x, np.ndarray) or x.ndim != ndim or (x.size and x.dtype.kind not in kind):
+        raise ProtocolError(f"{frm!r} sent a malformed {key!r} (expected a {ndim}-D {kind} array).")
+    return x
+
+
+class DiceLinkageProtocol(Protocol):
+    """Linkage of n parties' CLKs with secure Dice threshold decisions (module docstring).
+
+    Args:
+        parties: the number of data parties (named ``P1..Pn``) or their names.
+        records: ``{party: EncodedRecords}`` (CLKs in ``match_filters``) for the parties
+            hosted in this process.
+        secret: the data parties' shared secret (CLK keys, band positions and tokens).
+        bands: the LSH banding; default (None): :func:`bands.recommended_bands` at the
+            largest of the data parties' median CLK popcounts, which they exchange peer to
+            peer (step ``"popcount"``; the linkage unit never sees it).
+        threshold: the Dice threshold of a match (0.75); ``levels``: stricter thresholds
+            for conflicting pairs (default 0.8, 0.85, 0.9, 0.95; empty: none).
+        merge_fraction: see :func:`solver.greedy_groups`.
+        key_bits: Paillier and DGK modulus size (2048; smaller only with
+            ``insecure_allow_small_keys=True``); ``keypair``/``dgk_keypair``: keys to use
+            instead of fresh ones (the linkage unit's, e.g. cached test keys).
+        rng: randomness (keys, seeds, masks); default the OS CSPRNG. ``workers``:
+            processes for the comparisons (None: automatic).
+        max_records: public cap on a data party's records (bounds every message).
+    """
+
+    name = "clk-dice"
+    caveats = (
+        "Semi-honest parties; the linkage unit colludes with no data party: it deals the masks of the Beaver inner "
+        "products, so with the peer's masked CLK a colluding party could unmask the other's CLK, and a data party "
+        "holding its shares under the linkage unit's key could have them decrypted. The data parties share the "
+        "CLK and band secret. The linkage unit learns which records of which parties share a keyed band token "
+        "(equality patterns of K-bit projections of the CLKs, and the records per party) or an exact-pass token "
+        "(equal dates of birth or id numbers, within a party too: frequency classes, not values), the candidate pairs, "
+        "one decision [Dice >= threshold] per candidate pair and, for pairs in a cluster with two records of one "
+        "party, which of the stricter levels they reach; the masked values it decrypts are within 2^-40 "
+        "statistical distance of independent of the similarities, and the DGK tests show only zero or not. It "
+        "never learns a filter, a popcount, a Hamming distance or a similarity. A data party learns, per other "
+        "party, which of its records are candidates with which of the other's record indices (opaque positions) "
+        "and, as its output, which of its records were linked and under which group id; everything else it "
+        "receives is one-time padded (the peer's masked CLK, its Beaver share) or encrypted under the linkage "
+        "unit's keys. Security rests on Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
+        "subgroup assumptions, and on SHAKE-256 as a PRG for the masks. Each decision is exact except with "
+        "probability below 2^-43. Not constant-time; running time depends on the number of candidate pairs. "
+        "Network: over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate "
+        "counts), no content. Malicious parties can corrupt decisions undetected; every received message is "
+        "type- and range-checked and a malformed one stops the run naming its sender."
+    )
+
+    def __init__(
+        self,
+        *,
+        parties: int | Sequence[str] = 3,
+        records: Mapping[str, EncodedRecords] | None = None,
+        secret: bytes | None = None,
+        bands: BandConfig | None = None,
+        threshold: float = 0.75,
+        levels: Sequence[float] = DEFAULT_LEVELS,
+        merge_fraction: float = 0.5,
+        filter_length: int = 1024,
+        key_bits: int = MIN_KEY_BITS,
+        insecure_allow_small_keys: bool = False,
+        keypair: PaillierKeypair | None = None,
+        dgk_keypair: DgkKeypair | None = None,
+        rng: RandomSource | None = None,
+        workers: int | None = None,
+        linkage_unit: str = LINKAGE_UNIT,
+        max_records: int | None = None,
+    ) -> None:
+        from privreg.plugins.pprl.kdf import check_secret
+
+        self.linkage_unit = v.check_name("linkage_unit", linkage_unit)
+        self.names = _party_names(parties, self.linkage_unit)
+        self.records = {} if records is None else check_party_records(records, self.names)
+        self.secret = None if secret is None else check_secret(secret)
+        if bands is not None and not isinstance(bands, BandConfig):
+            raise PrivregTypeError(f"bands must be a BandConfig or None; got {type(bands).__name__}")
+        self.bands = bands
+        self.threshold = _fraction("threshold", threshold)
+        if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence):
+            raise PrivregTypeError(f"levels must be a sequence of Dice thresholds; got {levels!r}")
+        self.levels = tuple(_fraction("levels", x) for x in levels)
+        if any(lv <= self.threshold for lv in self.levels) or list(self.levels) != sorted(set(self.levels)):
+            raise PrivregValueError(
+                f"levels must be increasing and above threshold={float(self.threshold)}; got {list(levels)}"
+            )
+        self.merge_fraction = v.check_probability("merge_fraction", merge_fraction)
+        self.length = v.check_int("filter_length", filter_length, minimum=1)
+        if not isinstance(insecure_allow_small_keys, bool):
+            raise PrivregTypeError(
+                f"insecure_allow_small_keys must be True or False; got {insecure_allow_small_keys!r}."
+            )
+        self.insecure = insecure_allow_small_keys
+        self.key_bits = v.check_int("key_bits", key_bits, minimum=MIN_INSECURE_KEY_BITS)
+        if keypair is not None and not isinstance(keypair, PaillierKeypair):
+            raise PrivregTypeError(f"keypair must be a PaillierKeypair; got {type(keypair).__name__}.")
+        if dgk_keypair is not None and not isinstance(dgk_keypair, DgkKeypair):
+            raise PrivregTypeError(f"dgk_keypair must be a DgkKeypair; got {type(dgk_keypair).__name__}.")
+        if self.key_bits < MIN_KEY_BITS and not self.insecure:
+            raise PrivregValueError(
+                f"a {self.key_bits}-bit key is below the {MIN_KEY_BITS}-bit minimum; use key_bits={MIN_KEY_BITS} "
+                f"(the default), or pass insecure_allow_small_keys=True for tests only."
+            )
+        self.keypair = keypair
+        self.dgk_keypair = dgk_keypair
+        self.rng = rng
+        self.workers = None if workers is None else v.check_int("workers", workers, minimum=1)
+        self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
+        for p, rec in self.records.items():
+            if rec.match_filters.shape[1] != self.length:
+                raise PrivregValueError(
+                    f"party {p!r} has {rec.match_filters.shape[1]}-bit filters; the protocol expects "
+                    f"filter_length={self.length}"
+                )
+            if self.max_records is not None and len(rec) > self.max_records:
+                raise PrivregValueError(
+                    f"party {p!r} holds {len(rec)} records, above max_records={self.max_records}; raise it at "
+                    f"every party."
+                )
+        self.x_bits = _x_bits((self.threshold, *self.levels), self.length)
+
+    def max_message_bytes(self) -> int | None:
+        """With ``max_records`` set: ``64 KiB + m (8 L + 8 J + 64) + P (24 + c)`` bytes for
+        ``m = max_records``, ``P = m * J`` candidate pairs at most (a record shares tokens with
+        at most one record per band key and band... bounded by the band blocks' product cap),
+        ``c`` the bytes of a ciphertext; a run beyond it fails naming the message."""
+        if self.max_records is None:
+            return None
+        m = self.max_records
+        J = self.bands.bands if self.bands is not None else _MAX_BANDS
+        pairs = m * J
+        c = 2 * self.key_bits // 8 + 16
+        return (64 << 10) + m * (8 * self.length + 8 * J + 64) + pairs * (24 + c)
+
+    def parties(self) -> Sequence[Party]:
+        out: list[Party] = [RoleParty(self.linkage_unit, self._run_linkage_unit)]
+        for p in self.names:
+            out.append(RoleParty(p, lambda ch, p=p: self._run_party(ch, p)))
+        return out
+
+    def learns(self) -> Mapping[str, str]:
+        party = (
+            "the linkage unit's public keys; per other party, its candidate pairs with that party (the other's "
+            "record indices are opaque positions), a mask seed and its Beaver shares (uniform), the other's masked "
+            "CLKs (one-time padded), Paillier ciphertexts under the linkage unit's key; its output: which of its "
+            "records were linked, under which group id"
+        )
+        return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _layout(self, public_key: Any) -> tuple[int, int]:
+        """``(slot bits, pairs per ciphertext)``: a right share (``SHARE_BITS`` bits) must not
+        push the packed plaintext past the layout's capacity."""
+        s, r = slot_layout(public_key, bits=self.x_bits, sigma=_SIGMA)
+        extra = max(0, beaver.SHARE_BITS + 1 - s)
+        return s, max(1, r - -(-extra // s))
+
+    # ------------------------------------------------------------------ linkage unit
+
+    async def _run_linkage_unit(self, ch: Channel) -> dict[str, Any]:
+        rng = resolve_random(self.rng)
+        timer = PhaseTimer()
+        names = self.names
+        with counting() as ops:
+            kp = self.keypair or generate_paillier_keypair(
+                n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
+            )
+            dk = self.dgk_keypair or generate_dgk_keypair(
+                n_bits=self.key_bits, comparison_bits=self.x_bits, insecure_allow_small_keys=self.insecure, rng=rng
+            )
+            for p in names:
+                await send_public_key(ch, p, kp.public_key, step="keys")
+                await send_dgk_public_key(ch, p, dk.public_key, step="keys-dgk")
+            timer.lap("keys")
+            tokens, exact = [], []
+            for p in names:
+                msg = await ch.recv(p, step="tokens")
+                tok = _array(msg, "tokens", p, kind="u", ndim=2)
+                ex = _array(msg, "exact", p, kind="u", ndim=2)
+                if ex.shape[0] != tok.shape[0] or (exact and ex.shape[1] != exact[0].shape[1]) or ex.shape[1] > 64:
+                    raise ProtocolError(f"{p!r} sent exact blocking tokens of another shape than the others")
+                exact.append(ex)
+                want = self.bands.bands if self.bands is not None else (tokens[0].shape[1] if tokens else None)
+                if not 1 <= tok.shape[1] <= _MAX_BANDS or (want is not None and tok.shape[1] != want):
+                    raise ProtocolError(
+                        f"{p!r} sent tokens for {tok.shape[1]} bands; expected {want or 'the same as all'}"
+                    )
+                if self.max_records is not None and tok.shape[0] > self.max_records:
+                    raise ProtocolError(f"{p!r} sent tokens for {tok.shape[0]} records, above max_records")
+                tokens.append(tok)
+            # candidate pairs and the Beaver deal, per pair of parties
+            plan: list[dict[str, Any]] = []
+            deals: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(names))}
+            skipped = 0
+            for i, j in pair_orientation(names):
+                left, right = _roles(i, j)
+                cands, sk = candidate_pairs(
+                    tokens[left],
+                    tokens[right],
+                    max_block_pairs=self._cfg.max_block_pairs,
+                    min_shared=self._cfg.min_shared,
+                    exact_a=exact[left],
+                    exact_b=exact[right],
+                )
+                skipped += sk
+                su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
+                label = f"{names[left]}/{names[right]}"
+                u = beaver.expand_masks(su, rows=tokens[left].shape[0], length=self.length, label="u/" + label)
+                vm = beaver.expand_masks(sv, rows=tokens[right].shape[0], length=self.length, label="v/" + label)
+                w_left, w_right = beaver.dealer_shares(u, vm, cands, rng=rng)
+                del u, vm
+                plan.append({"left": left, "right": right, "pairs": cands})
+                deals[left].append({"peer": names[right], "role": "left", "seed": su, "pairs": cands, "w": w_left})
+                deals[right].append({"peer": names[left], "role": "right", "seed": sv, "pairs": cands, "w": w_right})
+            for i, p in enumerate(names):
+                await ch.send(p, deals[i], step="deal")
+            timer.lap("blocking")
+            # base decisions
+            decisions = []
+            for item in plan:
+                decisions.append(
+                    await self._decide(
+                        ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng
+                    )
+                )
+            edges, where = self._edges(plan, decisions)
+            timer.lap("matching")
+            levels = np.zeros(len(edges), dtype=np.int64)
+            conflicts = conflict_pairs(edges) if len(edges) else np.zeros(0, dtype=bool)
+            refine = [np.zeros(0, dtype=np.int64) for _ in plan]
+            for e in np.flatnonzero(conflicts) if self.levels else ():
+                k, idx = where[e]
+                refine[k] = np.append(refine[k], idx)
+            for i, p in enumerate(names):
+                await ch.send(
+                    p, [refine[k] for k, item in enumerate(plan) if i in (item["left"], item["right"])], step="refine"
+                )
+            refined = 0
+            if self.levels:
+                for k, item in enumerate(plan):
+                    sel = refine[k]
+                    if not sel.size:
+                        continue
+                    refined += int(sel.size)
+                    for t, lv in enumerate(self.levels):
+                        ok = await self._decide(ch, names[item["left"]], kp, dk, sel.size, lv, f"l{t + 1}", rng)
+                        pos = {int(idx): n for n, idx in enumerate(sel)}
+                        for e in np.flatnonzero(conflicts):
+                            kk, idx = where[e]
+                            if kk == k and int(idx) in pos:
+                                levels[e] += int(ok[pos[int(idx)]])
+            timer.lap("levels")
+            groups = greedy_groups(edges, levels=levels, merge_fraction=self.merge_fraction) if len(edges) else []
+            links: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(names))}
+            for gid, g in enumerate(groups):
+                for party, rec in g:
+                    links[party].append((gid, rec))
+            for i, p in enumerate(names):
+                await ch.send(p, np.array(links[i], dtype=np.int64).reshape(-1, 2), step="result")
+            timer.lap("result")
+        return {
+            "bands": int(tokens[0].shape[1]),
+            "groups": [[(names[p], r) for p, r in g] for g in groups],
+            "group_indices": groups,
+            "candidates": {(names[it["left"]], names[it["right"]]): it["pairs"] for it in plan},
+            "candidate_count": int(sum(it["pairs"].shape[0] for it in plan)),
+            "accepted": len(edges),
+            "refined": refined,
+            "skipped_blocks": skipped,
+            "decisions": int(sum(it["pairs"].shape[0] for it in plan)) + refined * len(self.levels),
+            "timings": dict(timer.wall),
+            "operations": ops.as_dict(),
+        }
+
+    async def _decide(
+        self,
+        ch: Channel,
+        holder: str,
+        kp: PaillierKeypair,
+        dk: DgkKeypair,
+        count: int,
+        level: Fraction,
+        tag: str,
+        rng: RandomSource,
+    ) -> np.ndarray:
+        if count == 0:
+            return np.zeros(0, dtype=bool)
+        _, per = self._layout(kp.public_key)
+        _, _, _, c = _level_terms(level, self.length)
+        wanted = [(k // per, k % per) for k in range(count)]
+        out = await threshold_keyholder(
+            ch,
+            holder=holder,
+            private_key=kp.private_key,
+            dgk_private_key=dk.private_key,
+            count=-(-count // per),
+            wanted=wanted,
+            bits=self.x_bits,
+            threshold=c,
+            sigma=_SIGMA,
+            step=f"cmp-{tag}",
+            rng=rng,
+            workers=self.workers,
+        )
+        return np.asarray(out, dtype=bool)
+
+    def _edges(
+        self, plan: list[dict[str, Any]], decisions: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        rows, where = [], []
+        for k, (item, ok) in enumerate(zip(plan, decisions)):
+            idx = np.flatnonzero(ok)
+            p = item["pairs"][idx]
+            rows.append(
+                np.column_stack(
+                    [np.full(idx.size, item["left"]), p[:, 0], np.full(idx.size, item["right"]), p[:, 1]]
+                ).astype(np.int64)
+            )
+            where.extend((k, int(i)) for i in idx)
+        edges = np.concatenate(rows) if rows else np.zeros((0, 4), dtype=np.int64)
+        return edges, where
+
+    # ------------------------------------------------------------------ data party
+
+    async def _run_party(self, ch: Channel, me: str) -> dict[str, Any]:
+        rec = require_input(self.records.get(me), f"records[{me!r}]", me)
+        secret = require_input(self.secret, "secret", me)
+        rng = resolve_random(self.rng)
+        timer = PhaseTimer()
+        allow = insecure_key_allowed(self.insecure, self.rng)
+        pk = await recv_public_key(ch, self.linkage_unit, step="keys", allow_insecure=allow)
+        dpk = await recv_dgk_public_key(ch, self.linkage_unit, step="keys-dgk", allow_insecure=allow)
+        bits = rec.match_filters
+        m = bits.shape[0]
+        config = self.bands or await self._agree_bands(ch, me, bits)
+        tok, _ = band_tokens(bits, config=config, secret=secret)
+        exact = rec.exact_keys if rec.exact_keys is not None else np.zeros((m, 0), dtype=np.uint64)
+        await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
+        timer.lap("tokens")
+        deals = await ch.recv(self.linkage_unit, step="deal")
+        entries = self._check_deals(deals, me, m)
+        # exchange masked CLKs, then compute the inner-product shares
+        masks = {}
+        for e in entries:
+            left, right = (me, e["peer"]) if e["role"] == "left" else (e["peer"], me)
+            label = ("u/" if e["role"] == "left" else "v/") + f"{left}/{right}"
+            masks[e["peer"]] = beaver.expand_masks(e["seed"], rows=m, length=self.length, label=label)
+            col = 0 if e["role"] == "left" else 1
+            rows = np.unique(e["pairs"][:, col]) if e["pairs"].size else np.zeros(0, dtype=np.int64)
+            await ch.send(
+                e["peer"], {"rows": rows, "masked": beaver.mask_bits(bits[rows], masks[e["peer"]][rows])}, step="masked"
+            )
+        shares: dict[str, np.ndarray] = {}
+        for e in entries:
+            got = await ch.recv(e["peer"], step="masked")
+            rows = _array(got, "rows", e["peer"], kind="i", ndim=1)
+            masked = _array(got, "masked", e["peer"], kind="u", ndim=2)
+            col = 1 if e["role"] == "left" else 0
+            need = np.unique(e["pairs"][:, col]) if e["pairs"].size else np.zeros(0, dtype=np.int64)
+            if not np.array_equal(rows, need) or masked.shape != (rows.size, self.length):
+                raise ProtocolError(f"{e['peer']!r} sent masked filters for other records than the candidate pairs")
+            local = (
+                np.column_stack([e["pairs"][:, 1 - col], np.searchsorted(rows, e["pairs"][:, col])])
+                if e["pairs"].size
+                else np.zeros((0, 2), dtype=np.int64)
+            )
+            if e["role"] == "left":
+                shares[e["peer"]] = beaver.left_share(masks[e["peer"]], masked, local, e["w"])
+            else:
+                shares[e["peer"]] = beaver.right_share(masked, bits, local[:, [1, 0]], e["w"])
+        masks.clear()
+        timer.lap("shares")
+        pop = bits.sum(axis=1).astype(np.int64)
+        for e in entries:
+            await self._share_round(ch, me, e, shares[e["peer"]], pop, None, self.threshold, "base", pk, dpk, rng)
+        refine = await ch.recv(self.linkage_unit, step="refine")
+        if not isinstance(refine, list) or len(refine) != len(entries):
+            raise ProtocolError(f"{self.linkage_unit!r} sent a malformed refine message")
+        for e, sel in zip(entries, refine):
+            if (
+                not isinstance(sel, np.ndarray)
+                or sel.ndim != 1
+                or (sel.size and (sel.dtype.kind != "i" or sel.min() < 0 or sel.max() >= e["pairs"].shape[0]))
+            ):
+                raise ProtocolError(f"{self.linkage_unit!r} sent malformed refinement indices")
+            if sel.size:
+                for t, lv in enumerate(self.levels):
+                    await self._share_round(ch, me, e, shares[e["peer"]], pop, sel, lv, f"l{t + 1}", pk, dpk, rng)
+        timer.lap("matching")
+        links = await ch.recv(self.linkage_unit, step="result")
+        if (
+            not isinstance(links, np.ndarray)
+            or links.ndim != 2
+            or links.shape[1] != 2
+            or (links.size and (links.min() < 0 or links[:, 1].max() >= m))
+        ):
+            raise ProtocolError(f"{self.linkage_unit!r} sent a malformed result")
+        return {"links": links, "timings": dict(timer.wall)}
+
+    @property
+    def _cfg(self) -> BandConfig:
+        """The linkage unit's blocking rule (``min_shared``, block cap); ``J`` comes with the tokens."""
+        return self.bands or BandConfig(bands=MIN_SHARED, bits=16, min_shared=MIN_SHARED)
+
+    async def _agree_bands(self, ch: Channel, me: str, bits: np.ndarray) -> BandConfig:
+        """The recommended bands at the largest median popcount of the data parties, which
+        they send each other (never to the linkage unit)."""
+        mine = int(np.median(bits.sum(axis=1))) if bits.shape[0] else 1
+        others = [p for p in self.names if p != me]
+        for p in others:
+            await ch.send(p, mine, step="popcount")
+        medians = [mine]
+        for p in others:
+            x = await ch.recv(p, step="popcount")
+            if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= self.length:
+                raise ProtocolError(f"{p!r} sent a malformed median popcount (expected 0..{self.length})")
+            medians.append(x)
+        return recommended_bands(filter_length=self.length, popcount=max(1, *medians))
+
+    def _check_deals(self, deals: Any, me: str, m: int) -> list[dict[str, Any]]:
+        if not isinstance(deals, list):
+            raise ProtocolError(f"{self.linkage_unit!r} sent a malformed deal")
+        out = []
+        for d in deals:
+            if not isinstance(d, Mapping) or d.get("peer") not in self.names or d.get("peer") == me:
+                raise ProtocolError(f"{self.linkage_unit!r} sent a deal naming an unknown peer")
+            if d.get("role") not in ("left", "right") or not isinstance(d.get("seed"), bytes) or len(d["seed"]) != 32:
+                raise ProtocolError(f"{self.linkage_unit!r} sent a malformed deal for peer {d['peer']!r}")
+            pairs = _array(d, "pairs", self.linkage_unit, kind="i", ndim=2)
+            w = _array(d, "w", self.linkage_unit, kind="u", ndim=1)
+            col = 0 if d["role"] == "left" else 1
+            if pairs.size and (pairs.shape[1] != 2 or pairs.min() < 0 or pairs[:, col].max() >= m):
+                raise ProtocolError(f"{self.linkage_unit!r} sent candidate pairs outside this party's records")
+            if w.shape[0] != pairs.shape[0]:
+                raise ProtocolError(f"{self.linkage_unit!r} sent {w.shape[0]} shares for {pairs.shape[0]} pairs")
+            out.append({"peer": d["peer"], "role": d["role"], "seed": d["seed"], "pairs": pairs.reshape(-1, 2), "w": w})
+        expected = [p for p in self.names if p != me]
+        if sorted(e["peer"] for e in out) != sorted(expected):
+            raise ProtocolError(f"{self.linkage_unit!r} sent deals for {[e['peer'] for e in out]}; expected {expected}")
+        return out
+
+    async def _share_round(
+        self,
+        ch: Channel,
+        me: str,
+        e: dict[str, Any],
+        share: np.ndarray,
+        pop: np.ndarray,
+        sel: np.ndarray | None,
+        level: Fraction,
+        tag: str,
+        pk: Any,
+        dpk: Any,
+        rng: RandomSource,
+    ) -> None:
+        """One threshold round of one pair of parties: the right party sends its packed
+        encrypted shares, the left party adds its own and runs the comparison."""
+        pairs = e["pairs"] if sel is None else e["pairs"][sel]
+        ab = share if sel is None else share[sel]
+        count = pairs.shape[0]
+        if count == 0:
+            return
+        scale, num, off, c = _level_terms(level, self.length)
+        mod = 1 << beaver.SHARE_BITS
+        s, per = self._layout(pk)
+        if e["role"] == "right":
+            own = pop[pairs[:, 1]]
+            x = [(scale * int(a) - num * int(p) + off) % mod for a, p in zip(ab.tolist(), own.tolist())]
+            packed = [
+                sum(x[k] << (s * r) for r, k in enumerate(range(b, min(b + per, count)))) for b in range(0, count, per)
+            ]
+            vec = encrypt(
+                pk, packed, bound=(1 << (s * (per - 1) + beaver.SHARE_BITS + 1)), rng=rng, workers=self.workers
+            )
+            await send_encrypted(ch, e["peer"], vec, step=f"shares-{tag}", rng=rng, workers=self.workers)
+            return
+        own = pop[pairs[:, 0]]
+        x = [((scale * int(a) - num * int(p)) % mod) - mod for a, p in zip(ab.tolist(), own.tolist())]
+        packed = [
+            sum(x[k] << (s * r) for r, k in enumerate(range(b, min(b + per, count)))) for b in range(0, count, per)
+        ]
+        got = await recv_encrypted(ch, e["peer"], step=f"shares-{tag}", public_key=pk, length=len(packed))
+        n, n2 = pk.n, pk.n2
+        cts = [ct * (1 + (pa % n) * n) % n2 for ct, pa in zip(got.ciphertexts, packed)]
+        await threshold_holder(
+            ch,
+            keyholder=self.linkage_unit,
+            ciphertexts=cts,
+            public_key=pk,
+            dgk_key=dpk,
+            wanted=[(k // per, k % per) for k in range(count)],
+            bits=self.x_bits,
+            threshold=c,
+            sigma=_SIGMA,
+            step=f"cmp-{tag}",
+            rng=rng,
+            workers=self.workers,
+        )
