@@ -113,11 +113,13 @@ def dealer_shares(
 def left_share(u: np.ndarray, received: np.ndarray, pairs: np.ndarray, w: np.ndarray) -> np.ndarray:
     """A's share per pair: ``w_A - <u_a, b'> mod 2^K`` (``received`` = B's ``b'``)."""
     p = _check_pairs(pairs, u.shape[0], received.shape[0])
-    return (np.asarray(w, dtype=np.uint64) - _pair_dots(u, received, p, lambda x: x)) & _MASK
+    out: np.ndarray = (np.asarray(w, dtype=np.uint64) - _pair_dots(u, received, p, lambda x: x)) & _MASK
+    return out
 
 
 def right_share(received: np.ndarray, bits: np.ndarray, pairs: np.ndarray, w: np.ndarray) -> np.ndarray:
     """B's share per pair: ``<a', b> + w_B mod 2^K`` (``received`` = A's ``a'``)."""
     p = _check_pairs(pairs, received.shape[0], bits.shape[0])
     dots = _pair_dots(received, np.asarray(bits, dtype=bool), p, lambda x: x.astype(np.uint64))
-    return (dots + np.asarray(w, dtype=np.uint64)) & _MASK
+    out: np.ndarray = (dots + np.asarray(w, dtype=np.uint64)) & _MASK
+    return out

@@ -309,7 +309,8 @@ class DiceLinkageProtocol(Protocol):
                 await send_public_key(ch, p, kp.public_key, step="keys")
                 await send_dgk_public_key(ch, p, dk.public_key, step="keys-dgk")
             timer.lap("keys")
-            tokens, exact = [], []
+            tokens: list[np.ndarray] = []
+            exact: list[np.ndarray] = []
             for p in names:
                 msg = await ch.recv(p, step="tokens")
                 tok = _array(msg, "tokens", p, kind="u", ndim=2)
@@ -444,7 +445,8 @@ class DiceLinkageProtocol(Protocol):
     def _edges(
         self, plan: list[dict[str, Any]], decisions: list[np.ndarray]
     ) -> tuple[np.ndarray, list[tuple[int, int]]]:
-        rows, where = [], []
+        rows: list[np.ndarray] = []
+        where: list[tuple[int, int]] = []
         for k, (item, ok) in enumerate(zip(plan, decisions)):
             idx = np.flatnonzero(ok)
             p = item["pairs"][idx]

@@ -420,8 +420,9 @@ def _link(
     }
     if profile == "recommended":
         idx = {p: i for i, p in enumerate(parties)}
-        cands = {
-            tuple(sorted((idx[a], idx[b]))): _oriented(c, idx[a] > idx[b]) for (a, b), c in lu["candidates"].items()
+        cands: dict[tuple[int, int], np.ndarray] = {
+            (min(idx[a], idx[b]), max(idx[a], idx[b])): _oriented(c, idx[a] > idx[b])
+            for (a, b), c in lu["candidates"].items()
         }
         gq = group_quality(lu["group_indices"], entities=entities, parties=parties)
         cq = candidate_pair_quality(cands, entities=entities, parties=parties)
