@@ -41,7 +41,7 @@ from scipy.stats import binom
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.plugins.pprl.blocking import _prf_words, pack_bits
+from privreg.plugins.pprl.blocking import pack_bits, prf_words
 from privreg.plugins.pprl.kdf import check_secret, derive_key
 from privreg.plugins.pprl.tuning import key_probability
 
@@ -120,7 +120,7 @@ def band_positions(config: BandConfig, *, filter_length: int, secret: bytes) -> 
     out = np.empty((config.bands, config.bits), dtype=np.int64)
     for j in range(config.bands):
         rows = np.stack([np.full(L, j, dtype=np.uint64), pos], axis=1)
-        scores = _prf_words(key, rows)
+        scores = prf_words(key, rows)
         out[j] = np.sort(np.lexsort((pos, scores))[: config.bits])
     return out
 
@@ -140,7 +140,7 @@ def band_tokens(filters: np.ndarray, *, config: BandConfig, secret: bytes) -> tu
     J = config.bands
     band = np.broadcast_to(np.arange(J, dtype=np.uint64), (m, J)).reshape(-1)
     rows = np.stack([band, np.full(m * J, config.bits, dtype=np.uint64), keys.reshape(-1)], axis=1)
-    tokens = _prf_words(derive_key(check_secret(secret), info="clk-lsh/token"), rows)
+    tokens = prf_words(derive_key(check_secret(secret), info="clk-lsh/token"), rows)
     return tokens.reshape(m, J), positions
 
 

@@ -301,7 +301,7 @@ def plain_signatures(
     )
 
 
-def _prf_words(key: bytes, rows: np.ndarray) -> np.ndarray:
+def prf_words(key: bytes, rows: np.ndarray) -> np.ndarray:
     """One keyed 64-bit word per row of the uint64 matrix ``rows``: the first 8 bytes of
     ``BLAKE2b(key, row as big-endian words)``, computed once per distinct row."""
     rows = np.ascontiguousarray(rows, dtype=np.uint64)
@@ -328,8 +328,8 @@ def protect_signatures(plain: Signatures, *, secret: bytes, lsh_bits: int) -> Si
     g = plain.lsh_group.astype(np.uint64)
     k = plain.lsh_key.astype(np.uint64)
     ln = plain.suffix_len.astype(np.uint64)
-    token = _prf_words(derive_key(secret, info="lsh/token"), np.stack([g, np.full_like(g, K), k], axis=1))
-    mask = _prf_words(derive_key(secret, info="suffix/mask"), np.stack([g, np.full_like(g, K), k, ln], axis=1))
+    token = prf_words(derive_key(secret, info="lsh/token"), np.stack([g, np.full_like(g, K), k], axis=1))
+    mask = prf_words(derive_key(secret, info="suffix/mask"), np.stack([g, np.full_like(g, K), k, ln], axis=1))
     low = np.where(ln >= 64, np.uint64(2**64 - 1), np.left_shift(np.uint64(1), np.minimum(ln, 63)) - np.uint64(1))
     return Signatures(
         party=plain.party,

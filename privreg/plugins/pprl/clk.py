@@ -40,7 +40,7 @@ import pandas as pd
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.plugins.pprl.encoding import _frame, _from_column, _labels, normalise_values, qgrams
+from privreg.plugins.pprl.encoding import column_values, normalise_values, qgrams, records_frame, text_labels
 from privreg.plugins.pprl.kdf import check_secret, derive_key
 from privreg.plugins.pprl.records import EncodedRecords
 from privreg.plugins.pprl.schema import Normalisation
@@ -199,14 +199,14 @@ def encode_clks(
         raise PrivregTypeError(f"schema must be a ClkSchema; got {type(schema).__name__}")
     party = v.check_name("party", party)
     key_material = check_secret(secret)
-    frame = _frame(frame_or_rows, schema.columns)
+    frame = records_frame(frame_or_rows, schema.columns)
     n = len(frame)
-    id_values = _from_column(frame, "ids", ids, "id_column", id_column)
-    record_ids = _labels("ids", frame.index.tolist() if id_values is None else id_values, n)
+    id_values = column_values(frame, "ids", ids, "id_column", id_column)
+    record_ids = text_labels("ids", frame.index.tolist() if id_values is None else id_values, n)
     if len(set(record_ids)) != n:
         raise PrivregValueError("record ids must be unique within a party; pass unique ids or id_column")
-    ent_values = _from_column(frame, "entities", entities, "entity_column", entity_column)
-    ents = None if ent_values is None else _labels("entities", ent_values, n)
+    ent_values = column_values(frame, "entities", entities, "entity_column", entity_column)
+    ents = None if ent_values is None else text_labels("entities", ent_values, n)
     bits = np.zeros((n, schema.filter_length), dtype=bool)
     for f in schema.fields:
         if n == 0:

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.params import Spec, check_params
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import beaver, counting
@@ -138,6 +139,15 @@ def _array(payload: Any, key: str, frm: str, *, kind: str, ndim: int) -> np.ndar
     return x
 
 
+# the registry's parameters (the other arguments are for Python callers)
+_Parties = Annotated[int | Sequence[str], Spec(type=int, minimum=2, doc="number of data parties (P1..Pn)")]
+_Threshold = Annotated[
+    float, Spec(minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, doc="Dice threshold of a match")
+]
+_KeyBits = Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier and DGK modulus bits")]
+_Insecure = Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")]
+
+
 class DiceLinkageProtocol(Protocol):
     """Linkage of n parties' CLKs with secure Dice threshold decisions (module docstring).
 
@@ -183,19 +193,20 @@ class DiceLinkageProtocol(Protocol):
         "type- and range-checked and a malformed one stops the run naming its sender."
     )
 
+    @check_params
     def __init__(
         self,
         *,
-        parties: int | Sequence[str] = 3,
+        parties: _Parties = 3,
         records: Mapping[str, EncodedRecords] | None = None,
         secret: bytes | None = None,
         bands: BandConfig | None = None,
-        threshold: float = 0.75,
+        threshold: _Threshold = 0.75,
         levels: Sequence[float] = DEFAULT_LEVELS,
         merge_fraction: float = 0.5,
         filter_length: int = 1024,
-        key_bits: int = MIN_KEY_BITS,
-        insecure_allow_small_keys: bool = False,
+        key_bits: _KeyBits = MIN_KEY_BITS,
+        insecure_allow_small_keys: _Insecure = False,
         keypair: PaillierKeypair | None = None,
         dgk_keypair: DgkKeypair | None = None,
         rng: RandomSource | None = None,

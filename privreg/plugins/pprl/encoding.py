@@ -125,7 +125,7 @@ def encode_values(
     return out
 
 
-def _frame(data: Any, columns: Sequence[str]) -> pd.DataFrame:
+def records_frame(data: Any, columns: Sequence[str]) -> pd.DataFrame:
     if isinstance(data, pd.DataFrame):
         frame = data
     elif isinstance(data, Mapping):
@@ -150,7 +150,7 @@ def _frame(data: Any, columns: Sequence[str]) -> pd.DataFrame:
     return frame
 
 
-def _labels(name: str, values: Any, n: int) -> tuple[str, ...]:
+def text_labels(name: str, values: Any, n: int) -> tuple[str, ...]:
     out = tuple("" if x is None else str(x) for x in values)
     if len(out) != n:
         raise PrivregValueError(f"{name} must have one entry per record ({n}); got {len(out)}")
@@ -179,14 +179,14 @@ def encode_records(
     sch = parse_schema(schema)
     party = v.check_name("party", party)
     key_material = check_secret(secret)
-    frame = _frame(frame_or_rows, sch.columns)
+    frame = records_frame(frame_or_rows, sch.columns)
     n = len(frame)
-    ids = _from_column(frame, "ids", ids, "id_column", id_column)
-    record_ids = _labels("ids", frame.index.tolist() if ids is None else ids, n)
+    ids = column_values(frame, "ids", ids, "id_column", id_column)
+    record_ids = text_labels("ids", frame.index.tolist() if ids is None else ids, n)
     if len(set(record_ids)) != n:
         raise PrivregValueError("record ids must be unique within a party; pass unique ids or id_column")
-    entities = _from_column(frame, "entities", entities, "entity_column", entity_column)
-    ents = None if entities is None else _labels("entities", entities, n)
+    entities = column_values(frame, "entities", entities, "entity_column", entity_column)
+    ents = None if entities is None else text_labels("entities", entities, n)
 
     filters = {}
     for role in ("blocking", "matching"):
@@ -210,7 +210,7 @@ def encode_records(
     )
 
 
-def _from_column(frame: Any, name: str, values: Any, column_arg: str, column: Any) -> Any:
+def column_values(frame: Any, name: str, values: Any, column_arg: str, column: Any) -> Any:
     """``values``, or the frame's ``column`` as a list when ``column`` is given (not both)."""
     if column is None:
         return values

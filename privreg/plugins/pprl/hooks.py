@@ -8,6 +8,7 @@ from privreg.core.items import Example, RegistryItem
 from privreg.core.workflow import DemoStep
 from privreg.plugins.pprl.citations import TONG19
 from privreg.plugins.pprl.deployment import PPRLDeployment
+from privreg.plugins.pprl.dice_protocol import DiceLinkageProtocol
 from privreg.plugins.pprl.protocol import PPRLProtocol
 from privreg.plugins.pprl.workflow import demo_steps, pprl_workflow
 
@@ -17,8 +18,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
     return [
         RegistryItem(
             name="pprl",
-            summary="multi-party privacy-preserving record linkage: Bloom filters, double blocking, "
-            "Paillier Hamming matching (MP-SPPRL)",
+            summary="multi-party record linkage: CLKs and secure Dice decisions, or MP-SPPRL (--profile paper)",
             citation=TONG19,
             factory=pprl_workflow,
             example=Example(
@@ -26,8 +26,6 @@ def privreg_register_workflows() -> list[RegistryItem]:
                     "data": "synthetic",
                     "parties": 3,
                     "records": 60,
-                    "lsh_groups": 6,
-                    "lsh_bits": 10,
                     "key_bits": 512,
                     "insecure_small_keys": True,
                     "workers": 1,
@@ -46,6 +44,13 @@ def privreg_register_protocols() -> list[RegistryItem]:
             summary="MP-SPPRL between n data parties and a linkage unit (blocking signatures, Paillier Hamming)",
             citation=TONG19,
             factory=PPRLProtocol,
+            example=Example(params={"parties": 3, "key_bits": 512, "insecure_allow_small_keys": True}),
+        ),
+        RegistryItem(
+            name="clk-dice",
+            summary="n parties' CLKs linked by secure Dice threshold decisions; the linkage unit learns only those",
+            citation=TONG19,
+            factory=DiceLinkageProtocol,
             example=Example(params={"parties": 3, "key_bits": 512, "insecure_allow_small_keys": True}),
         ),
     ]
