@@ -59,6 +59,7 @@ from privreg.crypto.channel import (
     send_public_key,
 )
 from privreg.crypto.dgk import (
+    MIN_T,
     DgkKeypair,
     generate_dgk_keypair,
     recv_dgk_public_key,
@@ -92,6 +93,9 @@ LU_SEES = (
     "popcount, a distance or a similarity"
 )
 _SIGMA = 40
+#: DGK subgroup size t: 224 bits match a 2048-bit modulus (112-bit security; the best
+#: known attack on DGK with t-bit subgroups costs about 2^(t/2), Coron et al., PKC 2011).
+DGK_T = 224
 _MAX_BANDS = 1024
 
 
@@ -162,7 +166,8 @@ class DiceLinkageProtocol(Protocol):
         threshold: the Dice threshold of a match (0.75); ``levels``: stricter thresholds
             for conflicting pairs (default 0.8, 0.85, 0.9, 0.95; empty: none).
         merge_fraction: see :func:`solver.greedy_groups`.
-        key_bits: Paillier and DGK modulus size (2048; smaller only with
+        key_bits: Paillier and DGK modulus size (2048, with DGK subgroups of
+            :data:`DGK_T` = 224 bits; smaller only with
             ``insecure_allow_small_keys=True``); ``keypair``/``dgk_keypair``: keys to use
             instead of fresh ones (the linkage unit's, e.g. cached test keys).
         rng: randomness (keys, seeds, masks); default the OS CSPRNG. ``workers``:
@@ -314,7 +319,11 @@ class DiceLinkageProtocol(Protocol):
                 n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
             )
             dk = self.dgk_keypair or generate_dgk_keypair(
-                n_bits=self.key_bits, comparison_bits=self.x_bits, insecure_allow_small_keys=self.insecure, rng=rng
+                n_bits=self.key_bits,
+                t=DGK_T if self.key_bits >= MIN_KEY_BITS else MIN_T,
+                comparison_bits=self.x_bits,
+                insecure_allow_small_keys=self.insecure,
+                rng=rng,
             )
             for p in names:
                 await send_public_key(ch, p, kp.public_key, step="keys")
