@@ -46,8 +46,9 @@ of >= 2 records a method links.
 * PC (pair completeness) and RR (reduction ratio) describe the candidates before the
   threshold: PC = true candidates / true pairs (groups), RR = 1 - candidates / all
   possible. anonlink scores every cross-party pair, so its PC = 1 and RR = 0 by
-  construction and its "candidates" are record pairs; privreg's are candidate groups after
-  blocking, with link_frames' own PC and RR.
+  construction and its "candidates" are record pairs; privreg's recommended profile's are
+  candidate record pairs after blocking (bands and exact passes), the paper profile's
+  candidate groups (one record per party), each with link_frames' own PC and RR.
 
 On these data sets every entity is held by every party, so every true group has one record
 per party: the n-party group metrics of privreg.plugins.pprl.quality and the ones here
@@ -269,7 +270,7 @@ def run_privreg(frames: Mapping[str, pd.DataFrame], profile: str) -> dict[str, A
         "method": f"privreg {profile}",
         "pc": res["pair_completeness"],
         "rr": res["reduction_ratio"],
-        "candidates": f"{res['candidates']} groups",
+        "candidates": f"{res['candidates']} {'pairs' if profile == 'recommended' else 'groups'}",
         "time": clock,
         "sees": res["linkage_unit_sees"],
         "note": f"protocol {res['protocol_seconds']:.1f} s (link_frames' protocol_seconds)",
