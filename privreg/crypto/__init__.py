@@ -26,6 +26,8 @@ convert with ``to_phe``/``from_phe``; ``benchmarks/paillier.py`` compares the tw
   test, CRT encryption by the key holder; :func:`generate_dgk_keypair`).
 - :mod:`~privreg.crypto.threshold`: threshold decisions ``[x >= c]`` on packed Paillier
   slots for the key holder only, by a digit-wise DGK comparison.
+- :mod:`~privreg.crypto.beaver`: additive shares of inner products of bit vectors with
+  correlated randomness from a dealer (Beaver triples; masks expanded by SHAKE-256).
 
 Messages travel through :mod:`privreg.mpc` (this package registers its wire types there).
 
