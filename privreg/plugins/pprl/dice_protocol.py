@@ -530,6 +530,10 @@ class DiceLinkageProtocol(Protocol):
         masks.clear()
         timer.lap("shares")
         pop = bits.sum(axis=1).astype(np.int64)
+        # an empty CLK (every field missing) has Dice 0 with anything (clk.dice), but x
+        # would be 2 num L >= the threshold; with popcount L instead x = num (L - |b|) or 0,
+        # below every level and still in [0, 2 den L]
+        pop[pop == 0] = self.length
         for e in entries:
             await self._share_round(ch, me, e, shares[e["peer"]], pop, None, self.threshold, "base", pk, dpk, rng)
         refine = await ch.recv(self.linkage_unit, step="refine")

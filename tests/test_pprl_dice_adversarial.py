@@ -1,0 +1,118 @@
+"""Adversarial checks of the recommended record-linkage protocol (dice_protocol.py):
+careless inputs, hostile messages and what the parties learn beyond their claims."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+from crypto_keys import cached_keypair
+
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.crypto.channel import RoleParty
+from privreg.crypto.dgk import generate_dgk_keypair
+from privreg.mpc.runtime import run_protocol
+from privreg.mpc.transport import InMemoryTransport
+from privreg.plugins.pprl.bands import BandConfig
+from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, dice, encode_clks
+from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
+from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol
+
+SECRET = bytes(range(7, 39))  # tests only
+BANDS = BandConfig(bands=40, bits=12, min_shared=2)
+
+
+@pytest.fixture(scope="module")
+def keys():
+    kp = cached_keypair(512, 4)
+    dk = generate_dgk_keypair(
+        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
+    )
+    return kp, dk
+
+
+@pytest.fixture(scope="module")
+def records():
+    pop = synthetic_population(30, rng=InsecureReproducibleRandom(seed=31))
+    data = make_parties(pop, parties=3, corruption=0.4, rng=InsecureReproducibleRandom(seed=32), overlap=0.7)
+    return {
+        p: encode_clks(data.frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+        for p in data.parties
+    }
+
+
+def encode(party, rows):
+    cols = list(FEBRL_CLK_SCHEMA.columns)
+    frame = pd.DataFrame([{c: r.get(c, "") for c in cols} for r in rows], columns=cols)
+    return encode_clks(frame, schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=party)
+
+
+class _Tap:
+    """A channel that passes every outgoing payload through ``fn(sender, to, step, payload)``."""
+
+    def __init__(self, ch, fn):
+        self._ch, self._fn = ch, fn
+        self.party, self.parties = ch.party, ch.parties
+
+    async def send(self, to, payload, *, step):
+        await self._ch.send(to, self._fn(self.party, to, step, payload), step=step)
+
+    async def recv(self, frm, *, step=None):
+        return await self._ch.recv(frm, step=step)
+
+
+class _Tampered(DiceLinkageProtocol):
+    def parties(self):
+        return [RoleParty(p.name, lambda ch, p=p: p.run(_Tap(ch, self.tamper))) for p in super().parties()]
+
+
+def protocol(records, keys, tamper=None, **kw):
+    kp, dk = keys
+    kw.setdefault("rng", InsecureReproducibleRandom(seed=1))
+    kw.setdefault("bands", BANDS)
+    cls = DiceLinkageProtocol if tamper is None else _Tampered
+    proto = cls(
+        parties=tuple(records),
+        records=records,
+        secret=SECRET,
+        keypair=kp,
+        dgk_keypair=dk,
+        insecure_allow_small_keys=True,
+        workers=1,
+        **kw,
+    )
+    proto.tamper = tamper
+    return proto
+
+
+def run(records, keys, tamper=None, **kw):
+    return run_protocol(protocol(records, keys, tamper, **kw), transport=InMemoryTransport(keep_payloads=True))
+
+
+def _on(sender, step, fn, to=None):
+    def tamper(frm, dst, st, payload):
+        if frm == sender and st == step and (to is None or dst == to):
+            return fn(copy.deepcopy(payload))
+        return payload
+
+    return tamper
+
+
+# ------------------------------------------------------------------ careless inputs
+
+
+def test_records_with_every_field_missing_are_not_linked(keys):
+    # dice() of two empty filters is 0; the secure decision said 0/0 >= 0.75
+    recs = {
+        "P1": encode("P1", [{}, {"surname": "smith", "given_name": "john"}]),
+        "P2": encode("P2", [{}, {"surname": "jones", "given_name": "mary"}]),
+    }
+    assert dice(recs["P1"].match_filters[:1], recs["P2"].match_filters[:1])[0] == 0.0
+    out = run(recs, keys)
+    assert out.outputs[LINKAGE_UNIT]["candidate_count"] >= 1  # the empty pair shares every band
+    assert out.outputs[LINKAGE_UNIT]["groups"] == []
+    # an empty record against a full one stays below every level too
+    recs["P2"] = encode("P2", [{"surname": "smith", "given_name": "john"}, {}])
+    out = run(recs, keys, levels=(0.8, 0.95))
+    assert out.outputs[LINKAGE_UNIT]["groups"] == [[("P1", 1), ("P2", 0)]]
