@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from crypto_keys import cached_keypair
 
+from privreg.core.errors import ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto.channel import RoleParty
 from privreg.crypto.dgk import generate_dgk_keypair
@@ -116,3 +117,23 @@ def test_records_with_every_field_missing_are_not_linked(keys):
     recs["P2"] = encode("P2", [{"surname": "smith", "given_name": "john"}, {}])
     out = run(recs, keys, levels=(0.8, 0.95))
     assert out.outputs[LINKAGE_UNIT]["groups"] == [[("P1", 1), ("P2", 0)]]
+
+
+# ------------------------------------------------------------------ a hostile linkage unit
+
+
+def test_a_deal_with_swapped_roles_is_refused_naming_the_linkage_unit(keys):
+    # equal record counts, so the pairs stay in range: without a role check both parties
+    # of the pair would wait for each other's shares forever (a DeadlockError in memory,
+    # a hang over a network)
+    same = [{"surname": "smith", "given_name": "john"}, {"surname": "smyth", "given_name": "jon"}]
+    recs = {"P1": encode("P1", same), "P2": encode("P2", same)}
+
+    def swap(deals):
+        for d in deals:
+            d["role"] = "right" if d["role"] == "left" else "left"
+        return deals
+
+    with pytest.raises(ProtocolError, match="'linkage_unit'.*role") as err:
+        run(recs, keys, _on(LINKAGE_UNIT, "deal", swap))
+    assert "deadlock" not in str(err.value)

@@ -589,6 +589,13 @@ class DiceLinkageProtocol(Protocol):
                 raise ProtocolError(f"{self.linkage_unit!r} sent a deal naming an unknown peer")
             if d.get("role") not in ("left", "right") or not isinstance(d.get("seed"), bytes) or len(d["seed"]) != 32:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a malformed deal for peer {d['peer']!r}")
+            i, j = sorted((self.names.index(me), self.names.index(d["peer"])))
+            role = "left" if self.names[_roles(i, j)[0]] == me else "right"
+            if d["role"] != role:
+                raise ProtocolError(
+                    f"{self.linkage_unit!r} sent a deal with role {d['role']!r} for peer {d['peer']!r}; the roles are "
+                    f"fixed by the party order and this party is {role!r}"
+                )
             pairs = _array(d, "pairs", self.linkage_unit, kind="i", ndim=2)
             w = _array(d, "w", self.linkage_unit, kind="u", ndim=1)
             col = 0 if d["role"] == "left" else 1
