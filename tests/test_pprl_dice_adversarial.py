@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pandas as pd
 import pytest
 from crypto_keys import cached_keypair
@@ -137,3 +138,16 @@ def test_a_deal_with_swapped_roles_is_refused_naming_the_linkage_unit(keys):
     with pytest.raises(ProtocolError, match="'linkage_unit'.*role") as err:
         run(recs, keys, _on(LINKAGE_UNIT, "deal", swap))
     assert "deadlock" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda r: r.astype(float) + 0.5,
+        lambda r: np.ones((2, 2), dtype=bool),
+    ],
+    ids=["float", "bool"],
+)
+def test_a_result_that_is_not_integer_indices_is_refused(records, keys, bad):
+    with pytest.raises(ProtocolError, match="'linkage_unit' sent a malformed result"):
+        run(records, keys, _on(LINKAGE_UNIT, "result", bad, to="P1"))

@@ -555,7 +555,7 @@ class DiceLinkageProtocol(Protocol):
             not isinstance(links, np.ndarray)
             or links.ndim != 2
             or links.shape[1] != 2
-            or (links.size and (links.min() < 0 or links[:, 1].max() >= m))
+            or (links.size and (links.dtype.kind != "i" or links.min() < 0 or links[:, 1].max() >= m))
         ):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed result")
         return {"links": links, "timings": dict(timer.wall)}
