@@ -135,7 +135,7 @@ def test_a_deal_with_swapped_roles_is_refused_naming_the_linkage_unit(keys):
             d["role"] = "right" if d["role"] == "left" else "left"
         return deals
 
-    with pytest.raises(ProtocolError, match="'linkage_unit'.*role") as err:
+    with pytest.raises(ProtocolError, match=r"'linkage_unit'.*role") as err:
         run(recs, keys, _on(LINKAGE_UNIT, "deal", swap))
     assert "deadlock" not in str(err.value)
 
@@ -151,3 +151,22 @@ def test_a_deal_with_swapped_roles_is_refused_naming_the_linkage_unit(keys):
 def test_a_result_that_is_not_integer_indices_is_refused(records, keys, bad):
     with pytest.raises(ProtocolError, match="'linkage_unit' sent a malformed result"):
         run(records, keys, _on(LINKAGE_UNIT, "result", bad, to="P1"))
+
+
+# ------------------------------------------------------------------ what a data party learns
+
+
+def test_group_ids_do_not_reveal_the_other_parties_groups(records, keys):
+    # ids were positions in the groups sorted by first member: P2 learned how many groups
+    # there are and, since the groups with a P1 record come first, which of its own groups
+    # hold a record of P1
+    out = run(records, keys)
+    groups = out.outputs[LINKAGE_UNIT]["group_indices"]
+    links = out.outputs["P2"]["links"]
+    gid = dict(zip(links[:, 1].tolist(), links[:, 0].tolist()))
+    with_p1 = [gid[r] for g in groups for q, r in g if q == 1 and any(x == 0 for x, _ in g)]
+    without = [gid[r] for g in groups for q, r in g if q == 1 and all(x != 0 for x, _ in g)]
+    assert with_p1 and without
+    assert not max(with_p1) < min(without)
+    assert max(links[:, 0]) >= len(groups)  # no bound on the number of groups
+    assert list(links[:, 1]) == sorted(links[:, 1])  # and no order of the groups

@@ -28,7 +28,8 @@ Flow (transcript step names in quotes):
    party (a conflict) are decided again at the stricter ``levels`` (0.8, 0.85, 0.9,
    0.95), so the solver can prefer the more similar pairs.
 7. The linkage unit turns the decisions into groups (:func:`solver.greedy_groups`) and
-   sends each party ``"result"``: its linked records and their group ids.
+   sends each party ``"result"``: its linked records and their group ids (random 62-bit
+   numbers, the linkage unit's output ``group_ids``).
 
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
@@ -409,17 +410,26 @@ class DiceLinkageProtocol(Protocol):
                                 levels[e] += int(ok[pos[int(idx)]])
             timer.lap("levels")
             groups = greedy_groups(edges, levels=levels, merge_fraction=self.merge_fraction) if len(edges) else []
+            # opaque group ids: positions in the sorted list would tell a party how many groups
+            # there are and which of its groups hold a record of a party sorted before it
+            ids: list[int] = []
+            while len(ids) < len(groups):
+                gid = rng.randbits(62)
+                if gid not in ids:
+                    ids.append(gid)
             links: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(names))}
-            for gid, g in enumerate(groups):
+            for gid, g in zip(ids, groups):
                 for party, rec in g:
                     links[party].append((gid, rec))
             for i, p in enumerate(names):
-                await ch.send(p, np.array(links[i], dtype=np.int64).reshape(-1, 2), step="result")
+                rows = sorted(links[i], key=lambda x: x[1])
+                await ch.send(p, np.array(rows, dtype=np.int64).reshape(-1, 2), step="result")
             timer.lap("result")
         return {
             "bands": int(tokens[0].shape[1]),
             "groups": [[(names[p], r) for p, r in g] for g in groups],
             "group_indices": groups,
+            "group_ids": ids,
             "candidates": {(names[it["left"]], names[it["right"]]): it["pairs"] for it in plan},
             "candidate_count": int(sum(it["pairs"].shape[0] for it in plan)),
             "accepted": len(edges),
