@@ -170,3 +170,20 @@ def test_group_ids_do_not_reveal_the_other_parties_groups(records, keys):
     assert not max(with_p1) < min(without)
     assert max(links[:, 0]) >= len(groups)  # no bound on the number of groups
     assert list(links[:, 1]) == sorted(links[:, 1])  # and no order of the groups
+
+
+def test_learns_names_what_refine_and_popcount_messages_tell_the_parties(keys):
+    # the "refine" message lists, per peer, the candidate pairs accepted at the threshold
+    # that lie in a conflicting cluster: a data party learns those decisions (and the
+    # conflict); with bands=None it learns the other parties' median popcounts, and the
+    # linkage unit learns the number of bands, a function of the largest one
+    same = [{"surname": "smith", "given_name": "john", "date_of_birth": "19800101"}]
+    recs = {"P1": encode("P1", same * 2), "P2": encode("P2", same)}
+    out = run(recs, keys, bands=None)
+    got = [m for m in out.transcript.received_by("P2") if m.step == "refine"]
+    assert [r.tolist() for r in got[0].payload] == [[0, 1]]  # both pairs: accepted, in conflict
+    assert any(m.step == "popcount" for m in out.transcript.received_by("P2"))
+    proto = protocol(recs, keys)
+    learns = proto.learns()
+    assert "accepted" in learns["P2"] and "median popcount" in learns["P2"]
+    assert "number of bands" in learns[LINKAGE_UNIT]

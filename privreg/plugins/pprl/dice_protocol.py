@@ -90,8 +90,9 @@ DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 LU_SEES = (
     "keyed band tokens and keyed exact-field tokens (which records share a band key, a date of birth, an id), the "
     "candidate pairs, one decision Dice >= threshold per "
-    "candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; never a filter, a "
-    "popcount, a distance or a similarity"
+    "candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; without explicit "
+    "bands, the number of bands (a function of the data parties' largest median popcount); never a filter, a "
+    "record's popcount, a distance or a similarity"
 )
 _SIGMA = 40
 #: DGK subgroup size t: 224 bits match a 2048-bit modulus (112-bit security; the best
@@ -186,12 +187,15 @@ class DiceLinkageProtocol(Protocol):
         "(equal dates of birth or id numbers, within a party too: frequency classes, not values), the candidate pairs, "
         "one decision [Dice >= threshold] per candidate pair and, for pairs in a cluster with two records of one "
         "party, which of the stricter levels they reach; the masked values it decrypts are within 2^-40 "
-        "statistical distance of independent of the similarities, and the DGK tests show only zero or not. It "
-        "never learns a filter, a popcount, a Hamming distance or a similarity. A data party learns, per other "
-        "party, which of its records are candidates with which of the other's record indices (opaque positions) "
-        "and, as its output, which of its records were linked and under which group id; everything else it "
-        "receives is one-time padded (the peer's masked CLK, its Beaver share) or encrypted under the linkage "
-        "unit's keys. Security rests on Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
+        "statistical distance of independent of the similarities, and the DGK tests show only zero or not; "
+        "without explicit bands, the number of bands tells it about the data parties' largest median popcount. It "
+        "never learns a filter, a record's popcount, a Hamming distance or a similarity. A data party learns, per "
+        "other party, which of its records are candidates with which of the other's record indices (opaque "
+        "positions) and, as its output, which of its records were linked and under which group id (random); from "
+        "the refine message, which of its candidate pairs were accepted and lie in a conflicting cluster; without "
+        "explicit bands, the other data parties' median popcount; everything else it receives is one-time padded "
+        "(the peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. Security rests on "
+        "Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
         "subgroup assumptions, and on SHAKE-256 as a PRG for the masks. Each decision is exact except with "
         "probability below 2^-43. Not constant-time; running time depends on the number of candidate pairs. "
         "Network: over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate "
@@ -296,7 +300,9 @@ class DiceLinkageProtocol(Protocol):
             "the linkage unit's public keys; per other party, its candidate pairs with that party (the other's "
             "record indices are opaque positions), a mask seed and its Beaver shares (uniform), the other's masked "
             "CLKs (one-time padded), Paillier ciphertexts under the linkage unit's key; its output: which of its "
-            "records were linked, under which group id"
+            "records were linked, under which group id; from the refine message, which of its candidate pairs were "
+            "accepted at the threshold and lie in a cluster with two records of one party; without explicit bands, "
+            "the other data parties' median popcount"
         )
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
