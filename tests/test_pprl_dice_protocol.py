@@ -127,7 +127,7 @@ def test_groups_equal_the_plaintext_pipeline(records, run):
     # every party's links are its records in those groups, under the linkage unit's group ids
     for i, p in enumerate(PARTIES):
         got = {tuple(r) for r in run.outputs[p]["links"].tolist()}
-        want = {(g, r) for g, grp in enumerate(lu["group_indices"]) for q, r in grp if q == i}
+        want = {(g, r) for g, grp in zip(lu["group_ids"], lu["group_indices"]) for q, r in grp if q == i}
         assert got == want
 
 

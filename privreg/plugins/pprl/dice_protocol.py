@@ -28,7 +28,8 @@ Flow (transcript step names in quotes):
    party (a conflict) are decided again at the stricter ``levels`` (0.8, 0.85, 0.9,
    0.95), so the solver can prefer the more similar pairs.
 7. The linkage unit turns the decisions into groups (:func:`solver.greedy_groups`) and
-   sends each party ``"result"``: its linked records and their group ids.
+   sends each party ``"result"``: its linked records and their group ids (random 62-bit
+   numbers, the linkage unit's output ``group_ids``).
 
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
@@ -89,8 +90,9 @@ DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 LU_SEES = (
     "keyed band tokens and keyed exact-field tokens (which records share a band key, a date of birth, an id), the "
     "candidate pairs, one decision Dice >= threshold per "
-    "candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; never a filter, a "
-    "popcount, a distance or a similarity"
+    "candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; without explicit "
+    "bands, the number of bands (a function of the data parties' largest median popcount); never a filter, a "
+    "record's popcount, a distance or a similarity"
 )
 _SIGMA = 40
 #: DGK subgroup size t: 224 bits match a 2048-bit modulus (112-bit security; the best
@@ -185,12 +187,15 @@ class DiceLinkageProtocol(Protocol):
         "(equal dates of birth or id numbers, within a party too: frequency classes, not values), the candidate pairs, "
         "one decision [Dice >= threshold] per candidate pair and, for pairs in a cluster with two records of one "
         "party, which of the stricter levels they reach; the masked values it decrypts are within 2^-40 "
-        "statistical distance of independent of the similarities, and the DGK tests show only zero or not. It "
-        "never learns a filter, a popcount, a Hamming distance or a similarity. A data party learns, per other "
-        "party, which of its records are candidates with which of the other's record indices (opaque positions) "
-        "and, as its output, which of its records were linked and under which group id; everything else it "
-        "receives is one-time padded (the peer's masked CLK, its Beaver share) or encrypted under the linkage "
-        "unit's keys. Security rests on Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
+        "statistical distance of independent of the similarities, and the DGK tests show only zero or not; "
+        "without explicit bands, the number of bands tells it about the data parties' largest median popcount. It "
+        "never learns a filter, a record's popcount, a Hamming distance or a similarity. A data party learns, per "
+        "other party, which of its records are candidates with which of the other's record indices (opaque "
+        "positions) and, as its output, which of its records were linked and under which group id (random); from "
+        "the refine message, which of its candidate pairs were accepted and lie in a conflicting cluster; without "
+        "explicit bands, the other data parties' median popcount; everything else it receives is one-time padded "
+        "(the peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. Security rests on "
+        "Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
         "subgroup assumptions, and on SHAKE-256 as a PRG for the masks. Each decision is exact except with "
         "probability below 2^-43. Not constant-time; running time depends on the number of candidate pairs. "
         "Network: over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate "
@@ -295,7 +300,9 @@ class DiceLinkageProtocol(Protocol):
             "the linkage unit's public keys; per other party, its candidate pairs with that party (the other's "
             "record indices are opaque positions), a mask seed and its Beaver shares (uniform), the other's masked "
             "CLKs (one-time padded), Paillier ciphertexts under the linkage unit's key; its output: which of its "
-            "records were linked, under which group id"
+            "records were linked, under which group id; from the refine message, which of its candidate pairs were "
+            "accepted at the threshold and lie in a cluster with two records of one party; without explicit bands, "
+            "the other data parties' median popcount"
         )
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
@@ -409,17 +416,26 @@ class DiceLinkageProtocol(Protocol):
                                 levels[e] += int(ok[pos[int(idx)]])
             timer.lap("levels")
             groups = greedy_groups(edges, levels=levels, merge_fraction=self.merge_fraction) if len(edges) else []
+            # opaque group ids: positions in the sorted list would tell a party how many groups
+            # there are and which of its groups hold a record of a party sorted before it
+            ids: list[int] = []
+            while len(ids) < len(groups):
+                gid = rng.randbits(62)
+                if gid not in ids:
+                    ids.append(gid)
             links: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(names))}
-            for gid, g in enumerate(groups):
+            for gid, g in zip(ids, groups):
                 for party, rec in g:
                     links[party].append((gid, rec))
             for i, p in enumerate(names):
-                await ch.send(p, np.array(links[i], dtype=np.int64).reshape(-1, 2), step="result")
+                rows = sorted(links[i], key=lambda x: x[1])
+                await ch.send(p, np.array(rows, dtype=np.int64).reshape(-1, 2), step="result")
             timer.lap("result")
         return {
             "bands": int(tokens[0].shape[1]),
             "groups": [[(names[p], r) for p, r in g] for g in groups],
             "group_indices": groups,
+            "group_ids": ids,
             "candidates": {(names[it["left"]], names[it["right"]]): it["pairs"] for it in plan},
             "candidate_count": int(sum(it["pairs"].shape[0] for it in plan)),
             "accepted": len(edges),
@@ -530,6 +546,10 @@ class DiceLinkageProtocol(Protocol):
         masks.clear()
         timer.lap("shares")
         pop = bits.sum(axis=1).astype(np.int64)
+        # an empty CLK (every field missing) has Dice 0 with anything (clk.dice), but x
+        # would be 2 num L >= the threshold; with popcount L instead x = num (L - |b|) or 0,
+        # below every level and still in [0, 2 den L]
+        pop[pop == 0] = self.length
         for e in entries:
             await self._share_round(ch, me, e, shares[e["peer"]], pop, None, self.threshold, "base", pk, dpk, rng)
         refine = await ch.recv(self.linkage_unit, step="refine")
@@ -551,7 +571,7 @@ class DiceLinkageProtocol(Protocol):
             not isinstance(links, np.ndarray)
             or links.ndim != 2
             or links.shape[1] != 2
-            or (links.size and (links.min() < 0 or links[:, 1].max() >= m))
+            or (links.size and (links.dtype.kind != "i" or links.min() < 0 or links[:, 1].max() >= m))
         ):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed result")
         return {"links": links, "timings": dict(timer.wall)}
@@ -585,6 +605,13 @@ class DiceLinkageProtocol(Protocol):
                 raise ProtocolError(f"{self.linkage_unit!r} sent a deal naming an unknown peer")
             if d.get("role") not in ("left", "right") or not isinstance(d.get("seed"), bytes) or len(d["seed"]) != 32:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a malformed deal for peer {d['peer']!r}")
+            i, j = sorted((self.names.index(me), self.names.index(d["peer"])))
+            role = "left" if self.names[_roles(i, j)[0]] == me else "right"
+            if d["role"] != role:
+                raise ProtocolError(
+                    f"{self.linkage_unit!r} sent a deal with role {d['role']!r} for peer {d['peer']!r}; the roles are "
+                    f"fixed by the party order and this party is {role!r}"
+                )
             pairs = _array(d, "pairs", self.linkage_unit, kind="i", ndim=2)
             w = _array(d, "w", self.linkage_unit, kind="u", ndim=1)
             col = 0 if d["role"] == "left" else 1
