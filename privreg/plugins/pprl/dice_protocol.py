@@ -33,7 +33,13 @@ Flow (transcript step names in quotes):
 
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
-``[0, x]``, which has probability below ``2^-43`` per decision (``x < 2^16``).
+``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
+(``b = 16`` at the default levels: ``2^-43``; 18 bits for a threshold such as 0.77). Such
+a wrap makes the packed sum ``2^60`` too small, which shows up in the next slot of the
+same ciphertext (a wrong decision there) or, in the last slot, as a ProtocolError.
+
+Records with every field missing (an empty CLK) are never candidates: their band tokens
+are replaced by fresh random words, and their exact-pass tokens are 0.
 """
 
 from __future__ import annotations
@@ -197,7 +203,7 @@ class DiceLinkageProtocol(Protocol):
         "(the peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. Security rests on "
         "Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
         "subgroup assumptions, and on SHAKE-256 as a PRG for the masks. Each decision is exact except with "
-        "probability below 2^-43. Not constant-time; running time depends on the number of candidate pairs. "
+        "probability below 2^-43 at the default levels. Not constant-time; running time depends on the number of candidate pairs. "
         "Network: over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate "
         "counts), no content. Malicious parties can corrupt decisions undetected; every received message is "
         "type- and range-checked and a malformed one stops the run naming its sender."
@@ -509,6 +515,10 @@ class DiceLinkageProtocol(Protocol):
         m = bits.shape[0]
         config = self.bands or await self._agree_bands(ch, me, bits)
         tok, _ = band_tokens(bits, config=config, secret=secret)
+        empty = np.flatnonzero(~bits.any(axis=1))
+        if empty.size:  # an empty CLK shares every band key with every other empty one
+            raw = rng.random_bytes(8 * empty.size * tok.shape[1])
+            tok[empty] = np.frombuffer(raw, dtype="<u8").reshape(empty.size, tok.shape[1])
         exact = rec.exact_keys if rec.exact_keys is not None else np.zeros((m, 0), dtype=np.uint64)
         await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
         timer.lap("tokens")
