@@ -65,3 +65,16 @@ def test_spam_filter_three_processes_over_mutual_tls_equal_the_in_process_run(tm
     mem = json.loads((copy / "out" / "bob" / "model.json").read_text())
     assert net["w"] == mem["w"]
     assert (run / "out" / "carol" / "labels.csv").read_bytes() == (copy / "out" / "carol" / "labels.csv").read_bytes()
+
+
+def test_clk_dice_four_processes_over_mutual_tls_equal_the_in_process_run(tmp_path: Path) -> None:
+    parties = ("linkage_unit", "P1", "P2", "P3")
+    run = tmp_path / "run"
+    base = free_base_port(len(parties))
+    options = ["key_bits=512", "insecure_small_keys=true", "max_records=300"]
+    argv = ["party", "init", "clk-dice", str(run), "--seed", "13", "--base-port", str(base)]
+    assert main(argv + [x for o in options for x in ("--option", o)]) == 0
+    copy = _run_both(run, tmp_path, parties)
+    for p, name in [("linkage_unit", "groups.csv"), ("P1", "links.csv"), ("P2", "links.csv"), ("P3", "links.csv")]:
+        assert (run / "out" / p / name).read_bytes() == (copy / "out" / p / name).read_bytes()
+    assert len((run / "out" / "linkage_unit" / "groups.csv").read_text().splitlines()) > 100

@@ -38,12 +38,13 @@ from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
 
-__all__ = ["PPRLDeployment"]
+__all__ = ["PPRLDeployment", "example_parties", "party_list", "read_records"]
 
 ID_COLUMN = "id"
 
 
-def _party_list(parties: Any) -> list[str]:
+def party_list(parties: Any) -> list[str]:
+    """``options.parties``: 2 to 9 distinct data-party names other than the linkage unit."""
     if isinstance(parties, str) or not isinstance(parties, Sequence):
         raise PrivregTypeError(f'options.parties must be a list of names; got {parties!r}, e.g. ["P1", "P2"].')
     names = [v.check_name("options.parties entry", p) for p in parties]
@@ -90,25 +91,25 @@ def _options(
     }
 
 
-def read_records(path: Path) -> pd.DataFrame:
-    """A data party's records: the encoded FEBRL columns (missing ones are empty), as
-    strings; other columns are not read into the encoding."""
+def read_records(path: Path, columns: Sequence[str] = FEBRL_SCHEMA.columns) -> pd.DataFrame:
+    """A data party's records: the encoded ``columns`` (FEBRL columns; missing ones are
+    empty), as strings; other columns are not read into the encoding."""
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
         raise PrivregValueError(f"inputs.records: no file at {path}.") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise PrivregValueError(f"inputs.records: {path} is not a readable CSV ({type(exc).__name__}).") from None
-    if not set(FEBRL_SCHEMA.columns) & set(frame.columns):
-        raise PrivregValueError(f"inputs.records: {path} has none of the columns {list(FEBRL_SCHEMA.columns)}.")
-    for col in FEBRL_SCHEMA.columns:
+    if not set(columns) & set(frame.columns):
+        raise PrivregValueError(f"inputs.records: {path} has none of the columns {list(columns)}.")
+    for col in columns:
         if col not in frame.columns:
             frame[col] = ""
     if ID_COLUMN in frame.columns:
         if not frame[ID_COLUMN].is_unique:
             raise PrivregValueError(f"inputs.records: the {ID_COLUMN!r} column of {path} repeats an id.")
         frame = frame.set_index(ID_COLUMN)
-    return frame[list(FEBRL_SCHEMA.columns)]
+    return frame[list(columns)]
 
 
 class PPRLDeployment(Deployment):
@@ -121,7 +122,7 @@ class PPRLDeployment(Deployment):
         if not isinstance(raw, Mapping):
             raise PrivregTypeError(f"[options] must be a table; got {raw!r}.")
         rest = dict(raw)
-        names = _party_list(rest.pop("parties", ["P1", "P2", "P3"]))
+        names = party_list(rest.pop("parties", ["P1", "P2", "P3"]))
         try:
             return {"parties": names, **_options(**rest)}
         except TypeError as exc:  # an unknown keyword: name the allowed ones
@@ -229,31 +230,41 @@ class PPRLDeployment(Deployment):
     def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
         """Synthetic FEBRL-like records for every data party (30 % corrupted), a shared
         secret, and ``truth.csv`` (for evaluation only; no party reads it)."""
-        rng = InsecureReproducibleRandom(seed=seed)
-        names = list(options["parties"])
-        population = synthetic_population(max(10, min(options["max_records"], 200)), rng=rng)
-        data = make_parties(
-            population,
-            parties=len(names),
-            corruption=0.3,
-            rng=rng,
-            fields=list(FEBRL_SCHEMA.columns),
-            party_names=names,
-        )
-        directory.mkdir(parents=True, exist_ok=True)
-        secret = directory / "secret.bin"
-        secret.write_bytes(rng.random_bytes(32))
-        secret.chmod(0o600)
-        out: dict[str, dict[str, Path]] = {LINKAGE_UNIT: {}}
-        truth_rows = []
-        for p in names:
-            frame = data.frames[p]
-            path = directory / f"{p}.csv"
-            frame[list(FEBRL_SCHEMA.columns)].rename_axis(ID_COLUMN).reset_index().to_csv(path, index=False)
-            truth_rows += [(p, rid, ent) for rid, ent in zip(frame.index, frame[ENTITY])]
-            out[p] = {"records": path, "secret": secret}
-        with atomic_write(directory / "truth.csv", "example truth", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["party", "id", "entity"])
-            w.writerows(truth_rows)
-        return out
+        return example_parties(directory, parties=options["parties"], max_records=options["max_records"], seed=seed)
+
+
+def example_parties(
+    directory: Path,
+    *,
+    parties: Sequence[str],
+    max_records: int,
+    seed: int,
+    columns: Sequence[str] = FEBRL_SCHEMA.columns,
+) -> dict[str, dict[str, Path]]:
+    """Example inputs of a linkage deployment: synthetic FEBRL-like records for every data
+    party (30 % of them with edits on ``columns``), written with all ten FEBRL columns; a
+    shared secret; and ``truth.csv`` (for evaluation only; no party reads it)."""
+    rng = InsecureReproducibleRandom(seed=seed)
+    names = list(parties)
+    population = synthetic_population(max(10, min(max_records, 200)), rng=rng)
+    data = make_parties(
+        population, parties=len(names), corruption=0.3, rng=rng, fields=list(columns), party_names=names
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    secret = directory / "secret.bin"
+    secret.write_bytes(rng.random_bytes(32))
+    secret.chmod(0o600)
+    out: dict[str, dict[str, Path]] = {LINKAGE_UNIT: {}}
+    truth_rows = []
+    written = [c for c in population.columns if c != ENTITY]
+    for p in names:
+        frame = data.frames[p]
+        path = directory / f"{p}.csv"
+        frame[written].rename_axis(ID_COLUMN).reset_index().to_csv(path, index=False)
+        truth_rows += [(p, rid, ent) for rid, ent in zip(frame.index, frame[ENTITY])]
+        out[p] = {"records": path, "secret": secret}
+    with atomic_write(directory / "truth.csv", "example truth", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["party", "id", "entity"])
+        w.writerows(truth_rows)
+    return out

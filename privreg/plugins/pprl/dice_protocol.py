@@ -585,7 +585,7 @@ class DiceLinkageProtocol(Protocol):
             or (links.size and (links.dtype.kind != "i" or links.min() < 0 or links[:, 1].max() >= m))
         ):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed result")
-        return {"links": links, "timings": dict(timer.wall)}
+        return {"links": links, "ids": rec.ids, "timings": dict(timer.wall)}
 
     @property
     def _cfg(self) -> BandConfig:

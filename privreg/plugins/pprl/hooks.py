@@ -8,6 +8,7 @@ from privreg.core.items import Example, RegistryItem
 from privreg.core.workflow import DemoStep
 from privreg.plugins.pprl.citations import TONG19
 from privreg.plugins.pprl.deployment import PPRLDeployment
+from privreg.plugins.pprl.dice_deployment import DiceDeployment
 from privreg.plugins.pprl.dice_protocol import DiceLinkageProtocol
 from privreg.plugins.pprl.protocol import PPRLProtocol
 from privreg.plugins.pprl.workflow import demo_steps, pprl_workflow
@@ -63,4 +64,4 @@ def privreg_demo_steps() -> list[DemoStep]:
 
 @hookimpl
 def privreg_register_deployments() -> list[Deployment]:
-    return [PPRLDeployment()]
+    return [PPRLDeployment(), DiceDeployment()]

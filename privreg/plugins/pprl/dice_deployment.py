@@ -1,0 +1,158 @@
+"""``privreg party`` for the recommended record linkage (``clk-dice``): each data party and
+the linkage unit in its own process.
+
+A data party's inputs are its records (a CSV with the FEBRL columns, an optional ``id``
+column naming the records; see :func:`~privreg.plugins.pprl.deployment.read_records`) and
+the data parties' shared secret (32 to 4096 random bytes agreed out of band, never given
+to the linkage unit). The linkage unit has no input. Outputs: each data party
+``links.csv`` (group id, its own record id) and ``result.json``; the linkage unit
+``groups.csv`` (group id, party, record index) and ``result.json`` (counts and phase
+timings) -- what each learns by :meth:`DiceLinkageProtocol.learns`, nothing more.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+
+from privreg.core.deployment import Deployment
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.files import atomic_write, read_bytes, write_text
+from privreg.core.params import Spec, check_params
+from privreg.core.protocol import Protocol
+from privreg.core.randomness import RandomSource
+from privreg.crypto import MIN_KEY_BITS
+from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
+from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
+from privreg.plugins.pprl.deployment import example_parties, party_list, read_records
+from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol
+from privreg.plugins.pprl.kdf import check_secret_file
+
+__all__ = ["DiceDeployment"]
+
+_OPTIONS = ("parties", "threshold", "key_bits", "insecure_small_keys", "max_records")
+
+
+@check_params
+def _options(
+    *,
+    threshold: Annotated[
+        float,
+        Spec(minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, doc="Dice threshold of a match"),
+    ] = 0.75,
+    key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier and DGK modulus bits")] = MIN_KEY_BITS,
+    insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")] = False,
+    max_records: Annotated[
+        int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may hold (bounds every message)")
+    ] = 10_000,
+) -> dict[str, Any]:
+    if key_bits < MIN_KEY_BITS and not insecure_small_keys:
+        raise PrivregValueError(
+            f"options.key_bits = {key_bits} is below {MIN_KEY_BITS}; set insecure_small_keys = true for tests only."
+        )
+    return {
+        "threshold": threshold,
+        "key_bits": key_bits,
+        "insecure_small_keys": insecure_small_keys,
+        "max_records": max_records,
+    }
+
+
+class DiceDeployment(Deployment):
+    """The recommended profile: data parties and a linkage unit as separate processes."""
+
+    name = "clk-dice"
+    summary = "record linkage by secure Dice decisions: n data parties (records CSV, shared secret), a linkage unit"
+
+    def options(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(raw, Mapping):
+            raise PrivregTypeError(f"[options] must be a table; got {raw!r}.")
+        rest = dict(raw)
+        names = party_list(rest.pop("parties", ["P1", "P2", "P3"]))
+        try:
+            return {"parties": names, **_options(**rest)}
+        except TypeError as exc:  # an unknown keyword: name the allowed ones
+            if "unexpected keyword" not in str(exc):
+                raise
+            raise PrivregValueError(f"[options]: {exc}; the options of clk-dice are: {', '.join(_OPTIONS)}.") from None
+
+    def parties(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        return (LINKAGE_UNIT, *options["parties"])
+
+    def inputs(self, party: str, options: Mapping[str, Any]) -> Mapping[str, str]:
+        if party == LINKAGE_UNIT:
+            return {}
+        return {
+            "records": "CSV of this party's records (FEBRL columns, optional id column)",
+            "secret": "the data parties' shared secret (32-4096 random bytes, e.g. head -c 32 /dev/urandom)",
+        }
+
+    def protocol(
+        self, *, party: str, inputs: Mapping[str, Path], options: Mapping[str, Any], rng: RandomSource
+    ) -> Protocol:
+        records: dict[str, Any] = {}
+        secret = None
+        if party != LINKAGE_UNIT:
+            secret = check_secret_file(read_bytes(inputs["secret"], "inputs.secret"), name="inputs.secret")
+            frame = read_records(Path(inputs["records"]), FEBRL_CLK_SCHEMA.columns)
+            if len(frame) > options["max_records"]:
+                raise PrivregValueError(
+                    f"inputs.records holds {len(frame)} records, above options.max_records = "
+                    f"{options['max_records']}; raise max_records at every party."
+                )
+            records[party] = encode_clks(frame, schema=FEBRL_CLK_SCHEMA, secret=secret, party=party)
+        return DiceLinkageProtocol(
+            parties=options["parties"],
+            records=records,
+            secret=secret,
+            threshold=options["threshold"],
+            filter_length=FEBRL_CLK_SCHEMA.filter_length,
+            key_bits=options["key_bits"],
+            insecure_allow_small_keys=options["insecure_small_keys"],
+            max_records=options["max_records"],
+            rng=rng,
+            workers=1,
+        )
+
+    def write_outputs(self, *, party: str, output: Any, directory: Path) -> dict[str, Path]:
+        result = directory / "result.json"
+        if party == LINKAGE_UNIT:
+            groups = directory / "groups.csv"
+            with atomic_write(groups, "party output", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["group", "party", "record"])
+                for gid, group in zip(output["group_ids"], output["groups"]):
+                    w.writerows([int(gid), p, int(r)] for p, r in group)
+            summary = {
+                "linked_groups": len(output["groups"]),
+                "candidates": output["candidate_count"],
+                "accepted_pairs": output["accepted"],
+                "refined_pairs": output["refined"],
+                "decisions": output["decisions"],
+                "bands": output["bands"],
+                "phase_seconds": output["timings"],
+            }
+            write_text(result, json.dumps(summary, indent=2, default=str) + "\n", "party output")
+            return {"groups": groups, "result": result}
+        links = directory / "links.csv"
+        ids = output["ids"]
+        with atomic_write(links, "party output", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["group", "record"])
+            w.writerows(sorted((int(g), ids[int(r)]) for g, r in np.asarray(output["links"])))
+        write_text(
+            result,
+            json.dumps({"linked_records": len(output["links"]), "seconds": output["timings"]}, indent=2) + "\n",
+            "party output",
+        )
+        return {"links": links, "result": result}
+
+    def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
+        """Synthetic FEBRL-like records for every data party (30 % corrupted), a shared
+        secret, and ``truth.csv`` (for evaluation only; no party reads it)."""
+        return example_parties(directory, parties=options["parties"], max_records=options["max_records"], seed=seed)
