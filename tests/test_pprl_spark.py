@@ -247,6 +247,10 @@ def test_spark_objects_leave_their_session_behind_when_pickled(blocking):
     with pytest.raises(PrivregValueError, match="no Spark session"):
         _round_trip(executor).parallelism  # noqa: B018
     assert blocking.spark is not None  # the original still runs
+    shared = SparkBlocking()  # spark=None with a session active: shared, and never stopped here
+    assert shared.spark is blocking.spark
+    shared.close()
+    assert blocking.spark.range(3).count() == 3
     with pytest.raises(PrivregTypeError, match=r"spark must be a pyspark\.sql\.SparkSession"):
         SparkBlocking(spark="local[2]")
 

@@ -180,6 +180,9 @@ class _SparkHolder:
         require_pyspark()
         from pyspark.sql import SparkSession
 
+        if spark is None:
+            # a session already active in this process is shared, never stopped here
+            spark = SparkSession.getActiveSession()
         self._owned = spark is None
         if spark is None:
             if not isinstance(master, str) or not master:
@@ -246,8 +249,9 @@ class _SparkHolder:
 class SparkBlocking(_SparkHolder):
     """:class:`LocalBlocking`'s results computed on Spark (module docstring).
 
-    ``spark``: an existing SparkSession (never stopped here); otherwise a session on
-    ``master`` (default ``local[2]``) is started, with ``shuffle_partitions`` shuffle
+    ``spark``: an existing SparkSession (never stopped here; with ``spark=None`` the
+    session already active in this process, if any); otherwise a session on ``master``
+    (default ``local[2]``) is started, with ``shuffle_partitions`` shuffle
     partitions (small for local runs, a few per executor core on a cluster) and
     ``driver_memory`` (local mode: the driver holds the token matrices), and stopped by
     :meth:`close`. ``rows_per_task``: records per Spark task when computing tokens.
