@@ -80,8 +80,10 @@ from privreg.plugins.pprl.bands import (
     BandConfig,
     band_tokens,
     candidate_pairs,
+    exact_pairs,
     pair_orientation,
     recommended_bands,
+    union_pairs,
 )
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
@@ -181,6 +183,9 @@ class DiceLinkageProtocol(Protocol):
         rng: randomness (keys, seeds, masks); default the OS CSPRNG. ``workers``:
             processes for the comparisons (None: automatic).
         max_records: public cap on a data party's records (bounds every message).
+        blocking_backend: where band tokens and candidate pairs are computed
+            (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
+            this process). The exact passes are joined in this process.
     """
 
     name = "clk-dice"
@@ -230,6 +235,7 @@ class DiceLinkageProtocol(Protocol):
         workers: int | None = None,
         linkage_unit: str = LINKAGE_UNIT,
         max_records: int | None = None,
+        blocking_backend: Any = None,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -282,6 +288,15 @@ class DiceLinkageProtocol(Protocol):
                     f"every party."
                 )
         self.x_bits = _x_bits((self.threshold, *self.levels), self.length)
+        if blocking_backend is not None and not (
+            callable(getattr(blocking_backend, "band_tokens", None))
+            and callable(getattr(blocking_backend, "candidate_pairs", None))
+        ):
+            raise PrivregTypeError(
+                f"blocking_backend must offer band_tokens and candidate_pairs (pprl.spark.LocalBlocking or "
+                f"SparkBlocking); got {type(blocking_backend).__name__}"
+            )
+        self.blocking_backend = blocking_backend
 
     def max_message_bytes(self) -> int | None:
         """With ``max_records`` set: ``64 KiB + m (8 L + 8 J + 64) + P (24 + c)`` bytes for
@@ -366,14 +381,24 @@ class DiceLinkageProtocol(Protocol):
             skipped = 0
             for i, j in pair_orientation(names):
                 left, right = _roles(i, j)
-                cands, sk = candidate_pairs(
-                    tokens[left],
-                    tokens[right],
-                    max_block_pairs=self._cfg.max_block_pairs,
-                    min_shared=self._cfg.min_shared,
-                    exact_a=exact[left],
-                    exact_b=exact[right],
-                )
+                if self.blocking_backend is None:
+                    cands, sk = candidate_pairs(
+                        tokens[left],
+                        tokens[right],
+                        max_block_pairs=self._cfg.max_block_pairs,
+                        min_shared=self._cfg.min_shared,
+                        exact_a=exact[left],
+                        exact_b=exact[right],
+                    )
+                else:
+                    lsh, sk = self.blocking_backend.candidate_pairs(
+                        tokens[left],
+                        tokens[right],
+                        max_block_pairs=self._cfg.max_block_pairs,
+                        min_shared=self._cfg.min_shared,
+                    )
+                    ex, sk2 = exact_pairs(exact[left], exact[right], max_block_pairs=self._cfg.max_block_pairs)
+                    cands, sk = union_pairs(lsh, ex), sk + sk2
                 skipped += sk
                 su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
                 label = f"{names[left]}/{names[right]}"
@@ -515,7 +540,10 @@ class DiceLinkageProtocol(Protocol):
         bits = rec.match_filters
         m = bits.shape[0]
         config = self.bands or await self._agree_bands(ch, me, bits)
-        tok, _ = band_tokens(bits, config=config, secret=secret)
+        if self.blocking_backend is None:
+            tok, _ = band_tokens(bits, config=config, secret=secret)
+        else:
+            tok = np.array(self.blocking_backend.band_tokens(bits, config=config, secret=secret), dtype=np.uint64)
         empty = np.flatnonzero(~bits.any(axis=1))
         if empty.size:  # an empty CLK shares every band key with every other empty one
             raw = rng.random_bytes(8 * empty.size * tok.shape[1])
@@ -593,19 +621,28 @@ class DiceLinkageProtocol(Protocol):
         return self.bands or BandConfig(bands=MIN_SHARED, bits=16, min_shared=MIN_SHARED)
 
     async def _agree_bands(self, ch: Channel, me: str, bits: np.ndarray) -> BandConfig:
-        """The recommended bands at the largest median popcount of the data parties, which
-        they send each other (never to the linkage unit)."""
-        mine = int(np.median(bits.sum(axis=1))) if bits.shape[0] else 1
+        """The recommended bands at the largest median popcount and the largest record count
+        of the data parties, which they send each other (never to the linkage unit)."""
+        mine = [int(np.median(bits.sum(axis=1))) if bits.shape[0] else 1, int(bits.shape[0])]
         others = [p for p in self.names if p != me]
         for p in others:
             await ch.send(p, mine, step="popcount")
-        medians = [mine]
+        medians, counts = [mine[0]], [mine[1]]
         for p in others:
             x = await ch.recv(p, step="popcount")
-            if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= self.length:
-                raise ProtocolError(f"{p!r} sent a malformed median popcount (expected 0..{self.length})")
-            medians.append(x)
-        return recommended_bands(filter_length=self.length, popcount=max(1, *medians))
+            if (
+                not isinstance(x, list)
+                or len(x) != 2
+                or not all(isinstance(y, int) and not isinstance(y, bool) for y in x)
+                or not 0 <= x[0] <= self.length
+                or not 0 <= x[1] <= (self.max_records or 1 << 40)
+            ):
+                raise ProtocolError(
+                    f"{p!r} sent a malformed median popcount and record count (expected [0..{self.length}, count])"
+                )
+            medians.append(x[0])
+            counts.append(x[1])
+        return recommended_bands(filter_length=self.length, popcount=max(1, *medians), records=max(1, *counts))
 
     def _check_deals(self, deals: Any, me: str, m: int) -> list[dict[str, Any]]:
         if not isinstance(deals, list):

@@ -228,6 +228,15 @@ def pprl_workflow(
     workers: Annotated[
         int | None, Spec(minimum=1, maximum=1024, doc="worker processes for the cryptography (at most --max-workers)")
     ] = None,
+    backend: Annotated[
+        str,
+        Spec(
+            choices=["local", "spark"],
+            doc="recommended profile: local (in-process) or spark (band tokens, candidate pairs and the "
+            "cryptography's batches on Spark; pip install privreg[spark], Java 17)",
+        ),
+    ] = "local",
+    spark_master: Annotated[str, Spec(doc="Spark master URL (only with --backend spark)")] = "local[2]",
 ) -> WorkflowResult:
     """Link the records of several parties (paper 004, and the recommended profile).
 
@@ -271,6 +280,10 @@ def pprl_workflow(
             f"blocking and threshold): drop them or pass profile=paper"
         )
     settings = {k: PAPER_DEFAULTS[k] if x is None else x for k, x in paper.items()}
+    if backend != "spark" and spark_master != "local[2]":
+        raise PrivregValueError("parameter spark_master applies only to --backend spark: pass it, or drop it")
+    if backend == "spark" and profile != "recommended":
+        raise PrivregValueError("parameter backend=spark applies only to --profile recommended: drop it")
     context.check_workers("workers", workers)
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
@@ -300,8 +313,9 @@ def pprl_workflow(
         insecure=insecure_small_keys,
         rng=rng,
         workers=workers,
+        spark_master=spark_master if backend == "spark" else None,
     )
-    metrics = {"data": data, "source": linkage.source, **metrics}
+    metrics = {"data": data, "source": linkage.source, "backend": backend, **metrics}
     summary = _summary(metrics, linkage.source or data, sizes, transcript)
     outputs = {}
     out = context.output_path("pprl.json")
@@ -360,6 +374,59 @@ def _link(
     insecure: bool,
     rng: RandomSource | None,
     workers: int | None,
+    spark_master: str | None = None,
+) -> tuple[dict[str, Any], Any]:
+    if spark_master is not None:
+        from privreg.crypto.parallel import use_executor
+        from privreg.plugins.pprl.spark import SparkBlocking, SparkChunkExecutor
+
+        with SparkBlocking(master=spark_master) as blocking, use_executor(SparkChunkExecutor(blocking.spark)):
+            return _link_here(
+                frames,
+                parties,
+                profile=profile,
+                entity_column=entity_column,
+                paper_schema=paper_schema,
+                clk_schema=clk_schema,
+                secret=secret,
+                settings=settings,
+                key_bits=key_bits,
+                insecure=insecure,
+                rng=rng,
+                workers=workers,
+                blocking=blocking,
+            )
+    return _link_here(
+        frames,
+        parties,
+        profile=profile,
+        entity_column=entity_column,
+        paper_schema=paper_schema,
+        clk_schema=clk_schema,
+        secret=secret,
+        settings=settings,
+        key_bits=key_bits,
+        insecure=insecure,
+        rng=rng,
+        workers=workers,
+    )
+
+
+def _link_here(
+    frames: Mapping[str, pd.DataFrame],
+    parties: Sequence[str],
+    *,
+    profile: str,
+    entity_column: str,
+    paper_schema: Any,
+    clk_schema: ClkSchema,
+    secret: bytes,
+    settings: Mapping[str, Any],
+    key_bits: int,
+    insecure: bool,
+    rng: RandomSource | None,
+    workers: int | None,
+    blocking: Any = None,
 ) -> tuple[dict[str, Any], Any]:
     timer = PhaseTimer()
     cpu0 = _cpu()
@@ -378,6 +445,7 @@ def _link(
             insecure_allow_small_keys=insecure,
             rng=rng,
             workers=workers,
+            blocking_backend=blocking,
         )
     else:
         encoded = {
