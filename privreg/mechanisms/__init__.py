@@ -13,7 +13,8 @@ another plugin. Modules, by what they hold:
 * :mod:`~privreg.mechanisms.smooth_gaussian`, :mod:`~privreg.mechanisms.median`: noise
   scaled to smooth sensitivity, and the median's sensitivities;
 * :mod:`~privreg.mechanisms.selection`: exponential mechanism, report-noisy-max,
-  permute-and-flip;
+  permute-and-flip; :mod:`~privreg.mechanisms.quantile`: quantiles by the exponential
+  mechanism over a public grid;
 * :mod:`~privreg.mechanisms.thresholding`, :mod:`~privreg.mechanisms.dpsu_threshold`: key
   thresholding (partition selection, DPSU) and DPSU's Gaussian threshold rho;
 * :mod:`~privreg.mechanisms.randomized_response`, :mod:`~privreg.mechanisms.unary_encoding`,
@@ -41,6 +42,7 @@ from privreg.mechanisms.median import (
     smooth_median_mechanism,
 )
 from privreg.mechanisms.noise_params import PATHS
+from privreg.mechanisms.quantile import ExponentialQuantile, quantile_rank_errors
 from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.mechanisms.selection import (
     NOISE_KINDS,
@@ -76,6 +78,7 @@ __all__ = [
     "DiscreteGaussianMechanism",
     "DiscreteLaplaceMechanism",
     "ExponentialMechanism",
+    "ExponentialQuantile",
     "GaussianMechanism",
     "GaussianThresholding",
     "GridMechanism",
@@ -101,6 +104,7 @@ __all__ = [
     "median_local_sensitivity",
     "median_smooth_sensitivity",
     "privacy_loss_bound",
+    "quantile_rank_errors",
     "smooth_gaussian_parameters",
     "smooth_median_mechanism",
     "subset_histogram",

@@ -151,6 +151,17 @@ def smooth_median_mechanism(
     rounded once to a float (``+-inf`` only if it lies beyond the float range, possible
     only with bounds near 1e308); nothing can fail after the charge.
 
+    **Accuracy cliff.** The noise is proportional to the smooth sensitivity ``max_k
+    e^(-k beta) LS^(k)``, and ``LS^(k)`` reaches ``upper - lower`` once ``k`` is about
+    ``n / 2``, so the noise never falls below about ``(upper - lower) e^(-beta n / 2)``
+    times the Gaussian factor: as epsilon (hence beta) or ``n`` shrinks, or when the data
+    are sparse around the median, the error jumps from a fraction of the data's spacing
+    to a sizeable part of the whole range (issue #21 measured 4.8 years of error on Adult
+    ages at epsilon 0.4). The exponential-mechanism quantile
+    (:class:`privreg.mechanisms.quantile.ExponentialQuantile`, ``exponential-quantile``)
+    is the pure-DP alternative with no delta and an error that grows only with
+    ``ln(points) / epsilon`` in ranks; this mechanism remains the (epsilon, delta) one.
+
     Timing depends on the data: the scan over distances ``k`` stops when no later term
     can exceed the best so far, and the noise sampler's time grows with sigma. Measured
     (``benchmarks/data_timing.py``, n = 1001, [0, 100], epsilon 1, delta 1e-6): 0.2 ms

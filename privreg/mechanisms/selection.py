@@ -42,6 +42,7 @@ from privreg.noise.coins import ExpCoins
 __all__ = [
     "ExponentialMechanism",
     "ReportNoisyMax",
+    "exponential_index",
     "PermuteAndFlip",
     "epsilon_spent",
     "utility_array",
@@ -192,6 +193,19 @@ def _exponential_one(gammas: list[Fraction], rng: RandomSource) -> int:
         i = rng.randbelow(k)
         if bernoulli_exp_neg(gammas[i], rng):
             return i
+
+
+def exponential_index(gammas: list[Fraction], rng: RandomSource) -> int:
+    """One exact draw of an index ``i`` with probability proportional to ``exp(-gamma_i)``,
+    for exact rationals ``gamma_i >= 0`` of which at least one is 0 (the maximiser).
+
+    The sampler of :class:`ExponentialMechanism`, public for mechanisms that compute their
+    own exact rational utilities (e.g. :mod:`privreg.mechanisms.quantile`): a uniform
+    candidate accepted by a Canonne-Kamath-Steinke 2020 Algorithm 1 coin, retried until
+    one is accepted. The caller must draw nothing before its charge."""
+    if not gammas or min(gammas) != 0:
+        raise PrivregValueError("gammas must be non-empty with minimum 0 (gamma_i = c (u_max - u_i))")
+    return _exponential_one(gammas, rng)
 
 
 def _exponential_many(gammas: list[Fraction], count: int, rng: RandomSource) -> np.ndarray:

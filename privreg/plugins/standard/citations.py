@@ -104,3 +104,10 @@ CKS20_GAUSSIAN = Citation(
     venue="NeurIPS",
     where="Theorem 14 (privacy), Algorithm 3 (exact sampling)",
 )
+SMITH11 = Citation(
+    authors="A. Smith",
+    title="Privacy-preserving statistical estimation with optimal convergence rates",
+    year=2011,
+    venue="STOC",
+    where="Section 3 (the exponential-mechanism quantile); selection of McSherry-Talwar 2007, Theorems 6 and 8",
+)

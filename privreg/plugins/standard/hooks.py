@@ -25,6 +25,7 @@ from privreg.mechanisms.median import (
     median_smooth_sensitivity,
     smooth_median_mechanism,
 )
+from privreg.mechanisms.quantile import ExponentialQuantile
 from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.mechanisms.selection import (
     ExponentialMechanism,
@@ -119,6 +120,17 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             citation=citations.CKS20_GAUSSIAN,
             factory=DiscreteGaussianMechanism,
             example=Example(params={"sigma": 2.0, "sensitivity": 1}, neighbours=(5, 6)),
+        ),
+        RegistryItem(
+            name="exponential-quantile",
+            summary="quantile of bounded data: exponential mechanism over a public grid, exact sampler (pure eps-DP)",
+            citation=citations.SMITH11,
+            factory=ExponentialQuantile,
+            example=Example(
+                params={"epsilon": 1.0, "quantile": 0.5, "lower": 0.0, "upper": 1.0, "points": 3},
+                # replacing one record moves every rank interval by one: the utility's full sensitivity
+                neighbours=(np.array([0.0] * 6 + [1.0] * 3), np.array([0.0] * 5 + [1.0] * 4)),
+            ),
         ),
         RegistryItem(
             name="smooth-gaussian",

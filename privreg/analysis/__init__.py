@@ -1,0 +1,34 @@
+"""DataFrame queries with accuracy before release: the analyst's layer.
+
+A library layer above :mod:`privreg.mechanisms` and :mod:`privreg.accountant` (it never
+imports a plugin)::
+
+    from privreg.analysis import ONE_ROW_PER_USER, Query
+
+    q = Query(frame, privacy_unit=ONE_ROW_PER_USER, session=session)
+    mean_age = q.mean("age", bounds=(17, 90), epsilon=0.25)
+    print(mean_age.accuracy(0.95, rows=30_000))   # before anything is charged
+    print(mean_age.release())                     # value, 95% interval, noise scale
+
+Counts, sums, means, variances, quantiles (exponential mechanism), histograms over
+declared categories and group-bys (public keys, or keys found by partition selection).
+Sensitivities come from declared bounds and ``max_rows_per_user``; values outside the
+bounds are clipped, dropped or refused by a declared rule, recorded in the ledger with
+the bounds (how many were affected never is). pandas DataFrames only.
+"""
+
+from privreg.analysis.accuracy import Accuracy, discrete_laplace_half_width
+from privreg.analysis.bounding import ONE_ROW_PER_USER, RULES, OneRowPerUser
+from privreg.analysis.query import GroupBy, Planned, Query, Result
+
+__all__ = [
+    "Query",
+    "GroupBy",
+    "Planned",
+    "Result",
+    "Accuracy",
+    "ONE_ROW_PER_USER",
+    "OneRowPerUser",
+    "RULES",
+    "discrete_laplace_half_width",
+]

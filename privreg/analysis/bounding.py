@@ -1,0 +1,163 @@
+"""Contribution bounding per privacy unit, and declared rules for values out of bounds.
+
+Sensitivities in :mod:`privreg.analysis` are derived, never typed: after
+:func:`bound_contributions` every privacy unit (user) has at most ``k`` rows, and after
+:func:`apply_rule` every value lies in the declared ``[lower, upper]``; so adding or
+removing one user changes a count by at most ``k``, a sum by at most
+``k max(|lower|, |upper|)`` and a centred sum by at most ``k (upper - lower) / 2``
+(Wilson et al. 2020, "Differentially Private SQL with Bounded User Contribution",
+PoPETs, Section 3; Amin-Kulesza-Munoz-Vassilvitskii 2019, "Bounding User Contributions:
+A Bias-Variance Trade-off in Differential Privacy", ICML).
+
+Whether and how many values were clipped or dropped is data: it is never returned,
+printed or written to the ledger. The errors here name the column and the rule, never a
+value, a row or a count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privreg.core import validation as v
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.randomness import RandomSource
+
+__all__ = [
+    "RULES",
+    "ONE_ROW_PER_USER",
+    "OneRowPerUser",
+    "apply_rule",
+    "bound_contributions",
+    "check_bounds",
+    "check_rule",
+    "numeric_column",
+    "user_ids",
+]
+
+#: What happens to a value outside its declared bounds: moved to the nearest bound
+#: ("clip"), its row left out of that query ("drop"), or the query refused ("error").
+RULES = ("clip", "drop", "error")
+
+
+class OneRowPerUser:
+    """The privacy unit of a table in which every row is a different person."""
+
+    def __repr__(self) -> str:
+        return "ONE_ROW_PER_USER"
+
+
+#: Pass as ``privacy_unit`` when each row belongs to a different person.
+ONE_ROW_PER_USER = OneRowPerUser()
+
+
+def check_rule(rule: Any) -> str:
+    """One of :data:`RULES`."""
+    if rule not in RULES:
+        raise PrivregValueError(
+            f"rule must be one of {list(RULES)}; got {rule!r}. Pass rule='clip' (move values to the nearest "
+            f"bound), rule='drop' (leave their rows out) or rule='error' (refuse the query)."
+        )
+    return str(rule)
+
+
+def check_bounds(name: str, bounds: Any, column: str) -> tuple[float, float]:
+    """``bounds`` as finite ``(lower, upper)`` with ``lower < upper``; an error naming
+    the argument and the fix otherwise (bounds are declared, never read from the data)."""
+    fix = (
+        f"Declare {name}=(lower, upper) for column {column!r} from domain knowledge (e.g. {name}=(17, 90) "
+        f"for ages), never from the data: the noise is calibrated to it."
+    )
+    if bounds is None:
+        raise PrivregValueError(f"{name} is required for column {column!r}; got None. {fix}")
+    if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__len__") or len(bounds) != 2:
+        raise PrivregTypeError(f"{name} must be a pair (lower, upper); got {bounds!r}. {fix}")
+    lower = v.check_real(f"{name}[0]", bounds[0])
+    upper = v.check_real(f"{name}[1]", bounds[1])
+    if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper and np.isfinite(upper - lower)):
+        raise PrivregValueError(f"{name} must be finite with lower < upper; got {bounds!r}. {fix}")
+    return lower, upper
+
+
+def numeric_column(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """``frame[column]`` as float64 (NaN for missing); errors name the column (schema)."""
+    if column not in frame.columns:
+        raise PrivregValueError(
+            f"column {column!r} is not in the frame; its columns are {list(map(str, frame.columns))}"
+        )
+    series = frame[column]
+    if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+        raise PrivregTypeError(
+            f"column {column!r} must be numeric for this statistic; it has dtype {series.dtype}. "
+            f"Convert it first, or use histogram() for categories."
+        )
+    return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
+
+
+def apply_rule(
+    values: np.ndarray, bounds: tuple[float, float], rule: str, column: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values within bounds, mask of the rows kept)`` under ``rule``. Missing values
+    (NaN) are never imputed: ``drop`` leaves their rows out, ``clip`` and ``error`` refuse
+    the query (before any charge)."""
+    lower, upper = bounds
+    missing = np.isnan(values)
+    outside = ~missing & ((values < lower) | (values > upper))
+    if rule == "drop":
+        keep = ~missing & ~outside
+        return values[keep], keep
+    if missing.any():
+        raise PrivregValueError(
+            f"column {column!r} has missing values, which rule={rule!r} cannot bound; pass rule='drop' "
+            f"to leave their rows out, or fill them with a public value first"
+        )
+    if rule == "error" and outside.any():
+        raise PrivregValueError(
+            f"column {column!r} has values outside the declared bounds and rule='error'; widen the bounds, "
+            f"or pass rule='clip' or rule='drop'. Nothing was charged."
+        )
+    return np.clip(values, lower, upper), np.ones(values.shape, dtype=bool)
+
+
+def _unit_codes(frame: pd.DataFrame, unit: str) -> np.ndarray:
+    if unit not in frame.columns:
+        raise PrivregValueError(
+            f"privacy_unit={unit!r} is not a column of the frame; its columns are "
+            f"{list(map(str, frame.columns))}. Name the column identifying a person, or pass "
+            f"privacy_unit=ONE_ROW_PER_USER if every row is a different person."
+        )
+    ids = frame[unit]
+    if ids.isna().any():
+        raise PrivregValueError(
+            f"privacy_unit column {unit!r} has missing ids: rows without a person cannot be bounded. "
+            f"Drop them or give each its own id first."
+        )
+    codes, _ = pd.factorize(ids, sort=False)
+    return np.asarray(codes, dtype=np.int64)
+
+
+def user_ids(frame: pd.DataFrame, unit: Hashable | OneRowPerUser) -> np.ndarray:
+    """One integer code per row identifying its privacy unit."""
+    if isinstance(unit, OneRowPerUser):
+        return np.arange(len(frame), dtype=np.int64)
+    return _unit_codes(frame, str(unit))
+
+
+def bound_contributions(frame: pd.DataFrame, users: np.ndarray, k: int, rng: RandomSource) -> np.ndarray:
+    """Row positions keeping at most ``k`` rows per user, the kept rows of a user with
+    more chosen uniformly at random: rows are ordered by independent uniform 64-bit keys
+    from ``rng`` (ties, probability below ``n^2 2^-64``, broken by position) and the
+    first ``k`` of each user are kept. Returned in their original order."""
+    n = len(frame)
+    if n == 0:
+        return np.arange(0, dtype=np.int64)
+    keys = np.frombuffer(rng.random_bytes(8 * n), dtype=np.uint64)
+    order = np.lexsort((np.arange(n), keys, users))
+    sorted_users = users[order]
+    starts = np.r_[0, np.flatnonzero(sorted_users[1:] != sorted_users[:-1]) + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank = np.arange(n) - group_start
+    return np.sort(order[rank < k])

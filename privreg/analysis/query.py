@@ -1,0 +1,733 @@
+"""Differentially private queries over a pandas DataFrame, with accuracy before release.
+
+A :class:`Query` holds a frame, its privacy unit (a column identifying a person, or
+:data:`~privreg.analysis.bounding.ONE_ROW_PER_USER`), the most rows one person may
+contribute (``max_rows_per_user``, enforced by keeping a uniformly random ``k`` of each
+person's rows) and the charger every release goes through (a budget session). Its methods
+build *planned* statistics: nothing is computed from the data and nothing is charged
+until :meth:`Planned.release`; :meth:`Planned.accuracy` tells beforehand what the
+release will be worth, from the exact law of the noise the registered mechanism draws.
+
+Sensitivities are derived from the declared bounds and ``max_rows_per_user`` (see
+:mod:`privreg.analysis.bounding`); neighbouring datasets add or remove one person with
+all their rows. Each release charges its mechanisms' events before any noise is drawn
+(:meth:`privreg.core.mechanism.Mechanism.release`), so a refused charge releases
+nothing; the ledger entry's parameters carry the statistic, column, declared bounds,
+rule and contribution bound (never how many values were clipped).
+
+pandas only: Spark DataFrames are not accepted (collect a bounded sample with
+``toPandas()`` first, or use the ngrams plugin's Spark backend for n-grams).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from privreg.analysis.accuracy import Accuracy, check_level, discrete_laplace_coverage, discrete_laplace_half_width
+from privreg.analysis.bounding import (
+    OneRowPerUser,
+    apply_rule,
+    bound_contributions,
+    check_bounds,
+    check_rule,
+    numeric_column,
+    user_ids,
+)
+from privreg.core import validation as v
+from privreg.core.charging import Charger, check_charger
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.events import PrivacyEvent
+from privreg.core.mechanism import Mechanism
+from privreg.core.randomness import RandomSource, resolve_random
+from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
+from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
+from privreg.mechanisms.quantile import ExponentialQuantile, quantile_rank_errors
+from privreg.mechanisms.thresholding import LaplaceThresholding
+
+__all__ = ["Query", "GroupBy", "Planned", "Result"]
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Result:
+    """A release: ``value`` (a number, or ``{key: number}`` for histograms and group-bys),
+    ``interval`` (``(low, high)`` or ``{key: (low, high)}``; None for quantiles, whose
+    bound is in ranks: see ``accuracy.half_width``) holding the true value with probability
+    at least ``accuracy.level``, and the ``accuracy`` stated before the release (noise
+    scale, mechanism). Counts are post-processed to non-negative integers."""
+
+    statistic: str
+    value: Any
+    interval: Any
+    accuracy: Accuracy
+
+    @property
+    def level(self) -> float:
+        return self.accuracy.level
+
+    @property
+    def noise_scale(self) -> float:
+        return self.accuracy.noise_scale
+
+    @property
+    def mechanism(self) -> str:
+        return self.accuracy.mechanism
+
+    def __str__(self) -> str:
+        if isinstance(self.value, Mapping):
+            body = ", ".join(f"{k}: {_fmt(x)} {_fmt_iv(self.interval[k])}" for k, x in self.value.items())
+            return f"{self.statistic} = {{{body}}} ({self.level:.0%}; {self.mechanism})"
+        iv = (
+            f"rank error <= {self.accuracy.half_width:.4g}"
+            if self.interval is None and self.accuracy.half_width is not None
+            else _fmt_iv(self.interval)
+        )
+        return f"{self.statistic} = {_fmt(self.value)} {iv} ({self.level:.0%}; noise scale {self.noise_scale:.4g})"
+
+
+def _fmt(x: Any) -> str:
+    return str(x) if isinstance(x, int) else f"{float(x):.6g}"
+
+
+def _fmt_iv(iv: Any) -> str:
+    return "" if iv is None else f"[{_fmt(iv[0])}, {_fmt(iv[1])}]"
+
+
+# --- charging with the query's description ---------------------------------------------------
+
+
+@attrs.frozen
+class _Described:
+    """A charger that adds the analysis description to every charge's parameters."""
+
+    charger: Charger
+    analysis: Mapping[str, Any]
+
+    def charge(
+        self,
+        event: PrivacyEvent,
+        *,
+        mechanism: str,
+        parameters: Mapping[str, Any],
+        label: str = "",
+        randomness: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.charger.charge(
+            event,
+            mechanism=mechanism,
+            parameters={**parameters, "analysis": dict(self.analysis)},
+            label=label,
+            randomness=randomness,
+        )
+
+
+# --- noise laws ------------------------------------------------------------------------------
+
+
+def _count_accuracy(mech: DiscreteLaplaceMechanism, level: float) -> tuple[int, Accuracy]:
+    t = discrete_laplace_half_width(mech.noise_scale, level)
+    acc = Accuracy(
+        level=level,
+        half_width=float(t),
+        unit="rows",
+        noise_scale=float(mech.noise_scale),
+        mechanism=mech.name,
+        exact=True,
+        note=f"P(|noise| <= {t}) = {discrete_laplace_coverage(mech.noise_scale, t):.6f} (discrete Laplace law)",
+    )
+    return t, acc
+
+
+def _laplace_accuracy(mech: LaplaceMechanism, level: float, unit: str) -> tuple[float, Accuracy]:
+    step = mech.grid.step
+    t = discrete_laplace_half_width(mech.noise_scale, level)
+    half = float(t * step + step / 2)
+    acc = Accuracy(
+        level=level,
+        half_width=half,
+        unit=unit,
+        noise_scale=float(mech.noise_scale * step),
+        mechanism=mech.name,
+        exact=False,
+        note=f"{t} grid steps of {float(step):.4g} (discrete Laplace law) plus half a step of snapping",
+    )
+    return half, acc
+
+
+def _l1(sensitivity: float) -> Any:
+    """A derived L1 sensitivity, as the Laplace mechanism takes it."""
+    return as_global_l1(sensitivity)
+
+
+def _split(epsilon: float, parts: int) -> float:
+    return float(Fraction(epsilon) / parts) if parts > 1 else epsilon
+
+
+# --- planned statistics ----------------------------------------------------------------------
+
+
+class Planned(ABC):
+    """A statistic planned on a :class:`Query`: :meth:`accuracy` before, :meth:`release`
+    to charge and run it once."""
+
+    statistic: str
+    _query: Query
+
+    def _describe(self) -> dict[str, Any]:
+        return {"statistic": self.statistic, **self._query.describe()}
+
+    def accuracy(self, level: float = 0.95, *, rows: int | None = None) -> Accuracy:
+        """The accuracy of the release at confidence ``level``, known before it runs (no
+        data is read, nothing is charged). ``rows``: a public guess of the number of rows,
+        used only to turn a mean's component half-widths into a half-width of the mean."""
+        return self._accuracy(check_level(level), None if rows is None else v.check_count("rows", rows))
+
+    def release(self, *, level: float = 0.95, label: str = "") -> Result:
+        """Charge and release, with the interval at ``level``. Raises (charging nothing
+        and releasing nothing) when the budget refuses a charge or the data break a
+        declared rule."""
+        return self._release(check_level(level), label or self.statistic)
+
+    @abstractmethod
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        """The accuracy at a validated ``level``."""
+
+    @abstractmethod
+    def _release(self, level: float, label: str) -> Result:
+        """Charge, run and return the result at a validated ``level``."""
+
+    def _charger(self, part: str, extra: Mapping[str, Any] | None = None) -> Charger:
+        return _Described(self._query.session, {**self._describe(), "part": part, **(extra or {})})
+
+    def _run(self, mech: Mechanism, value: Any, part: str, label: str, extra: Mapping[str, Any] | None = None) -> Any:
+        charger = self._charger(part, extra)
+        return mech.release(value, charger=charger, rng=self._query.rng, label=f"{label}: {part}").output
+
+
+class _Count(Planned):
+    def __init__(self, query: Query, epsilon: float) -> None:
+        self._query, self.statistic = query, "count"
+        self.mech = DiscreteLaplaceMechanism(epsilon=epsilon, sensitivity=query.max_rows_per_user)
+
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        return _count_accuracy(self.mech, level)[1]
+
+    def _release(self, level: float, label: str) -> Result:
+        t, acc = _count_accuracy(self.mech, level)
+        z = int(self._run(self.mech, len(self._query.bounded), "count", label))
+        return Result(statistic=self.statistic, value=max(0, z), interval=(max(0, z - t), max(0, z + t)), accuracy=acc)
+
+
+class _Column(Planned):
+    """A statistic of one numeric column with declared bounds and rule."""
+
+    def __init__(self, query: Query, statistic: str, column: str, bounds: Any, rule: str) -> None:
+        self._query, self.statistic = query, f"{statistic}({column})"
+        self.column = query.check_column(column)
+        self.bounds = check_bounds("bounds", bounds, self.column)
+        self.rule = check_rule(rule)
+        self.lower, self.upper = self.bounds
+        self.mid = (self.lower + self.upper) / 2
+        self.radius = (self.upper - self.lower) / 2
+
+    def _describe(self) -> dict[str, Any]:
+        return {**super()._describe(), "column": self.column, "bounds": list(self.bounds), "rule": self.rule}
+
+    def values(self) -> np.ndarray:
+        """The column's bounded values under the declared rule (refused before any charge
+        if the rule is 'error' and a value is out of bounds)."""
+        raw = numeric_column(self._query.bounded, self.column)
+        return apply_rule(raw, self.bounds, self.rule, self.column)[0]
+
+
+class _Sum(_Column):
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
+        super().__init__(query, "sum", column, bounds, rule)
+        k = query.max_rows_per_user
+        self.mech = LaplaceMechanism(epsilon=epsilon, sensitivity=_l1(k * max(abs(self.lower), abs(self.upper))))
+
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        return _laplace_accuracy(self.mech, level, "data units")[1]
+
+    def _release(self, level: float, label: str) -> Result:
+        half, acc = _laplace_accuracy(self.mech, level, "data units")
+        x = self.values()
+        z = float(self._run(self.mech, float(math.fsum(x.tolist())), "sum", label))
+        return Result(statistic=self.statistic, value=z, interval=(z - half, z + half), accuracy=acc)
+
+
+def _ratio_range(s: tuple[float, float], n: tuple[float, float]) -> tuple[float, float] | None:
+    """The range of ``S / N`` over the box (None if ``N`` may be <= 0)."""
+    if n[0] <= 0:
+        return None
+    corners = [a / b for a in s for b in n]
+    return min(corners), max(corners)
+
+
+class _Mean(_Column):
+    """Mean = mid + (noisy centred sum) / (noisy count), each at half of epsilon; the
+    interval is the range of that ratio over both components' intervals at level
+    ``1 - (1 - level) / 2`` each (a union bound), clipped to the bounds."""
+
+    parts = 2
+
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
+        super().__init__(query, "mean", column, bounds, rule)
+        k, eps = query.max_rows_per_user, _split(epsilon, self.parts)
+        self.count = DiscreteLaplaceMechanism(epsilon=eps, sensitivity=k)
+        self.sum = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius))
+
+    def _parts_accuracy(self, level: float) -> tuple[int, float, dict[str, Accuracy]]:
+        each = 1 - (1 - level) / self.parts
+        t, a_count = _count_accuracy(self.count, each)
+        half, a_sum = _laplace_accuracy(self.sum, each, "data units (centred sum)")
+        return t, half, {"count": a_count, "centred_sum": a_sum}
+
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        t, half, parts = self._parts_accuracy(level)
+        width = None if rows is None or rows <= t else (half + self.radius * t) / (rows - t)
+        return Accuracy(
+            level=level,
+            half_width=width,
+            unit="data units",
+            noise_scale=parts["centred_sum"].noise_scale,
+            mechanism=f"{self.count.name} + {self.sum.name}",
+            exact=False,
+            note="mean = mid + centred sum / count; interval from both parts' intervals (union bound)"
+            + ("" if rows is None else f"; half-width for {rows} rows (worst case over the parts)"),
+            components=parts,
+        )
+
+    def _release(self, level: float, label: str) -> Result:
+        t, half, _ = self._parts_accuracy(level)
+        x = self.values()
+        n = int(self._run(self.count, x.size, "count", label))
+        s = float(self._run(self.sum, float(math.fsum((x - self.mid).tolist())), "centred_sum", label))
+        value = self.mid if n <= 0 else min(self.upper, max(self.lower, self.mid + s / n))
+        rng_ = _ratio_range((s - half, s + half), (n - t, n + t))
+        iv = (self.lower, self.upper) if rng_ is None else self._clip(self.mid + rng_[0], self.mid + rng_[1])
+        return Result(statistic=self.statistic, value=value, interval=iv, accuracy=self.accuracy(level))
+
+    def _clip(self, lo: float, hi: float) -> tuple[float, float]:
+        return max(self.lower, min(self.upper, lo)), max(self.lower, min(self.upper, hi))
+
+
+def _g_extreme(a: float, b2: float, n: tuple[float, float], pick: Any) -> float:
+    """``pick`` (min or max) of ``a / N - b2 / N^2`` over ``N`` in ``n`` (``n[0] > 0``)."""
+    cands = [n[0], n[1]]
+    if a > 0 and n[0] < 2 * b2 / a < n[1]:
+        cands.append(2 * b2 / a)
+    return float(pick(a / m - b2 / m**2 for m in cands))
+
+
+class _Variance(_Column):
+    """Population variance from three parts at a third of epsilon each: the count, the
+    centred sum (sensitivity ``k r``) and the centred sum of squares (``k r^2``), ``r =
+    (upper - lower) / 2``; the interval is the range of ``S2 / N - (S1 / N)^2`` over the
+    parts' intervals at ``1 - (1 - level) / 3`` each, clipped to ``[0, r^2]``."""
+
+    parts = 3
+
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
+        super().__init__(query, "variance", column, bounds, rule)
+        k, eps = query.max_rows_per_user, _split(epsilon, self.parts)
+        self.count = DiscreteLaplaceMechanism(epsilon=eps, sensitivity=k)
+        self.sum = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius))
+        self.squares = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius**2))
+
+    def _parts_accuracy(self, level: float) -> tuple[int, float, float, dict[str, Accuracy]]:
+        each = 1 - (1 - level) / self.parts
+        t, a_n = _count_accuracy(self.count, each)
+        h1, a_1 = _laplace_accuracy(self.sum, each, "data units (centred sum)")
+        h2, a_2 = _laplace_accuracy(self.squares, each, "squared data units (centred sum of squares)")
+        return t, h1, h2, {"count": a_n, "centred_sum": a_1, "centred_sum_of_squares": a_2}
+
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        *_, parts = self._parts_accuracy(level)
+        return Accuracy(
+            level=level,
+            half_width=None,
+            unit="squared data units",
+            noise_scale=parts["centred_sum_of_squares"].noise_scale,
+            mechanism=f"{self.count.name} + {self.sum.name} x2",
+            exact=False,
+            note="variance = S2/N - (S1/N)^2; the release's interval is its range over the parts' intervals "
+            "(union bound)",
+            components=parts,
+        )
+
+    def _release(self, level: float, label: str) -> Result:
+        t, h1, h2, _ = self._parts_accuracy(level)
+        c = self.values() - self.mid
+        n = int(self._run(self.count, c.size, "count", label))
+        s1 = float(self._run(self.sum, float(math.fsum(c.tolist())), "centred_sum", label))
+        s2 = float(self._run(self.squares, float(math.fsum((c * c).tolist())), "centred_sum_of_squares", label))
+        top = self.radius**2
+        value = 0.0 if n <= 0 else min(top, max(0.0, s2 / n - (s1 / n) ** 2))
+        box_n = (n - t, n + t)
+        if box_n[0] <= 0:
+            iv = (0.0, top)
+        else:
+            lo1, hi1 = s1 - h1, s1 + h1
+            big = max(abs(lo1), abs(hi1)) ** 2
+            small = 0.0 if lo1 <= 0 <= hi1 else min(abs(lo1), abs(hi1)) ** 2
+            lo = _g_extreme(s2 - h2, big, box_n, min)
+            hi = _g_extreme(s2 + h2, small, box_n, max)
+            iv = (min(top, max(0.0, lo)), min(top, max(0.0, hi)))
+        return Result(statistic=self.statistic, value=value, interval=iv, accuracy=self.accuracy(level))
+
+
+class _Quantile(_Column):
+    def __init__(self, query: Query, column: str, q: Any, bounds: Any, rule: str, epsilon: float, grid: Any) -> None:
+        q = v.check_probability("q", q)
+        super().__init__(query, f"quantile[{q:g}]", column, bounds, rule)
+        self.q = q
+        if isinstance(grid, bool) or not isinstance(grid, int):
+            raise PrivregTypeError(
+                f"grid must be the number of equally spaced candidate points from lower to upper (an int); got "
+                f"{grid!r}. For integer data use grid=upper - lower + 1 (e.g. grid=74 for ages 17..90)."
+            )
+        self.mech = ExponentialQuantile(epsilon=epsilon, quantile=q, lower=self.lower, upper=self.upper, points=grid)
+
+    def _describe(self) -> dict[str, Any]:
+        return {**super()._describe(), "quantile": self.q}
+
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        bound = self.mech.rank_error_bound(1 - level)
+        return Accuracy(
+            level=level,
+            half_width=bound,
+            unit="ranks",
+            noise_scale=2 * self.mech.sensitivity / self.mech.epsilon,
+            mechanism=self.mech.name,
+            exact=False,
+            note="rank error beyond the best grid point's, 2 ln(points / (1 - level)) / epsilon "
+            "(McSherry-Talwar 2007, Theorem 8); 0 for the best point when the grid holds a true quantile",
+        )
+
+    def rank_error(self, released: float) -> float:
+        """The rank error of ``released`` on this query's bounded data, beyond the best
+        grid point's (what the accuracy bound is about). Reads the data: for tests and
+        for the data holder, never for release."""
+        x = self.values()
+        errs = quantile_rank_errors(x, np.asarray([released], dtype=np.float64), self.q)
+        best = min(quantile_rank_errors(x, self.mech.grid, self.q))
+        return float(errs[0] - best)
+
+    def _release(self, level: float, label: str) -> Result:
+        acc = self._accuracy(level, None)
+        z = float(self._run(self.mech, self.values(), "quantile", label))
+        return Result(statistic=self.statistic, value=z, interval=None, accuracy=acc)
+
+
+# --- histograms and group-bys ----------------------------------------------------------------
+
+
+def _check_keys(name: str, keys: Any) -> tuple[Hashable, ...]:
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence) or not keys:
+        raise PrivregTypeError(
+            f"{name} must be a non-empty list of public values; got {keys!r}. List the categories from the "
+            f"schema or a codebook, never from the data."
+        )
+    out = tuple(keys)
+    if len(set(out)) != len(out):
+        raise PrivregValueError(f"{name} lists a value more than once; give each category once")
+    return out
+
+
+class _Grouped(Planned):
+    """Count, sum or mean per key of a column. Keys are public (``keys``) or found by
+    partition selection: Laplace thresholding (Korolova et al. 2009; Gopi et al. 2020) on
+    the number of distinct persons per key, with a share ``1 / (parts + 1)`` of epsilon
+    and all of ``delta``, after which the aggregate runs on the released keys only (fresh
+    noise, so its intervals are not biased by the selection)."""
+
+    def __init__(
+        self,
+        query: Query,
+        by: str,
+        keys: tuple[Hashable, ...] | None,
+        what: str,
+        epsilon: float,
+        delta: float | None,
+        column: str | None = None,
+        bounds: Any = None,
+        rule: str = "clip",
+    ) -> None:
+        self._query, self.by, self.keys, self.what = query, query.check_column(by), keys, what
+        self.statistic = f"{what}({column}) by {by}" if column else f"count by {by}"
+        self.parts = {"count": 1, "sum": 1, "mean": 2}[what]
+        eps = epsilon
+        self.selector: LaplaceThresholding | None = None
+        if keys is None:
+            if delta is None:
+                raise PrivregValueError(
+                    f"delta is required to find the keys of {by!r} (partition selection is (epsilon, delta)-DP); "
+                    f"got None. Pass delta=1e-6 (well below 1 / number of persons), or list keys=[...] if public."
+                )
+            eps = _split(epsilon, self.parts + 1)
+            self.selector = LaplaceThresholding(
+                epsilon=eps, delta=delta, max_partitions=query.max_rows_per_user, max_contribution=1.0
+            )
+        elif delta is not None:
+            raise PrivregValueError(
+                f"delta applies only when keys are found by partition selection (keys=None); got delta={delta!r} "
+                f"with public keys. Leave delta out."
+            )
+        self.eps_each = _split(eps, self.parts) if self.selector is None else eps
+        self.column, self.bounds, self.rule = column, None, check_rule(rule)
+        if column is not None:
+            self.column = query.check_column(column)
+            self.bounds = check_bounds("bounds", bounds, self.column)
+        # build the aggregate's mechanisms once (for the declared keys) so bad parameters fail now
+        self._mechanisms(len(keys) if keys is not None else 1)
+
+    def _describe(self) -> dict[str, Any]:
+        out = {**super()._describe(), "by": self.by, "keys": "public" if self.keys is not None else "selected"}
+        if self.column is not None and self.bounds is not None:
+            out.update(column=self.column, bounds=list(self.bounds), rule=self.rule)
+        return out
+
+    def _mechanisms(self, size: int) -> tuple[DiscreteLaplaceMechanism | None, LaplaceMechanism | None]:
+        """(count mechanism, sum mechanism) for ``size`` keys; None where not used."""
+        k = self._query.max_rows_per_user
+        count = summ = None
+        if self.what in ("count", "mean"):
+            count = DiscreteLaplaceMechanism(epsilon=self.eps_each, sensitivity=k, dimension=size)
+        if self.what in ("sum", "mean") and self.bounds is not None:
+            lo, hi = self.bounds
+            sens = k * max(abs(lo), abs(hi)) if self.what == "sum" else k * (hi - lo) / 2
+            summ = LaplaceMechanism(epsilon=self.eps_each, sensitivity=_l1(sens), dimension=size)
+        return count, summ
+
+    def _accuracy(self, level: float, rows: int | None) -> Accuracy:
+        count, summ = self._mechanisms(len(self.keys) if self.keys is not None else 1)
+        each = 1 - (1 - level) / self.parts
+        comps: dict[str, Accuracy] = {}
+        if count is not None:
+            comps["count"] = _count_accuracy(count, each)[1]
+        if summ is not None:
+            comps["sum"] = _laplace_accuracy(summ, each, "data units")[1]
+        main = comps["sum" if self.what == "sum" else "count"]
+        note = "per key (marginal, not simultaneous over keys)"
+        if self.selector is not None:
+            note += f"; keys found by Laplace thresholding (a key needs about {self.selector.threshold:.4g} persons)"
+        if self.what == "mean":
+            return attrs.evolve(
+                main, level=level, half_width=None, unit="data units", note=note, components=comps, exact=False
+            )
+        if self.parts == 1:
+            return attrs.evolve(main, note=note, components=comps)
+        return attrs.evolve(main, level=level, note=note, components=comps)
+
+    def _frame(self) -> tuple[pd.DataFrame, np.ndarray | None]:
+        frame = self._query.bounded
+        if self.column is None or self.bounds is None:
+            return frame, None
+        values, keep = apply_rule(numeric_column(frame, self.column), self.bounds, self.rule, self.column)
+        return frame[keep], values
+
+    def _select(self, frame: pd.DataFrame, label: str) -> tuple[Hashable, ...]:
+        if self.selector is None:
+            assert self.keys is not None  # noqa: S101 -- the constructor sets one of the two
+            return self.keys
+        users = self._query.users[frame.index.to_numpy()] if len(frame) else np.zeros(0, dtype=np.int64)
+        pairs = pd.DataFrame({"key": frame[self.by].to_numpy(), "user": users}).dropna().drop_duplicates()
+        totals = pairs.groupby("key", sort=False).size()
+        released = self._run(self.selector, {k: float(c) for k, c in totals.items()}, "selection", label)
+        return tuple(released)
+
+    def _release(self, level: float, label: str) -> Result:
+        frame, values = self._frame()
+        keys = self._select(frame, label)
+        count, summ = self._mechanisms(max(1, len(keys)))
+        if not keys:
+            acc = self._accuracy(level, None)
+            return Result(statistic=self.statistic, value={}, interval={}, accuracy=acc)
+        index = {k: i for i, k in enumerate(keys)}
+        pos = frame[self.by].map(index).to_numpy(dtype=np.float64, na_value=np.nan)
+        inside = ~np.isnan(pos)
+        idx = pos[inside].astype(np.int64)
+        each = 1 - (1 - level) / self.parts
+        acc = self._accuracy(level, None)
+        out_v: dict[Hashable, Any] = {}
+        out_i: dict[Hashable, Any] = {}
+        counts = None
+        t = 0
+        if count is not None:
+            t, _ = _count_accuracy(count, each)
+            true_counts = np.bincount(idx, minlength=len(keys))
+            counts = np.asarray(self._run(count, true_counts, "count", label)).reshape(-1)
+        if summ is not None and values is not None and self.bounds is not None:
+            half, _ = _laplace_accuracy(summ, each, "data units")
+            lo, hi = self.bounds
+            mid = (lo + hi) / 2 if self.what == "mean" else 0.0
+            sums = np.bincount(idx, weights=values[inside] - mid, minlength=len(keys))
+            noisy = np.asarray(self._run(summ, sums, "sum", label), dtype=np.float64).reshape(-1)
+            for i, key in enumerate(keys):
+                if self.what == "sum":
+                    out_v[key], out_i[key] = float(noisy[i]), (float(noisy[i] - half), float(noisy[i] + half))
+                    continue
+                assert counts is not None  # noqa: S101 -- a mean has both parts
+                n = int(counts[i])
+                out_v[key] = mid if n <= 0 else min(hi, max(lo, mid + float(noisy[i]) / n))
+                r = _ratio_range((float(noisy[i]) - half, float(noisy[i]) + half), (n - t, n + t))
+                out_i[key] = (lo, hi) if r is None else (max(lo, min(hi, mid + r[0])), max(lo, min(hi, mid + r[1])))
+        elif counts is not None:
+            for i, key in enumerate(keys):
+                z = int(counts[i])
+                out_v[key], out_i[key] = max(0, z), (max(0, z - t), max(0, z + t))
+        return Result(statistic=self.statistic, value=out_v, interval=out_i, accuracy=acc)
+
+
+class GroupBy:
+    """Aggregates per key of column ``by``: :meth:`count`, :meth:`sum`, :meth:`mean`."""
+
+    def __init__(self, query: Query, by: str, keys: Sequence[Hashable] | None) -> None:
+        self._query, self.by = query, query.check_column(by)
+        self.keys = None if keys is None else _check_keys("keys", keys)
+
+    def count(self, *, epsilon: float, delta: float | None = None) -> Planned:
+        """Rows per key (L1 sensitivity ``k``: a person's ``k`` rows)."""
+        return _Grouped(self._query, self.by, self.keys, "count", epsilon, delta)
+
+    def sum(
+        self, column: str, *, bounds: Any, epsilon: float, delta: float | None = None, rule: str = "clip"
+    ) -> Planned:
+        """Sum of ``column`` per key (L1 sensitivity ``k max(|lower|, |upper|)``)."""
+        return _Grouped(self._query, self.by, self.keys, "sum", epsilon, delta, column, bounds, rule)
+
+    def mean(
+        self, column: str, *, bounds: Any, epsilon: float, delta: float | None = None, rule: str = "clip"
+    ) -> Planned:
+        """Mean of ``column`` per key: count and centred sum per key at half the epsilon each."""
+        return _Grouped(self._query, self.by, self.keys, "mean", epsilon, delta, column, bounds, rule)
+
+
+# --- the query -------------------------------------------------------------------------------
+
+
+class Query:
+    """Differentially private statistics of a pandas ``frame``.
+
+    ``privacy_unit``: the column identifying a person (their rows are bounded together),
+    or ``ONE_ROW_PER_USER``. ``max_rows_per_user`` (``k``): each person's rows beyond
+    ``k`` are left out, the kept ones chosen uniformly at random with ``rng`` (1 with
+    ``ONE_ROW_PER_USER``). ``session``: the charger of every release (a
+    :class:`~privreg.accountant.budget.BudgetSession`, or an
+    :class:`~privreg.core.charging.EventLog` for dry runs). ``rng``: the random source of
+    the bounding and the noise (the OS CSPRNG by default).
+
+    Guarantee: each release is differentially private for neighbouring frames that add or
+    remove one person with all their rows, at the epsilon (and delta) it is given; the
+    session composes them. Methods return planned statistics (:class:`Planned`).
+    """
+
+    def __init__(
+        self,
+        frame: Any,
+        *,
+        privacy_unit: Hashable | OneRowPerUser | None = None,
+        max_rows_per_user: int = 1,
+        session: Any = None,
+        rng: RandomSource | None = None,
+    ) -> None:
+        if not isinstance(frame, pd.DataFrame):
+            raise PrivregTypeError(
+                f"frame must be a pandas DataFrame; got {type(frame).__name__}. privreg.analysis reads pandas "
+                f"only: convert a Spark DataFrame with toPandas() after filtering it."
+            )
+        if privacy_unit is None:
+            raise PrivregValueError(
+                "privacy_unit is required; got None. Pass privacy_unit='user_id' (the column identifying a "
+                "person, so that all their rows are bounded together) or privacy_unit=ONE_ROW_PER_USER if "
+                "every row is a different person."
+            )
+        self.frame = frame.reset_index(drop=True)
+        self.privacy_unit = privacy_unit
+        self.max_rows_per_user = v.check_count("max_rows_per_user", max_rows_per_user)
+        if isinstance(privacy_unit, OneRowPerUser) and self.max_rows_per_user != 1:
+            raise PrivregValueError(
+                f"max_rows_per_user must be 1 with privacy_unit=ONE_ROW_PER_USER; got {max_rows_per_user!r}. "
+                f"Name the column identifying a person to allow several rows each."
+            )
+        if session is None:
+            raise PrivregValueError(
+                "session is required; got None. Pass session=BudgetSession(budget=PrivacyBudget(epsilon=1, "
+                "delta=1e-6)) (or an EventLog for a dry run): every release is charged to it."
+            )
+        self.session = check_charger(session)
+        self.rng = resolve_random(rng)
+        self.users = user_ids(self.frame, privacy_unit)  # validates the unit column now
+        self._bounded: pd.DataFrame | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The public description recorded with every charge."""
+        unit = "one_row_per_user" if isinstance(self.privacy_unit, OneRowPerUser) else str(self.privacy_unit)
+        return {"privacy_unit": unit, "max_rows_per_user": self.max_rows_per_user}
+
+    @property
+    def bounded(self) -> pd.DataFrame:
+        """The frame with at most ``max_rows_per_user`` rows per person (drawn once)."""
+        if self._bounded is None:
+            if isinstance(self.privacy_unit, OneRowPerUser):
+                self._bounded = self.frame
+            else:
+                keep = bound_contributions(self.frame, self.users, self.max_rows_per_user, self.rng)
+                self._bounded = self.frame.iloc[keep]
+        return self._bounded
+
+    def check_column(self, column: Any) -> str:
+        if not isinstance(column, str) or column not in self.frame.columns:
+            raise PrivregValueError(
+                f"column {column!r} is not in the frame; its columns are {list(map(str, self.frame.columns))}"
+            )
+        return column
+
+    def count(self, *, epsilon: float) -> Planned:
+        """Number of rows (after contribution bounding): discrete Laplace, sensitivity ``k``."""
+        return _Count(self, epsilon)
+
+    def sum(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
+        """Sum of ``column`` within ``bounds``: Laplace, sensitivity ``k max(|lower|, |upper|)``."""
+        return _Sum(self, column, bounds, rule, epsilon)
+
+    def mean(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
+        """Mean of ``column`` within ``bounds`` (count and centred sum, epsilon / 2 each)."""
+        return _Mean(self, column, bounds, rule, epsilon)
+
+    def variance(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
+        """Population variance of ``column`` within ``bounds`` (three parts, epsilon / 3 each)."""
+        return _Variance(self, column, bounds, rule, epsilon)
+
+    def quantile(
+        self, column: str, q: float, *, bounds: Any = None, epsilon: float, grid: int = 1025, rule: str = "clip"
+    ) -> Planned:
+        """The ``q``-quantile of ``column``: the exponential mechanism over ``grid`` equally
+        spaced points of ``bounds`` (pure DP; ``exponential-quantile``)."""
+        return _Quantile(self, column, q, bounds, rule, epsilon, grid)
+
+    def median(
+        self, column: str, *, bounds: Any = None, epsilon: float, grid: int = 1025, rule: str = "clip"
+    ) -> Planned:
+        """:meth:`quantile` at ``q = 0.5``."""
+        return self.quantile(column, 0.5, bounds=bounds, epsilon=epsilon, grid=grid, rule=rule)
+
+    def histogram(self, column: str, *, categories: Sequence[Hashable], epsilon: float) -> Planned:
+        """Rows per declared category of ``column`` (others are not counted):
+        discrete Laplace on every category, L1 sensitivity ``k``."""
+        return _Grouped(self, column, _check_keys("categories", categories), "count", epsilon, None)
+
+    def groupby(self, column: str, *, keys: Sequence[Hashable] | None = None) -> GroupBy:
+        """Aggregates per key of ``column``; ``keys=None`` finds them by partition selection."""
+        return GroupBy(self, column, keys)

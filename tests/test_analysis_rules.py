@@ -1,0 +1,140 @@
+"""privreg.analysis: declared bounds and rules, contribution bounding, and the errors for
+queries built without a privacy unit or bounds."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.analysis import ONE_ROW_PER_USER, Query
+from privreg.core.charging import EventLog
+from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError
+from privreg.core.randomness import InsecureReproducibleRandom
+
+AGES = np.array([20.0, 30.0, 40.0, 60.0, 75.0, 90.0] * 500)
+
+
+def session():
+    return BudgetSession(budget=PrivacyBudget(epsilon=100.0, delta=1e-6))
+
+
+def query(frame=None, **kw):
+    frame = pd.DataFrame({"age": AGES}) if frame is None else frame
+    kw.setdefault("privacy_unit", ONE_ROW_PER_USER)
+    kw.setdefault("session", session())
+    return Query(frame, rng=InsecureReproducibleRandom(seed=3), **kw)
+
+
+def test_a_wrong_bound_is_clipped_and_recorded_in_the_ledger():
+    q = query()
+    r = q.mean("age", bounds=(18, 50), epsilon=40.0).release()  # 50 is wrong: ages reach 90
+    clipped = np.clip(AGES, 18, 50).mean()
+    assert abs(r.value - clipped) < 0.05 and abs(r.value - AGES.mean()) > 5
+    assert r.interval[0] <= clipped <= r.interval[1]
+    rows = q.session.ledger.rows()
+    assert [row.charge.parameters["analysis"]["part"] for row in rows] == ["count", "centred_sum"]
+    for row in rows:
+        analysis = row.charge.parameters["analysis"]
+        assert analysis["bounds"] == [18.0, 50.0] and analysis["rule"] == "clip" and analysis["column"] == "age"
+        assert analysis["privacy_unit"] == "one_row_per_user" and analysis["max_rows_per_user"] == 1
+        # how many values were clipped is data: it appears nowhere in the ledger entry
+        n_clipped = int((AGES > 50).sum())
+        assert str(n_clipped) not in str(row.charge.to_dict())
+
+
+def test_drop_rule_leaves_rows_out_and_error_rule_refuses_before_any_charge():
+    q = query()
+    r = q.mean("age", bounds=(18, 50), epsilon=40.0, rule="drop").release()
+    assert abs(r.value - AGES[AGES <= 50].mean()) < 0.05
+    assert q.session.ledger.rows()[-1].charge.parameters["analysis"]["rule"] == "drop"
+    q = query()
+    with pytest.raises(PrivregValueError, match="rule='error'") as err:
+        q.sum("age", bounds=(18, 50), epsilon=1.0, rule="error").release()
+    assert "90" not in str(err.value) and "1000" not in str(err.value)  # no value, no count
+    assert q.session.ledger.rows() == []
+    with pytest.raises(PrivregValueError, match="rule must be one of"):
+        q.mean("age", bounds=(18, 50), epsilon=1.0, rule="winsorize")
+
+
+def test_missing_values_are_dropped_or_refused_never_imputed():
+    q = query(pd.DataFrame({"age": [20.0, np.nan, 40.0] * 10}))
+    with pytest.raises(PrivregValueError, match="missing values"):
+        q.mean("age", bounds=(18, 90), epsilon=1.0).release()
+    r = q.mean("age", bounds=(18, 90), epsilon=50.0, rule="drop").release()
+    assert abs(r.value - 30.0) < 1.0
+
+
+def test_no_query_without_a_privacy_unit_or_bounds():
+    df = pd.DataFrame({"age": AGES, "uid": np.arange(AGES.size) // 4})
+    with pytest.raises(PrivregValueError, match=r"privacy_unit is required.*ONE_ROW_PER_USER"):
+        Query(df, session=EventLog())
+    with pytest.raises(PrivregValueError, match="privacy_unit='nope' is not a column"):
+        Query(df, privacy_unit="nope", session=EventLog())
+    with pytest.raises(PrivregValueError, match="max_rows_per_user must be 1"):
+        Query(df, privacy_unit=ONE_ROW_PER_USER, max_rows_per_user=3, session=EventLog())
+    with pytest.raises(PrivregValueError, match="session is required"):
+        Query(df, privacy_unit="uid")
+    with pytest.raises(PrivregTypeError, match="pandas DataFrame"):
+        Query(df.to_dict(), privacy_unit="uid", session=EventLog())
+    q = Query(df, privacy_unit="uid", max_rows_per_user=2, session=EventLog())
+    for build in (q.sum, q.mean, q.variance, q.median):
+        with pytest.raises(PrivregValueError, match=r"bounds is required for column 'age'.*bounds=\(lower, upper\)"):
+            build("age", epsilon=1.0)
+    with pytest.raises(PrivregValueError, match="bounds must be finite with lower < upper"):
+        q.mean("age", bounds=(90, 17), epsilon=1.0)
+    with pytest.raises(PrivregValueError, match="delta is required"):
+        q.groupby("age").count(epsilon=1.0)
+    with pytest.raises(PrivregValueError, match="parameter epsilon"):
+        q.count(epsilon=-1.0)
+    with pytest.raises(PrivregError, match="grid"):
+        q.quantile("age", 0.5, bounds=(17, 90), epsilon=1.0, grid=2.5)
+
+
+def test_contributions_are_bounded_per_user_and_sensitivities_derived():
+    # user 0 has 10 rows, users 1..20 one row each; k = 2
+    df = pd.DataFrame({"uid": [0] * 10 + list(range(1, 21)), "x": [5.0] * 10 + [1.0] * 20})
+    q = Query(df, privacy_unit="uid", max_rows_per_user=2, session=session(), rng=InsecureReproducibleRandom(seed=1))
+    assert len(q.bounded) == 22 and (q.bounded.uid == 0).sum() == 2
+    q.count(epsilon=1.0).release()
+    q.sum("x", bounds=(-3, 10), epsilon=1.0).release()
+    q.mean("x", bounds=(0, 10), epsilon=1.0).release()
+    events = [row.charge.event for row in q.session.ledger.rows()]
+    # count: k = 2; sum: k max(|lo|, |hi|) = 20 as L1 sensitivity (grid units: 20 / step)
+    assert events[0].sensitivity == 2
+    assert q.sum("x", bounds=(-3, 10), epsilon=1.0).mech.sensitivity.value == 20.0
+    assert q.mean("x", bounds=(0, 10), epsilon=1.0).sum.sensitivity.value == 10.0  # k (hi - lo) / 2
+
+
+def test_groupby_public_and_selected_keys():
+    gen = np.random.default_rng(0)
+    df = pd.DataFrame({"g": gen.choice(["a", "b", "c"], size=3000), "x": gen.uniform(0, 10, size=3000)})
+    df.loc[0, "g"] = "rare"  # one person: partition selection must not release it
+    q = query(df, session=session())
+    sel = q.groupby("g").count(epsilon=2.0, delta=1e-7).release()
+    assert set(sel.value) == {"a", "b", "c"}
+    for key, (lo, hi) in sel.interval.items():
+        assert lo <= (df.g == key).sum() <= hi
+    means = q.groupby("g", keys=["a", "b"]).mean("x", bounds=(0, 10), epsilon=2.0).release()
+    for key in ("a", "b"):
+        lo, hi = means.interval[key]
+        assert lo <= df.x[df.g == key].mean() <= hi
+    hist = q.histogram("g", categories=["a", "b", "zzz"], epsilon=2.0).release()
+    assert hist.value["zzz"] <= hist.interval["zzz"][1] and hist.interval["zzz"][0] == 0
+
+
+def test_exponential_quantile_samples_its_exact_law():
+    """release_many frequencies against the exponential mechanism's probabilities
+    (chi-square, false-alarm rate 1e-4; seeded, so deterministic)."""
+    from scipy import stats
+
+    from privreg.mechanisms.quantile import ExponentialQuantile, quantile_rank_errors
+
+    data = np.array([0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 3.0, 4.0])
+    mech = ExponentialQuantile(epsilon=1.0, quantile=0.5, lower=0.0, upper=4.0, points=5)
+    out = mech.release_many(data, 4000, charger=EventLog(), rng=InsecureReproducibleRandom(seed=2)).output
+    d = np.array([float(e) for e in quantile_rank_errors(data, mech.grid, 0.5)])
+    p = np.exp(-0.5 * (d - d.min()))
+    p /= p.sum()
+    observed = np.array([np.sum(np.asarray(out) == g) for g in mech.grid])
+    assert stats.chisquare(observed, 4000 * p).pvalue > 1e-4
+    assert mech.rank_error_bound(0.05) == pytest.approx(2 * np.log(5 / 0.05))
