@@ -5,6 +5,6 @@ slice shipped with privreg (licences and sources in ``privreg/datasets/data/NOTI
 the demo runs on a fresh clone without downloads.
 """
 
-from privreg.datasets.adult import ADULT_COLUMNS, ADULT_NUMERIC, load_adult
+from privreg.datasets.adult import ADULT_COLUMNS, ADULT_EDUCATION, ADULT_NUMERIC, load_adult
 
-__all__ = ["ADULT_COLUMNS", "ADULT_NUMERIC", "load_adult"]
+__all__ = ["ADULT_COLUMNS", "ADULT_EDUCATION", "ADULT_NUMERIC", "load_adult"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from privreg.core.errors import PrivregValueError
 
-__all__ = ["ADULT_COLUMNS", "ADULT_NUMERIC", "load_adult"]
+__all__ = ["ADULT_COLUMNS", "ADULT_EDUCATION", "ADULT_NUMERIC", "load_adult"]
 
 ADULT_COLUMNS = (
     "age",
@@ -28,6 +28,26 @@ ADULT_COLUMNS = (
     "hours-per-week",
     "native-country",
     "income",
+)
+#: The 16 education levels as adult.names documents them: public categories (a histogram's
+#: categories must never be read off the data).
+ADULT_EDUCATION = (
+    "Bachelors",
+    "Some-college",
+    "11th",
+    "HS-grad",
+    "Prof-school",
+    "Assoc-acdm",
+    "Assoc-voc",
+    "9th",
+    "7th-8th",
+    "12th",
+    "Masters",
+    "1st-4th",
+    "10th",
+    "Doctorate",
+    "5th-6th",
+    "Preschool",
 )
 ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 
