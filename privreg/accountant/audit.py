@@ -23,7 +23,50 @@ from privreg.core.errors import PrivregError
 from privreg.core.events import Composed, PrivacyEvent, event_from_dict
 from privreg.core.files import atomic_write
 
-__all__ = ["AuditReport", "audit_ledger", "format_report", "plot_report"]
+__all__ = ["AuditReport", "audit_ledger", "format_report", "plot_report", "RUN_KEY", "run_summaries"]
+
+#: The parameter under which ``privreg run`` records, in each charge, the run that made it:
+#: ``{"id", "workflow", "started", "output"}`` (the audit lists the runs of a ledger).
+RUN_KEY = "privreg.run"
+
+
+def _seq_ranges(seqs: Sequence[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3, 5"``."""
+    parts: list[str] = []
+    start = prev = seqs[0]
+    for s in [*seqs[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(parts)
+
+
+def run_summaries(rows: Sequence[LedgerRow]) -> list[dict[str, Any]]:
+    """The runs recorded in ``rows`` (under :data:`RUN_KEY`), in the order of their first
+    release: id, workflow, started, output, releases and ``seqs`` (their rows, as ranges)."""
+    runs: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        run = row.charge.parameters.get(RUN_KEY)
+        if not isinstance(run, dict):
+            continue
+        key = str(run.get("id", "?"))
+        entry = runs.setdefault(
+            key,
+            {
+                "id": key,
+                "workflow": str(run.get("workflow", "?")),
+                "started": str(run.get("started", "?")),
+                "output": str(run.get("output", "?")),
+                "releases": [],
+            },
+        )
+        entry["releases"].append(row.seq)
+    for entry in runs.values():
+        entry["seqs"] = _seq_ranges(entry["releases"])
+    return list(runs.values())
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +122,7 @@ class AuditReport:
             "nonadaptive_epsilon": {k: _finite(x) for k, x in self.nonadaptive.items()},
             "spent_epsilon": _finite(self.spent),
             "remaining_epsilon": _finite(self.remaining),
+            "runs": run_summaries(self.rows),
             "integrity_problems": list(self.integrity),
             "flags": list(self.flags),
             "head": self.head,
@@ -277,6 +321,11 @@ def format_report(report: AuditReport) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
         releases.append((str(r.seq), stamp, r.charge.label or "-", r.charge.mechanism, r.charge.event.to_json()))
     out += [_table(releases) if report.rows else "(no releases)", ""]
+    runs = run_summaries(report.rows)
+    if runs:
+        table = [("run", "workflow", "started (UTC)", "releases", "output folder")]
+        table += [(r["id"], r["workflow"], r["started"], r["seqs"], r["output"]) for r in runs]
+        out += [f"{len(runs)} run(s) under this budget:", _table(table), ""]
     if report.cumulative:
         totals = [("filter", f"epsilon at its share of delta={report.budget_delta:g}")]
         for name, series in report.cumulative.items():

@@ -28,6 +28,7 @@ from privreg.accountant.audit import audit_ledger, format_report, plot_report, r
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
+from privreg.cli import ledger as ledger_cli
 from privreg.cli import party as party_cli
 from privreg.core import files
 from privreg.core.charging import NoReleases, jsonable
@@ -126,7 +127,7 @@ def _default_output(name: str) -> Path:
     return Path("privreg-out") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-_RUN_OPTIONS = ("--output", "-o", "--insecure-seed", "--budget-epsilon", "--budget-delta", *Limits.OPTIONS)
+_RUN_OPTIONS = ("--output", "-o", "--ledger", "--insecure-seed", "--budget-epsilon", "--budget-delta", *Limits.OPTIONS)
 _LIMITS_USAGE = "[--max-memory-gib G] [--max-seconds S] [--max-input-gib G] [--max-workers N]"
 
 
@@ -156,6 +157,8 @@ def _split_run_options(args: argparse.Namespace) -> None:
                     setattr(args, key[2:].replace("-", "_"), float(raw))
                 except ValueError:
                     raise PrivregValueError(f"{key} must be a number; got {raw!r}") from None
+            elif key == "--ledger":
+                args.ledger = raw
             else:
                 args.output = raw
         else:
@@ -165,35 +168,84 @@ def _split_run_options(args: argparse.Namespace) -> None:
     args.limits = Limits(**args.limits)  # refuses a bad limit before anything is opened
 
 
+_RUN_USAGE = (
+    "[--PARAMETER VALUE ...] [--output DIR] [--ledger PATH] [--insecure-seed N] "
+    "[--budget-epsilon EPS] [--budget-delta DELTA] " + _LIMITS_USAGE
+)
+
+
+def _run_overview(registry: Registry) -> str:
+    """``privreg run --help``: the usage and every registered workflow with its summary."""
+    rows = [(f"  {w.name}", w.summary) for w in registry.items(ItemKind.WORKFLOW)]
+    return (
+        f"usage: privreg run WORKFLOW {_RUN_USAGE}\n\n"
+        "Run a registered workflow under a privacy budget: a new one per run, written to the output\n"
+        "folder's ledger.sqlite (--budget-epsilon/--budget-delta, default the workflow's epsilon and\n"
+        "delta), or one shared across runs with --ledger PATH (made by 'privreg ledger init').\n\n"
+        "workflows:\n" + (fmt.table(rows) if rows else "  (none registered: see 'privreg plugins')") + "\n\n"
+        "'privreg run WORKFLOW --help' lists a workflow's parameters."
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.workflow is None or args.workflow in ("-h", "--help"):
+        if args.help or args.workflow is not None:
+            print(_run_overview(_registry()))
+            return 0
+        raise PrivregValueError("privreg run needs a WORKFLOW; 'privreg run --help' lists them")
     item = _registry().get(args.workflow, kind=ItemKind.WORKFLOW)
     _split_run_options(args)
-    if any(t in ("-h", "--help") for t in args.params):
-        print(
-            f"usage: privreg run {item.name} [--PARAMETER VALUE ...] [--output DIR] "
-            f"[--insecure-seed N] [--budget-epsilon EPS] [--budget-delta DELTA] {_LIMITS_USAGE}\n"
-        )
+    if args.help or any(t in ("-h", "--help") for t in args.params):
+        print(f"usage: privreg run {item.name} {_RUN_USAGE}\n")
         print(fmt.describe(item))
         return 0
     params = parse_workflow_args(item, args.params)
-    if not item.charges and (args.budget_epsilon is not None or args.budget_delta is not None):
+    budget_flags = args.budget_epsilon is not None or args.budget_delta is not None
+    if not item.charges and (budget_flags or args.ledger is not None):
         raise PrivregValueError(
-            f"workflow {item.name!r} releases nothing differentially private; drop --budget-epsilon/--budget-delta"
+            f"workflow {item.name!r} releases nothing differentially private; drop "
+            + ("--ledger" if args.ledger is not None else "--budget-epsilon/--budget-delta")
         )
-    budget = _run_budget(args, params, item.neighbouring) if item.charges else None
+    if args.ledger is not None and budget_flags:
+        raise PrivregValueError(
+            f"--budget-epsilon/--budget-delta cannot be combined with --ledger {args.ledger!r}: the budget is "
+            f"the ledger's, set by 'privreg ledger init'; drop them (the run may spend its --epsilon)"
+        )
+    if args.ledger is not None:
+        ledger_cli.require_ledger(args.ledger, "--ledger")  # before any folder is made
+    budget = _run_budget(args, params, item.neighbouring) if item.charges and args.ledger is None else None
     wanted = Path(args.output) if args.output else _default_output(item.name)
     created = not wanted.exists()
     output = files.make_dir(wanted, "--output folder")
-    ledger_path = output / "ledger.sqlite"
+    try:
+        with ledger_cli.folder_lock(output):
+            return _run_in(item, args, params, budget, output, created)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                output.rmdir()  # only if empty
+        raise
+
+
+def _run_in(
+    item: RegistryItem,
+    args: argparse.Namespace,
+    params: dict[str, Any],
+    budget: PrivacyBudget | None,
+    output: Path,
+    created: bool,
+) -> int:
+    """The run itself, holding the lock of its output folder."""
+    run = ledger_cli.new_run(item.name, output)
+    ledger_path = Path(args.ledger) if args.ledger is not None else output / ledger_cli.LEDGER_NAME
     fresh_ledger = False  # a ledger this run created and charged nothing to: removed if the run fails
     try:
-        if budget is None:  # charges=False (a cryptographic protocol): no ledger, any charge fails
+        if not item.charges:  # a cryptographic protocol: no ledger, any charge fails
             result, elapsed, rng = _execute(item, args, params, output, NoReleases(item.name))
             status = "no differentially private release (nothing charged)"
             written = ["run.json"]
-        else:
-            if ledger_path.exists():
-                raise PrivregValueError(f"{str(ledger_path)!r} exists already; choose a new --output folder")
+        elif budget is not None:  # a ledger of its own in the output folder
+            ledger_cli.clear_failed_run(output)  # a failed run's ledger never blocks a rerun
             fresh_ledger = True
             # the basic filter alone, so a workflow calibrated to its whole (eps, delta) fits; a curve
             # event (shuffled reports, a block of Gaussians) is priced at the budget's delta
@@ -201,7 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 budget=budget, ledger=ledger_path, filters=("basic",), event_delta=budget.delta or None
             ) as session:
                 try:
-                    result, elapsed, rng = _execute(item, args, params, output, session)  # charges are committed
+                    charger = ledger_cli.RunCharger(session, run)
+                    result, elapsed, rng = _execute(item, args, params, output, charger)  # charges are committed
                 except BaseException:
                     fresh_ledger = session.ledger.head()[0] == 0  # a charge is kept: it was spent
                     raise
@@ -211,31 +264,45 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
                 f"(delta {budget.delta:g})"
             )
-            written = ["run.json", "ledger.sqlite"]
+            written = ["run.json", ledger_cli.LEDGER_NAME]
+        else:  # --ledger: a shared ledger and its budget
+            if (output / "run.json").exists():
+                raise PrivregValueError(
+                    f"--output folder {str(output)!r} holds an earlier run (run.json); choose a new --output folder"
+                )
+            with ledger_cli.run_lock(args.ledger):
+                shared, gate = ledger_cli.open_shared(args.ledger, item, params)  # refuses what cannot fit
+                with shared, gate:
+                    before = shared.ledger.head()[0]
+                    charger = ledger_cli.RunCharger(shared, run, gate)
+                    result, elapsed, rng = _execute(item, args, params, output, charger)
+                    charged = shared.ledger.head()[0] - before
+                    total, remaining = shared.budget.epsilon, shared.remaining()
+            status = (
+                f"releases charged: {charged}   ledger {ledger_path}: epsilon spent {total - remaining:.6g} "
+                f"of {total:g}, remaining {remaining:.6g}"
+            )
+            written = ["run.json"]
     except BaseException:
         _remove_debris(output, created=created, ledger=ledger_path if fresh_ledger else None)
         raise
-    files.write_text(
-        output / "run.json",
-        json.dumps(
-            {
-                "workflow": item.name,
-                "plugin": item.plugin,
-                "parameters": jsonable(params),
-                "metrics": jsonable(dict(result.metrics)),
-                "seconds": elapsed,
-                "randomness": rng.describe(),
-            },
-            indent=2,
-        )
-        + "\n",
-        "run summary",
-    )
+    summary = {
+        "workflow": item.name,
+        "plugin": item.plugin,
+        "parameters": jsonable(params),
+        "metrics": jsonable(dict(result.metrics)),
+        "seconds": elapsed,
+        "randomness": rng.describe(),
+    }
+    if item.charges:
+        summary["run"] = run["id"]
+        summary["ledger"] = str(ledger_path.absolute())
+    files.write_text(output / "run.json", json.dumps(summary, indent=2) + "\n", "run summary")
     print(result.summary)
     print(f"\n{status}   time: {elapsed:.2f} s")
     print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in result.outputs.values()]) + ")")
-    if budget is not None:
-        print(f"audit:   privreg audit {output / 'ledger.sqlite'}")
+    if item.charges:
+        print(f"audit:   privreg audit {ledger_path}")
     return 0
 
 
@@ -349,13 +416,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "run",
-        help="run a workflow; 'privreg run NAME --help' lists its parameters",
+        help="run a workflow; 'privreg run --help' lists them, 'privreg run NAME --help' its parameters",
         add_help=False,
-        usage="privreg run WORKFLOW [--PARAMETER VALUE ...] [--output DIR] [--insecure-seed N] "
-        "[--budget-epsilon EPS] [--budget-delta DELTA] " + _LIMITS_USAGE,
+        usage="privreg run WORKFLOW " + _RUN_USAGE,
     )
-    p.add_argument("workflow", help="workflow name")
+    p.add_argument("workflow", nargs="?", help="workflow name")
+    p.add_argument("-h", "--help", action="store_true", help="list the workflows (or a workflow's parameters)")
     p.add_argument("--output", "-o", metavar="DIR", help="output folder (default privreg-out/NAME-TIME)")
+    p.add_argument(
+        "--ledger",
+        metavar="PATH",
+        help="charge this shared ledger (made by 'privreg ledger init'): its budget, not --budget-*",
+    )
     p.add_argument(
         "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
     )
@@ -388,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_audit)
 
     audit_cli.add_parser(sub)
+    ledger_cli.add_parser(sub)
     party_cli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
