@@ -231,3 +231,13 @@ def test_arguments_are_validated(records, keys):
         DiceLinkageProtocol(parties=3, key_bits=512)
     with pytest.raises(PrivregValueError, match="filter_length"):
         protocol(records, keys, filter_length=512)
+
+
+def test_decisions_in_small_batches_give_the_same_groups(records, keys, run, monkeypatch):
+    import privreg.plugins.pprl.dice_protocol as dp
+
+    monkeypatch.setattr(dp, "BATCH_DECISIONS", 8)  # a few ciphertexts per batch
+    res = run_protocol(protocol(records, keys), transport=InMemoryTransport(keep_payloads=True))
+    lu, before = res.outputs[LINKAGE_UNIT], run.outputs[LINKAGE_UNIT]
+    assert lu["group_indices"] == before["group_indices"] == reference(records)
+    assert any(m.step.startswith("cmp-base.") for m in res.transcript.received_by(LINKAGE_UNIT))

@@ -107,6 +107,9 @@ _SIGMA = 40
 #: known attack on DGK with t-bit subgroups costs about 2^(t/2), Coron et al., PKC 2011).
 DGK_T = 224
 _MAX_BANDS = 1024
+#: Decisions per threshold batch: bounds every party's memory (about 30 DGK ciphertexts
+#: of the key size per decision are in flight) and every message.
+BATCH_DECISIONS = 16_384
 
 
 def _fraction(name: str, x: Any) -> Fraction:
@@ -493,22 +496,25 @@ class DiceLinkageProtocol(Protocol):
             return np.zeros(0, dtype=bool)
         _, per = self._layout(kp.public_key)
         _, _, _, c = _level_terms(level, self.length)
-        wanted = [(k // per, k % per) for k in range(count)]
-        out = await threshold_keyholder(
-            ch,
-            holder=holder,
-            private_key=kp.private_key,
-            dgk_private_key=dk.private_key,
-            count=-(-count // per),
-            wanted=wanted,
-            bits=self.x_bits,
-            threshold=c,
-            sigma=_SIGMA,
-            step=f"cmp-{tag}",
-            rng=rng,
-            workers=self.workers,
-        )
-        return np.asarray(out, dtype=bool)
+        outs = []
+        for k, (lo, hi) in enumerate(_batches(count, per)):
+            wanted = [(i // per, i % per) for i in range(hi - lo)]
+            out = await threshold_keyholder(
+                ch,
+                holder=holder,
+                private_key=kp.private_key,
+                dgk_private_key=dk.private_key,
+                count=-(-(hi - lo) // per),
+                wanted=wanted,
+                bits=self.x_bits,
+                threshold=c,
+                sigma=_SIGMA,
+                step=_batch_step(f"cmp-{tag}", k),
+                rng=rng,
+                workers=self.workers,
+            )
+            outs.append(np.asarray(out, dtype=bool))
+        return np.concatenate(outs)
 
     def _edges(
         self, plan: list[dict[str, Any]], decisions: list[np.ndarray]
@@ -687,13 +693,31 @@ class DiceLinkageProtocol(Protocol):
         dpk: Any,
         rng: RandomSource,
     ) -> None:
-        """One threshold round of one pair of parties: the right party sends its packed
-        encrypted shares, the left party adds its own and runs the comparison."""
+        """One threshold round of one pair of parties, in batches of at most
+        :data:`BATCH_DECISIONS` decisions (bounded memory at every party)."""
         pairs = e["pairs"] if sel is None else e["pairs"][sel]
         ab = share if sel is None else share[sel]
+        _, per = self._layout(pk)
+        for k, (lo, hi) in enumerate(_batches(pairs.shape[0], per)):
+            await self._share_batch(ch, e, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, pk, dpk, rng)
+
+    async def _share_batch(
+        self,
+        ch: Channel,
+        e: dict[str, Any],
+        pairs: np.ndarray,
+        ab: np.ndarray,
+        pop: np.ndarray,
+        level: Fraction,
+        tag: str,
+        k: int,
+        pk: Any,
+        dpk: Any,
+        rng: RandomSource,
+    ) -> None:
+        """The right party sends its packed encrypted shares; the left party adds its own
+        and runs the comparison with the linkage unit."""
         count = pairs.shape[0]
-        if count == 0:
-            return
         scale, num, off, c = _level_terms(level, self.length)
         mod = 1 << beaver.SHARE_BITS
         s, per = self._layout(pk)
@@ -701,19 +725,23 @@ class DiceLinkageProtocol(Protocol):
             own = pop[pairs[:, 1]]
             x = [(scale * int(a) - num * int(p) + off) % mod for a, p in zip(ab.tolist(), own.tolist())]
             packed = [
-                sum(x[k] << (s * r) for r, k in enumerate(range(b, min(b + per, count)))) for b in range(0, count, per)
+                sum(x[i] << (s * r) for r, i in enumerate(range(b, min(b + per, count)))) for b in range(0, count, per)
             ]
             vec = encrypt(
                 pk, packed, bound=(1 << (s * (per - 1) + beaver.SHARE_BITS + 1)), rng=rng, workers=self.workers
             )
-            await send_encrypted(ch, e["peer"], vec, step=f"shares-{tag}", rng=rng, workers=self.workers)
+            await send_encrypted(
+                ch, e["peer"], vec, step=_batch_step(f"shares-{tag}", k), rng=rng, workers=self.workers
+            )
             return
         own = pop[pairs[:, 0]]
         x = [((scale * int(a) - num * int(p)) % mod) - mod for a, p in zip(ab.tolist(), own.tolist())]
         packed = [
-            sum(x[k] << (s * r) for r, k in enumerate(range(b, min(b + per, count)))) for b in range(0, count, per)
+            sum(x[i] << (s * r) for r, i in enumerate(range(b, min(b + per, count)))) for b in range(0, count, per)
         ]
-        got = await recv_encrypted(ch, e["peer"], step=f"shares-{tag}", public_key=pk, length=len(packed))
+        got = await recv_encrypted(
+            ch, e["peer"], step=_batch_step(f"shares-{tag}", k), public_key=pk, length=len(packed)
+        )
         n, n2 = pk.n, pk.n2
         cts = [ct * (1 + (pa % n) * n) % n2 for ct, pa in zip(got.ciphertexts, packed)]
         await threshold_holder(
@@ -722,11 +750,21 @@ class DiceLinkageProtocol(Protocol):
             ciphertexts=cts,
             public_key=pk,
             dgk_key=dpk,
-            wanted=[(k // per, k % per) for k in range(count)],
+            wanted=[(i // per, i % per) for i in range(count)],
             bits=self.x_bits,
             threshold=c,
             sigma=_SIGMA,
-            step=f"cmp-{tag}",
+            step=_batch_step(f"cmp-{tag}", k),
             rng=rng,
             workers=self.workers,
         )
+
+
+def _batches(count: int, per: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of at most :data:`BATCH_DECISIONS` decisions, whole ciphertexts each."""
+    size = per * max(1, BATCH_DECISIONS // per)
+    return [(lo, min(lo + size, count)) for lo in range(0, count, size)]
+
+
+def _batch_step(step: str, k: int) -> str:
+    return step if k == 0 else f"{step}.{k}"
