@@ -395,7 +395,10 @@ def _link(
         from privreg.crypto.parallel import use_executor
         from privreg.plugins.pprl.spark import SparkBlocking, SparkChunkExecutor
 
-        with SparkBlocking(master=spark_master) as blocking, use_executor(SparkChunkExecutor(blocking.spark)):
+        with (
+            SparkBlocking(master=spark_master, driver_memory="8g") as blocking,
+            use_executor(SparkChunkExecutor(blocking.spark)),
+        ):
             return _link_here(
                 frames,
                 parties,
