@@ -564,12 +564,13 @@ class DiceLinkageProtocol(Protocol):
         for e in entries:
             left, right = (me, e["peer"]) if e["role"] == "left" else (e["peer"], me)
             label = ("u/" if e["role"] == "left" else "v/") + f"{left}/{right}"
-            masks[e["peer"]] = beaver.expand_masks(e["seed"], rows=m, length=self.length, label=label)
+            mask = beaver.expand_masks(e["seed"], rows=m, length=self.length, label=label)
             col = 0 if e["role"] == "left" else 1
             rows = np.unique(e["pairs"][:, col]) if e["pairs"].size else np.zeros(0, dtype=np.int64)
-            await ch.send(
-                e["peer"], {"rows": rows, "masked": beaver.mask_bits(bits[rows], masks[e["peer"]][rows])}, step="masked"
-            )
+            await ch.send(e["peer"], {"rows": rows, "masked": beaver.mask_bits(bits[rows], mask[rows])}, step="masked")
+            if e["role"] == "left":  # only the left share needs the mask again (memory: 8 L bytes per record)
+                masks[e["peer"]] = mask
+            del mask
         shares: dict[str, np.ndarray] = {}
         for e in entries:
             got = await ch.recv(e["peer"], step="masked")
@@ -585,10 +586,10 @@ class DiceLinkageProtocol(Protocol):
                 else np.zeros((0, 2), dtype=np.int64)
             )
             if e["role"] == "left":
-                shares[e["peer"]] = beaver.left_share(masks[e["peer"]], masked, local, e["w"])
+                shares[e["peer"]] = beaver.left_share(masks.pop(e["peer"]), masked, local, e["w"])
             else:
                 shares[e["peer"]] = beaver.right_share(masked, bits, local[:, [1, 0]], e["w"])
-        masks.clear()
+            del got, masked
         timer.lap("shares")
         pop = bits.sum(axis=1).astype(np.int64)
         # an empty CLK (every field missing) has Dice 0 with anything (clk.dice), but x
