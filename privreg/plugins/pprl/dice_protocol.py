@@ -85,13 +85,13 @@ from privreg.plugins.pprl.bands import (
     recommended_bands,
     union_pairs,
 )
+from privreg.plugins.pprl.protocol import LINKAGE_UNIT, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
 
 __all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES"]
 
-LINKAGE_UNIT = "linkage_unit"
 #: The stricter thresholds at which conflicting pairs are decided again.
 DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 #: What the linkage unit sees (for reports).
@@ -117,20 +117,6 @@ def _fraction(name: str, x: Any) -> Fraction:
     if not 0.0 < t < 1.0:
         raise PrivregValueError(f"{name} must be a Dice similarity strictly between 0 and 1; got {t}")
     return Fraction(t).limit_denominator(100)
-
-
-def _party_names(parties: Any, linkage_unit: str) -> tuple[str, ...]:
-    if isinstance(parties, int) and not isinstance(parties, bool):
-        names = tuple(f"P{i + 1}" for i in range(v.check_int("parties", parties, minimum=2)))
-    elif isinstance(parties, Sequence) and not isinstance(parties, str):
-        names = tuple(v.check_name("party name", p) for p in parties)
-    else:
-        raise PrivregTypeError(f"parties must be a number of parties (>= 2) or a sequence of names; got {parties!r}.")
-    if len(names) < 2 or len(set(names)) != len(names) or linkage_unit in names:
-        raise PrivregValueError(
-            f"parties must be at least 2 distinct names other than {linkage_unit!r}; got {list(names)}."
-        )
-    return names
 
 
 def _roles(i: int, j: int) -> tuple[int, int]:
@@ -243,7 +229,7 @@ class DiceLinkageProtocol(Protocol):
         from privreg.plugins.pprl.kdf import check_secret
 
         self.linkage_unit = v.check_name("linkage_unit", linkage_unit)
-        self.names = _party_names(parties, self.linkage_unit)
+        self.names = data_party_names(parties, self.linkage_unit)
         self.records = {} if records is None else check_party_records(records, self.names)
         self.secret = None if secret is None else check_secret(secret)
         if bands is not None and not isinstance(bands, BandConfig):

@@ -85,14 +85,15 @@ from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSessio
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 from privreg.timing import PhaseTimer
 
-__all__ = ["PPRLProtocol", "LINKAGE_UNIT"]
+__all__ = ["PPRLProtocol", "LINKAGE_UNIT", "data_party_names"]
 
 LINKAGE_UNIT = "linkage_unit"
 
 _SIG_FIELDS = {"record": "i", "lsh_group": "i", "lsh_key": "u", "suffix_len": "i", "suffix": "u"}
 
 
-def _party_names(parties: Any, linkage_unit: str) -> tuple[str, ...]:
+def data_party_names(parties: Any, linkage_unit: str) -> tuple[str, ...]:
+    """``parties`` (a count: ``P1..Pn``; or names) as at least 2 distinct names other than ``linkage_unit``."""
     if isinstance(parties, int) and not isinstance(parties, bool):
         names = tuple(f"P{i + 1}" for i in range(v.check_int("parties", parties, minimum=2)))
     elif isinstance(parties, Sequence) and not isinstance(parties, str):
@@ -246,7 +247,7 @@ class PPRLProtocol(Protocol):
         from privreg.plugins.pprl.kdf import check_secret
 
         self.linkage_unit = v.check_name("linkage_unit", linkage_unit)
-        self.names = _party_names(parties, self.linkage_unit)
+        self.names = data_party_names(parties, self.linkage_unit)
         n = len(self.names)
         self.records = {} if records is None else check_party_records(records, self.names)
         self.secret = None if secret is None else check_secret(secret)

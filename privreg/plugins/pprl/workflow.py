@@ -9,6 +9,7 @@ phase times.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -391,43 +392,29 @@ def _link(
     workers: int | None,
     spark_master: str | None = None,
 ) -> tuple[dict[str, Any], Any]:
-    if spark_master is not None:
-        from privreg.crypto.parallel import use_executor
-        from privreg.plugins.pprl.spark import SparkBlocking, SparkChunkExecutor
+    with contextlib.ExitStack() as stack:
+        blocking = None
+        if spark_master is not None:  # blocking and every crypto batch on Spark
+            from privreg.crypto.parallel import use_executor
+            from privreg.plugins.pprl.spark import SparkBlocking, SparkChunkExecutor
 
-        with (
-            SparkBlocking(master=spark_master, driver_memory="8g") as blocking,
-            use_executor(SparkChunkExecutor(blocking.spark)),
-        ):
-            return _link_here(
-                frames,
-                parties,
-                profile=profile,
-                entity_column=entity_column,
-                paper_schema=paper_schema,
-                clk_schema=clk_schema,
-                secret=secret,
-                settings=settings,
-                key_bits=key_bits,
-                insecure=insecure,
-                rng=rng,
-                workers=workers,
-                blocking=blocking,
-            )
-    return _link_here(
-        frames,
-        parties,
-        profile=profile,
-        entity_column=entity_column,
-        paper_schema=paper_schema,
-        clk_schema=clk_schema,
-        secret=secret,
-        settings=settings,
-        key_bits=key_bits,
-        insecure=insecure,
-        rng=rng,
-        workers=workers,
-    )
+            blocking = stack.enter_context(SparkBlocking(master=spark_master, driver_memory="8g"))
+            stack.enter_context(use_executor(SparkChunkExecutor(blocking.spark)))
+        return _link_here(
+            frames,
+            parties,
+            profile=profile,
+            entity_column=entity_column,
+            paper_schema=paper_schema,
+            clk_schema=clk_schema,
+            secret=secret,
+            settings=settings,
+            key_bits=key_bits,
+            insecure=insecure,
+            rng=rng,
+            workers=workers,
+            blocking=blocking,
+        )
 
 
 def _link_here(
