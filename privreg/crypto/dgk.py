@@ -76,7 +76,14 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolErr
 from privreg.core.protocol import Channel
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import parallel
-from privreg.crypto.keys import MAX_KEY_BITS, MAX_KEYS_PER_MESSAGE, MIN_INSECURE_KEY_BITS, MIN_KEY_BITS
+from privreg.crypto.keys import (
+    MAX_KEY_BITS,
+    MAX_KEYS_PER_MESSAGE,
+    MIN_INSECURE_KEY_BITS,
+    MIN_KEY_BITS,
+    check_composite_modulus,
+    received_reasons,
+)
 from privreg.crypto.obfuscation import fixed_base_table
 from privreg.mpc.wire import register_type
 
@@ -106,9 +113,6 @@ MAX_T = 512
 #: The largest plaintext modulus ``u`` (the decryption table has ``u`` entries).
 MAX_U = 1 << 16
 
-_TRIAL_DIVISION_BOUND = 2**16
-_MAX_REASONS = 8
-_MAX_REASON_CHARS = 200
 _SEEDED = "primes drawn from a reproducible (seeded) source"
 
 _CHECKED: collections.OrderedDict[bytes, None] = collections.OrderedDict()
@@ -475,25 +479,8 @@ def _public_to_wire(pk: DgkPublicKey) -> dict[str, Any]:
     }
 
 
-@functools.cache
-def _small_primes_product() -> mpz:
-    """The product of the primes below ``_TRIAL_DIVISION_BOUND`` (as in :mod:`privreg.crypto.keys`)."""
-    return gmpy2.primorial(_TRIAL_DIVISION_BOUND - 1)
-
-
 def _refuse(why: str) -> SerializationError:
     return SerializationError(f"received DGK key: {why}")
-
-
-def _received_reasons(raw: Any) -> list[str]:
-    if not isinstance(raw, (list, tuple)) or len(raw) > _MAX_REASONS:
-        raise _refuse(f"insecure_reasons must be a list of at most {_MAX_REASONS} strings")
-    for r in raw:
-        if not isinstance(r, str) or not 1 <= len(r) <= _MAX_REASON_CHARS or not r.isprintable():
-            raise _refuse(
-                f"each insecure reason must be 1-{_MAX_REASON_CHARS} printable characters; one is not (not shown)"
-            )
-    return list(raw)
 
 
 def _check_received(n: int, g: int, h: int, u: int, t: int, reasons: list[str]) -> None:
@@ -514,12 +501,7 @@ def _check_received(n: int, g: int, h: int, u: int, t: int, reasons: list[str]) 
         raise _refuse(f"u must be a prime in [3, {MAX_U}]")
     if _room(bits, u, t) < _MIN_ROOM:
         raise _refuse(f"t={t} and u={u} do not fit a {bits}-bit modulus of the DGK form")
-    if n % 2 == 0:
-        raise _refuse("modulus is even")
-    if gmpy2.gcd(n, _small_primes_product()) != 1:
-        raise _refuse(f"modulus has a prime factor below {_TRIAL_DIVISION_BOUND}")
-    if gmpy2.is_strong_prp(n, 2):
-        raise _refuse("modulus is prime (or a base-2 strong pseudoprime), not a product of two primes")
+    check_composite_modulus(n, what="DGK key")
     for name, x in (("g", g), ("h", h)):
         if not 2 <= x < n or gmpy2.gcd(x, n) != 1 or x * x % n == 1:
             raise _refuse(f"{name} must be a unit in [2, n) of order above 2")
@@ -541,7 +523,7 @@ def _public_from_wire(d: Any) -> DgkPublicKey:
     n, g, h, u, t = (d[k] for k in ("n", "g", "h", "u", "t"))
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n, g, h, u, t)):
         raise _refuse("n, g, h, u and t must be integers")
-    reasons = _received_reasons(d["insecure_reasons"])
+    reasons = received_reasons(d["insecure_reasons"], what="DGK key")
     digest = _checked_digest((n, g, h, u, t), reasons)
     if digest in _CHECKED:  # this key passed the checks in this process already
         _CHECKED.move_to_end(digest)

@@ -69,6 +69,8 @@ from privreg.mpc.wire import register_type
 
 __all__ = [
     "MAX_KEY_BITS",
+    "check_composite_modulus",
+    "received_reasons",
     "MAX_KEYS_PER_MESSAGE",
     "MIN_KEY_BITS",
     "PaillierPublicKey",
@@ -238,19 +240,35 @@ def _small_primes_product() -> mpz:
     return gmpy2.primorial(_TRIAL_DIVISION_BOUND - 1)
 
 
-def _refuse(why: str) -> SerializationError:
-    return SerializationError(f"received Paillier key: {why}")
+def _refuse(why: str, what: str = "Paillier key") -> SerializationError:
+    return SerializationError(f"received {what}: {why}")
 
 
-def _received_reasons(raw: Any) -> list[str]:
+def received_reasons(raw: Any, *, what: str = "Paillier key") -> list[str]:
+    """A received key's ``insecure_reasons``: at most 8 printable strings of 1-200
+    characters, else SerializationError ("received <what>: ..."; the strings are never quoted)."""
     if not isinstance(raw, (list, tuple)) or len(raw) > _MAX_REASONS:
-        raise _refuse(f"insecure_reasons must be a list of at most {_MAX_REASONS} strings")
+        raise _refuse(f"insecure_reasons must be a list of at most {_MAX_REASONS} strings", what)
     for r in raw:
         if not isinstance(r, str) or not 1 <= len(r) <= _MAX_REASON_CHARS or not r.isprintable():
             raise _refuse(
-                f"each insecure reason must be 1-{_MAX_REASON_CHARS} printable characters; one is not (not shown)"
+                f"each insecure reason must be 1-{_MAX_REASON_CHARS} printable characters; one is not (not shown)",
+                what,
             )
     return list(raw)
+
+
+def check_composite_modulus(n: int, *, what: str = "Paillier key") -> None:
+    """Raise SerializationError ("received <what>: ...") unless the odd modulus ``n`` has no
+    prime factor below 2^16 and fails a base-2 strong-probable-prime test (so is composite)."""
+    if n % 2 == 0:
+        raise _refuse("modulus is even", what)
+    if gmpy2.gcd(n, _small_primes_product()) != 1:
+        raise _refuse(f"modulus has a prime factor below {_TRIAL_DIVISION_BOUND}", what)
+    # every prime passes a strong Fermat test; a product p*q of the kind generated here
+    # (gcd(p-1, q-1) = 2) never does, and other products of two large primes almost never
+    if gmpy2.is_strong_prp(n, 2):
+        raise _refuse("modulus is prime (or a base-2 strong pseudoprime), not a product of two primes", what)
 
 
 def _check_received_modulus(n: int, reasons: list[str]) -> None:
@@ -268,14 +286,7 @@ def _check_received_modulus(n: int, reasons: list[str]) -> None:
             f"modulus has {bits} bits, below the {MIN_KEY_BITS}-bit minimum, and the key does not say it is "
             f"insecure; the sender must generate it with insecure_allow_small_keys=True"
         )
-    if n % 2 == 0:
-        raise _refuse("modulus is even")
-    if gmpy2.gcd(n, _small_primes_product()) != 1:
-        raise _refuse(f"modulus has a prime factor below {_TRIAL_DIVISION_BOUND}")
-    # every prime passes a strong Fermat test; a product p*q of the kind generated here
-    # (gcd(p-1, q-1) = 2) never does, and other products of two large primes almost never
-    if gmpy2.is_strong_prp(n, 2):
-        raise _refuse("modulus is prime (or a base-2 strong pseudoprime), not a product of two primes")
+    check_composite_modulus(n)
 
 
 def _checked_digest(n: int, h: int, reasons: list[str]) -> bytes:
@@ -293,7 +304,7 @@ def _public_from_wire(d: Any) -> PaillierPublicKey:
     n, h = d["n"], d["h"]
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n, h)):
         raise _refuse("n and h must be integers")
-    reasons = _received_reasons(d["insecure_reasons"])
+    reasons = received_reasons(d["insecure_reasons"])
     digest = _checked_digest(n, h, reasons)
     if digest in _CHECKED:  # this key passed the checks in this process already
         _CHECKED.move_to_end(digest)
