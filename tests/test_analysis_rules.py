@@ -138,3 +138,13 @@ def test_exponential_quantile_samples_its_exact_law():
     observed = np.array([np.sum(np.asarray(out) == g) for g in mech.grid])
     assert stats.chisquare(observed, 4000 * p).pvalue > 1e-4
     assert mech.rank_error_bound(0.05) == pytest.approx(2 * np.log(5 / 0.05))
+
+
+def test_keyed_results_come_out_in_canonical_order_whatever_the_callers():
+    gen = np.random.default_rng(1)
+    df = pd.DataFrame({"g": gen.choice(["b", "c", "a"], size=3000)})
+    q = query(df, session=session())
+    hist = q.histogram("g", categories=["c", "a", "b"], epsilon=2.0).release()
+    assert list(hist.value) == ["a", "b", "c"] and list(hist.interval) == ["a", "b", "c"]
+    sel = q.groupby("g").count(epsilon=2.0, delta=1e-7).release()
+    assert list(sel.value) == sorted(sel.value)

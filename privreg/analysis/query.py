@@ -442,7 +442,16 @@ def _check_keys(name: str, keys: Any) -> tuple[Hashable, ...]:
     out = tuple(keys)
     if len(set(out)) != len(out):
         raise PrivregValueError(f"{name} lists a value more than once; give each category once")
-    return out
+    return _canonical(out)
+
+
+def _canonical(keys: Sequence[Hashable]) -> tuple[Hashable, ...]:
+    """Keys in a canonical order (by type, then value; by repr where values do not
+    compare), so a result never follows the caller's or the data's order."""
+    try:
+        return tuple(sorted(keys, key=lambda k: (type(k).__name__, k)))
+    except TypeError:
+        return tuple(sorted(keys, key=repr))
 
 
 class _Grouped(Planned):
@@ -545,7 +554,7 @@ class _Grouped(Planned):
         pairs = pd.DataFrame({"key": frame[self.by].to_numpy(), "user": users}).dropna().drop_duplicates()
         totals = pairs.groupby("key", sort=False).size()
         released = self._run(self.selector, {k: float(c) for k, c in totals.items()}, "selection", label)
-        return tuple(released)
+        return _canonical(tuple(released))
 
     def _release(self, level: float, label: str) -> Result:
         frame, values = self._frame()
