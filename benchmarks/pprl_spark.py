@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import platform
 import resource
 import secrets
@@ -62,44 +61,30 @@ from privreg.plugins.pprl.clk import encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
 from privreg.plugins.pprl.quality import candidate_pair_quality
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
+from privreg.timing import child_pids, tree_cpu_seconds
 
 PARTIES = 3
 STAGES = ("session", "encode CLKs", "band tokens", "candidate pairs")
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------ /proc helpers
 
 
-def _children(pid: str) -> list[str]:
-    out: list[str] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out.extend(fh.read().split())
-        except OSError:
-            continue
-    return out
-
-
 def _tree(pid: str) -> list[str]:
+    """``pid`` and its live descendants."""
     todo, seen = [pid], []
     while todo:
         p = todo.pop()
         if p not in seen:
             seen.append(p)
-            todo.extend(_children(p))
+            todo.extend(child_pids(p))
     return seen
 
 
 def _jvm_pids() -> list[str]:
     """Live children of this process that are Java (the JVM pyspark started)."""
     out = []
-    for pid in _children("self"):
+    for pid in child_pids("self"):
         try:
             with open(f"/proc/{pid}/comm") as fh:
                 if fh.read().strip() == "java":
@@ -111,16 +96,7 @@ def _jvm_pids() -> list[str]:
 
 def jvm_cpu() -> float:
     """CPU seconds so far of the JVM's process tree (utime + stime + reaped children)."""
-    total = 0.0
-    for jvm in _jvm_pids():
-        for pid in _tree(jvm):
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-                total += sum(int(x) for x in fields[11:15]) / _TICKS
-            except (OSError, IndexError, ValueError):
-                continue
-    return total
+    return sum(tree_cpu_seconds(jvm) for jvm in _jvm_pids())
 
 
 def _hwm_mb(pid: str) -> float:

@@ -21,7 +21,14 @@ from contextlib import contextmanager
 
 from privreg.core.errors import PrivregTypeError
 
-__all__ = ["PhaseTimer", "descendants_cpu_seconds", "process_cpu_seconds", "process_tree_cpu_seconds"]
+__all__ = [
+    "PhaseTimer",
+    "child_pids",
+    "descendants_cpu_seconds",
+    "process_cpu_seconds",
+    "process_tree_cpu_seconds",
+    "tree_cpu_seconds",
+]
 
 
 def process_cpu_seconds() -> float:
@@ -32,7 +39,8 @@ def process_cpu_seconds() -> float:
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _children(pid: str) -> list[str]:
+def child_pids(pid: str) -> list[str]:
+    """The live children of process ``pid`` (``"self"`` for this one), from ``/proc`` (Linux)."""
     out: list[str] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -62,21 +70,27 @@ def descendants_cpu_seconds() -> float:
     reaped, read from ``/proc`` on Linux. A child alive at one reading and reaped before
     the next moves from the ``/proc`` term to the reaped term with its whole total, so
     differences between two readings stay right."""
-    total = _reaped_children_cpu()
-    todo = _children("self")
+    return _reaped_children_cpu() + sum(tree_cpu_seconds(pid) for pid in child_pids("self"))
+
+
+def tree_cpu_seconds(pid: str) -> float:
+    """CPU seconds so far of process ``pid`` and its live descendants, each with the
+    children it reaped (utime + stime + cutime + cstime from ``/proc``; 0 off Linux)."""
+    total = 0.0
+    todo = [pid]
     seen: set[str] = set()
     while todo:
-        pid = todo.pop()
-        if pid in seen:
+        p = todo.pop()
+        if p in seen:
             continue
-        seen.add(pid)
+        seen.add(p)
         try:
-            with open(f"/proc/{pid}/stat") as fh:
+            with open(f"/proc/{p}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
             total += sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
         except (OSError, IndexError, ValueError):
             continue
-        todo.extend(_children(pid))
+        todo.extend(child_pids(p))
     return total
 
 
