@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import attrs
 import numpy as np
 import pytest
 from crypto_keys import cached_keypair
@@ -241,3 +242,24 @@ def test_decisions_in_small_batches_give_the_same_groups(records, keys, run, mon
     lu, before = res.outputs[LINKAGE_UNIT], run.outputs[LINKAGE_UNIT]
     assert lu["group_indices"] == before["group_indices"] == reference(records)
     assert any(m.step.startswith("cmp-base.") for m in res.transcript.received_by(LINKAGE_UNIT))
+
+
+def test_default_keys_are_2048_bits_with_224_bit_dgk_subgroups(records):
+    from privreg.crypto.dgk import DgkPublicKey
+
+    small = {
+        p: attrs.evolve(
+            r,
+            ids=r.ids[:5],
+            block_filters=r.block_filters[:5],
+            match_filters=r.match_filters[:5],
+            entities=r.entities[:5],
+            exact_keys=r.exact_keys[:5],
+        )
+        for p, r in records.items()
+    }
+    proto = DiceLinkageProtocol(parties=PARTIES, records=small, secret=SECRET, bands=BANDS, workers=1)
+    res = run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
+    (dgk,) = [m.payload for m in res.transcript.received_by("P1") if m.step == "keys-dgk"]
+    assert isinstance(dgk, DgkPublicKey) and dgk.n.bit_length() == 2048 and dgk.t == 224
+    assert not dgk.insecure
