@@ -131,6 +131,24 @@ def test_recommended_profile_is_the_default_and_links_with_decisions_only():
     assert not ctx.charger.charges
 
 
+def test_the_workflow_keeps_traffic_sizes_but_not_payloads(monkeypatch):
+    """A second decoded copy of every message grew without bound at 3 x 100,000."""
+    transcripts = []
+    run = pprl_workflow_module.run_protocol
+
+    def spy(proto, **kw):
+        res = run(proto, **kw)
+        transcripts.append(res.transcript)
+        return res
+
+    monkeypatch.setattr(pprl_workflow_module, "run_protocol", spy)
+    ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=7))
+    pprl_workflow(context=ctx, data="synthetic", records=30, key_bits=512, insecure_small_keys=True, workers=1)
+    (transcript,) = transcripts
+    assert transcript.total().bytes > 0 and transcript.total().ciphertexts > 0
+    assert all(m.payload is None for m in transcript.messages)
+
+
 @pytest.mark.parametrize("param", ["lsh_groups", "threshold", "rule", "max_block_products"])
 def test_paper_parameters_do_not_apply_to_the_recommended_profile(param):
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=7))

@@ -27,7 +27,7 @@ from privreg.core.randomness import RandomSource, resolve_random
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
-from privreg.mpc import run_protocol
+from privreg.mpc import InMemoryTransport, run_protocol
 from privreg.plugins.pprl.bands import BAND_BITS, MIN_SHARED
 from privreg.plugins.pprl.blocking import BlockingConfig
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, PSEUDOPEOPLE_CLK_SCHEMA, ClkSchema, encode_clks
@@ -478,7 +478,9 @@ def _link_here(
             workers=workers,
         )
     with timer.phase("protocol"):
-        result = run_protocol(proto)
+        # payloads are not kept: the traffic tables need only sizes, and at 3 x 100,000
+        # records a second decoded copy of every message grew past 19 GB
+        result = run_protocol(proto, transport=InMemoryTransport(keep_payloads=False))
     lu = result.outputs[LINKAGE_UNIT]
     entities = list(encoded.values())
     common: dict[str, Any] = {
