@@ -42,7 +42,8 @@ def check_progress(name: str, progress: Any) -> ProgressCallback | None:
         raise PrivregTypeError(
             f"{name} must be None or a callable (phase, done, total, unit); got {type(progress).__name__}"
         )
-    return progress
+    checked: ProgressCallback | None = progress
+    return checked
 
 
 class PhaseProgress:
