@@ -67,7 +67,7 @@ def _clock(seconds: float) -> str:
 
 class PlainReporter(Reporter):
     """One line per report, rate-limited as the module docstring says, written as
-    ``privreg: PHASE: DONE/TOTAL UNITs (P%), elapsed M:SS, about M:SS left``.
+    ``progress: PHASE: DONE/TOTAL UNITs (P%), elapsed M:SS, about M:SS left``.
     ``clock`` (seconds, monotonic) is for tests."""
 
     def __init__(
@@ -112,7 +112,7 @@ class PlainReporter(Reporter):
             text += f", elapsed {_clock(elapsed)}"
             if total is not None and 0 < done < total:
                 text += f", about {_clock(elapsed * (total - done) / done)} left"
-        self.echo(f"privreg: {phase}: {text}")
+        self.echo(f"progress: {phase}: {text}")
 
     def close(self) -> None:
         self._phases.clear()

@@ -137,14 +137,14 @@ def test_plain_lines_are_rate_limited():
     clock.now = 1000.0
     rep("work", 1000, 1000, "message")  # the end: always shown
     lines = out.getvalue().splitlines()
-    assert lines[0] == "privreg: work: 0/1,000 messages (0%)"
-    assert lines[-1].startswith("privreg: work: 1,000/1,000 messages (100%), elapsed 16:40")
+    assert lines[0] == "progress: work: 0/1,000 messages (0%)"
+    assert lines[-1].startswith("progress: work: 1,000/1,000 messages (100%), elapsed 16:40")
     # of 1001 reports: start, end, a line per tenth (9) and, since a tenth takes 100 s, a
     # heartbeat line 60 s after each of the 10 previous lines
     assert len(lines) == 21
-    assert lines[1].startswith("privreg: work: 60/1,000 messages (6%), elapsed 1:00, about 15:40 left")
-    assert lines[2].startswith("privreg: work: 100/1,000 messages (10%)")
-    assert all(line.startswith("privreg: work: ") for line in lines)
+    assert lines[1].startswith("progress: work: 60/1,000 messages (6%), elapsed 1:00, about 15:40 left")
+    assert lines[2].startswith("progress: work: 100/1,000 messages (10%)")
+    assert all(line.startswith("progress: work: ") for line in lines)
 
 
 def test_plain_lines_never_come_faster_than_the_interval():
@@ -154,7 +154,10 @@ def test_plain_lines_never_come_faster_than_the_interval():
         clock.now = done / 100
         rep("fast", done, 100, "batch")
     rep("fast", 100, 100, "batch")
-    assert out.getvalue().splitlines() == ["privreg: fast: 0/100 batches (0%)", "privreg: fast: 100/100 batches (100%)"]
+    assert out.getvalue().splitlines() == [
+        "progress: fast: 0/100 batches (0%)",
+        "progress: fast: 100/100 batches (100%)",
+    ]
     out.truncate(0), out.seek(0)
     rep("open", 0, None, "round")  # an unknown total: a line per interval at most
     for t in range(1, 21):
@@ -172,8 +175,8 @@ def test_reporters_write_to_stderr_only(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == [
-        "privreg: phase: 0/2 steps (0%)",
-        "privreg: phase: 2/2 steps (100%)",
+        "progress: phase: 0/2 steps (0%)",
+        "progress: phase: 2/2 steps (100%)",
         "a message",
     ]
     quiet = console_reporter(mode="off")
@@ -218,9 +221,9 @@ def test_the_cli_falls_back_to_plain_lines_without_tqdm(monkeypatch, capsys):
     assert main(["audit-mechanism", "laplace", "--samples", "1000", "--insecure-seed", "1"]) == 0
     out = capsys.readouterr().out
     err = term.getvalue()
-    assert "privreg: audit laplace: 0/2,000 outputs (0%)" in err
-    assert "privreg: audit laplace: 2,000/2,000 outputs (100%)" in err
-    assert "verdict" in out and "privreg: audit" not in out  # results on stdout, progress on stderr
+    assert "progress: audit laplace: 0/2,000 outputs (0%)" in err
+    assert "progress: audit laplace: 2,000/2,000 outputs (100%)" in err
+    assert "verdict" in out and "progress: audit" not in out  # results on stdout, progress on stderr
 
 
 # ------------------------------------------------------------------ the audit
