@@ -72,6 +72,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.mechanism import Mechanism
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.randomizer import Randomizer
 from privreg.core.randomness import RandomSource, resolve_random
 
@@ -209,15 +210,19 @@ def _audit(
     )
 
 
-def _draw_both(draw: Any, first: Any, second: Any) -> tuple[Any, Any, dict[str, BaseException]]:
+def _draw_both(
+    draw: Any, first: Any, second: Any, *, samples: int, subject: str, progress: ProgressCallback | None
+) -> tuple[Any, Any, dict[str, BaseException]]:
     """Outputs on both neighbours (first, then second, as before) and the errors raised
-    after a charge, by side."""
+    after a charge, by side; ``progress`` hears of each side's ``samples`` outputs."""
     outputs, failures = {}, {}
-    for side, value in (("first", first), ("second", second)):
-        try:
-            outputs[side] = draw(value)
-        except ChargedFailure as exc:
-            failures[side] = exc.error
+    with PhaseProgress(progress, f"audit {subject}", total=2 * samples, unit="output") as shown:
+        for side, value in (("first", first), ("second", second)):
+            try:
+                outputs[side] = draw(value)
+            except ChargedFailure as exc:
+                failures[side] = exc.error
+            shown.advance(samples)
     return outputs.get("first"), outputs.get("second"), failures
 
 
@@ -273,6 +278,7 @@ def audit_mechanism(
     alpha: float = 1e-6,
     claimed_delta: float = 0.0,
     rng: RandomSource | None = None,
+    progress: ProgressCallback | None = None,
 ) -> AuditResult:
     """Audit a central mechanism on two query answers of neighbouring datasets.
 
@@ -285,6 +291,8 @@ def audit_mechanism(
 
     Guarantee: if the mechanism is ``(epsilon, claimed_delta)``-DP for these inputs,
     ``P(result.epsilon_lower_bound > epsilon) <= alpha`` (see the module docstring).
+    ``progress`` (a :data:`~privreg.core.progress.ProgressCallback`) counts the outputs
+    drawn; it changes no result.
     """
     if not isinstance(mechanism, Mechanism):
         raise PrivregTypeError(f"mechanism must be a privreg Mechanism; got {mechanism!r}")
@@ -293,17 +301,33 @@ def audit_mechanism(
     alpha = check_alpha(alpha)
     delta = v.check_delta("claimed_delta", claimed_delta)
     rng = resolve_random(rng)
+    progress = check_progress("progress", progress)
     claim = claim_for(mechanism.privacy_event(), delta=delta)
-    return _audit_mechanism(mechanism, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng)
+    return _audit_mechanism(
+        mechanism, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng, progress=progress
+    )
 
 
 def _audit_mechanism(
-    mechanism: Mechanism, first: Any, second: Any, *, samples: int, alpha: float, claim: Claim, rng: RandomSource
+    mechanism: Mechanism,
+    first: Any,
+    second: Any,
+    *,
+    samples: int,
+    alpha: float,
+    claim: Claim,
+    rng: RandomSource,
+    progress: ProgressCallback | None,
 ) -> AuditResult:
     subject = mechanism.name or type(mechanism).__name__
     shown = (show_input(first), show_input(second))
     out_a, out_b, failures = _draw_both(
-        lambda value: draw_mechanism(mechanism, value, samples=samples, rng=rng), first, second
+        lambda value: draw_mechanism(mechanism, value, samples=samples, rng=rng),
+        first,
+        second,
+        samples=samples,
+        subject=subject,
+        progress=progress,
     )
     if failures:
         return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject, neighbours=shown)
@@ -326,6 +350,7 @@ def audit_randomizer(
     samples: int = 100_000,
     alpha: float = 1e-6,
     rng: RandomSource | None = None,
+    progress: ProgressCallback | None = None,
 ) -> AuditResult:
     """Audit a local randomizer on two single-user inputs (e.g. ``(np.array([0]),
     np.array([1]))``): ``samples`` users holding each input are randomized (charged to a
@@ -333,6 +358,7 @@ def audit_randomizer(
 
     Guarantee: if the randomizer is ``epsilon``-LDP,
     ``P(result.epsilon_lower_bound > epsilon) <= alpha`` (see the module docstring).
+    ``progress``: as in :func:`audit_mechanism`.
     """
     if not isinstance(randomizer, Randomizer):
         raise PrivregTypeError(f"randomizer must be a privreg Randomizer; got {randomizer!r}")
@@ -340,11 +366,17 @@ def audit_randomizer(
     samples = check_samples(samples)
     alpha = check_alpha(alpha)
     rng = resolve_random(rng)
+    progress = check_progress("progress", progress)
     claim = Claim(epsilon=float(randomizer.epsilon0), delta=0.0, accountant="epsilon0")
     subject = randomizer.name or type(randomizer).__name__
     shown = (show_input(first), show_input(second))
     out_a, out_b, failures = _draw_both(
-        lambda value: draw_randomizer(randomizer, value, samples=samples, rng=rng), first, second
+        lambda value: draw_randomizer(randomizer, value, samples=samples, rng=rng),
+        first,
+        second,
+        samples=samples,
+        subject=subject,
+        progress=progress,
     )
     if failures:
         return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject, neighbours=shown)
@@ -393,6 +425,7 @@ def audit_item(
     claimed_delta: float | None = None,
     rng: RandomSource | None = None,
     neighbours: tuple[Any, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> AuditResult:
     """Audit a registered mechanism or randomizer on its example: build it from
     ``item.example.params`` and draw on ``item.example.neighbours`` (or on ``neighbours``,
@@ -400,17 +433,19 @@ def audit_item(
 
     ``claimed_delta`` (mechanisms only): ``None`` audits the pure-DP claim (delta 0) when
     the mechanism's event has a finite one, and otherwise the claim at
-    :data:`APPROX_AUDIT_DELTA`. Same guarantee as :func:`audit_mechanism`.
+    :data:`APPROX_AUDIT_DELTA`. Same guarantee as :func:`audit_mechanism`; ``progress``
+    counts the outputs drawn.
     """
     item = _auditable(item)
     pair = check_neighbours(item.example.neighbours if neighbours is None else neighbours)
     samples, alpha = check_samples(samples), check_alpha(alpha)
+    progress = check_progress("progress", progress)
     built = item.create(item.example.params)
     claim = _item_claim(item, built, claimed_delta)
     rng = resolve_random(rng)
     if item.kind is ItemKind.RANDOMIZER:
-        return audit_randomizer(built, neighbours=pair, samples=samples, alpha=alpha, rng=rng)
-    return _audit_mechanism(built, *pair, samples=samples, alpha=alpha, claim=claim, rng=rng)
+        return audit_randomizer(built, neighbours=pair, samples=samples, alpha=alpha, rng=rng, progress=progress)
+    return _audit_mechanism(built, *pair, samples=samples, alpha=alpha, claim=claim, rng=rng, progress=progress)
 
 
 @attrs.frozen(kw_only=True)
@@ -441,28 +476,37 @@ def audit_extreme_neighbours(
     alpha: float = 1e-6,
     claimed_delta: float | None = None,
     rng: RandomSource | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExtremeAudit:
     """Audit ``item`` (as :func:`audit_item`, same claim) on each pair of
     :func:`~privreg.audit.extreme.extreme_neighbours` of its declared neighbours: where
     float and int64 arithmetic break (2**53, 2**63, 2**64, 1e300, 1e308, -1e308). A
     release that raises after its charge on either side is a violation; a pair refused
     before the charge is listed in ``refused``. Each audit errs with probability at most
-    ``alpha`` (false alarms over the k pairs: at most k alpha)."""
+    ``alpha`` (false alarms over the k pairs: at most k alpha). ``progress`` counts the
+    pairs done."""
     item = _auditable(item)
     samples, alpha = check_samples(samples), check_alpha(alpha)
+    progress = check_progress("progress", progress)
     built = item.create(item.example.params)
     claim = _item_claim(item, built, claimed_delta)
     rng = resolve_random(rng)
     results, refused = [], []
-    for first, second in extreme_neighbours(*_declared_neighbours(item)):
-        # an error after the charge never reaches the handler below: _draw_both reports it as a violation
-        try:
-            if item.kind is ItemKind.RANDOMIZER:
-                result = audit_randomizer(built, neighbours=(first, second), samples=samples, alpha=alpha, rng=rng)
-            else:
-                result = _audit_mechanism(built, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng)
-        except Exception as exc:  # noqa: BLE001 -- any error before the charge is a refusal to report
-            refused.append((show_input(first), show_input(second), f"{type(exc).__name__}: {exc}"))
-            continue
-        results.append(result)
+    pairs = extreme_neighbours(*_declared_neighbours(item))
+    with PhaseProgress(progress, f"extreme neighbours of {item.name}", total=len(pairs), unit="pair") as shown:
+        for first, second in pairs:
+            # an error after the charge never reaches the handler below: _draw_both reports it as a violation
+            try:
+                if item.kind is ItemKind.RANDOMIZER:
+                    result = audit_randomizer(built, neighbours=(first, second), samples=samples, alpha=alpha, rng=rng)
+                else:
+                    result = _audit_mechanism(
+                        built, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng, progress=None
+                    )
+            except Exception as exc:  # noqa: BLE001 -- any error before the charge is a refusal to report
+                refused.append((show_input(first), show_input(second), f"{type(exc).__name__}: {exc}"))
+                continue
+            finally:
+                shown.advance()
+            results.append(result)
     return ExtremeAudit(subject=item.name, results=tuple(results), refused=tuple(refused))

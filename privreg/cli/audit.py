@@ -25,6 +25,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.items import ItemKind
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import default_registry
+from privreg.progress import console_reporter
 
 __all__ = ["add_parser", "cmd_audit_mechanism", "format_result", "EXIT_VIOLATION"]
 
@@ -135,11 +136,20 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
     if args.insecure_seed is not None:
         print("privreg: NOTE: --insecure-seed makes the audit's noise reproducible from the seed", file=sys.stderr)
     neighbours = _parse_pair(args.neighbours) if args.neighbours else None
-    result = audit_item(item, samples=args.samples, alpha=args.alpha, rng=rng, neighbours=neighbours)
+    reporter = console_reporter()  # stderr: the results go to stdout
+    try:
+        result = audit_item(
+            item, samples=args.samples, alpha=args.alpha, rng=rng, neighbours=neighbours, progress=reporter
+        )
+    finally:
+        reporter.close()
     print(format_result(result, kind=item.kind.value))
     passed = result.passed
     if args.extreme:
-        extreme = audit_extreme_neighbours(item, samples=args.samples, alpha=args.alpha, rng=rng)
+        try:
+            extreme = audit_extreme_neighbours(item, samples=args.samples, alpha=args.alpha, rng=rng, progress=reporter)
+        finally:
+            reporter.close()
         for moved in extreme.results:
             print("\n" + format_result(moved, kind=item.kind.value))
         for first, second, error in extreme.refused:

@@ -38,6 +38,7 @@ from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import Registry, default_registry
 from privreg.core.workflow import WorkflowContext
+from privreg.progress import console_reporter
 from privreg.timing import PhaseTimer
 
 # One budget for every plugin's demo step; replace-one: it holds shuffled reports
@@ -323,10 +324,16 @@ def _execute(
 ) -> tuple[Any, float, Any]:
     """Run the workflow with ``charger``: ``(result, seconds, random source)``."""
     rng = _random_source(args.insecure_seed)
-    ctx = WorkflowContext(charger=charger, rng=rng, output_dir=output, echo=_echo, limits=args.limits)
+    reporter = console_reporter()  # stderr: tqdm bars on a terminal, else plain lines
+    ctx = WorkflowContext(
+        charger=charger, rng=rng, output_dir=output, echo=reporter.echo, progress=reporter, limits=args.limits
+    )
     timer = PhaseTimer()
-    with timer.phase("run"):
-        result = item.run(ctx, params)
+    try:
+        with timer.phase("run"):
+            result = item.run(ctx, params)
+    finally:
+        reporter.close()
     return result, timer.wall["run"], rng
 
 
@@ -376,13 +383,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ledger = Path(args.output) / "ledger.sqlite" if args.output else ":memory:"
     # the basic filter alone: a few large releases, each step calibrated to its own (eps, delta)
     session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger, filters=("basic",), event_delta=DEMO_BUDGET.delta / 10)
-    ctx = WorkflowContext(charger=session, rng=_random_source(args.insecure_seed), output_dir=args.output, echo=_echo)
+    reporter = console_reporter()
+    ctx = WorkflowContext(
+        charger=session,
+        rng=_random_source(args.insecure_seed),
+        output_dir=args.output,
+        echo=reporter.echo,
+        progress=reporter,
+    )
     steps = [("The registry", lambda c: _core_tour(registry))]
     steps += [(s.title, s.run) for s in registry.demo_steps()]
     timer = PhaseTimer()
     for n, (title, run) in enumerate(steps, 1):
-        with timer.phase(str(n)):
-            text = run(ctx)
+        try:
+            with timer.phase(str(n)):
+                text = run(ctx)
+        finally:
+            reporter.close()
         print(f"== {n}. {title}  ({timer.wall[str(n)]:.2f} s)\n{text}\n")
     if args.output:
         session.close()

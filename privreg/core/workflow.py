@@ -18,6 +18,7 @@ from privreg.core.charging import Charger, EventLog
 from privreg.core.cost import Cost, Limits
 from privreg.core.errors import PrivregTypeError
 from privreg.core.files import make_dir
+from privreg.core.progress import ProgressCallback, check_progress, silent
 from privreg.core.randomness import RandomSource, resolve_random
 
 __all__ = ["WorkflowContext", "WorkflowResult", "DemoStep", "Cost", "Limits"]
@@ -25,6 +26,11 @@ __all__ = ["WorkflowContext", "WorkflowResult", "DemoStep", "Cost", "Limits"]
 
 def _ignore(message: str) -> None:
     """Default sink for progress messages of library callers: they asked for silence."""
+
+
+def _progress(p: ProgressCallback | None) -> ProgressCallback:
+    checked = check_progress("progress", p)
+    return silent if checked is None else checked
 
 
 def _output_dir(p: str | os.PathLike[str] | None) -> Path | None:
@@ -35,9 +41,10 @@ def _output_dir(p: str | os.PathLike[str] | None) -> Path | None:
 class WorkflowContext:
     """Per-run services: ``charger`` (every release is charged here), ``rng`` (the OS
     CSPRNG unless a test source was passed explicitly), ``output_dir`` (``None``: write
-    nothing), ``echo`` (progress messages for a human) and ``limits`` (the memory, time,
-    input and worker limits of :mod:`privreg.core.cost`; ``privreg run --max-memory-gib``
-    and friends).
+    nothing), ``echo`` (progress messages for a human), ``progress`` (counts of the long
+    phases, a :data:`~privreg.core.progress.ProgressCallback`; default silent, the CLI
+    shows them on stderr) and ``limits`` (the memory, time, input and worker limits of
+    :mod:`privreg.core.cost`; ``privreg run --max-memory-gib`` and friends).
 
     Every workflow calls :meth:`require` with its cost estimate after reading and
     validating its inputs and before its first charge; ``estimate`` then holds it."""
@@ -46,6 +53,7 @@ class WorkflowContext:
     rng: RandomSource = attrs.field(default=None, converter=resolve_random)
     output_dir: Path | None = attrs.field(default=None, converter=_output_dir)
     echo: Callable[[str], None] = _ignore
+    progress: ProgressCallback = attrs.field(default=silent, converter=_progress)
     limits: Limits = attrs.field(factory=Limits, validator=attrs.validators.instance_of(Limits))
     estimate: Cost | None = attrs.field(default=None, init=False)
 

@@ -42,6 +42,7 @@ from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError
 from privreg.core.events import PrivacyEvent, Shuffled
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.mechanisms import SubsetSelection, uniform_chunked
 from privreg.plugins.heavy_hitters.alphabet import Alphabet
@@ -259,14 +260,18 @@ class LDPTrieHH:
         rng: RandomSource | None = None,
         echo: Callable[[str], None] = _ignore,
         label: str = "",
+        progress: ProgressCallback | None = None,
     ) -> TrieHHResult:
         """Run every pass. ``groups`` yields the ``depth * passes`` disjoint user groups
         (exactly ``N`` users each; word ids index ``lexicon``) in the order layers use
         them; ``known`` is the known-word list V as a boolean mask over ``lexicon``.
         Charges :meth:`privacy_event` to ``charger`` first (nothing is drawn if that
-        raises), then reports progress through ``echo``."""
+        raises), then tells ``echo`` each layer's statistics and ``progress`` (a
+        :data:`~privreg.core.progress.ProgressCallback`, phase ``"TrieHH layers"``) each
+        layer done; neither changes the result."""
         if not isinstance(charger, Charger):
             raise PrivregTypeError(f"charger must have a charge(event, ...) method; got {charger!r}")
+        progress = check_progress("progress", progress)
         rng = resolve_random(rng)
         if not isinstance(lexicon, Lexicon):
             raise PrivregTypeError(f"lexicon must be a Lexicon; got {lexicon!r}")
@@ -291,13 +296,16 @@ class LDPTrieHH:
         per_pass: list[tuple[str, ...]] = []
         layers: list[LayerStats] = []
         users = 0
+        shown = PhaseProgress(progress, "TrieHH layers", total=self.depth * self.passes, unit="layer")
         for pass_index in range(1, self.passes + 1):
-            words, stats = self._one_pass(stream, lexicon, known, event, rng, echo, pass_index, label)
+            words, stats = self._one_pass(stream, lexicon, known, event, rng, echo, pass_index, label, shown)
+            shown.update(pass_index * self.depth)  # a pass may end early: no prefix left to extend
             per_pass.append(tuple(words))
             layers.extend(stats)
             users += sum(s.users for s in stats)
             found.extend(words)
             known[lexicon.ids(words)] = True  # earlier heavy hitters become known words
+        shown.finish()
         return TrieHHResult(
             heavy_hitters=tuple(found), per_pass=tuple(per_pass), layers=tuple(layers), event=event, users=users
         )
@@ -330,6 +338,7 @@ class LDPTrieHH:
         echo: Callable[[str], None],
         pass_index: int,
         label: str,
+        shown: PhaseProgress,
     ) -> tuple[list[str], list[LayerStats]]:
         size, end = self.alphabet.size, self.alphabet.end_code
         chars = self.alphabet.symbols + self.alphabet.end
@@ -415,9 +424,9 @@ class LDPTrieHH:
                     cpu_seconds=cpu_seconds,
                 )
             )
-            bar = "#" * round(20 * layer / self.depth)
+            shown.advance()
             echo(
-                f"[{bar:<20}] pass {pass_index}/{self.passes} layer {layer}/{self.depth}: "
+                f"pass {pass_index}/{self.passes} layer {layer}/{self.depth}: "
                 f"{group.num_users} users, |Z_i| = {candidates}, d = {ss.subset_size}, "
                 f"tau = {tau}, kept {kept.size}, +{len(words)} words"
             )

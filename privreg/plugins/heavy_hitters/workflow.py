@@ -212,6 +212,7 @@ def oov_discovery(
         rng=context.rng,
         echo=context.echo,
         label="oov-discovery",
+        progress=context.progress,
     )
     central = central_epsilon(result.event, delta)
     local = local_epsilon(result.event)

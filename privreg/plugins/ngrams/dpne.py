@@ -27,6 +27,7 @@ covers the spurious part exactly (the estimate may be off by its sampling error)
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Composed
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.noise.gaussian_tail import gaussian_tail_binomial, gaussian_tail_coins
 from privreg.plugins.ngrams.engines import NgramEngine
@@ -131,14 +133,23 @@ def _charge_plan(charger: Charger, plan: NoisePlan, rng: RandomSource) -> None:
     )
 
 
-def _progress(total: int, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, unit="length", desc="n-gram extraction", leave=False)
+def _progress(progress: ProgressCallback | bool | None) -> tuple[ProgressCallback | None, Any]:
+    """``(callback, reporter to close)``: ``progress`` itself, or for the deprecated
+    ``True`` the console reporter that :mod:`privreg.progress` chooses."""
+    if progress is False or progress is None:
+        return None, None
+    if progress is not True:
+        return check_progress("progress", progress), None
+    warnings.warn(
+        "extract_ngrams(progress=True) is deprecated: pass a progress callback, e.g. "
+        "privreg.progress.console_reporter()",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    from privreg.progress import console_reporter
+
+    reporter = console_reporter()
+    return reporter, reporter
 
 
 def extract_ngrams(
@@ -161,9 +172,13 @@ def extract_ngrams(
     explicit_limit: int = 20_000_000,
     rng: RandomSource | None = None,
     echo: Callable[[str], None] | None = None,
-    progress: bool = False,
+    progress: ProgressCallback | bool | None = None,
 ) -> ExtractionResult:
     """Extract n-grams of lengths 1..max_n with ``method`` (see the module docstring).
+
+    ``progress``: a :data:`~privreg.core.progress.ProgressCallback` told of each release
+    done (phase ``"n-gram extraction"``); it changes no result. ``True`` (deprecated) shows
+    them on stderr (:func:`privreg.progress.console_reporter`).
 
     ``max_keys``: Delta_k, one int for every length or one per length (Delta_1..Delta_T).
     ``length``: the single length of ``dpsu-single``. The whole plan is charged to
@@ -180,6 +195,7 @@ def extract_ngrams(
         raise PrivregValueError(f"valid_count_mode must be one of {VALID_COUNTS}; got {valid_count_mode!r}")
     if pruning not in PRUNINGS:
         raise PrivregValueError(f"pruning must be one of {PRUNINGS}; got {pruning!r}")
+    callback, reporter = _progress(progress)  # before the charge: nothing may raise after it
     max_n = v.check_count("max_n", max_n)
     eta = v.check_probability("eta", eta, open_low=True, open_high=True)
     # a bool is an int here, so that check_count rejects it with the parameter's name
@@ -206,8 +222,8 @@ def extract_ngrams(
     )
     _charge_plan(charger, plan, rng)
     salt = rng.randbits(63)
-    bar = _progress(len(plan.releases), progress)
     try:
+        bar = PhaseProgress(callback, "n-gram extraction", total=len(plan.releases), unit="release")
         if method == "dpne":
             ngrams, reports = _dpne(
                 engine,
@@ -226,9 +242,10 @@ def extract_ngrams(
             )
         else:
             ngrams, reports = _dpsu(engine, plan, charger=charger, rng=rng, salt=salt, say=say, bar=bar)
+        bar.finish()  # DPNE may stop early, when nothing is left to release
     finally:
-        if bar is not None:
-            bar.close()
+        if reporter is not None:
+            reporter.close()
     charged = len(plan.releases)  # the whole plan, charged as one block before any release
     return ExtractionResult(
         method=method, ngrams=ngrams, lengths=reports, plan=plan, tokens=engine.tokens_total, charged=charged
@@ -249,7 +266,7 @@ def _dpne(
     explicit_limit: int,
     salt: int,
     say: Callable[[str], None],
-    bar: Any,
+    bar: PhaseProgress,
 ) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
@@ -268,8 +285,7 @@ def _dpne(
         k=1, released=int(s1.size), sigma=r1.sigma, rho=float(rho1), valid=None, seconds=timer.lap("1")[0]
     )
     say(f"  1-grams: {s1.size:,} released (DPSU, sigma_1={r1.sigma:.4g}, rho_1={rho1:.4g})")
-    if bar is not None:
-        bar.update(1)
+    bar.advance()
     for release in plan.releases[1:]:
         k = release.lengths[0]
         timer.mark()
@@ -307,8 +323,7 @@ def _dpne(
             f"  {k}-grams: {level.size:,} released (|V_{k}| {'=' if mode == 'exact' else '~'} {valid:,}, "
             f"sigma_{k}={release.sigma:.4g}, rho_{k}={rho:.4g}) [{reports[k].seconds:.2f} s]"
         )
-        if bar is not None:
-            bar.update(1)
+        bar.advance()
     return ngrams, reports
 
 
@@ -320,7 +335,7 @@ def _dpsu(
     rng: RandomSource,
     salt: int,
     say: Callable[[str], None],
-    bar: Any,
+    bar: PhaseProgress,
 ) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
     ngrams: dict[int, list[str]] = {}
     reports: dict[int, LengthReport] = {}
@@ -344,8 +359,7 @@ def _dpsu(
             f"  {release.label}: {sum(len(by_len.get(k, [])) for k in release.lengths):,} released "
             f"(sigma={release.sigma:.4g}, rho={rho:.4g}) [{seconds:.2f} s]"
         )
-        if bar is not None:
-            bar.update(1)
+        bar.advance()
     return ngrams, reports
 
 

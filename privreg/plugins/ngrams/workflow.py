@@ -11,6 +11,7 @@ from privreg.core.cost import Cost, Limits
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
+from privreg.core.progress import ProgressCallback, silent
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, make_backend
 from privreg.plugins.ngrams.dpne import VALID_COUNTS, VARIANTS, ExtractionResult, extract_ngrams, table3
@@ -74,6 +75,19 @@ def run_extraction(
         if corpus is not None:
             corpus.close()
         be.close()
+
+
+def _progress(context: WorkflowContext, flag: bool) -> ProgressCallback:
+    """The run's progress callback; the deprecated ``--progress`` adds a note and, for a
+    Python caller who set no callback, shows progress on stderr as the flag used to."""
+    if not flag:
+        return context.progress
+    context.echo("ngrams: NOTE: --progress is deprecated and will be removed: every run shows its progress")
+    if context.progress is not silent:
+        return context.progress
+    from privreg.progress import console_reporter
+
+    return console_reporter()
 
 
 def _check_combination(
@@ -235,7 +249,13 @@ def ngrams_workflow(
         str, Spec(doc="regular expression matching one token (never the empty string)")
     ] = r"[\w']+",  # noqa: S107 -- a regex
     lowercase: Annotated[bool, Spec(doc="lower-case text before tokenizing")] = True,
-    progress: Annotated[bool, Spec(doc="show a progress bar over lengths (needs tqdm)")] = False,
+    progress: Annotated[
+        bool,
+        Spec(
+            doc="deprecated, to be removed: every run now shows its progress on stderr (PRIVREG_PROGRESS=off "
+            "silences it)"
+        ),
+    ] = False,
     workers: Annotated[
         int,
         Spec(
@@ -309,7 +329,7 @@ def ngrams_workflow(
         variant=variant,
         valid_count_mode=valid_count,
         sample_rate=sample_rate,
-        progress=progress,
+        progress=_progress(context, progress),
     )
     counts = result.counts
     table = table3({_NAMES[method]: counts}, max_n)

@@ -20,6 +20,7 @@ from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import PrivregValueError
 from privreg.core.mechanism import Release
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.mechanisms import ExponentialMechanism, SmoothGaussianMechanism, epsilon_spent, smooth_gaussian_parameters
 from privreg.plugins.outliers.definitions import OutlierCountQuery, as_dataset, check_subspace, outlier_count
@@ -96,20 +97,30 @@ def _candidates(data: np.ndarray, candidates: Any) -> list[tuple[int, ...]]:
     return out  # type: ignore[return-value]
 
 
-def subspace_utilities(data: Any, *, k: int, radius: float, candidates: Sequence[Sequence[int]]) -> np.ndarray:
+def subspace_utilities(
+    data: Any,
+    *,
+    k: int,
+    radius: float,
+    candidates: Sequence[Sequence[int]],
+    progress: ProgressCallback | None = None,
+) -> np.ndarray:
     """``u_subspace(X, r, k, S) = q_count(X, k, r, S) / GS_UB(|S|)`` (eq. (51)) for every
     candidate: each changes by at most 1 between neighbours (Theorem 7's proof, with our
-    valid upper bound of Theorem 4). Data-dependent: never release it."""
+    valid upper bound of Theorem 4). Data-dependent: never release it. ``progress`` (a
+    :data:`~privreg.core.progress.ProgressCallback`) counts the candidates done, phase
+    ``"subspace utilities"``."""
     x = as_dataset(data)
     cands = _candidates(x, candidates)
     n = x.shape[0]
-    return np.array(
-        [
-            outlier_count(x, k=k, radius=radius, subspace=s) / global_sensitivity_upper(n=n, k=k, d=len(s))
-            for s in cands
-        ],
-        dtype=np.float64,
-    )
+    out = np.empty(len(cands), dtype=np.float64)
+    with PhaseProgress(
+        check_progress("progress", progress), "subspace utilities", total=len(cands), unit="subspace"
+    ) as shown:
+        for i, s in enumerate(cands):
+            out[i] = outlier_count(x, k=k, radius=radius, subspace=s) / global_sensitivity_upper(n=n, k=k, d=len(s))
+            shown.advance()
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -138,6 +149,7 @@ def top_h_subspaces(
     charger: Charger,
     rng: RandomSource | None = None,
     label: str = "top-h subspaces",
+    progress: ProgressCallback | None = None,
 ) -> SubspaceSelection:
     """Paper 003, Algorithm 3: ``h`` distinct subspaces with many outliers, drawn one at a
     time by the exponential mechanism on ``u_subspace`` (eq. (51), ``Delta_u <= 1``).
@@ -149,7 +161,7 @@ def top_h_subspaces(
     yet chosen; that has exactly the distribution of one draw restricted to the
     subspaces not yet chosen, which is what is sampled (no loop over rejected draws).
     The paper's weights ``exp(epsilon u / h)`` would spend ``2 epsilon``
-    (:func:`paper_algorithm3_epsilon`).
+    (:func:`paper_algorithm3_epsilon`). ``progress``: see :func:`subspace_utilities`.
     """
     x = as_dataset(data)
     cands = _candidates(x, candidates)
@@ -157,7 +169,7 @@ def top_h_subspaces(
     if h > len(cands):
         raise PrivregValueError(f"h = {h} exceeds the {len(cands)} candidate subspaces; pick h <= {len(cands)}")
     epsilon = v.check_epsilon("epsilon", epsilon)
-    utilities = subspace_utilities(x, k=k, radius=radius, candidates=cands)
+    utilities = subspace_utilities(x, k=k, radius=radius, candidates=cands, progress=progress)
     picks, releases = select_top_h(utilities, h=h, epsilon=epsilon, charger=charger, rng=rng, label=label)
     return SubspaceSelection(subspaces=tuple(cands[i] for i in picks), releases=releases)
 

@@ -208,6 +208,7 @@ def outlier_subspaces_workflow(
         charger=context.charger,
         rng=context.rng,
         label="outlier subspaces",
+        progress=context.progress,
     )
     labels = ["{" + ", ".join(names[i] for i in s) + "}" for s in chosen.subspaces]
     counts = []

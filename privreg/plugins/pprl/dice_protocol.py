@@ -53,6 +53,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.params import Spec, check_params
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import beaver, counting
@@ -175,6 +176,10 @@ class DiceLinkageProtocol(Protocol):
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
             this process). The exact passes are joined in this process.
+        progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
+            unit runs: phases ``"blocking"`` (pairs of parties), ``"secure decisions"``
+            and ``"stricter levels"`` (decisions, reported after each batch of
+            :data:`BATCH_DECISIONS`). Counts only: what the linkage unit learns anyway.
     """
 
     name = "clk-dice"
@@ -225,6 +230,7 @@ class DiceLinkageProtocol(Protocol):
         linkage_unit: str = LINKAGE_UNIT,
         max_records: int | None = None,
         blocking_backend: Any = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -286,6 +292,7 @@ class DiceLinkageProtocol(Protocol):
                 f"SparkBlocking); got {type(blocking_backend).__name__}"
             )
         self.blocking_backend = blocking_backend
+        self.progress = check_progress("progress", progress)
 
     def max_message_bytes(self) -> int | None:
         """With ``max_records`` set: ``64 KiB + m (8 L + 8 J + 64) + P (24 + c)`` bytes for
@@ -368,7 +375,9 @@ class DiceLinkageProtocol(Protocol):
             plan: list[dict[str, Any]] = []
             deals: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(names))}
             skipped = 0
-            for i, j in pair_orientation(names):
+            orientation = pair_orientation(names)
+            blocked = PhaseProgress(self.progress, "blocking", total=len(orientation), unit="party pair")
+            for i, j in orientation:
                 left, right = _roles(i, j)
                 if self.blocking_backend is None:
                     cands, sk = candidate_pairs(
@@ -398,15 +407,18 @@ class DiceLinkageProtocol(Protocol):
                 plan.append({"left": left, "right": right, "pairs": cands})
                 deals[left].append({"peer": names[right], "role": "left", "seed": su, "pairs": cands, "w": w_left})
                 deals[right].append({"peer": names[left], "role": "right", "seed": sv, "pairs": cands, "w": w_right})
+                blocked.advance()
             for i, p in enumerate(names):
                 await ch.send(p, deals[i], step="deal")
             timer.lap("blocking")
             # base decisions
             decisions = []
+            total = int(sum(item["pairs"].shape[0] for item in plan))
+            shown = PhaseProgress(self.progress, "secure decisions", total=total, unit="decision")
             for item in plan:
                 decisions.append(
                     await self._decide(
-                        ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng
+                        ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown
                     )
                 )
             edges, where = self._edges(plan, decisions)
@@ -422,6 +434,9 @@ class DiceLinkageProtocol(Protocol):
                     p, [refine[k] for k, item in enumerate(plan) if i in (item["left"], item["right"])], step="refine"
                 )
             refined = 0
+            total = int(sum(sel.size for sel in refine)) * len(self.levels)
+            # no line for an empty phase (no conflicts)
+            shown = PhaseProgress(self.progress if total else None, "stricter levels", total=total, unit="decision")
             if self.levels:
                 for k, item in enumerate(plan):
                     sel = refine[k]
@@ -429,7 +444,7 @@ class DiceLinkageProtocol(Protocol):
                         continue
                     refined += int(sel.size)
                     for t, lv in enumerate(self.levels):
-                        ok = await self._decide(ch, names[item["left"]], kp, dk, sel.size, lv, f"l{t + 1}", rng)
+                        ok = await self._decide(ch, names[item["left"]], kp, dk, sel.size, lv, f"l{t + 1}", rng, shown)
                         pos = {int(idx): n for n, idx in enumerate(sel)}
                         for e in np.flatnonzero(conflicts):
                             kk, idx = where[e]
@@ -477,6 +492,7 @@ class DiceLinkageProtocol(Protocol):
         level: Fraction,
         tag: str,
         rng: RandomSource,
+        shown: PhaseProgress,
     ) -> np.ndarray:
         if count == 0:
             return np.zeros(0, dtype=bool)
@@ -500,6 +516,7 @@ class DiceLinkageProtocol(Protocol):
                 workers=self.workers,
             )
             outs.append(np.asarray(out, dtype=bool))
+            shown.advance(hi - lo)
         return np.concatenate(outs)
 
     def _edges(

@@ -291,6 +291,16 @@ class MatchingSession:
 
     # ------------------------------------------------------------------ rounds
 
+    @property
+    def stages(self) -> int:
+        """The most rounds there can be: the early rounds and the completion batch."""
+        return len(self._stages)
+
+    @property
+    def stages_done(self) -> int:
+        """The stages :meth:`next_round` has passed so far, skipped (empty) ones included."""
+        return self._stage
+
     def next_round(self) -> ComparisonRound | None:
         """The next round's pairs, or None when the verdict is ready."""
         if self._pending is not None:

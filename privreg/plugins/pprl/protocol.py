@@ -56,6 +56,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.params import Spec, check_params
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import counting
@@ -188,6 +189,9 @@ class PPRLProtocol(Protocol):
         max_records, max_filter_bits: public caps on a data party's records and filter
             length; with ``max_records`` the protocol bounds every message
             (:meth:`max_message_bytes`) and the linkage unit refuses signatures beyond it.
+        progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
+            unit runs: phases ``"MP-SPPRL setup"`` (keys, blocking, assignment) and
+            ``"matching rounds"`` (Algorithm 1's rounds and the completion batch).
     """
 
     name = "mp-spprl"
@@ -242,6 +246,7 @@ class PPRLProtocol(Protocol):
         linkage_unit: str = LINKAGE_UNIT,
         max_records: int | None = None,
         max_filter_bits: int = 4096,
+        progress: ProgressCallback | None = None,
     ) -> None:
         from privreg.plugins.pprl.blocking import check_blocking
         from privreg.plugins.pprl.kdf import check_secret
@@ -294,6 +299,7 @@ class PPRLProtocol(Protocol):
         self.workers = workers
         self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
         self.max_filter_bits = v.check_int("max_filter_bits", max_filter_bits, minimum=1)
+        self.progress = check_progress("progress", progress)
         for p, rec in self.records.items():
             if self.max_records is not None and len(rec) > self.max_records:
                 raise PrivregValueError(
@@ -362,6 +368,7 @@ class PPRLProtocol(Protocol):
         # wall seconds per phase; parties share one event loop in memory, so a phase of one
         # party's synchronous computation is that party's own time
         timer = PhaseTimer()
+        setup = PhaseProgress(self.progress, "MP-SPPRL setup", total=3, unit="step")
         with counting() as ops:
             kp = self.keypair or generate_paillier_keypair(
                 n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
@@ -370,6 +377,7 @@ class PPRLProtocol(Protocol):
             for p in self.names:
                 await send_public_key(ch, p, pk, step="keys")
             timer.lap("keys")
+            setup.advance()
             # --- blocking: suffix length, signatures, merge, candidate groups
             cfg = self.blocking
             dispersion: dict[str, Any] = {}
@@ -428,6 +436,7 @@ class PPRLProtocol(Protocol):
                 else int(oversized_blocks(blocks, parties=self.names, limit=self.max_block_products).size)
             )
             timer.lap("blocking")
+            setup.advance()
             units = group_units(groups, blocks)
             assignment = assign_encryptors(
                 groups, units, speeds=self.speeds, method=self.assignment_method, time_limit=self.assignment_time_limit
@@ -442,6 +451,7 @@ class PPRLProtocol(Protocol):
                 speeds=speeds,
             )
             timer.lap("assignment")
+            setup.advance()
             # --- matching
             per_unit = 1 if self.layout == "bits" else slot_layout(pk, length=length, sigma=self.sigma)[1]
             planner = _Planner(len(self.names), per_unit)
@@ -449,9 +459,12 @@ class PPRLProtocol(Protocol):
             for i, p in enumerate(self.names):
                 planner.add(i, sets[i])
                 await ch.send(p, {"encrypt": sets[i]}, step="groups")
+            rounds = PhaseProgress(self.progress, "matching rounds", total=session.stages, unit="round")
             while (plan := session.next_round()) is not None:
                 distances = await self._lu_round(ch, plan, planner, pk, sk, length, timer)
                 session.submit(plan, distances)
+                rounds.update(session.stages_done)
+            rounds.finish()
             result = session.result()
             for i, p in enumerate(self.names):
                 await ch.send(

@@ -23,6 +23,7 @@ from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import read_bytes, write_text
 from privreg.core.params import Spec
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
@@ -330,6 +331,7 @@ def pprl_workflow(
         rng=rng,
         workers=workers,
         spark_master=spark_master if backend == "spark" else None,
+        progress=context.progress,
     )
     metrics = {"data": data, "source": linkage.source, "backend": backend, **metrics}
     summary = _summary(metrics, linkage.source or data, sizes, transcript)
@@ -351,13 +353,17 @@ def link_frames(
     workers: int | None = None,
     secret: bytes | None = None,
     insecure_small_keys: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> dict[str, Any]:
     """Link the parties' FEBRL-column ``frames`` (``{party: DataFrame}``, ground truth in
     ``entity_column``) with ``profile``; returns the workflow's metrics (recall,
     precision, pairwise figures, pair completeness, reduction ratio, timings, what the
-    linkage unit sees). For benchmarks and notebooks; the secret is fresh unless given."""
+    linkage unit sees). For benchmarks and notebooks; the secret is fresh unless given.
+    ``progress`` (a :data:`~privreg.core.progress.ProgressCallback`) hears of the
+    encoding and the protocol's phases (counts only); it changes no result."""
     if profile not in PROFILES:
         raise PrivregValueError(f"profile must be one of {list(PROFILES)}; got {profile!r}")
+    progress = check_progress("progress", progress)
     rng_ = resolve_random(rng)
     metrics, _ = _link(
         frames,
@@ -372,6 +378,7 @@ def link_frames(
         insecure=insecure_small_keys,
         rng=rng,
         workers=workers,
+        progress=progress,
     )
     return metrics
 
@@ -391,6 +398,7 @@ def _link(
     rng: RandomSource | None,
     workers: int | None,
     spark_master: str | None = None,
+    progress: ProgressCallback | None = None,
 ) -> tuple[dict[str, Any], Any]:
     with contextlib.ExitStack() as stack:
         blocking = None
@@ -414,6 +422,7 @@ def _link(
             rng=rng,
             workers=workers,
             blocking=blocking,
+            progress=progress,
         )
 
 
@@ -432,14 +441,16 @@ def _link_here(
     rng: RandomSource | None,
     workers: int | None,
     blocking: Any = None,
+    progress: ProgressCallback | None = None,
 ) -> tuple[dict[str, Any], Any]:
     timer = PhaseTimer()
     cpu0 = _cpu()
+    encoding = PhaseProgress(progress, "encoding", total=len(parties), unit="party")
+    encoded: dict[str, Any] = {}
     if profile == "recommended":
-        encoded = {
-            p: encode_clks(frames[p], schema=clk_schema, secret=secret, party=p, entity_column=entity_column)
-            for p in parties
-        }
+        for p in parties:
+            encoded[p] = encode_clks(frames[p], schema=clk_schema, secret=secret, party=p, entity_column=entity_column)
+            encoding.advance()
         t_encode = timer.lap("encode")[0]
         proto: Any = DiceLinkageProtocol(
             parties=parties,
@@ -451,12 +462,14 @@ def _link_here(
             rng=rng,
             workers=workers,
             blocking_backend=blocking,
+            progress=progress,
         )
     else:
-        encoded = {
-            p: encode_records(frames[p], schema=paper_schema, secret=secret, party=p, entity_column=entity_column)
-            for p in parties
-        }
+        for p in parties:
+            encoded[p] = encode_records(
+                frames[p], schema=paper_schema, secret=secret, party=p, entity_column=entity_column
+            )
+            encoding.advance()
         t_encode = timer.lap("encode")[0]
         proto = PPRLProtocol(
             parties=parties,
@@ -476,6 +489,7 @@ def _link_here(
             max_block_products=settings["max_block_products"],
             rng=rng,
             workers=workers,
+            progress=progress,
         )
     with timer.phase("protocol"):
         # payloads are not kept: the traffic tables need only sizes, and at 3 x 100,000

@@ -24,8 +24,10 @@ per message at the holder (Carol), ``l`` the bit length of the public bound on `
 ``l = bits(ceil(w_bound 2^fv) * l1_bound) + 1``. The sign of ``w . x'`` needs little
 precision, so ``fv`` defaults to 8 bits (not the 32 of training) and ``l1_bound`` to the
 largest ``||x'||_1`` that the feature map allows: with ``d = 10^4`` binary features and
-``w_bound = 4``: ``l = 25`` instead of 40+. Messages are evaluated in batches (one
-protocol run, messages shared) and the exponentiations spread over the worker processes.
+``w_bound = 4``: ``l = 25`` instead of 40+. One protocol run evaluates all of Carol's
+messages, steps 2-5 in batches of ``EvaluationConfig.batch`` messages (bounded memory
+and messages, and a progress report per batch), the exponentiations spread over the
+worker processes.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import scipy.sparse as sp
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource
 from privreg.crypto import PaillierKeypair, counting, encrypt
@@ -72,6 +75,7 @@ class EvaluationConfig:
         l1_bound: public bound on ``||x'||_1`` (default ``d * feature_bound``).
         sigma: statistical security parameter of the comparison's mask.
         workers: processes for the Paillier batches (None: automatic).
+        batch: messages per comparison batch (public; both parties must agree).
     """
 
     d: int = attrs.field(converter=lambda x: v.check_int("d", x, minimum=1))
@@ -81,6 +85,7 @@ class EvaluationConfig:
     l1_bound: int | None = attrs.field(default=None)
     sigma: int = attrs.field(default=40, converter=lambda x: v.check_int("sigma", x, minimum=20))
     workers: int | None = attrs.field(default=None)
+    batch: int = attrs.field(default=100, converter=lambda x: v.check_int("batch", x, minimum=1))
 
     def __attrs_post_init__(self) -> None:
         wb = v.check_real("w_bound", self.w_bound)
@@ -127,7 +132,9 @@ class PrivateEvaluation(Protocol):
     keys) and ``carol`` (messages). Outputs: Carol the labels (+1 spam, -1 ham) and her
     timings/counts; Bob his timings/counts only. ``key_bits`` (public, optional; taken
     from ``keypair`` where Bob runs): Carol then refuses a key of another size, and
-    :meth:`max_message_bytes` bounds every message."""
+    :meth:`max_message_bytes` bounds every message. ``progress`` (a
+    :data:`~privreg.core.progress.ProgressCallback`, where Carol runs): phase ``"private
+    evaluation"``, one unit per message, reported after each batch."""
 
     name = "spam-private-evaluation"
     caveats = (
@@ -158,6 +165,7 @@ class PrivateEvaluation(Protocol):
         bob: str = "bob",
         carol: str = "carol",
         key_bits: int | None = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         if not isinstance(config, EvaluationConfig):
             raise PrivregTypeError(f"config must be an EvaluationConfig; got {type(config).__name__}.")
@@ -184,21 +192,24 @@ class PrivateEvaluation(Protocol):
             self.X = M
         self.allow_insecure, self.rng = allow_insecure, rng
         self.bob, self.carol = v.check_name("bob", bob), v.check_name("carol", carol)
+        self.progress = check_progress("progress", progress)
 
     def max_message_bytes(self) -> int | None:
-        """With ``key_bits`` known: the largest of Bob's key, ``E[w]`` (``d`` ciphertexts), the
-        masked values (``count``), the DGK bits and their blinded terms (``count (l + 1)``
-        ciphertexts each, the largest) and the result shares (``count`` small integers),
+        """With ``key_bits`` known: the largest of Bob's key, ``E[w]`` (``d`` ciphertexts),
+        and per batch of ``b = min(count, batch)`` messages the masked values (``b``), the
+        DGK bits and their blinded terms (``b (l + 1)`` ciphertexts each, the largest) and
+        the result shares (``b`` small integers),
         each bounded as in :mod:`~privreg.plugins.spam.message_size`, plus the margin of
         :func:`~privreg.plugins.spam.message_size.with_margin`. ``None`` without ``key_bits``."""
         if self.key_bits is None:
             return None
         c, kb = self.config, self.key_bits
+        b = min(self.count, c.batch)
         sizes = [
             ms.public_key_bytes(kb),
             ms.vector_bytes(c.d, kb),
-            ms.vector_bytes(self.count * (c.bits + 1), kb),
-            ms.int_list_bytes(self.count, 1),
+            ms.vector_bytes(b * (c.bits + 1), kb),
+            ms.int_list_bytes(b, 1),
         ]
         return ms.with_margin(max(sizes))
 
@@ -222,19 +233,20 @@ class PrivateEvaluation(Protocol):
             with timer.phase("1"):
                 enc = encrypt(kp.private_key, W, bound=c.w_bound_int, rng=self.rng, workers=c.workers)
             await send_encrypted(ch, self.carol, enc, step="eval.1.E[w]")
-            with timer.phase("4, 5"):
-                await sign_keyholder(
-                    ch,
-                    holder=self.carol,
-                    private_key=kp.private_key,
-                    count=self.count,
-                    bits=c.bits,
-                    sigma=c.sigma,
-                    output="holder",
-                    step="eval.sign",
-                    rng=self.rng,
-                    workers=c.workers,
-                )
+            for lo in range(0, self.count, c.batch):
+                with timer.phase("4, 5"):
+                    await sign_keyholder(
+                        ch,
+                        holder=self.carol,
+                        private_key=kp.private_key,
+                        count=min(self.count, lo + c.batch) - lo,
+                        bits=c.bits,
+                        sigma=c.sigma,
+                        output="holder",
+                        step="eval.sign",
+                        rng=self.rng,
+                        workers=c.workers,
+                    )
         return {"timings": timer, "counts": counts}
 
     async def _run_carol(self, ch: Channel) -> dict[str, Any]:
@@ -245,21 +257,27 @@ class PrivateEvaluation(Protocol):
             pk = await recv_public_key(ch, self.bob, step="eval.public-key", allow_insecure=self.allow_insecure)
             check_received_key(pk, self.key_bits, self.bob, "eval.public-key")
             enc = await recv_encrypted(ch, self.bob, step="eval.1.E[w]", public_key=pk, length=c.d)
-            with timer.phase("2, 3"):
-                u = declare_bound(enc.dot(X, bound=c.feature_bound, workers=c.workers), c.u_bound)
-            with timer.phase("4, 5"):
-                bits = await sign_holder(
-                    ch,
-                    keyholder=self.bob,
-                    enc=u,
-                    bits=c.bits,
-                    sigma=c.sigma,
-                    output="holder",
-                    step="eval.sign",
-                    rng=self.rng,
-                    workers=c.workers,
-                )
-            if bits is None or len(bits) != self.count:
-                raise ProtocolError("the comparison returned no result for Carol")
+            bits: list[Any] = []
+            shown = PhaseProgress(self.progress, "private evaluation", total=self.count, unit="message")
+            for lo in range(0, self.count, c.batch):
+                hi = min(self.count, lo + c.batch)
+                with timer.phase("2, 3"):
+                    u = declare_bound(enc.dot(X[lo:hi], bound=c.feature_bound, workers=c.workers), c.u_bound)
+                with timer.phase("4, 5"):
+                    got = await sign_holder(
+                        ch,
+                        keyholder=self.bob,
+                        enc=u,
+                        bits=c.bits,
+                        sigma=c.sigma,
+                        output="holder",
+                        step="eval.sign",
+                        rng=self.rng,
+                        workers=c.workers,
+                    )
+                if got is None or len(got) != hi - lo:
+                    raise ProtocolError("the comparison returned no result for Carol")
+                bits.extend(got)
+                shown.update(hi)
         labels = np.array([1 if b else -1 for b in bits], dtype=np.int64)
         return {"labels": labels, "timings": timer, "counts": counts}

@@ -104,6 +104,7 @@ import scipy.sparse as sp
 from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.crypto import (
@@ -184,7 +185,9 @@ class PrivateTraining(Protocol):
     ``y`` (+-1), and with DP a ``charger``. ``config`` and ``n`` are public and must agree.
     ``key_bits`` (public, optional; taken from ``keypair`` where Bob runs): the size of
     Bob's modulus; Alice then refuses a key of another size, and :meth:`max_message_bytes`
-    bounds every message.
+    bounds every message. ``progress`` (a
+    :data:`~privreg.core.progress.ProgressCallback`, where Alice runs): phase ``"private
+    training"``, one unit per batch of every epoch.
     Outputs: Bob a dict with ``w`` (the trained weights), ``timings``, ``counts``; Alice a
     dict with ``timings`` and ``counts``.
     """
@@ -223,7 +226,7 @@ class PrivateTraining(Protocol):
         rng: RandomSource | None = None,
         alice: str = "alice",
         bob: str = "bob",
-        progress: Any = None,
+        progress: ProgressCallback | None = None,
         key_bits: int | None = None,
     ) -> None:
         if not isinstance(config, TrainingConfig):
@@ -272,7 +275,7 @@ class PrivateTraining(Protocol):
         self.allow_insecure = allow_insecure
         self.rng = rng
         self.alice, self.bob = v.check_name("alice", alice), v.check_name("bob", bob)
-        self.progress = progress
+        self.progress = check_progress("progress", progress)
 
     def max_message_bytes(self) -> int | None:
         """With ``key_bits`` known: the largest of Bob's key, ``E[w]`` (``d`` ciphertexts),
@@ -387,7 +390,7 @@ class PrivateTraining(Protocol):
         with counting() as counts:
             pk = await recv_public_key(ch, self.bob, step="setup.public-key", allow_insecure=self.allow_insecure)
             check_received_key(pk, self.key_bits, self.bob, "setup.public-key")
-            done = 0
+            shown = PhaseProgress(self.progress, "private training", total=plan.steps, unit="batch")
             for epoch in range(c.epochs):
                 noise = self._epoch_noise(epoch, n_batches, rng) if c.dp else None
                 for b, (s, e) in enumerate(plan.batch_bounds):
@@ -441,9 +444,7 @@ class PrivateTraining(Protocol):
                                 for wa, r in zip(W_A, R_G)
                             ]
                     await send_encrypted(ch, self.bob, out, step="11.E[gradient]", rng=rng, workers=c.workers)
-                    done += 1
-                    if self.progress is not None:
-                        self.progress(done, plan.steps)
+                    shown.advance()
             if c.reveal == "final":
                 await ch.send(self.bob, W_A, step="12.final-share")
         return {"timings": timer, "counts": counts}

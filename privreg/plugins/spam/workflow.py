@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -330,15 +329,6 @@ def run_spam(
 
     echo(f"spam-filter: generating a {key_bits}-bit Paillier key for Bob")
     keypair = generate_paillier_keypair(n_bits=key_bits, insecure_allow_small_keys=insecure_small_keys)
-    last = [time.perf_counter()]
-
-    def progress(done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done == total or now - last[0] > 2.0:
-            last[0] = now
-            bar = "#" * int(30 * done / total)
-            echo(f"spam-filter: private training [{bar:<30}] batch {done}/{total}")
-
     with clock.phase("training"):
         res = run_protocol(
             PrivateTraining(
@@ -350,7 +340,7 @@ def run_spam(
                 charger=context.charger,
                 allow_insecure=insecure_small_keys,
                 rng=rng,
-                progress=progress,
+                progress=context.progress,
             )
         )
     train_cpu, train_wall = clock.cpu["training"], clock.wall["training"]
@@ -387,6 +377,7 @@ def run_spam(
                     X=Qte[:n_eval],
                     allow_insecure=insecure_small_keys,
                     rng=rng,
+                    progress=context.progress,
                 )
             )
         eval_cpu, eval_wall = clock.cpu["evaluation"], clock.wall["evaluation"]
@@ -532,7 +523,7 @@ def _jsonable(x: Any) -> Any:
 
 def _demo(ctx: WorkflowContext) -> str:
     run = run_spam(
-        context=WorkflowContext(charger=ctx.charger, rng=ctx.rng, echo=ctx.echo),
+        context=WorkflowContext(charger=ctx.charger, rng=ctx.rng, echo=ctx.echo, progress=ctx.progress),
         bundled=True,
         train=24,
         test=24,
