@@ -252,7 +252,7 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
                 break
         if rows and bound is None:
             flags.append(f"the declared plan is unsupported ({unsupported['rule']['plan']})")
-        elif rows and not bound <= eps_budget:
+        elif rows and bound is not None and not bound <= eps_budget:
             flags.append(f"the declared plan costs epsilon {_fmt(bound)} > budget {eps_budget:g}")
     else:
         names = rule["filters"]
