@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import sqlite3
 
 import pytest
@@ -10,7 +11,7 @@ from privreg.accountant.audit import audit_ledger, format_report, plot_report
 from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.ledger import Ledger
 from privreg.cli.main import main
-from privreg.core import Charge, Gaussian, Laplace, PureDP
+from privreg.core import ApproxDP, Charge, Gaussian, Laplace, PureDP
 
 META = {
     "format": 1,
@@ -51,7 +52,8 @@ def test_totals_remaining_and_no_flags_for_a_clean_ledger(tmp_path):
     assert report.spent <= 0.75 and report.remaining == pytest.approx(2.0 - report.spent)
     assert report.spent == min(s[-1] for s in report.cumulative.values() if s[-1] is not None)
     text = format_report(report)
-    assert "remaining" in text and "flags: none" in text and "unsupported event(s)" in text
+    assert "remaining" in text and "flags: none" in text
+    assert "gdp     unsupported (cannot account for 'laplace'" in text
 
 
 def test_overspending_is_flagged_from_the_first_offending_release(tmp_path):
@@ -85,6 +87,52 @@ def test_cli_audit_exit_codes_json_and_tampering(tmp_path, capsys):
     assert main(["audit", str(path)]) == 3
     out = capsys.readouterr().out
     assert "hash chain: row 1: contents do not match its hash (edited)" in out
+
+
+INF = re.compile(r"\binf\b")
+
+
+def test_an_unsupported_event_reads_unsupported_everywhere(tmp_path, capsys):
+    """Every filter of the rule meets an event it cannot price: the filter table, the
+    non-adaptive table, spent and remaining, the flags, the JSON and 'ledger show' all
+    say unsupported (JSON: null and the reason), never inf."""
+    path = tmp_path / "l.sqlite"
+    write(path, [Laplace(scale=4.0), Gaussian(sigma=5.0), ApproxDP(epsilon=0.1, delta=1e-7)])
+    report = audit_ledger(path)
+    assert report.spent is None and report.remaining is None and report.best[-1] is None
+    assert report.unsupported["rule"]["basic"].startswith("cannot account for 'gaussian'")
+    assert report.unsupported["rule"]["rdp"].startswith("cannot account for 'approx_dp'")
+    assert report.nonadaptive["zcdp"] is None and "approx_dp" in report.unsupported["nonadaptive"]["zcdp"]
+    text = format_report(report)
+    assert not INF.search(text), text
+    assert text.count("unsupported (cannot account for") == 3 + 6  # 3 filters, 6 accountants (not pld)
+    assert "spent (under the rule): unsupported   remaining: unsupported" in text
+    assert "release #3 (r3): every filter of the rule is unsupported" in text
+    assert main(["audit", str(path), "--json"]) == 3
+    out = capsys.readouterr().out
+    data = json.loads(out)
+    assert not INF.search(out)
+    assert data["spent_epsilon"] is None and data["remaining_epsilon"] is None
+    assert data["cumulative_epsilon"]["basic"] == [0.25, None, None]
+    assert data["unsupported"]["rule"] == report.unsupported["rule"]
+    why = "cannot account for 'laplace': no handler and no lower() guarantee"
+    assert data["unsupported"]["nonadaptive"]["gdp"] == why
+    assert main(["ledger", "show", str(path)]) == 3
+    out = capsys.readouterr().out
+    assert "spent:     epsilon unsupported" in out and "remaining: epsilon unsupported" in out
+
+
+def test_an_infinite_bound_reads_inf_with_its_sign(tmp_path, capsys):
+    """A filter that supports every event but whose delta share is used up: inf spent,
+    -inf remaining (not unsupported)."""
+    path = tmp_path / "l.sqlite"
+    write(path, [ApproxDP(epsilon=0.1, delta=5e-7)])  # basic's share is delta / 3
+    report = audit_ledger(path)
+    assert report.spent == math.inf and report.remaining == -math.inf and "basic" not in report.unsupported["rule"]
+    assert "spent (under the rule): inf   remaining: -inf" in format_report(report)
+    main(["audit", str(path), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["spent_epsilon"] == "inf" and data["remaining_epsilon"] == "-inf"
 
 
 def test_cli_audit_of_a_missing_file_is_one_line(tmp_path, capsys):

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import attrs
 import pytest
 
 import privreg
@@ -129,6 +130,39 @@ def test_bug_in_a_workflow_is_one_line_exit_1(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PRIVREG_DEBUG", "1")
     code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path))
     assert code == 1 and "Traceback" in err and "RuntimeError: kaputt" in err
+
+
+def _strict(constant):
+    raise AssertionError(f"run.json holds {constant}, which is not JSON")
+
+
+def test_run_json_is_plain_json_with_paths_as_strings(capsys, monkeypatch, tmp_path):
+    data = tmp_path / "ages.csv"
+    data.write_text("age\n" + "".join(f"{20 + i % 50}\n" for i in range(200)))
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "run", "bounded-mean", "--input", str(data), "--insecure-seed", "1", "-o", str(out))
+    assert code == 0, err
+    text = (out / "run.json").read_text()
+    assert "PosixPath(" not in text
+    meta = json.loads(text, parse_constant=_strict)
+    assert meta["parameters"]["input"] == str(data) and json.loads(json.dumps(meta)) == meta
+
+    # non-finite metrics as strings; a metric of a type JSON has no form for is refused
+    registry = privreg.default_registry()
+    item = registry.get("bounded-mean")
+
+    def workflow(**kwargs):
+        """Metrics of every kind."""
+        return privreg.WorkflowResult(summary="done", metrics=metrics)
+
+    monkeypatch.setitem(registry._items, "bounded-mean", attrs.evolve(item, factory=workflow))
+    metrics = {"gap": float("inf"), "loss": [float("-inf"), float("nan"), 1.5], "path": data}
+    assert run(capsys, "run", "bounded-mean", "-o", str(tmp_path / "finite"))[0] == 0
+    meta = json.loads((tmp_path / "finite" / "run.json").read_text(), parse_constant=_strict)
+    assert meta["metrics"] == {"gap": "inf", "loss": ["-inf", "nan", 1.5], "path": str(data)}
+    metrics = {"seen": [1, {2, 3}]}
+    code, _, err = run(capsys, "run", "bounded-mean", "-o", str(tmp_path / "set"))
+    assert code != 0 and "metrics.seen[1] is a set, which has no JSON form" in err
 
 
 def test_run_refuses_to_reuse_a_ledger(capsys, tmp_path):

@@ -12,6 +12,7 @@ import mpmath
 import numpy as np
 import pytest
 from scipy import special
+from unicode_texts import UNICODE_TEXTS
 
 from privreg.accountant import make_accountant
 from privreg.core import (
@@ -202,6 +203,50 @@ def test_tokenizer_and_reading_every_format(tmp_path):
         Tokenizer(pattern="(a)b")
     with pytest.raises(PrivregValueError, match="columns"):
         be.read_records(write_records(corpus, tmp_path / "c.csv"), user_column="author")
+
+
+# Python's re/str.lower semantics, pinned: superscripts, fractions, circled and roman
+# numerals are word characters; combining marks, ZWJ/ZWNJ, connector punctuation and
+# emoji are not (Java's (?U)\w says the opposite on most of these).
+UNICODE_TOKENS = [
+    ["e", "mc\u00b2", "and", "x\u00b9\u00b2\u00b3", "or", "\u00bd", "\u00be", "of", "\u2153"],
+    ["caf\u00e9", "vs", "cafe", "na\u00efve"],
+    ["\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8", "\u4e2d\u6587", "\ud55c\uad6d\uc5b4"],
+    ["ok", "family", "done"],
+    ["\u05e9", "\u05dc\u05d5", "\u05dd", "\u05e2\u05d5\u05dc\u05dd", "\u0645\u0631\u062d\u0628\u0627", "rtl"],
+    ["zero", "width", "join", "ner", "non", "joiner"],
+    ["no", "break", "narrow"],
+    ["\uff11\uff12\uff13", "\uff41\uff42\uff43", "\uff44\uff45\uff46"],
+    ["\u03bf\u03b4\u03bf\u03c2", "i", "stanbul", "\u01c6emal", "\u00df", "\u00df"],
+    ["\u2460\u2461", "\u217b", "\u0663\u0664", "\u096b\u096c", "a", "b", "snake_case", "it's"],
+    ["tab", "here", "new", "line"],
+    [],
+]
+
+
+def test_tokenizer_unicode_semantics_are_the_same_on_every_backend():
+    """One definition: the pinned tokens of the Unicode texts come out of the Tokenizer,
+    the local backend's corpus and the function the Spark backend runs on its executors
+    (called here on pandas batches, without a JVM)."""
+    import pandas as pd
+
+    from privreg.plugins.ngrams.backends.spark import _tokenize_batches
+
+    tok = Tokenizer()
+    assert [tok.tokens(t) for t in UNICODE_TEXTS] == tok.token_lists(UNICODE_TEXTS) == UNICODE_TOKENS
+    users = [f"u{i:02d}" for i in range(len(UNICODE_TEXTS))]
+    corpus = LocalBackend().tokenize(pd.DataFrame({"user": users, "text": list(UNICODE_TEXTS)}), tok)
+    local = {u: corpus.vocab[corpus.tokens[corpus.user == i]].tolist() for i, u in enumerate(corpus.users)}
+    batches = [
+        pd.DataFrame({"user": users[:5], "text": UNICODE_TEXTS[:5]}),
+        pd.DataFrame({"user": users[5:], "text": UNICODE_TEXTS[5:]}),
+    ]
+    spark = {
+        u: list(t)
+        for out in _tokenize_batches(iter(batches), tokenizer=tok)
+        for u, t in zip(out["user"], out["tokens"])
+    }
+    assert local == spark == dict(zip(users, UNICODE_TOKENS))
 
 
 def _brute_bounded(user, key, user_tags, key_tags, max_keys, salt):

@@ -5,10 +5,14 @@ bounding is active)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 pytest.importorskip("pyspark", reason="the Spark backend needs pyspark (pip install 'privreg[spark]')")
+
+from unicode_texts import UNICODE_TEXTS
 
 from privreg.core import EventLog, InsecureReproducibleRandom, WorkflowContext
 from privreg.core.registry import load_registry
@@ -87,6 +91,21 @@ def test_dpsu_raw_histograms_are_exact_and_agree(engines):
     got_spark = dict(zip(se.labels(b.keys), b.counts.tolist()))
     assert got_local == got_spark and len(got_local) == a.keys.size == b.keys.size > 100
     assert {len(g.split(" ")) for g in got_local} == {1, 2, 3}
+
+
+def test_unicode_tokens_are_identical_on_both_backends(spark_backend, tmp_path):
+    """Superscripts, fractions, combining marks, CJK, emoji, RTL, ZWJ, NBSP, full-width
+    digits, final sigma: each record has the same tokens on Spark as locally (Java's
+    regex and lower-casing would split several of them differently)."""
+    path = tmp_path / "unicode.jsonl"
+    rows = [{"user_id": f"u{i:02d}", "text": t} for i, t in enumerate(UNICODE_TEXTS)]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    local = LocalBackend()
+    corpus = local.tokenize(local.read_records(path), Tokenizer())
+    expected = {u: corpus.vocab[corpus.tokens[corpus.user == i]].tolist() for i, u in enumerate(corpus.users)}
+    got = spark_backend.tokenize(spark_backend.read_records(path), Tokenizer()).collect()
+    assert {r["user"]: list(r["tokens"]) for r in got} == expected
+    assert expected["u00"][:4] == ["e", "mc\u00b2", "and", "x\u00b9\u00b2\u00b3"]
 
 
 def test_same_release_on_both_backends(spark_backend, data):

@@ -16,10 +16,10 @@ import attrs
 
 from privreg.accountant import make_accountant
 from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, DEFAULT_FILTERS, accountant_options, plan_bound
-from privreg.accountant.filters import make_filter
+from privreg.accountant.filters import make_filter, unsupported_reason
 from privreg.accountant.ledger import Ledger, LedgerIntegrityError, LedgerRow, format_head
 from privreg.core import validation as v
-from privreg.core.errors import PrivregError
+from privreg.core.errors import PrivregError, UnsupportedEventError
 from privreg.core.events import Composed, PrivacyEvent, event_from_dict
 from privreg.core.files import atomic_write
 
@@ -74,10 +74,16 @@ class AuditReport:
     """Everything ``privreg audit`` prints.
 
     ``rule`` says which rule kept the session. ``cumulative[name][i]`` is the epsilon after
-    release i+1 under filter ``name`` of that rule (None once it cannot vouch); ``best[i]``
-    the smallest of them (a plan ledger: the plan's non-adaptive bound). ``nonadaptive``
-    holds each accountant's total over all releases as if they had been fixed in advance
-    (None: unsupported) -- for information, valid only for such a sequence.
+    release i+1 under filter ``name`` of that rule; ``best[i]`` the smallest of them (a
+    plan ledger: the plan's non-adaptive bound). ``nonadaptive`` holds each accountant's
+    total over all releases as if they had been fixed in advance -- for information,
+    valid only for such a sequence.
+
+    One word for an accountant or filter that cannot price some event: *unsupported*.
+    Its value is None (JSON null; from that release on for a filter, and ``best`` once
+    every filter of the rule is), printed as ``unsupported (REASON)``, and
+    ``unsupported["rule"][name]`` / ``unsupported["nonadaptive"][name]`` hold the reason.
+    ``inf`` is only ever an infinite bound (e.g. a delta share used up).
     """
 
     path: str
@@ -87,19 +93,22 @@ class AuditReport:
     rule: str
     rows: tuple[LedgerRow, ...]
     cumulative: dict[str, list[float | None]]
-    best: list[float]
+    best: list[float | None]
     nonadaptive: dict[str, float | None]
     integrity: tuple[str, ...]
     flags: tuple[str, ...]
     head: str = ""  # "SEQ:HASH" of the last row: keep it elsewhere, pass it as expect_head
+    unsupported: dict[str, dict[str, str]] = attrs.field(factory=lambda: {"rule": {}, "nonadaptive": {}})
 
     @property
-    def spent(self) -> float:
+    def spent(self) -> float | None:
+        """Epsilon spent under the rule (None: unsupported)."""
         return self.best[-1] if self.best else 0.0
 
     @property
-    def remaining(self) -> float:
-        return self.budget_epsilon - self.spent
+    def remaining(self) -> float | None:
+        spent = self.spent
+        return None if spent is None else self.budget_epsilon - spent
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -122,6 +131,7 @@ class AuditReport:
             "nonadaptive_epsilon": {k: _finite(x) for k, x in self.nonadaptive.items()},
             "spent_epsilon": _finite(self.spent),
             "remaining_epsilon": _finite(self.remaining),
+            "unsupported": {k: dict(reasons) for k, reasons in self.unsupported.items()},
             "runs": run_summaries(self.rows),
             "integrity_problems": list(self.integrity),
             "flags": list(self.flags),
@@ -130,7 +140,9 @@ class AuditReport:
 
 
 def _finite(x: float | None) -> float | str | None:
-    return x if x is None or math.isfinite(x) else "inf"
+    """JSON has no inf: an infinite bound as the string ``"inf"`` (``"-inf"``); None
+    (unsupported) as null."""
+    return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
 def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
@@ -151,18 +163,21 @@ def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
 
 def _nonadaptive(
     events: list[PrivacyEvent], delta: float, neighbouring: str, event_delta: float | None
-) -> dict[str, float | None]:
+) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Each accountant's total (None: unsupported) and why it is unsupported."""
     out: dict[str, float | None] = {}
+    why: dict[str, str] = {}
     block = Composed(events=tuple(events)) if events else None
     for name in DEFAULT_ACCOUNTANTS:
         acc = make_accountant(name, **accountant_options(name, event_delta=event_delta, neighbouring=neighbouring))
         if block is None:
             out[name] = 0.0
-        elif acc.supports(block):
+            continue
+        try:
             out[name] = acc.compose(block).epsilon(delta)
-        else:
-            out[name] = None
-    return out
+        except UnsupportedEventError as exc:
+            out[name], why[name] = None, unsupported_reason(exc, block)
+    return out, why
 
 
 def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes | None = None) -> AuditReport:
@@ -210,14 +225,21 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
     event_delta = rule.get("event_delta")
     events = [r.charge.event for r in rows]
     flags = [f"hash chain: {p}" for p in integrity]
-    nonadaptive = _nonadaptive(events, delta, neighbouring, event_delta)
+    nonadaptive, nonadaptive_why = _nonadaptive(events, delta, neighbouring, event_delta)
+    unsupported: dict[str, dict[str, str]] = {"rule": {}, "nonadaptive": nonadaptive_why}
     cumulative: dict[str, list[float | None]] = {}
+    best: list[float | None]
     if rule["kind"] == "plan":
         plan = [event_from_dict(d) for d in rule["plan"]]
-        bound, name = plan_bound(plan, delta=delta, neighbouring=neighbouring, event_delta=event_delta)
+        found, name = plan_bound(plan, delta=delta, neighbouring=neighbouring, event_delta=event_delta)
+        bound = None if plan and name == "none" else found
+        if bound is None:
+            unsupported["rule"]["plan"] = "no non-adaptive accountant supports every event of the plan"
         text = (
-            f"declared plan of {len(plan)} release(s), non-adaptive bound epsilon {_fmt(bound)} by {name} "
-            f"(valid because every release was fixed in advance)"
+            f"declared plan of {len(plan)} release(s), non-adaptive bound epsilon "
+            f"{_fmt(bound, unsupported['rule'].get('plan', ''))}"
+            + (f" by {name}" if bound is not None else "")
+            + " (valid because every release was fixed in advance)"
         )
         best = [bound] * len(rows)
         for i, row in enumerate(rows):
@@ -228,7 +250,9 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
                 )
                 best[i:] = [math.inf] * (len(rows) - i)
                 break
-        if rows and not bound <= eps_budget:
+        if rows and bound is None:
+            flags.append(f"the declared plan is unsupported ({unsupported['rule']['plan']})")
+        elif rows and bound is not None and not bound <= eps_budget:
             flags.append(f"the declared plan costs epsilon {_fmt(bound)} > budget {eps_budget:g}")
     else:
         names = rule["filters"]
@@ -250,11 +274,13 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
         for row in rows:
             for f in filters:
                 f.add(row.charge.event)
-                spent = f.spent()
-                cumulative[f.name].append(None if f.dead else spent)
-            best.append(min((f.spent() for f in filters), default=math.inf))
+                cumulative[f.name].append(None if f.dead else f.spent())
+            alive = [f.spent() for f in filters if not f.dead]
+            best.append(min(alive) if alive else None)
+        unsupported["rule"] = {f.name: f.dead for f in filters if f.dead}
         for i, row in enumerate(rows):
-            if best[i] > eps_budget:
+            now = best[i]
+            if now is None or now > eps_budget:
                 what = row.charge.label or row.charge.mechanism
                 finite = [x for x in nonadaptive.values() if x is not None and math.isfinite(x)]
                 pld_note = ""
@@ -263,9 +289,14 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
                         f" (a non-adaptive bound, {_fmt(min(finite))}, would allow it, but only for a "
                         f"sequence fixed in advance)"
                     )
-                if math.isfinite(best[i]):
+                if now is None:
                     flags.append(
-                        f"release #{row.seq} ({what}) brought epsilon to {best[i]:.6g} > budget "
+                        f"release #{row.seq} ({what}): every filter of the rule is unsupported for the "
+                        f"releases up to it: the budget should have refused it{pld_note}"
+                    )
+                elif math.isfinite(now):
+                    flags.append(
+                        f"release #{row.seq} ({what}) brought epsilon to {now:.6g} > budget "
                         f"{eps_budget:g} under every filter of the rule: the budget should have "
                         f"refused it{pld_note}"
                     )
@@ -296,6 +327,7 @@ def audit_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes
         integrity=integrity,
         flags=tuple(flags),
         head=head,
+        unsupported=unsupported,
     )
 
 
@@ -304,8 +336,12 @@ def _table(rows: Sequence[tuple[str, ...]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else ("inf" if math.isinf(x) else f"{x:.6g}")
+def _fmt(x: float | None, why: str = "") -> str:
+    """An epsilon as printed: ``unsupported (WHY)`` for None, ``inf``/``-inf`` for an
+    infinite bound."""
+    if x is None:
+        return f"unsupported ({why})" if why else "unsupported"
+    return f"{x:.6g}"
 
 
 def format_report(report: AuditReport) -> str:
@@ -330,11 +366,11 @@ def format_report(report: AuditReport) -> str:
         totals = [("filter", f"epsilon at its share of delta={report.budget_delta:g}")]
         for name, series in report.cumulative.items():
             last = series[-1] if series else 0.0
-            totals.append((name, _fmt(last) if last is not None else "cannot vouch (unsupported event(s))"))
+            totals.append((name, _fmt(last, report.unsupported["rule"].get(name, ""))))
         out += [_table(totals), ""]
     info = [("non-adaptive accountant", f"epsilon at delta={report.budget_delta:g} (valid only if fixed in advance)")]
     for name, total in report.nonadaptive.items():
-        info.append((name, _fmt(total) if total is not None else "cannot vouch (unsupported event(s))"))
+        info.append((name, _fmt(total, report.unsupported["nonadaptive"].get(name, ""))))
     out += [_table(info), "", f"spent (under the rule): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
     out += ["flags:"] + [f"  ! {f}" for f in report.flags] if report.flags else ["flags: none"]
     if report.head:

@@ -327,7 +327,7 @@ class BudgetSession:
         if any(f.vouches() for f in trial):
             return trial
         detail = "; ".join(
-            f"{f.name}: {f.dead}" if f.dead else f"{f.name}: epsilon {f.spent():.6g} at delta {f.delta:g}"
+            f"{f.name}: unsupported ({f.dead})" if f.dead else f"{f.name}: epsilon {f.spent():.6g} at delta {f.delta:g}"
             for f in trial
         )
         remaining = self.budget.epsilon - self._best(self._filters)

@@ -57,7 +57,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError, UnsupportedEventError
 from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 
-__all__ = ["Filter", "FILTERS", "FILTER_ORDERS", "make_filter", "block_pair"]
+__all__ = ["Filter", "FILTERS", "FILTER_ORDERS", "make_filter", "block_pair", "unsupported_reason"]
 
 
 def _nearest_orders(targets: list[float]) -> NDArray[np.int64]:
@@ -138,6 +138,13 @@ def block_pair(event: PrivacyEvent, *, event_delta: float | None, neighbouring: 
     return best
 
 
+def unsupported_reason(exc: UnsupportedEventError, event: PrivacyEvent) -> str:
+    """Why an accountant or filter cannot price ``event`` (the reason shown next to the
+    word "unsupported" in audits and refusals), from the error it raised."""
+    bad = getattr(exc.event, "kind", event.kind)
+    return f"cannot account for {bad!r}" + (f": {exc.reason}" if exc.reason else "")
+
+
 class Filter(ABC):
     """A privacy filter with budget (``epsilon``, ``delta``) (its share of a session's).
 
@@ -175,8 +182,7 @@ class Filter(ABC):
         try:
             self._add(event, count)
         except UnsupportedEventError as exc:
-            bad = getattr(exc.event, "kind", event.kind)
-            self.dead = f"cannot account for {bad!r}" + (f": {exc.reason}" if exc.reason else "")
+            self.dead = unsupported_reason(exc, event)
 
     def spent(self) -> float:
         if self.dead:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import secrets
 import sqlite3
@@ -187,8 +186,10 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
     return 3 if report.flags else 0
 
 
-def _fmt(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.6g}"
+def _fmt(x: float | None) -> str:
+    """As ``privreg audit`` prints it: None (no filter of the rule supports some event)
+    as ``unsupported``."""
+    return "unsupported" if x is None else f"{x:.6g}"
 
 
 # -- privreg run --ledger ---------------------------------------------------------------------

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import errno
 import json
+import math
 import os
 import signal
 import sys
@@ -290,21 +291,34 @@ def _run_in(
     summary = {
         "workflow": item.name,
         "plugin": item.plugin,
-        "parameters": jsonable(params),
-        "metrics": jsonable(dict(result.metrics)),
+        "parameters": jsonable(params, name="parameters"),
+        "metrics": jsonable(dict(result.metrics), name="metrics"),
         "seconds": elapsed,
         "randomness": rng.describe(),
     }
     if item.charges:
         summary["run"] = run["id"]
         summary["ledger"] = str(ledger_path.absolute())
-    files.write_text(output / "run.json", json.dumps(summary, indent=2) + "\n", "run summary")
+    text = json.dumps(_finite(summary), indent=2, allow_nan=False)
+    files.write_text(output / "run.json", text + "\n", "run summary")
     print(result.summary)
     print(f"\n{status}   time: {elapsed:.2f} s")
     print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in result.outputs.values()]) + ")")
     if item.charges:
         print(f"audit:   privreg audit {ledger_path}")
     return 0
+
+
+def _finite(value: Any) -> Any:
+    """``value`` (made of JSON types) with each non-finite float as the string ``"inf"``,
+    ``"-inf"`` or ``"nan"``: JSON has no such numbers, and run.json is plain JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_finite(x) for x in value]
+    return value
 
 
 def _remove_debris(output: Path, *, created: bool, ledger: Path | None) -> None:

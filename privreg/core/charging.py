@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -52,28 +52,38 @@ def check_charger(charger: Any) -> Charger:
     return charger
 
 
-def jsonable(value: Any) -> Any:
-    """A JSON-safe rendering of a parameter value for the ledger (lossy for callables)."""
+def jsonable(value: Any, *, name: str = "value") -> Any:
+    """A JSON-safe rendering of a parameter or metric value (ledger, ``run.json``): events
+    and attrs values as dicts, enums as their values, paths as strings, numpy scalars as
+    Python numbers, mappings (keys as strings), lists and tuples, callables as
+    ``"<callable NAME>"`` (lossy). Any other type is refused with a PrivregTypeError
+    naming where it sits in ``name`` (e.g. ``parameters.input``), never written as its
+    ``repr``."""
     if isinstance(value, PrivacyEvent):
         return value.to_dict()
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if isinstance(value, PurePath):
+        return str(value)
     if isinstance(value, Mapping):
-        return {str(k): jsonable(x) for k, x in value.items()}
+        return {str(k): jsonable(x, name=f"{name}.{k}") for k, x in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(x) for x in value]
+        return [jsonable(x, name=f"{name}[{i}]") for i, x in enumerate(value)]
     if attrs.has(type(value)):
         return {
             "type": type(value).__name__,
-            **{f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))},
+            **{f.name: jsonable(getattr(value, f.name), name=f"{name}.{f.name}") for f in attrs.fields(type(value))},
         }
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+    if callable(getattr(value, "item", None)) and getattr(value, "shape", None) == ():  # numpy scalar
         return value.item()
     if callable(value):
-        return f"<callable {getattr(value, '__qualname__', repr(value))}>"
-    return repr(value)
+        return f"<callable {getattr(value, '__qualname__', type(value).__qualname__)}>"
+    raise PrivregTypeError(
+        f"{name} is a {type(value).__qualname__}, which has no JSON form; record str, int, float, bool, "
+        f"None, a path, an enum, an attrs value, or a list or mapping of those (convert it first)"
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,7 @@ from privreg.core.errors import PrivregTypeError
 from privreg.core.files import make_dir
 from privreg.core.progress import ProgressCallback, check_progress, silent
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.core.text import escape_controls
 
 __all__ = ["WorkflowContext", "WorkflowResult", "DemoStep", "Cost", "Limits"]
 
@@ -77,11 +78,16 @@ class WorkflowContext:
         return self.output_dir / name
 
 
+def _printable(summary: Any) -> Any:
+    return escape_controls(summary) if isinstance(summary, str) else summary
+
+
 @attrs.frozen(kw_only=True)
 class WorkflowResult:
-    """A workflow's answer: a printable ``summary``, named ``metrics`` and output files."""
+    """A workflow's answer: a printable ``summary`` (control characters other than
+    newlines escaped as ``\\xNN``), named ``metrics`` and output files."""
 
-    summary: str
+    summary: str = attrs.field(converter=_printable)
     metrics: Mapping[str, Any] = attrs.field(factory=dict)
     outputs: Mapping[str, Path] = attrs.field(factory=dict)
 

@@ -22,6 +22,7 @@ from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import atomic_write, write_text
 from privreg.core.params import POSITIVE, Spec
+from privreg.core.text import escape_controls
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.heavy_hitters.population import PopulationModel, english_word_law, english_words_loaded
 from privreg.plugins.heavy_hitters.privacy import central_epsilon, k_anonymity, local_epsilon
@@ -243,13 +244,19 @@ def oov_discovery(
     return WorkflowResult(summary=_summary(result, metrics, anonymity, show), metrics=metrics, outputs=outputs)
 
 
+def _shown(word: str) -> str:
+    """A discovered word as printed and written: ``string.printable`` holds control
+    characters (tab, newline, CR, VT, FF), escaped as ``\\xNN``, and ``\\`` as ``\\\\``."""
+    return escape_controls(word, keep="", backslash=True)
+
+
 def _write(context: WorkflowContext, result: TrieHHResult, metrics: Mapping[str, Any]) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     words = context.output_path("heavy_hitters.txt")
     if words is None:
         return outputs
     # the folder exists now: the other files go next to it
-    write_text(words, "".join(f"{w}\n" for w in result.heavy_hitters), "output")
+    write_text(words, "".join(f"{_shown(w)}\n" for w in result.heavy_hitters), "output")
     layers = words.with_name("layers.csv")
     with atomic_write(layers, "output", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=[f.name for f in attrs.fields(type(result.layers[0]))])
@@ -266,7 +273,7 @@ def _summary(result: TrieHHResult, metrics: Mapping[str, Any], anonymity: Any, s
         f"({len(result.per_pass)} pass(es))"
     ]
     for i, words in enumerate(result.per_pass, 1):
-        shown = ", ".join(words[:show]) + (" ..." if len(words) > show else "")
+        shown = ", ".join(map(_shown, words[:show])) + (" ..." if len(words) > show else "")
         lines.append(f"  pass {i}: {len(words)} words: {shown}")
     steps = ", ".join(f"after pass {i}: {100 * c:.1f}%" for i, c in enumerate(metrics["coverage_by_pass"], 1))
     lines.append(

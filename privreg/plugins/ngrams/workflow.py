@@ -12,6 +12,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.progress import ProgressCallback, silent
+from privreg.core.text import escape_controls
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, make_backend
 from privreg.plugins.ngrams.dpne import VALID_COUNTS, VARIANTS, ExtractionResult, extract_ngrams, table3
@@ -338,7 +339,9 @@ def ngrams_workflow(
     for k, grams in sorted(result.ngrams.items()):
         out = context.output_path(f"ngrams-{k}.txt")
         if out is not None:
-            write_text(out, "".join(g + "\n" for g in grams), "output")
+            # one n-gram a line: a token pattern may match control characters (\n too)
+            lines = (escape_controls(g, keep="", backslash=True) + "\n" for g in grams)
+            write_text(out, "".join(lines), "output")
             outputs[f"ngrams-{k}"] = out
     metrics = {
         "method": method,

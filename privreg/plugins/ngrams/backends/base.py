@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -107,8 +108,12 @@ _PROBES = ("", " ", "a", "ab", "a b", "a'b c.", "A1 b_2, c-d!", "\t\n", "\u00e9t
 @attrs.frozen(kw_only=True)
 class Tokenizer:
     """Splits text into tokens: every match of the regular expression ``pattern``
-    (Python ``re`` syntax; Spark runs it as a Java regex with ``(?U)``, Unicode classes),
-    lower-cased first when ``lowercase``. The default keeps words with inner apostrophes."""
+    (Python ``re`` syntax and Unicode semantics), lower-cased first (``str.lower``) when
+    ``lowercase``. The default keeps words with inner apostrophes. :meth:`token_lists` is
+    the one definition every backend runs (Spark runs it on its executors), so a text
+    has the same tokens on every backend: Java's regex and lower-casing differ from
+    Python's (e.g. ``\\w`` matches superscript digits and fractions in Python only,
+    combining marks in Java only)."""
 
     pattern: str = attrs.field(default=r"[\w']+")
     lowercase: bool = attrs.field(default=True)
@@ -132,9 +137,17 @@ class Tokenizer:
                     f"every match holds at least one character, e.g. [\\w']+"
                 )
 
+    def token_lists(self, texts: Iterable[str]) -> list[list[str]]:
+        """The tokens of each text: ``re.findall`` of the pattern on the text, lower-cased
+        first when ``lowercase``."""
+        findall = re.compile(self.pattern).findall
+        if self.lowercase:
+            return [findall(t.lower()) for t in texts]
+        return [findall(t) for t in texts]
+
     def tokens(self, text: str) -> list[str]:
-        """The tokens of one text (reference implementation for tests)."""
-        return re.findall(self.pattern, text.lower() if self.lowercase else text)
+        """The tokens of one text."""
+        return self.token_lists([text])[0]
 
 
 @attrs.frozen(kw_only=True)

@@ -1,17 +1,24 @@
 """The Apache Spark backend (PySpark DataFrame API).
 
-The hot path uses Spark's built-in functions only -- ``regexp_extract_all`` to tokenize,
+Tokenizing runs privreg's own Python tokenizer (:meth:`Tokenizer.token_lists`, the
+local backend's too) on the executors over Arrow batches (``mapInPandas``), so both
+backends split every text identically; the rest uses Spark's built-in functions --
 ``xxhash64`` for the keyed choice of kept keys, window ``row_number``/``count`` to bound
-each user's contribution, ``groupBy().agg(sum)`` to aggregate -- so no Python UDF runs
-per row. Only the aggregated histogram (one row per distinct key) is collected to the
-driver, where noise is added with privreg's secure samplers; ``F.rand``/``F.randn`` are
-never used for privacy (they are not cryptographically secure).
+each user's contribution, ``groupBy().agg(sum)`` to aggregate. Only the aggregated
+histogram (one row per distinct key) is collected to the driver, where noise is added
+with privreg's secure samplers; ``F.rand``/``F.randn`` are never used for privacy (they
+are not cryptographically secure).
 
-PySpark is optional (``pip install privreg[spark]``); Java 17 must be on the machine.
+PySpark is optional (``pip install privreg[spark]``); Java 17 must be on the machine, and
+privreg installed where the executors' Python runs.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,6 +38,15 @@ from privreg.plugins.ngrams.backends.base import (
 )
 
 __all__ = ["SparkBackend", "require_pyspark"]
+
+
+def _tokenize_batches(batches: Iterator[Any], *, tokenizer: Tokenizer) -> Iterator[Any]:
+    """(user, tokens) of each Arrow batch of (user, text) rows, on an executor."""
+    import pandas as pd
+
+    for batch in batches:
+        tokens = tokenizer.token_lists(batch["text"].tolist())
+        yield pd.DataFrame({"user": batch["user"], "tokens": pd.Series(tokens, index=batch.index, dtype=object)})
 
 
 def require_pyspark() -> Any:
@@ -58,6 +74,10 @@ class SparkBackend(Backend):
 
         self._owned = spark is None
         if spark is None:
+            if isinstance(master, str) and master.startswith("local"):
+                # the Python workers that tokenize run this interpreter (with privreg),
+                # unless PYSPARK_PYTHON says otherwise; read when the SparkContext starts
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             spark = (
                 SparkSession.builder.master(master)
                 .appName(app_name)
@@ -97,15 +117,14 @@ class SparkBackend(Backend):
         ).dropna()
 
     def tokenize(self, records: Any, tokenizer: Tokenizer = Tokenizer()) -> Any:
-        """(user, tokens: array<string>) per record, with built-in ``regexp_extract_all``
-        (the pattern runs as a Java regex with the ``(?U)`` Unicode flag)."""
-        from pyspark.sql import functions as F
-
+        """(user, tokens: array<string>) per record: :meth:`Tokenizer.token_lists` run on
+        the executors, the very function the local backend runs (not Spark's
+        ``regexp_extract_all``/``lower``: Java's regex classes and lower-casing differ
+        from Python's on Unicode text)."""
         if not isinstance(tokenizer, Tokenizer):
             raise PrivregTypeError(f"tokenizer must be a privreg.plugins.ngrams.backends.Tokenizer; got {tokenizer!r}")
-        text = F.lower(F.col("text")) if tokenizer.lowercase else F.col("text")
-        pattern = F.lit("(?U)" + tokenizer.pattern)
-        return records.select("user", F.regexp_extract_all(text, pattern, F.lit(0)).alias("tokens"))
+        task = functools.partial(_tokenize_batches, tokenizer=tokenizer)
+        return records.select("user", "text").mapInPandas(task, "user string, tokens array<string>")
 
     def weight_table(self, max_keys: int, *, weighting: str, scale: int) -> Any:
         """A small DataFrame (t, w) with the exact integer weights W_t (computed on the

@@ -8,7 +8,6 @@ tag never depends on what other users hold.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable
 
 import attrs
@@ -31,14 +30,10 @@ def string_tags(values: np.ndarray) -> np.ndarray:
 def tokenize_texts(texts: Iterable[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tokens of each text as ``(lengths, codes, uniques)``: ``lengths[i]`` tokens of text
     ``i``, then all tokens in order as ``uniques[codes]`` (``uniques`` in order of first
-    appearance). Exactly :meth:`Tokenizer.tokens` of each text: ``re.findall`` of the
-    pattern on the (lower-cased) text."""
+    appearance). Exactly :meth:`Tokenizer.token_lists` of the texts."""
     import pandas as pd
 
-    pattern = re.compile(tokenizer.pattern)
-    if tokenizer.lowercase:
-        texts = [t.lower() for t in texts]
-    lists = [pattern.findall(t) for t in texts]
+    lists = tokenizer.token_lists(texts)
     lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
     if flat.size == 0:
