@@ -192,3 +192,14 @@ def test_console_script_and_module_entry():
     assert out.returncode == 0 and "describe" in out.stdout
     out = subprocess.run([sys.executable, "-m", "privreg", "run", "nosuch"], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
+
+
+def test_ngrams_runs_under_its_own_default_budget(capsys, tmp_path):
+    """Its plan is calibrated to exactly (epsilon, delta) with part of delta explicit;
+    the per-run budget of the same (epsilon, delta) must grant it, and the audit agrees."""
+    out = tmp_path / "run"
+    assert main(["run", "ngrams", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "releases charged: 1" in text and "epsilon spent: 4 of 4" in text
+    assert main(["audit", str(out / "ledger.sqlite")]) == 0
+    assert "flags: none" in capsys.readouterr().out

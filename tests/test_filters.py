@@ -230,3 +230,26 @@ def test_reopening_folds_runs_of_identical_events_exactly_as_one_by_one(tmp_path
     for e in events:
         one_by_one.add(e)
     assert one_by_one.spent() == pytest.approx(again.spent().get(name, math.inf), rel=1e-12)
+
+
+def test_a_block_calibrated_to_the_whole_delta_fits_a_budget_of_that_delta():
+    """ngrams' plan: Gaussians plus ApproxDP(0, delta/2), calibrated by PLD to exactly
+    (eps, delta). Priced at event_delta + delta/2 it could never fit; priced at the delta
+    the filter has left, it does, and the ledger holds no more than the budget."""
+    delta = 1e-7
+    block = Composed(events=(Gaussian(sigma=4.0), Gaussian(sigma=4.0), ApproxDP(epsilon=0.0, delta=delta / 2)))
+    eps = make_accountant("pld").compose(block).epsilon(delta)
+    for name in ("basic", "advanced"):
+        budget_eps = eps if name == "basic" else 10 * eps
+        s = session(
+            eps=budget_eps * (1 + 1e-9),
+            delta=delta if name == "basic" else 2 * delta,
+            filters=(name,),
+            event_delta=delta,
+        )
+        s.charge(block, mechanism="plan", parameters={})
+        assert not s.can_afford(ApproxDP(epsilon=0.0, delta=1e-12))  # all of delta went to the block
+    pair = block_pair(block, event_delta=delta, neighbouring="add_remove", left=delta)
+    assert pair is not None and pair[1] == delta and pair[0] == pytest.approx(eps, rel=1e-6)
+    unbounded = block_pair(block, event_delta=delta, neighbouring="add_remove")
+    assert unbounded is not None and unbounded[1] == pytest.approx(1.5 * delta)

@@ -110,12 +110,18 @@ def _explicit_delta(event: PrivacyEvent, neighbouring: str) -> float:
     return total
 
 
-def block_pair(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
+def block_pair(
+    event: PrivacyEvent, *, event_delta: float | None, neighbouring: str, left: float | None = None
+) -> tuple[float, float] | None:
     """One (eps, delta) pair for a single charged event taken as one mechanism: pure
     blocks by basic composition; otherwise the smallest epsilon any non-adaptive
     accountant proves for the whole block at ``event_delta`` plus the deltas its
-    (eps, delta) leaves declare (valid: the block's parameters are fixed when it is
-    charged). None if nothing vouches."""
+    (eps, delta) leaves declare, but at no more than ``left`` (the delta its filter has
+    left), so that a block calibrated to the whole remaining delta -- as a workflow's
+    plan under its own budget is -- still fits. Valid: the block's parameters, and so
+    the point it is priced at, are fixed when it is charged, from earlier outputs only
+    (RRUV 2016 filters allow each step's (eps_i, delta_i) to be chosen adaptively).
+    None if nothing vouches."""
     basic = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring)
     best: tuple[float, float] | None = None
     if basic.supports(event):
@@ -125,6 +131,8 @@ def block_pair(event: PrivacyEvent, *, event_delta: float | None, neighbouring: 
     if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
         return best
     at = min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
+    if left is not None and 0.0 < left < at:
+        at = left
     for cls in _BLOCK_ACCOUNTANTS:
         opts: dict[str, Any] = {"neighbouring": neighbouring}
         if cls is KOVAccountant:
@@ -230,7 +238,8 @@ class BasicFilter(_AccountantFilter):
         return BasicAccountant(neighbouring=self.neighbouring)
 
     def _add(self, event: PrivacyEvent, count: int) -> None:
-        pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
+        left = (self.delta - self.acc.total[1]) / count
+        pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring, left=left)
         if pair is None:
             raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
         self.acc._add(pair, count)
@@ -253,7 +262,8 @@ class AdvancedFilter(Filter):
         self.sum_delta = 0.0
 
     def _add(self, event: PrivacyEvent, count: int) -> None:
-        pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring)
+        left = (self.delta / 2 - self.sum_delta) / count
+        pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring, left=left)
         if pair is None:
             raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
         if pair[0] > 0:  # a square that underflows to 0 would claim no privacy loss
