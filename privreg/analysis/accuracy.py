@@ -102,6 +102,15 @@ class Accuracy:
         return f"{self.level:.0%} half-width {width} ({kind}; noise scale {self.noise_scale:.4g}, {self.mechanism})"
 
 
+def _float(x: Fraction) -> float:
+    """``x`` as a float, ``inf`` beyond the float range (a half-width of noise on a grid
+    near 1e308 may not fit in a float)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
 def discrete_gaussian_half_width(sigma: Fraction | float, level: float) -> int:
     """The smallest integer ``t >= 0`` with ``2 Q(t / sigma) <= 1 - level``: discrete
     Gaussian noise ``N_Z(0, sigma^2)`` lies in ``[-t, t]`` with probability at least
@@ -141,12 +150,12 @@ def laplace_accuracy(mech: LaplaceMechanism, level: float, unit: str) -> tuple[f
     the noise scale is the drawn scale times ``g``, in the query's units."""
     step = mech.grid.step
     t = discrete_laplace_half_width(mech.noise_scale, level)
-    half = float(t * step + step / 2)
+    half = _float(t * step + step / 2)
     acc = Accuracy(
         level=level,
         half_width=half,
         unit=unit,
-        noise_scale=float(mech.noise_scale * step),
+        noise_scale=_float(mech.noise_scale * step),
         mechanism=mech.name,
         exact=False,
         note=f"{t} grid steps of {float(step):.4g} (discrete Laplace law) plus half a step of snapping",
@@ -168,12 +177,12 @@ def smooth_gaussian_accuracy(
     step = Fraction(mech.step)
     sigma = grid_sigma(smooth_bound, alpha=mech.alpha, step=mech.step)
     t = discrete_gaussian_half_width(sigma, level)
-    half = float(t * step + step / 2)
+    half = _float(t * step + step / 2)
     acc = Accuracy(
         level=level,
         half_width=half,
         unit=unit,
-        noise_scale=float(sigma * step),
+        noise_scale=_float(sigma * step),
         mechanism=mech.name,
         exact=False,
         note=f"discrete Gaussian law at the public bound {smooth_bound:g} on the smooth sensitivity "
