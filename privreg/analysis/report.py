@@ -139,9 +139,12 @@ def clamped_release(
 ) -> tuple[float, float, float]:
     """Free post-processing of a noisy real value known to lie in ``[lower, upper]`` (public
     bounds; None: unbounded): the release and its interval ``raw +- half_width`` clamped
-    to the bounds. Returns ``(value, low, high)``."""
+    to the bounds. Returns ``(value, low, high)``; never raises, never NaN."""
     lo, hi = -math.inf if lower is None else lower, math.inf if upper is None else upper
-    return min(hi, max(lo, raw)), min(hi, max(lo, raw - half_width)), min(hi, max(lo, raw + half_width))
+    below, above = raw - half_width, raw + half_width
+    below = -math.inf if math.isnan(below) else below  # inf - inf: nothing is known
+    above = math.inf if math.isnan(above) else above
+    return min(hi, max(lo, raw)), min(hi, max(lo, below)), min(hi, max(lo, above))
 
 
 def smallest_passing(

@@ -133,7 +133,12 @@ class MeanReport:
         )
 
         hn2, hs2 = self.count_half_each, self.sum_half_each
-        box = ratio_range((raw_sum - hs2, raw_sum + hs2), (raw_count - hn2, raw_count + hn2))
+        parts = (raw_sum, hs2, raw_count, hn2)
+        box = (
+            ratio_range((raw_sum - hs2, raw_sum + hs2), (raw_count - hn2, raw_count + hn2))
+            if all(math.isfinite(x) for x in parts)
+            else None
+        )
         lo, hi = (lower, upper) if box is None else (min(upper, max(lower, box[0])), min(upper, max(lower, box[1])))
 
         def half_at_epsilon(e: float) -> float:
