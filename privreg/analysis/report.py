@@ -28,7 +28,9 @@ __all__ = ["Level", "NoisyValue", "count_release", "clamped_release", "smallest_
 #: The confidence level of a workflow's intervals (a workflow parameter).
 Level = Annotated[
     float,
-    Spec(doc="confidence level of the printed intervals (post-processing: costs no privacy)", minimum=0.5, maximum=0.999),
+    Spec(
+        doc="confidence level of the printed intervals (post-processing: costs no privacy)", minimum=0.5, maximum=0.999
+    ),
 ]
 
 
@@ -147,9 +149,7 @@ def clamped_release(
     return min(hi, max(lo, raw)), min(hi, max(lo, below)), min(hi, max(lo, above))
 
 
-def smallest_passing(
-    ok: Callable[[float], bool], start: float, *, limit: float, integer: bool = False
-) -> float | None:
+def smallest_passing(ok: Callable[[float], bool], start: float, *, limit: float, integer: bool = False) -> float | None:
     """The smallest ``x`` in ``[start, limit]`` with ``ok(x)``, for ``ok`` monotone (False,
     then True): exact for integers, else to 3 significant digits rounded up. None if even
     ``ok(limit)`` is False. At most about 80 calls of ``ok``."""
@@ -167,9 +167,14 @@ def smallest_passing(
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     if integer:
         return float(math.ceil(hi))
-    digits = 2 - math.floor(math.log10(hi))
-    rounded = math.ceil(hi * 10**digits) / 10**digits
-    return rounded if ok(rounded) else hi
+    # the smallest 3-digit value >= the threshold (which lies in (lo, hi], within 1e-4 of hi):
+    # one of the 3-digit values next to hi
+    scale = 10.0 ** (2 - math.floor(math.log10(hi)))
+    down, up = math.floor(hi * scale) / scale, math.ceil(hi * scale) / scale
+    for x in (down, up):
+        if x >= start and ok(x):
+            return x
+    return hi
 
 
 def needed(

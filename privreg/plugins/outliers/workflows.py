@@ -11,13 +11,13 @@ from typing import Annotated
 import numpy as np
 from scipy.spatial import cKDTree
 
+from privreg.analysis.report import Level
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
-from privreg.analysis.report import Level
 from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
 from privreg.plugins.outliers.params import Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
@@ -106,12 +106,15 @@ def outlier_count_workflow(
     :mod:`.report`), and a warning when the half-width exceeds the count, with the epsilon
     that would fix it (or that none the mechanism certifies would).
 
-    Defaults: Table 1's k = 3, r = 1.1, epsilon = 1, and no choice does better on
-    Synthetic 1. The half-width is at least ``1.96 x 26.9 G e^(-beta (G - 1)) / epsilon``
-    at delta = 1e-6 for every dataset, ``G = min(n, 6k + 1)`` in 2 columns: even k = 1
-    (G = 7) needs epsilon > 7 before it drops below n = 50, the largest count possible,
-    and epsilon = 8 is about the most the mechanism certifies. The output is informative
-    (half-width below the count) only on data with hundreds of outliers: about
+    Defaults: Table 1's k = 3, r = 1.1, epsilon = 1; no choice makes the count
+    informative (half-width below it) on Synthetic 1. The half-width is at least
+    ``1.96 x 26.9 G e^(-beta (G - 1)) / epsilon`` at delta = 1e-6 for every dataset,
+    ``G = min(n, 6k + 1)`` in 2 columns. At k = 1 (G = 7) and the largest epsilon the
+    mechanism certifies at delta = 1e-6 (about 16.7; less at larger delta) it is 22 (8
+    at the scale actually used), against the 5 outliers r = 1.1 finds; it drops below
+    50, the most 50 records can
+    hold, only from epsilon 7.4, and then only for an r so small that nearly every record
+    is an outlier. The count is informative on data with hundreds of outliers: about
     ``158 G / (3 epsilon)`` of them.
 
     Input range and errors as ``smooth-outlier-count`` (coordinates within [-1e100, 1e100];
