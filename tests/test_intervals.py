@@ -116,3 +116,8 @@ def test_exponential_loss_bound_and_ratio_range():
     assert ratio_range((10.0, 20.0), (2.0, 5.0)) == (2.0, 10.0)
     assert ratio_range((10.0, 20.0), (0.0, 5.0)) is None
     assert Fraction(grid_sigma(0, alpha=0.5, step=1.0)) == 2
+
+
+def test_discrete_gaussian_half_width_for_scales_beyond_float_unit_resolution():
+    t = discrete_gaussian_half_width(3e17, 0.95)  # returns (no unit-step loop) and covers
+    assert 1.959963984540054 * 3e17 <= t <= 1.96 * 3e17

@@ -121,7 +121,10 @@ def discrete_gaussian_half_width(sigma: Fraction | float, level: float) -> int:
     def tail(t: int) -> float:  # 2 Q(t / sigma)
         return math.erfc(t / s)
 
-    t = max(0, math.ceil(float(sigma) * NormalDist().inv_cdf((1.0 + level) / 2.0)))
+    z = NormalDist().inv_cdf((1.0 + level) / 2.0)
+    if float(sigma) > 2.0**40:  # unit steps are below float resolution: a relative margin instead
+        return math.ceil(float(sigma) * z * (1 + 1e-12))
+    t = max(0, math.ceil(float(sigma) * z))
     while t > 0 and tail(t - 1) <= 1.0 - level:  # float slack: the smallest t
         t -= 1
     while tail(t) > 1.0 - level:

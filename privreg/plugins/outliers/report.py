@@ -54,6 +54,14 @@ def scale_fraction(*, bound: int, epsilon: float, delta: float) -> float:
     return math.exp(-beta * (bound - 1))
 
 
+def _at_least(x: float) -> str:
+    """``x`` rounded down to 2 significant digits ('0' when negligible)."""
+    if not x >= 1e-300:
+        return "0"
+    e = 1 - math.floor(math.log10(x))
+    return f"{math.floor(x * 10.0**e) / 10.0**e:.2g}"
+
+
 def count_half_width(*, epsilon: float, delta: float, step: float, bound: int, level: float) -> int:
     """The integer ``level`` half-width of the post-processed count at ``(epsilon, delta)``
     with the smooth bound at most ``bound`` (pure arithmetic: no mechanism is built, so
@@ -94,8 +102,7 @@ def report_count(
         advice = f"the mechanism certifies no such epsilon at delta = {delta:g}; " + advice
     if need is not None and epsilon_share != 1.0:
         advice = "that epsilon is the workflow's total, at the same count_fraction and h; " + advice
-    frac = scale_fraction(bound=g, epsilon=mech.epsilon, delta=delta)
-    shown = math.floor(frac * 10 ** (1 - math.floor(math.log10(frac)))) / 10 ** (1 - math.floor(math.log10(frac)))
+    frac = _at_least(scale_fraction(bound=g, epsilon=mech.epsilon, delta=delta))
     return NoisyValue(
         name=name,
         value=c,
@@ -105,7 +112,7 @@ def report_count(
         half_width=h,
         noise_scale=acc.noise_scale,
         noise=f"discrete Gaussian sd, public bound at smooth sensitivity <= min(n, GS_UB) = {g}; the sd used "
-        f"depends on the data, is not shown, and is at least {shown:.2g} times this",
+        f"depends on the data, is not shown, and is at least {frac} times this",
         scale_is_bound=True,
         post_processing=f"count rounded to the nearest integer in [0, {n}]",
         needed_epsilon=need,

@@ -101,10 +101,10 @@ def outlier_count_workflow(
     beforehand if needed. Default input: Synthetic 1 (50 generated records, Table 1).
 
     Output: the count rounded to an integer in [0, #records] (free post-processing) with
-    its ``level`` interval and noise sd taken at the public bound ``min(n, GS_UB)`` on the
-    smooth sensitivity (the sd used is private and at least ``e^(-beta (GS - 1))`` of it:
-    :mod:`.report`), and a warning when the half-width exceeds the count, with the epsilon
-    that would fix it (or that none the mechanism certifies would).
+    its ``level`` interval and noise sd taken at the public bound ``G = min(n, GS_UB)`` on
+    the smooth sensitivity (the sd used is private and at least ``e^(-beta (G - 1))`` of
+    it: :mod:`.report`), and a warning when the half-width exceeds the count, with the
+    epsilon that would fix it (or that none the mechanism certifies would).
 
     Defaults: Table 1's k = 3, r = 1.1, epsilon = 1; no choice makes the count
     informative (half-width below it) on Synthetic 1. The half-width is at least
@@ -112,10 +112,9 @@ def outlier_count_workflow(
     ``G = min(n, 6k + 1)`` in 2 columns. At k = 1 (G = 7) and the largest epsilon the
     mechanism certifies at delta = 1e-6 (about 16.7; less at larger delta) it is 22 (8
     at the scale actually used), against the 5 outliers r = 1.1 finds; it drops below
-    50, the most 50 records can
-    hold, only from epsilon 7.4, and then only for an r so small that nearly every record
-    is an outlier. The count is informative on data with hundreds of outliers: about
-    ``158 G / (3 epsilon)`` of them.
+    50, the most 50 records can hold, only from epsilon 7.4, and then only for an r so
+    small that nearly every record is an outlier. The count is informative on data with
+    hundreds of outliers: about ``158 G / (3 epsilon)`` of them.
 
     Input range and errors as ``smooth-outlier-count`` (coordinates within [-1e100, 1e100];
     errors name the column and the rule, never a cell or a row). Timing depends on the
