@@ -31,7 +31,13 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from privreg.analysis.accuracy import Accuracy, check_level, discrete_laplace_coverage, discrete_laplace_half_width
+from privreg.analysis.accuracy import (
+    Accuracy,
+    check_level,
+    discrete_laplace_accuracy,
+    laplace_accuracy,
+    ratio_range,
+)
 from privreg.analysis.bounding import (
     OneRowPerUser,
     apply_rule,
@@ -131,37 +137,7 @@ class _Described:
         )
 
 
-# --- noise laws ------------------------------------------------------------------------------
-
-
-def _count_accuracy(mech: DiscreteLaplaceMechanism, level: float) -> tuple[int, Accuracy]:
-    t = discrete_laplace_half_width(mech.noise_scale, level)
-    acc = Accuracy(
-        level=level,
-        half_width=float(t),
-        unit="rows",
-        noise_scale=float(mech.noise_scale),
-        mechanism=mech.name,
-        exact=True,
-        note=f"P(|noise| <= {t}) = {discrete_laplace_coverage(mech.noise_scale, t):.6f} (discrete Laplace law)",
-    )
-    return t, acc
-
-
-def _laplace_accuracy(mech: LaplaceMechanism, level: float, unit: str) -> tuple[float, Accuracy]:
-    step = mech.grid.step
-    t = discrete_laplace_half_width(mech.noise_scale, level)
-    half = float(t * step + step / 2)
-    acc = Accuracy(
-        level=level,
-        half_width=half,
-        unit=unit,
-        noise_scale=float(mech.noise_scale * step),
-        mechanism=mech.name,
-        exact=False,
-        note=f"{t} grid steps of {float(step):.4g} (discrete Laplace law) plus half a step of snapping",
-    )
-    return half, acc
+# --- noise laws (privreg.analysis.accuracy) --------------------------------------------------
 
 
 def _l1(sensitivity: float) -> Any:
@@ -220,10 +196,10 @@ class _Count(Planned):
         self.mech = DiscreteLaplaceMechanism(epsilon=epsilon, sensitivity=query.max_rows_per_user)
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
-        return _count_accuracy(self.mech, level)[1]
+        return discrete_laplace_accuracy(self.mech, level)[1]
 
     def _release(self, level: float, label: str) -> Result:
-        t, acc = _count_accuracy(self.mech, level)
+        t, acc = discrete_laplace_accuracy(self.mech, level)
         z = int(self._run(self.mech, len(self._query.bounded), "count", label))
         return Result(statistic=self.statistic, value=max(0, z), interval=(max(0, z - t), max(0, z + t)), accuracy=acc)
 
@@ -257,21 +233,13 @@ class _Sum(_Column):
         self.mech = LaplaceMechanism(epsilon=epsilon, sensitivity=_l1(k * max(abs(self.lower), abs(self.upper))))
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
-        return _laplace_accuracy(self.mech, level, "data units")[1]
+        return laplace_accuracy(self.mech, level, "data units")[1]
 
     def _release(self, level: float, label: str) -> Result:
-        half, acc = _laplace_accuracy(self.mech, level, "data units")
+        half, acc = laplace_accuracy(self.mech, level, "data units")
         x = self.values()
         z = float(self._run(self.mech, float(math.fsum(x.tolist())), "sum", label))
         return Result(statistic=self.statistic, value=z, interval=(z - half, z + half), accuracy=acc)
-
-
-def _ratio_range(s: tuple[float, float], n: tuple[float, float]) -> tuple[float, float] | None:
-    """The range of ``S / N`` over the box (None if ``N`` may be <= 0)."""
-    if n[0] <= 0:
-        return None
-    corners = [a / b for a in s for b in n]
-    return min(corners), max(corners)
 
 
 class _Mean(_Column):
@@ -289,8 +257,8 @@ class _Mean(_Column):
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
-        t, a_count = _count_accuracy(self.count, each)
-        half, a_sum = _laplace_accuracy(self.sum, each, "data units (centred sum)")
+        t, a_count = discrete_laplace_accuracy(self.count, each)
+        half, a_sum = laplace_accuracy(self.sum, each, "data units (centred sum)")
         return t, half, {"count": a_count, "centred_sum": a_sum}
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
@@ -314,7 +282,7 @@ class _Mean(_Column):
         n = int(self._run(self.count, x.size, "count", label))
         s = float(self._run(self.sum, float(math.fsum((x - self.mid).tolist())), "centred_sum", label))
         value = self.mid if n <= 0 else min(self.upper, max(self.lower, self.mid + s / n))
-        rng_ = _ratio_range((s - half, s + half), (n - t, n + t))
+        rng_ = ratio_range((s - half, s + half), (n - t, n + t))
         iv = (self.lower, self.upper) if rng_ is None else self._clip(self.mid + rng_[0], self.mid + rng_[1])
         return Result(statistic=self.statistic, value=value, interval=iv, accuracy=self.accuracy(level))
 
@@ -347,9 +315,9 @@ class _Variance(_Column):
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
-        t, a_n = _count_accuracy(self.count, each)
-        h1, a_1 = _laplace_accuracy(self.sum, each, "data units (centred sum)")
-        h2, a_2 = _laplace_accuracy(self.squares, each, "squared data units (centred sum of squares)")
+        t, a_n = discrete_laplace_accuracy(self.count, each)
+        h1, a_1 = laplace_accuracy(self.sum, each, "data units (centred sum)")
+        h2, a_2 = laplace_accuracy(self.squares, each, "squared data units (centred sum of squares)")
         return t, h1, h2, {"count": a_n, "centred_sum": a_1, "centred_sum_of_squares": a_2}
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
@@ -524,9 +492,9 @@ class _Grouped(Planned):
         each = 1 - (1 - level) / self.parts
         comps: dict[str, Accuracy] = {}
         if count is not None:
-            comps["count"] = _count_accuracy(count, each)[1]
+            comps["count"] = discrete_laplace_accuracy(count, each)[1]
         if summ is not None:
-            comps["sum"] = _laplace_accuracy(summ, each, "data units")[1]
+            comps["sum"] = laplace_accuracy(summ, each, "data units")[1]
         main = comps["sum" if self.what == "sum" else "count"]
         note = "per key (marginal, not simultaneous over keys)"
         if self.selector is not None:
@@ -574,11 +542,11 @@ class _Grouped(Planned):
         counts = None
         t = 0
         if count is not None:
-            t, _ = _count_accuracy(count, each)
+            t, _ = discrete_laplace_accuracy(count, each)
             true_counts = np.bincount(idx, minlength=len(keys))
             counts = np.asarray(self._run(count, true_counts, "count", label)).reshape(-1)
         if summ is not None and values is not None and self.bounds is not None:
-            half, _ = _laplace_accuracy(summ, each, "data units")
+            half, _ = laplace_accuracy(summ, each, "data units")
             lo, hi = self.bounds
             mid = (lo + hi) / 2 if self.what == "mean" else 0.0
             sums = np.bincount(idx, weights=values[inside] - mid, minlength=len(keys))
@@ -590,7 +558,7 @@ class _Grouped(Planned):
                 assert counts is not None  # noqa: S101 -- a mean has both parts
                 n = int(counts[i])
                 out_v[key] = mid if n <= 0 else min(hi, max(lo, mid + float(noisy[i]) / n))
-                r = _ratio_range((float(noisy[i]) - half, float(noisy[i]) + half), (n - t, n + t))
+                r = ratio_range((float(noisy[i]) - half, float(noisy[i]) + half), (n - t, n + t))
                 out_i[key] = (lo, hi) if r is None else (max(lo, min(hi, mid + r[0])), max(lo, min(hi, mid + r[1])))
         elif counts is not None:
             for i, key in enumerate(keys):

@@ -59,6 +59,8 @@ __all__ = [
     "SmoothGaussianMechanism",
     "smooth_gaussian_parameters",
     "privacy_loss_bound",
+    "certifies",
+    "grid_sigma",
     "SIGMA_BITS",
 ]
 
@@ -110,6 +112,13 @@ def privacy_loss_bound(*, alpha: float, beta: float, delta: float) -> float:
     return b + math.log1p(_tau(1.0 / alpha)) + quadratic
 
 
+def certifies(*, epsilon: float, delta: float) -> bool:
+    """Whether the lemma of the module docstring certifies ``(epsilon, delta)``-DP for
+    Theorem 2's alpha and beta at these parameters (what the mechanism requires)."""
+    alpha, beta = smooth_gaussian_parameters(epsilon=epsilon, delta=delta)
+    return privacy_loss_bound(alpha=alpha, beta=beta, delta=delta) * (1 + 1e-9) <= epsilon
+
+
 def _ceil_bits(x: Fraction, bits: int) -> Fraction:
     """The least ``m 2^e >= x`` with ``m`` an integer below ``2^bits``, for ``x > 0``
     (exact): a round-up to ``bits`` significant bits."""
@@ -118,6 +127,14 @@ def _ceil_bits(x: Fraction, bits: int) -> Fraction:
         top -= 1
     scale = Fraction(2) ** (top - bits + 1)
     return math.ceil(x / scale) * scale
+
+
+def grid_sigma(smooth: Any, *, alpha: float, step: float) -> Fraction:
+    """``sigma = ceil_24bit((S + g) / (alpha g))``, the noise scale in grid units for the
+    smooth bound ``S = smooth`` (exact). Non-decreasing in ``S``: a public upper bound on
+    ``S`` gives a public upper bound on the scale."""
+    g = Fraction(step)
+    return _ceil_bits((Fraction(smooth) + g) / (Fraction(alpha) * g), SIGMA_BITS)
 
 
 def _callable(f: Any) -> Callable[[Any], Any]:
@@ -175,8 +192,8 @@ class SmoothGaussianMechanism(Mechanism):
                 f"{self.epsilon:g}, delta = {self.delta:g} allow (paper 003, Theorem 2); build the "
                 f"smooth bound with beta = smooth_gaussian_parameters(...)[1]"
             )
-        loss = privacy_loss_bound(alpha=alpha, beta=beta, delta=self.delta)
-        if not loss * (1 + 1e-9) <= self.epsilon:
+        if not certifies(epsilon=self.epsilon, delta=self.delta):
+            loss = privacy_loss_bound(alpha=alpha, beta=beta, delta=self.delta)
             raise PrivregValueError(
                 f"epsilon = {self.epsilon:g}, delta = {self.delta:g}: the privacy loss bound "
                 f"{loss:.4g} exceeds epsilon, so this configuration cannot be certified; "
@@ -227,9 +244,8 @@ class SmoothGaussianMechanism(Mechanism):
                 "the smooth sensitivity bound at the dataset must be a finite number >= 0; "
                 "declare finite bounds on the data (its range)"
             )
-        g = Fraction(self.step)
-        sigma = _ceil_bits((Fraction(smooth) + g) / (Fraction(self.alpha) * g), SIGMA_BITS)
-        return round(Fraction(answer) / g), sigma * sigma
+        sigma = grid_sigma(smooth, alpha=self.alpha, step=self.step)
+        return round(Fraction(answer) / Fraction(self.step)), sigma * sigma
 
     def validate_input(self, value: Any) -> tuple[int, Fraction]:
         if value is None:

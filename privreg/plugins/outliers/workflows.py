@@ -11,6 +11,7 @@ from typing import Annotated
 import numpy as np
 from scipy.spatial import cKDTree
 
+from privreg.analysis.report import Level
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import write_text
@@ -21,6 +22,7 @@ from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synt
 from privreg.plugins.outliers.params import Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
 from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
+from privreg.plugins.outliers.report import report_count, selection_report
 
 __all__ = ["outlier_count_workflow", "outlier_subspaces_workflow", "estimate_outliers"]
 
@@ -86,6 +88,7 @@ def outlier_count_workflow(
     delta: WorkflowDelta = 1e-6,
     step: Step = DEFAULT_STEP,
     cover: Cover = "exact",
+    level: Level = 0.95,
 ) -> WorkflowResult:
     """Release the number of distance-based outliers among the records of a CSV file
     (fewer than ``k`` other records within ``radius``; distance over the chosen columns
@@ -96,6 +99,22 @@ def outlier_count_workflow(
     records is treated as public). Only the noisy count is reported: the true count and
     the data-dependent noise scale are never shown. Scale columns with public constants
     beforehand if needed. Default input: Synthetic 1 (50 generated records, Table 1).
+
+    Output: the count rounded to an integer in [0, #records] (free post-processing) with
+    its ``level`` interval and noise sd taken at the public bound ``G = min(n, GS_UB)`` on
+    the smooth sensitivity (the sd used is private and at least ``e^(-beta (G - 1))`` of
+    it: :mod:`.report`), and a warning when the half-width exceeds the count, with the
+    epsilon that would fix it (or that none the mechanism certifies would).
+
+    Defaults: Table 1's k = 3, r = 1.1, epsilon = 1; no choice makes the count
+    informative (half-width below it) on Synthetic 1. The half-width is at least
+    ``1.96 x 26.9 G e^(-beta (G - 1)) / epsilon`` at delta = 1e-6 for every dataset,
+    ``G = min(n, 6k + 1)`` in 2 columns. At k = 1 (G = 7) and the largest epsilon the
+    mechanism certifies at delta = 1e-6 (about 16.7; less at larger delta) it is 22 (8
+    at the scale actually used), against the 5 outliers r = 1.1 finds; it drops below
+    50, the most 50 records can hold, only from epsilon 7.4, and then only for an r so
+    small that nearly every record is an outlier. The count is informative on data with
+    hundreds of outliers: about ``158 G / (3 epsilon)`` of them.
 
     Input range and errors as ``smooth-outlier-count`` (coordinates within [-1e100, 1e100];
     errors name the column and the rule, never a cell or a row). Timing depends on the
@@ -112,23 +131,33 @@ def outlier_count_workflow(
         rng=context.rng,
         label=f"outlier count (k={k}, r={radius:g}, {len(names)} columns)",
     )
+    value = report_count(
+        out.output, name="outlier count", mech=mech, n=int(points.shape[0]), k=k, dimension=len(names), level=level
+    )
     metrics = {
-        "noisy_count": out.output,
+        "noisy_count": value.value,
         "records": int(points.shape[0]),
         "columns": list(names),
         "k": k,
         "radius": radius,
         "epsilon": epsilon,
         "delta": delta,
+        "level": level,
+        "interval": value.metrics(),
+        "wide": value.wide,
         "source": source,
     }
-    summary = (
-        f"{source}: {points.shape[0]} records, columns {', '.join(names)}\n"
-        f"  outliers: fewer than {k} other records within {radius:g} (distance / sqrt({len(names)}))\n"
-        f"  noisy outlier count = {out.output:.2f}   ((epsilon, delta) = ({epsilon:g}, {delta:g}), "
-        f"smooth-sensitivity Gaussian)"
-    )
-    return WorkflowResult(summary=summary, metrics=metrics, outputs=_write(context, metrics))
+    lines = [
+        f"{source}: {points.shape[0]} records, columns {', '.join(names)}",
+        f"  outliers: fewer than {k} other records within {radius:g} (distance / sqrt({len(names)}))",
+        f"  noisy outlier count = {value.line()}   ((epsilon, delta) = ({epsilon:g}, {delta:g}), "
+        f"smooth-sensitivity Gaussian)",
+        f"  noise: {value.noise}",
+        f"  post-processing (free): {value.post_processing}",
+    ]
+    if value.wide:
+        lines.append(f"  {value.warning()}")
+    return WorkflowResult(summary="\n".join(lines), metrics=metrics, outputs=_write(context, metrics))
 
 
 def outlier_subspaces_workflow(
@@ -137,15 +166,16 @@ def outlier_subspaces_workflow(
     input: Input = None,
     columns: Columns = "",
     dimension: Annotated[int, Spec(doc="columns per candidate subspace", minimum=1, maximum=64)] = 1,
-    h: Annotated[int, Spec(doc="number of subspaces to find", minimum=1, maximum=10_000)] = 2,
-    k: K = 3,
+    h: Annotated[int, Spec(doc="number of subspaces to find", minimum=1, maximum=10_000)] = 1,
+    k: K = 1,
     radius: Annotated[float, radius_spec("dimension")] = 0.13,
-    epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon (selection and counts)", **POSITIVE)] = 2.0,
+    epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon (selection and counts)", **POSITIVE)] = 4.0,
     count_fraction: Annotated[
         float, Spec(doc="share of epsilon spent on the h found subspaces' counts (0: none)", minimum=0, maximum=0.99)
     ] = 0.0,
     delta: WorkflowDelta = 1e-6,
     cover: Cover = "exact",
+    level: Level = 0.95,
 ) -> WorkflowResult:
     """Find ``h`` subspaces of ``dimension`` columns holding many outliers with the
     exponential mechanism (paper 003, Algorithm 3, utility ``q_count / GS_UB``), and
@@ -164,6 +194,25 @@ def outlier_subspaces_workflow(
     see ``exponential``) and each count's smooth bound behaves as ``smooth-outlier-count``.
     The subspaces are listed in the order drawn (the mechanism's output), never in an
     order taken from the data.
+
+    Output: the selection's noise scale ``2 GS_UB h / epsilon`` in outliers and the
+    McSherry-Talwar bound on the outliers a draw may miss against the best subspace not
+    yet drawn, at ``level`` over all draws; each released count as in ``outlier-count``
+    (integer in [0, n], interval at the public scale bound, warning when noise dominates).
+
+    Defaults, from the noise law and Synthetic 2 (10 one-column candidates; 10 outliers
+    planted in x0 and x1 with sd 10, 490 N(0, 1) inliers). A draw at ``epsilon'`` weighs a
+    subspace by ``exp(epsilon' q / (2 GS_UB))``, ``GS_UB = 2k + 1`` in one column, so
+    k = 1 makes the divisor 3 (7 at Table 2's k = 3). At r = 0.13 (Table 2) a planted
+    outlier has another within r with probability about 9 x 0.26 x 0.028 = 0.07, so a
+    planted column holds about 10 isolated records against about 2 isolated tail inliers
+    in every column: a gap of about 8. h = 1 puts all of epsilon in one draw; an unplanted
+    column is then drawn with probability about ``8 / (8 + 2 exp(8 epsilon / 6))``, at
+    most 5% from epsilon = 3.3, and epsilon = 4 leaves room for data where fewer planted
+    outliers are isolated. Table 2's h = 2, k = 3, epsilon = 2 find both planted columns
+    with probability about 0.07 (0.02 by chance), and even k = 1 needs epsilon = 8 for
+    0.9. Counts stay off (count_fraction 0): at this size no count is informative (see
+    ``outlier-count``).
     """
     points, names, source = _load(input, columns, synthetic_2)
     if dimension > points.shape[1]:
@@ -217,12 +266,25 @@ def outlier_subspaces_workflow(
             mech = outlier_count_mechanism(
                 epsilon=count_eps / h, delta=delta / h, k=k, radius=radius, subspace=s, cover=cover
             )
+            raw = mech.release(points, charger=context.charger, rng=context.rng, label=f"outlier count in {label}")
             counts.append(
-                mech.release(points, charger=context.charger, rng=context.rng, label=f"outlier count in {label}").output
+                report_count(
+                    raw.output,
+                    name=f"outlier count in {label}",
+                    mech=mech,
+                    n=m,
+                    k=k,
+                    dimension=dimension,
+                    level=level,
+                    epsilon_share=count_fraction / h,
+                )
             )
+    selection = selection_report(
+        epsilon=select_eps, h=h, candidates=len(candidates), n=m, k=k, dimension=dimension, level=level
+    )
     metrics = {
         "subspaces": labels,
-        "noisy_counts": counts,
+        "noisy_counts": [c.value for c in counts],
         "epsilon": epsilon,
         "selection_epsilon": select_eps,
         "count_epsilon": count_eps,
@@ -231,6 +293,10 @@ def outlier_subspaces_workflow(
         "dimension": dimension,
         "k": k,
         "radius": radius,
+        "level": level,
+        "selection": selection,
+        "intervals": [c.metrics() for c in counts],
+        "wide": [c.wide for c in counts],
         "source": source,
     }
     lines = [
@@ -238,6 +304,15 @@ def outlier_subspaces_workflow(
         f"{dimension} column(s); top {h} by the exponential mechanism (epsilon {select_eps:g}):"
     ]
     for i, label in enumerate(labels):
-        extra = f"   noisy outlier count {counts[i]:.2f}" if counts else ""
+        extra = f"   noisy outlier count {counts[i].line()}" if counts else ""
         lines.append(f"  {i + 1}. {label}{extra}")
+    lines.append(
+        f"  selection: noise scale {selection['noise_scale_outliers']:.4g} outliers per draw (2 GS_UB / "
+        f"epsilon', GS_UB = {selection['gs_ub']}); with probability >= {100 * level:g}% every drawn subspace "
+        f"holds at most {selection['loss_bound_outliers']:.4g} fewer outliers than the best not yet drawn "
+        f"(McSherry-Talwar)"
+    )
+    if counts:
+        lines.append(f"  counts: {counts[0].noise}; {counts[0].post_processing} (free post-processing)")
+    lines += [f"  {c.warning()}" for c in counts if c.wide]
     return WorkflowResult(summary="\n".join(lines), metrics=metrics, outputs=_write(context, metrics))

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import numpy as np
 
+from privreg.analysis.report import Level
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
 from privreg.core.files import open_input, write_text
@@ -20,7 +21,7 @@ from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import check_header
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
-from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
+from privreg.plugins.standard.mean_report import MeanReport, mean_mechanisms
 
 __all__ = ["bounded_mean", "read_column", "estimate_bounded_mean", "count_lines"]
 
@@ -109,6 +110,7 @@ def bounded_mean(
     drop_missing: Annotated[
         bool, Spec(doc="drop rows whose cell is empty or NaN instead of failing (recorded in run.json)")
     ] = False,
+    level: Level = 0.95,
 ) -> WorkflowResult:
     """Release the count, sum and mean of a bounded numeric column with Laplace noise.
 
@@ -122,6 +124,12 @@ def bounded_mean(
     Such an error names the column and the rule, never a row or a value. The sum is exact
     and clamped to the float range (1-Lipschitz), and both releases are prepared before
     the first charge, so nothing can fail between the two charges.
+
+    Output: each number with its ``level`` interval from the Laplace law of the noise
+    drawn and the noise scale, after free post-processing: the count rounded to an
+    integer >= 0, the sum clamped to the sign the bounds force, the mean (post-processed
+    sum over count) clipped to [lower, upper]; a warning where the half-width exceeds the
+    value, with the epsilon or rows that would fix it (:class:`.mean_report.MeanReport`).
 
     Timing: linear in the number of rows (reading the CSV dominates), which is itself
     private under add/remove; the exact-sum fallback runs only when the float sum would
@@ -152,21 +160,32 @@ def bounded_mean(
     half = epsilon / 2
     # both mechanisms and both inputs are ready before the first charge: nothing after it
     # can fail because of the data
-    count_mech = LaplaceMechanism(epsilon=half, sensitivity=as_global_l1(1.0))
-    sum_mech = LaplaceMechanism(epsilon=half, sensitivity=as_global_l1(max(abs(lower), abs(upper))))
+    count_mech, sum_mech = mean_mechanisms(epsilon, lower, upper)
+    report = MeanReport.prepare(epsilon=epsilon, lower=lower, upper=upper, level=level)
     n, s = float(x.size), _clamped_sum(x)
     count = count_mech.release(n, charger=context.charger, rng=context.rng, label=f"count({column})")
     total = sum_mech.release(s, charger=context.charger, rng=context.rng, label=f"sum({column})")
-    mean = float(np.clip(total.output / max(count.output, 1.0), lower, upper))
-    metrics = {"count": count.output, "sum": total.output, "mean": mean, "epsilon": epsilon}
+    values = report.values(count.output, total.output)
+    metrics = {
+        "count": values["count"].value,
+        "sum": values["sum"].value,
+        "mean": values["mean"].value,
+        "epsilon": epsilon,
+        "level": level,
+        "intervals": {name: nv.metrics() for name, nv in values.items()},
+        "wide": sorted(name for name, nv in values.items() if nv.wide),
+    }
     outputs = {}
     out = context.output_path("result.json")
     if out is not None:
         write_text(out, json.dumps(metrics, indent=2) + "\n", "output")
         outputs["result"] = out
-    summary = (
-        f"column {column!r} in [{lower:g}, {upper:g}], epsilon = {epsilon:g}\n"
-        f"  noisy count = {count.output:.1f}\n  noisy sum   = {total.output:.1f}\n"
-        f"  noisy mean  = {mean:.3f}"
-    )
-    return WorkflowResult(summary=summary, metrics=metrics, outputs=outputs)
+    lines = [
+        f"column {column!r} in [{lower:g}, {upper:g}], epsilon = {epsilon:g} (count and sum at {half:g} each)",
+        f"  noisy count = {values['count'].line()}",
+        f"  noisy sum   = {values['sum'].line()}",
+        f"  noisy mean  = {values['mean'].line()}",
+        "  post-processing (free): " + "; ".join(nv.post_processing for nv in values.values()),
+    ]
+    lines += [f"  {nv.warning()}" for nv in values.values() if nv.wide]
+    return WorkflowResult(summary="\n".join(lines), metrics=metrics, outputs=outputs)
