@@ -12,10 +12,12 @@ from scipy.stats import binom
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.pprl.bands import (
     DESIGN_DICE,
+    EXACT_PAIRS_PER_RECORD,
     TARGET_COLLISION,
     BandConfig,
     band_tokens,
     candidate_pairs,
+    exact_pairs,
     recommended_bands,
 )
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, ClkSchema, clk_positions, dice, encode_clks
@@ -162,3 +164,20 @@ def test_group_quality_counts_exact_groups_and_pairs():
     assert (q.true_groups, q.exact, q.groups) == (2, 2, 3)
     assert q.recall == 1.0 and q.precision == pytest.approx(2 / 3)
     assert q.pairwise.true_pairs == 4 and q.pairwise.true_found == 4 and q.pairwise.pairs == 5
+
+
+def test_an_exact_pass_that_no_longer_singles_records_out_is_dropped():
+    """An id pass (one pair per record) is kept; a pass of 20 values over 200 records
+    (about 10 pairs per record, a frequency class) is dropped unless the cap allows it."""
+    n = 200
+    ids = np.arange(1, n + 1, dtype=np.uint64)
+    classes = (np.arange(n, dtype=np.uint64) % 20) + 1
+    ea = np.stack([ids, classes], axis=1)
+    eb = ea[::-1].copy()
+    pairs, skipped = exact_pairs(ea, eb)
+    assert skipped == 0 and EXACT_PAIRS_PER_RECORD == 1.5
+    assert sorted(map(tuple, pairs.tolist())) == [(i, n - 1 - i) for i in range(n)]
+    loose, _ = exact_pairs(ea, eb, max_pairs_per_record=n)
+    assert len(loose) == n * n // 20  # every pair in a class, the id pairs among them
+    with pytest.raises(PrivregValueError, match="max_pairs_per_record"):
+        exact_pairs(ea, eb, max_pairs_per_record=0.0)

@@ -58,6 +58,7 @@ __all__ = [
     "MIN_SHARED",
     "TARGET_COLLISION",
     "BACKGROUND_CANDIDATES",
+    "EXACT_PAIRS_PER_RECORD",
 ]
 
 #: Dice similarity whose pairs the bands catch with probability :data:`TARGET_COLLISION`.
@@ -66,7 +67,9 @@ TARGET_COLLISION = 0.99
 #: Expected non-matching candidates per record that the choice of ``K`` allows (model).
 BACKGROUND_CANDIDATES = 0.02
 BAND_BITS = 16
-MIN_SHARED = 2  # the recommended rule: two shared band keys
+MIN_SHARED = 2
+#: An exact pass counts while it yields at most this many pairs per record (:func:`exact_pairs`).
+EXACT_PAIRS_PER_RECORD = 1.5  # the recommended rule: two shared band keys
 
 
 @attrs.frozen(kw_only=True)
@@ -203,19 +206,43 @@ def candidate_pairs(
     return union_pairs(pairs, ex), skipped + sk
 
 
-def exact_pairs(exact_a: np.ndarray, exact_b: np.ndarray, *, max_block_pairs: int = 10_000) -> tuple[np.ndarray, int]:
+def exact_pairs(
+    exact_a: np.ndarray,
+    exact_b: np.ndarray,
+    *,
+    max_block_pairs: int = 10_000,
+    max_pairs_per_record: float = EXACT_PAIRS_PER_RECORD,
+) -> tuple[np.ndarray, int]:
     """Pairs sharing a nonzero token in some exact pass (``(m, F)`` uint64, 0 = missing):
-    ``(k, 2)`` sorted unique rows and the number of blocks skipped (``max_block_pairs``)."""
+    ``(k, 2)`` sorted unique rows and the number of blocks skipped (``max_block_pairs``).
+
+    A pass counts only while it is a near-identifier at the parties' size: at most
+    ``max_pairs_per_record`` pairs per record of the smaller party (a true match each,
+    plus at most one background pair per two records). A frequency class such as a date
+    of birth yields about ``m_a m_b / distinct`` pairs, which grows with the parties'
+    size (on the synthetic generator: 1.04 per record at 1,000 records, 1.19 at 5,000,
+    1.8 at 20,000, 5.0 at 100,000), so it is dropped once it no longer singles records
+    out. The rule was set for scale after the evaluation; every 5,000-record evaluation
+    keeps both passes (at most 1.19), so their figures are unchanged. The decision is a
+    function of the tokens the linkage unit already holds."""
     ea = np.asarray(exact_a, dtype=np.uint64)
     eb = np.asarray(exact_b, dtype=np.uint64)
     if ea.ndim != 2 or eb.ndim != 2 or ea.shape[1] != eb.shape[1]:
         raise PrivregValueError(f"exact tokens must be (records, passes) for both parties; got {ea.shape}, {eb.shape}")
+    cap = v.check_real("max_pairs_per_record", max_pairs_per_record)
+    if not cap > 0:
+        raise PrivregValueError(f"max_pairs_per_record must be positive; got {max_pairs_per_record!r}")
     nb = eb.shape[0]
     if ea.shape[0] == 0 or nb == 0 or ea.shape[1] == 0:
         return np.zeros((0, 2), dtype=np.int64), 0
-    fa, fb = _flat(ea), _flat(eb)
-    codes, _, skipped = _joined(fa[fa["token"] != 0], fb[fb["token"] != 0], nb, max_block_pairs)
-    return np.stack([codes // nb, codes % nb], axis=1), skipped
+    parts, skipped = [], 0
+    for k in range(ea.shape[1]):
+        fa, fb = _flat(ea[:, [k]]), _flat(eb[:, [k]])
+        codes, _, sk = _joined(fa[fa["token"] != 0], fb[fb["token"] != 0], nb, max_block_pairs)
+        skipped += sk
+        if len(codes) <= cap * min(ea.shape[0], nb):
+            parts.append(np.stack([codes // nb, codes % nb], axis=1))
+    return union_pairs(*parts) if parts else np.zeros((0, 2), dtype=np.int64), skipped
 
 
 def union_pairs(*parts: np.ndarray) -> np.ndarray:
