@@ -1,0 +1,116 @@
+"""CSV files, read as a stream of rows (any compression of :mod:`.sources`).
+
+The header rule, never a guess: without ``columns`` the first row is the header and
+names the columns; with ``columns`` (CLI ``--columns a,b,c``) the file has no header
+row, every row is a record and ``columns`` names its cells in order -- and a first row
+equal to ``columns`` is refused (the file has a header after all).
+
+Cells are strings as written (not stripped); an empty cell, or a cell missing from a
+short row, is missing (None). A row longer than the names is refused unless its extra
+cells are empty (trailing commas). Lines without any cell are skipped. Errors name the
+file and the rule, never a row's content or number.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from privreg.core.errors import PrivregValueError
+from privreg.readers.columns import check_columns_given, header_names, require_columns
+from privreg.readers.sources import check_file, open_text, reading_input
+
+__all__ = ["FIELD_LIMIT", "csv_rows", "csv_names", "csv_chunks"]
+
+#: The longest cell read, in characters (Python's csv module refuses longer ones).
+FIELD_LIMIT = 1 << 26
+
+
+def csv_rows(path: str | Path, *, what: str = "input") -> Iterator[list[str]]:
+    """Every row of the CSV file at ``path`` as a list of strings, one at a time (the
+    header too); unreadable files and malformed CSV give one-line errors naming
+    ``what`` and the path."""
+    p = Path(path)
+    # the default limit, 128 KiB a cell, is below some texts; one chunk still bounds memory
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
+    with reading_input(p, what), open_text(p, newline="") as fh:
+        try:
+            yield from csv.reader(fh)
+        except csv.Error as exc:  # e.g. "line contains NUL": the rule, not the content
+            raise PrivregValueError(f"{what} {str(p)!r} is not a readable CSV file ({exc}); check the file") from None
+
+
+def csv_names(path: str | Path, *, columns: Sequence[str] | None = None, what: str = "input") -> list[str]:
+    """The column names of ``path``: its header row, or ``columns`` for a file without one."""
+    p = check_file(path, what)
+    if columns is not None:
+        return check_columns_given(columns)
+    return _header(next(csv_rows(p, what=what), None), p, what)
+
+
+def _header(first: list[str] | None, path: Path, what: str) -> list[str]:
+    if first is None:
+        raise PrivregValueError(
+            f"{what} {str(path)!r} is empty; it needs a header row naming its columns (or, for a file of "
+            f"records only, columns= naming them)"
+        )
+    return header_names(first, path, what)
+
+
+def csv_chunks(
+    path: str | Path,
+    wanted: Sequence[str] | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    rows: int = 10_000,
+    what: str = "input",
+    hint: str = "",
+) -> Iterator[dict[str, list[str | None]]]:
+    """The cells of the columns ``wanted`` (default: all), ``rows`` records at a time, as
+    ``{name: [cell or None, ...]}`` in ``wanted``'s order. Memory: one chunk. A wanted
+    column the file lacks is an error naming it and the file's columns (and ``hint``)
+    before any row is read."""
+    p = check_file(path, what)
+    it = csv_rows(p, what=what)
+    try:
+        names = _header(next(it, None), p, what) if columns is None else check_columns_given(columns)
+        want = list(names if wanted is None else wanted)
+        require_columns(want, names, p, what=what, hint=hint)
+    except BaseException:
+        it.close()
+        raise
+    return _chunks(it, names, want, columns is not None, rows, p, what)
+
+
+def _chunks(
+    it: Iterator[list[str]], names: list[str], want: list[str], given: bool, rows: int, path: Path, what: str
+) -> Iterator[dict[str, list[str | None]]]:
+    idx = [names.index(c) for c in want]
+    width = len(names)
+    first = True
+    while True:
+        block = list(itertools.islice(it, rows))
+        if not block:
+            return
+        if first and given and [c.strip() for c in block[0]] == names:
+            raise PrivregValueError(
+                f"{what} {str(path)!r} starts with a header row naming the columns given; columns= "
+                f"(--columns) is for files without one: drop it"
+            )
+        first = False
+        cells: list[list[str | None]] = [[] for _ in idx]
+        for row in block:
+            if not row:
+                continue
+            n = len(row)
+            if n > width and any(c.strip() for c in row[width:]):
+                names_of = "the names of columns=" if given else "its header row"
+                raise PrivregValueError(
+                    f"{what} {str(path)!r} has a row with more cells than the {width} of {names_of}; "
+                    f"quote cells holding commas, or name every column"
+                )
+            for out, j in zip(cells, idx):
+                out.append((row[j] or None) if j < n else None)
+        yield dict(zip(want, cells))
