@@ -69,9 +69,9 @@ def csv_chunks(
     hint: str = "",
 ) -> Iterator[dict[str, list[str | None]]]:
     """The cells of the columns ``wanted`` (default: all), ``rows`` records at a time, as
-    ``{name: [cell or None, ...]}`` in ``wanted``'s order. Memory: one chunk. A wanted
-    column the file lacks is an error naming it and the file's columns (and ``hint``)
-    before any row is read."""
+    ``{name: [cell or None, ...]}`` in ``wanted``'s order (one empty chunk for a file
+    without records). Memory: one chunk. A wanted column the file lacks is an error
+    naming it and the file's columns (and ``hint``) before any row is read."""
     p = check_file(path, what)
     it = csv_rows(p, what=what)
     try:
@@ -93,6 +93,8 @@ def _chunks(
     while True:
         block = list(itertools.islice(it, rows))
         if not block:
+            if first:  # no record: one empty chunk, so the caller still learns the columns
+                yield {c: [] for c in want}
             return
         if first and given and [c.strip() for c in block[0]] == names:
             raise PrivregValueError(

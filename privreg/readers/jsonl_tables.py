@@ -92,11 +92,10 @@ def jsonl_parse(lines: list[str], path: Path, what: str = "input") -> list[dict[
 
 
 class JsonlColumns:
-    """Which wanted columns some line had, and keys seen, across chunks; :meth:`finish`
-    raises the missing-column error (when the file had any line)."""
+    """The columns some line had, and keys seen (at most 1000), across chunks;
+    :meth:`finish` raises the missing-column error (when the file had any line)."""
 
-    def __init__(self, wanted: Sequence[str]) -> None:
-        self.wanted = list(wanted)
+    def __init__(self) -> None:
         self.seen: set[str] = set()
         self.keys: set[str] = set()
 
@@ -105,8 +104,8 @@ class JsonlColumns:
         if len(self.keys) < _KEYS_KEPT:
             self.keys.update(keys)
 
-    def finish(self, path: Path, *, what: str = "input", hint: str = "") -> None:
-        missing = [c for c in self.wanted if c not in self.seen]
+    def finish(self, path: Path, wanted: Sequence[str], *, what: str = "input", hint: str = "") -> None:
+        missing = [c for c in dict.fromkeys(wanted) if c not in self.seen]
         if self.keys and missing:
             raise missing_columns_error(missing, sorted(self.keys), path, what=what, hint=hint)
 
@@ -134,22 +133,26 @@ def jsonl_chunks(
     hint: str = "",
 ) -> Iterator[dict[str, list[str | None]]]:
     """The cells of the keys ``wanted`` (default: the keys of the first object),
-    ``rows`` lines at a time, as ``{name: [cell or None, ...]}``. Memory: one chunk. A
+    ``rows`` lines at a time, as ``{name: [cell or None, ...]}`` (one empty chunk for a
+    file without lines, when ``wanted`` is given). Memory: one chunk. A
     wanted key no line has is an error naming it and the keys seen, raised after the
     last chunk."""
     p = check_file(path, what)
-    check = JsonlColumns(wanted or [])
+    check = JsonlColumns()
+    chunks = 0
     for _, lines in jsonl_line_chunks(p, rows, what=what):
         objs = jsonl_parse(lines, p, what)
         if wanted is None:
             if not objs:
                 continue
             wanted = list(objs[0])
-            check = JsonlColumns(wanted)
         cells, seen, keys = jsonl_cells(objs, wanted)
         check.update(seen, keys)
+        chunks += 1
         yield cells
-    check.finish(p, what=what, hint=hint)
+    check.finish(p, wanted or [], what=what, hint=hint)
+    if not chunks and wanted is not None:  # no line: one empty chunk, as the other formats
+        yield {c: [] for c in wanted}
 
 
 def jsonl_objects(path: str | Path, *, what: str = "input", line_numbers: bool = False) -> Iterator[tuple[int, dict]]:

@@ -160,7 +160,8 @@ def mail_chunks(
     hint: str = "",
 ) -> Iterator[dict[str, list[str | None]]]:
     """The archive as a table (:data:`MAIL_COLUMNS`): the cells of the columns
-    ``wanted`` (default: all), ``rows`` messages at a time. A message without a sender
+    ``wanted`` (default: all), ``rows`` messages at a time (one empty chunk for an
+    archive without messages). A message without a sender
     has no ``user_id``, one without a text/plain body no ``text`` (both None)."""
     p = check_file(path, what)
     want = list(MAIL_COLUMNS if wanted is None else wanted)
@@ -171,16 +172,16 @@ def mail_chunks(
 def _chunks(
     path: Path, want: list[str], folders: Sequence[str], max_bytes: int, rows: int, what: str
 ) -> Iterator[dict[str, list[str | None]]]:
-    fields = frozenset(want)
-    cells: dict[str, list[str | None]] = {c: [] for c in want}
-    count = 0
+    fields = list(dict.fromkeys(want))
+    cells: dict[str, list[str | None]] = {c: [] for c in fields}
+    count, chunks = 0, 0
     for m in mail_messages(path, folders=folders, max_bytes=max_bytes, what=what):
-        row = _row(m, fields)
-        for c in want:
+        row = _row(m, frozenset(fields))
+        for c in fields:
             cells[c].append(row[c])
         count += 1
         if count == rows:
             yield cells
-            cells, count = {c: [] for c in want}, 0
-    if count:
+            cells, count, chunks = {c: [] for c in fields}, 0, chunks + 1
+    if count or not chunks:  # no message: one empty chunk, so the caller still learns the columns
         yield cells

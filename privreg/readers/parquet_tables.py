@@ -57,7 +57,8 @@ def parquet_chunks(
     hint: str = "",
 ) -> Iterator[dict[str, list[str | None]]]:
     """The cells of the columns ``wanted`` (default: all), ``rows`` records at a time, as
-    ``{name: [cell or None, ...]}``. Memory: one record batch. A wanted column the schema
+    ``{name: [cell or None, ...]}`` (one empty chunk for a file without records). Memory:
+    one record batch. A wanted column the schema
     lacks is an error naming it and the schema's columns, before any row is read."""
     p = check_file(path, what)
     pa, pc, _ = require_pyarrow()
@@ -73,6 +74,7 @@ def _batches(
 ) -> Iterator[dict[str, list[str | None]]]:
     distinct = list(dict.fromkeys(want))
     batches = pf.iter_batches(batch_size=rows, columns=distinct)
+    first = True
     while True:
         try:
             with reading_input(path, what):
@@ -80,7 +82,10 @@ def _batches(
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             raise PrivregValueError(f"{what} {str(path)!r} is a damaged Parquet file; check the file") from None
         if batch is None:
+            if first:  # no record: one empty chunk, so the caller still learns the columns
+                yield {c: [] for c in want}
             return
+        first = False
         out: dict[str, list[str | None]] = {}
         for name in distinct:
             try:  # arrow's cast is per value (pandas' would depend on the batch's nulls)

@@ -113,9 +113,10 @@ def compression(path: str | os.PathLike[str]) -> str | None:
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
-    if head[:3] == b"BZh" and head[3:4] in (b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"):
-        if head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):  # a block, or the end of an empty stream
-            return "bz2"
+    level_ok = head[3:4] in (b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
+    # then a block, or the end of an empty stream
+    if head[:3] == b"BZh" and level_ok and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bz2"
     return None
 
 

@@ -41,8 +41,10 @@ def read_chunks(
     hint: str = "",
 ) -> Iterator[Cells]:
     """The cells of the columns ``wanted`` (default: all) of the file at ``path``, ``rows``
-    records at a time. Memory: one chunk. ``formats`` are those the caller accepts;
-    ``hint`` ends a missing-column error (the parameter that picks the columns)."""
+    records at a time; a file without records gives one empty chunk (so the columns are
+    known), except a JSONL file without lines when ``wanted`` is None. Memory: one chunk.
+    ``formats`` are those the caller accepts; ``hint`` ends a missing-column error (the
+    parameter that picks the columns)."""
     p = check_file(path, what)
     fmt = detect_format(p, format, formats=formats, default=default_format)
     rows = v.check_count("rows", rows)
@@ -74,7 +76,7 @@ def read_table(
     """All cells of the columns ``wanted`` (default: all) as one :data:`Cells` (empty
     lists for a file without records; an empty dict when ``wanted`` is None and a
     JSONL file has no line to name its columns). See :func:`read_chunks`."""
-    out: Cells = {c: [] for c in wanted} if wanted is not None else {}
+    out: Cells = {}
     for chunk in read_chunks(
         path,
         wanted,
