@@ -25,7 +25,7 @@ import math
 import os
 import shutil
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,10 +278,12 @@ class PartitionedCorpus:
         workers: int = 1,
         directory: str | Path | None = None,
         backend: LocalBackend | None = None,
+        columns: Sequence[str] | None = None,
     ) -> PartitionedCorpus:
-        """Read, tokenize and partition a CSV/JSONL/Parquet file of (user, text) rows in
-        one streaming pass (:meth:`LocalBackend.tokenize_file`; ``workers`` processes
-        parse and tokenize). ``partitions`` defaults to ``ceil(input bytes /
+        """Read, tokenize and partition a CSV/JSONL/Parquet file or mail archive of
+        (user, text) rows in one streaming pass (:meth:`LocalBackend.tokenize_file`;
+        ``workers`` processes parse and tokenize; ``columns`` names the columns of a CSV
+        file without a header row). ``partitions`` defaults to ``ceil(input bytes /
         partition_bytes)`` (compressed input counted four times its size), so memory per
         pass is about that of one ``partition_bytes`` of text whatever the file's size."""
         p = check_path(path)
@@ -299,5 +301,6 @@ class PartitionedCorpus:
             format=format,
             chunk_records=chunk_records,
             workers=workers,
+            columns=columns,
         )
         return cls.from_chunks(chunks, vocabulary, partitions=partitions, directory=directory)
