@@ -45,7 +45,7 @@ Subspace = Annotated[str, Spec(doc="comma-separated attribute indices of the sub
 Input = Annotated[
     Path | None,
     Spec(
-        doc="CSV (header row unless --column-names), JSONL or Parquet file, one record per row (default: generated data)"
+        doc="CSV (header row unless --column-names), JSONL or Parquet file, a record per row (default: generated data)"
     ),
 ]
 Columns = Annotated[
