@@ -26,6 +26,7 @@ from privreg.readers.columns import (
     header_names,
     looks_like_record,
     missing_columns_error,
+    names_option,
     numeric_column,
     require_columns,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "message_sender",
     "message_text",
     "missing_columns_error",
+    "names_option",
     "numeric_column",
     "open_binary",
     "open_text",

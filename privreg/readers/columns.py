@@ -23,10 +23,19 @@ __all__ = [
     "looks_like_record",
     "missing_columns_error",
     "require_columns",
+    "names_option",
     "numeric_column",
 ]
 
-_NO_HEADER_FIX = "if the file has no header row, name its columns with columns= (CLI: --columns a,b,c)"
+
+def names_option(param: str = "columns") -> str:
+    """How a caller names the columns of a file without a header row, for messages:
+    ``param`` is its parameter (``columns=``, on the command line ``--columns a,b,c``)."""
+    return f"{param}= (CLI: --{param.replace('_', '-')} a,b,c)"
+
+
+def _no_header_fix(param: str) -> str:
+    return f"if the file has no header row, name its columns with {names_option(param)}"
 
 
 def looks_like_record(names: Sequence[str]) -> bool:
@@ -41,7 +50,7 @@ def looks_like_record(names: Sequence[str]) -> bool:
     return False
 
 
-def header_names(row: Sequence[str], path: Path, what: str = "input") -> list[str]:
+def header_names(row: Sequence[str], path: Path, what: str = "input", *, param: str = "columns") -> list[str]:
     """The column names of ``path``'s header row (stripped); an empty or repeated name is
     refused (:func:`~privreg.core.validation.check_header`), without quoting the row when
     it :func:`looks_like_record`."""
@@ -52,50 +61,63 @@ def header_names(row: Sequence[str], path: Path, what: str = "input") -> list[st
         if looks_like_record(names):
             raise PrivregValueError(
                 f"{what} {str(path)!r}: its first row holds numbers and empty or repeated names, so it is "
-                f"probably a record, not a header row; {_NO_HEADER_FIX}"
+                f"probably a record, not a header row; {_no_header_fix(param)}"
             ) from None
         raise
 
 
-def check_columns_given(columns: Any) -> list[str]:
-    """``columns``, the names of a file without a header row, as a list: non-empty,
-    distinct strings. (The CLI's ``--columns a,b,c`` is split by
-    :func:`~privreg.core.validation.split_columns`.)"""
+def check_columns_given(columns: Any, *, param: str = "columns") -> list[str]:
+    """``columns``, the names of a file without a header row (the caller's parameter
+    ``param``), as a list: non-empty, distinct strings. (The CLI's ``--columns a,b,c`` is
+    split by :func:`~privreg.core.validation.split_columns`.)"""
     if isinstance(columns, str) or not isinstance(columns, Sequence):
         raise PrivregTypeError(
-            f"columns must be a list of column names; got {type(columns).__name__} (split 'a,b,c' into names first)"
+            f"{param} must be a list of column names; got {type(columns).__name__} (split 'a,b,c' into names first)"
         )
     names = list(columns)
     if not names:
-        raise PrivregValueError("columns must name at least one column; pass None for a file with a header row")
+        raise PrivregValueError(f"{param} must name at least one column; pass None for a file with a header row")
     if not all(isinstance(c, str) for c in names):
-        raise PrivregTypeError("columns must hold strings (the column names)")
-    return check_header(names, "columns")
+        raise PrivregTypeError(f"{param} must hold strings (the column names)")
+    return check_header(names, param)
 
 
 def missing_columns_error(
-    missing: Sequence[str], found: Sequence[str], path: Path, *, what: str = "input", hint: str = ""
+    missing: Sequence[str],
+    found: Sequence[str],
+    path: Path,
+    *,
+    what: str = "input",
+    hint: str = "",
+    param: str = "columns",
 ) -> PrivregValueError:
     """The error for wanted columns ``missing`` from ``path``, whose columns are ``found``:
-    it names both (names are schema), unless ``found`` :func:`looks_like_record`, and
-    ends with ``hint`` (the parameter to change)."""
+    it names both (names are schema), unless ``found`` :func:`looks_like_record` (then it
+    points at ``param``, which names the columns of a file without a header row), and
+    ends with ``hint`` (the parameter that picks the columns)."""
     missing = list(missing)
     head = f"column {missing[0]!r} is" if len(missing) == 1 else f"columns {missing} are"
     if looks_like_record(found):
-        text = f"{head} not in {what} {str(path)!r}, whose first row holds numbers (a record?); {_NO_HEADER_FIX}"
+        text = f"{head} not in {what} {str(path)!r}, whose first row holds numbers (a record?); {_no_header_fix(param)}"
     else:
         text = f"{head} not in {what} {str(path)!r}; its columns are {list(found)}"
     return PrivregValueError(text + (f". {hint}" if hint else ""))
 
 
 def require_columns(
-    wanted: Sequence[str], found: Sequence[str], path: Path, *, what: str = "input", hint: str = ""
+    wanted: Sequence[str],
+    found: Sequence[str],
+    path: Path,
+    *,
+    what: str = "input",
+    hint: str = "",
+    param: str = "columns",
 ) -> None:
     """Raise :func:`missing_columns_error` unless every name of ``wanted`` is in ``found``."""
     have = set(found)
     missing = [c for c in wanted if c not in have]
     if missing:
-        raise missing_columns_error(missing, found, path, what=what, hint=hint)
+        raise missing_columns_error(missing, found, path, what=what, hint=hint, param=param)
 
 
 def numeric_column(values: Sequence[str | None], column: str, where: str) -> np.ndarray:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 
 from privreg.core.errors import PrivregValueError
-from privreg.readers.columns import check_columns_given, header_names, require_columns
+from privreg.readers.columns import check_columns_given, header_names, names_option, require_columns
 from privreg.readers.sources import check_file, open_text, reading_input
 
 __all__ = ["FIELD_LIMIT", "csv_rows", "csv_names", "csv_chunks"]
@@ -28,7 +28,7 @@ __all__ = ["FIELD_LIMIT", "csv_rows", "csv_names", "csv_chunks"]
 FIELD_LIMIT = 1 << 26
 
 
-def csv_rows(path: str | Path, *, what: str = "input") -> Iterator[list[str]]:
+def csv_rows(path: str | Path, *, what: str = "input") -> Generator[list[str], None, None]:
     """Every row of the CSV file at ``path`` as a list of strings, one at a time (the
     header too); unreadable files and malformed CSV give one-line errors naming
     ``what`` and the path."""
@@ -42,21 +42,28 @@ def csv_rows(path: str | Path, *, what: str = "input") -> Iterator[list[str]]:
             raise PrivregValueError(f"{what} {str(p)!r} is not a readable CSV file ({exc}); check the file") from None
 
 
-def csv_names(path: str | Path, *, columns: Sequence[str] | None = None, what: str = "input") -> list[str]:
-    """The column names of ``path``: its header row, or ``columns`` for a file without one."""
+def csv_names(
+    path: str | Path, *, columns: Sequence[str] | None = None, what: str = "input", param: str = "columns"
+) -> list[str]:
+    """The column names of ``path``: its header row, or ``columns`` for a file without one
+    (``param``: the caller's name for ``columns``, for messages)."""
     p = check_file(path, what)
     if columns is not None:
-        return check_columns_given(columns)
-    return _header(next(csv_rows(p, what=what), None), p, what)
+        return check_columns_given(columns, param=param)
+    rows = csv_rows(p, what=what)
+    try:
+        return _header(next(rows, None), p, what, param)
+    finally:
+        rows.close()
 
 
-def _header(first: list[str] | None, path: Path, what: str) -> list[str]:
+def _header(first: list[str] | None, path: Path, what: str, param: str) -> list[str]:
     if first is None:
         raise PrivregValueError(
-            f"{what} {str(path)!r} is empty; it needs a header row naming its columns (or, for a file of "
-            f"records only, columns= naming them)"
+            f"{what} {str(path)!r} is empty; it needs a header row naming its columns, or records and "
+            f"{names_option(param)} naming them"
         )
-    return header_names(first, path, what)
+    return header_names(first, path, what, param=param)
 
 
 def csv_chunks(
@@ -67,25 +74,30 @@ def csv_chunks(
     rows: int = 10_000,
     what: str = "input",
     hint: str = "",
+    param: str = "columns",
 ) -> Iterator[dict[str, list[str | None]]]:
     """The cells of the columns ``wanted`` (default: all), ``rows`` records at a time, as
     ``{name: [cell or None, ...]}`` in ``wanted``'s order (one empty chunk for a file
     without records). Memory: one chunk. A wanted column the file lacks is an error
-    naming it and the file's columns (and ``hint``) before any row is read."""
+    naming it and the file's columns (and ``hint``) before any row is read. ``param`` is
+    the caller's name for ``columns``, for messages."""
     p = check_file(path, what)
     it = csv_rows(p, what=what)
     try:
-        names = _header(next(it, None), p, what) if columns is None else check_columns_given(columns)
+        if columns is None:
+            names = _header(next(it, None), p, what, param)
+        else:
+            names = check_columns_given(columns, param=param)
         want = list(names if wanted is None else wanted)
-        require_columns(want, names, p, what=what, hint=hint)
+        require_columns(want, names, p, what=what, hint=hint, param=param)
     except BaseException:
         it.close()
         raise
-    return _chunks(it, names, want, columns is not None, rows, p, what)
+    return _chunks(it, names, want, param if columns is not None else None, rows, p, what)
 
 
 def _chunks(
-    it: Iterator[list[str]], names: list[str], want: list[str], given: bool, rows: int, path: Path, what: str
+    it: Iterator[list[str]], names: list[str], want: list[str], given: str | None, rows: int, path: Path, what: str
 ) -> Iterator[dict[str, list[str | None]]]:
     idx = [names.index(c) for c in want]
     width = len(names)
@@ -98,8 +110,8 @@ def _chunks(
             return
         if first and given and [c.strip() for c in block[0]] == names:
             raise PrivregValueError(
-                f"{what} {str(path)!r} starts with a header row naming the columns given; columns= "
-                f"(--columns) is for files without one: drop it"
+                f"{what} {str(path)!r} starts with a header row naming the columns given; "
+                f"{names_option(given)} is for files without one: drop it"
             )
         first = False
         cells: list[list[str | None]] = [[] for _ in idx]
@@ -108,7 +120,7 @@ def _chunks(
                 continue
             n = len(row)
             if n > width and any(c.strip() for c in row[width:]):
-                names_of = "the names of columns=" if given else "its header row"
+                names_of = f"the names of {given}=" if given else "its header row"
                 raise PrivregValueError(
                     f"{what} {str(path)!r} has a row with more cells than the {width} of {names_of}; "
                     f"quote cells holding commas, or name every column"

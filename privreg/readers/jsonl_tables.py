@@ -74,10 +74,10 @@ def jsonl_parse(lines: list[str], path: Path, what: str = "input") -> list[dict[
     array when every line is exactly one object (the common case); otherwise line by
     line, refusing the first line that is not an object (without its number or content)."""
     with contextlib.suppress(ValueError):  # some line is not one object: line by line below
-        objs = json.loads("[" + ",".join(lines) + "]")
+        objs: list[Any] = json.loads("[" + ",".join(lines) + "]")
         if len(objs) == len(lines) and all(type(o) is dict for o in objs):
             return objs
-    out = []
+    out: list[dict[str, Any]] = []
     for line in lines:
         if not line.strip():
             continue
@@ -155,7 +155,9 @@ def jsonl_chunks(
         yield {c: [] for c in wanted}
 
 
-def jsonl_objects(path: str | Path, *, what: str = "input", line_numbers: bool = False) -> Iterator[tuple[int, dict]]:
+def jsonl_objects(
+    path: str | Path, *, what: str = "input", line_numbers: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line of ``path``, one at a time. A line
     that is not a JSON object is refused, naming its number only when ``line_numbers``
     (a party's own input file, where the number helps and discloses nothing)."""

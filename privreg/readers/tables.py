@@ -14,6 +14,7 @@ from pathlib import Path
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.readers.columns import names_option
 from privreg.readers.csv_tables import csv_chunks
 from privreg.readers.jsonl_tables import jsonl_chunks
 from privreg.readers.mail import mail_chunks
@@ -39,22 +40,23 @@ def read_chunks(
     rows: int = CHUNK_ROWS,
     what: str = "input",
     hint: str = "",
+    param: str = "columns",
 ) -> Iterator[Cells]:
     """The cells of the columns ``wanted`` (default: all) of the file at ``path``, ``rows``
     records at a time; a file without records gives one empty chunk (so the columns are
     known), except a JSONL file without lines when ``wanted`` is None. Memory: one chunk.
     ``formats`` are those the caller accepts; ``hint`` ends a missing-column error (the
-    parameter that picks the columns)."""
+    parameter that picks the columns); ``param`` is the caller's name for ``columns``."""
     p = check_file(path, what)
     fmt = detect_format(p, format, formats=formats, default=default_format)
     rows = v.check_count("rows", rows)
     if columns is not None and fmt != "csv":
         raise PrivregValueError(
-            f"columns= names the columns of a CSV file without a header row; {what} {str(p)!r} is {fmt}, whose "
-            f"columns are named in the file: drop columns"
+            f"{names_option(param)} names the columns of a CSV file without a header row; {what} {str(p)!r} is "
+            f"{fmt}, whose columns are named in the file: drop {param}"
         )
     if fmt == "csv":
-        return csv_chunks(p, wanted, columns=columns, rows=rows, what=what, hint=hint)
+        return csv_chunks(p, wanted, columns=columns, rows=rows, what=what, hint=hint, param=param)
     if fmt == "jsonl":
         return jsonl_chunks(p, wanted, rows=rows, what=what, hint=hint)
     if fmt == "parquet":
@@ -72,6 +74,7 @@ def read_table(
     columns: Sequence[str] | None = None,
     what: str = "input",
     hint: str = "",
+    param: str = "columns",
 ) -> Cells:
     """All cells of the columns ``wanted`` (default: all) as one :data:`Cells` (empty
     lists for a file without records; an empty dict when ``wanted`` is None and a
@@ -86,6 +89,7 @@ def read_table(
         columns=columns,
         what=what,
         hint=hint,
+        param=param,
     ):
         for name, cells in chunk.items():
             out.setdefault(name, []).extend(cells)
