@@ -154,21 +154,22 @@ def standardise(points: np.ndarray) -> np.ndarray:
 
 
 def read_csv_points(
-    path: Path, columns: Sequence[str] | None = None, *, names: Sequence[str] | None = None
+    path: Path, columns: Sequence[str] | None = None, *, column_names: Sequence[str] | None = None
 ) -> tuple[np.ndarray, tuple[str, ...]]:
     """The numeric columns ``columns`` (default: all) of a file, as a float64 matrix: a
-    CSV file with a header row, or without one when ``names`` names its columns; JSONL or
+    CSV file with a header row, or without one when ``column_names`` names its columns; JSONL or
     Parquet by suffix (:func:`privreg.readers.read_table`; any other suffix reads as CSV).
     Empty, NaN or non-numeric cells are an error naming the column (never the cell or its
     row: they are data); so is a header row with an empty or repeated name."""
-    p = check_file(path, "input", "pass a CSV file with a header row, or name its columns with --column-names")
+    p = check_file(path, "input", "pass a CSV, JSONL or Parquet file")
     table = read_table(
         p,
         list(columns) if columns else None,
         formats=_FORMATS,
         default_format="csv",
-        columns=names,
-        hint="pick numeric columns with --columns",
+        columns=column_names,
+        hint="Pick numeric columns with columns= (--columns)",
+        param="column_names",
     )
     picked = tuple(table)
     out = np.empty((len(table[picked[0]]) if picked else 0, len(picked)))

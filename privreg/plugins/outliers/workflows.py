@@ -65,7 +65,7 @@ def _load(input: Path | None, columns: str, column_names: str, default) -> tuple
             raise PrivregValueError(f"{which} needs an input file; without one the generated demo data are used")
         data = default(0)
         return data.points, data.columns, f"generated {default.__name__} (paper 003), seed 0"
-    points, picked = read_csv_points(input, _columns(columns), names=given)
+    points, picked = read_csv_points(input, _columns(columns), column_names=given)
     return points, picked, str(input)
 
 

@@ -74,7 +74,12 @@ def read_column(path: Path | None, column: str, columns: Sequence[str] | None = 
         values = data[column]
     else:
         table = read_table(
-            path, [column], formats=_FORMATS, default_format="csv", columns=columns, hint="pick one with --column"
+            path,
+            [column],
+            formats=_FORMATS,
+            default_format="csv",
+            columns=columns,
+            hint="Pick the column with column= (--column)",
         )
         values = table[column]
     try:
