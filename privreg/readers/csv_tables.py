@@ -35,7 +35,7 @@ def csv_rows(path: str | Path, *, what: str = "input") -> Generator[list[str], N
     p = Path(path)
     # the default limit, 128 KiB a cell, is below some texts; one chunk still bounds memory
     csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
-    with reading_input(p, what), open_text(p, newline="") as fh:
+    with reading_input(p, what), open_text(p, what, newline="") as fh:
         try:
             yield from csv.reader(fh)
         except csv.Error as exc:  # e.g. "line contains NUL": the rule, not the content

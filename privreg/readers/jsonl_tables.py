@@ -55,7 +55,7 @@ def jsonl_line_chunks(path: str | Path, rows: int, *, what: str = "input") -> It
     payload a worker process can parse (:func:`jsonl_parse`)."""
     p = Path(path)
     lineno = 1
-    with reading_input(p, what), open_text(p) as fh:
+    with reading_input(p, what), open_text(p, what) as fh:
         while True:
             lines = list(itertools.islice(fh, rows))
             if not lines:
@@ -162,7 +162,7 @@ def jsonl_objects(
     that is not a JSON object is refused, naming its number only when ``line_numbers``
     (a party's own input file, where the number helps and discloses nothing)."""
     p = check_file(path, what)
-    with reading_input(p, what), open_text(p) as fh:
+    with reading_input(p, what), open_text(p, what) as fh:
         for no, line in enumerate(fh, 1):
             if not line.strip():
                 continue

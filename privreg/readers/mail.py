@@ -82,7 +82,7 @@ def mail_messages(
     p = check_file(path, what, hint)
     keep = frozenset(folders)
     try:
-        with open_binary(p) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+        with open_binary(p, what) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
             for member in tar:
                 parts = member.name.split("/")
                 if not member.isfile() or len(parts) < 2 or parts[-2] not in keep:

@@ -98,28 +98,6 @@ def detect_format(
     )
 
 
-_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
-    (b"\xfd7zXZ\x00", "xz"),
-)
-
-
-def compression(path: str | os.PathLike[str]) -> str | None:
-    """``"gzip"``, ``"bz2"`` or ``"xz"`` from the file's first bytes; None for anything
-    else. bzip2 needs its whole 10-byte signature, so a text file starting with "BZh"
-    still reads as text."""
-    with open(path, "rb") as fh:
-        head = fh.read(10)
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            return kind
-    level_ok = head[3:4] in (b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
-    # then a block, or the end of an empty stream
-    if head[:3] == b"BZh" and level_ok and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
-        return "bz2"
-    return None
-
-
 @contextlib.contextmanager
 def reading_input(path: str | os.PathLike[str], what: str) -> Iterator[None]:
     """Errors raised while the block reads ``path`` -- missing, a folder, no permission,
@@ -135,21 +113,44 @@ def reading_input(path: str | os.PathLike[str], what: str) -> Iterator[None]:
         ) from None
 
 
-def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\xfd7zXZ\x00", "xz"),
+)
+
+
+def compression(path: str | os.PathLike[str], what: str = "input") -> str | None:
+    """``"gzip"``, ``"bz2"`` or ``"xz"`` from the file's first bytes; None for anything
+    else. bzip2 needs its whole 10-byte signature, so a text file starting with "BZh"
+    still reads as text. An unreadable file is a one-line error naming ``what``."""
+    with reading_input(path, what), open(path, "rb") as fh:
+        head = fh.read(10)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    level_ok = head[3:4] in (b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
+    # then a block, or the end of an empty stream
+    if head[:3] == b"BZh" and level_ok and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bz2"
+    return None
+
+
+def open_binary(path: str | os.PathLike[str], what: str = "input") -> IO[bytes]:
     """A binary stream of ``path``'s content, decompressed (:func:`compression`) through
-    :func:`~privreg.core.cost.capped_reader`. Use inside :func:`reading_input`."""
-    kind = compression(path)
-    what = repr(os.fspath(path))
+    :func:`~privreg.core.cost.capped_reader`. Use inside :func:`reading_input` (with the
+    same ``what``)."""
+    kind = compression(path, what)
+    name = repr(os.fspath(path))
     if kind == "gzip":
-        return capped_reader(gzip.open(path, "rb"), what)
+        return capped_reader(gzip.open(path, "rb"), name)
     if kind == "bz2":
-        return capped_reader(bz2.open(path, "rb"), what)
+        return capped_reader(bz2.open(path, "rb"), name)
     if kind == "xz":
-        return capped_reader(lzma.open(path, "rb"), what)
+        return capped_reader(lzma.open(path, "rb"), name)
     return open(path, "rb")
 
 
-def open_text(path: str | os.PathLike[str], *, newline: str | None = None) -> IO[str]:
+def open_text(path: str | os.PathLike[str], what: str = "input", *, newline: str | None = None) -> IO[str]:
     """A UTF-8 text stream of ``path``'s (decompressed) content; ``newline`` as
-    :func:`open` (``""`` for CSV). Use inside :func:`reading_input`."""
-    return io.TextIOWrapper(open_binary(path), encoding="utf-8", newline=newline)
+    :func:`open` (``""`` for CSV). Use inside :func:`reading_input` (with the same ``what``)."""
+    return io.TextIOWrapper(open_binary(path, what), encoding="utf-8", newline=newline)

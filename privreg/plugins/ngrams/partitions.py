@@ -38,6 +38,7 @@ from privreg.core.files import make_temp_dir, sweep_temp_dirs
 from privreg.plugins.ngrams.backends.base import Tokenizer, check_path
 from privreg.plugins.ngrams.backends.local import CHUNK_RECORDS, LocalBackend
 from privreg.plugins.ngrams.backends.tokens import TokenChunk, TokenCorpus, Vocabulary, string_tags
+from privreg.readers import compression
 
 __all__ = ["PartitionArrays", "Partition", "PartitionedCorpus", "SEPARATOR", "PARTITION_BYTES"]
 
@@ -289,7 +290,7 @@ class PartitionedCorpus:
         p = check_path(path)
         be = backend or LocalBackend()
         if partitions is None:
-            size = p.stat().st_size * (4 if p.suffix.lower() in (".gz", ".bz2") else 1)
+            size = p.stat().st_size * (4 if compression(p) else 1)
             partitions = max(1, math.ceil(size / v.check_count("partition_bytes", partition_bytes)))
         vocabulary = Vocabulary()
         chunks = be.tokenize_file(

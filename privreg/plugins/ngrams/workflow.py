@@ -21,6 +21,7 @@ from privreg.plugins.ngrams.levels import PRUNINGS
 from privreg.plugins.ngrams.noise_plan import METHODS
 from privreg.plugins.ngrams.partitions import PARTITION_BYTES, PartitionedCorpus
 from privreg.plugins.ngrams.spamassassin import bundled_path
+from privreg.readers import compression
 
 __all__ = ["ngrams_workflow", "demo_steps", "run_extraction", "estimate_ngrams"]
 
@@ -135,7 +136,7 @@ def estimate_ngrams(input: Path | None, *, max_n: int, workers: int, limits: Lim
     if not path.is_file():
         raise PrivregValueError(f"input {str(path)!r} is not a file")
     size = path.stat().st_size
-    expanded = min(size * (4 if path.suffix.lower() in (".gz", ".bz2") else 1), limits.max_input_bytes)
+    expanded = min(size * (4 if compression(path) else 1), limits.max_input_bytes)
     tokens = expanded / 5
     memory = (96 << 20) + workers * 8 * PARTITION_BYTES + 24 * tokens
     seconds = 1.2e-6 * tokens * max(1.0, max_n / 9) / max(1, min(workers, 2)) + 1e-8 * expanded
