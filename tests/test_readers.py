@@ -139,6 +139,11 @@ def test_header_rule_errors_name_the_columns(tmp_path):
         read_table(_write(tmp_path / "r.csv", "1,2\n"), columns=["a"])
     with pytest.raises(PrivregValueError, match="is empty"):
         read_table(_write(tmp_path / "e.csv", ""))
+    for body in ("caf\xe9,x\n1,2\n", "a,b\n1,caf\xe9\n"):  # not UTF-8, in the header or a record
+        (tmp_path / "latin1.csv").write_bytes(body.encode("latin-1"))
+        with pytest.raises(PrivregValueError, match="latin1.csv' is not UTF-8") as err:
+            read_table(tmp_path / "latin1.csv")
+        assert "caf" not in str(err.value).replace(str(tmp_path), "")
     with pytest.raises(PrivregValueError, match=r"'.*nope\.csv' is not a file"):
         read_table(tmp_path / "nope.csv")
     with pytest.raises(PrivregValueError, match="jsonl, whose columns are named in the file"):

@@ -13,6 +13,7 @@ file and the rule, never a row's content or number.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 from collections.abc import Generator, Iterator, Sequence
@@ -28,18 +29,27 @@ __all__ = ["FIELD_LIMIT", "csv_rows", "csv_names", "csv_chunks"]
 FIELD_LIMIT = 1 << 26
 
 
+@contextlib.contextmanager
+def _reader(path: Path, what: str) -> Iterator[Iterator[list[str]]]:
+    """``csv.reader`` over ``path``; in the block, unreadable files and malformed CSV
+    become one-line errors naming ``what`` and the path."""
+    # the default limit, 128 KiB a cell, is below some texts; one chunk still bounds memory
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
+    with reading_input(path, what), open_text(path, what, newline="") as fh:
+        try:
+            yield csv.reader(fh)
+        except csv.Error as exc:  # e.g. "line contains NUL": the rule, not the content
+            raise PrivregValueError(
+                f"{what} {str(path)!r} is not a readable CSV file ({exc}); check the file"
+            ) from None
+
+
 def csv_rows(path: str | Path, *, what: str = "input") -> Generator[list[str], None, None]:
     """Every row of the CSV file at ``path`` as a list of strings, one at a time (the
     header too); unreadable files and malformed CSV give one-line errors naming
     ``what`` and the path."""
-    p = Path(path)
-    # the default limit, 128 KiB a cell, is below some texts; one chunk still bounds memory
-    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
-    with reading_input(p, what), open_text(p, what, newline="") as fh:
-        try:
-            yield from csv.reader(fh)
-        except csv.Error as exc:  # e.g. "line contains NUL": the rule, not the content
-            raise PrivregValueError(f"{what} {str(p)!r} is not a readable CSV file ({exc}); check the file") from None
+    with _reader(Path(path), what) as rows:
+        yield from rows
 
 
 def csv_names(
@@ -82,21 +92,36 @@ def csv_chunks(
     naming it and the file's columns (and ``hint``) before any row is read. ``param`` is
     the caller's name for ``columns``, for messages."""
     p = check_file(path, what)
-    it = csv_rows(p, what=what)
+    stack = contextlib.ExitStack()
     try:
+        it = stack.enter_context(_reader(p, what))
         if columns is None:
             names = _header(next(it, None), p, what, param)
         else:
             names = check_columns_given(columns, param=param)
         want = list(names if wanted is None else wanted)
         require_columns(want, names, p, what=what, hint=hint, param=param)
-    except BaseException:
-        it.close()
+    except BaseException as exc:  # through the reader's exit: a read error becomes one line
+        stack.__exit__(type(exc), exc, exc.__traceback__)
         raise
-    return _chunks(it, names, want, param if columns is not None else None, rows, p, what)
+    return _chunks(stack, it, names, want, param if columns is not None else None, rows, p, what)
 
 
 def _chunks(
+    stack: contextlib.ExitStack,
+    it: Iterator[list[str]],
+    names: list[str],
+    want: list[str],
+    given: str | None,
+    rows: int,
+    path: Path,
+    what: str,
+) -> Iterator[dict[str, list[str | None]]]:
+    with stack:  # the file's errors, raised while reading, become one-line errors
+        yield from _blocks(it, names, want, given, rows, path, what)
+
+
+def _blocks(
     it: Iterator[list[str]], names: list[str], want: list[str], given: str | None, rows: int, path: Path, what: str
 ) -> Iterator[dict[str, list[str | None]]]:
     idx = [names.index(c) for c in want]
@@ -114,17 +139,15 @@ def _chunks(
                 f"{names_option(given)} is for files without one: drop it"
             )
         first = False
-        cells: list[list[str | None]] = [[] for _ in idx]
-        for row in block:
-            if not row:
-                continue
-            n = len(row)
-            if n > width and any(c.strip() for c in row[width:]):
-                names_of = f"the names of {given}=" if given else "its header row"
-                raise PrivregValueError(
-                    f"{what} {str(path)!r} has a row with more cells than the {width} of {names_of}; "
-                    f"quote cells holding commas, or name every column"
-                )
-            for out, j in zip(cells, idx):
-                out.append((row[j] or None) if j < n else None)
+        records = [row for row in block if row]
+        if set(map(len, records)) - {width}:  # ragged rows: the slow path
+            for row in records:
+                if len(row) > width and any(c.strip() for c in row[width:]):
+                    names_of = f"the names of {given}=" if given else "its header row"
+                    raise PrivregValueError(
+                        f"{what} {str(path)!r} has a row with more cells than the {width} of {names_of}; "
+                        f"quote cells holding commas, or name every column"
+                    )
+            records = [row if len(row) >= width else row + [""] * (width - len(row)) for row in records]
+        cells = [[row[j] or None for row in records] for j in idx]
         yield dict(zip(want, cells))

@@ -41,8 +41,11 @@ def records_frame(users: list[Any], texts: list[Any]) -> Any:
     return pd.DataFrame({"user": np.array(users, dtype=object), "text": np.array(texts, dtype=object)})
 
 
-def _pairs(cells: Cells, user_column: str, text_column: str) -> tuple[list[str], list[str]]:
-    kept = [(u, t) for u, t in zip(cells[user_column], cells[text_column]) if u is not None and t is not None]
+def _pairs(cells: Cells, user_column: str, text_column: str) -> tuple[list[Any], list[Any]]:
+    users, texts = cells[user_column], cells[text_column]
+    if None not in users and None not in texts:  # the common case: nothing to drop
+        return users, texts
+    kept = [(u, t) for u, t in zip(users, texts) if u is not None and t is not None]
     return [u for u, _ in kept], [t for _, t in kept]
 
 
