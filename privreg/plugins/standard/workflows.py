@@ -21,7 +21,7 @@ from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
 from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
-from privreg.readers import read_table
+from privreg.readers import numeric_column, read_table
 
 __all__ = ["bounded_mean", "read_column", "estimate_bounded_mean", "count_lines"]
 
@@ -64,28 +64,22 @@ def read_column(path: Path | None, column: str, columns: Sequence[str] | None = 
     (:func:`privreg.readers.read_table`; any other suffix reads as CSV). Empty and NaN
     cells (and cells missing from a short row) read as NaN. A header row naming a column
     twice or holding an empty name is refused."""
-    values: np.ndarray | list[str | None]
     if path is None:
         if columns:
             raise PrivregValueError("columns names the columns of an input file; pass input= too, or drop columns")
         data = load_adult()
         if column not in data:
             raise PrivregValueError(f"column {column!r} is not in Adult; columns: {sorted(data)}")
-        values = data[column]
-    else:
-        table = read_table(
-            path,
-            [column],
-            formats=_FORMATS,
-            default_format="csv",
-            columns=columns,
-            hint="Pick the column with column= (--column)",
-        )
-        values = table[column]
-    try:
-        return np.asarray(["nan" if v is None else v for v in values], dtype=np.float64)
-    except ValueError:
-        raise PrivregValueError(f"column {column!r} is not numeric") from None
+        return numeric_column(data[column].tolist(), column, "Adult")
+    table = read_table(
+        path,
+        [column],
+        formats=_FORMATS,
+        default_format="csv",
+        columns=columns,
+        hint="Pick the column with column= (--column)",
+    )
+    return numeric_column(table[column], column, repr(str(path)))
 
 
 def _clamped_sum(values: np.ndarray) -> float:
