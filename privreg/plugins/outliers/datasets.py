@@ -24,7 +24,6 @@ text says 490; use :func:`paper_sample` with the mix you want.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,8 +32,8 @@ import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
-from privreg.core.files import open_input
 from privreg.datasets import load_adult
+from privreg.readers import check_file, csv_names, numeric_column, read_table
 
 __all__ = [
     "OutlierData",
@@ -47,6 +46,9 @@ __all__ = [
     "standardise",
     "read_csv_points",
 ]
+
+#: The formats the outlier workflows read (a mail archive has no numeric column).
+_FORMATS = ("csv", "jsonl", "parquet")
 
 #: The 7 Adult attributes used (see the module docstring).
 ADULT_OUTLIER_COLUMNS = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week", "sex", "race")
@@ -118,18 +120,13 @@ def load_adult_outliers(
 def load_ionosphere(path: str | Path) -> OutlierData:
     """UCI Ionosphere from ``path`` (CSV with header ``V1..V34,Class``; ``bad`` is the
     outlier class)."""
-    p = Path(path)
-    if not p.is_file():
-        raise PrivregValueError(
-            f"path {str(p)!r} is not a file; pass the path of ionosphere.csv (UCI Ionosphere, CC BY 4.0)"
-        )
-    with open_input(p, "path", newline="") as fh:
-        rows = list(csv.reader(fh))
-    header, body = rows[0], [r for r in rows[1:] if r]
-    if header[-1].strip().lower() != "class":
+    p = check_file(path, "path", "pass the path of ionosphere.csv (UCI Ionosphere, CC BY 4.0)")
+    header = csv_names(p, what="path")
+    if header[-1].lower() != "class":
         raise PrivregValueError(f"{str(p)!r}: the last column must be 'Class'; got {header[-1]!r}")
-    points = np.array([[float(x) for x in r[:-1]] for r in body], dtype=np.float64)
-    labels = np.array([r[-1].strip() for r in body])
+    table = read_table(p, header, format="csv", what="path")
+    points = np.column_stack([numeric_column(table[c], c, repr(str(p))) for c in header[:-1]])
+    labels = np.array([(x or "").strip() for x in table[header[-1]]])
     return OutlierData(points=points, is_outlier=labels == "bad", columns=tuple(header[:-1]))
 
 
@@ -156,40 +153,39 @@ def standardise(points: np.ndarray) -> np.ndarray:
     return (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 
 
-def read_csv_points(path: Path, columns: Sequence[str] | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The numeric columns ``columns`` (default: all) of a CSV file with a header row, as
-    a float64 matrix. Empty, NaN or non-numeric cells are an error naming the column (never
-    the cell or its row: they are data); so is a header row with an empty or repeated
-    name."""
-    p = Path(path)
-    if not p.is_file():
-        raise PrivregValueError(f"input {str(p)!r} is not a file; pass a CSV file with a header row")
-    with open_input(p, "input", newline="") as fh:  # not UTF-8, unreadable: one-line errors
-        reader = csv.reader(fh)
-        first = next(reader, [])
-        if not first:
-            raise PrivregValueError(f"{str(p)!r} is empty; it needs a header row and records")
-        header = v.check_header(first, repr(str(p)))
-        rows = [r for r in reader if any(c.strip() for c in r)]
-    names = list(columns) if columns else header
-    missing = [c for c in names if c not in header]
-    if missing:
-        raise PrivregValueError(f"column(s) {missing} not in {str(p)!r}; its columns are {header}")
-    idx = [header.index(c) for c in names]
-    out = np.empty((len(rows), len(idx)))
-    for i, row in enumerate(rows):
-        for j, col in enumerate(idx):
-            try:
-                out[i, j] = float(row[col])
-                if out[i, j] != out[i, j]:  # NaN: a missing value, as an empty cell
-                    raise ValueError
-            except (ValueError, IndexError):
-                # the rule and the column (public schema), never the cell or its row
-                raise PrivregValueError(
-                    f"{str(p)!r}: column {names[j]!r} has a cell that is empty, NaN or not a number; "
-                    f"every cell of the chosen columns must be a number. Clean the data or "
-                    f"pick numeric columns with columns=..."
-                ) from None
-    if not len(rows):
-        raise PrivregValueError(f"{str(p)!r} has a header but no records")
-    return out, tuple(names)
+def read_csv_points(
+    path: Path, columns: Sequence[str] | None = None, *, column_names: Sequence[str] | None = None
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The numeric columns ``columns`` (default: all) of a file, as a float64 matrix: a
+    CSV file with a header row, or without one when ``column_names`` names its columns; JSONL or
+    Parquet by suffix (:func:`privreg.readers.read_table`; any other suffix reads as CSV).
+    Empty, NaN or non-numeric cells are an error naming the column (never the cell or its
+    row: they are data); so is a header row with an empty or repeated name."""
+    p = check_file(path, "input", "pass a CSV, JSONL or Parquet file")
+    table = read_table(
+        p,
+        list(columns) if columns else None,
+        formats=_FORMATS,
+        default_format="csv",
+        columns=column_names,
+        hint="Pick numeric columns with columns= (--columns)",
+        param="column_names",
+    )
+    picked = tuple(table)
+    out = np.empty((len(table[picked[0]]) if picked else 0, len(picked)))
+    for j, name in enumerate(picked):
+        try:
+            col: np.ndarray | None = numeric_column(table[name], name, repr(str(p)))
+        except PrivregValueError:
+            col = None
+        if col is None or np.isnan(col).any():
+            # the rule and the column (public schema), never the cell or its row
+            raise PrivregValueError(
+                f"{str(p)!r}: column {name!r} has a cell that is empty, NaN or not a number; "
+                f"every cell of the chosen columns must be a number. Clean the data or "
+                f"pick numeric columns with columns=..."
+            )
+        out[:, j] = col
+    if not out.shape[0]:
+        raise PrivregValueError(f"{str(p)!r} has no records")
+    return out, picked

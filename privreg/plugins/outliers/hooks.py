@@ -117,7 +117,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
     return [
         RegistryItem(
             name="outlier-count",
-            summary="noisy number of distance-based outliers in a CSV file (smooth-sensitivity Gaussian)",
+            summary="noisy number of distance-based outliers in a file of records (smooth-sensitivity Gaussian)",
             citation=citations.OKADA15,
             factory=outlier_count_workflow,
             example=Example(params={"epsilon": 1.0}),

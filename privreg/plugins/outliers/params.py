@@ -9,7 +9,19 @@ from typing import Annotated
 from privreg.core.params import OPEN_UNIT, POSITIVE, Spec
 from privreg.plugins.outliers.ball_cover import COVER_METHODS
 
-__all__ = ["Epsilon", "Delta", "WorkflowDelta", "K", "Cover", "Step", "Subspace", "Input", "Columns", "radius"]
+__all__ = [
+    "Epsilon",
+    "Delta",
+    "WorkflowDelta",
+    "K",
+    "Cover",
+    "Step",
+    "Subspace",
+    "Input",
+    "Columns",
+    "ColumnNames",
+    "radius",
+]
 
 Epsilon = Annotated[float, Spec(doc="privacy parameter epsilon", **POSITIVE)]
 Delta = Annotated[float, Spec(doc="privacy parameter delta, well below 1/n", **OPEN_UNIT)]
@@ -31,10 +43,17 @@ Cover = Annotated[
 Step = Annotated[float, Spec(doc="public output grid of the released count", **POSITIVE)]
 Subspace = Annotated[str, Spec(doc="comma-separated attribute indices of the subspace S (empty: all attributes)")]
 Input = Annotated[
-    Path | None, Spec(doc="CSV file with a header row, one record per row (default: generated paper data)")
+    Path | None,
+    Spec(
+        doc="CSV (header row unless --column-names), JSONL or Parquet file, a record per row (default: generated data)"
+    ),
 ]
 Columns = Annotated[
     str, Spec(doc="comma-separated numeric columns to use (default: all); scale them with public constants")
+]
+ColumnNames = Annotated[
+    str,
+    Spec(doc="comma-separated names of the columns of a CSV file without a header row (--columns picks among them)"),
 ]
 
 

@@ -19,7 +19,7 @@ from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
-from privreg.plugins.outliers.params import Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
+from privreg.plugins.outliers.params import ColumnNames, Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
 from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
 from privreg.plugins.outliers.report import report_count, selection_report
@@ -59,14 +59,16 @@ def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int
     return Cost(memory_bytes=memory, seconds=covers * seconds, basis=basis)
 
 
-def _load(input: Path | None, columns: str, default) -> tuple[np.ndarray, tuple[str, ...], str]:
+def _load(input: Path | None, columns: str, column_names: str, default) -> tuple[np.ndarray, tuple[str, ...], str]:
+    given = split_columns("column_names", column_names) or None
     if input is None:
-        if _columns(columns):
-            raise PrivregValueError("columns needs an input file; without one the generated demo data are used")
+        if _columns(columns) or given:
+            which = "columns" if _columns(columns) else "column_names"
+            raise PrivregValueError(f"{which} needs an input file; without one the generated demo data are used")
         data = default(0)
         return data.points, data.columns, f"generated {default.__name__} (paper 003), seed 0"
-    points, names = read_csv_points(input, _columns(columns))
-    return points, names, str(input)
+    points, picked = read_csv_points(input, _columns(columns), column_names=given)
+    return points, picked, str(input)
 
 
 def _write(context: WorkflowContext, metrics: dict) -> dict[str, Path]:
@@ -82,6 +84,7 @@ def outlier_count_workflow(
     context: WorkflowContext,
     input: Input = None,
     columns: Columns = "",
+    column_names: ColumnNames = "",
     k: K = 3,
     radius: Annotated[float, radius_spec("#columns")] = 1.1,
     epsilon: Epsilon = 1.0,
@@ -121,7 +124,7 @@ def outlier_count_workflow(
     data as there (measured 2x for 200 records in 2 columns, 60-110x for 60 records in 3
     columns with the exact cover, ``benchmarks/data_timing.py``).
     """
-    points, names, source = _load(input, columns, synthetic_1)
+    points, names, source = _load(input, columns, column_names, synthetic_1)
     context.require("outlier-count", estimate_outliers(points, radius, cover))
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius, step=step, cover=cover)
     context.echo(f"computing the smooth sensitivity bound over {points.shape[0]} records ...")
@@ -165,6 +168,7 @@ def outlier_subspaces_workflow(
     context: WorkflowContext,
     input: Input = None,
     columns: Columns = "",
+    column_names: ColumnNames = "",
     dimension: Annotated[int, Spec(doc="columns per candidate subspace", minimum=1, maximum=64)] = 1,
     h: Annotated[int, Spec(doc="number of subspaces to find", minimum=1, maximum=10_000)] = 1,
     k: K = 1,
@@ -214,7 +218,7 @@ def outlier_subspaces_workflow(
     0.9. Counts stay off (count_fraction 0): at this size no count is informative (see
     ``outlier-count``).
     """
-    points, names, source = _load(input, columns, synthetic_2)
+    points, names, source = _load(input, columns, column_names, synthetic_2)
     if dimension > points.shape[1]:
         raise PrivregValueError(
             f"parameter dimension = {dimension} exceeds the {points.shape[1]} column(s) of the data; lower it"

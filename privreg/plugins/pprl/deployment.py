@@ -37,6 +37,7 @@ from privreg.plugins.pprl.kdf import check_secret_file
 from privreg.plugins.pprl.matching import RULES
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
+from privreg.readers import read_table
 
 __all__ = ["PPRLDeployment", "example_parties", "party_list", "read_records"]
 
@@ -93,15 +94,14 @@ def _options(
 
 def read_records(path: Path, columns: Sequence[str] = FEBRL_SCHEMA.columns) -> pd.DataFrame:
     """A data party's records: the encoded ``columns`` (FEBRL columns; missing ones are
-    empty), as strings; other columns are not read into the encoding."""
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise PrivregValueError(f"inputs.records: no file at {path}.") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise PrivregValueError(f"inputs.records: {path} is not a readable CSV ({type(exc).__name__}).") from None
-    if not set(columns) & set(frame.columns):
+    empty), as strings (empty cells ``""``); other columns are not read into the
+    encoding. The CSV file (with a header row) is read by :func:`privreg.readers.read_table`."""
+    if not Path(path).is_file():
+        raise PrivregValueError(f"inputs.records: no file at {path}.")
+    table = read_table(path, None, format="csv", what="inputs.records")
+    if not set(columns) & set(table):
         raise PrivregValueError(f"inputs.records: {path} has none of the columns {list(columns)}.")
+    frame = pd.DataFrame({c: pd.Series([x or "" for x in cells], dtype=object) for c, cells in table.items()})
     for col in columns:
         if col not in frame.columns:
             frame[col] = ""

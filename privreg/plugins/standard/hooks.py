@@ -246,7 +246,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
     return [
         RegistryItem(
             name="bounded-mean",
-            summary="count, sum and mean of a bounded CSV column with Laplace noise",
+            summary="count, sum and mean of a bounded column (CSV, JSONL or Parquet) with Laplace noise",
             citation=citations.DMNS06,
             factory=bounded_mean,
             example=Example(params={"epsilon": 1.0, "column": "hours-per-week", "lower": 1.0, "upper": 99.0}),

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import math
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
@@ -16,14 +16,18 @@ import numpy as np
 from privreg.analysis.report import Level
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
-from privreg.core.files import open_input, write_text
+from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
-from privreg.core.validation import check_header
+from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.datasets import load_adult
 from privreg.plugins.standard.mean_report import MeanReport, mean_mechanisms
+from privreg.readers import numeric_column, read_table
 
 __all__ = ["bounded_mean", "read_column", "estimate_bounded_mean", "count_lines"]
+
+#: The formats bounded-mean reads (a mail archive has no numeric column).
+_FORMATS = ("csv", "jsonl", "parquet")
 
 
 def count_lines(path: Path) -> int:
@@ -55,33 +59,28 @@ def estimate_bounded_mean(path: Path | None) -> Cost:
     )
 
 
-def read_column(path: Path | None, column: str) -> np.ndarray:
-    """A numeric column of a CSV file with a header row (default: bundled Adult slice);
-    empty and NaN cells (and cells missing from a short row) read as NaN. A header row
-    naming a column twice or holding an empty name is refused."""
-    values: np.ndarray | list[str]
+def read_column(path: Path | None, column: str, columns: Sequence[str] | None = None) -> np.ndarray:
+    """A numeric column of a file (default: bundled Adult slice): CSV with a header row,
+    or without one when ``columns`` names its columns; JSONL or Parquet by suffix
+    (:func:`privreg.readers.read_table`; any other suffix reads as CSV). Empty and NaN
+    cells (and cells missing from a short row) read as NaN. A header row naming a column
+    twice or holding an empty name is refused."""
     if path is None:
+        if columns:
+            raise PrivregValueError("columns names the columns of an input file; pass input= too, or drop columns")
         data = load_adult()
         if column not in data:
             raise PrivregValueError(f"column {column!r} is not in Adult; columns: {sorted(data)}")
-        values = data[column]
-    else:
-        if not path.is_file():
-            raise PrivregValueError(f"input {str(path)!r} is not a file")
-        with open_input(path, "input", newline="") as fh:  # not UTF-8, unreadable: one-line errors
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            if header is None:
-                raise PrivregValueError(f"{str(path)!r} is empty; it needs a header row naming its columns")
-            names = check_header(header, repr(str(path)))
-            if column not in names:
-                raise PrivregValueError(f"column {column!r} is not in {str(path)!r}; columns: {names}")
-            j = names.index(column)
-            values = [(row[j] if j < len(row) else "") or "nan" for row in reader if row]
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except ValueError:
-        raise PrivregValueError(f"column {column!r} is not numeric") from None
+        return numeric_column(data[column].tolist(), column, "Adult")
+    table = read_table(
+        path,
+        [column],
+        formats=_FORMATS,
+        default_format="csv",
+        columns=columns,
+        hint="Pick the column with column= (--column)",
+    )
+    return numeric_column(table[column], column, repr(str(path)))
 
 
 def _clamped_sum(values: np.ndarray) -> float:
@@ -101,8 +100,14 @@ def _clamped_sum(values: np.ndarray) -> float:
 def bounded_mean(
     *,
     context: WorkflowContext,
-    input: Annotated[Path | None, Spec(doc="CSV file with a header row (default: bundled UCI Adult slice)")] = None,
+    input: Annotated[
+        Path | None,
+        Spec(doc="CSV (header row unless --columns), JSONL or Parquet file (default: bundled UCI Adult slice)"),
+    ] = None,
     column: Annotated[str, Spec(doc="numeric column to release")] = "age",
+    columns: Annotated[
+        str, Spec(doc="comma-separated names of the columns of a CSV file without a header row (default: it has one)")
+    ] = "",
     lower: Annotated[float, Spec(doc="declared lower bound of the column")] = 17.0,
     upper: Annotated[float, Spec(doc="declared upper bound of the column")] = 90.0,
     epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon", **POSITIVE)] = 1.0,
@@ -139,8 +144,9 @@ def bounded_mean(
         raise PrivregValueError(f"lower ({lower}) must be < upper ({upper})")
     if not (math.isfinite(lower) and math.isfinite(upper)):
         raise PrivregValueError(f"lower and upper must be finite; got lower={lower!r}, upper={upper!r}")
+    names = split_columns("columns", columns) or None
     context.require("bounded-mean", estimate_bounded_mean(input))
-    x = read_column(input, column)
+    x = read_column(input, column, names)
     missing = np.isnan(x)
     if missing.any():
         if not drop_missing:

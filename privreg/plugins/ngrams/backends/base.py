@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from privreg import readers
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
@@ -53,37 +54,21 @@ __all__ = [
     "INPUT_FORMATS",
 ]
 
+#: Ends a missing-column error: the parameters that pick the columns.
+COLUMN_HINT = "Pass user_column=/text_column= (CLI: --user-column/--text-column)"
 #: Weighting policies of :meth:`Backend.bounded_histogram`.
 WEIGHTINGS = ("sqrt", "unit")
 #: Integer weights are in units of 1/DEFAULT_SCALE (a power of two: h / scale is exact).
 DEFAULT_SCALE = 1 << 20
-#: Input formats every backend reads.
-INPUT_FORMATS = ("csv", "jsonl", "parquet")
-_SUFFIXES = {
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".json": "jsonl",
-    ".ndjson": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
+#: Input formats (:mod:`privreg.readers`); ``mail`` (a mail archive) on the local backend only.
+INPUT_FORMATS = ("csv", "jsonl", "parquet", "mail")
 
 
 def detect_format(path: str | Path, format: str | None = None) -> str:
-    """``format`` if given, else from the suffix (``.gz``/``.bz2`` ignored): csv, jsonl
-    (``.jsonl``, ``.json``, ``.ndjson``: one JSON object per line) or parquet."""
-    if format is not None:
-        if format not in INPUT_FORMATS:
-            raise PrivregValueError(f"format must be one of {INPUT_FORMATS}; got {format!r}")
-        return format
-    suffixes = [s.lower() for s in Path(path).suffixes if s.lower() not in (".gz", ".bz2")]
-    found = _SUFFIXES.get(suffixes[-1]) if suffixes else None
-    if found is None:
-        raise PrivregValueError(
-            f"cannot tell the format of {str(path)!r} from its suffix; name it .csv, .jsonl or "
-            f".parquet, or pass format= one of {INPUT_FORMATS}"
-        )
-    return found
+    """``format`` if given, else from the suffix (``.gz``/``.bz2``/``.xz`` ignored): csv,
+    jsonl (``.jsonl``, ``.json``, ``.ndjson``: one JSON object per line), parquet, or mail
+    (``.tar``, ``.tgz``, ``.tar.gz``, ...: a mail archive); :func:`privreg.readers.detect_format`."""
+    return readers.detect_format(path, format, formats=INPUT_FORMATS)
 
 
 def contribution_weights(max_keys: int, *, weighting: str = "sqrt", scale: int = DEFAULT_SCALE) -> np.ndarray:
@@ -209,18 +194,9 @@ class Backend(ABC):
 
 def check_path(path: Any) -> Path:
     """``path`` as an existing file, or a PrivregValueError naming it."""
-    if not isinstance(path, (str, Path)):
-        raise PrivregTypeError(f"path must be a str or Path; got {path!r}")
-    p = Path(path)
-    if not p.is_file():
-        raise PrivregValueError(f"input {str(p)!r} is not a file; pass a CSV, JSONL or Parquet file")
-    return p
+    return readers.check_file(path, "input", "pass a CSV, JSONL or Parquet file, or a mail archive")
 
 
 def check_columns(found: list[str], user_column: str, text_column: str, path: Path) -> None:
-    missing = [c for c in (user_column, text_column) if c not in found]
-    if missing:
-        raise PrivregValueError(
-            f"{str(path)!r} has no column(s) {missing}; its columns are {found}. "
-            f"Pass user_column=/text_column= (CLI: --user-column/--text-column)."
-        )
+    """Refuse a user or text column missing from ``found``, naming the file's columns."""
+    readers.require_columns([user_column, text_column], found, path, hint=COLUMN_HINT)

@@ -15,7 +15,7 @@ Aggregation (:meth:`LocalBackend.bounded_histogram`) is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,11 +28,9 @@ from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Backend, Histogr
 from privreg.plugins.ngrams.backends.bounding import bounded_histogram
 from privreg.plugins.ngrams.backends.readers import (
     ColumnCheck,
-    csv_chunks,
-    jsonl_chunks,
     jsonl_payloads,
     jsonl_records,
-    parquet_chunks,
+    record_chunks,
     records_frame,
 )
 from privreg.plugins.ngrams.backends.tokens import TokenChunk, TokenCorpus, Vocabulary, tokenize_texts
@@ -76,23 +74,22 @@ class LocalBackend(Backend):
         text_column: str = "text",
         format: str | None = None,
         chunk_records: int = CHUNK_RECORDS,
+        columns: Sequence[str] | None = None,
     ) -> Iterator[Any]:
-        """The (user, text) rows of a CSV (with header), JSONL or Parquet file (``.gz`` and
-        ``.bz2`` for CSV/JSONL), ``chunk_records`` input rows at a time, as DataFrames with
-        string columns ``user`` and ``text`` (rows missing either are dropped). Memory: one
-        chunk. Non-string JSON values read as ``str(value)``, Parquet values by Arrow's
-        cast to string: per value, so the rows never depend on the chunking."""
+        """The (user, text) rows of a CSV (with a header row, or without one when
+        ``columns`` names its columns), JSONL or Parquet file (compressed CSV/JSONL
+        decompressed as a stream) or a mail archive (ham messages, one user per sender),
+        ``chunk_records`` input rows at a time, as DataFrames with string columns ``user``
+        and ``text`` (rows missing either are dropped); read by :mod:`privreg.readers`.
+        Memory: one chunk. Non-string JSON values read as ``str(value)``, Parquet values by
+        Arrow's cast to string: per value, so the rows never depend on the chunking."""
         p = check_path(path)
         fmt = detect_format(p, format)
         rows = v.check_count("chunk_records", chunk_records)
         for name, col in (("user_column", user_column), ("text_column", text_column)):
             if not isinstance(col, str) or not col:
                 raise PrivregTypeError(f"{name} must be a non-empty column name; got {col!r}")
-        if fmt == "jsonl":
-            return jsonl_chunks(p, user_column, text_column, rows)
-        if fmt == "csv":
-            return csv_chunks(p, user_column, text_column, rows)
-        return parquet_chunks(p, user_column, text_column, rows)
+        return record_chunks(p, fmt, user_column, text_column, rows, columns)
 
     def read_records(
         self, path: str | Path, *, user_column: str = "user_id", text_column: str = "text", format: str | None = None
@@ -115,6 +112,7 @@ class LocalBackend(Backend):
         format: str | None = None,
         chunk_records: int = CHUNK_RECORDS,
         workers: int = 1,
+        columns: Sequence[str] | None = None,
     ) -> Iterator[TokenChunk]:
         """Read and tokenize a file chunk by chunk: the same :class:`TokenChunk` s as
         tokenizing each of ``read_record_chunks(...)``. With ``workers`` > 1, parsing (JSONL)
@@ -131,11 +129,11 @@ class LocalBackend(Backend):
         p = check_path(path)
         fmt = detect_format(p, format)
         rows = v.check_count("chunk_records", chunk_records)
-        if fmt == "jsonl":
+        if fmt == "jsonl" and columns is None:
             jobs: Iterator[tuple[str, Any]] = (("jsonl", payload) for payload in jsonl_payloads(p, rows))
         else:
             frames = self.read_record_chunks(
-                p, user_column=user_column, text_column=text_column, format=fmt, chunk_records=rows
+                p, user_column=user_column, text_column=text_column, format=fmt, chunk_records=rows, columns=columns
             )
             jobs = (("rows", (df["user"].tolist(), df["text"].tolist())) for df in frames)
         return self._tokenize_jobs(jobs, vocabulary, workers, (p, user_column, text_column, tokenizer))

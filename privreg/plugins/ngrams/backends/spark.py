@@ -104,6 +104,10 @@ class SparkBackend(Backend):
 
         p = check_path(path)
         fmt = detect_format(p, format)
+        if fmt == "mail":
+            raise PrivregValueError(
+                f"the spark backend reads CSV, JSONL or Parquet; {str(p)!r} is a mail archive: use --backend local"
+            )
         reader = self.spark.read
         if fmt == "csv":
             df = reader.option("header", "true").option("multiLine", "true").option("escape", '"').csv(str(p))

@@ -1,0 +1,130 @@
+"""Column names: the header rule, the names given for a file without one, the
+missing-column error, and numeric columns.
+
+Column names are schema, not data, so errors may quote them -- except a "header" row that
+holds a number, which is most likely the first record of a file without a header row: an
+error about such a row says so and quotes none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.validation import check_header
+
+__all__ = [
+    "check_columns_given",
+    "header_names",
+    "looks_like_record",
+    "missing_columns_error",
+    "require_columns",
+    "names_option",
+    "numeric_column",
+]
+
+
+def names_option(param: str = "columns") -> str:
+    """How a caller names the columns of a file without a header row, for messages:
+    ``param`` is its parameter (``columns=``, on the command line ``--columns a,b,c``)."""
+    return f"{param}= (CLI: --{param.replace('_', '-')} a,b,c)"
+
+
+def _no_header_fix(param: str) -> str:
+    return f"if the file has no header row, name its columns with {names_option(param)}"
+
+
+def looks_like_record(names: Sequence[str]) -> bool:
+    """Whether a header row holds a number (``"39"``, ``"1e-3"``): then it is most likely
+    a record of a file without a header row, and its cells are data."""
+    for name in names:
+        try:
+            float(name)
+        except ValueError:
+            continue
+        return True
+    return False
+
+
+def header_names(row: Sequence[str], path: Path, what: str = "input", *, param: str = "columns") -> list[str]:
+    """The column names of ``path``'s header row (stripped); an empty or repeated name is
+    refused (:func:`~privreg.core.validation.check_header`), without quoting the row when
+    it :func:`looks_like_record`."""
+    names = [str(c).strip() for c in row]
+    try:
+        return check_header(names, repr(str(path)))
+    except PrivregValueError:
+        if looks_like_record(names):
+            raise PrivregValueError(
+                f"{what} {str(path)!r}: its first row holds numbers and empty or repeated names, so it is "
+                f"probably a record, not a header row; {_no_header_fix(param)}"
+            ) from None
+        raise
+
+
+def check_columns_given(columns: Any, *, param: str = "columns") -> list[str]:
+    """``columns``, the names of a file without a header row (the caller's parameter
+    ``param``), as a list: non-empty, distinct strings. (The CLI's ``--columns a,b,c`` is
+    split by :func:`~privreg.core.validation.split_columns`.)"""
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise PrivregTypeError(
+            f"{param} must be a list of column names; got {type(columns).__name__} (split 'a,b,c' into names first)"
+        )
+    names = list(columns)
+    if not names:
+        raise PrivregValueError(f"{param} must name at least one column; pass None for a file with a header row")
+    if not all(isinstance(c, str) for c in names):
+        raise PrivregTypeError(f"{param} must hold strings (the column names)")
+    return check_header(names, param)
+
+
+def missing_columns_error(
+    missing: Sequence[str],
+    found: Sequence[str],
+    path: Path,
+    *,
+    what: str = "input",
+    hint: str = "",
+    param: str = "columns",
+) -> PrivregValueError:
+    """The error for wanted columns ``missing`` from ``path``, whose columns are ``found``:
+    it names both (names are schema), unless ``found`` :func:`looks_like_record` (then it
+    points at ``param``, which names the columns of a file without a header row), and
+    ends with ``hint`` (the parameter that picks the columns)."""
+    missing = list(missing)
+    head = f"column {missing[0]!r} is" if len(missing) == 1 else f"columns {missing} are"
+    if looks_like_record(found):
+        text = f"{head} not in {what} {str(path)!r}, whose first row holds numbers (a record?); {_no_header_fix(param)}"
+    else:
+        text = f"{head} not in {what} {str(path)!r}; its columns are {list(found)}"
+    return PrivregValueError(text + (f". {hint}" if hint else ""))
+
+
+def require_columns(
+    wanted: Sequence[str],
+    found: Sequence[str],
+    path: Path,
+    *,
+    what: str = "input",
+    hint: str = "",
+    param: str = "columns",
+) -> None:
+    """Raise :func:`missing_columns_error` unless every name of ``wanted`` is in ``found``."""
+    have = set(found)
+    missing = [c for c in wanted if c not in have]
+    if missing:
+        raise missing_columns_error(missing, found, path, what=what, hint=hint, param=param)
+
+
+def numeric_column(values: Sequence[str | None], column: str, where: str) -> np.ndarray:
+    """The cells of ``column`` as float64; a missing cell (None) reads as NaN. A cell that
+    is not a number is an error naming the column and ``where``, never the cell or its
+    row."""
+    try:
+        return np.asarray(["nan" if v is None else v for v in values], dtype=np.float64)
+    except ValueError:
+        raise PrivregValueError(f"column {column!r} of {where} is not numeric: a cell is not a number") from None
