@@ -57,6 +57,8 @@ class Reporter:
 def _plural(unit: str, count: int | None) -> str:
     if count == 1:
         return unit
+    if unit.endswith("y") and unit[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return unit[:-1] + "ies"  # party -> parties
     return unit + ("es" if unit.endswith(("s", "x", "ch", "sh")) else "s")
 
 

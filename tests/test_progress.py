@@ -376,3 +376,16 @@ def test_the_deprecated_progress_flag_still_shows_progress(capsys, monkeypatch):
     ngrams_workflow(context=ctx, method="dpsu-all", progress=True)
     assert any("deprecated" in m for m in messages)
     assert "n-gram extraction: 1/1 release (100%)" in capsys.readouterr().err
+
+
+def test_plain_lines_spell_plural_units():
+    from privreg.progress import _plural
+
+    assert [_plural(u, 2) for u in ("party", "party pair", "batch", "day", "decision")] == [
+        "parties",
+        "party pairs",
+        "batches",
+        "days",
+        "decisions",
+    ]
+    assert _plural("party", 1) == "party"
