@@ -31,7 +31,7 @@ Cover = Annotated[
 Step = Annotated[float, Spec(doc="public output grid of the released count", **POSITIVE)]
 Subspace = Annotated[str, Spec(doc="comma-separated attribute indices of the subspace S (empty: all attributes)")]
 Input = Annotated[
-    Path | None, Spec(doc="CSV file with a header row, one record per row (default: generated paper data)")
+    Path | None, Spec(doc="CSV file with a header row, one record per row (default: bundled or generated data)")
 ]
 Columns = Annotated[
     str, Spec(doc="comma-separated numeric columns to use (default: all); scale them with public constants")
