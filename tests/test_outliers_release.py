@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import ClassVar
 
@@ -41,12 +42,14 @@ from privreg.plugins.outliers.datasets import (
 from privreg.plugins.outliers.definitions import OutlierCountQuery, outlier_count
 from privreg.plugins.outliers.kissing import global_sensitivity_upper
 from privreg.plugins.outliers.release import (
+    DEFAULT_STEP,
     all_subspaces,
     outlier_count_mechanism,
     paper_algorithm3_epsilon,
     subspace_utilities,
     top_h_subspaces,
 )
+from privreg.plugins.outliers.report import count_half_width
 from privreg.plugins.outliers.smooth import local_sensitivity_bound, smooth_upper_bound
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,13 +272,22 @@ def test_subspace_workflow_composes_selection_and_counts():
         item.run(ctx2, {"epsilon": 2.0, "count_fraction": 0.995})
 
 
-def test_demo_step_runs_and_charges():
+def test_demo_step_prints_the_post_processed_count_with_an_informative_interval():
     (step,) = _registry().demo_steps()
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=3))
     text = step.run(ctx)
-    assert "Synthetic 1" in text and "Synthetic 2" in text
-    assert ctx.charger.events[0] == ApproxDP(epsilon=1.0, delta=1e-7)
-    assert ctx.charger.events[1:] == (Exponential(epsilon=2.0),) * 2
+    assert ctx.charger.events == (ApproxDP(epsilon=4.0, delta=1e-8), Exponential(epsilon=4.0))
+    # outlier-count's defaults at the demo's delta: interval at the public bound G = 7
+    found = re.search(r"noisy outlier count = (\d+)  \[(\d+), (\d+)\] 95%, noise scale <= ([\d.]+) ", text)
+    assert found is not None, text
+    value, low, high = (int(found[i]) for i in (1, 2, 3))
+    half = count_half_width(epsilon=4.0, delta=1e-8, step=DEFAULT_STEP, bound=7, level=0.95)
+    assert (low, high) == (value - half, value + half) and value > half
+    alpha = smooth_gaussian_parameters(epsilon=4.0, delta=1e-8)[0]
+    assert float(found[4]) == pytest.approx((7 + DEFAULT_STEP) / alpha, abs=0.01)
+    true = outlier_count(load_adult_outliers(columns=("age", "hours-per-week")).points, k=1, radius=0.5)
+    assert 2 * half < true and f"true count {true}" in text and "WARNING" not in text
+    assert "top 1 by the exponential mechanism (epsilon 4)" in text and "noise scale 1.5 outliers" in text
 
 
 # --- data ------------------------------------------------------------------------------

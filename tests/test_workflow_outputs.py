@@ -17,16 +17,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.registry import load_registry
 from privreg.core.workflow import WorkflowContext
 from privreg.mechanisms.smooth_gaussian import certifies, smooth_gaussian_parameters
 from privreg.plugins.outliers import hooks as outlier_hooks
-from privreg.plugins.outliers.datasets import synthetic_1, synthetic_2
+from privreg.plugins.outliers.datasets import load_adult_outliers, synthetic_1, synthetic_2
 from privreg.plugins.outliers.definitions import outlier_count
 from privreg.plugins.outliers.release import outlier_count_mechanism, subspace_utilities
 from privreg.plugins.outliers.report import count_bound, count_half_width
-from privreg.plugins.outliers.workflows import outlier_count_workflow, outlier_subspaces_workflow
+from privreg.plugins.outliers.workflows import COUNT_COLUMNS, outlier_count_workflow, outlier_subspaces_workflow
 from privreg.plugins.standard import hooks as standard_hooks
 from privreg.plugins.standard.mean_report import MeanReport
 
@@ -134,7 +135,7 @@ def test_outlier_count_is_a_non_negative_integer_in_range_when_the_truth_is_zero
     assert outlier_count(pts, k=3, radius=1.1) == 0
     path = _csv(tmp_path / "p.csv", [f"{a:.6f},{b:.6f}" for a, b in pts], header="a,b")
     for seed in range(20):
-        r = _run("outlier-count", seed, {"input": path})
+        r = _run("outlier-count", seed, {"input": path, "k": 3, "radius": 1.1, "epsilon": 1.0})
         m = r.metrics["interval"]
         assert isinstance(r.metrics["noisy_count"], int) and 0 <= m["low"] <= m["value"] <= m["high"] <= 30
         assert m["noise_scale_is_bound"] and m["wide"] and r.metrics["wide"]
@@ -160,21 +161,76 @@ def test_outlier_count_warns_exactly_when_noise_dominates(tmp_path):
     assert seen == {True, False}
 
 
-def test_the_public_scale_bound_holds_and_is_nearly_tight_on_synthetic_1():
-    """S(X) <= G = min(n, GS_UB) (the reported bound) and S(X) >= G e^(-beta (G - 1))."""
-    pts = synthetic_1(0).points
-    for k in (1, 3):
-        mech = outlier_count_mechanism(epsilon=1.0, delta=1e-6, k=k, radius=1.1)
-        g = count_bound(n=50, k=k, dimension=2)
-        beta = smooth_gaussian_parameters(epsilon=1.0, delta=1e-6)[1]
+def _count_defaults() -> dict:
+    return {n: p.default for n, p in inspect.signature(outlier_count_workflow).parameters.items()}
+
+
+def test_the_public_scale_bound_holds_and_is_nearly_tight():
+    """S(X) <= G = min(n, GS_UB) (the reported bound) and S(X) >= G e^(-beta (G - 1)), on
+    Synthetic 1 and on outlier-count's default data and parameters."""
+    d = _count_defaults()
+    adult = load_adult_outliers(columns=COUNT_COLUMNS).points
+    cases = [(synthetic_1(0).points, k, 1.1, 1.0) for k in (1, 3)] + [(adult, d["k"], d["radius"], d["epsilon"])]
+    for pts, k, r, eps in cases:
+        mech = outlier_count_mechanism(epsilon=eps, delta=1e-6, k=k, radius=r)
+        g = count_bound(n=pts.shape[0], k=k, dimension=2)
+        beta = smooth_gaussian_parameters(epsilon=eps, delta=1e-6)[1]
         s = mech.sensitivity.bound(pts)
         assert g * math.exp(-beta * (g - 1)) <= s <= g
 
 
+def test_outlier_count_defaults_are_informative_on_the_bundled_adult_slice():
+    """From the exact law: at the defaults the 95% half-width at the public scale bound is
+    at most a quarter of the true count (computed here without privacy), so the warning
+    (released count below the half-width) needs a draw more than 3 half-widths below the
+    truth: at most exp(-z^2 / 2) < 1e-8 at the bound's sd (subgaussian tail). The
+    certified epsilon and the sample-unique reading of r are checked too."""
+    d = _count_defaults()
+    assert (d["data"], d["input"], d["columns"]) == ("adult", None, "")
+    pts = load_adult_outliers(columns=COUNT_COLUMNS).points
+    true = outlier_count(pts, k=d["k"], radius=d["radius"])
+    _, counts = np.unique(pts, axis=0, return_counts=True)
+    assert true == int((counts == 1).sum()) == 381  # k = 1, r < 1/sqrt(2): records with a unique pair
+    g = count_bound(n=pts.shape[0], k=d["k"], dimension=len(COUNT_COLUMNS))
+    half = count_half_width(epsilon=d["epsilon"], delta=d["delta"], step=d["step"], bound=g, level=d["level"])
+    assert g == 7 and 4 * half <= true
+    sd = (g + d["step"]) / smooth_gaussian_parameters(epsilon=d["epsilon"], delta=d["delta"])[0]
+    assert math.exp(-(((true - half) / sd) ** 2) / 2) < 1e-8
+    assert certifies(epsilon=d["epsilon"], delta=d["delta"])
+    # a whole epsilon below would not meet the quarter
+    assert 4 * count_half_width(epsilon=d["epsilon"] - 1, delta=d["delta"], step=d["step"], bound=g, level=0.95) > true
+
+
+def test_outlier_count_runs_informatively_at_its_defaults():
+    """20 seeded runs without arguments: none warns (the law above bounds the chance of
+    a warning by 1e-8 a run), each reporting the half-width of that law."""
+    for seed in range(20):
+        r = _run("outlier-count", seed, {})
+        m = r.metrics["interval"]
+        assert not m["wide"] and not r.metrics["wide"] and "WARNING" not in r.summary
+        assert m["half_width"] == 92 and m["low"] == m["value"] - 92 and m["high"] == m["value"] + 92
+        assert r.metrics["records"] == 2000 and r.metrics["columns"] == list(COUNT_COLUMNS)
+        assert r.summary.startswith("bundled UCI Adult slice: 2000 records, columns age, hours-per-week")
+        assert f"noisy outlier count = {m['value']}  [{m['low']}, {m['high']}] 95%, noise scale <= 47.14" in r.summary
+        assert "true" not in r.summary.lower()
+
+
+def test_outlier_count_reaches_table_1_by_flags(tmp_path):
+    table_1 = {"data": "synthetic-1", "k": 3, "radius": 1.1, "epsilon": 1.0}
+    r = _run("outlier-count", 0, table_1)
+    assert r.metrics["records"] == 50 and r.metrics["source"] == "generated synthetic_1 (paper 003), seed 0"
+    assert r.metrics["interval"]["half_width"] == 1003 and r.metrics["wide"]
+    path = _csv(tmp_path / "p.csv", ["1", "2"])
+    with pytest.raises(PrivregValueError, match="parameter data = 'synthetic-1' applies only without input"):
+        _run("outlier-count", 0, {**table_1, "input": path})
+    with pytest.raises(PrivregValueError, match="columns needs an input file"):
+        _run("outlier-count", 0, {"columns": "age"})
+
+
 def test_no_certified_epsilon_makes_the_synthetic_1_count_informative():
-    """Why outlier-count keeps Table 1's defaults: at r = 1.1 and every k <= 3, the
-    half-width at the largest epsilon the mechanism certifies at delta = 1e-6 exceeds the
-    true count, at the public scale bound and even at the scale actually used."""
+    """Why outlier-count's default data are not Synthetic 1: at r = 1.1 and every k <= 3,
+    the half-width at the largest epsilon the mechanism certifies at delta = 1e-6 exceeds
+    the true count, at the public scale bound and even at the scale actually used."""
     pts = synthetic_1(0).points
     eps = max(float(e) for e in np.arange(0.5, 40.0, 0.25) if certifies(epsilon=float(e), delta=1e-6))
     assert not certifies(epsilon=eps + 0.25, delta=1e-6)
@@ -183,8 +239,6 @@ def test_no_certified_epsilon_makes_the_synthetic_1_count_informative():
         used = outlier_count_mechanism(epsilon=eps, delta=1e-6, k=k, radius=1.1).sensitivity.bound(pts)
         for bound in (count_bound(n=50, k=k, dimension=2), used):
             assert count_half_width(epsilon=eps, delta=1e-6, step=2.0**-10, bound=bound, level=0.95) > true
-    d = inspect.signature(outlier_count_workflow).parameters
-    assert (d["k"].default, d["radius"].default, d["epsilon"].default) == (3, 1.1, 1.0)
 
 
 # --- outlier-subspaces -------------------------------------------------------------------

@@ -1,45 +1,39 @@
-"""The ``outliers`` plugin's step of ``privreg demo`` (generated data, a few seconds)."""
+"""The ``outliers`` plugin's step of ``privreg demo``: both workflows at their defaults
+(bundled Adult slice, generated Synthetic 2; a few seconds)."""
 
 from __future__ import annotations
 
 from privreg.accountant.calibration import calibrate_gaussian_sigma
 from privreg.core.workflow import DemoStep, WorkflowContext
-from privreg.plugins.outliers.datasets import synthetic_1, synthetic_2
+from privreg.plugins.outliers.datasets import load_adult_outliers
 from privreg.plugins.outliers.definitions import outlier_count
-from privreg.plugins.outliers.kissing import global_sensitivity_upper
-from privreg.plugins.outliers.release import all_subspaces, outlier_count_mechanism, top_h_subspaces
+from privreg.plugins.outliers.report import count_bound
+from privreg.plugins.outliers.workflows import COUNT_COLUMNS, outlier_count_workflow, outlier_subspaces_workflow
+
+__all__ = ["demo_steps", "DEMO_DELTA"]
+
+#: The count's delta in the demo. The demo's budget is replace-one and the count is charged
+#: as an add/remove event, which group privacy turns into (2 eps, (1 + e^eps) delta): at
+#: eps = 4 that is 5.6e-7 of the budget's delta of 1e-6, next to the other steps' 3e-7.
+DEMO_DELTA = 1e-8
 
 
 def _outlier_step(ctx: WorkflowContext) -> str:
-    one = synthetic_1(0)
-    eps, delta = 1.0, 1e-7
-    mech = outlier_count_mechanism(epsilon=eps, delta=delta, k=3, radius=1.1)
-    count = mech.release(one.points, charger=ctx.charger, rng=ctx.rng, label="outlier count (Synthetic 1)")
-    # shown only because the data are generated: on real data both are private
-    truth = outlier_count(one.points, k=3, radius=1.1)
-    smooth_sd = (mech.sensitivity.bound(one.points) + mech.step) / mech.alpha
-    gs = global_sensitivity_upper(n=one.n, k=3, d=2)
-    global_sd = calibrate_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=gs)
-    two = synthetic_2(0)
-    pick = top_h_subspaces(
-        two.points,
-        k=3,
-        radius=0.13,
-        h=2,
-        epsilon=4.0,
-        candidates=all_subspaces(10, 1),
-        charger=ctx.charger,
-        rng=ctx.rng,
-        label="top-2 subspaces (Synthetic 2)",
-    )
-    found = ", ".join(f"{{x{s[0]}}}" for s in pick.subspaces)
+    quiet = WorkflowContext(charger=ctx.charger, rng=ctx.rng)  # no progress line, no files
+    # the workflows' defaults, informative on their default data; the count at the demo's delta
+    count = outlier_count_workflow(context=quiet, delta=DEMO_DELTA)
+    m = count.metrics
+    # shown only because the bundled slice is public: on private data it is never shown
+    truth = outlier_count(load_adult_outliers(columns=COUNT_COLUMNS).points, k=m["k"], radius=m["radius"])
+    gs = count_bound(n=m["records"], k=m["k"], dimension=len(m["columns"]))
+    global_sd = calibrate_gaussian_sigma(epsilon=m["epsilon"], delta=DEMO_DELTA, sensitivity=gs)
+    subspaces = outlier_subspaces_workflow(context=quiet)
     return (
-        f"Synthetic 1 (50 generated records, k = 3, r = 1.1): noisy outlier count {count.output:.1f}\n"
-        f"  (true {truth}; smooth-sensitivity Gaussian at (epsilon, delta) = (1, 1e-7), noise sd\n"
-        f"  {smooth_sd:.0f}; the Gaussian at the global bound GS = {gs} would need sd {global_sd:.0f}:\n"
-        f"  with 50 records in 2-d the smooth bound does not pay off -- see benchmarks/outliers_reproduce.py).\n"
-        f"Synthetic 2 (500 records, outliers planted in x0 and x1): the exponential mechanism\n"
-        f"  picks the 1-attribute subspaces {found} (epsilon 4, two draws at 2 each)."
+        f"privreg run outlier-count --delta {DEMO_DELTA:g}\n{count.summary}\n"
+        f"  (true count {truth}, shown only because the bundled slice is public. The Gaussian at the\n"
+        f"  global bound GS_UB = {gs} would need sd {global_sd:.1f}, below the smooth one's (noise line):\n"
+        f"  with so small a GS_UB the smooth bound does not pay off -- benchmarks/outliers_reproduce.py.)\n"
+        f"privreg run outlier-subspaces (outliers planted in x0 and x1)\n{subspaces.summary}"
     )
 
 

@@ -120,7 +120,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="noisy number of distance-based outliers in a file of records (smooth-sensitivity Gaussian)",
             citation=citations.OKADA15,
             factory=outlier_count_workflow,
-            example=Example(params={"epsilon": 1.0}),
+            example=Example(params={"epsilon": 4.0}),
         ),
         RegistryItem(
             name="outlier-subspaces",

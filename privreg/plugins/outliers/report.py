@@ -8,12 +8,13 @@ never shown (showing it would leak). Every term of Algorithm 2 is at most
 Gaussian at ``sigma(G)`` (:func:`privreg.analysis.accuracy.smooth_gaussian_accuracy`),
 valid for every dataset. It is also nearly the scale used: ``L(t) >= min(G, t + 1)``, so
 ``S(X) >= G e^(-beta (G - 1))`` for every dataset, and the scale used is at least that
-fraction of the bound (0.75 at Synthetic 1's defaults; :func:`scale_fraction`).
+fraction of the bound (0.68 at ``outlier-count``'s defaults; :func:`scale_fraction`).
 
-Consequence (why no default makes the count informative on small data): the ``level``
+Consequence (why a count is informative only when it is large): the ``level``
 half-width is about ``z G / alpha`` with ``alpha = epsilon / (5 sqrt(2 ln(2/delta)))``,
 i.e. ``1.96 x 26.9 G / epsilon`` at delta = 1e-6, and ``G >= 3`` (one column, k = 1):
-a count must exceed about ``158 / epsilon`` outliers before the half-width is below it.
+a count must exceed about ``158 / epsilon`` outliers before the half-width is below it
+(``outlier-count``'s defaults: 381 outliers, G = 7, half-width 92 at epsilon 4).
 
 **The selection** releases subspaces, not numbers: its noise scale is the exponential
 mechanism's ``2 Delta / epsilon'`` (``Delta = 1`` in utility, ``GS_UB`` outliers) and

@@ -1,5 +1,6 @@
 """Workflows of the ``outliers`` plugin: ``privreg run outlier-count`` and
-``privreg run outlier-subspaces`` on a CSV file (default: generated paper data)."""
+``privreg run outlier-subspaces`` on a CSV file (default: the bundled Adult slice for the
+count, generated paper data for the subspaces)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,22 @@ from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import split_columns
 from privreg.core.workflow import WorkflowContext, WorkflowResult
-from privreg.plugins.outliers.datasets import read_csv_points, synthetic_1, synthetic_2
+from privreg.plugins.outliers.datasets import (
+    OutlierData,
+    load_adult_outliers,
+    read_csv_points,
+    synthetic_1,
+    synthetic_2,
+)
 from privreg.plugins.outliers.params import ColumnNames, Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
 from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
 from privreg.plugins.outliers.report import report_count, selection_report
 
-__all__ = ["outlier_count_workflow", "outlier_subspaces_workflow", "estimate_outliers"]
+__all__ = ["COUNT_COLUMNS", "outlier_count_workflow", "outlier_subspaces_workflow", "estimate_outliers"]
+
+#: outlier-count's columns of the bundled Adult slice without --input (years, hours)
+COUNT_COLUMNS = ("age", "hours-per-week")
 
 
 def _columns(text: str) -> list[str] | None:
@@ -59,14 +69,22 @@ def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int
     return Cost(memory_bytes=memory, seconds=covers * seconds, basis=basis)
 
 
-def _load(input: Path | None, columns: str, column_names: str, default) -> tuple[np.ndarray, tuple[str, ...], str]:
+def _default_data(name: str) -> tuple[OutlierData, str]:
+    """The data used without an input file, and how the summary names them."""
+    if name == "adult":
+        return load_adult_outliers(columns=COUNT_COLUMNS), "bundled UCI Adult slice"
+    make = synthetic_1 if name == "synthetic-1" else synthetic_2
+    return make(0), f"generated {make.__name__} (paper 003), seed 0"
+
+
+def _load(input: Path | None, columns: str, column_names: str, default: str) -> tuple[np.ndarray, tuple[str, ...], str]:
     given = split_columns("column_names", column_names) or None
     if input is None:
         if _columns(columns) or given:
             which = "columns" if _columns(columns) else "column_names"
-            raise PrivregValueError(f"{which} needs an input file; without one the generated demo data are used")
-        data = default(0)
-        return data.points, data.columns, f"generated {default.__name__} (paper 003), seed 0"
+            raise PrivregValueError(f"{which} needs an input file; without one the workflow uses its {default} data")
+        data, source = _default_data(default)
+        return data.points, data.columns, source
     points, picked = read_csv_points(input, _columns(columns), column_names=given)
     return points, picked, str(input)
 
@@ -85,9 +103,16 @@ def outlier_count_workflow(
     input: Input = None,
     columns: Columns = "",
     column_names: ColumnNames = "",
-    k: K = 3,
-    radius: Annotated[float, radius_spec("#columns")] = 1.1,
-    epsilon: Epsilon = 1.0,
+    data: Annotated[
+        str,
+        Spec(
+            doc="data without --input: adult (bundled UCI slice, age and hours-per-week) or synthetic-1 (Table 1)",
+            choices=("adult", "synthetic-1"),
+        ),
+    ] = "adult",
+    k: K = 1,
+    radius: Annotated[float, radius_spec("#columns")] = 0.5,
+    epsilon: Epsilon = 4.0,
     delta: WorkflowDelta = 1e-6,
     step: Step = DEFAULT_STEP,
     cover: Cover = "exact",
@@ -101,7 +126,8 @@ def outlier_count_workflow(
     Guarantee: (epsilon, delta)-DP for neighbours that replace one record (the number of
     records is treated as public). Only the noisy count is reported: the true count and
     the data-dependent noise scale are never shown. Scale columns with public constants
-    beforehand if needed. Default input: Synthetic 1 (50 generated records, Table 1).
+    beforehand if needed. Without ``input``: ``data``, the bundled 2,000-record UCI Adult
+    slice's age and hours-per-week (default) or Synthetic 1 (50 generated records).
 
     Output: the count rounded to an integer in [0, #records] (free post-processing) with
     its ``level`` interval and noise sd taken at the public bound ``G = min(n, GS_UB)`` on
@@ -109,22 +135,36 @@ def outlier_count_workflow(
     it: :mod:`.report`), and a warning when the half-width exceeds the count, with the
     epsilon that would fix it (or that none the mechanism certifies would).
 
-    Defaults: Table 1's k = 3, r = 1.1, epsilon = 1; no choice makes the count
-    informative (half-width below it) on Synthetic 1. The half-width is at least
-    ``1.96 x 26.9 G e^(-beta (G - 1)) / epsilon`` at delta = 1e-6 for every dataset,
-    ``G = min(n, 6k + 1)`` in 2 columns. At k = 1 (G = 7) and the largest epsilon the
-    mechanism certifies at delta = 1e-6 (about 16.7; less at larger delta) it is 22 (8
-    at the scale actually used), against the 5 outliers r = 1.1 finds; it drops below
-    50, the most 50 records can hold, only from epsilon 7.4, and then only for an r so
-    small that nearly every record is an outlier. The count is informative on data with
-    hundreds of outliers: about ``158 G / (3 epsilon)`` of them.
+    Defaults, from the noise law and the bundled data. For every dataset the 95%
+    half-width is about ``1.96 x 26.9 G / epsilon = 52.8 G / epsilon`` at delta = 1e-6,
+    ``GS_UB = k K_d + 1`` (``2k + 1`` in one column, ``6k + 1`` in two, ``12k + 1`` in
+    three): a count is informative only with many outliers per unit of ``G / epsilon``.
+    Age (years) and hours-per-week (hours) are integers in public units (no scaling);
+    below a raw distance of 1 only identical pairs are neighbours, so r = 0.5 (raw 0.71,
+    inside [0, 1/sqrt(2))) with k = 1 makes the outliers the records whose (age, hours)
+    pair no other record shares -- sample uniques, 381 of the 2,000, at G = 7: the most
+    of any pair of the paper's seven Adult attributes. Larger k finds more but fewer per
+    unit of G (589 at k = 2, G = 13; 778 at k = 3, G = 19); no one attribute alone has
+    more than 24 (half-width 40 at G = 3, epsilon 4); a third column (879 with
+    education-num, G = 13) needs the exact 3-d cover, whose estimate the default run
+    limits refuse. epsilon = 4 is the smallest whole epsilon with the half-width (92) at
+    most a quarter of 381: the warning then needs a draw more than 3 half-widths (over
+    6 sd) below the truth, probability below 1e-8 (subgaussian tail). The mechanism
+    certifies epsilon up to about 16.7 at delta = 1e-6.
+
+    Table 1 of paper 003 (the previous defaults): ``--data synthetic-1 --k 3 --radius 1.1
+    --epsilon 1`` (the paper's delta: ``--delta 0.01``). Its half-width, 1003 at delta =
+    1e-6, exceeds the 5 outliers at every epsilon the mechanism certifies;
+    ``benchmarks/outliers_reproduce.py`` reproduces Figures 3-4.
 
     Input range and errors as ``smooth-outlier-count`` (coordinates within [-1e100, 1e100];
     errors name the column and the rule, never a cell or a row). Timing depends on the
     data as there (measured 2x for 200 records in 2 columns, 60-110x for 60 records in 3
     columns with the exact cover, ``benchmarks/data_timing.py``).
     """
-    points, names, source = _load(input, columns, column_names, synthetic_1)
+    if input is not None and data != "adult":
+        raise PrivregValueError(f"parameter data = {data!r} applies only without input; drop data or input")
+    points, names, source = _load(input, columns, column_names, data)
     context.require("outlier-count", estimate_outliers(points, radius, cover))
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius, step=step, cover=cover)
     context.echo(f"computing the smooth sensitivity bound over {points.shape[0]} records ...")
@@ -152,7 +192,8 @@ def outlier_count_workflow(
     }
     lines = [
         f"{source}: {points.shape[0]} records, columns {', '.join(names)}",
-        f"  outliers: fewer than {k} other records within {radius:g} (distance / sqrt({len(names)}))",
+        f"  outliers: {'no other record' if k == 1 else f'fewer than {k} other records'} within {radius:g} "
+        f"(distance / sqrt({len(names)}))",
         f"  noisy outlier count = {value.line()}   ((epsilon, delta) = ({epsilon:g}, {delta:g}), "
         f"smooth-sensitivity Gaussian)",
         f"  noise: {value.noise}",
@@ -218,7 +259,7 @@ def outlier_subspaces_workflow(
     0.9. Counts stay off (count_fraction 0): at this size no count is informative (see
     ``outlier-count``).
     """
-    points, names, source = _load(input, columns, column_names, synthetic_2)
+    points, names, source = _load(input, columns, column_names, "synthetic-2")
     if dimension > points.shape[1]:
         raise PrivregValueError(
             f"parameter dimension = {dimension} exceeds the {points.shape[1]} column(s) of the data; lower it"
