@@ -131,7 +131,7 @@ def test_count_release_charges_first_and_scales_noise_to_the_smooth_bound():
     assert math.sqrt(sigma2) * mech.step == pytest.approx((smooth + mech.step) / alpha, rel=1e-6)
     log = EventLog()
     out = mech.release(data, charger=log, rng=InsecureReproducibleRandom(seed=1), label="count")
-    assert log.events == (ApproxDP(epsilon=0.5, delta=0.01),)
+    assert log.events == (ApproxDP(epsilon=0.5, delta=0.01, neighbouring="replace_one"),)
     assert (out.output / mech.step) == round(out.output / mech.step)  # on the public grid
     with pytest.raises(PrivregError):
         mech.release(np.array([[np.nan, 1.0]]), charger=log)
@@ -180,7 +180,7 @@ def test_top_h_charges_epsilon_over_h_per_draw_and_never_repeats():
         charger=log,
         rng=InsecureReproducibleRandom(seed=4),
     )
-    assert log.events == (Exponential(epsilon=0.5),) * 3
+    assert log.events == (Exponential(epsilon=0.5, neighbouring="replace_one"),) * 3
     assert len(set(pick.subspaces)) == 3 and len(pick.releases) == 3
     assert paper_algorithm3_epsilon(1.5) == 3.0  # the paper's weights exp(eps u / h) spend 2 eps
     with pytest.raises(PrivregValueError, match="exceeds"):
@@ -230,7 +230,7 @@ def test_plugin_registers_its_items():
     a, b = mech_item.example.neighbours
     assert a.shape == b.shape and int(np.sum(np.any(a != b, axis=1))) == 1  # one record replaced
     mech = mech_item.create(mech_item.example.params)
-    assert isinstance(mech, SmoothGaussianMechanism) and mech.privacy_event() == ApproxDP(epsilon=1.0, delta=1e-6)
+    assert isinstance(mech, SmoothGaussianMechanism) and mech.privacy_event() == ApproxDP(epsilon=1.0, delta=1e-6, neighbouring="replace_one")
     sens = reg.get("outlier-count-smooth-sensitivity").create({"k": 3, "radius": 1.0, "beta": 0.1, "subspace": "1, 0"})
     assert sens.subspace == (0, 1) and sens.bound(np.zeros((5, 2))) >= 1
     with pytest.raises(PrivregValueError, match="subspace"):
@@ -246,7 +246,7 @@ def test_count_workflow_on_csv(tmp_path):
     result = (
         _registry().get("outlier-count").run(ctx, {"input": str(path), "columns": "a,b", "epsilon": 0.5, "delta": 0.01})
     )
-    assert ctx.charger.events == (ApproxDP(epsilon=0.5, delta=0.01),)
+    assert ctx.charger.events == (ApproxDP(epsilon=0.5, delta=0.01, neighbouring="replace_one"),)
     assert result.metrics["records"] == 50 and result.metrics["columns"] == ["a", "b"]
     saved = json.loads(result.outputs["result"].read_text())
     assert saved["noisy_count"] == result.metrics["noisy_count"]
@@ -263,11 +263,11 @@ def test_subspace_workflow_composes_selection_and_counts():
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=2))
     item = _registry().get("outlier-subspaces")
     result = item.run(ctx, {"epsilon": 3.0, "count_fraction": 1 / 3, "h": 2, "delta": 1e-6})
-    assert ctx.charger.events == (Exponential(epsilon=1.0),) * 2 + (ApproxDP(epsilon=0.5, delta=5e-7),) * 2
+    assert ctx.charger.events == (Exponential(epsilon=1.0, neighbouring="replace_one"),) * 2 + (ApproxDP(epsilon=0.5, delta=5e-7, neighbouring="replace_one"),) * 2
     assert len(result.metrics["subspaces"]) == 2 and len(result.metrics["noisy_counts"]) == 2
     ctx2 = WorkflowContext(rng=InsecureReproducibleRandom(seed=2))
     item.run(ctx2, {"epsilon": 2.0, "dimension": 2, "h": 1, "radius": 0.3})
-    assert ctx2.charger.events == (Exponential(epsilon=2.0),)
+    assert ctx2.charger.events == (Exponential(epsilon=2.0, neighbouring="replace_one"),)
     with pytest.raises(PrivregValueError, match="count_fraction"):
         item.run(ctx2, {"epsilon": 2.0, "count_fraction": 0.995})
 
@@ -276,7 +276,7 @@ def test_demo_step_prints_the_post_processed_count_with_an_informative_interval(
     (step,) = _registry().demo_steps()
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=3))
     text = step.run(ctx)
-    assert ctx.charger.events == (ApproxDP(epsilon=4.0, delta=1e-8), Exponential(epsilon=4.0))
+    assert ctx.charger.events == (ApproxDP(epsilon=4.0, delta=1e-8, neighbouring="replace_one"), Exponential(epsilon=4.0, neighbouring="replace_one"))
     # outlier-count's defaults at the demo's delta: interval at the public bound G = 7
     found = re.search(r"noisy outlier count = (\d+)  \[(\d+), (\d+)\] 95%, noise scale <= ([\d.]+) ", text)
     assert found is not None, text

@@ -123,7 +123,7 @@ def test_release_charges_approx_dp_and_lands_on_the_public_grid() -> None:
     mech = _median_mech(step=2.0**-10)
     log = EventLog()
     out = mech.release(np.linspace(0, 1, 101), charger=log, rng=InsecureReproducibleRandom(seed=3))
-    assert log.events[0] == ApproxDP(epsilon=1.0, delta=1e-6)
+    assert log.events[0] == ApproxDP(epsilon=1.0, delta=1e-6, neighbouring="replace_one")
     assert (out.output / 2.0**-10) == round(out.output / 2.0**-10)
 
 
@@ -248,3 +248,24 @@ def test_auditor_catches_local_sensitivity_noise() -> None:
         fixed, neighbours=(x, y), samples=20_000, alpha=1e-6, claimed_delta=1e-6, rng=InsecureReproducibleRandom(seed=5)
     )
     assert ok.passed
+
+
+def test_a_smooth_release_is_a_replace_one_guarantee_and_budgets_treat_it_so() -> None:
+    """NRS smooth bounds compare datasets of one size: an add/remove budget must refuse
+    the release (nothing charged) instead of reading it as an add/remove guarantee, and a
+    replace-one budget must charge it as it is, without the group-privacy doubling."""
+    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+    from privreg.core.errors import BudgetExceededError
+
+    data = np.linspace(0, 1, 101)
+    add_remove = BudgetSession(budget=PrivacyBudget(epsilon=10.0, delta=1e-3), ledger=":memory:")
+    with pytest.raises(BudgetExceededError):
+        _median_mech().release(data, charger=add_remove, rng=InsecureReproducibleRandom(seed=1))
+    assert add_remove.remaining() == 10.0  # nothing charged
+    replace = BudgetSession(
+        budget=PrivacyBudget(epsilon=1.0, delta=1e-6, neighbouring="replace_one"),
+        ledger=":memory:",
+        filters=("basic",),
+    )
+    _median_mech().release(data, charger=replace, rng=InsecureReproducibleRandom(seed=1))
+    assert replace.spent()["basic"] == pytest.approx(1.0)

@@ -29,11 +29,14 @@ class Claim:
     accountant: str
 
 
-def claim_for(event: PrivacyEvent, *, delta: float, neighbouring: str = "add_remove") -> Claim:
+def claim_for(event: PrivacyEvent, *, delta: float, neighbouring: str | None = None) -> Claim:
     """The smallest epsilon at ``delta`` that any default accountant gives ``event``
-    (``inf`` when ``delta`` is 0 and the event has no pure-DP guarantee).
+    (``inf`` when ``delta`` is 0 and the event has no pure-DP guarantee), for the
+    ``neighbouring`` relation (default: the event's own, add/remove when it names none).
 
     Raises :class:`PrivregValueError` when no accountant supports the event at all."""
+    if neighbouring is None:
+        neighbouring = getattr(event, "neighbouring", None) or "add_remove"
     best = Claim(epsilon=math.inf, delta=delta, accountant="none")
     supported = []
     for name in DEFAULT_ACCOUNTANTS:

@@ -290,6 +290,11 @@ class _Selection(Mechanism):
         converter=lambda x: _flag("monotonic", x),
         doc="true only if all utilities always move in the same direction between neighbours (eps/Delta scaling)",
     )
+    neighbouring: str = param_field(
+        default="add_remove",
+        choices=("add_remove", "replace_one"),
+        doc="the neighbour relation the utility sensitivity is proven for; the charged event carries it",
+    )
 
     @property
     def weight_exponent(self) -> Fraction:
@@ -306,7 +311,8 @@ class _Selection(Mechanism):
         eps = epsilon_spent(
             weight_exponent=self.weight_exponent, sensitivity=self.sensitivity, monotonic=self.monotonic
         )
-        return Exponential(epsilon=eps, variant=self._variant())
+        relation = None if self.neighbouring == "add_remove" else self.neighbouring  # None: the default
+        return Exponential(epsilon=eps, variant=self._variant(), neighbouring=relation)
 
     def validate_input(self, value: Any) -> np.ndarray:
         return utility_array("utilities", value)

@@ -166,7 +166,11 @@ class SmoothGaussianMechanism(Mechanism):
     neighbour relation is whatever ``sensitivity`` bounds local sensitivity over.
     Guarantee: (epsilon, delta)-DP, proved in the module docstring for the discrete
     Gaussian on the grid and certified numerically at construction (an uncertifiable
-    configuration raises). Charges ``ApproxDP(epsilon, delta)``.
+    configuration raises). Charges ``ApproxDP(epsilon, delta)`` for ``neighbouring``:
+    ``replace_one`` by default, because a smooth bound (Nissim-Raskhodnikova-Smith 2007,
+    Definition 2.1) bounds local sensitivity over datasets of the same size ``n`` at
+    Hamming distance ``k``; an add/remove budget refuses such an event rather than
+    reading it as an add/remove guarantee.
 
     Errors raised by validation name the rule, never the statistic or its smooth bound.
     After the charge only exact integer arithmetic runs, and the output is rounded once
@@ -182,6 +186,11 @@ class SmoothGaussianMechanism(Mechanism):
     query: Callable[[Any], Any] = attrs.field(converter=_callable)
     sensitivity: Sensitivity = attrs.field(converter=_smooth)
     step: float = param_field(doc="public output grid", **POSITIVE)
+    neighbouring: str = param_field(
+        default="replace_one",
+        choices=("add_remove", "replace_one"),
+        doc="the relation the smooth bound is proven over (NRS 2007 smooth bounds: replace one of n records)",
+    )
 
     def __attrs_post_init__(self) -> None:
         alpha, beta = smooth_gaussian_parameters(epsilon=self.epsilon, delta=self.delta)
@@ -217,7 +226,8 @@ class SmoothGaussianMechanism(Mechanism):
         }
 
     def privacy_event(self) -> PrivacyEvent:
-        return ApproxDP(epsilon=self.epsilon, delta=self.delta)
+        relation = None if self.neighbouring == "add_remove" else self.neighbouring  # None: the default
+        return ApproxDP(epsilon=self.epsilon, delta=self.delta, neighbouring=relation)
 
     def noise_parameters(self, dataset: Any) -> tuple[int, Fraction]:
         """``(F, sigma^2)`` in grid units at ``dataset`` -- data-dependent, never release it.

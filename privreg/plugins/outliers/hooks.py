@@ -91,6 +91,7 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             summary="count of distance-based outliers with Gaussian noise scaled to its smooth sensitivity",
             citation=citations.OKADA15,
             factory=smooth_outlier_count,
+            neighbouring="replace_one",  # paper 003 proves its bounds for replacing one of n records
             example=Example(
                 params={"epsilon": 1.0, "delta": 1e-6, "k": 2, "radius": 1.0 / np.sqrt(2)},
                 neighbours=(_WITNESS, _MOVED),
@@ -120,6 +121,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="noisy number of distance-based outliers in a file of records (smooth-sensitivity Gaussian)",
             citation=citations.OKADA15,
             factory=outlier_count_workflow,
+            neighbouring="replace_one",  # paper 003 proves its bounds for replacing one of n records
             example=Example(params={"epsilon": 4.0}),
         ),
         RegistryItem(
@@ -127,6 +129,7 @@ def privreg_register_workflows() -> list[RegistryItem]:
             summary="top-h subspaces holding many outliers (exponential mechanism), optionally their noisy counts",
             citation=citations.OKADA15,
             factory=outlier_subspaces_workflow,
+            neighbouring="replace_one",  # paper 003 proves its bounds for replacing one of n records
             example=Example(params={"epsilon": 3.0, "count_fraction": 1 / 3}),
         ),
     ]

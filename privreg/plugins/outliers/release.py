@@ -187,7 +187,7 @@ def select_top_h(
     if h > u.size:
         raise PrivregValueError(f"h = {h} exceeds the {u.size} candidates; pick h <= {u.size}")
     rng = resolve_random(rng)
-    mechanism = ExponentialMechanism(epsilon=epsilon / h, sensitivity=1.0)
+    mechanism = ExponentialMechanism(epsilon=epsilon / h, sensitivity=1.0, neighbouring="replace_one")
     remaining = list(range(u.size))
     picks: list[int] = []
     releases: list[Release] = []

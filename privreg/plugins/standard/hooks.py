@@ -137,6 +137,7 @@ def privreg_register_mechanisms() -> list[RegistryItem]:
             summary="median of bounded data with Gaussian noise scaled to its smooth sensitivity",
             citation=citations.OKADA15,
             factory=smooth_median_mechanism,
+            neighbouring="replace_one",  # a smooth bound is over datasets of one size n
             example=Example(
                 params={"epsilon": 1.0, "delta": 1e-6, "lower": 0.0, "upper": 1.0},
                 # replacing one record moves the median across the whole range
