@@ -148,3 +148,62 @@ def test_keyed_results_come_out_in_canonical_order_whatever_the_callers():
     assert list(hist.value) == ["a", "b", "c"] and list(hist.interval) == ["a", "b", "c"]
     sel = q.groupby("g").count(epsilon=2.0, delta=1e-7).release()
     assert list(sel.value) == sorted(sel.value)
+
+
+def test_pandas_bounding_keeps_k_rows_per_person_chosen_uniformly():
+    """3000 persons with rows at positions 0, 1, 2 and k = 1: the kept position is
+    uniform (chi-square, false-alarm rate 1e-4; seeded, so deterministic); the bounding
+    draws one 32-byte key from the query's source, whatever the number of rows."""
+    from scipy import stats
+
+    n = 3000
+    df = pd.DataFrame({"p": np.repeat(np.arange(n), 3), "pos": np.tile([0, 1, 2], n)})
+    rng = InsecureReproducibleRandom(seed=5)
+    q = Query(df, privacy_unit="p", max_rows_per_user=1, session=EventLog(), rng=rng)
+    kept = q.bounded
+    assert len(kept) == n and kept.p.is_unique
+    assert stats.chisquare(np.bincount(kept.pos, minlength=3), [n / 3] * 3).pvalue > 1e-4
+    after = InsecureReproducibleRandom(seed=5)
+    after.random_bytes(32)
+    assert rng.random_bytes(16) == after.random_bytes(16)
+
+
+def test_quantile_releases_from_grid_ranks_as_from_the_data():
+    from privreg.mechanisms.quantile import ExponentialQuantile, GridRanks, grid_ranks
+
+    data = np.array([0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 3.0, 4.0, 0.5])
+    mech = ExponentialQuantile(epsilon=1.0, quantile=0.3, lower=0.0, upper=4.0, points=9)
+    ranks = grid_ranks(data, mech.grid)
+    assert ranks.below.tolist() == [int((data < g).sum()) for g in mech.grid]
+    assert ranks.at_most.tolist() == [int((data <= g).sum()) for g in mech.grid]
+    for seed in range(20):
+        a = mech.release(data, charger=EventLog(), rng=InsecureReproducibleRandom(seed=seed)).output
+        b = mech.release(ranks, charger=EventLog(), rng=InsecureReproducibleRandom(seed=seed)).output
+        assert a == b
+    bad = GridRanks(below=ranks.at_most, at_most=ranks.below, size=ranks.size)
+    log = EventLog()
+    with pytest.raises(PrivregValueError, match="not the ranks of a data set"):
+        mech.release(bad, charger=log)
+    with pytest.raises(PrivregValueError, match="9 integers, one per grid point"):
+        mech.release(GridRanks(below=ranks.below[:3], at_most=ranks.at_most[:3], size=9), charger=log)
+    assert log.charges == ()
+
+
+def test_a_pandas_query_never_imports_pyspark():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pandas as pd\n"
+        "from privreg.analysis import ONE_ROW_PER_USER, Query\n"
+        "from privreg.core.charging import EventLog\n"
+        "q = Query(pd.DataFrame({'a': [1.0, 2.0]}), privacy_unit=ONE_ROW_PER_USER, session=EventLog())\n"
+        "q.mean('a', bounds=(0, 3), epsilon=1.0).release()\n"
+        "assert not any(m == 'pyspark' or m.startswith('pyspark.') for m in sys.modules), 'pyspark imported'\n"
+        "try:\n"
+        "    Query([1, 2], privacy_unit=ONE_ROW_PER_USER, session=EventLog())\n"
+        "except TypeError as e:\n"
+        "    assert 'pandas DataFrame or a pyspark.sql.DataFrame; got list' in str(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr

@@ -14,7 +14,9 @@ Counts, sums, means, variances, quantiles (exponential mechanism), histograms ov
 declared categories and group-bys (public keys, or keys found by partition selection).
 Sensitivities come from declared bounds and ``max_rows_per_user``; values outside the
 bounds are clipped, dropped or refused by a declared rule, recorded in the ledger with
-the bounds (how many were affected never is). pandas DataFrames only.
+the bounds (how many were affected never is). The frame is a pandas DataFrame, or a
+Spark DataFrame whose exact aggregates Spark computes (:mod:`privreg.analysis.frames`;
+pyspark is imported only then).
 """
 
 from privreg.analysis.accuracy import Accuracy, discrete_laplace_half_width

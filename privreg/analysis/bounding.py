@@ -16,6 +16,7 @@ value, a row or a count.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable
 from typing import Any
 
@@ -32,9 +33,16 @@ __all__ = [
     "OneRowPerUser",
     "apply_rule",
     "bound_contributions",
+    "bounding_key",
+    "KEY_BYTES",
     "check_bounds",
     "check_rule",
+    "missing_ids",
+    "no_column",
+    "no_unit_column",
+    "not_numeric",
     "numeric_column",
+    "refuse_by_rule",
     "user_ids",
 ]
 
@@ -82,19 +90,45 @@ def check_bounds(name: str, bounds: Any, column: str) -> tuple[float, float]:
     return lower, upper
 
 
+def no_column(column: Any, columns: Any) -> PrivregValueError:
+    """The error for a column the frame lacks: it names the columns there are (schema)."""
+    return PrivregValueError(f"column {column!r} is not in the frame; its columns are {list(map(str, columns))}")
+
+
+def not_numeric(column: str, dtype: Any) -> PrivregTypeError:
+    """The error for a column a numeric statistic cannot read (its type is schema)."""
+    return PrivregTypeError(
+        f"column {column!r} must be numeric for this statistic; it has dtype {dtype}. "
+        f"Convert it first, or use histogram() for categories."
+    )
+
+
 def numeric_column(frame: pd.DataFrame, column: str) -> np.ndarray:
     """``frame[column]`` as float64 (NaN for missing); errors name the column (schema)."""
     if column not in frame.columns:
-        raise PrivregValueError(
-            f"column {column!r} is not in the frame; its columns are {list(map(str, frame.columns))}"
-        )
+        raise no_column(column, frame.columns)
     series = frame[column]
     if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
-        raise PrivregTypeError(
-            f"column {column!r} must be numeric for this statistic; it has dtype {series.dtype}. "
-            f"Convert it first, or use histogram() for categories."
-        )
+        raise not_numeric(column, series.dtype)
     return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
+
+
+def refuse_by_rule(column: str, rule: str, *, missing: bool, outside: bool) -> None:
+    """Raise if ``rule`` cannot bound the column: missing values under 'clip' or 'error',
+    values outside the bounds under 'error'. Takes only whether there are any (the
+    message says neither which nor how many)."""
+    if rule == "drop":
+        return
+    if missing:
+        raise PrivregValueError(
+            f"column {column!r} has missing values, which rule={rule!r} cannot bound; pass rule='drop' "
+            f"to leave their rows out, or fill them with a public value first"
+        )
+    if rule == "error" and outside:
+        raise PrivregValueError(
+            f"column {column!r} has values outside the declared bounds and rule='error'; widen the bounds, "
+            f"or pass rule='clip' or rule='drop'. Nothing was charged."
+        )
 
 
 def apply_rule(
@@ -109,32 +143,33 @@ def apply_rule(
     if rule == "drop":
         keep = ~missing & ~outside
         return values[keep], keep
-    if missing.any():
-        raise PrivregValueError(
-            f"column {column!r} has missing values, which rule={rule!r} cannot bound; pass rule='drop' "
-            f"to leave their rows out, or fill them with a public value first"
-        )
-    if rule == "error" and outside.any():
-        raise PrivregValueError(
-            f"column {column!r} has values outside the declared bounds and rule='error'; widen the bounds, "
-            f"or pass rule='clip' or rule='drop'. Nothing was charged."
-        )
+    refuse_by_rule(column, rule, missing=bool(missing.any()), outside=bool(outside.any()))
     return np.clip(values, lower, upper), np.ones(values.shape, dtype=bool)
+
+
+def no_unit_column(unit: Any, columns: Any) -> PrivregValueError:
+    """The error for a privacy unit that is not a column (names the columns there are)."""
+    return PrivregValueError(
+        f"privacy_unit={unit!r} is not a column of the frame; its columns are "
+        f"{list(map(str, columns))}. Name the column identifying a person, or pass "
+        f"privacy_unit=ONE_ROW_PER_USER if every row is a different person."
+    )
+
+
+def missing_ids(unit: Any) -> PrivregValueError:
+    """The error for rows without a person (says neither which nor how many)."""
+    return PrivregValueError(
+        f"privacy_unit column {unit!r} has missing ids: rows without a person cannot be bounded. "
+        f"Drop them or give each its own id first."
+    )
 
 
 def _unit_codes(frame: pd.DataFrame, unit: str) -> np.ndarray:
     if unit not in frame.columns:
-        raise PrivregValueError(
-            f"privacy_unit={unit!r} is not a column of the frame; its columns are "
-            f"{list(map(str, frame.columns))}. Name the column identifying a person, or pass "
-            f"privacy_unit=ONE_ROW_PER_USER if every row is a different person."
-        )
+        raise no_unit_column(unit, frame.columns)
     ids = frame[unit]
     if ids.isna().any():
-        raise PrivregValueError(
-            f"privacy_unit column {unit!r} has missing ids: rows without a person cannot be bounded. "
-            f"Drop them or give each its own id first."
-        )
+        raise missing_ids(unit)
     codes, _ = pd.factorize(ids, sort=False)
     return np.asarray(codes, dtype=np.int64)
 
@@ -146,15 +181,33 @@ def user_ids(frame: pd.DataFrame, unit: Hashable | OneRowPerUser) -> np.ndarray:
     return _unit_codes(frame, str(unit))
 
 
-def bound_contributions(frame: pd.DataFrame, users: np.ndarray, k: int, rng: RandomSource) -> np.ndarray:
+#: Bytes of the bounding key drawn from the query's random source (256 bits).
+KEY_BYTES = 32
+
+
+def bounding_key(rng: RandomSource) -> bytes:
+    """The secret key from which a query's contribution bounding derives its random row
+    order: :data:`KEY_BYTES` bytes from ``rng`` (the only draw bounding makes, whatever
+    the size of the data or where it lives)."""
+    return rng.random_bytes(KEY_BYTES)
+
+
+def bound_contributions(users: np.ndarray, k: int, key: bytes) -> np.ndarray:
     """Row positions keeping at most ``k`` rows per user, the kept rows of a user with
-    more chosen uniformly at random: rows are ordered by independent uniform 64-bit keys
-    from ``rng`` (ties, probability below ``n^2 2^-64``, broken by position) and the
-    first ``k`` of each user are kept. Returned in their original order."""
-    n = len(frame)
+    more chosen uniformly at random: rows are ordered by 64-bit keys, the ``i``-th row's
+    the ``i``-th word of SHAKE-256 output on the secret ``key`` (:func:`bounding_key`),
+    ties (probability below ``n^2 2^-64``) broken by position, and the first ``k`` of
+    each user are kept. Returned in their original order.
+
+    Why uniform and independent of the data: the row keys are a function of the secret
+    key and the positions only, never of a value; SHAKE-256 output on a secret 256-bit
+    key is indistinguishable from independent uniform words, so each user's rows are put
+    in a uniformly random order and the first ``k`` are a uniformly random ``k``-subset."""
+    n = users.size
     if n == 0:
         return np.arange(0, dtype=np.int64)
-    keys = np.frombuffer(rng.random_bytes(8 * n), dtype=np.uint64)
+    words = hashlib.shake_256(b"privreg.analysis.bounding\x00" + bytes(key)).digest(8 * n)
+    keys = np.frombuffer(words, dtype="<u8")
     order = np.lexsort((np.arange(n), keys, users))
     sorted_users = users[order]
     starts = np.r_[0, np.flatnonzero(sorted_users[1:] != sorted_users[:-1]) + 1]

@@ -1,4 +1,4 @@
-"""Differentially private queries over a pandas DataFrame, with accuracy before release.
+"""Differentially private queries over a pandas or Spark DataFrame, with accuracy before release.
 
 A :class:`Query` holds a frame, its privacy unit (a column identifying a person, or
 :data:`~privreg.analysis.bounding.ONE_ROW_PER_USER`), the most rows one person may
@@ -15,13 +15,12 @@ all their rows. Each release charges its mechanisms' events before any noise is 
 nothing; the ledger entry's parameters carry the statistic, column, declared bounds,
 rule and contribution bound (never how many values were clipped).
 
-pandas only: Spark DataFrames are not accepted (collect a bounded sample with
-``toPandas()`` first, or use the ngrams plugin's Spark backend for n-grams).
+The data are read through a :class:`~privreg.analysis.frames.Frame`: in memory for
+pandas, in Spark for a ``pyspark.sql.DataFrame`` (see :class:`Query`).
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
@@ -29,7 +28,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-import pandas as pd
 
 from privreg.analysis.accuracy import (
     Accuracy,
@@ -38,15 +36,8 @@ from privreg.analysis.accuracy import (
     laplace_accuracy,
     ratio_range,
 )
-from privreg.analysis.bounding import (
-    OneRowPerUser,
-    apply_rule,
-    bound_contributions,
-    check_bounds,
-    check_rule,
-    numeric_column,
-    user_ids,
-)
+from privreg.analysis.bounding import OneRowPerUser, bounding_key, check_bounds, check_rule
+from privreg.analysis.frames import Frame, Moments, Values, as_frame
 from privreg.core import validation as v
 from privreg.core.charging import Charger, check_charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
@@ -55,7 +46,7 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
-from privreg.mechanisms.quantile import ExponentialQuantile, quantile_rank_errors
+from privreg.mechanisms.quantile import ExponentialQuantile, rank_errors
 from privreg.mechanisms.thresholding import LaplaceThresholding
 
 __all__ = ["Query", "GroupBy", "Planned", "Result"]
@@ -200,7 +191,7 @@ class _Count(Planned):
 
     def _release(self, level: float, label: str) -> Result:
         t, acc = discrete_laplace_accuracy(self.mech, level)
-        z = int(self._run(self.mech, len(self._query.bounded), "count", label))
+        z = int(self._run(self.mech, self._query.data.count(), "count", label))
         return Result(statistic=self.statistic, value=max(0, z), interval=(max(0, z - t), max(0, z + t)), accuracy=acc)
 
 
@@ -210,8 +201,10 @@ class _Column(Planned):
     def __init__(self, query: Query, statistic: str, column: str, bounds: Any, rule: str) -> None:
         self._query, self.statistic = query, f"{statistic}({column})"
         self.column = query.check_column(column)
+        query.source.check_numeric(self.column)
         self.bounds = check_bounds("bounds", bounds, self.column)
         self.rule = check_rule(rule)
+        self.spec = Values(column=self.column, bounds=self.bounds, rule=self.rule)
         self.lower, self.upper = self.bounds
         self.mid = (self.lower + self.upper) / 2
         self.radius = (self.upper - self.lower) / 2
@@ -219,11 +212,10 @@ class _Column(Planned):
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "column": self.column, "bounds": list(self.bounds), "rule": self.rule}
 
-    def values(self) -> np.ndarray:
-        """The column's bounded values under the declared rule (refused before any charge
-        if the rule is 'error' and a value is out of bounds)."""
-        raw = numeric_column(self._query.bounded, self.column)
-        return apply_rule(raw, self.bounds, self.rule, self.column)[0]
+    def moments(self, centre: float, squares: bool = False) -> Moments:
+        """Count and exact sums of the bounded values minus ``centre`` (refused before any
+        charge if the rule cannot bound the data)."""
+        return self._query.data.moments(self.spec, centre=centre, squares=squares)
 
 
 class _Sum(_Column):
@@ -237,8 +229,7 @@ class _Sum(_Column):
 
     def _release(self, level: float, label: str) -> Result:
         half, acc = laplace_accuracy(self.mech, level, "data units")
-        x = self.values()
-        z = float(self._run(self.mech, float(math.fsum(x.tolist())), "sum", label))
+        z = float(self._run(self.mech, self.moments(0.0).total, "sum", label))
         return Result(statistic=self.statistic, value=z, interval=(z - half, z + half), accuracy=acc)
 
 
@@ -278,9 +269,9 @@ class _Mean(_Column):
 
     def _release(self, level: float, label: str) -> Result:
         t, half, _ = self._parts_accuracy(level)
-        x = self.values()
-        n = int(self._run(self.count, x.size, "count", label))
-        s = float(self._run(self.sum, float(math.fsum((x - self.mid).tolist())), "centred_sum", label))
+        m = self.moments(self.mid)
+        n = int(self._run(self.count, m.count, "count", label))
+        s = float(self._run(self.sum, m.total, "centred_sum", label))
         value = self.mid if n <= 0 else min(self.upper, max(self.lower, self.mid + s / n))
         rng_ = ratio_range((s - half, s + half), (n - t, n + t))
         iv = (self.lower, self.upper) if rng_ is None else self._clip(self.mid + rng_[0], self.mid + rng_[1])
@@ -336,10 +327,10 @@ class _Variance(_Column):
 
     def _release(self, level: float, label: str) -> Result:
         t, h1, h2, _ = self._parts_accuracy(level)
-        c = self.values() - self.mid
-        n = int(self._run(self.count, c.size, "count", label))
-        s1 = float(self._run(self.sum, float(math.fsum(c.tolist())), "centred_sum", label))
-        s2 = float(self._run(self.squares, float(math.fsum((c * c).tolist())), "centred_sum_of_squares", label))
+        m = self.moments(self.mid, squares=True)
+        n = int(self._run(self.count, m.count, "count", label))
+        s1 = float(self._run(self.sum, m.total, "centred_sum", label))
+        s2 = float(self._run(self.squares, m.squares, "centred_sum_of_squares", label))
         top = self.radius**2
         value = 0.0 if n <= 0 else min(top, max(0.0, s2 / n - (s1 / n) ** 2))
         box_n = (n - t, n + t)
@@ -384,17 +375,22 @@ class _Quantile(_Column):
         )
 
     def rank_error(self, released: float) -> float:
-        """The rank error of ``released`` on this query's bounded data, beyond the best
-        grid point's (what the accuracy bound is about). Reads the data: for tests and
-        for the data holder, never for release."""
-        x = self.values()
-        errs = quantile_rank_errors(x, np.asarray([released], dtype=np.float64), self.q)
-        best = min(quantile_rank_errors(x, self.mech.grid, self.q))
-        return float(errs[0] - best)
+        """The rank error of ``released`` (a point of the grid, as every release is) on
+        this query's bounded data, beyond the best grid point's (what the accuracy bound
+        is about). Reads the data: for tests and for the data holder, never for release."""
+        grid = self.mech.grid
+        at = np.flatnonzero(grid == released)
+        if at.size == 0:
+            raise PrivregValueError(
+                f"released must be a point of the quantile grid (as every release is); got {released!r}"
+            )
+        errs = rank_errors(self._query.data.ranks(self.spec, grid), self.q)
+        return float(errs[int(at[0])] - min(errs))
 
     def _release(self, level: float, label: str) -> Result:
         acc = self._accuracy(level, None)
-        z = float(self._run(self.mech, self.values(), "quantile", label))
+        ranks = self._query.data.ranks(self.spec, self.mech.grid)
+        z = float(self._run(self.mech, ranks, "quantile", label))
         return Result(statistic=self.statistic, value=z, interval=None, accuracy=acc)
 
 
@@ -442,6 +438,7 @@ class _Grouped(Planned):
         rule: str = "clip",
     ) -> None:
         self._query, self.by, self.keys, self.what = query, query.check_column(by), keys, what
+        query.source.check_key_column(self.by)
         self.statistic = f"{what}({column}) by {by}" if column else f"count by {by}"
         self.parts = {"count": 1, "sum": 1, "mean": 2}[what]
         eps = epsilon
@@ -463,9 +460,12 @@ class _Grouped(Planned):
             )
         self.eps_each = _split(eps, self.parts) if self.selector is None else eps
         self.column, self.bounds, self.rule = column, None, check_rule(rule)
+        self.spec: Values | None = None
         if column is not None:
             self.column = query.check_column(column)
+            query.source.check_numeric(self.column)
             self.bounds = check_bounds("bounds", bounds, self.column)
+            self.spec = Values(column=self.column, bounds=self.bounds, rule=self.rule)
         # build the aggregate's mechanisms once (for the declared keys) so bad parameters fail now
         self._mechanisms(len(keys) if keys is not None else 1)
 
@@ -507,34 +507,24 @@ class _Grouped(Planned):
             return attrs.evolve(main, note=note, components=comps)
         return attrs.evolve(main, level=level, note=note, components=comps)
 
-    def _frame(self) -> tuple[pd.DataFrame, np.ndarray | None]:
-        frame = self._query.bounded
-        if self.column is None or self.bounds is None:
-            return frame, None
-        values, keep = apply_rule(numeric_column(frame, self.column), self.bounds, self.rule, self.column)
-        return frame[keep], values
-
-    def _select(self, frame: pd.DataFrame, label: str) -> tuple[Hashable, ...]:
+    def _select(self, frame: Frame, label: str) -> tuple[Hashable, ...]:
         if self.selector is None:
             assert self.keys is not None  # noqa: S101 -- the constructor sets one of the two
             return self.keys
-        users = self._query.users[frame.index.to_numpy()] if len(frame) else np.zeros(0, dtype=np.int64)
-        pairs = pd.DataFrame({"key": frame[self.by].to_numpy(), "user": users}).dropna().drop_duplicates()
-        totals = pairs.groupby("key", sort=False).size()
-        released = self._run(self.selector, {k: float(c) for k, c in totals.items()}, "selection", label)
+        persons = frame.key_persons(self.by, self.spec)
+        released = self._run(self.selector, {k: float(c) for k, c in persons.items()}, "selection", label)
         return _canonical(tuple(released))
 
     def _release(self, level: float, label: str) -> Result:
-        frame, values = self._frame()
+        frame = self._query.data
         keys = self._select(frame, label)
         count, summ = self._mechanisms(max(1, len(keys)))
         if not keys:
             acc = self._accuracy(level, None)
             return Result(statistic=self.statistic, value={}, interval={}, accuracy=acc)
-        index = {k: i for i, k in enumerate(keys)}
-        pos = frame[self.by].map(index).to_numpy(dtype=np.float64, na_value=np.nan)
-        inside = ~np.isnan(pos)
-        idx = pos[inside].astype(np.int64)
+        lo, hi = self.bounds if self.bounds is not None else (0.0, 0.0)
+        mid = (lo + hi) / 2 if self.what == "mean" else 0.0
+        agg = frame.key_aggregates(self.by, keys, self.spec, centre=mid)
         each = 1 - (1 - level) / self.parts
         acc = self._accuracy(level, None)
         out_v: dict[Hashable, Any] = {}
@@ -543,14 +533,10 @@ class _Grouped(Planned):
         t = 0
         if count is not None:
             t, _ = discrete_laplace_accuracy(count, each)
-            true_counts = np.bincount(idx, minlength=len(keys))
-            counts = np.asarray(self._run(count, true_counts, "count", label)).reshape(-1)
-        if summ is not None and values is not None and self.bounds is not None:
+            counts = np.asarray(self._run(count, agg.counts, "count", label)).reshape(-1)
+        if summ is not None and agg.totals is not None:
             half, _ = laplace_accuracy(summ, each, "data units")
-            lo, hi = self.bounds
-            mid = (lo + hi) / 2 if self.what == "mean" else 0.0
-            sums = np.bincount(idx, weights=values[inside] - mid, minlength=len(keys))
-            noisy = np.asarray(self._run(summ, sums, "sum", label), dtype=np.float64).reshape(-1)
+            noisy = np.asarray(self._run(summ, agg.totals, "sum", label), dtype=np.float64).reshape(-1)
             for i, key in enumerate(keys):
                 if self.what == "sum":
                     out_v[key], out_i[key] = float(noisy[i]), (float(noisy[i] - half), float(noisy[i] + half))
@@ -572,6 +558,7 @@ class GroupBy:
 
     def __init__(self, query: Query, by: str, keys: Sequence[Hashable] | None) -> None:
         self._query, self.by = query, query.check_column(by)
+        query.source.check_key_column(self.by)
         self.keys = None if keys is None else _check_keys("keys", keys)
 
     def count(self, *, epsilon: float, delta: float | None = None) -> Planned:
@@ -595,12 +582,13 @@ class GroupBy:
 
 
 class Query:
-    """Differentially private statistics of a pandas ``frame``.
+    """Differentially private statistics of a pandas or Spark ``frame``.
 
     ``privacy_unit``: the column identifying a person (their rows are bounded together),
     or ``ONE_ROW_PER_USER``. ``max_rows_per_user`` (``k``): each person's rows beyond
-    ``k`` are left out, the kept ones chosen uniformly at random with ``rng`` (1 with
-    ``ONE_ROW_PER_USER``). ``session``: the charger of every release (a
+    ``k`` are left out, the kept ones chosen uniformly at random (from a 256-bit key drawn
+    from ``rng`` at the first release; 1 with ``ONE_ROW_PER_USER``, which needs no
+    bounding). ``session``: the charger of every release (a
     :class:`~privreg.accountant.budget.BudgetSession`, or an
     :class:`~privreg.core.charging.EventLog` for dry runs). ``rng``: the random source of
     the bounding and the noise (the OS CSPRNG by default).
@@ -608,6 +596,20 @@ class Query:
     Guarantee: each release is differentially private for neighbouring frames that add or
     remove one person with all their rows, at the epsilon (and delta) it is given; the
     session composes them. Methods return planned statistics (:class:`Planned`).
+
+    **Spark.** ``frame`` may be a ``pyspark.sql.DataFrame`` (pyspark is imported only
+    then). Spark computes the contribution bounding and every exact aggregate: row counts,
+    exact sums of the clipped, centred values and of their squares, quantile-grid rank
+    counts, per-key counts and sums, distinct persons per candidate key, and whether the
+    rule refuses the data (:mod:`privreg.analysis.spark_frame`). Only those aggregates are
+    collected; the driver adds the noise, draws the partition selection and forms the
+    intervals exactly as for pandas. With the same ``rng`` and rows (and bounding that
+    drops nothing), a Spark frame gives the same releases as its pandas copy. The frame
+    must be deterministic (each release re-reads it) and quantiles run numpy on the
+    executors. A missing id in the privacy-unit column is found at the first release,
+    before any charge (at construction for pandas). Running time, and the number and
+    size of Spark jobs, depend on the data (rows, users, keys, value magnitudes): run
+    releases where their timing is not observable.
     """
 
     def __init__(
@@ -619,18 +621,12 @@ class Query:
         session: Any = None,
         rng: RandomSource | None = None,
     ) -> None:
-        if not isinstance(frame, pd.DataFrame):
-            raise PrivregTypeError(
-                f"frame must be a pandas DataFrame; got {type(frame).__name__}. privreg.analysis reads pandas "
-                f"only: convert a Spark DataFrame with toPandas() after filtering it."
-            )
         if privacy_unit is None:
             raise PrivregValueError(
                 "privacy_unit is required; got None. Pass privacy_unit='user_id' (the column identifying a "
                 "person, so that all their rows are bounded together) or privacy_unit=ONE_ROW_PER_USER if "
                 "every row is a different person."
             )
-        self.frame = frame.reset_index(drop=True)
         self.privacy_unit = privacy_unit
         self.max_rows_per_user = v.check_count("max_rows_per_user", max_rows_per_user)
         if isinstance(privacy_unit, OneRowPerUser) and self.max_rows_per_user != 1:
@@ -645,8 +641,10 @@ class Query:
             )
         self.session = check_charger(session)
         self.rng = resolve_random(rng)
-        self.users = user_ids(self.frame, privacy_unit)  # validates the unit column now
-        self._bounded: pd.DataFrame | None = None
+        # validates the frame's type and the unit column (schema; pandas: missing ids too)
+        self.source: Frame = as_frame(frame, privacy_unit)
+        self.frame = self.source.native
+        self._bounded: Frame | None = None
 
     def describe(self) -> dict[str, Any]:
         """The public description recorded with every charge."""
@@ -654,22 +652,23 @@ class Query:
         return {"privacy_unit": unit, "max_rows_per_user": self.max_rows_per_user}
 
     @property
-    def bounded(self) -> pd.DataFrame:
-        """The frame with at most ``max_rows_per_user`` rows per person (drawn once)."""
+    def data(self) -> Frame:
+        """The frame with at most ``max_rows_per_user`` rows per person (drawn once, at
+        the first release)."""
         if self._bounded is None:
             if isinstance(self.privacy_unit, OneRowPerUser):
-                self._bounded = self.frame
+                self._bounded = self.source
             else:
-                keep = bound_contributions(self.frame, self.users, self.max_rows_per_user, self.rng)
-                self._bounded = self.frame.iloc[keep]
+                self._bounded = self.source.bound(self.max_rows_per_user, bounding_key(self.rng))
         return self._bounded
 
+    @property
+    def bounded(self) -> Any:
+        """:attr:`data` as a DataFrame of the kind given (pandas or Spark)."""
+        return self.data.native
+
     def check_column(self, column: Any) -> str:
-        if not isinstance(column, str) or column not in self.frame.columns:
-            raise PrivregValueError(
-                f"column {column!r} is not in the frame; its columns are {list(map(str, self.frame.columns))}"
-            )
-        return column
+        return self.source.check_column(column)
 
     def count(self, *, epsilon: float) -> Planned:
         """Number of rows (after contribution bounding): discrete Laplace, sensitivity ``k``."""

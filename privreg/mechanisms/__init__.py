@@ -42,7 +42,7 @@ from privreg.mechanisms.median import (
     smooth_median_mechanism,
 )
 from privreg.mechanisms.noise_params import PATHS
-from privreg.mechanisms.quantile import ExponentialQuantile, quantile_rank_errors
+from privreg.mechanisms.quantile import ExponentialQuantile, GridRanks, grid_ranks, quantile_rank_errors
 from privreg.mechanisms.randomized_response import RandomizedResponse
 from privreg.mechanisms.selection import (
     NOISE_KINDS,
@@ -82,6 +82,7 @@ __all__ = [
     "GaussianMechanism",
     "GaussianThresholding",
     "GridMechanism",
+    "GridRanks",
     "IntegerNoiseMechanism",
     "KeyCounts",
     "LaplaceMechanism",
@@ -101,6 +102,7 @@ __all__ = [
     "dpsu_threshold",
     "dpsu_threshold_ok",
     "epsilon_spent",
+    "grid_ranks",
     "median_local_sensitivity",
     "median_smooth_sensitivity",
     "privacy_loss_bound",

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from privreg.core import validation as v
-from privreg.core.errors import PrivregValueError
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Exponential, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.params import POSITIVE, param_field, param_fields
@@ -31,11 +31,47 @@ from privreg.core.randomness import RandomSource
 from privreg.mechanisms.grid_mechanism import finite_array
 from privreg.mechanisms.selection import epsilon_spent, exponential_index
 
-__all__ = ["ExponentialQuantile", "MAX_QUANTILE_POINTS", "quantile_rank_errors"]
+__all__ = [
+    "ExponentialQuantile",
+    "GridRanks",
+    "MAX_QUANTILE_POINTS",
+    "grid_ranks",
+    "quantile_rank_errors",
+    "rank_errors",
+]
 
 #: Most grid points: each release computes one exact rational per point and the rejection
 #: sampler may try up to ``points`` candidates per draw.
 MAX_QUANTILE_POINTS = 100_000
+
+
+@attrs.frozen(kw_only=True)
+class GridRanks:
+    """The rank interval of every grid point in a data set: ``below[j] = #{x < g_j}`` and
+    ``at_most[j] = #{x <= g_j}`` (int64 arrays, one entry per grid point), and ``size``,
+    the number of values. All the exponential-mechanism quantile reads from the data, so
+    a caller can compute it where the data live (e.g. summed per partition on Spark) and
+    release from it without collecting the data (:meth:`ExponentialQuantile.release`
+    accepts it in place of the values)."""
+
+    below: np.ndarray
+    at_most: np.ndarray
+    size: int
+
+
+def grid_ranks(data: np.ndarray, grid: np.ndarray) -> GridRanks:
+    """The :class:`GridRanks` of ``data`` at the points of ``grid``."""
+    x = np.sort(np.asarray(data, dtype=np.float64).reshape(-1))
+    below = np.searchsorted(x, grid, side="left").astype(np.int64)
+    at_most = np.searchsorted(x, grid, side="right").astype(np.int64)
+    return GridRanks(below=below, at_most=at_most, size=int(x.size))
+
+
+def rank_errors(ranks: GridRanks, alpha: float) -> list[Fraction]:
+    """For each grid point: the distance from the target rank ``alpha n`` to its rank
+    interval ``[below, at_most]``, as exact rationals (see :func:`quantile_rank_errors`)."""
+    target = Fraction(alpha) * ranks.size
+    return [max(lo - target, target - hi, Fraction(0)) for lo, hi in zip(ranks.below.tolist(), ranks.at_most.tolist())]
 
 
 def quantile_rank_errors(data: np.ndarray, grid: np.ndarray, alpha: float) -> list[Fraction]:
@@ -46,11 +82,35 @@ def quantile_rank_errors(data: np.ndarray, grid: np.ndarray, alpha: float) -> li
     Sensitivity 1: replacing one record moves each end of every rank interval by at most
     1 (``n`` fixed); adding or removing one moves an end by 1 or 0 and ``alpha n`` by
     ``alpha``, so the distance moves by at most ``max(alpha, 1 - alpha) <= 1``."""
-    x = np.sort(np.asarray(data, dtype=np.float64).reshape(-1))
-    below = np.searchsorted(x, grid, side="left").tolist()
-    at_most = np.searchsorted(x, grid, side="right").tolist()
-    target = Fraction(alpha) * x.size
-    return [max(lo - target, target - hi, Fraction(0)) for lo, hi in zip(below, at_most)]
+    return rank_errors(grid_ranks(data, grid), alpha)
+
+
+def _check_ranks(ranks: GridRanks, points: int) -> GridRanks:
+    """``ranks`` as int64 arrays after checking they can be the ranks of a data set."""
+    fix = "compute them with grid_ranks(data, mechanism.grid), or pass the data"
+    size = ranks.size
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise PrivregTypeError(f"ranks.size must be a non-negative int; got {type(size).__name__}. {fix}")
+    out = []
+    for name in ("below", "at_most"):
+        arr = np.asarray(getattr(ranks, name))
+        if arr.shape != (points,) or not np.issubdtype(arr.dtype, np.integer):
+            raise PrivregValueError(f"ranks.{name} must be {points} integers, one per grid point; {fix}")
+        out.append(arr.astype(np.int64))
+    below, at_most = out
+    ok = (
+        np.all(below >= 0)
+        and np.all(below <= at_most)
+        and np.all(at_most <= size)
+        and np.all(np.diff(below) >= 0)
+        and np.all(np.diff(at_most) >= 0)
+    )
+    if not ok:
+        raise PrivregValueError(
+            f"ranks are not the ranks of a data set on this grid (need 0 <= below <= at_most <= size, both "
+            f"non-decreasing); {fix}"
+        )
+    return GridRanks(below=below, at_most=at_most, size=int(size))
 
 
 def _bound(name: str, value: Any) -> float:
@@ -100,7 +160,9 @@ class ExponentialQuantile(Mechanism):
     **Input range.** A 1-d array (possibly empty: every point is then equally likely) of
     finite values within ``[lower, upper]``; anything else is refused before the charge
     with an error naming the rule, never a value or its position. Clip or drop
-    out-of-range values first (``privreg.analysis`` does, by a declared rule).
+    out-of-range values first (``privreg.analysis`` does, by a declared rule). Or the
+    data's :class:`GridRanks` on :attr:`grid` (all the utility reads), computed by the
+    caller from values within the bounds: checked for consistency only.
     **Timing depends on the data**: the rejection sampler needs about
     ``points / sum_j exp(-gamma_j)`` trials (1 to ``points``). Run releases where their
     timing is not observable.
@@ -151,18 +213,20 @@ class ExponentialQuantile(Mechanism):
         beta = v.check_probability("beta", beta, open_low=True, open_high=True)
         return 2 * self.sensitivity * math.log(self.points / beta) / self.epsilon
 
-    def validate_input(self, value: Any) -> np.ndarray:
+    def validate_input(self, value: Any) -> GridRanks:
+        if isinstance(value, GridRanks):
+            return _check_ranks(value, self.points)
         x = finite_array("data", value).reshape(-1)
         if np.any((x < self.lower) | (x > self.upper)):
             raise PrivregValueError(
                 f"data has values outside the declared bounds [{self.lower:g}, {self.upper:g}]; "
                 f"clip or drop them by a declared rule first (privreg.analysis does), or widen the bounds"
             )
-        return x
+        return grid_ranks(x, self.grid)
 
-    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> float:
+    def _sample(self, value: GridRanks, rng: RandomSource, data: Any) -> float:
         grid = self.grid
-        errors = quantile_rank_errors(value, grid, self.quantile)
+        errors = rank_errors(value, self.quantile)
         best = min(errors)
         c = self.weight_exponent
         return float(grid[exponential_index([c * (d - best) for d in errors], rng)])

@@ -1,0 +1,181 @@
+"""privreg.analysis on a Spark DataFrame (local mode, one session for the module): the
+same releases, intervals and ledger entries as on the pandas copy under the same seeded
+randomness, for every statistic (bounding that drops nothing, and ONE_ROW_PER_USER); the
+same refusals; contribution bounding that keeps k rows per person, chosen uniformly."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("pyspark", reason="Spark frames need pyspark (pip install 'privreg[spark]')")
+
+from scipy import stats
+
+from privreg.analysis import ONE_ROW_PER_USER, Query
+from privreg.core.charging import EventLog
+from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.datasets import ADULT_EDUCATION, load_adult
+
+# a JVM and a local Spark session: seconds to a minute before the first test
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    # the executors' Python (quantiles run numpy there) is this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("privreg-analysis-test")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def adult() -> pd.DataFrame:
+    """300 rows of the bundled Adult slice; ``uid``: two rows per person; ``x``: a
+    fractional column (exact sums matter) with missing values."""
+    df = pd.DataFrame(load_adult()).iloc[:300].reset_index(drop=True)
+    df["uid"] = np.arange(len(df)) // 2
+    x = df["age"] / 7.0 + df["fnlwgt"] * 1e-7
+    df["x"] = x.where(np.arange(len(df)) % 11 != 3)
+    return df
+
+
+def statistics(q: Query) -> dict:
+    """Every kind of planned statistic, rules and key modes included."""
+    return {
+        "count": q.count(epsilon=1.0),
+        "sum": q.sum("age", bounds=(17, 90), epsilon=1.0),
+        "mean clipped": q.mean("age", bounds=(20, 60), epsilon=1.0),
+        "mean drop": q.mean("x", bounds=(3, 11), epsilon=1.0, rule="drop"),
+        "variance": q.variance("hours-per-week", bounds=(0, 80), epsilon=1.0),
+        "variance drop": q.variance("x", bounds=(3, 11), epsilon=1.0, rule="drop"),
+        "median": q.median("age", bounds=(17, 90), grid=74, epsilon=1.0),
+        "quantile": q.quantile("x", 0.9, bounds=(2, 13), epsilon=1.0, rule="drop"),
+        "histogram": q.histogram("education", categories=ADULT_EDUCATION, epsilon=1.0),
+        "count by public keys": q.groupby("race", keys=["White", "Black", "Other"]).count(epsilon=1.0),
+        "count by selected keys": q.groupby("sex").count(epsilon=1.0, delta=1e-6),
+        "sum by selected keys": q.groupby("race").sum("hours-per-week", bounds=(0, 99), epsilon=1.0, delta=1e-6),
+        "mean by public keys": q.groupby("sex", keys=["Male", "Female"]).mean(
+            "x", bounds=(3, 11), epsilon=1.0, rule="drop"
+        ),
+    }
+
+
+@pytest.mark.parametrize("unit", ["uid", ONE_ROW_PER_USER], ids=["two-rows-per-person", "one-row-per-user"])
+def test_every_statistic_releases_exactly_what_pandas_releases(spark, adult, unit):
+    k = 2 if unit == "uid" else 1  # nobody has more than 2 rows: bounding keeps every row
+    out = {}
+    for kind, frame in (("pandas", adult), ("spark", spark.createDataFrame(adult))):
+        log = EventLog()
+        q = Query(frame, privacy_unit=unit, max_rows_per_user=k, session=log, rng=InsecureReproducibleRandom(seed=9))
+        out[kind] = ({name: p.release() for name, p in statistics(q).items()}, log)
+    (pandas, pandas_log), (spark_out, spark_log) = out["pandas"], out["spark"]
+    for name, r in pandas.items():
+        s = spark_out[name]
+        assert s == r, name  # value, interval, accuracy
+        if isinstance(r.value, dict):  # keyed results in the same (canonical) order
+            assert list(s.value) == list(r.value) == sorted(r.value) and list(s.interval) == list(r.interval)
+    assert pandas["count by selected keys"].value.keys() == {"Female", "Male"}
+    charged = [[(c.mechanism, c.parameters, c.event) for c in log.charges] for log in (pandas_log, spark_log)]
+    assert charged[0] == charged[1] and len(charged[0]) > len(pandas)
+
+
+def test_rules_refuse_before_any_charge_and_never_quote_data(spark, adult):
+    frame = spark.createDataFrame(adult)
+    log = EventLog()
+    q = Query(frame, privacy_unit="uid", max_rows_per_user=2, session=log)
+    refused = [
+        (q.sum("age", bounds=(18, 50), epsilon=1.0, rule="error"), "rule='error'"),
+        (q.median("age", bounds=(18, 50), epsilon=1.0, rule="error"), "rule='error'"),
+        (q.mean("x", bounds=(3, 11), epsilon=1.0), "missing values"),  # rule='clip' cannot bound NaN
+        (q.quantile("x", 0.5, bounds=(3, 11), epsilon=1.0), "missing values"),
+        # missing values under a key not asked for refuse too, as on pandas
+        (q.groupby("sex", keys=["Nobody"]).sum("x", bounds=(3, 11), epsilon=1.0), "missing values"),
+        (q.groupby("sex").mean("x", bounds=(3, 11), epsilon=1.0, delta=1e-6), "missing values"),
+    ]
+    for planned, match in refused:
+        with pytest.raises(PrivregValueError, match=match) as err:
+            planned.release()
+        assert not any(ch.isdigit() for ch in str(err.value))  # no value, no count, no position
+    assert log.charges == ()
+
+
+def test_schema_errors_name_the_columns(spark, adult):
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(adult)
+    q = Query(frame, privacy_unit=ONE_ROW_PER_USER, session=EventLog())
+    with pytest.raises(PrivregValueError, match=r"column 'agee' is not in the frame; its columns are \['age'"):
+        q.mean("agee", bounds=(17, 90), epsilon=1.0)
+    with pytest.raises(PrivregValueError, match=r"privacy_unit='user' is not a column.*'uid'"):
+        Query(frame, privacy_unit="user", session=EventLog())
+    with pytest.raises(PrivregTypeError, match="column 'education' must be numeric"):
+        q.sum("education", bounds=(0, 1), epsilon=1.0)
+    with pytest.raises(PrivregTypeError, match="cannot use as keys on Spark"):
+        Query(frame.withColumn("tags", F.array("sex", "race")), privacy_unit=ONE_ROW_PER_USER, session=EventLog()) \
+            .groupby("tags", keys=[("Male",)])  # fmt: skip
+    with_null = spark.createDataFrame([(1, 20.0), (None, 30.0)], "uid long, age double")
+    log = EventLog()
+    q = Query(with_null, privacy_unit="uid", max_rows_per_user=1, session=log)
+    with pytest.raises(PrivregValueError, match="privacy_unit column 'uid' has missing ids"):
+        q.count(epsilon=1.0).release()  # found at the first release, before its charge
+    assert log.charges == ()
+
+
+def test_bounding_keeps_k_rows_per_person_chosen_uniformly(spark):
+    """3000 persons with rows (p, 0), (p, 1), (p, 2) and 3000 with (p, a), (p, a), (p, b)
+    (two identical rows), k = 1: the kept position is uniform (1/3 each) and the kept
+    label is 'a' with probability 2/3. Chi-square tests, each at false-alarm rate 1e-4
+    (total 2e-4); seeded, so deterministic. The bounded rows do not change between reads."""
+    n = 3000
+    persons = np.repeat(np.arange(2 * n), 3)
+    labels = np.r_[np.tile(["0", "1", "2"], n), np.tile(["a", "a", "b"], n)]
+    frame = spark.createDataFrame(pd.DataFrame({"p": persons, "label": labels, "v": 1.0}))
+    q = Query(frame, privacy_unit="p", max_rows_per_user=1, session=EventLog(), rng=InsecureReproducibleRandom(seed=3))
+    kept = q.bounded.groupBy("label").count().toPandas().set_index("label")["count"]
+    assert kept.sum() == 2 * n and q.bounded.groupBy("p").count().where("count > 1").count() == 0
+    positions = kept.reindex(["0", "1", "2"]).to_numpy()
+    assert stats.chisquare(positions, [n / 3] * 3).pvalue > 1e-4
+    ab = kept.reindex(["a", "b"]).to_numpy()
+    assert stats.chisquare(ab, [2 * n / 3, n / 3]).pvalue > 1e-4
+    assert q.bounded.groupBy("label").count().toPandas().set_index("label")["count"].equals(kept)
+    # the count release reads the same bounded rows: n persons, one row each
+    r = q.count(epsilon=5.0).release()
+    assert r.interval[0] <= 2 * n <= r.interval[1]
+
+
+def test_sums_are_exact_whatever_the_partitioning(spark):
+    """Spark's own sum of doubles rounds at every step in partition order; the frame's
+    sums are the exact sums rounded once, bit for bit math.fsum (the pandas path), with
+    magnitudes from subnormal to 1e150 and cancellation (naive sums get 0 here)."""
+    from privreg.analysis.frames import PandasFrame, Values
+    from privreg.analysis.spark_frame import SparkFrame
+
+    x = [1e16, 1.0, 1.0, -1e16, 0.1, 0.2, 0.3, 5e-324, 1e-310, -0.0, 1e150, 1.0, -1e150, 2.5e-8] * 7
+    assert math.fsum(x) != sum(x)  # the naive sum loses the 1.0s
+    df = pd.DataFrame({"x": x})
+    frame = spark.createDataFrame(df).repartition(3)
+    for bounds, rule, centre in (((-1e151, 1e151), "clip", 0.0), ((-1e16, 1e16), "clip", 0.7), ((0, 1), "drop", 0.5)):
+        values = Values(column="x", bounds=bounds, rule=rule)
+        want = PandasFrame(df, ONE_ROW_PER_USER).moments(values, centre=centre, squares=True)
+        got = SparkFrame(frame, ONE_ROW_PER_USER).moments(values, centre=centre, squares=True)
+        assert got == want, (bounds, rule)
+    assert want.total != 0.0
