@@ -230,7 +230,9 @@ def test_plugin_registers_its_items():
     a, b = mech_item.example.neighbours
     assert a.shape == b.shape and int(np.sum(np.any(a != b, axis=1))) == 1  # one record replaced
     mech = mech_item.create(mech_item.example.params)
-    assert isinstance(mech, SmoothGaussianMechanism) and mech.privacy_event() == ApproxDP(epsilon=1.0, delta=1e-6, neighbouring="replace_one")
+    assert isinstance(mech, SmoothGaussianMechanism) and mech.privacy_event() == ApproxDP(
+        epsilon=1.0, delta=1e-6, neighbouring="replace_one"
+    )
     sens = reg.get("outlier-count-smooth-sensitivity").create({"k": 3, "radius": 1.0, "beta": 0.1, "subspace": "1, 0"})
     assert sens.subspace == (0, 1) and sens.bound(np.zeros((5, 2))) >= 1
     with pytest.raises(PrivregValueError, match="subspace"):
@@ -263,7 +265,11 @@ def test_subspace_workflow_composes_selection_and_counts():
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=2))
     item = _registry().get("outlier-subspaces")
     result = item.run(ctx, {"epsilon": 3.0, "count_fraction": 1 / 3, "h": 2, "delta": 1e-6})
-    assert ctx.charger.events == (Exponential(epsilon=1.0, neighbouring="replace_one"),) * 2 + (ApproxDP(epsilon=0.5, delta=5e-7, neighbouring="replace_one"),) * 2
+    assert (
+        ctx.charger.events
+        == (Exponential(epsilon=1.0, neighbouring="replace_one"),) * 2
+        + (ApproxDP(epsilon=0.5, delta=5e-7, neighbouring="replace_one"),) * 2
+    )
     assert len(result.metrics["subspaces"]) == 2 and len(result.metrics["noisy_counts"]) == 2
     ctx2 = WorkflowContext(rng=InsecureReproducibleRandom(seed=2))
     item.run(ctx2, {"epsilon": 2.0, "dimension": 2, "h": 1, "radius": 0.3})
@@ -276,7 +282,10 @@ def test_demo_step_prints_the_post_processed_count_with_an_informative_interval(
     (step,) = _registry().demo_steps()
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=3))
     text = step.run(ctx)
-    assert ctx.charger.events == (ApproxDP(epsilon=4.0, delta=1e-8, neighbouring="replace_one"), Exponential(epsilon=4.0, neighbouring="replace_one"))
+    assert ctx.charger.events == (
+        ApproxDP(epsilon=4.0, delta=1e-8, neighbouring="replace_one"),
+        Exponential(epsilon=4.0, neighbouring="replace_one"),
+    )
     # outlier-count's defaults at the demo's delta: interval at the public bound G = 7
     found = re.search(r"noisy outlier count = (\d+)  \[(\d+), (\d+)\] 95%, noise scale <= ([\d.]+) ", text)
     assert found is not None, text
