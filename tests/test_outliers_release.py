@@ -255,7 +255,7 @@ def test_count_workflow_on_csv(tmp_path):
     assert "noisy outlier count" in result.summary and "true" not in result.summary.lower()
     with pytest.raises(PrivregValueError, match=r"'label'.*not a number"):
         _registry().get("outlier-count").run(ctx, {"input": str(path)})
-    with pytest.raises(PrivregValueError, match="not in"):
+    with pytest.raises(PrivregValueError, match="not among"):
         _registry().get("outlier-count").run(ctx, {"input": str(path), "columns": "a,c"})
     with pytest.raises(PrivregValueError, match="needs an input"):
         _registry().get("outlier-count").run(ctx, {"columns": "a"})

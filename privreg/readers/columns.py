@@ -52,18 +52,18 @@ def looks_like_record(names: Sequence[str]) -> bool:
 
 def header_names(row: Sequence[str], path: Path, what: str = "input", *, param: str = "columns") -> list[str]:
     """The column names of ``path``'s header row (stripped); an empty or repeated name is
-    refused (:func:`~privreg.core.validation.check_header`), without quoting the row when
-    it :func:`looks_like_record`."""
+    refused (:func:`~privreg.core.validation.check_header`) without quoting the row: in a
+    file without a header row it is a record."""
     names = [str(c).strip() for c in row]
     try:
         return check_header(names, repr(str(path)))
     except PrivregValueError:
-        if looks_like_record(names):
-            raise PrivregValueError(
-                f"{what} {str(path)!r}: its first row holds numbers and empty or repeated names, so it is "
-                f"probably a record, not a header row; {_no_header_fix(param)}"
-            ) from None
-        raise
+        fault = "has an empty column name" if not all(names) else "names a column more than once"
+        numbers = ", holds numbers" if looks_like_record(names) else ""
+        raise PrivregValueError(
+            f"{what} {str(path)!r}: its first row {fault}{numbers} and so is not a usable header row (names "
+            f"not shown: it may be a record); rename the columns, or, {_no_header_fix(param)}"
+        ) from None
 
 
 def check_columns_given(columns: Any, *, param: str = "columns") -> list[str]:
@@ -90,15 +90,21 @@ def missing_columns_error(
     what: str = "input",
     hint: str = "",
     param: str = "columns",
+    header_row: bool = True,
 ) -> PrivregValueError:
-    """The error for wanted columns ``missing`` from ``path``, whose columns are ``found``:
-    it names both (names are schema), unless ``found`` :func:`looks_like_record` (then it
-    points at ``param``, which names the columns of a file without a header row), and
-    ends with ``hint`` (the parameter that picks the columns)."""
+    """The error for wanted columns ``missing`` from ``path``, whose columns are
+    ``found``. It names the missing ones (the caller's) and ends with ``hint`` (the
+    parameter that picks the columns). With ``header_row`` (a CSV's first row) the found
+    names are counted, never quoted -- in a file without a header row they are a record
+    -- and ``param``, which names the columns of such a file, is pointed at; otherwise
+    (JSON keys, a Parquet schema, the mail table) they are schema and are listed."""
     missing = list(missing)
     head = f"column {missing[0]!r} is" if len(missing) == 1 else f"columns {missing} are"
-    if looks_like_record(found):
-        text = f"{head} not in {what} {str(path)!r}, whose first row holds numbers (a record?); {_no_header_fix(param)}"
+    if header_row:
+        text = f"{head} not among the {len(found)} column(s) of the header row of {what} {str(path)!r}" + (
+            ", which holds numbers (a record?)" if looks_like_record(found) else ""
+        )
+        text += f"; check the name, or, {_no_header_fix(param)}"
     else:
         text = f"{head} not in {what} {str(path)!r}; its columns are {list(found)}"
     return PrivregValueError(text + (f". {hint}" if hint else ""))
@@ -112,12 +118,13 @@ def require_columns(
     what: str = "input",
     hint: str = "",
     param: str = "columns",
+    header_row: bool = True,
 ) -> None:
     """Raise :func:`missing_columns_error` unless every name of ``wanted`` is in ``found``."""
     have = set(found)
     missing = [c for c in wanted if c not in have]
     if missing:
-        raise missing_columns_error(missing, found, path, what=what, hint=hint, param=param)
+        raise missing_columns_error(missing, found, path, what=what, hint=hint, param=param, header_row=header_row)
 
 
 def numeric_column(values: Sequence[str | None], column: str, where: str) -> np.ndarray:

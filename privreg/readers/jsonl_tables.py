@@ -10,7 +10,6 @@ never a line's content (nor its number, unless the caller asks for it).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
@@ -70,13 +69,9 @@ def _not_object(path: Path, what: str, lineno: int | None) -> PrivregValueError:
 
 
 def jsonl_parse(lines: list[str], path: Path, what: str = "input") -> list[dict[str, Any]]:
-    """The JSON object of each non-blank line. One ``json.loads`` of the whole chunk as an
-    array when every line is exactly one object (the common case); otherwise line by
-    line, refusing the first line that is not an object (without its number or content)."""
-    with contextlib.suppress(ValueError):  # some line is not one object: line by line below
-        objs: list[Any] = json.loads("[" + ",".join(lines) + "]")
-        if len(objs) == len(lines) and all(type(o) is dict for o in objs):
-            return objs
+    """The JSON object of each non-blank line, parsed line by line (a whole-chunk parse
+    would accept a value split over two lines); the first line that is not an object is
+    refused without its number or content."""
     out: list[dict[str, Any]] = []
     for line in lines:
         if not line.strip():
@@ -107,7 +102,7 @@ class JsonlColumns:
     def finish(self, path: Path, wanted: Sequence[str], *, what: str = "input", hint: str = "") -> None:
         missing = [c for c in dict.fromkeys(wanted) if c not in self.seen]
         if self.keys and missing:
-            raise missing_columns_error(missing, sorted(self.keys), path, what=what, hint=hint)
+            raise missing_columns_error(missing, sorted(self.keys), path, what=what, hint=hint, header_row=False)
 
 
 def jsonl_cells(

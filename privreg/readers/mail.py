@@ -165,7 +165,7 @@ def mail_chunks(
     has no ``user_id``, one without a text/plain body no ``text`` (both None)."""
     p = check_file(path, what)
     want = list(MAIL_COLUMNS if wanted is None else wanted)
-    require_columns(want, MAIL_COLUMNS, p, what=what, hint=hint)
+    require_columns(want, MAIL_COLUMNS, p, what=what, hint=hint, header_row=False)
     return _chunks(p, want, folders, max_bytes, v.check_count("rows", rows), what)
 
 

@@ -65,7 +65,7 @@ def parquet_chunks(
     pf = _open(p, what)
     names = list(pf.schema_arrow.names)
     want = list(names if wanted is None else wanted)
-    require_columns(want, names, p, what=what, hint=hint)
+    require_columns(want, names, p, what=what, hint=hint, header_row=False)
     return _batches(pf, want, rows, p, what, pa, pc)
 
 

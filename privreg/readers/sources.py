@@ -151,6 +151,7 @@ def open_binary(path: str | os.PathLike[str], what: str = "input") -> IO[bytes]:
 
 
 def open_text(path: str | os.PathLike[str], what: str = "input", *, newline: str | None = None) -> IO[str]:
-    """A UTF-8 text stream of ``path``'s (decompressed) content; ``newline`` as
-    :func:`open` (``""`` for CSV). Use inside :func:`reading_input` (with the same ``what``)."""
-    return io.TextIOWrapper(open_binary(path, what), encoding="utf-8", newline=newline)
+    """A UTF-8 text stream of ``path``'s (decompressed) content, a leading byte-order
+    mark dropped (spreadsheets write one; it is not part of the first name); ``newline``
+    as :func:`open` (``""`` for CSV). Use inside :func:`reading_input` (same ``what``)."""
+    return io.TextIOWrapper(open_binary(path, what), encoding="utf-8-sig", newline=newline)
