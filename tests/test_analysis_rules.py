@@ -207,3 +207,34 @@ def test_a_pandas_query_never_imports_pyspark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_quantile_is_epsilon_dp_for_a_person_with_k_rows():
+    """The exact output law of the planned median on neighbouring data sets (one person
+    with k rows added, at the bottom, middle or top) moves by a factor <= exp(epsilon);
+    the charge records the utility's sensitivity k."""
+    from privreg.mechanisms.quantile import quantile_rank_errors
+
+    k, eps = 10, 1.0
+    users = pd.DataFrame({"u": np.repeat(np.arange(10), k), "x": np.zeros(10 * k)})
+    log = EventLog()
+    planned = Query(users, privacy_unit="u", max_rows_per_user=k, session=log).median(
+        "x", bounds=(0, 100), grid=101, epsilon=eps
+    )
+    mech = planned.mech
+    planned.release()
+    assert log.charges[0].parameters["sensitivity"] == k
+    assert log.charges[0].event.epsilon == eps
+
+    def law(x):
+        d = np.array([float(e) for e in quantile_rank_errors(np.asarray(x, float), mech.grid, 0.5)])
+        w = np.exp(-float(mech.weight_exponent) * (d - d.min()))
+        return w / w.sum()
+
+    worst = 0.0
+    for low in range(0, 61, 5):
+        base = np.r_[np.zeros(low), np.full(60 - low, 100.0)]
+        for at in (0.0, 50.0, 100.0):
+            worst = max(worst, float(np.max(np.abs(np.log(law(base) / law(np.r_[base, np.full(k, at)]))))))
+    assert 0.2 * eps < worst <= eps * (1 + 1e-9)
+    assert planned.accuracy(0.95).half_width == pytest.approx(2 * k * np.log(101 / 0.05) / eps)

@@ -356,7 +356,15 @@ class _Quantile(_Column):
                 f"grid must be the number of equally spaced candidate points from lower to upper (an int); got "
                 f"{grid!r}. For integer data use grid=upper - lower + 1 (e.g. grid=74 for ages 17..90)."
             )
-        self.mech = ExponentialQuantile(epsilon=epsilon, quantile=q, lower=self.lower, upper=self.upper, points=grid)
+        # one person's k rows move every rank by up to k: the utility's sensitivity is k
+        self.mech = ExponentialQuantile(
+            epsilon=epsilon,
+            quantile=q,
+            lower=self.lower,
+            upper=self.upper,
+            points=grid,
+            sensitivity=query.max_rows_per_user,
+        )
 
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "quantile": self.q}
@@ -370,8 +378,9 @@ class _Quantile(_Column):
             noise_scale=2 * self.mech.sensitivity / self.mech.epsilon,
             mechanism=self.mech.name,
             exact=False,
-            note="rank error beyond the best grid point's, 2 ln(points / (1 - level)) / epsilon "
-            "(McSherry-Talwar 2007, Theorem 8); 0 for the best point when the grid holds a true quantile",
+            note="rank error beyond the best grid point's, 2 k ln(points / (1 - level)) / epsilon "
+            "(McSherry-Talwar 2007, Theorem 8; k = max_rows_per_user); 0 for the best point when the grid "
+            "holds a true quantile",
         )
 
     def rank_error(self, released: float) -> float:
@@ -690,7 +699,8 @@ class Query:
         self, column: str, q: float, *, bounds: Any = None, epsilon: float, grid: int = 1025, rule: str = "clip"
     ) -> Planned:
         """The ``q``-quantile of ``column``: the exponential mechanism over ``grid`` equally
-        spaced points of ``bounds`` (pure DP; ``exponential-quantile``)."""
+        spaced points of ``bounds`` (pure DP; ``exponential-quantile``), its rank utility at
+        sensitivity ``k`` (a person's ``k`` rows move every rank by up to ``k``)."""
         return _Quantile(self, column, q, bounds, rule, epsilon, grid)
 
     def median(
