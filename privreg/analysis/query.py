@@ -21,6 +21,7 @@ pandas, in Spark for a ``pyspark.sql.DataFrame`` (see :class:`Query`).
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
@@ -46,6 +47,7 @@ from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
+from privreg.mechanisms.noise_params import float_at_most
 from privreg.mechanisms.quantile import ExponentialQuantile, rank_errors
 from privreg.mechanisms.thresholding import LaplaceThresholding
 
@@ -136,8 +138,30 @@ def _l1(sensitivity: float) -> Any:
     return as_global_l1(sensitivity)
 
 
-def _split(epsilon: float, parts: int) -> float:
-    return float(Fraction(epsilon) / parts) if parts > 1 else epsilon
+def _split(epsilon: Any, parts: int) -> float:
+    """``epsilon`` (validated as every mechanism does) shared equally by ``parts`` releases:
+    the largest float ``e <= epsilon / parts`` whose ``parts``-fold sum, added up in
+    floating point as the accountants do, is at most ``epsilon`` (the mechanisms charge
+    at most the epsilon they are given, :func:`~privreg.mechanisms.noise_params.laplace_scale`)."""
+    epsilon = v.check_epsilon("epsilon", epsilon)
+    if parts <= 1:
+        return epsilon
+    each = float_at_most(Fraction(epsilon) / parts)
+
+    def total(e: float) -> float:
+        out = 0.0
+        for _ in range(parts):
+            out += e
+        return out
+
+    while each > 0 and total(each) > epsilon:
+        each = math.nextafter(each, 0.0)
+    if each <= 0:
+        raise PrivregValueError(
+            f"epsilon={epsilon!r} is too small to share among the {parts} parts of this statistic; "
+            "pass a larger epsilon"
+        )
+    return each
 
 
 # --- planned statistics ----------------------------------------------------------------------
