@@ -260,3 +260,70 @@ def test_multi_part_statistics_fit_a_budget_equal_to_their_epsilon(statistic):
         if statistic == "selected_mean" and not released.value:
             parts = 1  # no key passed the threshold: only the selection ran
         assert len(s.ledger.rows()) == parts, eps
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        lambda q: q.mean("age", bounds=(17, 90), epsilon=1.5),
+        lambda q: q.variance("age", bounds=(17, 90), epsilon=1.5),
+        lambda q: q.groupby("age", keys=[20.0, 30.0]).mean("age", bounds=(17, 90), epsilon=1.5),
+        lambda q: q.groupby("age").mean("age", bounds=(17, 90), epsilon=1.5, delta=1e-7),
+    ],
+)
+def test_a_statistic_the_budget_cannot_afford_whole_charges_nothing(plan):
+    from privreg.core.errors import BudgetExceededError
+
+    q = query(session=BudgetSession(budget=PrivacyBudget(epsilon=1.0, delta=1e-6)))
+    with pytest.raises(BudgetExceededError, match="nothing was released or charged"):
+        plan(q).release()
+    assert q.session.ledger.rows() == []
+
+
+@pytest.mark.parametrize(
+    "frame, plan",
+    [
+        (pd.DataFrame({"x": [1.7e308] * 3}), lambda q: q.mean("x", bounds=(0, 1.7e308), epsilon=1.0)),
+        (pd.DataFrame({"x": [1.7e308] * 3}), lambda q: q.sum("x", bounds=(0, 1.7e308), epsilon=1.0)),
+        (
+            pd.DataFrame({"x": [1.7e308] * 3, "g": ["a"] * 3}),
+            lambda q: q.groupby("g", keys=["a"]).mean("x", bounds=(0, 1.7e308), epsilon=1.0),
+        ),
+        (
+            pd.DataFrame({"x": [1.7e308] * 3}),
+            lambda q: q.groupby("x", keys=[1.7e308]).sum("x", bounds=(0, 1.7e308), epsilon=1.0),
+        ),
+        (pd.DataFrame({"x": [6e153] * 3}), lambda q: q.variance("x", bounds=(-6.7e153, 6.7e153), epsilon=1.0)),
+    ],
+)
+def test_sums_beyond_the_float_range_release_instead_of_failing_after_a_charge(frame, plan):
+    """The exact sums are clamped to the finite range (1-Lipschitz): every part releases."""
+    q = query(frame)
+    plan(q).release()
+    assert len(q.session.ledger.rows()) >= 1
+
+
+@pytest.mark.parametrize("bounds", [(-1e200, 1e200), (-1.2e154, 1.2e154), (0, 2.5e154)])
+def test_variance_refuses_bounds_whose_squares_overflow_when_planned(bounds):
+    q = query(pd.DataFrame({"x": [1.0, 2.0]}))
+    with pytest.raises(PrivregValueError, match=r"bounds for a variance must satisfy \(upper - lower\) / 2 <= 6.70"):
+        q.variance("x", bounds=bounds, epsilon=1.0)
+
+
+@pytest.mark.parametrize(
+    "epsilon, error",
+    [(float("nan"), PrivregValueError), (float("inf"), PrivregValueError), ("1", PrivregTypeError),
+     (True, PrivregTypeError), (0.0, PrivregValueError)],
+)  # fmt: skip
+@pytest.mark.parametrize("statistic", ["mean", "variance", "groupby_mean"])
+def test_split_epsilons_are_validated_like_a_count_s(epsilon, error, statistic):
+    q = query()
+    plans = {
+        "mean": lambda: q.mean("age", bounds=(17, 90), epsilon=epsilon),
+        "variance": lambda: q.variance("age", bounds=(17, 90), epsilon=epsilon),
+        "groupby_mean": lambda: q.groupby("age").mean("age", bounds=(17, 90), epsilon=epsilon, delta=1e-7),
+    }
+    with pytest.raises(error, match="epsilon"):
+        plans[statistic]()
+    with pytest.raises(error, match="epsilon"):
+        q.count(epsilon=epsilon)
