@@ -203,3 +203,12 @@ def test_ngrams_runs_under_its_own_default_budget(capsys, tmp_path):
     assert "releases charged: 1" in text and "epsilon spent: 4 of 4" in text
     assert main(["audit", str(out / "ledger.sqlite")]) == 0
     assert "flags: none" in capsys.readouterr().out
+
+
+def test_bounded_mean_fits_a_budget_equal_to_its_epsilon(capsys, tmp_path):
+    """At --epsilon 11 the count's half (8192 / (8192 / 5.5) in floats) used to be priced
+    at 5.500000000000001 and the sum refused after the count was charged."""
+    code, out, err = run(capsys, "run", "bounded-mean", "--epsilon", "11", "-o", str(tmp_path))
+    assert code == 0, err
+    assert "releases charged: 2" in out
+    assert [c.label for c in charges(tmp_path / "ledger.sqlite")] == ["count(age)", "sum(age)"]

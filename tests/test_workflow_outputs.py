@@ -284,3 +284,21 @@ def test_outlier_subspaces_reports_the_selection_scale_and_count_intervals():
         assert isinstance(value, int) and 0 <= m["low"] <= value == m["value"] <= m["high"] <= 500
         assert m["noise_scale_is_bound"] and f"{label}   noisy outlier count {value}  [" in r.summary
         assert m["wide"] == (m["half_width"] > value) == _warned(r.summary, f"outlier count in {label}")
+
+
+def test_bounded_mean_parts_never_exceed_the_epsilon_they_split():
+    """For every epsilon scanned, the count's and the sum's events as charged add up, in
+    floating point as the basic filter adds them, to at most the total epsilon (before
+    the fix 8192 / 1489.4545... = 5.500000000000001 refused the sum at epsilon 11)."""
+    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+    from privreg.plugins.standard.mean_report import mean_mechanisms
+
+    scan = [float(x) for x in range(1, 400)] + [x / 100 for x in range(1, 300)] + [10.0**k for k in range(-6, 16)]
+    for eps in scan:
+        count, total = mean_mechanisms(eps, 17, 90)
+        assert count.privacy_event().epsilon + total.privacy_event().epsilon <= eps, eps
+    count, total = mean_mechanisms(11.0, 17, 90)
+    session = BudgetSession(budget=PrivacyBudget(epsilon=11.0), filters=("basic",))
+    count.release(5.0, charger=session)
+    total.release(17.0, charger=session)
+    assert len(session.ledger.rows()) == 2

@@ -9,7 +9,8 @@ registered mechanism. :class:`PandasFrame` computes them in memory;
 only the aggregates. Both give the same numbers for the same rows:
 
 * sums are exact sums of the float64 terms, rounded once (``math.fsum``; on Spark an
-  exact integer decomposition), so they do not depend on row order or partitioning;
+  exact integer decomposition) and clamped to the finite float range (1-Lipschitz), so
+  they do not depend on row order or partitioning and never overflow;
 * the terms are the same float64 operations in both: ``v - centre`` and its square,
   ``v`` the value after the declared rule (clipped to the bounds, or its row dropped);
 * a rule that refuses the data ('error', or missing values under 'clip') raises before
@@ -20,11 +21,13 @@ pyspark is imported only when a Spark DataFrame is passed (:func:`as_frame`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -43,7 +46,17 @@ from privreg.analysis.bounding import (
 from privreg.core.errors import PrivregTypeError
 from privreg.mechanisms.quantile import GridRanks, grid_ranks
 
-__all__ = ["Frame", "PandasFrame", "Values", "Moments", "KeyAggregates", "as_frame", "is_spark_frame"]
+__all__ = [
+    "Frame",
+    "PandasFrame",
+    "Values",
+    "Moments",
+    "KeyAggregates",
+    "as_frame",
+    "clamped_float",
+    "clamped_fsum",
+    "is_spark_frame",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -134,12 +147,33 @@ class Frame(ABC):
         exact sums of ``v - centre`` per key."""
 
 
+def clamped_float(exact: Fraction | int) -> float:
+    """``exact`` rounded once to the nearest float64 and clamped to the finite range.
+    Clamping is 1-Lipschitz, so a sum clamped so still moves by at most one term's bound
+    when a term is added or removed; it never raises and never returns inf."""
+    limit = Fraction(sys.float_info.max)
+    return float(max(-limit, min(limit, Fraction(exact))))
+
+
+def clamped_fsum(terms: Sequence[float]) -> float:
+    """The exact sum of finite float ``terms``, rounded once to the nearest float64
+    (``math.fsum``) and clamped to the finite range (:func:`clamped_float`), so that a
+    sum beyond 1.8e308 is a finite value the noise mechanisms accept, not an error after
+    a charge."""
+    with contextlib.suppress(OverflowError):  # an intermediate overflow: the exact sum below
+        total = math.fsum(terms)
+        if math.isfinite(total):
+            return total
+    return clamped_float(sum(map(Fraction, terms), Fraction(0)))
+
+
 def exact_sums(terms: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
-    """Per group ``0..size-1`` of ``index``: the exact sum of its ``terms``, rounded once."""
+    """Per group ``0..size-1`` of ``index``: the exact sum of its ``terms``, rounded once
+    and clamped to the finite range (:func:`clamped_fsum`)."""
     order = np.argsort(index, kind="stable")
     bounds = np.searchsorted(index[order], np.arange(size + 1))
     ordered = terms[order]
-    return np.asarray([math.fsum(ordered[a:b].tolist()) for a, b in itertools.pairwise(bounds)], dtype=np.float64)
+    return np.asarray([clamped_fsum(ordered[a:b].tolist()) for a, b in itertools.pairwise(bounds)], dtype=np.float64)
 
 
 class PandasFrame(Frame):
@@ -175,8 +209,8 @@ class PandasFrame(Frame):
         c = self._apply(values)[0] - centre
         return Moments(
             count=int(c.size),
-            total=math.fsum(c.tolist()),
-            squares=math.fsum((c * c).tolist()) if squares else 0.0,
+            total=clamped_fsum(c.tolist()),
+            squares=clamped_fsum((c * c).tolist()) if squares else 0.0,
         )
 
     def ranks(self, values: Values, grid: np.ndarray) -> GridRanks:

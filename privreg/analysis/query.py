@@ -21,6 +21,8 @@ pandas, in Spark for a ``pyspark.sql.DataFrame`` (see :class:`Query`).
 
 from __future__ import annotations
 
+import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
@@ -40,12 +42,13 @@ from privreg.analysis.bounding import OneRowPerUser, bounding_key, check_bounds,
 from privreg.analysis.frames import Frame, Moments, Values, as_frame
 from privreg.core import validation as v
 from privreg.core.charging import Charger, check_charger
-from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.events import PrivacyEvent
+from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError
+from privreg.core.events import Composed, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
+from privreg.mechanisms.noise_params import float_at_most
 from privreg.mechanisms.quantile import ExponentialQuantile, rank_errors
 from privreg.mechanisms.thresholding import LaplaceThresholding
 
@@ -136,8 +139,30 @@ def _l1(sensitivity: float) -> Any:
     return as_global_l1(sensitivity)
 
 
-def _split(epsilon: float, parts: int) -> float:
-    return float(Fraction(epsilon) / parts) if parts > 1 else epsilon
+def _split(epsilon: Any, parts: int) -> float:
+    """``epsilon`` (validated as every mechanism does) shared equally by ``parts`` releases:
+    the largest float ``e <= epsilon / parts`` whose ``parts``-fold sum, added up in
+    floating point as the accountants do, is at most ``epsilon`` (the mechanisms charge
+    at most the epsilon they are given, :func:`~privreg.mechanisms.noise_params.laplace_scale`)."""
+    epsilon = v.check_epsilon("epsilon", epsilon)
+    if parts <= 1:
+        return epsilon
+    each = float_at_most(Fraction(epsilon) / parts)
+
+    def total(e: float) -> float:
+        out = 0.0
+        for _ in range(parts):
+            out += e
+        return out
+
+    while each > 0 and total(each) > epsilon:
+        each = math.nextafter(each, 0.0)
+    if each <= 0:
+        raise PrivregValueError(
+            f"epsilon={epsilon!r} is too small to share among the {parts} parts of this statistic; "
+            "pass a larger epsilon"
+        )
+    return each
 
 
 # --- planned statistics ----------------------------------------------------------------------
@@ -149,6 +174,7 @@ class Planned(ABC):
 
     statistic: str
     _query: Query
+    _epsilon: float  # the epsilon the statistic was planned at (all its parts together)
 
     def _describe(self) -> dict[str, Any]:
         return {"statistic": self.statistic, **self._query.describe()}
@@ -179,6 +205,31 @@ class Planned(ABC):
     def _run(self, mech: Mechanism, value: Any, part: str, label: str, extra: Mapping[str, Any] | None = None) -> Any:
         charger = self._charger(part, extra)
         return mech.release(value, charger=charger, rng=self._query.rng, label=f"{label}: {part}").output
+
+    def _affordable(self, parts: Sequence[tuple[str, Mechanism]]) -> None:
+        """Refuse, before anything is charged, a statistic whose parts the session cannot
+        grant all together (their events composed in order), so that a budget too small
+        for the whole statistic is not spent on its first parts. A charger without
+        ``can_afford`` (an EventLog) grants everything."""
+        can_afford = getattr(self._query.session, "can_afford", None)
+        if can_afford is None or len(parts) < 2:
+            return
+        if not can_afford(Composed(events=tuple(mech.privacy_event() for _, mech in parts))):
+            names = ", ".join(name for name, _ in parts)
+            raise BudgetExceededError(
+                f"{self.statistic}: the session cannot grant all {len(parts)} parts of this statistic together "
+                f"({names}; epsilon {self._epsilon!r} in all); nothing was released or charged. Pass a smaller "
+                f"epsilon, or use a session with more budget left."
+            )
+
+    def _run_parts(self, parts: Sequence[tuple[str, Mechanism, Any]], label: str) -> list[Any]:
+        """Release the ``parts`` (name, mechanism, exact value) in order, after checking
+        every value and that the session grants them all: whatever can fail does so
+        before the first charge."""
+        for _, mech, value in parts:
+            mech.validate_input(value)
+        self._affordable([(name, mech) for name, mech, _ in parts])
+        return [self._run(mech, value, name, label) for name, mech, value in parts]
 
 
 class _Count(Planned):
@@ -243,6 +294,7 @@ class _Mean(_Column):
     def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
         super().__init__(query, "mean", column, bounds, rule)
         k, eps = query.max_rows_per_user, _split(epsilon, self.parts)
+        self._epsilon = epsilon
         self.count = DiscreteLaplaceMechanism(epsilon=eps, sensitivity=k)
         self.sum = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius))
 
@@ -269,13 +321,15 @@ class _Mean(_Column):
 
     def _release(self, level: float, label: str) -> Result:
         t, half, _ = self._parts_accuracy(level)
+        acc = self.accuracy(level)
         m = self.moments(self.mid)
-        n = int(self._run(self.count, m.count, "count", label))
-        s = float(self._run(self.sum, m.total, "centred_sum", label))
+        raw = self._run_parts([("count", self.count, m.count), ("centred_sum", self.sum, m.total)], label)
+        # after the charges: only arithmetic that cannot raise (floats overflow to inf)
+        n, s = int(raw[0]), float(raw[1])
         value = self.mid if n <= 0 else min(self.upper, max(self.lower, self.mid + s / n))
         rng_ = ratio_range((s - half, s + half), (n - t, n + t))
         iv = (self.lower, self.upper) if rng_ is None else self._clip(self.mid + rng_[0], self.mid + rng_[1])
-        return Result(statistic=self.statistic, value=value, interval=iv, accuracy=self.accuracy(level))
+        return Result(statistic=self.statistic, value=value, interval=iv, accuracy=acc)
 
     def _clip(self, lo: float, hi: float) -> tuple[float, float]:
         return max(self.lower, min(self.upper, lo)), max(self.lower, min(self.upper, hi))
@@ -286,7 +340,7 @@ def _g_extreme(a: float, b2: float, n: tuple[float, float], pick: Any) -> float:
     cands = [n[0], n[1]]
     if a > 0 and n[0] < 2 * b2 / a < n[1]:
         cands.append(2 * b2 / a)
-    return float(pick(a / m - b2 / m**2 for m in cands))
+    return float(pick(a / m - b2 / (m * m) for m in cands))
 
 
 class _Variance(_Column):
@@ -300,9 +354,18 @@ class _Variance(_Column):
     def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
         super().__init__(query, "variance", column, bounds, rule)
         k, eps = query.max_rows_per_user, _split(epsilon, self.parts)
+        self._epsilon = epsilon
+        # every square (v - mid)^2 <= r^2 and the sensitivity k r^2 must be finite floats
+        limit = math.sqrt(sys.float_info.max / (4 * k))
+        if not self.radius <= limit:
+            raise PrivregValueError(
+                f"bounds for a variance must satisfy (upper - lower) / 2 <= {limit:.6g} (sqrt(float max / "
+                f"(4 max_rows_per_user)), so that squares stay finite); got bounds={list(self.bounds)!r}. "
+                f"Declare narrower bounds, or rescale the column (e.g. to other units)."
+            )
         self.count = DiscreteLaplaceMechanism(epsilon=eps, sensitivity=k)
         self.sum = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius))
-        self.squares = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius**2))
+        self.squares = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius * self.radius))
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
@@ -327,23 +390,31 @@ class _Variance(_Column):
 
     def _release(self, level: float, label: str) -> Result:
         t, h1, h2, _ = self._parts_accuracy(level)
+        acc = self.accuracy(level)
         m = self.moments(self.mid, squares=True)
-        n = int(self._run(self.count, m.count, "count", label))
-        s1 = float(self._run(self.sum, m.total, "centred_sum", label))
-        s2 = float(self._run(self.squares, m.squares, "centred_sum_of_squares", label))
-        top = self.radius**2
-        value = 0.0 if n <= 0 else min(top, max(0.0, s2 / n - (s1 / n) ** 2))
+        raw = self._run_parts(
+            [
+                ("count", self.count, m.count),
+                ("centred_sum", self.sum, m.total),
+                ("centred_sum_of_squares", self.squares, m.squares),
+            ],
+            label,
+        )
+        # after the charges: only arithmetic that cannot raise (x * x overflows to inf, x ** 2 raises)
+        n, s1, s2 = int(raw[0]), float(raw[1]), float(raw[2])
+        top = self.radius * self.radius
+        value = 0.0 if n <= 0 else min(top, max(0.0, s2 / n - (s1 / n) * (s1 / n)))
         box_n = (n - t, n + t)
         if box_n[0] <= 0:
             iv = (0.0, top)
         else:
             lo1, hi1 = s1 - h1, s1 + h1
-            big = max(abs(lo1), abs(hi1)) ** 2
-            small = 0.0 if lo1 <= 0 <= hi1 else min(abs(lo1), abs(hi1)) ** 2
+            big = max(abs(lo1), abs(hi1)) * max(abs(lo1), abs(hi1))
+            small = 0.0 if lo1 <= 0 <= hi1 else min(abs(lo1), abs(hi1)) * min(abs(lo1), abs(hi1))
             lo = _g_extreme(s2 - h2, big, box_n, min)
             hi = _g_extreme(s2 + h2, small, box_n, max)
             iv = (min(top, max(0.0, lo)), min(top, max(0.0, hi)))
-        return Result(statistic=self.statistic, value=value, interval=iv, accuracy=self.accuracy(level))
+        return Result(statistic=self.statistic, value=value, interval=iv, accuracy=acc)
 
 
 class _Quantile(_Column):
@@ -356,7 +427,15 @@ class _Quantile(_Column):
                 f"grid must be the number of equally spaced candidate points from lower to upper (an int); got "
                 f"{grid!r}. For integer data use grid=upper - lower + 1 (e.g. grid=74 for ages 17..90)."
             )
-        self.mech = ExponentialQuantile(epsilon=epsilon, quantile=q, lower=self.lower, upper=self.upper, points=grid)
+        # one person's k rows move every rank by up to k: the utility's sensitivity is k
+        self.mech = ExponentialQuantile(
+            epsilon=epsilon,
+            quantile=q,
+            lower=self.lower,
+            upper=self.upper,
+            points=grid,
+            sensitivity=query.max_rows_per_user,
+        )
 
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "quantile": self.q}
@@ -370,8 +449,9 @@ class _Quantile(_Column):
             noise_scale=2 * self.mech.sensitivity / self.mech.epsilon,
             mechanism=self.mech.name,
             exact=False,
-            note="rank error beyond the best grid point's, 2 ln(points / (1 - level)) / epsilon "
-            "(McSherry-Talwar 2007, Theorem 8); 0 for the best point when the grid holds a true quantile",
+            note="rank error beyond the best grid point's, 2 k ln(points / (1 - level)) / epsilon "
+            "(McSherry-Talwar 2007, Theorem 8; k = max_rows_per_user); 0 for the best point when the grid "
+            "holds a true quantile",
         )
 
     def rank_error(self, released: float) -> float:
@@ -441,7 +521,7 @@ class _Grouped(Planned):
         query.source.check_key_column(self.by)
         self.statistic = f"{what}({column}) by {by}" if column else f"count by {by}"
         self.parts = {"count": 1, "sum": 1, "mean": 2}[what]
-        eps = epsilon
+        eps = self._epsilon = epsilon
         self.selector: LaplaceThresholding | None = None
         if keys is None:
             if delta is None:
@@ -515,31 +595,45 @@ class _Grouped(Planned):
         released = self._run(self.selector, {k: float(c) for k, c in persons.items()}, "selection", label)
         return _canonical(tuple(released))
 
+    def _parts(self, count: Mechanism | None, summ: Mechanism | None) -> list[tuple[str, Mechanism]]:
+        named = [("count", count), ("sum", summ)]
+        return [(name, mech) for name, mech in named if mech is not None]
+
     def _release(self, level: float, label: str) -> Result:
+        acc = self._accuracy(level, None)
+        each = 1 - (1 - level) / self.parts
+        if self.selector is not None:
+            # the aggregates' events do not depend on how many keys are selected (pure DP
+            # at their epsilon), so the whole statistic is checked before the selection
+            self._affordable([("selection", self.selector), *self._parts(*self._mechanisms(1))])
         frame = self._query.data
         keys = self._select(frame, label)
         count, summ = self._mechanisms(max(1, len(keys)))
         if not keys:
-            acc = self._accuracy(level, None)
             return Result(statistic=self.statistic, value={}, interval={}, accuracy=acc)
         lo, hi = self.bounds if self.bounds is not None else (0.0, 0.0)
         mid = (lo + hi) / 2 if self.what == "mean" else 0.0
         agg = frame.key_aggregates(self.by, keys, self.spec, centre=mid)
-        each = 1 - (1 - level) / self.parts
-        acc = self._accuracy(level, None)
+        t = discrete_laplace_accuracy(count, each)[0] if count is not None else 0
+        half = laplace_accuracy(summ, each, "data units")[0] if summ is not None else 0.0
+        values = {"count": agg.counts, "sum": agg.totals}
+        raw = dict(
+            zip(
+                [name for name, _ in self._parts(count, summ)],
+                self._run_parts([(name, mech, values[name]) for name, mech in self._parts(count, summ)], label),
+                strict=True,
+            )
+        )
+        # after the charges: only arithmetic that cannot raise
         out_v: dict[Hashable, Any] = {}
         out_i: dict[Hashable, Any] = {}
-        counts = None
-        t = 0
-        if count is not None:
-            t, _ = discrete_laplace_accuracy(count, each)
-            counts = np.asarray(self._run(count, agg.counts, "count", label)).reshape(-1)
-        if summ is not None and agg.totals is not None:
-            half, _ = laplace_accuracy(summ, each, "data units")
-            noisy = np.asarray(self._run(summ, agg.totals, "sum", label), dtype=np.float64).reshape(-1)
+        counts = None if "count" not in raw else np.asarray(raw["count"]).reshape(-1)
+        if "sum" in raw:
+            noisy = np.asarray(raw["sum"], dtype=np.float64).reshape(-1)
             for i, key in enumerate(keys):
                 if self.what == "sum":
-                    out_v[key], out_i[key] = float(noisy[i]), (float(noisy[i] - half), float(noisy[i] + half))
+                    z = float(noisy[i])  # Python floats: inf - inf is nan, never a warning
+                    out_v[key], out_i[key] = z, (z - half, z + half)
                     continue
                 assert counts is not None  # noqa: S101 -- a mean has both parts
                 n = int(counts[i])
@@ -690,7 +784,8 @@ class Query:
         self, column: str, q: float, *, bounds: Any = None, epsilon: float, grid: int = 1025, rule: str = "clip"
     ) -> Planned:
         """The ``q``-quantile of ``column``: the exponential mechanism over ``grid`` equally
-        spaced points of ``bounds`` (pure DP; ``exponential-quantile``)."""
+        spaced points of ``bounds`` (pure DP; ``exponential-quantile``), its rank utility at
+        sensitivity ``k`` (a person's ``k`` rows move every rank by up to ``k``)."""
         return _Quantile(self, column, q, bounds, rule, epsilon, grid)
 
     def median(

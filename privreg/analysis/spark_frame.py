@@ -62,7 +62,7 @@ from privreg.analysis.bounding import (
     not_numeric,
     refuse_by_rule,
 )
-from privreg.analysis.frames import Frame, KeyAggregates, Moments, Values
+from privreg.analysis.frames import Frame, KeyAggregates, Moments, Values, clamped_float
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.mechanisms.quantile import GridRanks
 
@@ -92,13 +92,13 @@ def _decompose(term: Column) -> tuple[Column, Column]:
 
 def exact_float(parts: Iterable[tuple[int, int]]) -> float:
     """``sum m 2^s`` over ``(s, m)`` rounded once to the nearest float64 (ties to even, as
-    ``math.fsum`` rounds)."""
+    ``math.fsum`` rounds) and clamped to the finite range, as on pandas."""
     nonzero = [(s, m) for s, m in parts if m]
     if not nonzero:
         return 0.0
     low = min(s for s, _ in nonzero)
     num = sum(m << (s - low) for s, m in nonzero)
-    return float(Fraction(num, 1 << -low)) if low < 0 else float(num << low)
+    return clamped_float(Fraction(num, 1 << -low) if low < 0 else num << low)
 
 
 def _rank_batches(batches: Iterator[Any], *, grid: np.ndarray, bounds: tuple[float, float], rule: str) -> Iterator[Any]:

@@ -12,7 +12,7 @@ from privreg.core.events import DiscreteLaplace, PrivacyEvent
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
-from privreg.mechanisms.noise_params import PATHS, float_at_most
+from privreg.mechanisms.noise_params import PATHS, float_at_most, laplace_scale
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 
@@ -30,7 +30,10 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     Canonne-Kamath-Steinke 2020 samplers on the OS CSPRNG; ``path="fast"`` (default) is
     vectorised with the scale rounded up by less than ``max(2**-40, 2**-39 * scale)``
     (:func:`privreg.noise.fast.fast_scale`; only ever more noise), ``path="exact"``
-    uses the exact rational scale. The charged event is the DiscreteLaplace applied.
+    uses the exact rational scale. The charged event is the DiscreteLaplace applied; its
+    epsilon, ``sensitivity / scale`` in floating point, is at most ``epsilon`` (the scale
+    is raised by less than an ulp where needed:
+    :func:`~privreg.mechanisms.noise_params.laplace_scale`).
 
     **Input range.** Integers (or whole floats) in ``[-2**62, 2**62]``, scalar or
     ``dimension``-vector. Anything else -- ``2**63 - 1``, ``2**64 - 1`` (which int64 would
@@ -49,7 +52,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
 
     @property
     def noise_scale(self) -> Fraction:
-        exact = Fraction(self.sensitivity) / Fraction(self.epsilon)
+        exact = laplace_scale(self.sensitivity, self.epsilon)
         return fast_scale(exact) if self.path == "fast" else exact
 
     def privacy_event(self) -> PrivacyEvent:

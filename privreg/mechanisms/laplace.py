@@ -16,7 +16,7 @@ from privreg.core.sensitivity import (
     Norm,
 )
 from privreg.mechanisms.grid_mechanism import GridMechanism
-from privreg.mechanisms.noise_params import PATHS, as_global, float_at_most
+from privreg.mechanisms.noise_params import PATHS, as_global, float_at_most, laplace_scale
 from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 
@@ -47,6 +47,10 @@ class LaplaceMechanism(GridMechanism):
     with the integer scale (>= 1024) rounded up by at most a relative 2**-39
     (:func:`privreg.noise.fast.fast_scale`);
     ``"exact"`` draws one value at a time with the exact rational scale (about 2e4/s).
+    Both start from ``integer sensitivity / epsilon`` raised by less than an ulp where the
+    charged event would otherwise read as more than ``epsilon`` in floating point
+    (:func:`~privreg.mechanisms.noise_params.laplace_scale`): the charge never exceeds
+    the epsilon asked for.
     Both sample their stated distribution exactly.
 
     **Input range.** Every finite float64, scalar or ``dimension``-vector (integers within
@@ -83,7 +87,7 @@ class LaplaceMechanism(GridMechanism):
     @property
     def noise_scale(self) -> Fraction:
         """Scale of the integer noise actually drawn (grid units)."""
-        exact = Fraction(self.integer_sensitivity) / Fraction(self.epsilon)
+        exact = laplace_scale(self.integer_sensitivity, self.epsilon)
         return fast_scale(exact) if self.path == "fast" else exact
 
     def privacy_event(self) -> PrivacyEvent:

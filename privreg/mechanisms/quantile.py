@@ -129,10 +129,12 @@ class ExponentialQuantile(Mechanism):
     **Utility.** ``u(g) = -d(g)``, where ``d(g)`` is the distance from the target rank
     ``alpha n`` to the rank interval ``[#{x < g}, #{x <= g}]`` (:func:`quantile_rank_errors`;
     Smith 2011, Section 3, with ties handled by the interval). Its sensitivity is
-    ``Delta = 1`` both when one record is added or removed and when one is replaced.
+    ``Delta = 1`` both when one record is added or removed and when one is replaced, and
+    ``Delta = k`` when a neighbour adds or removes (or replaces) one person with up to ``k``
+    records: each record moves the distance by at most 1. Pass ``sensitivity=k`` then.
 
     **Privacy.** Candidate ``j`` is drawn with probability proportional to
-    ``exp(epsilon u(g_j) / 2)``: ``epsilon``-DP (McSherry-Talwar 2007, Theorem 6), and
+    ``exp(epsilon u(g_j) / (2 Delta))``: ``epsilon``-DP (McSherry-Talwar 2007, Theorem 6), and
     ``epsilon``-bounded-range, hence ``epsilon**2 / 8``-zCDP (Cesar-Rogers 2021). Charged as
     ``Exponential(epsilon, variant="exponential")``. No delta.
 
@@ -152,7 +154,7 @@ class ExponentialQuantile(Mechanism):
     ``ln(points)``.
 
     **Exact sampling.** The ``d(g_j)`` are exact rationals (``alpha`` read as the exact
-    rational value of its float); ``gamma_j = epsilon (d_j - min d) / 2`` is drawn by
+    rational value of its float); ``gamma_j = epsilon (d_j - min d) / (2 Delta)`` is drawn by
     :func:`privreg.mechanisms.selection.exponential_index` (uniform candidate accepted by a
     Canonne-Kamath-Steinke 2020 Algorithm 1 coin), so the released index follows the
     exponential mechanism's law exactly. The output is the float ``g_j``, a public value.
@@ -169,8 +171,6 @@ class ExponentialQuantile(Mechanism):
     """
 
     name: ClassVar[str] = "exponential-quantile"
-    #: Sensitivity of the rank-distance utility (add/remove and replace-one alike).
-    sensitivity: ClassVar[int] = 1
     epsilon: float = param_field(doc="privacy parameter epsilon", **POSITIVE)
     quantile: float = param_field(doc="the quantile alpha in [0, 1] (0.5: the median)", minimum=0, maximum=1)
     lower: float = param_field(doc="declared lower bound of the data (the first grid point)")
@@ -180,6 +180,12 @@ class ExponentialQuantile(Mechanism):
         minimum=2,
         maximum=MAX_QUANTILE_POINTS,
         doc="number of equally spaced public grid points from lower to upper (the candidates)",
+    )
+    sensitivity: int = param_field(
+        default=1,
+        minimum=1,
+        doc="sensitivity of the rank-distance utility: the most records one person adds or removes "
+        "(1 for one record each; k when a person may contribute k rows)",
     )
 
     def __attrs_post_init__(self) -> None:

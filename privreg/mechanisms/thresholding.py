@@ -72,7 +72,7 @@ from privreg.core.randomness import RandomSource
 from privreg.mechanisms.dpsu_threshold import dpsu_threshold
 from privreg.mechanisms.gaussian import GaussianMechanism, as_global_l2
 from privreg.mechanisms.grid_mechanism import exact_sum, grid_values, snap_values
-from privreg.mechanisms.noise_params import float_at_most
+from privreg.mechanisms.noise_params import float_at_most, laplace_scale
 from privreg.noise import Grid
 from privreg.noise.fast import discrete_laplace_many, fast_scale
 from privreg.noise.gaussian import discrete_gaussian_many
@@ -302,7 +302,7 @@ class LaplaceThresholding(_Thresholding):
     @property
     def noise_scale(self) -> Fraction:
         """Scale s of the discrete Laplace noise actually drawn (grid units)."""
-        return fast_scale(Fraction(self.integer_sensitivity) / Fraction(self.epsilon))
+        return fast_scale(laplace_scale(self.integer_sensitivity, self.epsilon))
 
     @property
     def threshold_int(self) -> int:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import sys
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
 
+from privreg.analysis.frames import clamped_fsum
 from privreg.analysis.report import Level
 from privreg.core.cost import Cost
 from privreg.core.errors import PrivregValueError
@@ -81,20 +79,6 @@ def read_column(path: Path | None, column: str, columns: Sequence[str] | None = 
         hint="Pick the column with column= (--column)",
     )
     return numeric_column(table[column], column, repr(str(path)))
-
-
-def _clamped_sum(values: np.ndarray) -> float:
-    """The exact sum of ``values``, rounded to the nearest float and clamped to the finite
-    float range. Clamping is 1-Lipschitz, so one row still moves the result by at most
-    ``max(|lower|, |upper|)`` (up to float rounding), and the release of a finite value
-    cannot fail after the charge."""
-    with contextlib.suppress(OverflowError):  # an intermediate overflow: the exact sum below
-        total = math.fsum(values.tolist())  # correctly rounded
-        if math.isfinite(total):
-            return total
-    exact = sum(map(Fraction, values.tolist()), Fraction(0))
-    limit = Fraction(sys.float_info.max)
-    return float(max(-limit, min(limit, exact)))
 
 
 def bounded_mean(
@@ -168,7 +152,7 @@ def bounded_mean(
     # can fail because of the data
     count_mech, sum_mech = mean_mechanisms(epsilon, lower, upper)
     report = MeanReport.prepare(epsilon=epsilon, lower=lower, upper=upper, level=level)
-    n, s = float(x.size), _clamped_sum(x)
+    n, s = float(x.size), clamped_fsum(x.tolist())
     count = count_mech.release(n, charger=context.charger, rng=context.rng, label=f"count({column})")
     total = sum_mech.release(s, charger=context.charger, rng=context.rng, label=f"sum({column})")
     values = report.values(count.output, total.output)
