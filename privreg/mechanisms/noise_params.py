@@ -45,7 +45,11 @@ def laplace_scale(sensitivity: int, epsilon: float) -> Fraction:
         f = float_at_most(exact)
     except OverflowError:  # beyond the float range: the event cannot be formed either way
         return exact
-    if f > 0 and sensitivity / f > epsilon:
+    try:
+        over = f > 0 and sensitivity / f > epsilon
+    except OverflowError:  # a scale so small the event's epsilon is not a float: refused downstream
+        return exact
+    if over:
         # the next float is >= exact, so sensitivity / it <= epsilon in reals, hence in floats
         f = math.nextafter(f, math.inf)
     return max(exact, Fraction(f))
