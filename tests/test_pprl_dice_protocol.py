@@ -130,6 +130,7 @@ def test_groups_equal_the_plaintext_pipeline(records, run):
         got = {tuple(r) for r in run.outputs[p]["links"].tolist()}
         want = {(g, r) for g, grp in zip(lu["group_ids"], lu["group_indices"]) for q, r in grp if q == i}
         assert got == want
+        assert run.outputs[p]["band_bits"] == BANDS.bits  # K as the data parties used it
 
 
 def _walk(x):

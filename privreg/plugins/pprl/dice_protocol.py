@@ -623,7 +623,7 @@ class DiceLinkageProtocol(Protocol):
             or (links.size and (links.dtype.kind != "i" or links.min() < 0 or links[:, 1].max() >= m))
         ):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed result")
-        return {"links": links, "ids": rec.ids, "timings": dict(timer.wall)}
+        return {"links": links, "ids": rec.ids, "timings": dict(timer.wall), "band_bits": config.bits}
 
     @property
     def _cfg(self) -> BandConfig:

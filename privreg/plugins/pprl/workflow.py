@@ -29,7 +29,7 @@ from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.mpc import InMemoryTransport, run_protocol
-from privreg.plugins.pprl.bands import BAND_BITS, MIN_SHARED
+from privreg.plugins.pprl.bands import MIN_SHARED
 from privreg.plugins.pprl.blocking import BlockingConfig
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, PSEUDOPEOPLE_CLK_SCHEMA, ClkSchema, encode_clks
 from privreg.plugins.pprl.datasets import (
@@ -531,7 +531,8 @@ def _link_here(
             "refined_pairs": lu["refined"],
             "decisions": lu["decisions"],
             "skipped_blocks": lu["skipped_blocks"],
-            "bands": {"bands": lu["bands"], "bits": BAND_BITS, "min_shared": MIN_SHARED},
+            # K is agreed by the data parties (the linkage unit sees only J token columns)
+            "bands": {"bands": lu["bands"], "bits": result.outputs[parties[0]]["band_bits"], "min_shared": MIN_SHARED},
             "dice_threshold": float(proto.threshold),
             "levels": [float(x) for x in proto.levels],
             "linkage_unit_sees": LU_SEES,
