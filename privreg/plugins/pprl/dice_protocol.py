@@ -198,9 +198,11 @@ class DiceLinkageProtocol(Protocol):
         "other party, which of its records are candidates with which of the other's record indices (opaque "
         "positions) and, as its output, which of its records were linked and under which group id (random); from "
         "the refine message, which of its candidate pairs were accepted and lie in a conflicting cluster; without "
-        "explicit bands, the other data parties' median popcount; everything else it receives is one-time padded "
-        "(the peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. Security rests on "
-        "Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
+        "explicit bands, the other data parties' median popcount; from its candidates, whether each exact pass was "
+        "kept for that pair of parties (it is dropped when it yields more than 1.5 pairs per record of the smaller "
+        "party, a count of equal keyed tokens the linkage unit holds anyway); everything else it receives is "
+        "one-time padded (the peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. "
+        "Security rests on Paillier (DCR; DJN short exponents for public-key encryption), on the DGK "
         "subgroup assumptions, and on SHAKE-256 as a PRG for the masks. Each decision is exact except with "
         "probability below 2^-43 at the default levels. Not constant-time; running time depends on the number of "
         "candidate pairs. "
@@ -320,7 +322,8 @@ class DiceLinkageProtocol(Protocol):
             "CLKs (one-time padded), Paillier ciphertexts under the linkage unit's key; its output: which of its "
             "records were linked, under which group id; from the refine message, which of its candidate pairs were "
             "accepted at the threshold and lie in a cluster with two records of one party; without explicit bands, "
-            "the other data parties' median popcount"
+            "the other data parties' median popcount; from its candidates, whether each exact pass was kept for "
+            "that pair of parties (dropped above 1.5 pairs per record of the smaller party)"
         )
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
