@@ -29,8 +29,8 @@ import math
 from timing import Timing, header, measure, timed
 
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
-from privreg.accountant.filters import FILTERS
+from privreg.budget.filters import FILTERS
+from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
 from privreg.core.errors import BudgetExceededError
 from privreg.core.events import Composed, Exponential, Gaussian, Laplace, PoissonSampled, PrivacyEvent
 

@@ -61,8 +61,8 @@ import pandas as pd
 from timing import machine
 
 import privreg
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.analysis import ONE_ROW_PER_USER, Query
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.datasets import ADULT_EDUCATION, load_adult
 from privreg.timing import PhaseTimer, process_cpu_seconds
 

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from timing import Timing, columns, header, measure, timed
 
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
-from privreg.accountant.ledger import Ledger
+from privreg.budget.ledger import Ledger
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core import Charge, Gaussian, PureDP
 
 META = {"format": 1, "budget": {"epsilon": 10.0, "delta": 1e-6}}

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.analysis import ONE_ROW_PER_USER, Query
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.datasets import ADULT_EDUCATION, load_adult
 
 full = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult" / "adult.data"

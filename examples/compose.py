@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import privreg
-from privreg.accountant.audit import audit_ledger, format_report
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.budget.session import BudgetSession, PrivacyBudget
+from privreg.budget.verify import format_report, verify_ledger
 from privreg.datasets import load_adult
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "adult" / "adult.data"
@@ -69,7 +69,7 @@ def main(path: str | None = None) -> None:
         except privreg.BudgetExceededError as exc:
             print(f"refused: {exc}")
 
-    print("\n" + format_report(audit_ledger(ledger)))
+    print("\n" + format_report(verify_ledger(ledger)))
 
 
 if __name__ == "__main__":

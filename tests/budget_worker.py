@@ -4,7 +4,7 @@ import sys
 import threading
 import time
 
-from privreg.accountant.budget import BudgetSession
+from privreg.budget.session import BudgetSession
 from privreg.core import BudgetExceededError, PureDP
 
 

@@ -11,7 +11,7 @@ import sqlite3
 import sys
 import time
 
-from privreg.accountant.ledger import Ledger
+from privreg.budget.ledger import Ledger
 from privreg.core import Charge, PureDP
 
 

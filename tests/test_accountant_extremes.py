@@ -31,8 +31,8 @@ from scipy import special
 from privreg.accountant import ACCOUNTANTS, advanced, make_accountant
 from privreg.accountant.advanced import KOV_EXACT_MAX_COUNT, rr_composition_delta
 from privreg.accountant.curves import gaussian_delta
-from privreg.accountant.filters import FILTERS, make_filter
 from privreg.accountant.pld import MAX_PLD_POINTS
+from privreg.budget.filters import FILTERS, make_filter
 from privreg.core.errors import UnsupportedEventError
 from privreg.core.events import (
     EVENT_TYPES,

@@ -12,8 +12,8 @@ import pytest
 import privreg
 from privreg import Composed, Gaussian, PrivacyEvent, PureDP, UnsupportedEventError
 from privreg.accountant import ACCOUNTANTS, Accountant, accountant_classes, make_accountant
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.rdp import ORDERS, pure_dp_rdp
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core import accounting
 from privreg.core.accounting import AccountantType, AccountingHandler
 from privreg.core.events import EVENT_TYPES

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.analysis import ONE_ROW_PER_USER, Query
 from privreg.analysis.accuracy import discrete_laplace_coverage
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core.charging import EventLog
 from privreg.core.errors import BudgetExceededError
 from privreg.core.randomness import InsecureReproducibleRandom

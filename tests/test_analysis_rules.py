@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.analysis import ONE_ROW_PER_USER, Query
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core.charging import EventLog
 from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom

@@ -14,8 +14,8 @@ import attrs
 import pytest
 
 import privreg
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
-from privreg.accountant.ledger import Ledger, LedgerIntegrityError
+from privreg.budget.ledger import Ledger, LedgerIntegrityError
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core import (
     BudgetExceededError,
     Gaussian,

@@ -68,7 +68,7 @@ import pytest
 from scipy import optimize, special
 
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core import BudgetExceededError, UnsupportedEventError
 from privreg.core.events import (
     ZCDP,

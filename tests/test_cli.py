@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 import privreg
-from privreg.accountant.ledger import Ledger
+from privreg.budget.ledger import Ledger
 from privreg.cli.main import main
 
 

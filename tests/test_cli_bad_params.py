@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import privreg
-from privreg.accountant.ledger import Ledger
+from privreg.budget.ledger import Ledger
 from privreg.cli.main import main
 
 WORKFLOWS = ("bounded-mean", "ngrams", "oov-discovery", "outlier-count", "outlier-subspaces", "pprl", "spam-filter")

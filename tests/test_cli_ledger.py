@@ -11,10 +11,10 @@ import attrs
 import pytest
 
 import privreg
-from privreg.accountant.audit import RUN_KEY
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
-from privreg.accountant.ledger import Ledger
-from privreg.cli import ledger as ledger_cli
+from privreg.budget import runs
+from privreg.budget.ledger import Ledger
+from privreg.budget.session import BudgetSession, PrivacyBudget
+from privreg.budget.verify import RUN_KEY
 from privreg.cli.main import main
 from privreg.core.errors import PrivregValueError
 from privreg.core.events import PureDP
@@ -255,7 +255,7 @@ def test_rerun_after_a_killed_run_with_nothing_charged(capsys, tmp_path, data, e
 def test_a_second_run_into_a_busy_folder_is_refused(capsys, tmp_path, data):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    with ledger_cli.folder_lock(out_dir):
+    with runs.folder_lock(out_dir):
         code, _out, err = run(capsys, *mean_args(data), "-o", out_dir)
     assert code == 2 and "another privreg run is writing" in error_line(err)
     assert not (out_dir / "ledger.sqlite").exists()

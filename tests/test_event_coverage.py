@@ -18,7 +18,7 @@ from conftest import TEMPLATE
 import privreg
 from privreg import Gaussian, LocalDP, PureDP
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, accountant_options
+from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options
 from privreg.core.events import EVENT_TYPES
 
 DELTAS = (1e-9, 1e-6, 1e-3)

@@ -9,12 +9,13 @@ import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dpr
 
 from privreg.accountant import make_accountant
-from privreg.accountant.audit import audit_ledger, format_report
-from privreg.accountant.budget import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
+from privreg.accountant.blocks import block_pair
 from privreg.accountant.curves import gaussian_epsilon
-from privreg.accountant.filters import FILTER_ORDERS, FILTERS, block_pair, make_filter
-from privreg.accountant.ledger import Ledger
 from privreg.accountant.zcdp import zcdp_epsilon
+from privreg.budget.filters import FILTER_ORDERS, FILTERS, make_filter
+from privreg.budget.ledger import Ledger
+from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
+from privreg.budget.verify import format_report, verify_ledger
 from privreg.cli.main import main
 from privreg.core import (
     ApproxDP,
@@ -138,7 +139,7 @@ def test_plan_session_charges_the_plan_bound_and_refuses_anything_else(tmp_path)
     s.close()
     again = BudgetSession.open(tmp_path / "l.sqlite")
     assert again.plan_epsilon == s.plan_epsilon and again.ledger.head()[0] == 41
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     assert report.flags == () and "declared plan of 41" in report.rule
     # the filters could not have granted this sequence at this budget
     f = session(eps=3.2, delta=1e-6)
@@ -170,7 +171,7 @@ def _direct(path, events):
 def test_audit_flags_releases_the_filters_refuse_even_where_pld_allows_them(tmp_path, capsys):
     session(tmp_path, eps=3.0, delta=1e-6).close()
     _direct(tmp_path / "l.sqlite", [Gaussian(sigma=5.0)] * 10)  # written past the session
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     assert report.nonadaptive["pld"] <= 3.0 < report.spent
     flag = [f for f in report.flags if "should have refused" in f]
     assert flag and "would allow it, but only for a sequence fixed in advance" in flag[-1]
@@ -181,7 +182,7 @@ def test_audit_flags_releases_the_filters_refuse_even_where_pld_allows_them(tmp_
 def test_audit_flags_an_off_plan_row(tmp_path):
     session(tmp_path, eps=2.0, plan=[PureDP(epsilon=0.5)] * 2).close()
     _direct(tmp_path / "l.sqlite", [PureDP(epsilon=0.5), PureDP(epsilon=0.4)])
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     assert any("is not release #2 of the declared plan" in f for f in report.flags)
 
 
@@ -195,7 +196,7 @@ def test_legacy_hindsight_ledger_is_rechecked_by_the_filters(tmp_path):
     }
     Ledger(tmp_path / "l.sqlite", meta=meta).close()
     _direct(tmp_path / "l.sqlite", [PureDP(epsilon=1.0), Gaussian(sigma=4.2247)])
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     assert "format-1 ledger was kept by the old rule" in report.rule
     assert any("should have refused" in f for f in report.flags)
     assert "format-1" in format_report(report)

@@ -336,7 +336,7 @@ def test_workflow_prints_words_coverage_layers_and_epsilons(tmp_path):
 
 
 def test_demo_step_runs_within_a_budget_session():
-    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+    from privreg.budget.session import BudgetSession, PrivacyBudget
 
     (step,) = _registry().demo_steps()
     budget = PrivacyBudget(epsilon=10.0, delta=1e-6, neighbouring="replace_one")  # shuffled local reports

@@ -14,9 +14,9 @@ from ldp_helpers import seeded
 
 from privreg import EventLog, LocalDP, Shuffled, WorkflowContext
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.shuffle import shuffle_epsilon
 from privreg.audit import audit_randomizer
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core.errors import BudgetExceededError, PrivregValueError
 from privreg.core.registry import load_registry
 from privreg.mechanisms.subset_selection import SubsetSelection, uniform_subsets

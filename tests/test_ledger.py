@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import privreg
-from privreg.accountant.ledger import (
+from privreg.budget.ledger import (
     CHAIN_HMAC,
     Ledger,
     LedgerBusyError,
@@ -100,7 +100,7 @@ def read_as_other_user(path):
     after its imports); returns (rows, verify problems, head seq) or the error line."""
     drop = "os.setgid(65534); os.setuid(65534)\n" if os.geteuid() == 0 else ""
     code = (
-        "import json, os\nfrom privreg.accountant.ledger import Ledger, LedgerError\n"
+        "import json, os\nfrom privreg.budget.ledger import Ledger, LedgerError\n"
         + drop
         + f"try:\n    r = Ledger.open_readonly({str(path)!r})\n"
         "    print(json.dumps([len(r.rows()), r.verify(), r.head()[0]]))\n"
@@ -288,7 +288,7 @@ def test_both_writers_progress_under_contention(tmp_path):
 def test_two_processes_creating_one_ledger(tmp_path):
     path = tmp_path / "new.sqlite"
     code = (
-        "import sys\nfrom privreg.accountant.ledger import Ledger\nsys.stdin.readline()\n"
+        "import sys\nfrom privreg.budget.ledger import Ledger\nsys.stdin.readline()\n"
         f"Ledger({str(path)!r}, meta={META!r}).close()\nprint('ok')\n"
     )
     procs = [

@@ -6,8 +6,8 @@ import math
 import pytest
 
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.relations import relate, to_replace_one
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.cli.main import main
 from privreg.core import (
     ZCDP,

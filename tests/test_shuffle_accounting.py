@@ -3,8 +3,8 @@
 import pytest
 
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
 from privreg.accountant.shuffle import shuffle_epsilon
+from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core import BudgetExceededError, InsecureReproducibleRandom, LocalDP, Shuffled
 from privreg.mechanisms.randomized_response import RandomizedResponse
 

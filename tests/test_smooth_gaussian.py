@@ -254,7 +254,7 @@ def test_a_smooth_release_is_a_replace_one_guarantee_and_budgets_treat_it_so() -
     """NRS smooth bounds compare datasets of one size: an add/remove budget must refuse
     the release (nothing charged) instead of reading it as an add/remove guarantee, and a
     replace-one budget must charge it as it is, without the group-privacy doubling."""
-    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+    from privreg.budget.session import BudgetSession, PrivacyBudget
     from privreg.core.errors import BudgetExceededError
 
     data = np.linspace(0, 1, 101)

@@ -73,7 +73,7 @@ def test_demo_step_runs_with_a_2048_bit_key(registry):
 
 
 def test_dp_run_fits_its_budget_session(registry):
-    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+    from privreg.budget.session import BudgetSession, PrivacyBudget
 
     item = registry.get("spam-filter")
     params = dict(item.example.params, epochs=2, epsilon=1.0, delta=1e-6, private_eval=0)

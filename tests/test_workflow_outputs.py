@@ -290,7 +290,7 @@ def test_bounded_mean_parts_never_exceed_the_epsilon_they_split():
     """For every epsilon scanned, the count's and the sum's events as charged add up, in
     floating point as the basic filter adds them, to at most the total epsilon (before
     the fix 8192 / 1489.4545... = 5.500000000000001 refused the sum at epsilon 11)."""
-    from privreg.accountant.budget import BudgetSession, PrivacyBudget
+    from privreg.budget.session import BudgetSession, PrivacyBudget
     from privreg.plugins.standard.mean_report import mean_mechanisms
 
     scan = [float(x) for x in range(1, 400)] + [x / 100 for x in range(1, 300)] + [10.0**k for k in range(-6, 16)]

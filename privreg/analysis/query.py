@@ -683,7 +683,7 @@ class Query:
     ``k`` are left out, the kept ones chosen uniformly at random (from a 256-bit key drawn
     from ``rng`` at the first release; 1 with ``ONE_ROW_PER_USER``, which needs no
     bounding). ``session``: the charger of every release (a
-    :class:`~privreg.accountant.budget.BudgetSession`, or an
+    :class:`~privreg.budget.session.BudgetSession`, or an
     :class:`~privreg.core.charging.EventLog` for dry runs). ``rng``: the random source of
     the bounding and the noise (the OS CSPRNG by default).
 

@@ -4,7 +4,7 @@
 two neighbouring inputs and return an :class:`AuditResult` whose ``epsilon_lower_bound``
 exceeds the true epsilon with probability at most ``alpha`` (Ding et al. 2018; Jagielski
 et al. 2020; floating-point events after Mironov 2012). See :mod:`privreg.audit.empirical`.
-The ledger audit (what was charged) is a different thing: :mod:`privreg.accountant.audit`.
+The ledger audit (what was charged) is a different thing: :mod:`privreg.budget.verify`.
 """
 
 from privreg.audit.empirical import (

@@ -13,7 +13,7 @@ import math
 import attrs
 
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, accountant_options
+from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.events import PrivacyEvent
 

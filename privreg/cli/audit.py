@@ -33,9 +33,9 @@ __all__ = ["add_parser", "cmd_audit_mechanism", "format_result", "EXIT_VIOLATION
 EXIT_VIOLATION = 3
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``audit-mechanism`` to the sub-commands of the privreg parser."""
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "audit-mechanism",
         help="empirical privacy audit of a mechanism or randomizer (exit code 3 on a violation)",
         description="Draw outputs of a registered mechanism or randomizer on its example "

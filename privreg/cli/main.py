@@ -20,13 +20,14 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from privreg import __version__
-from privreg.accountant.audit import audit_ledger, format_report, plot_report, report_json
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
+from privreg.budget import runs
+from privreg.budget.session import BudgetSession, PrivacyBudget
+from privreg.budget.verify import format_report, plot_report, report_json, verify_ledger
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import ledger as ledger_cli
@@ -214,13 +215,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"the ledger's, set by 'privreg ledger init'; drop them (the run may spend its --epsilon)"
         )
     if args.ledger is not None:
-        ledger_cli.require_ledger(args.ledger, "--ledger")  # before any folder is made
+        runs.require_ledger(args.ledger, "--ledger")  # before any folder is made
     budget = _run_budget(args, params, item.neighbouring) if item.charges and args.ledger is None else None
     wanted = Path(args.output) if args.output else _default_output(item.name)
     created = not wanted.exists()
     output = files.make_dir(wanted, "--output folder")
     try:
-        with ledger_cli.folder_lock(output):
+        with runs.folder_lock(output):
             return _run_in(item, args, params, budget, output, created)
     except BaseException:
         if created:
@@ -238,8 +239,8 @@ def _run_in(
     created: bool,
 ) -> int:
     """The run itself, holding the lock of its output folder."""
-    run = ledger_cli.new_run(item.name, output)
-    ledger_path = Path(args.ledger) if args.ledger is not None else output / ledger_cli.LEDGER_NAME
+    run = runs.new_run(item.name, output)
+    ledger_path = Path(args.ledger) if args.ledger is not None else output / runs.LEDGER_NAME
     fresh_ledger = False  # a ledger this run created and charged nothing to: removed if the run fails
     try:
         if not item.charges:  # a cryptographic protocol: no ledger, any charge fails
@@ -247,7 +248,7 @@ def _run_in(
             status = "no differentially private release (nothing charged)"
             written = ["run.json"]
         elif budget is not None:  # a ledger of its own in the output folder
-            ledger_cli.clear_failed_run(output)  # a failed run's ledger never blocks a rerun
+            runs.clear_failed_run(output)  # a failed run's ledger never blocks a rerun
             fresh_ledger = True
             # the basic filter alone, so a workflow calibrated to its whole (eps, delta) fits; a curve
             # event (shuffled reports, a block of Gaussians) is priced at the budget's delta
@@ -255,7 +256,7 @@ def _run_in(
                 budget=budget, ledger=ledger_path, filters=("basic",), event_delta=budget.delta or None
             ) as session:
                 try:
-                    charger = ledger_cli.RunCharger(session, run)
+                    charger = runs.RunCharger(session, run)
                     result, elapsed, rng = _execute(item, args, params, output, charger)  # charges are committed
                 except BaseException:
                     fresh_ledger = session.ledger.head()[0] == 0  # a charge is kept: it was spent
@@ -266,17 +267,17 @@ def _run_in(
                 f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
                 f"(delta {budget.delta:g})"
             )
-            written = ["run.json", ledger_cli.LEDGER_NAME]
+            written = ["run.json", runs.LEDGER_NAME]
         else:  # --ledger: a shared ledger and its budget
             if (output / "run.json").exists():
                 raise PrivregValueError(
                     f"--output folder {str(output)!r} holds an earlier run (run.json); choose a new --output folder"
                 )
-            with ledger_cli.run_lock(args.ledger):
-                shared, gate = ledger_cli.open_shared(args.ledger, item, params)  # refuses what cannot fit
+            with runs.run_lock(args.ledger):
+                shared, gate = runs.open_shared(args.ledger, item, params)  # refuses what cannot fit
                 with shared, gate:
                     before = shared.ledger.head()[0]
-                    charger = ledger_cli.RunCharger(shared, run, gate)
+                    charger = runs.RunCharger(shared, run, gate)
                     result, elapsed, rng = _execute(item, args, params, output, charger)
                     charged = shared.ledger.head()[0] - before
                     total, remaining = shared.budget.epsilon, shared.remaining()
@@ -369,7 +370,7 @@ def _read_key_file(path: str | None) -> bytes | None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     _registry()  # plugins define event types (to decode the ledger) and their accounting handlers
-    report = audit_ledger(args.ledger, expect_head=args.expect_head, key=_read_key_file(args.key_file))
+    report = verify_ledger(args.ledger, expect_head=args.expect_head, key=_read_key_file(args.key_file))
     print(report_json(report) if args.json else format_report(report))
     if args.plot:
         path = plot_report(report, args.plot)
@@ -405,7 +406,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         echo=reporter.echo,
         progress=reporter,
     )
-    steps = [("The registry", lambda c: _core_tour(registry))]
+    steps: list[tuple[str, Callable[[WorkflowContext], str]]] = [("The registry", lambda c: _core_tour(registry))]
     steps += [(s.title, s.run) for s in registry.demo_steps()]
     timer = PhaseTimer()
     for n, (title, run) in enumerate(steps, 1):
@@ -417,7 +418,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"== {n}. {title}  ({timer.wall[str(n)]:.2f} s)\n{text}\n")
     if args.output:
         session.close()
-        print("== Audit of this demo's ledger\n" + format_report(audit_ledger(ledger)))
+        print("== Audit of this demo's ledger\n" + format_report(verify_ledger(ledger)))
     else:
         print("== Privacy ledger of this demo\n" + fmt.charges(r.charge for r in session.ledger.rows()))
         print(

@@ -192,9 +192,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``party`` and its sub-commands to the privreg parser."""
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "party",
         help="run one party of a multi-party protocol per process (mutual TLS)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,

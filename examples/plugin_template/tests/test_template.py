@@ -12,7 +12,7 @@ from privreg_template.mechanism import NoisyHistogram
 import privreg
 from privreg import PureDP, UnsupportedEventError
 from privreg.accountant import make_accountant
-from privreg.accountant.budget import DEFAULT_ACCOUNTANTS, accountant_options
+from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options
 from privreg.testing import contract_params
 
 EPSILONS = [0.05, 0.5, 1.0, 3.0]

@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from privreg.accountant.audit import audit_ledger, format_report, plot_report
-from privreg.accountant.budget import BudgetSession, PrivacyBudget
-from privreg.accountant.ledger import Ledger
+from privreg.budget.ledger import Ledger
+from privreg.budget.session import BudgetSession, PrivacyBudget
+from privreg.budget.verify import format_report, plot_report, verify_ledger
 from privreg.cli.main import main
 from privreg.core import ApproxDP, Charge, Gaussian, Laplace, PureDP
 
@@ -45,7 +45,7 @@ def test_totals_remaining_and_no_flags_for_a_clean_ledger(tmp_path):
     with BudgetSession(budget=PrivacyBudget(epsilon=2.0, delta=1e-6), ledger=tmp_path / "l.sqlite") as s:
         for _ in range(3):
             s.charge(Laplace(scale=4.0), mechanism="laplace", parameters={})
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     assert report.flags == () and report.integrity == ()
     assert report.cumulative["basic"] == pytest.approx([0.25, 0.5, 0.75])
     assert report.cumulative["gdp"] == [None, None, None]
@@ -58,7 +58,7 @@ def test_totals_remaining_and_no_flags_for_a_clean_ledger(tmp_path):
 
 def test_overspending_is_flagged_from_the_first_offending_release(tmp_path):
     write(tmp_path / "l.sqlite", [PureDP(epsilon=0.6), PureDP(epsilon=0.6), PureDP(epsilon=0.1)])
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     flagged = [f for f in report.flags if "should have refused" in f]
     assert len(flagged) == 2 and flagged[0].startswith("release #2 (r2)")
     assert report.remaining < 0
@@ -66,7 +66,7 @@ def test_overspending_is_flagged_from_the_first_offending_release(tmp_path):
 
 def test_test_only_randomness_is_flagged(tmp_path):
     write(tmp_path / "l.sqlite", [PureDP(epsilon=0.1)], randomness={"reproducible": True, "seed": 3})
-    (flag,) = audit_ledger(tmp_path / "l.sqlite").flags
+    (flag,) = verify_ledger(tmp_path / "l.sqlite").flags
     assert "reproducible test-only randomness" in flag
 
 
@@ -98,7 +98,7 @@ def test_an_unsupported_event_reads_unsupported_everywhere(tmp_path, capsys):
     say unsupported (JSON: null and the reason), never inf."""
     path = tmp_path / "l.sqlite"
     write(path, [Laplace(scale=4.0), Gaussian(sigma=5.0), ApproxDP(epsilon=0.1, delta=1e-7)])
-    report = audit_ledger(path)
+    report = verify_ledger(path)
     assert report.spent is None and report.remaining is None and report.best[-1] is None
     assert report.unsupported["rule"]["basic"].startswith("cannot account for 'gaussian'")
     assert report.unsupported["rule"]["rdp"].startswith("cannot account for 'approx_dp'")
@@ -127,7 +127,7 @@ def test_an_infinite_bound_reads_inf_with_its_sign(tmp_path, capsys):
     -inf remaining (not unsupported)."""
     path = tmp_path / "l.sqlite"
     write(path, [ApproxDP(epsilon=0.1, delta=5e-7)])  # basic's share is delta / 3
-    report = audit_ledger(path)
+    report = verify_ledger(path)
     assert report.spent == math.inf and report.remaining == -math.inf and "basic" not in report.unsupported["rule"]
     assert "spent (under the rule): inf   remaining: -inf" in format_report(report)
     main(["audit", str(path), "--json"])
@@ -144,13 +144,13 @@ def test_cli_audit_of_a_missing_file_is_one_line(tmp_path, capsys):
 def test_plot_draws_every_supporting_accountant(tmp_path):
     pytest.importorskip("matplotlib")
     write(tmp_path / "l.sqlite", [Laplace(scale=10.0)] * 5)
-    out = plot_report(audit_ledger(tmp_path / "l.sqlite"), tmp_path / "p.png")
+    out = plot_report(verify_ledger(tmp_path / "l.sqlite"), tmp_path / "p.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
 def test_empty_ledger(tmp_path):
     BudgetSession(budget=PrivacyBudget(epsilon=1.0), ledger=tmp_path / "l.sqlite").close()
-    report = audit_ledger(tmp_path / "l.sqlite")
+    report = verify_ledger(tmp_path / "l.sqlite")
     assert report.rows == () and report.spent == 0.0 and report.remaining == 1.0
     assert math.isfinite(report.remaining)
 

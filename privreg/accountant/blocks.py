@@ -1,0 +1,78 @@
+"""One (epsilon, delta) pair for a single charged block of events, taken as one mechanism
+whose parameters are all fixed when it is charged: the tightest point any non-adaptive
+accountant proves for the whole block (what the ``basic`` and ``advanced`` filters of
+:mod:`privreg.budget.filters` charge for it)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from privreg.accountant.advanced import KOVAccountant
+from privreg.accountant.base import leaves
+from privreg.accountant.basic import BasicAccountant
+from privreg.accountant.gdp import GDPAccountant
+from privreg.accountant.pld import PLDAccountant
+from privreg.accountant.rdp import RDPAccountant
+from privreg.accountant.relations import relate
+from privreg.accountant.zcdp import ZCDPAccountant
+from privreg.core.errors import UnsupportedEventError
+from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
+
+__all__ = ["block_pair", "unsupported_reason"]
+
+# Non-adaptive accountants that may price one block (its parameters are fixed at charge time).
+_BLOCK_ACCOUNTANTS = (PLDAccountant, RDPAccountant, GDPAccountant, ZCDPAccountant, KOVAccountant)
+
+
+def _explicit_delta(event: PrivacyEvent, neighbouring: str) -> float:
+    """Sum of the deltas the block's (eps, delta) leaves declare (after relating them)."""
+    total = 0.0
+    for leaf, n in leaves(event):
+        related, _ = relate(leaf, neighbouring)
+        if isinstance(related, ApproxDP):
+            total += n * related.delta
+    return total
+
+
+def block_pair(
+    event: PrivacyEvent, *, event_delta: float | None, neighbouring: str, left: float | None = None
+) -> tuple[float, float] | None:
+    """One (eps, delta) pair for a single charged event taken as one mechanism: pure
+    blocks by basic composition; otherwise the smallest epsilon any non-adaptive
+    accountant proves for the whole block at ``event_delta`` plus the deltas its
+    (eps, delta) leaves declare, but at no more than ``left`` (the delta its filter has
+    left), so that a block calibrated to the whole remaining delta -- as a workflow's
+    plan under its own budget is -- still fits. Valid: the block's parameters, and so
+    the point it is priced at, are fixed when it is charged, from earlier outputs only
+    (RRUV 2016 filters allow each step's (eps_i, delta_i) to be chosen adaptively).
+    None if nothing vouches."""
+    basic = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring)
+    best: tuple[float, float] | None = None
+    if basic.supports(event):
+        best = basic.compose(event).total
+        if best[1] == 0.0 or not isinstance(event, (Composed, SelfComposed)):
+            return best
+    if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
+        return best
+    at = min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
+    if left is not None and 0.0 < left < at:
+        at = left
+    for cls in _BLOCK_ACCOUNTANTS:
+        opts: dict[str, Any] = {"neighbouring": neighbouring}
+        if cls is KOVAccountant:
+            opts["event_delta"] = event_delta
+        acc = cls(**opts)
+        if not acc.supports(event):
+            continue
+        eps = acc.compose(event).epsilon(at)
+        if math.isfinite(eps) and (best is None or eps < best[0]):
+            best = (eps, at)
+    return best
+
+
+def unsupported_reason(exc: UnsupportedEventError, event: PrivacyEvent) -> str:
+    """Why an accountant or filter cannot price ``event`` (the reason shown next to the
+    word "unsupported" in audits and refusals), from the error it raised."""
+    bad = getattr(exc.event, "kind", event.kind)
+    return f"cannot account for {bad!r}" + (f": {exc.reason}" if exc.reason else "")

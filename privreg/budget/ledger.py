@@ -1,0 +1,737 @@
+"""An append-only, tamper-evident privacy ledger in SQLite.
+
+One row per charged release: time, mechanism, parameters, event JSON, caller label and
+the randomness used. Rows form a hash chain, ``hash = H(prev_hash + canonical row)``; the
+first ``prev_hash`` (the genesis) is a SHA-256 of the ledger's metadata, budget included.
+``H`` is SHA-256, or HMAC-SHA256 under a secret key for a *keyed* ledger (metadata
+``"chain": "hmac-sha256"``; ``"sha256"``, or no ``chain`` entry in ledgers written before
+keys existed, for an unkeyed one). A keyed ledger also stores ``meta_mac``, an HMAC of the
+rest of its metadata, so a wrong key is refused even before the first row.
+
+What :meth:`Ledger.verify` detects, and what it cannot:
+
+- Unkeyed chain: accidental or careless edits of any row or of the metadata (the budget),
+  rows reordered, and rows deleted or inserted inside the chain. NOT detected: a full
+  rewrite by anyone who can write the file and compute SHA-256 (edit a row, recompute
+  every hash after it: the chain is consistent again), truncation (deleting the newest
+  rows leaves a valid, shorter chain) and rollback to an older copy of the file.
+- Keyed chain: in addition, any rewrite by someone without the key, including a
+  downgrade to an unkeyed chain (reported when the verifier passes the key). NOT
+  detected: truncation or rollback (a prefix of a valid chain is valid), and anything
+  done by a holder of the key -- the key is a shared secret: whoever can verify can forge.
+  Without the key, a keyed chain is reported as not verified, never as intact.
+- An anchor (``expect_head``): the head ``SEQ:HASH`` (see :func:`format_head`) noted
+  earlier and kept where the ledger's writers cannot change it. The anchored hash commits
+  to every row up to it, so truncation, rollback and any rewrite of rows up to the
+  anchored row are detected, keyed or not. Rows appended after it are normal and are
+  covered only by the chain as above.
+- Never detected: a rewrite of the rows after your latest anchor by someone able to
+  recompute the chain (anyone if unkeyed, a key holder if keyed); releases that were
+  never charged to a session; whether timestamps and labels were true when written.
+
+Durability: WAL journal with ``synchronous=FULL``; a charge is one transaction, so a crash
+leaves either the whole row or nothing.
+
+Locking: opening an existing ledger and reading it take no write lock (plain reads; WAL
+readers never wait for writers). Only creating a ledger runs its schema, inside a write
+transaction. :meth:`Ledger.open_readonly` uses SQLite's ``mode=ro`` and never creates or
+alters anything in the file. Writers hold SQLite's write lock for one short transaction
+(:meth:`Ledger.try_append`) and take turns first come, first served through a queue in a
+sidecar file ``<ledger>-lock`` (:mod:`privreg.budget.writer_queue`), so no writer can
+starve another. Every wait is bounded by ``busy_timeout`` (then :class:`LedgerBusyError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import attrs
+
+from privreg.accountant.base import Accountant
+from privreg.budget.writer_queue import QueueTimeout, WriterQueue, open_queue
+from privreg.core.charging import Charge, jsonable
+from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError
+from privreg.core.events import event_from_json
+
+__all__ = [
+    "Ledger",
+    "LedgerRow",
+    "LedgerError",
+    "LedgerFormatError",
+    "LedgerBusyError",
+    "LedgerKeyError",
+    "LedgerIntegrityError",
+    "GENESIS_TAG",
+    "CHAIN_SHA256",
+    "CHAIN_HMAC",
+    "MIN_KEY_BYTES",
+    "format_head",
+    "parse_head",
+]
+
+GENESIS_TAG = "privreg-ledger-v1"
+CHAIN_SHA256 = "sha256"
+CHAIN_HMAC = "hmac-sha256"
+MIN_KEY_BYTES = 16
+_META_MAC_TAG = "privreg-ledger-meta-v1"
+_COLUMNS = {
+    "meta": ("key", "value"),
+    "charges": ("seq", "timestamp", "mechanism", "parameters", "event", "label", "randomness", "prev_hash", "hash"),
+}
+_REQUIRED_META = ("format", "budget")
+_RESERVED_META = ("chain", "meta_mac")
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE charges (
+        seq INTEGER PRIMARY KEY,
+        timestamp REAL NOT NULL,
+        mechanism TEXT NOT NULL,
+        parameters TEXT NOT NULL,
+        event TEXT NOT NULL,
+        label TEXT NOT NULL,
+        randomness TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE
+    )""",
+)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class LedgerError(PrivregError):
+    """A ledger cannot be opened, read or written (the message names the file)."""
+
+
+class LedgerFormatError(LedgerError):
+    """The file is not a complete privreg ledger (not SQLite, a table, column or
+    metadata entry missing)."""
+
+
+class LedgerBusyError(LedgerError):
+    """Another writer held the ledger's write lock (or its turn) past ``busy_timeout``."""
+
+
+class LedgerKeyError(LedgerError, ValueError):
+    """A ledger's key is missing, malformed or not the one the ledger was created with."""
+
+
+class LedgerIntegrityError(LedgerError):
+    """The ledger's hash chain is broken or a row cannot be decoded."""
+
+
+def _dumps(x: Any) -> str:
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _digest(key: bytes | None, text: str) -> str:
+    data = text.encode("utf-8")
+    return hmac.new(key, data, hashlib.sha256).hexdigest() if key is not None else hashlib.sha256(data).hexdigest()
+
+
+def _row_hash(
+    key: bytes | None,
+    prev_hash: str,
+    seq: int,
+    timestamp: float,
+    mechanism: str,
+    parameters: str,
+    event: str,
+    label: str,
+    randomness: str,
+) -> str:
+    body = _dumps([seq, repr(timestamp), mechanism, parameters, event, label, randomness])
+    return _digest(key, prev_hash + body)
+
+
+def _meta_mac(key: bytes, meta: Mapping[str, Any]) -> str:
+    return _digest(key, _META_MAC_TAG + _dumps({k: v for k, v in meta.items() if k != "meta_mac"}))
+
+
+def _check_key(key: object) -> bytes | None:
+    if key is None:
+        return None
+    if isinstance(key, str):
+        raise LedgerKeyError(
+            "key must be bytes, not str: read it from a file opened in binary "
+            "mode, or decode hex with bytes.fromhex(...)"
+        )
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise LedgerKeyError(f"key must be bytes; got {type(key).__name__}")
+    key = bytes(key)
+    if len(key) < MIN_KEY_BYTES:
+        raise LedgerKeyError(
+            f"key has {len(key)} bytes; a ledger key needs at least {MIN_KEY_BYTES} random bytes (e.g. os.urandom(32))"
+        )
+    return key
+
+
+def _require_file(path: str) -> None:
+    if path == ":memory:" or not Path(path).exists():
+        raise PrivregValueError(f"ledger {path!r} does not exist; check the path")
+    if not Path(path).is_file():
+        raise PrivregValueError(f"ledger {path!r} is not a file; give the ledger file (ledger.sqlite)")
+
+
+def format_head(head: tuple[int, str]) -> str:
+    """``"SEQ:HASH"``, the anchor form of :meth:`Ledger.head` that ``expect_head`` takes."""
+    return f"{head[0]}:{head[1]}"
+
+
+def parse_head(text: str) -> tuple[int | None, str]:
+    """``"SEQ:HASH"`` or ``"HASH"`` (64 hex digits) -> (seq or None, hash)."""
+    if not isinstance(text, str):
+        raise PrivregTypeError(f"expect_head must be a str like '12:3fa9...'; got {text!r}")
+    seq_text, _, digest = text.strip().rpartition(":")
+    digest = digest.lower()
+    ok = _HEX64.fullmatch(digest) is not None and (seq_text == "" or seq_text.isdigit())
+    if not ok or (":" in text and seq_text == ""):
+        raise PrivregValueError(
+            f"expect_head {text!r} is not a ledger head: give SEQ:HASH as printed by 'privreg audit' "
+            f"(e.g. 12:{'3fa9' * 16}) or the 64-hex-digit hash alone"
+        )
+    return (int(seq_text) if seq_text else None), digest
+
+
+@attrs.frozen(kw_only=True)
+class LedgerRow:
+    """A stored charge with its position and hashes."""
+
+    seq: int
+    charge: Charge
+    prev_hash: str
+    hash: str
+
+
+class Ledger:
+    """The SQLite ledger at ``path`` (``":memory:"`` for a private, unpersisted one).
+
+    A new ledger is created (with ``meta``, which must hold ``format`` and ``budget``)
+    only when ``path`` does not exist or is an empty database and ``create`` is true.
+    ``key`` (bytes, at least 16) makes a new ledger keyed, and must be the ledger's key to
+    write to an existing keyed ledger. ``busy_timeout`` (seconds) bounds each wait for
+    the writer queue and for SQLite's write lock.
+    """
+
+    # Declared here: _setup assigns them, but the checker reads __init__ first.
+    #: The connection; unset until opened (close() copes: opening can fail).
+    _db: sqlite3.Connection
+    busy_timeout: float
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        create: bool = True,
+        key: bytes | None = None,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self._setup(path, key=key, busy_timeout=busy_timeout, readonly=False)
+        new_meta = self._new_meta(meta) if meta is not None else None
+        if self.path != ":memory:" and not create:
+            _require_file(self.path)
+        if create and new_meta is None and (self.path == ":memory:" or not Path(self.path).exists()):
+            raise PrivregValueError(f"ledger {self.path!r} is new: pass its metadata (meta=, with the budget)")
+        with self._sql("opening"):
+            self._db = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            self._db.execute("PRAGMA synchronous = FULL")
+        try:
+            if create and not self._tables():
+                self._create(new_meta)
+            self._load()
+            self._check_writer_key()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def open_readonly(cls, path: str | Path, *, key: bytes | None = None, busy_timeout: float = 30.0) -> Ledger:
+        """Open an existing ledger for reading only: SQLite ``mode=ro``, no journal-mode
+        change, no schema statement, no write lock. A file that is not a complete privreg
+        ledger raises LedgerFormatError.
+
+        Works on files and directories we cannot write. When we cannot write the file, no
+        ``-shm`` exists (so no writer has it open in WAL mode) and no ``-wal`` holds
+        changes, the file is opened ``immutable=1``: SQLite then needs no ``-shm`` and
+        creates nothing, but reads without locks, so a writer with more rights changing
+        the file during the read could show a torn state (reported as broken, never as
+        intact). Otherwise SQLite's WAL reader may create the ``-shm``/``-wal`` side files,
+        as any reader does; the ledger file itself is never written.
+        """
+        self = cls.__new__(cls)
+        self._setup(path, key=key, busy_timeout=busy_timeout, readonly=True)
+        _require_file(self.path)
+        target = Path(self.path)
+        wal, shm = Path(self.path + "-wal"), Path(self.path + "-shm")
+        wal_pending = wal.is_file() and wal.stat().st_size > 0
+        immutable = not os.access(target, os.W_OK) and not shm.exists() and not wal_pending
+        uri = target.absolute().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+        try:
+            with self._sql("opening it read-only"):
+                self._db = sqlite3.connect(
+                    uri, uri=True, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+                )
+                self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            try:
+                self._load()
+            except LedgerError as exc:
+                if wal_pending and not os.access(target.parent, os.W_OK) and not shm.exists():
+                    raise LedgerError(
+                        f"ledger {self.path!r} has changes in {wal.name} that SQLite cannot read "
+                        f"without creating {shm.name}, and its directory is not writable: copy "
+                        f"{target.name} and {wal.name} together to a writable directory and read "
+                        f"the copy ({exc})"
+                    ) from exc
+                raise
+            self._check_reader_key()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _setup(self, path: str | Path, *, key: bytes | None, busy_timeout: float, readonly: bool) -> None:
+        self.path = str(path)
+        self._queue: WriterQueue | None = None
+        self._key = _check_key(key)
+        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or not 0 <= busy_timeout < 1e6:
+            raise PrivregValueError(
+                f"busy_timeout must be a number of seconds, 0 <= busy_timeout < 1e6; got {busy_timeout!r}"
+            )
+        self.busy_timeout = float(busy_timeout)
+        self.readonly = readonly
+        self.meta: dict[str, Any] = {}
+        self._key_problem: str | None = None
+        self._thread_lock = threading.RLock()
+        self._turn_depth = 0
+        self._turn_owner: int | None = None
+        self._ticket: int | None = None
+
+    # -- opening --------------------------------------------------------------------------
+
+    @contextmanager
+    def _sql(self, doing: str) -> Iterator[None]:
+        """Turn sqlite3 errors into privreg errors that name the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._error(exc, doing) from exc
+
+    def _error(self, exc: sqlite3.Error, doing: str) -> LedgerError:
+        name, msg = getattr(exc, "sqlite_errorname", "") or "", str(exc)
+        where = f"ledger {self.path!r}"
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in msg:
+            return LedgerError(f"{where} is closed; open it again")
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in msg:
+            return LedgerBusyError(
+                f"{where}: another process held its write lock for more than {self.busy_timeout:g} s "
+                f"while {doing}; retry later, pass a larger busy_timeout, or find the process that "
+                f"holds it (e.g. fuser {self.path})"
+            )
+        if name == "SQLITE_NOTADB" or "not a database" in msg:
+            return LedgerFormatError(f"{where} is not a privreg ledger: not a SQLite database ({msg}); check the path")
+        if name.startswith("SQLITE_CORRUPT") or "malformed" in msg:
+            return LedgerFormatError(f"{where} is corrupt ({msg}); restore it from a backup")
+        if name.startswith("SQLITE_READONLY") or "readonly" in msg:
+            return LedgerError(
+                f"{where} cannot be written ({msg}) while {doing}: check the permissions "
+                f"of the file and its directory, or only read it (Ledger.open_readonly, "
+                f"privreg audit)"
+            )
+        if name.startswith("SQLITE_CANTOPEN") or "unable to open" in msg:
+            return LedgerError(
+                f"{where} cannot be opened ({msg}) while {doing}: check the path and the "
+                f"permissions of the file and its directory"
+            )
+        return LedgerError(f"{where}: SQLite failed while {doing}: {msg}")
+
+    def _tables(self) -> list[str]:
+        with self._sql("reading its schema"):
+            return [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+
+    def _new_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """The metadata a new ledger stores: ``meta`` plus its chain (and meta MAC)."""
+        if not isinstance(meta, Mapping):
+            raise PrivregTypeError(f"meta must be a mapping; got {type(meta).__name__}")
+        missing = [k for k in _REQUIRED_META if k not in meta]
+        if missing:
+            raise PrivregValueError(f"meta of new ledger {self.path!r} lacks {', '.join(missing)}")
+        reserved = [k for k in _RESERVED_META if k in meta]
+        if reserved:
+            raise PrivregValueError(f"meta must not set {', '.join(reserved)}: the ledger records them itself")
+        full = {str(k): v for k, v in meta.items()}
+        full["chain"] = CHAIN_HMAC if self._key is not None else CHAIN_SHA256
+        if self._key is not None:
+            full["meta_mac"] = _meta_mac(self._key, full)
+        try:
+            _dumps(full)
+        except (TypeError, ValueError) as exc:
+            raise PrivregValueError(f"meta of new ledger {self.path!r} must be JSON (finite numbers): {exc}") from None
+        return full
+
+    def _create(self, full: Mapping[str, Any] | None) -> None:
+        """Write the schema and metadata of a new ledger, in one write transaction."""
+        if full is None:
+            raise PrivregValueError(f"ledger {self.path!r} is new: pass its metadata (meta=, with the budget)")
+        if self.path != ":memory:":
+            with self._sql("creating it"):
+                self._db.execute("PRAGMA journal_mode = WAL")
+        with self.transaction(), self._sql("creating it"):
+            if not self._tables():  # nobody created it while we waited for the lock
+                for stmt in _SCHEMA:
+                    self._db.execute(stmt)
+                for k, value in full.items():
+                    self._db.execute("INSERT INTO meta VALUES (?, ?)", (k, _dumps(value)))
+
+    def _load(self) -> None:
+        """Check the schema and read the metadata, with plain reads."""
+        tables = self._tables()
+        where = f"ledger {self.path!r}"
+        missing = [t for t in _COLUMNS if t not in tables]
+        if missing:
+            raise LedgerFormatError(
+                f"{where} is not a complete privreg ledger: no {' and no '.join(missing)} table "
+                f"(tables: {', '.join(sorted(tables)) or 'none'}); check the path or restore it from a backup"
+            )
+        with self._sql("reading its schema"):
+            for table, columns in _COLUMNS.items():
+                have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                lacking = [c for c in columns if c not in have]
+                if lacking:
+                    raise LedgerFormatError(
+                        f"{where} is not a complete privreg ledger: table {table} "
+                        f"has no column {', '.join(lacking)}; restore it from a backup"
+                    )
+            stored = self._db.execute("SELECT key, value FROM meta").fetchall()
+        try:
+            self.meta = {str(k): json.loads(v) for k, v in stored}
+        except (TypeError, ValueError) as exc:
+            raise LedgerFormatError(f"{where}: its metadata is not valid JSON ({exc})") from exc
+        lacking = [k for k in _REQUIRED_META if k not in self.meta]
+        if lacking:
+            raise LedgerFormatError(
+                f"{where} is not a complete privreg ledger: its metadata has no "
+                f"{' and no '.join(lacking)}; restore it from a backup"
+            )
+        if self.chain not in (CHAIN_SHA256, CHAIN_HMAC):
+            raise LedgerFormatError(
+                f"{where} uses hash chain {self.chain!r}, which this privreg does not "
+                f"know ({CHAIN_SHA256!r} or {CHAIN_HMAC!r}); upgrade privreg"
+            )
+        self._genesis = _digest(None, GENESIS_TAG + _dumps(self.meta))
+
+    def _key_mismatch(self) -> str | None:
+        """Why the given key does not fit this ledger's metadata, or None."""
+        where = f"ledger {self.path!r}"
+        if self.chain == CHAIN_HMAC and self._key is None:
+            return (
+                f"{where} is keyed ({CHAIN_HMAC}): no key was given, so its chain could not be "
+                f"verified; pass the key it was created with"
+            )
+        if self.chain == CHAIN_SHA256 and self._key is not None:
+            return (
+                f"{where} has an unkeyed {CHAIN_SHA256} chain but a key was given: anyone could "
+                f"have rewritten it (a keyed ledger downgraded, or the wrong file)"
+            )
+        if self._key is not None and not hmac.compare_digest(
+            str(self.meta.get("meta_mac", "")), _meta_mac(self._key, self.meta)
+        ):
+            return (
+                f"{where}: its metadata MAC does not verify under the given key: the wrong key, "
+                f"or the metadata (budget) was edited"
+            )
+        return None
+
+    def _check_writer_key(self) -> None:
+        problem = self._key_mismatch()
+        if problem is not None:
+            if self.chain == CHAIN_HMAC and self._key is None:
+                problem += " to write to it (Ledger.open_readonly reads it without the key)"
+            elif self.chain == CHAIN_SHA256:
+                problem = f"ledger {self.path!r} was created without a key: open it without key="
+            raise LedgerKeyError(problem)
+        if self._key is not None:
+            with self._sql("reading its last row"):
+                last = self._db.execute("SELECT * FROM charges ORDER BY seq DESC LIMIT 1").fetchone()
+            if last is not None and _row_hash(self._key, last[7], *last[:7]) != last[8]:
+                raise LedgerIntegrityError(
+                    f"ledger {self.path!r}: its last row ({last[0]}) does not verify "
+                    f"under the key; run 'privreg audit {self.path} --key-file ...'"
+                )
+
+    def _check_reader_key(self) -> None:
+        self._key_problem = self._key_mismatch()
+
+    @property
+    def chain(self) -> str:
+        """``"sha256"`` or ``"hmac-sha256"`` (ledgers from before keys: ``"sha256"``)."""
+        return str(self.meta.get("chain", CHAIN_SHA256))
+
+    def close(self) -> None:
+        db: sqlite3.Connection | None = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+        if self._queue is not None:
+            self._queue.close()
+            self._queue = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.readonly:
+            raise LedgerError(f"ledger {self.path!r} was opened read-only; open it with Ledger(path) to write")
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """This writer's turn: first come, first served among all writers of the ledger.
+
+        :meth:`try_append` and :meth:`transaction` take it themselves. Hold it yourself
+        across a catch-up and retry, so that others cannot append in between::
+
+            row = ledger.try_append(charge, expected_seq=seen)  # fast path, short turn
+            if row is None:
+                with ledger.turn():          # writers behind us wait; readers do not
+                    seen = catch_up()        # read the new rows, re-check the budget
+                    row = ledger.try_append(charge, expected_seq=seen)  # cannot conflict
+                                             # (unless a writer bypasses the queue)
+
+        Re-entrant within a thread; threads sharing this Ledger take turns through a lock.
+        Raises LedgerBusyError after ``busy_timeout`` seconds of waiting.
+        """
+        self._writable()
+        if not self._thread_lock.acquire(timeout=self.busy_timeout):
+            raise self._busy("another thread of this process holds its turn")
+        try:
+            if self._turn_depth == 0 and self.path != ":memory:":
+                self._enter_queue()
+            self._turn_depth += 1
+            self._turn_owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._turn_depth -= 1
+                if self._turn_depth == 0:
+                    self._turn_owner = None
+                    if self._ticket is not None:
+                        cast(WriterQueue, self._queue).leave(self._ticket)  # a ticket comes from the queue
+                        self._ticket = None
+        finally:
+            self._thread_lock.release()
+
+    def _in_my_transaction(self) -> bool:
+        """Whether this thread is inside :meth:`transaction` (the connection is shared
+        between threads, so ``in_transaction`` alone could be another thread's)."""
+        return self._turn_owner == threading.get_ident() and self._db.in_transaction
+
+    def _busy(self, why: str) -> LedgerBusyError:
+        return LedgerBusyError(
+            f"ledger {self.path!r}: waited more than {self.busy_timeout:g} s for the write lock ({why}); "
+            f"retry later, pass a larger busy_timeout, or find the process that holds it "
+            f"(e.g. fuser {self.path} {self.path}-lock)"
+        )
+
+    def _enter_queue(self) -> None:
+        try:
+            if self._queue is None:
+                self._queue = open_queue(self.path)
+            if self._queue is not None:
+                self._ticket = self._queue.enter(time.monotonic() + self.busy_timeout)
+        except QueueTimeout as exc:
+            raise self._busy(f"other writers are ahead in line: {exc}") from None
+        except OSError as exc:
+            raise LedgerError(
+                f"ledger {self.path!r}: cannot use its writer queue {self.path}-lock ({exc}); "
+                f"writers need the ledger's directory to be writable"
+            ) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An IMMEDIATE transaction in this writer's turn: the caller holds the write lock
+        until it ends. Keep it short; readers never wait for it."""
+        with self.turn():
+            with self._sql("taking the write lock"):
+                self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                if self._db.in_transaction:
+                    with self._sql("rolling back"):
+                        self._db.execute("ROLLBACK")
+                raise
+            try:
+                with self._sql("committing"):
+                    self._db.execute("COMMIT")
+            except LedgerError:
+                if self._db.in_transaction:  # the commit failed: release the lock, keep its error
+                    with self._sql("rolling back"):
+                        self._db.execute("ROLLBACK")
+                raise
+
+    def try_append(self, charge: Charge, *, expected_seq: int) -> LedgerRow | None:
+        """Append ``charge`` if the ledger's head is still row ``expected_seq``, in one
+        short IMMEDIATE transaction; return the new row. Return None, appending nothing,
+        if other writers appended since (catch up with ``rows(after=expected_seq)`` and
+        retry, holding :meth:`turn` to keep your place). Raises LedgerBusyError after
+        ``busy_timeout`` seconds of waiting."""
+        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
+            raise PrivregValueError(
+                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
+            )
+        self._writable()
+        if self._in_my_transaction():  # called inside transaction(): the lock is ours already
+            return self.append(charge) if self.head()[0] == expected_seq else None
+        with self.transaction():
+            if self.head()[0] != expected_seq:
+                return None  # the transaction ends without writing: nothing to roll back
+            return self.append(charge)
+
+    def genesis(self) -> str:
+        """The prev_hash of the first row: a hash of the metadata."""
+        return self._genesis
+
+    def head(self) -> tuple[int, str]:
+        """(seq, hash) of the last row; (0, genesis) when empty. O(log n)."""
+        with self._sql("reading its head"):
+            row = self._db.execute("SELECT seq, hash FROM charges ORDER BY seq DESC LIMIT 1").fetchone()
+        return (0, self.genesis()) if row is None else (int(row[0]), str(row[1]))
+
+    def append(self, charge: Charge) -> LedgerRow:
+        """Append a charge inside :meth:`transaction` (so the check that preceded it and
+        the append are one atomic step)."""
+        self._writable()
+        if not self._in_my_transaction():
+            raise LedgerError(
+                f"ledger {self.path!r}: append() must run inside transaction(); use try_append() on its own"
+            )
+        seq, prev = self.head()
+        fields = (
+            float(charge.timestamp),
+            charge.mechanism,
+            _dumps(jsonable(charge.parameters)),
+            charge.event.to_json(),
+            charge.label,
+            _dumps(jsonable(charge.randomness)),
+        )
+        digest = _row_hash(self._key, prev, seq + 1, *fields)
+        with self._sql("appending a charge"):
+            self._db.execute("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, *fields, prev, digest))
+        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
+
+    # -- reading and verifying ------------------------------------------------------------
+
+    def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
+        """Rows with seq > ``after``, in order: O(log n + new rows). With ``verify``, a
+        broken chain raises (a keyed ledger needs its key to verify)."""
+        with self._sql("reading rows"):
+            raw = self._db.execute("SELECT * FROM charges WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+            if verify:
+                if self._key_problem is not None:
+                    raise LedgerIntegrityError(f"{self._key_problem} (or read with verify=False)")
+                prev = self.genesis() if after == 0 else self._hash_at(after)
+                problems = self._check(raw, prev, after, self._key, contents=True)
+                if problems:
+                    raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
+        return [self._decode(r) for r in raw]
+
+    def replay(self, accountant: Accountant) -> Accountant:
+        """Compose every charged event, in order, into ``accountant`` (after verifying the
+        chain); returns it. Raises UnsupportedEventError if it cannot take some event."""
+        for row in self.rows():
+            accountant.compose(row.charge.event)
+        return accountant
+
+    def _hash_at(self, seq: int) -> str:
+        row = self._db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()
+        if row is None:
+            raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} is missing")
+        return str(row[0])
+
+    @staticmethod
+    def _check(raw: list[tuple[Any, ...]], prev: str, after: int, key: bytes | None, *, contents: bool) -> list[str]:
+        problems = []
+        expected_seq = after
+        for seq, ts, mech, params, event, label, rnd, prev_hash, digest in raw:
+            expected_seq += 1
+            if seq != expected_seq:
+                problems.append(f"row {expected_seq} is missing (next row is {seq})")
+                expected_seq = seq
+            if prev_hash != prev:
+                problems.append(f"row {seq}: prev_hash does not match the previous row's hash")
+            if contents and _row_hash(key, prev_hash, seq, ts, mech, params, event, label, rnd) != digest:
+                problems.append(f"row {seq}: contents do not match its hash (edited)")
+            prev = digest
+        return problems
+
+    def verify(self, expect_head: str | None = None) -> list[str]:
+        """Every integrity problem found (empty list: the chain is intact and, if given,
+        ``expect_head`` -- ``"SEQ:HASH"`` or the hash alone, an earlier :func:`format_head`
+        of this ledger -- is still in it at its row). Reads the whole table."""
+        anchor = parse_head(expect_head) if expect_head is not None else None
+        problems = [self._key_problem] if self._key_problem is not None else []
+        contents = self._key_problem is None
+        with self._sql("verifying"):
+            raw = self._db.execute("SELECT * FROM charges ORDER BY seq").fetchall()
+            problems += self._check(raw, self.genesis(), 0, self._key, contents=contents)
+            if anchor is not None:
+                problems += self._anchor_problems(*anchor)
+        return problems
+
+    def _anchor_problems(self, seq: int | None, digest: str) -> list[str]:
+        head_seq, head_hash = self.head()
+        if digest == self.genesis():
+            found: int | None = 0
+        else:
+            row = self._db.execute("SELECT seq FROM charges WHERE hash = ?", (digest,)).fetchone()
+            found = None if row is None else int(row[0])
+        shown = format_head((seq, digest[:16] + "...")) if seq is not None else digest[:16] + "..."
+        if found is not None:
+            if seq is None or seq == found:
+                return []  # the anchored row is still there; later rows were appended since
+            return [f"expected head {shown}: that hash is now row {found}: the chain was rewritten"]
+        if seq is not None and seq > head_seq:
+            return [
+                f"expected head {shown} is gone: rows after {head_seq} were removed (the ledger "
+                f"now ends at row {head_seq}; truncated or rolled back)"
+            ]
+        if seq is not None:
+            return [
+                f"expected head {shown}: row {seq} now has hash {self._hash_at(seq)[:16]}...: "
+                f"the chain was rewritten at or before row {seq}"
+            ]
+        return [
+            f"expected head {shown} is not in the chain (which ends at row {head_seq}, "
+            f"{head_hash[:16]}...): rows were removed or the chain was rewritten"
+        ]
+
+    def _decode(self, r: tuple[Any, ...]) -> LedgerRow:
+        seq, ts, mech, params, event, label, rnd, prev_hash, digest = r
+        try:
+            charge = Charge(
+                timestamp=ts,
+                mechanism=mech,
+                parameters=json.loads(params),
+                event=event_from_json(event),
+                label=label,
+                randomness=json.loads(rnd),
+            )
+        except (ValueError, TypeError) as exc:
+            raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} cannot be decoded: {exc}") from exc
+        return LedgerRow(seq=seq, charge=charge, prev_hash=prev_hash, hash=digest)

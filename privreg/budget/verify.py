@@ -1,0 +1,422 @@
+"""Verification of a privacy ledger (``privreg ledger verify``; ``privreg audit LEDGER`` is
+an alias): what was released, under which rule the session was kept,
+what it cost, what remains, and anything wrong (broken hash chain, a release the rule
+should have refused -- even where a non-adaptive bound such as PLD would allow it --,
+non-finite totals, test-only noise)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from privreg.accountant import make_accountant
+from privreg.accountant.blocks import unsupported_reason
+from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
+from privreg.budget.filters import make_filter
+from privreg.budget.ledger import Ledger, LedgerIntegrityError, LedgerRow, format_head
+from privreg.budget.session import DEFAULT_FILTERS
+from privreg.core import validation as v
+from privreg.core.errors import PrivregError, UnsupportedEventError
+from privreg.core.events import Composed, PrivacyEvent, event_from_dict
+from privreg.core.files import atomic_write
+
+__all__ = ["AuditReport", "audit_ledger", "verify_ledger", "format_report", "plot_report", "RUN_KEY", "run_summaries"]
+
+#: The parameter under which ``privreg run`` records, in each charge, the run that made it:
+#: ``{"id", "workflow", "started", "output"}`` (the audit lists the runs of a ledger).
+RUN_KEY = "privreg.run"
+
+
+def _seq_ranges(seqs: Sequence[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3, 5"``."""
+    parts: list[str] = []
+    start = prev = seqs[0]
+    for s in [*seqs[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(parts)
+
+
+def run_summaries(rows: Sequence[LedgerRow]) -> list[dict[str, Any]]:
+    """The runs recorded in ``rows`` (under :data:`RUN_KEY`), in the order of their first
+    release: id, workflow, started, output, releases and ``seqs`` (their rows, as ranges)."""
+    runs: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        run = row.charge.parameters.get(RUN_KEY)
+        if not isinstance(run, dict):
+            continue
+        key = str(run.get("id", "?"))
+        entry = runs.setdefault(
+            key,
+            {
+                "id": key,
+                "workflow": str(run.get("workflow", "?")),
+                "started": str(run.get("started", "?")),
+                "output": str(run.get("output", "?")),
+                "releases": [],
+            },
+        )
+        entry["releases"].append(row.seq)
+    for entry in runs.values():
+        entry["seqs"] = _seq_ranges(entry["releases"])
+    return list(runs.values())
+
+
+@attrs.frozen(kw_only=True)
+class AuditReport:
+    """Everything ``privreg audit`` prints.
+
+    ``rule`` says which rule kept the session. ``cumulative[name][i]`` is the epsilon after
+    release i+1 under filter ``name`` of that rule; ``best[i]`` the smallest of them (a
+    plan ledger: the plan's non-adaptive bound). ``nonadaptive`` holds each accountant's
+    total over all releases as if they had been fixed in advance -- for information,
+    valid only for such a sequence.
+
+    One word for an accountant or filter that cannot price some event: *unsupported*.
+    Its value is None (JSON null; from that release on for a filter, and ``best`` once
+    every filter of the rule is), printed as ``unsupported (REASON)``, and
+    ``unsupported["rule"][name]`` / ``unsupported["nonadaptive"][name]`` hold the reason.
+    ``inf`` is only ever an infinite bound (e.g. a delta share used up).
+    """
+
+    path: str
+    budget_epsilon: float
+    budget_delta: float
+    neighbouring: str
+    rule: str
+    rows: tuple[LedgerRow, ...]
+    cumulative: dict[str, list[float | None]]
+    best: list[float | None]
+    nonadaptive: dict[str, float | None]
+    integrity: tuple[str, ...]
+    flags: tuple[str, ...]
+    head: str = ""  # "SEQ:HASH" of the last row: keep it elsewhere, pass it as expect_head
+    unsupported: dict[str, dict[str, str]] = attrs.field(factory=lambda: {"rule": {}, "nonadaptive": {}})
+
+    @property
+    def spent(self) -> float | None:
+        """Epsilon spent under the rule (None: unsupported)."""
+        return self.best[-1] if self.best else 0.0
+
+    @property
+    def remaining(self) -> float | None:
+        spent = self.spent
+        return None if spent is None else self.budget_epsilon - spent
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ledger": self.path,
+            "budget": {"epsilon": self.budget_epsilon, "delta": self.budget_delta},
+            "neighbouring": self.neighbouring,
+            "rule": self.rule,
+            "releases": [
+                {
+                    "seq": r.seq,
+                    "time": r.charge.timestamp,
+                    "label": r.charge.label,
+                    "mechanism": r.charge.mechanism,
+                    "event": r.charge.event.to_dict(),
+                    "randomness": dict(r.charge.randomness),
+                }
+                for r in self.rows
+            ],
+            "cumulative_epsilon": {k: [_finite(x) for x in xs] for k, xs in self.cumulative.items()},
+            "nonadaptive_epsilon": {k: _finite(x) for k, x in self.nonadaptive.items()},
+            "spent_epsilon": _finite(self.spent),
+            "remaining_epsilon": _finite(self.remaining),
+            "unsupported": {k: dict(reasons) for k, reasons in self.unsupported.items()},
+            "runs": run_summaries(self.rows),
+            "integrity_problems": list(self.integrity),
+            "flags": list(self.flags),
+            "head": self.head,
+        }
+
+
+def _finite(x: float | None) -> float | str | None:
+    """JSON has no inf: an infinite bound as the string ``"inf"`` (``"-inf"``); None
+    (unsupported) as null."""
+    return x if x is None or math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _rule_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """The ledger's rule; a format-1 ledger (kept by the old hindsight rule) is re-checked
+    under the default filters with its event_delta."""
+    if meta.get("format", 1) == 1:
+        return {
+            "kind": "filters",
+            "filters": list(DEFAULT_FILTERS),
+            "event_delta": meta.get("event_delta"),
+            "legacy": True,
+        }
+    rule = meta.get("rule")
+    if not isinstance(rule, dict) or rule.get("kind") not in ("filters", "plan"):
+        raise PrivregError(f"the ledger's rule {rule!r} is not a privreg rule (filters or plan)")
+    return dict(rule)
+
+
+def _nonadaptive(
+    events: list[PrivacyEvent], delta: float, neighbouring: str, event_delta: float | None
+) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Each accountant's total (None: unsupported) and why it is unsupported."""
+    out: dict[str, float | None] = {}
+    why: dict[str, str] = {}
+    block = Composed(events=tuple(events)) if events else None
+    for name in DEFAULT_ACCOUNTANTS:
+        acc = make_accountant(name, **accountant_options(name, event_delta=event_delta, neighbouring=neighbouring))
+        if block is None:
+            out[name] = 0.0
+            continue
+        try:
+            out[name] = acc.compose(block).epsilon(delta)
+        except UnsupportedEventError as exc:
+            out[name], why[name] = None, unsupported_reason(exc, block)
+    return out, why
+
+
+def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes | None = None) -> AuditReport:
+    """Re-account a ledger from scratch under the rule that kept it, and flag what that
+    rule should have refused, non-finite totals, test-only noise and a broken chain. The
+    ledger is opened read-only (nothing in it is created or changed, no lock is taken);
+    ``expect_head`` is an earlier report's ``head`` (see :meth:`Ledger.verify`), ``key`` a
+    keyed ledger's key."""
+    ledger = Ledger.open_readonly(path, key=key)
+    try:
+        meta = ledger.meta
+        try:
+            eps_budget, delta = float(meta["budget"]["epsilon"]), float(meta["budget"]["delta"])
+            neighbouring = v.check_relation(
+                "neighbouring", meta["budget"].get("neighbouring", meta.get("neighbouring", "add_remove"))
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PrivregError(
+                f"ledger {str(path)!r}: its budget {meta.get('budget')!r} is not "
+                f"{{'epsilon': ..., 'delta': ...}} ({exc!r})"
+            ) from exc
+        integrity = tuple(ledger.verify(expect_head=expect_head))
+        head = format_head(ledger.head())
+        try:
+            rows = tuple(ledger.rows(verify=False))
+        except LedgerIntegrityError as exc:
+            return AuditReport(
+                path=str(path),
+                budget_epsilon=eps_budget,
+                budget_delta=delta,
+                neighbouring=neighbouring,
+                rule="unknown (the ledger cannot be decoded)",
+                rows=(),
+                cumulative={},
+                best=[],
+                nonadaptive={},
+                integrity=integrity + (str(exc),),
+                flags=(str(exc),),
+                head=head,
+            )
+    finally:
+        ledger.close()
+
+    rule = _rule_of(meta)
+    event_delta = rule.get("event_delta")
+    events = [r.charge.event for r in rows]
+    flags = [f"hash chain: {p}" for p in integrity]
+    nonadaptive, nonadaptive_why = _nonadaptive(events, delta, neighbouring, event_delta)
+    unsupported: dict[str, dict[str, str]] = {"rule": {}, "nonadaptive": nonadaptive_why}
+    cumulative: dict[str, list[float | None]] = {}
+    best: list[float | None]
+    if rule["kind"] == "plan":
+        plan = [event_from_dict(d) for d in rule["plan"]]
+        found, name = plan_bound(plan, delta=delta, neighbouring=neighbouring, event_delta=event_delta)
+        bound = None if plan and name == "none" else found
+        if bound is None:
+            unsupported["rule"]["plan"] = "no non-adaptive accountant supports every event of the plan"
+        text = (
+            f"declared plan of {len(plan)} release(s), non-adaptive bound epsilon "
+            f"{_fmt(bound, unsupported['rule'].get('plan', ''))}"
+            + (f" by {name}" if bound is not None else "")
+            + " (valid because every release was fixed in advance)"
+        )
+        best = [bound] * len(rows)
+        for i, row in enumerate(rows):
+            if i >= len(plan) or row.charge.event != plan[i]:
+                flags.append(
+                    f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) is not release "
+                    f"#{i + 1} of the declared plan: the session should have refused it"
+                )
+                best[i:] = [math.inf] * (len(rows) - i)
+                break
+        if rows and bound is None:
+            flags.append(f"the declared plan is unsupported ({unsupported['rule']['plan']})")
+        elif rows and bound is not None and not bound <= eps_budget:
+            flags.append(f"the declared plan costs epsilon {_fmt(bound)} > budget {eps_budget:g}")
+    else:
+        names = rule["filters"]
+        share = delta / len(names)
+        filters = [
+            make_filter(n, epsilon=eps_budget, delta=share, neighbouring=neighbouring, event_delta=event_delta)
+            for n in names
+        ]
+        text = f"fully adaptive filters, delta split evenly ({share:g} each): " + ", ".join(
+            f.describe() for f in filters
+        )
+        if rule.get("legacy"):
+            text += (
+                "; this format-1 ledger was kept by the old rule (the best non-adaptive bound in "
+                "hindsight), which is not valid under adaptive use: re-checked here"
+            )
+        cumulative = {f.name: [] for f in filters}
+        best = []
+        for row in rows:
+            for f in filters:
+                f.add(row.charge.event)
+                cumulative[f.name].append(None if f.dead else f.spent())
+            alive = [f.spent() for f in filters if not f.dead]
+            best.append(min(alive) if alive else None)
+        unsupported["rule"] = {f.name: f.dead for f in filters if f.dead}
+        for i, row in enumerate(rows):
+            now = best[i]
+            if now is None or now > eps_budget:
+                what = row.charge.label or row.charge.mechanism
+                finite = [x for x in nonadaptive.values() if x is not None and math.isfinite(x)]
+                pld_note = ""
+                if i == len(rows) - 1 and finite and min(finite) <= eps_budget:
+                    pld_note = (
+                        f" (a non-adaptive bound, {_fmt(min(finite))}, would allow it, but only for a "
+                        f"sequence fixed in advance)"
+                    )
+                if now is None:
+                    flags.append(
+                        f"release #{row.seq} ({what}): every filter of the rule is unsupported for the "
+                        f"releases up to it: the budget should have refused it{pld_note}"
+                    )
+                elif math.isfinite(now):
+                    flags.append(
+                        f"release #{row.seq} ({what}) brought epsilon to {now:.6g} > budget "
+                        f"{eps_budget:g} under every filter of the rule: the budget should have "
+                        f"refused it{pld_note}"
+                    )
+                else:
+                    flags.append(
+                        f"release #{row.seq} ({what}): no filter of the rule can vouch for the releases "
+                        f"up to it (total inf): the budget should have refused it{pld_note}"
+                    )
+    for name, total in nonadaptive.items():
+        if total is not None and math.isnan(total):
+            flags.append(f"accountant {name}: total is NaN")
+    for row in rows:
+        if row.charge.randomness.get("reproducible"):
+            flags.append(
+                f"release #{row.seq} ({row.charge.label or row.charge.mechanism}) used "
+                f"reproducible test-only randomness: it has no privacy"
+            )
+    return AuditReport(
+        path=str(path),
+        budget_epsilon=eps_budget,
+        budget_delta=delta,
+        neighbouring=neighbouring,
+        rule=text,
+        rows=rows,
+        cumulative=cumulative,
+        best=best,
+        nonadaptive=nonadaptive,
+        integrity=integrity,
+        flags=tuple(flags),
+        head=head,
+        unsupported=unsupported,
+    )
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _fmt(x: float | None, why: str = "") -> str:
+    """An epsilon as printed: ``unsupported (WHY)`` for None, ``inf``/``-inf`` for an
+    infinite bound."""
+    if x is None:
+        return f"unsupported ({why})" if why else "unsupported"
+    return f"{x:.6g}"
+
+
+def format_report(report: AuditReport) -> str:
+    """The plain-text audit."""
+    out = [
+        f"ledger {report.path}: {len(report.rows)} release(s); budget epsilon = "
+        f"{report.budget_epsilon:g}, delta = {report.budget_delta:g}, neighbours: {report.neighbouring}",
+        f"rule: {report.rule}",
+        "",
+    ]
+    releases = [("#", "time (UTC)", "label", "mechanism", "event")]
+    for r in report.rows:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
+        releases.append((str(r.seq), stamp, r.charge.label or "-", r.charge.mechanism, r.charge.event.to_json()))
+    out += [_table(releases) if report.rows else "(no releases)", ""]
+    runs = run_summaries(report.rows)
+    if runs:
+        table = [("run", "workflow", "started (UTC)", "releases", "output folder")]
+        table += [(r["id"], r["workflow"], r["started"], r["seqs"], r["output"]) for r in runs]
+        out += [f"{len(runs)} run(s) under this budget:", _table(table), ""]
+    if report.cumulative:
+        totals = [("filter", f"epsilon at its share of delta={report.budget_delta:g}")]
+        for name, series in report.cumulative.items():
+            last = series[-1] if series else 0.0
+            totals.append((name, _fmt(last, report.unsupported["rule"].get(name, ""))))
+        out += [_table(totals), ""]
+    info = [("non-adaptive accountant", f"epsilon at delta={report.budget_delta:g} (valid only if fixed in advance)")]
+    for name, total in report.nonadaptive.items():
+        info.append((name, _fmt(total, report.unsupported["nonadaptive"].get(name, ""))))
+    out += [_table(info), "", f"spent (under the rule): {_fmt(report.spent)}   remaining: {_fmt(report.remaining)}", ""]
+    out += ["flags:"] + [f"  ! {f}" for f in report.flags] if report.flags else ["flags: none"]
+    if report.head:
+        out += ["", f"head: {report.head}  (keep this elsewhere; pass it as --expect-head next time)"]
+    return "\n".join(out)
+
+
+_PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
+def plot_report(report: AuditReport, path: str | Path) -> Path:
+    """Cumulative epsilon per accountant against release index, as a PNG (or PDF, SVG,
+    JPEG by the suffix of ``path``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PrivregError("plotting needs matplotlib: pip install 'privreg[plot]'") from None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = list(range(1, len(report.rows) + 1))
+    for name, series in (report.cumulative or {"rule": list(report.best)}).items():
+        pts = [(i, y) for i, y in zip(x, series) if y is not None and math.isfinite(y)]
+        if pts:
+            ax.plot(*zip(*pts), marker=".", label=name)
+    ax.axhline(report.budget_epsilon, color="black", linestyle="--", label="budget")
+    ax.set_xlabel("release")
+    ax.set_ylabel(f"cumulative epsilon at delta={report.budget_delta:g}")
+    ax.legend()
+    fig.tight_layout()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    try:  # written atomically: never a half-written image
+        with atomic_write(path, "--plot file", mode="wb") as fh:
+            fig.savefig(fh, dpi=120, format=suffix if suffix in _PLOT_FORMATS else "png")
+    finally:
+        plt.close(fig)
+    return Path(path)
+
+
+def report_json(report: AuditReport) -> str:
+    return json.dumps(report.to_json(), indent=2, sort_keys=True)
+
+
+#: The former name of :func:`verify_ledger` ("audit" now means the empirical auditor only).
+audit_ledger = verify_ledger
