@@ -63,7 +63,7 @@ def main(path: str | None = None) -> None:
         chosen = pick.release(job_counts.astype(float), charger=session, label="top occupation").output
         print(f"top occupation:    true {jobs[np.argmax(job_counts)]}   private {jobs[chosen]}")
 
-        print(f"\nremaining epsilon: {session.remaining():.4f}")
+        print(f"\nremaining epsilon: {session.remaining().epsilon:.4f}")
         try:  # a count at epsilon 1 cannot fit in what remains
             reg.get("laplace").create(epsilon=1.0, sensitivity=1.0).release(float(n), charger=session, label="one more")
         except privreg.BudgetExceededError as exc:

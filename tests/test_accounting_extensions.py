@@ -194,4 +194,4 @@ def test_session_refuses_a_release_no_filter_can_price(coin):
     session = BudgetSession(budget=PrivacyBudget(epsilon=10.0), filters=("basic",))
     with pytest.raises(privreg.BudgetExceededError, match="cannot account for 'test_ext_coin'"):
         session.charge(coin(epsilon=1.0), mechanism="coin", parameters={})
-    assert session.ledger.head()[0] == 0 and session.remaining() == 10.0
+    assert session.ledger.head()[0] == 0 and session.remaining().epsilon == 10.0

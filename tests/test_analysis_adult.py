@@ -75,7 +75,7 @@ def test_four_statistics_under_one_budget(make):
     assert set(out["histogram"].value) == set(EDUCATION)
     assert out["median"].mechanism == "exponential-quantile" and 17 <= out["median"].value <= 90
     assert abs(out["median"].value - df.age.median()) <= 3
-    assert session.spent()["basic"] <= 1.0
+    assert session.spent().by_filter["basic"] <= 1.0
     n_rows = len(session.ledger.rows())
     with pytest.raises(BudgetExceededError):
         q.count(epsilon=0.01).release()

@@ -49,7 +49,7 @@ def test_refused_release_draws_no_noise_and_charges_nothing(tmp_path):
         mech.release(1.0, charger=s, rng=rng)
     assert rng.draws == 0
     assert s.ledger.head()[0] == 2
-    assert s.remaining() == pytest.approx(0.2)
+    assert s.remaining().epsilon == pytest.approx(0.2)
     assert s.can_afford(Laplace(scale=5.0)) and not s.can_afford(Laplace(scale=4.0))
     assert s.ledger.head()[0] == 2, "can_afford is a dry run"
 
@@ -60,8 +60,10 @@ def test_best_accountant_is_used(tmp_path):
     for _ in range(50):
         s.charge(Gaussian(sigma=10.0), mechanism="g", parameters={})
     spent = s.spent()
-    assert "basic" not in spent and spent["gdp"] <= spent["rdp"]
-    assert s.remaining() == pytest.approx(4.0 - min(spent.values()))
+    assert spent.by_filter["basic"] is None and "gaussian" in spent.unsupported["basic"]
+    assert spent.by_filter["gdp"] <= spent.by_filter["rdp"]
+    assert spent.filter == "gdp" and spent.epsilon == spent.by_filter["gdp"]
+    assert s.remaining().epsilon == pytest.approx(4.0 - spent.by_filter["gdp"])
 
 
 def test_event_no_accountant_supports_is_refused(tmp_path):
@@ -84,7 +86,7 @@ def test_reopen_keeps_the_spend_and_refuses_other_settings(tmp_path):
     s.charge(PureDP(epsilon=0.75), mechanism="m", parameters={})
     s.close()
     again = BudgetSession.open(tmp_path / "l.sqlite")
-    assert again.remaining() == pytest.approx(0.25)
+    assert again.remaining().epsilon == pytest.approx(0.25)
     with pytest.raises(BudgetExceededError):
         again.charge(PureDP(epsilon=0.5), mechanism="m", parameters={})
     with pytest.raises(PrivregValueError, match="was created with budget"):
@@ -146,7 +148,7 @@ def test_kill_during_release_leaves_the_charge_and_an_intact_chain(tmp_path):
     reopened = BudgetSession.open(tmp_path / "l.sqlite")
     assert reopened.ledger.verify() == []
     assert [r.charge.label for r in reopened.ledger.rows()] == ["stuck"]
-    assert reopened.remaining() == pytest.approx(0.5)
+    assert reopened.remaining().epsilon == pytest.approx(0.5)
 
 
 @pytest.mark.slow
@@ -166,7 +168,7 @@ def test_kill_at_random_points_never_corrupts_the_ledger(tmp_path):
         seen = len(rows)
         ledger.close()
     assert seen > 0
-    assert BudgetSession.open(tmp_path / "l.sqlite").remaining() == pytest.approx(1 - seen * 1e-6)
+    assert BudgetSession.open(tmp_path / "l.sqlite").remaining().epsilon == pytest.approx(1 - seen * 1e-6)
 
 
 def test_tampered_ledger_is_detected(tmp_path):

@@ -342,7 +342,7 @@ def test_demo_step_runs_within_a_budget_session():
     budget = PrivacyBudget(epsilon=10.0, delta=1e-6, neighbouring="replace_one")  # shuffled local reports
     with BudgetSession(budget=budget, filters=("basic",), event_delta=1e-7) as session:
         text = step.run(WorkflowContext(charger=session, rng=seeded(2)))
-        spent = 10.0 - session.remaining()
+        spent = 10.0 - session.remaining().epsilon
         assert 0 < spent < 1.0 and f"eps' = {spent:.3f}" in text  # shuffled eps0 = 5 reports
     assert "Discovered" in text and "0.3075" in text
 

@@ -58,7 +58,7 @@ def test_central_epsilon_reported_by_the_workflow_is_the_accountants():
         budget=PrivacyBudget(epsilon=3.0, delta=1e-6, neighbouring="replace_one"), filters=("basic",), event_delta=1e-6
     ) as session:
         again = item.run(WorkflowContext(charger=session, rng=seeded(4)), params)
-        assert session.spent()["basic"] == again.metrics["central_epsilon"] == reported
+        assert session.spent().by_filter["basic"] == again.metrics["central_epsilon"] == reported
 
 
 def test_production_configuration_gets_the_papers_central_epsilon_from_the_accountant():

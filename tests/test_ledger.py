@@ -313,7 +313,7 @@ def rewrite(path, seq, epsilon, key=None):
     rows = db.execute("SELECT * FROM charges WHERE seq >= ? ORDER BY seq", (seq,)).fetchall()
     prev = rows[0][7]
     for r in rows:
-        digest = _row_hash(key, prev, *r[:7])
+        digest = _row_hash(key, prev, *r[:7], *r[9:])
         db.execute("UPDATE charges SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, digest, r[0]))
         prev = digest
     db.commit()

@@ -110,7 +110,7 @@ def test_local_reports_need_a_replace_one_budget():
     with BudgetSession(budget=PrivacyBudget(epsilon=5.0, neighbouring="replace_one")) as s:
         s.charge(LocalDP(epsilon0=1.0), mechanism="rr", parameters={})
         s.charge(Laplace(scale=2.0), mechanism="laplace", parameters={})  # add/remove: doubled
-        assert s.spent()["basic"] == pytest.approx(2.0)
+        assert s.spent().by_filter["basic"] == pytest.approx(2.0)
 
 
 def test_relation_is_validated_and_round_trips():

@@ -261,11 +261,11 @@ def test_a_smooth_release_is_a_replace_one_guarantee_and_budgets_treat_it_so() -
     add_remove = BudgetSession(budget=PrivacyBudget(epsilon=10.0, delta=1e-3), ledger=":memory:")
     with pytest.raises(BudgetExceededError):
         _median_mech().release(data, charger=add_remove, rng=InsecureReproducibleRandom(seed=1))
-    assert add_remove.remaining() == 10.0  # nothing charged
+    assert add_remove.remaining().epsilon == 10.0  # nothing charged
     replace = BudgetSession(
         budget=PrivacyBudget(epsilon=1.0, delta=1e-6, neighbouring="replace_one"),
         ledger=":memory:",
         filters=("basic",),
     )
     _median_mech().release(data, charger=replace, rng=InsecureReproducibleRandom(seed=1))
-    assert replace.spent()["basic"] == pytest.approx(1.0)
+    assert replace.spent().by_filter["basic"] == pytest.approx(1.0)

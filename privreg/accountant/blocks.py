@@ -17,7 +17,7 @@ from privreg.accountant.rdp import RDPAccountant
 from privreg.accountant.relations import relate
 from privreg.accountant.zcdp import ZCDPAccountant
 from privreg.core.errors import UnsupportedEventError
-from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
+from privreg.core.events import ApproxDP, PrivacyEvent
 
 __all__ = ["block_pair", "unsupported_reason"]
 
@@ -39,8 +39,9 @@ def block_pair(
     event: PrivacyEvent, *, event_delta: float | None, neighbouring: str, left: float | None = None
 ) -> tuple[float, float] | None:
     """One (eps, delta) pair for a single charged event taken as one mechanism: pure
-    blocks by basic composition; otherwise the smallest epsilon any non-adaptive
-    accountant proves for the whole block at ``event_delta`` plus the deltas its
+    blocks by basic composition; otherwise (a curve event such as a Gaussian, or a block)
+    the smallest epsilon any non-adaptive accountant proves for the whole event at
+    ``event_delta`` plus the deltas its
     (eps, delta) leaves declare, but at no more than ``left`` (the delta its filter has
     left), so that a block calibrated to the whole remaining delta -- as a workflow's
     plan under its own budget is -- still fits. Valid: the block's parameters, and so
@@ -51,9 +52,9 @@ def block_pair(
     best: tuple[float, float] | None = None
     if basic.supports(event):
         best = basic.compose(event).total
-        if best[1] == 0.0 or not isinstance(event, (Composed, SelfComposed)):
+        if best[1] == 0.0 or isinstance(event, ApproxDP):  # an (eps, delta) release is its own pair
             return best
-    if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
+    if event_delta is None:
         return best
     at = min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
     if left is not None and 0.0 < left < at:

@@ -121,6 +121,7 @@ class _Described:
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
         self.charger.charge(
             event,
@@ -128,6 +129,7 @@ class _Described:
             parameters={**parameters, "analysis": dict(self.analysis)},
             label=label,
             randomness=randomness,
+            **({} if stated is None else {"stated": stated}),
         )
 
 

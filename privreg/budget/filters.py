@@ -33,19 +33,28 @@ charged, so a ``Composed`` or ``SelfComposed`` block may be priced as a single m
 The ``basic`` and ``advanced`` filters price a block that is not purely eps-DP at its
 tightest non-adaptive (eps, event_delta) point (PLD, RDP, GDP, zCDP); the others add its
 leaves, which is exact in their currency.
+
+**Price once** (what a ledger stores): a filter's state is a few running sums, and each
+release moves them by an *increment* -- its price -- computed once, when the release is
+decided, from the event, the guarantee the caller stated and the state before it (the
+``basic`` and ``advanced`` filters price a block at no more than the delta they have left
+then). The ledger stores every filter's price with the row; reopening, catching up and a
+second process replay those stored prices with the same float operations in the same
+order, so every reader holds bit for bit the state the live session held and takes the
+same decisions. Verification re-derives each price from the rows before it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from privreg.accountant.base import Accountant
-from privreg.accountant.basic import BasicAccountant
 from privreg.accountant.blocks import block_pair, unsupported_reason
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.gdp import GDPAccountant
@@ -53,9 +62,17 @@ from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError, UnsupportedEventError
-from privreg.core.events import PrivacyEvent
+from privreg.core.events import ApproxDP, PrivacyEvent
 
-__all__ = ["Filter", "FILTERS", "FILTER_ORDERS", "make_filter", "block_pair", "unsupported_reason"]
+__all__ = [
+    "Filter",
+    "FILTERS",
+    "FILTER_ORDERS",
+    "Price",
+    "make_filter",
+    "price_to_json",
+    "price_from_json",
+]
 
 
 def _nearest_orders(targets: list[float]) -> NDArray[np.int64]:
@@ -64,47 +81,89 @@ def _nearest_orders(targets: list[float]) -> NDArray[np.int64]:
 
 
 _FILTER_ORDER_INDEX = _nearest_orders(
-    [
-        1.25,
-        1.5,
-        1.75,
-        2.0,
-        2.5,
-        3.0,
-        4.0,
-        5.0,
-        6.0,
-        8.0,
-        10.0,
-        12.0,
-        16.0,
-        20.0,
-        24.0,
-        32.0,
-        48.0,
-        64.0,
-        128.0,
-        256.0,
-        512.0,
-        1024.0,
-        4096.0,
-        10000.0,
-    ]
+    [1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0]
+    + [128.0, 256.0, 512.0, 1024.0, 4096.0, 10000.0]
 )
 #: The Rényi orders the ``rdp`` filter may use, fixed before any release (m = 24).
 FILTER_ORDERS = ORDERS[_FILTER_ORDER_INDEX]
+
+#: A filter's price of one release: the increments of its running sums (a tuple of
+#: floats), or the reason it cannot price the release (a str: the filter is dead from
+#: then on).
+Price = tuple[float, ...] | str
+
+
+def price_to_json(price: Price) -> Any:
+    """JSON form of a price: a list of numbers (``"inf"`` for an infinite one) or
+    ``{"unsupported": reason}``."""
+    if isinstance(price, str):
+        return {"unsupported": price}
+    return [x if math.isfinite(x) else ("inf" if x > 0 else "-inf") for x in price]
+
+
+def price_from_json(data: Any) -> Price:
+    """Inverse of :func:`price_to_json` (ValueError on anything else)."""
+    if isinstance(data, dict) and set(data) == {"unsupported"} and isinstance(data["unsupported"], str):
+        return str(data["unsupported"])
+    if not isinstance(data, list):
+        raise ValueError(f"a price is a list of numbers or {{'unsupported': reason}}; got {type(data).__name__}")
+    out = []
+    for x in data:
+        if x in ("inf", "-inf"):
+            out.append(math.inf if x == "inf" else -math.inf)
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            out.append(float(x))
+        else:
+            raise ValueError(f"a price holds numbers only; got {type(x).__name__}")
+    return tuple(out)
+
+
+def _stated_delta(stated: PrivacyEvent | None) -> float | None:
+    """The delta of the (epsilon, delta) guarantee a caller stated for a release, if any."""
+    if isinstance(stated, ApproxDP) and stated.delta > 0:
+        return float(stated.delta)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _pair(
+    event: PrivacyEvent, event_delta: float | None, neighbouring: str, left: float | None
+) -> tuple[float, float] | None:
+    return block_pair(event, event_delta=event_delta, neighbouring=neighbouring, left=left)
+
+
+def _best_pair(
+    event: PrivacyEvent, stated: PrivacyEvent | None, *, event_delta: float | None, neighbouring: str, left: float
+) -> tuple[float, float] | None:
+    """The (eps, delta) point a pair filter charges: at ``event_delta`` or at the delta the
+    caller stated (a Gaussian asked for at (eps, delta) is priced at that point of its
+    curve), whichever fits the ``left`` delta with the smaller epsilon. The point is fixed
+    at charge time from the event and earlier outputs only, as RRUV 2016 filters allow."""
+    candidates = []
+    for at in dict.fromkeys((event_delta, _stated_delta(stated))):
+        if at is None and event_delta is not None:
+            continue
+        pair = _pair(event, at, neighbouring, left)
+        if pair is not None:
+            candidates.append(pair)
+    fitting = [p for p in candidates if p[1] <= left]
+    pool = fitting or candidates
+    return min(pool) if pool else None
 
 
 class Filter(ABC):
     """A privacy filter with budget (``epsilon``, ``delta``) (its share of a session's).
 
-    :meth:`add` folds one charged event into the totals; :meth:`spent` is the epsilon at
-    which the totals sit (inf when the filter cannot vouch). A filter is granted-within
-    when ``spent() <= epsilon``; once it could not price an event it stays dead.
+    Its state is :attr:`sums`, a few running totals. :meth:`price` computes what one
+    release would add (from the state before it); :meth:`apply` adds a price. A filter is
+    granted-within while ``spent() <= epsilon``; once it could not price an event it
+    stays dead (:attr:`dead` says why).
     """
 
     name: ClassVar[str] = ""
     citation: ClassVar[str] = ""
+    #: Number of running sums.
+    width: ClassVar[int] = 1
 
     def __init__(
         self, *, epsilon: float, delta: float, neighbouring: str = "add_remove", event_delta: float | None = None
@@ -114,31 +173,58 @@ class Filter(ABC):
         self.neighbouring = v.check_relation("neighbouring", neighbouring)
         self.event_delta = event_delta
         self.dead = ""  # why this filter can no longer vouch ("" while it can)
+        self.sums: tuple[float, ...] = (0.0,) * self.width
+
+    # -- what a subclass defines ----------------------------------------------------------
 
     @abstractmethod
-    def _add(self, event: PrivacyEvent, count: int) -> None:
-        """Fold ``count`` separate releases of ``event`` into the totals; raise
-        UnsupportedEventError if it cannot."""
+    def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
+        """The increments of :attr:`sums` for one release of ``event``; raise
+        UnsupportedEventError if it cannot price it."""
 
     @abstractmethod
-    def _spent(self) -> float:
-        """Epsilon of the current totals at this filter's delta."""
+    def _spent_of(self, sums: tuple[float, ...]) -> float:
+        """Epsilon of the totals ``sums`` at this filter's delta."""
 
-    def add(self, event: PrivacyEvent, count: int = 1) -> None:
-        """Fold ``count`` separate charges of ``event`` into the totals (a filter that
-        cannot price it is dead from then on)."""
+    def _add(self, sums: tuple[float, ...], inc: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple(a + b for a, b in zip(sums, inc))
+
+    # -- pricing and state ----------------------------------------------------------------
+
+    def price(self, event: PrivacyEvent, stated: PrivacyEvent | None = None) -> Price:
+        """What one release of ``event`` adds now (``stated``: the guarantee the caller
+        asked for, e.g. ``ApproxDP(eps, delta)`` of a Gaussian), or why it cannot be priced."""
+        if self.dead:
+            return self.dead
+        try:
+            inc = tuple(float(x) for x in self._increment(event, stated))
+        except UnsupportedEventError as exc:
+            return unsupported_reason(exc, event)
+        if len(inc) != self.width or any(x != x or x < 0 for x in inc):
+            return f"cannot account for {event.kind!r}: its price is not {self.width} non-negative number(s)"
+        return inc
+
+    def apply(self, price: Price) -> None:
+        """Add a price from :meth:`price` (or as stored in a ledger) to the totals."""
         if self.dead:
             return
-        try:
-            self._add(event, count)
-        except UnsupportedEventError as exc:
-            self.dead = unsupported_reason(exc, event)
+        if isinstance(price, str):
+            self.dead = price
+            return
+        if len(price) != self.width:
+            raise PrivregValueError(f"a {self.name} filter's price has {self.width} number(s); got {len(price)}")
+        self.sums = self._add(self.sums, price)
+
+    def add(self, event: PrivacyEvent, count: int = 1, stated: PrivacyEvent | None = None) -> None:
+        """Price and apply ``count`` separate releases of ``event``, one after another."""
+        for _ in range(v.check_count("count", count)):
+            self.apply(self.price(event, stated))
 
     def spent(self) -> float:
         if self.dead:
             return math.inf
         try:
-            eps = float(self._spent())
+            eps = float(self._spent_of(self.sums))
         except (ArithmeticError, ValueError):
             return math.inf
         return eps if eps == eps else math.inf  # NaN cannot vouch
@@ -148,116 +234,137 @@ class Filter(ABC):
 
     def copy(self) -> Filter:
         new = object.__new__(type(self))
-        for key, value in vars(self).items():
-            setattr(new, key, value.copy() if isinstance(value, Accountant) else value)
+        vars(new).update(vars(self))
         return new
+
+    def state(self) -> dict[str, Any]:
+        """The totals, as a checkpoint stores them."""
+        return {"sums": price_to_json(self.sums), "dead": self.dead}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore totals saved by :meth:`state` (ValueError if malformed)."""
+        sums = price_from_json(state.get("sums"))
+        dead = state.get("dead", "")
+        if isinstance(sums, str) or len(sums) != self.width or not isinstance(dead, str):
+            raise ValueError(f"not a {self.name} filter state")
+        self.sums, self.dead = sums, dead
 
     def describe(self) -> str:
         return f"{self.name} ({self.citation})"
 
 
-class _AccountantFilter(Filter):
-    """A filter whose totals are one accountant's state."""
+class _PairFilter(Filter):
+    """A filter charging one (eps, delta) pair per release."""
 
-    @abstractmethod
-    def _make(self) -> Accountant:
-        """A fresh accountant holding this filter's totals."""
+    width = 2
 
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.acc = self._make()
+    def _delta_left(self) -> float:
+        return self.delta - self.sums[1]
 
-    def _add(self, event: PrivacyEvent, count: int) -> None:
-        self.acc.compose(event, count)
+    def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
+        pair = _best_pair(
+            event, stated, event_delta=self.event_delta, neighbouring=self.neighbouring, left=self._delta_left()
+        )
+        if pair is None:
+            raise UnsupportedEventError(
+                event,
+                self.name,
+                "no (epsilon, delta) pair: state the release's (epsilon, delta), or set event_delta for curve events",
+            )
+        return pair
 
 
-class BasicFilter(_AccountantFilter):
+class BasicFilter(_PairFilter):
     name = "basic"
     citation = "Rogers-Roth-Ullman-Vadhan 2016: simple composition is a valid privacy filter"
-    acc: BasicAccountant
 
-    def _make(self) -> BasicAccountant:
-        return BasicAccountant(neighbouring=self.neighbouring)
+    def _add(self, sums: tuple[float, ...], inc: tuple[float, ...]) -> tuple[float, ...]:
+        return sums[0] + inc[0], min(1.0, sums[1] + inc[1])
 
-    def _add(self, event: PrivacyEvent, count: int) -> None:
-        left = (self.delta - self.acc.total[1]) / count
-        pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring, left=left)
-        if pair is None:
-            raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
-        self.acc._add(pair, count)
-
-    def _spent(self) -> float:
-        return self.acc.epsilon(self.delta)
+    def _spent_of(self, sums: tuple[float, ...]) -> float:
+        return sums[0] if self.delta >= sums[1] else math.inf
 
 
-class AdvancedFilter(Filter):
+class AdvancedFilter(_PairFilter):
     """Fully adaptive advanced composition (Whitehouse-Ramdas-Rogers-Wu 2023): with
     delta' = delta'' = delta / 2, the interaction is (eps, delta)-DP while
-    sqrt(2 log(1/delta') sum eps_i^2) + sum eps_i^2 / 2 <= eps and sum delta_i <= delta''."""
+    sqrt(2 log(1/delta') sum eps_i^2) + sum eps_i^2 / 2 <= eps and sum delta_i <= delta''.
+    Its sums are (sum eps_i^2, sum delta_i); its price of a release (eps_i^2, delta_i)."""
 
     name = "advanced"
     citation = "Whitehouse-Ramdas-Rogers-Wu 2023, fully adaptive advanced composition filter"
 
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.sum_sq = 0.0
-        self.sum_delta = 0.0
+    def _delta_left(self) -> float:
+        return self.delta / 2 - self.sums[1]
 
-    def _add(self, event: PrivacyEvent, count: int) -> None:
-        left = (self.delta / 2 - self.sum_delta) / count
-        pair = block_pair(event, event_delta=self.event_delta, neighbouring=self.neighbouring, left=left)
-        if pair is None:
-            raise UnsupportedEventError(event, self.name, "no (epsilon, delta) pair (set event_delta for curve events)")
-        if pair[0] > 0:  # a square that underflows to 0 would claim no privacy loss
-            self.sum_sq += count * max(pair[0] * pair[0], TINY)
-        self.sum_delta += count * pair[1]
+    def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
+        eps, delta = super()._increment(event, stated)
+        return (max(eps * eps, TINY) if eps > 0 else 0.0), delta  # a square that underflows claims no loss
 
-    def _spent(self) -> float:
-        if self.sum_delta > self.delta / 2 or self.delta == 0:
-            return math.inf if (self.sum_sq > 0 or self.sum_delta > 0) else 0.0
-        return math.sqrt(2 * math.log(2 / self.delta) * self.sum_sq) + self.sum_sq / 2
+    def _spent_of(self, sums: tuple[float, ...]) -> float:
+        sum_sq, sum_delta = sums
+        if sum_delta > self.delta / 2 or self.delta == 0:
+            return math.inf if (sum_sq > 0 or sum_delta > 0) else 0.0
+        return math.sqrt(2 * math.log(2 / self.delta) * sum_sq) + sum_sq / 2
 
 
-class ZCDPFilter(_AccountantFilter):
+@functools.lru_cache(maxsize=4096)
+def _rho(event: PrivacyEvent, neighbouring: str) -> float:
+    return ZCDPAccountant(neighbouring=neighbouring).compose(event).rho
+
+
+class ZCDPFilter(Filter):
     name = "zcdp"
     citation = "Feldman-Zrnic 2021, Rényi filter, at every order: the interaction is rho-zCDP"
-    acc: ZCDPAccountant
 
-    def _make(self) -> ZCDPAccountant:
-        return ZCDPAccountant(neighbouring=self.neighbouring)
+    def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
+        return (_rho(event, self.neighbouring),)
 
-    def _spent(self) -> float:
-        return zcdp_epsilon(self.acc.rho, self.delta) if self.delta > 0 or self.acc.rho == 0 else math.inf
+    def _spent_of(self, sums: tuple[float, ...]) -> float:
+        rho = sums[0]
+        return zcdp_epsilon(rho, self.delta) if self.delta > 0 or rho == 0 else math.inf
 
 
-class RDPFilter(_AccountantFilter):
+@functools.lru_cache(maxsize=4096)
+def _rdp_curve(event: PrivacyEvent, neighbouring: str) -> tuple[float, ...]:
+    curve = RDPAccountant(neighbouring=neighbouring).compose(event).curve()[_FILTER_ORDER_INDEX]
+    return tuple(float(x) for x in curve)
+
+
+class RDPFilter(Filter):
     name = "rdp"
     citation = (
         "Feldman-Zrnic 2021, Rényi filter per order, and Lécuyer 2021; union bound over "
         f"the {len(FILTER_ORDERS)} orders fixed in advance"
     )
-    acc: RDPAccountant
+    width = len(FILTER_ORDERS)
 
-    def _make(self) -> RDPAccountant:
-        return RDPAccountant(neighbouring=self.neighbouring)
+    def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
+        return _rdp_curve(event, self.neighbouring)
 
-    def _spent(self) -> float:
-        curve = self.acc.curve()[_FILTER_ORDER_INDEX]
+    def _spent_of(self, sums: tuple[float, ...]) -> float:
+        curve = np.array(sums, dtype=np.float64)
         if self.delta == 0:
             return 0.0 if not np.any(curve) else math.inf
         return rdp_epsilon(FILTER_ORDERS, curve, self.delta / len(FILTER_ORDERS))
 
 
-class GDPFilter(_AccountantFilter):
+@functools.lru_cache(maxsize=4096)
+def _mu_squared(event: PrivacyEvent, neighbouring: str) -> float:
+    return GDPAccountant(neighbouring=neighbouring).compose(event).mu ** 2
+
+
+class GDPFilter(Filter):
+    """Sums mu_i^2 (Smith-Thakurta 2022); its price of a release is mu_i^2."""
+
     name = "gdp"
     citation = "Smith-Thakurta 2022: mu_i^2 add up under fully adaptive composition"
-    acc: GDPAccountant
 
-    def _make(self) -> GDPAccountant:
-        return GDPAccountant(neighbouring=self.neighbouring)
+    def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
+        return (_mu_squared(event, self.neighbouring),)
 
-    def _spent(self) -> float:
-        mu = self.acc.mu
+    def _spent_of(self, sums: tuple[float, ...]) -> float:
+        mu = math.sqrt(sums[0])
         return gaussian_epsilon(self.delta, mu) if math.isfinite(mu) else math.inf
 
 
@@ -272,3 +379,8 @@ def make_filter(name: str, **options: Any) -> Filter:
     if cls is None:
         raise PrivregValueError(f"unknown filter {name!r}; choose among {sorted(FILTERS)}")
     return cls(**options)
+
+
+def prices_of(filters: Sequence[Filter], event: PrivacyEvent, stated: PrivacyEvent | None = None) -> list[Price]:
+    """Each filter's price of one release of ``event`` now."""
+    return [f.price(event, stated) for f in filters]

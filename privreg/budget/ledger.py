@@ -67,6 +67,7 @@ from privreg.core.events import event_from_json
 __all__ = [
     "Ledger",
     "LedgerRow",
+    "Checkpoint",
     "LedgerError",
     "LedgerFormatError",
     "LedgerBusyError",
@@ -89,6 +90,9 @@ _COLUMNS = {
     "meta": ("key", "value"),
     "charges": ("seq", "timestamp", "mechanism", "parameters", "event", "label", "randomness", "prev_hash", "hash"),
 }
+#: Columns of a ledger that stores prices (format 3; hashed with the row); older ledgers lack them.
+_PRICED_COLUMNS = ("stated", "prices")
+_CHECKPOINT_TAG = "privreg-checkpoint-v1"
 _REQUIRED_META = ("format", "budget")
 _RESERVED_META = ("chain", "meta_mac")
 _SCHEMA = (
@@ -102,9 +106,18 @@ _SCHEMA = (
         label TEXT NOT NULL,
         randomness TEXT NOT NULL,
         prev_hash TEXT NOT NULL,
-        hash TEXT NOT NULL UNIQUE
+        hash TEXT NOT NULL UNIQUE,
+        stated TEXT NOT NULL,
+        prices TEXT NOT NULL
+    )""",
+    """CREATE TABLE checkpoints (
+        seq INTEGER PRIMARY KEY,
+        state TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
     )""",
 )
+_SELECT = "SELECT seq, timestamp, mechanism, parameters, event, label, randomness, prev_hash, hash"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -148,9 +161,15 @@ def _row_hash(
     event: str,
     label: str,
     randomness: str,
+    *priced: str,
 ) -> str:
-    body = _dumps([seq, repr(timestamp), mechanism, parameters, event, label, randomness])
+    """A row's hash; ``priced`` (stated guarantee and prices) only in a format-3 ledger."""
+    body = _dumps([seq, repr(timestamp), mechanism, parameters, event, label, randomness, *priced])
     return _digest(key, prev_hash + body)
+
+
+def _checkpoint_hash(key: bytes | None, prev_hash: str, seq: int, row_hash: str, state: str) -> str:
+    return _digest(key, prev_hash + _dumps([_CHECKPOINT_TAG, seq, row_hash, state]))
 
 
 def _meta_mac(key: bytes, meta: Mapping[str, Any]) -> str:
@@ -204,10 +223,24 @@ def parse_head(text: str) -> tuple[int | None, str]:
 
 @attrs.frozen(kw_only=True)
 class LedgerRow:
-    """A stored charge with its position and hashes."""
+    """A stored charge with its position and hashes. ``prices``: what each filter charged
+    for it when it was decided (filter name -> stored price), None in a ledger written
+    before prices were stored."""
 
     seq: int
     charge: Charge
+    prev_hash: str
+    hash: str
+    prices: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Checkpoint:
+    """Every filter's state after row ``seq``, chained like rows: its hash covers the
+    previous checkpoint's hash, ``seq``, that row's hash and the state."""
+
+    seq: int
+    state: Mapping[str, Any]
     prev_hash: str
     hash: str
 
@@ -313,6 +346,8 @@ class Ledger:
         self.busy_timeout = float(busy_timeout)
         self.readonly = readonly
         self.meta: dict[str, Any] = {}
+        #: whether rows store their prices and the ledger its checkpoints (format 3)
+        self.priced = False
         self._key_problem: str | None = None
         self._thread_lock = threading.RLock()
         self._turn_depth = 0
@@ -408,6 +443,8 @@ class Ledger:
         with self._sql("reading its schema"):
             for table, columns in _COLUMNS.items():
                 have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if table == "charges":
+                    self.priced = all(c in have for c in _PRICED_COLUMNS) and "checkpoints" in tables
                 lacking = [c for c in columns if c not in have]
                 if lacking:
                     raise LedgerFormatError(
@@ -464,8 +501,8 @@ class Ledger:
             raise LedgerKeyError(problem)
         if self._key is not None:
             with self._sql("reading its last row"):
-                last = self._db.execute("SELECT * FROM charges ORDER BY seq DESC LIMIT 1").fetchone()
-            if last is not None and _row_hash(self._key, last[7], *last[:7]) != last[8]:
+                last = self._db.execute(f"{self._select} ORDER BY seq DESC LIMIT 1").fetchone()
+            if last is not None and _row_hash(self._key, last[7], *last[:7], *last[9:]) != last[8]:
                 raise LedgerIntegrityError(
                     f"ledger {self.path!r}: its last row ({last[0]}) does not verify "
                     f"under the key; run 'privreg audit {self.path} --key-file ...'"
@@ -473,6 +510,10 @@ class Ledger:
 
     def _check_reader_key(self) -> None:
         self._key_problem = self._key_mismatch()
+
+    @property
+    def _select(self) -> str:
+        return _SELECT + (", stated, prices" if self.priced else "") + " FROM charges"
 
     @property
     def chain(self) -> str:
@@ -585,23 +626,33 @@ class Ledger:
                         self._db.execute("ROLLBACK")
                 raise
 
-    def try_append(self, charge: Charge, *, expected_seq: int) -> LedgerRow | None:
+    def try_append(
+        self,
+        charge: Charge,
+        *,
+        expected_seq: int,
+        prices: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> LedgerRow | None:
         """Append ``charge`` if the ledger's head is still row ``expected_seq``, in one
         short IMMEDIATE transaction; return the new row. Return None, appending nothing,
         if other writers appended since (catch up with ``rows(after=expected_seq)`` and
-        retry, holding :meth:`turn` to keep your place). Raises LedgerBusyError after
-        ``busy_timeout`` seconds of waiting."""
+        retry, holding :meth:`turn` to keep your place). ``prices``: what each filter
+        charged for it; ``checkpoint``: every filter's state after it, stored in the same
+        transaction. Raises LedgerBusyError after ``busy_timeout`` seconds of waiting."""
         if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
             raise PrivregValueError(
                 f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
             )
         self._writable()
         if self._in_my_transaction():  # called inside transaction(): the lock is ours already
-            return self.append(charge) if self.head()[0] == expected_seq else None
+            if self.head()[0] != expected_seq:
+                return None
+            return self.append(charge, prices=prices, checkpoint=checkpoint)
         with self.transaction():
             if self.head()[0] != expected_seq:
                 return None  # the transaction ends without writing: nothing to roll back
-            return self.append(charge)
+            return self.append(charge, prices=prices, checkpoint=checkpoint)
 
     def genesis(self) -> str:
         """The prev_hash of the first row: a hash of the metadata."""
@@ -613,9 +664,16 @@ class Ledger:
             row = self._db.execute("SELECT seq, hash FROM charges ORDER BY seq DESC LIMIT 1").fetchone()
         return (0, self.genesis()) if row is None else (int(row[0]), str(row[1]))
 
-    def append(self, charge: Charge) -> LedgerRow:
+    def append(
+        self,
+        charge: Charge,
+        *,
+        prices: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> LedgerRow:
         """Append a charge inside :meth:`transaction` (so the check that preceded it and
-        the append are one atomic step)."""
+        the append are one atomic step), with its prices and, if given, a checkpoint of
+        the state after it (both dropped by a ledger of an older format)."""
         self._writable()
         if not self._in_my_transaction():
             raise LedgerError(
@@ -630,10 +688,94 @@ class Ledger:
             charge.label,
             _dumps(jsonable(charge.randomness)),
         )
-        digest = _row_hash(self._key, prev, seq + 1, *fields)
+        if not self.priced:
+            digest = _row_hash(self._key, prev, seq + 1, *fields)
+            with self._sql("appending a charge"):
+                self._db.execute(
+                    "INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, *fields, prev, digest)
+                )
+            return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
+        priced = ("" if charge.stated is None else charge.stated.to_json(), _dumps(dict(prices or {})))
+        digest = _row_hash(self._key, prev, seq + 1, *fields, *priced)
         with self._sql("appending a charge"):
-            self._db.execute("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, *fields, prev, digest))
-        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
+            self._db.execute(
+                "INSERT INTO charges (seq, timestamp, mechanism, parameters, event, label, randomness, prev_hash, "
+                "hash, stated, prices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq + 1, *fields, prev, digest, *priced),
+            )
+            if checkpoint is not None:
+                self._write_checkpoint(seq + 1, digest, checkpoint)
+        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=dict(prices or {}))
+
+    def _write_checkpoint(self, seq: int, row_hash: str, state: Mapping[str, Any]) -> None:
+        last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
+        prev = self.genesis() if last is None else str(last[0])
+        text = _dumps(dict(state))
+        digest = _checkpoint_hash(self._key, prev, seq, row_hash, text)
+        self._db.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (seq, text, prev, digest))
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint, after checking its link to the previous one and to its
+        row (O(log n)); None if there is none. A broken link raises LedgerIntegrityError
+        (verify the ledger to see what changed)."""
+        if not self.priced:
+            return None
+        with self._sql("reading its last checkpoint"):
+            raw = self._db.execute("SELECT * FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
+            if raw is None:
+                return None
+            seq, state, prev, digest = raw
+            before = self._db.execute(
+                "SELECT hash FROM checkpoints WHERE seq < ? ORDER BY seq DESC LIMIT 1", (seq,)
+            ).fetchone()
+            row = self._db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()
+        expected_prev = self.genesis() if before is None else str(before[0])
+        problem = self._checkpoint_problem(seq, state, prev, digest, expected_prev, None if row is None else row[0])
+        if problem is not None:
+            raise LedgerIntegrityError(f"ledger {self.path!r}: {problem}; verify it with 'privreg ledger verify'")
+        return self._decode_checkpoint(raw)
+
+    def _checkpoint_problem(
+        self, seq: int, state: str, prev: str, digest: str, expected_prev: str, row_hash: str | None
+    ) -> str | None:
+        if row_hash is None:
+            return f"checkpoint at row {seq}: the row is missing"
+        if prev != expected_prev:
+            return f"checkpoint at row {seq}: prev_hash does not match the previous checkpoint"
+        if self._key_problem is None and _checkpoint_hash(self._key, prev, seq, row_hash, state) != digest:
+            return f"checkpoint at row {seq}: its state or row does not match its hash (edited)"
+        return None
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint in order, each link checked (problems raise LedgerIntegrityError)."""
+        if not self.priced:
+            return []
+        with self._sql("reading checkpoints"):
+            raw = self._db.execute("SELECT * FROM checkpoints ORDER BY seq").fetchall()
+            hashes = dict(
+                self._db.execute("SELECT c.seq, c.hash FROM charges c JOIN checkpoints k ON c.seq = k.seq").fetchall()
+            )
+        prev = self.genesis()
+        out = []
+        for r in raw:
+            problem = self._checkpoint_problem(r[0], r[1], r[2], r[3], prev, hashes.get(r[0]))
+            if problem is not None:
+                raise LedgerIntegrityError(f"ledger {self.path!r}: {problem}")
+            out.append(self._decode_checkpoint(r))
+            prev = r[3]
+        return out
+
+    def _decode_checkpoint(self, raw: tuple[Any, ...]) -> Checkpoint:
+        seq, state, prev, digest = raw
+        try:
+            decoded = json.loads(state)
+        except ValueError as exc:
+            raise LedgerIntegrityError(f"ledger {self.path!r}: checkpoint at row {seq} cannot be decoded") from exc
+        if not isinstance(decoded, dict):
+            raise LedgerIntegrityError(f"ledger {self.path!r}: checkpoint at row {seq} is not a state")
+        return Checkpoint(seq=int(seq), state=decoded, prev_hash=str(prev), hash=str(digest))
 
     # -- reading and verifying ------------------------------------------------------------
 
@@ -641,7 +783,7 @@ class Ledger:
         """Rows with seq > ``after``, in order: O(log n + new rows). With ``verify``, a
         broken chain raises (a keyed ledger needs its key to verify)."""
         with self._sql("reading rows"):
-            raw = self._db.execute("SELECT * FROM charges WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
             if verify:
                 if self._key_problem is not None:
                     raise LedgerIntegrityError(f"{self._key_problem} (or read with verify=False)")
@@ -668,14 +810,15 @@ class Ledger:
     def _check(raw: list[tuple[Any, ...]], prev: str, after: int, key: bytes | None, *, contents: bool) -> list[str]:
         problems = []
         expected_seq = after
-        for seq, ts, mech, params, event, label, rnd, prev_hash, digest in raw:
+        for r in raw:
+            seq, ts, mech, params, event, label, rnd, prev_hash, digest = r[:9]
             expected_seq += 1
             if seq != expected_seq:
                 problems.append(f"row {expected_seq} is missing (next row is {seq})")
                 expected_seq = seq
             if prev_hash != prev:
                 problems.append(f"row {seq}: prev_hash does not match the previous row's hash")
-            if contents and _row_hash(key, prev_hash, seq, ts, mech, params, event, label, rnd) != digest:
+            if contents and _row_hash(key, prev_hash, seq, ts, mech, params, event, label, rnd, *r[9:]) != digest:
                 problems.append(f"row {seq}: contents do not match its hash (edited)")
             prev = digest
         return problems
@@ -688,7 +831,7 @@ class Ledger:
         problems = [self._key_problem] if self._key_problem is not None else []
         contents = self._key_problem is None
         with self._sql("verifying"):
-            raw = self._db.execute("SELECT * FROM charges ORDER BY seq").fetchall()
+            raw = self._db.execute(f"{self._select} ORDER BY seq").fetchall()
             problems += self._check(raw, self.genesis(), 0, self._key, contents=contents)
             if anchor is not None:
                 problems += self._anchor_problems(*anchor)
@@ -722,7 +865,8 @@ class Ledger:
         ]
 
     def _decode(self, r: tuple[Any, ...]) -> LedgerRow:
-        seq, ts, mech, params, event, label, rnd, prev_hash, digest = r
+        seq, ts, mech, params, event, label, rnd, prev_hash, digest = r[:9]
+        stated, prices = r[9:] if len(r) > 9 else ("", None)
         try:
             charge = Charge(
                 timestamp=ts,
@@ -731,7 +875,11 @@ class Ledger:
                 event=event_from_json(event),
                 label=label,
                 randomness=json.loads(rnd),
+                stated=event_from_json(stated) if stated else None,
             )
+            decoded = None if prices is None else json.loads(prices)
+            if decoded is not None and not isinstance(decoded, dict):
+                raise ValueError("its prices are not a mapping")
         except (ValueError, TypeError) as exc:
             raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} cannot be decoded: {exc}") from exc
-        return LedgerRow(seq=seq, charge=charge, prev_hash=prev_hash, hash=digest)
+        return LedgerRow(seq=seq, charge=charge, prev_hash=prev_hash, hash=digest, prices=decoded)

@@ -139,7 +139,7 @@ def open_shared(path: str, item: RegistryItem, params: Mapping[str, Any]) -> tup
                 f"run of {item.name!r} refused: it may spend epsilon {run_budget.epsilon:g}"
                 + (f", delta {run_budget.delta:g}" if run_budget.delta else "")
                 + f", but --ledger {path!r} (budget epsilon {ledger_budget.epsilon:g}, delta "
-                f"{ledger_budget.delta:g}) has {max(0.0, shared.remaining()):.6g} of epsilon left; lower the "
+                f"{ledger_budget.delta:g}) has {max(0.0, float(shared.remaining())):.6g} of epsilon left; lower the "
                 f"workflow's --epsilon or use another ledger. Nothing was released or charged."
             )
         gate = BudgetSession(budget=run_budget, filters=("basic",), event_delta=run_budget.delta or None)
@@ -164,11 +164,15 @@ class RunCharger:
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
         recorded = {**parameters, RUN_KEY: self.run}
+        extra = {} if stated is None else {"stated": stated}
         if self.gate is not None:
-            self.gate.charge(event, mechanism=mechanism, parameters=recorded, label=label, randomness=randomness)
-        self.target.charge(event, mechanism=mechanism, parameters=recorded, label=label, randomness=randomness)
+            self.gate.charge(
+                event, mechanism=mechanism, parameters=recorded, label=label, randomness=randomness, **extra
+            )
+        self.target.charge(event, mechanism=mechanism, parameters=recorded, label=label, randomness=randomness, **extra)
 
 
 @contextlib.contextmanager

@@ -19,8 +19,16 @@ computes the decision *outside* the ledger's write lock, then appends the charge
 short transaction that first checks no other charge landed meanwhile (and recomputes
 if one did). The mechanism draws its noise only after that transaction committed, so a
 refused release releases nothing and charges nothing, and a crash can never leave a
-release without its charge (at worst a charge without its release). The session's state
-is running totals, so a charge costs the same at row 10 and at row 100,000.
+release without its charge (at worst a charge without its release).
+
+**Priced once.** Each row stores what every filter charged for it, priced when it was
+decided from the state then (:mod:`privreg.budget.filters`), and every
+:data:`CHECKPOINT_EVERY` rows the ledger stores every filter's state, chained like the
+rows. Reopening reads the last checkpoint and replays the stored prices of the rows after
+it -- never re-pricing with hindsight --, so a live session, the same ledger reopened and
+a second process hold the same state bit for bit and take the same decisions, and
+reopening costs the same at row 1,000 and at row 1,000,000. ``privreg ledger verify``
+re-derives every price from the rows before it and flags any difference.
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from typing import Any
 import attrs
 
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
-from privreg.budget.filters import FILTERS, Filter, make_filter
-from privreg.budget.ledger import Ledger
+from privreg.budget.filters import FILTERS, Filter, Price, make_filter, price_from_json, price_to_json
+from privreg.budget.ledger import Ledger, LedgerIntegrityError, LedgerRow
+from privreg.budget.store import LedgerStore
 from privreg.core import validation as v
 from privreg.core.charging import Charge
 from privreg.core.errors import (
@@ -50,6 +59,9 @@ from privreg.core.events import PrivacyEvent, event_from_dict
 __all__ = [
     "PrivacyBudget",
     "BudgetSession",
+    "Spending",
+    "Quote",
+    "CHECKPOINT_EVERY",
     "DEFAULT_FILTERS",
     "DEFAULT_ACCOUNTANTS",
     "accountant_options",
@@ -58,7 +70,9 @@ __all__ = [
 
 #: Filters a session consults unless told otherwise (each gets delta / 3).
 DEFAULT_FILTERS = ("basic", "rdp", "gdp")
-LEDGER_FORMAT = 2
+LEDGER_FORMAT = 3
+#: A checkpoint of every filter's state is stored with every this many rows.
+CHECKPOINT_EVERY = 1024
 
 
 # Converters of PrivacyBudget's fields (named: the attrs plugin cannot type a lambda's).
@@ -92,22 +106,61 @@ def _filter_meta(filters: Sequence[str], event_delta: float | None) -> dict[str,
     return {"kind": "filters", "filters": list(filters), "event_delta": event_delta}
 
 
+@attrs.frozen(kw_only=True)
+class Spending:
+    """Epsilon in the user's terms: the headline ``epsilon`` at the budget's ``delta``
+    under the filter that vouches best (``filter``; "" when none can), with each filter's
+    own figure beside it (``by_filter``: None where the filter cannot price some release,
+    ``unsupported`` says why). ``float(x)`` is the headline."""
+
+    epsilon: float
+    delta: float
+    filter: str
+    by_filter: Mapping[str, float | None]
+    unsupported: Mapping[str, str] = attrs.field(factory=dict)
+
+    def __float__(self) -> float:
+        return self.epsilon
+
+    def __str__(self) -> str:
+        detail = ", ".join(f"{k} {'unsupported' if x is None else f'{x:.6g}'}" for k, x in self.by_filter.items())
+        best = f" ({self.filter})" if self.filter else ""
+        return f"epsilon {self.epsilon:.6g} at delta {self.delta:g}{best}" + (f"; {detail}" if detail else "")
+
+
+@attrs.frozen(kw_only=True)
+class Quote:
+    """What a release would cost now (:meth:`BudgetSession.price`; nothing is charged).
+
+    ``granted``: whether a charge would be granted. ``epsilon``: how much the headline
+    spent epsilon would rise (inf if refused); ``filter``: the filter that would vouch
+    best after it. ``by_filter``: each filter's rise in epsilon at its share of delta
+    (None: it cannot price the release). ``reason``: why it would be refused, one line."""
+
+    granted: bool
+    epsilon: float
+    filter: str
+    by_filter: Mapping[str, float | None]
+    reason: str = ""
+
+
 class BudgetSession:
     """A budget over a persistent ledger; thread-safe and process-safe.
 
-    ``ledger`` is a SQLite path (``":memory:"``: private to this session). ``filters``
-    names the filters to consult (:data:`DEFAULT_FILTERS`); ``event_delta`` lets the
-    ``basic`` and ``advanced`` filters price curve events (a Gaussian, shuffled reports)
-    at that delta. ``plan`` instead declares every event in advance (see the module
-    docstring). Opening an existing ledger requires the budget and rule it was created
-    with; :meth:`open` reads them from the ledger.
+    ``ledger`` is a SQLite path (``":memory:"``: private to this session) or any
+    :class:`~privreg.budget.store.LedgerStore`. ``filters`` names the filters to consult
+    (:data:`DEFAULT_FILTERS`); ``event_delta`` lets the ``basic`` and ``advanced`` filters
+    price curve events (a Gaussian, shuffled reports) at that delta -- a release that
+    states its own (epsilon, delta) is priced at that point without it. ``plan`` instead
+    declares every event in advance (see the module docstring). Opening an existing ledger
+    requires the budget and rule it was created with; :meth:`open` reads them from it.
     """
 
     def __init__(
         self,
         *,
         budget: PrivacyBudget,
-        ledger: str | Path = ":memory:",
+        ledger: str | Path | LedgerStore = ":memory:",
         filters: Iterable[str] | None = None,
         event_delta: float | None = None,
         plan: Sequence[PrivacyEvent] | None = None,
@@ -150,7 +203,15 @@ class BudgetSession:
             self.filter_names = names
             rule = _filter_meta(names, self.event_delta)
         meta = {"format": LEDGER_FORMAT, "budget": budget.to_dict(), "rule": rule}
-        self._ledger = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
+        if isinstance(ledger, (str, Path)):
+            self._ledger: LedgerStore = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
+        elif isinstance(ledger, LedgerStore):
+            self._ledger = ledger
+        else:
+            raise PrivregTypeError(
+                f"ledger must be a path (str or Path; ':memory:' for a private one) or a LedgerStore; "
+                f"got {type(ledger).__name__}"
+            )
         stored = self._ledger.meta
         if stored.get("format", 1) == 1:  # kept by the old hindsight rule: re-checked by the filters
             legacy = {
@@ -164,14 +225,15 @@ class BudgetSession:
                 "neighbouring": v.check_relation("neighbouring", stored.get("neighbouring", "add_remove")),
             }
             if self._plan is not None or got != legacy:
-                self._mismatch(ledger, "settings", got, legacy)
+                self._mismatch(self._ledger.path, "settings", got, legacy)
         else:
             for part in ("budget", "rule"):  # not `key`: that is the ledger's key argument
                 if stored.get(part) != meta[part]:
-                    self._mismatch(ledger, part, stored.get(part), meta[part])
+                    self._mismatch(self._ledger.path, part, stored.get(part), meta[part])
         self._filters = self._fresh_filters()
         self._lock = threading.RLock()
         self._seen = 0
+        self._started = False
         with self._lock:
             self._catch_up()
 
@@ -213,24 +275,8 @@ class BudgetSession:
         probe = Ledger.open_readonly(path, key=key)
         meta = probe.meta
         probe.close()
-        b = meta["budget"]
-        budget = PrivacyBudget(
-            epsilon=b["epsilon"],
-            delta=b["delta"],
-            neighbouring=b.get("neighbouring", meta.get("neighbouring", "add_remove")),
-        )
-        if meta.get("format", 1) == 1:
-            return cls(budget=budget, ledger=path, event_delta=meta.get("event_delta"), key=key)
-        rule = meta["rule"]
-        if rule["kind"] == "plan":
-            return cls(
-                budget=budget,
-                ledger=path,
-                event_delta=rule.get("event_delta"),
-                plan=[event_from_dict(d) for d in rule["plan"]],
-                key=key,
-            )
-        return cls(budget=budget, ledger=path, filters=rule["filters"], event_delta=rule.get("event_delta"), key=key)
+        budget, kwargs = settings_of(meta)
+        return cls(budget=budget, ledger=path, key=key, **kwargs)
 
     def close(self) -> None:
         self._ledger.close()
@@ -242,12 +288,18 @@ class BudgetSession:
         self.close()
 
     @property
-    def ledger(self) -> Ledger:
+    def ledger(self) -> LedgerStore:
         return self._ledger
 
     @property
+    def filters(self) -> tuple[Filter, ...]:
+        """Copies of the filters as they stand (their totals, for inspection)."""
+        with self._lock:
+            return tuple(f.copy() for f in self._filters)
+
+    @property
     def rule(self) -> str:
-        """Which rule keeps this session, in words (also printed by ``privreg audit``)."""
+        """Which rule keeps this session, in words (also printed by ``privreg ledger verify``)."""
         if self._plan is not None:
             return (
                 f"declared plan of {len(self._plan)} release(s), non-adaptive bound epsilon "
@@ -259,8 +311,14 @@ class BudgetSession:
     # -- accounting ---------------------------------------------------------------------
 
     def _catch_up(self) -> None:
-        """Fold in charges appended (by anyone) since we last looked: O(new rows), runs of
-        identical events folded at once (a reopened ledger of 100,000 rows takes seconds)."""
+        """Fold in charges appended (by anyone) since we last looked, by their stored
+        prices; a fresh session starts from the ledger's last checkpoint."""
+        if not self._started:
+            self._started = True
+            if self._plan is None:
+                cp = self._ledger.last_checkpoint()
+                if cp is not None:
+                    self._load_checkpoint(cp.state, cp.seq)
         rows = self._ledger.rows(after=self._seen)
         if self._plan is not None:
             for row in rows:
@@ -268,81 +326,171 @@ class BudgetSession:
                 if i >= len(self._plan) or row.charge.event != self._plan[i]:
                     raise PrivregError(
                         f"ledger {self._ledger.path!r}: row {row.seq} is not release {row.seq} of "
-                        f"the declared plan; audit it with 'privreg audit'"
+                        f"the declared plan; verify it with 'privreg ledger verify'"
                     )
         else:
-            i = 0
-            while i < len(rows):
-                event, j = rows[i].charge.event, i + 1
-                while j < len(rows) and rows[j].charge.event == event:
-                    j += 1
-                for f in self._filters:
-                    f.add(event, j - i)
-                i = j
+            for row in rows:
+                for f, price in zip(self._filters, self._stored_prices(row, self._filters)):
+                    f.apply(price)
         if rows:
             self._seen = rows[-1].seq
 
-    def _trial(self, event: PrivacyEvent, what: str) -> list[Filter]:
-        """The filters with ``event`` added, if some filter still vouches; else refuse."""
+    def _load_checkpoint(self, state: Mapping[str, Any], seq: int) -> None:
+        try:
+            for f in self._filters:
+                f.load_state(state[f.name])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LedgerIntegrityError(
+                f"ledger {self._ledger.path!r}: the checkpoint at row {seq} does not hold this rule's filters "
+                f"({type(exc).__name__}); verify it with 'privreg ledger verify'"
+            ) from None
+        self._seen = seq
+
+    def _stored_prices(self, row: LedgerRow, filters: Sequence[Filter]) -> list[Price]:
+        """The prices stored with ``row``; a row without any (a ledger written before
+        prices were stored, or a bare :meth:`Ledger.append`) is priced now, in order, from
+        the state before it, as a live session would have priced it."""
+        if not row.prices:  # written before prices were stored, or by a writer that stores none
+            return [f.price(row.charge.event, row.charge.stated) for f in filters]
+        try:
+            return [price_from_json(row.prices[f.name]) for f in filters]
+        except (KeyError, ValueError) as exc:
+            raise LedgerIntegrityError(
+                f"ledger {self._ledger.path!r}: row {row.seq} does not store a price for every filter of its rule "
+                f"({type(exc).__name__}); verify it with 'privreg ledger verify'"
+            ) from None
+
+    def _quote(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[Quote, list[Filter], list[Price]]:
+        """What ``event`` would cost now, the filters after it and the prices."""
+        before = [f.spent() for f in self._filters]
+        prices = [f.price(event, stated) for f in self._filters]
+        trial = [f.copy() for f in self._filters]
+        for f, p in zip(trial, prices):
+            f.apply(p)
+        after = [f.spent() for f in trial]
+        by_filter: dict[str, float | None] = {
+            f.name: (None if f.dead else a - b if math.isfinite(a) else math.inf)
+            for f, a, b in zip(trial, after, before)
+        }
+        alive = [(a, f.name) for f, a in zip(trial, after) if f.vouches()]
+        if alive:
+            best_after, name = min(alive)
+            return (
+                Quote(granted=True, epsilon=best_after - self._best(), filter=name, by_filter=by_filter),
+                trial,
+                prices,
+            )
+        return (
+            Quote(granted=False, epsilon=math.inf, filter="", by_filter=by_filter, reason=self._why(trial, before)),
+            trial,
+            prices,
+        )
+
+    def _why(self, trial: Sequence[Filter], before: Sequence[float]) -> str:
+        """Why no filter can grant a release, one clause per filter, in epsilon."""
+        parts = []
+        for f, b in zip(trial, before):
+            if f.dead:
+                parts.append(f"{f.name}: unsupported ({f.dead})")
+                continue
+            a = f.spent()
+            left = max(0.0, f.epsilon - b) if math.isfinite(b) else 0.0
+            if math.isfinite(a):
+                parts.append(f"{f.name}: costs epsilon {a - b:.6g} with {left:.6g} left")
+            elif f.name in ("basic", "advanced") and f.sums[1] > (f.delta if f.name == "basic" else f.delta / 2):
+                parts.append(f"{f.name}: its delta ({f.delta:g}) would be exhausted")
+            else:
+                parts.append(f"{f.name}: no finite epsilon at its delta {f.delta:g}")
+        return "; ".join(parts)
+
+    def _best(self) -> float:
+        alive = [f.spent() for f in self._filters if not f.dead]
+        return min(alive, default=math.inf if self._seen else 0.0)
+
+    def _trial(self, event: PrivacyEvent, stated: PrivacyEvent | None, what: str) -> tuple[list[Filter], list[Price]]:
+        """The filters with ``event`` added and the prices, if some filter still vouches;
+        else refuse, in one line."""
         if self._plan is not None:
             i = self._seen
             if i >= len(self._plan) or event != self._plan[i]:
-                expected = self._plan[i].to_json() if i < len(self._plan) else "nothing (the plan is complete)"
-                raise BudgetExceededError(
-                    f"{what}: {event.to_json()} is not release #{i + 1} of the declared plan, which is "
-                    f"{expected}; a plan session refuses every release outside its plan. Nothing was "
-                    f"released or charged."
+                expected = (
+                    f"is not release #{i + 1} ({self._plan[i].kind})"
+                    if i < len(self._plan)
+                    else f"comes after the plan is complete ({len(self._plan)} release(s))"
                 )
-            return self._filters
-        trial = [f.copy() for f in self._filters]
-        for f in trial:
-            f.add(event)
-        if any(f.vouches() for f in trial):
-            return trial
-        detail = "; ".join(
-            f"{f.name}: unsupported ({f.dead})" if f.dead else f"{f.name}: epsilon {f.spent():.6g} at delta {f.delta:g}"
-            for f in trial
-        )
-        remaining = self.budget.epsilon - self._best(self._filters)
+                raise BudgetExceededError(
+                    f"{what} refused: a plan session grants only its declared releases in order, and this "
+                    f"{event.kind} release {expected}. Nothing was released or charged."
+                )
+            return self._filters, []
+        quote, trial, prices = self._quote(event, stated)
+        if quote.granted:
+            return trial, prices
+        remaining = max(0.0, self.budget.epsilon - self._best())
         raise BudgetExceededError(
-            f"{what}: no fully adaptive filter can grant {event.to_json()} within the budget of epsilon "
-            f"{self.budget.epsilon:g}, delta {self.budget.delta:g} ({detail}); {max(0.0, remaining):.6g} of "
-            f"epsilon remains for releases some filter can still grant. Nothing was released or charged."
+            f"{what} refused by every filter of the budget (epsilon {self.budget.epsilon:g}, delta "
+            f"{self.budget.delta:g}, {remaining:.6g} left): {quote.reason}. Nothing was released or charged."
         )
 
-    @staticmethod
-    def _best(filters: Sequence[Filter]) -> float:
-        return min((f.spent() for f in filters), default=math.inf)
+    def _spending(self, filters: Sequence[Filter], total: float) -> tuple[dict[str, float | None], str, float]:
+        by: dict[str, float | None] = {f.name: (None if f.dead else f.spent()) for f in filters}
+        alive = [(x, n) for n, x in by.items() if x is not None]
+        if not alive:
+            return by, "", (math.inf if self._seen else 0.0)
+        best, name = min(alive)
+        return by, name, best
 
-    def spent(self) -> dict[str, float]:
-        """Epsilon spent under each filter still able to vouch (a plan session: the
-        plan's accountant on the releases charged so far)."""
+    def spent(self) -> Spending:
+        """Epsilon spent, at the budget's delta, under the filter that vouches best, with
+        each filter's figure (a plan session: the plan's accountant on the releases so far)."""
         with self._lock:
             self._catch_up()
             if self._plan is not None:
-                done = self._plan[: self._seen]
                 eps, name = plan_bound(
-                    done, delta=self.budget.delta, neighbouring=self.budget.neighbouring, event_delta=self.event_delta
+                    self._plan[: self._seen],
+                    delta=self.budget.delta,
+                    neighbouring=self.budget.neighbouring,
+                    event_delta=self.event_delta,
                 )
-                return {f"plan:{name}": eps}
-            return {f.name: f.spent() for f in self._filters if not f.dead}
+                return Spending(epsilon=eps, delta=self.budget.delta, filter=f"plan:{name}", by_filter={name: eps})
+            by, name, best = self._spending(self._filters, 0.0)
+            return Spending(
+                epsilon=best,
+                delta=self.budget.delta,
+                filter=name,
+                by_filter=by,
+                unsupported={f.name: f.dead for f in self._filters if f.dead},
+            )
 
-    def remaining(self) -> float:
-        """Budget epsilon minus the best bound on what has been spent."""
+    def remaining(self) -> Spending:
+        """Budget epsilon minus :meth:`spent`, headline and per filter."""
         spent = self.spent()
-        return self.budget.epsilon - min(spent.values(), default=math.inf if self._seen else 0.0)
+        return Spending(
+            epsilon=self.budget.epsilon - spent.epsilon,
+            delta=spent.delta,
+            filter=spent.filter,
+            by_filter={k: (None if x is None else self.budget.epsilon - x) for k, x in spent.by_filter.items()},
+            unsupported=spent.unsupported,
+        )
 
-    def can_afford(self, event: PrivacyEvent) -> bool:
-        """Whether ``event`` would be granted now (a dry run: nothing is charged)."""
+    def price(self, event: PrivacyEvent, *, stated: PrivacyEvent | None = None) -> Quote:
+        """What a release of ``event`` would cost now and which filter would vouch for it
+        (nothing is charged). ``stated``: the guarantee the release states (see charge)."""
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
         with self._lock:
             self._catch_up()
-            try:
-                self._trial(event, "dry run")
-            except BudgetExceededError:
-                return False
-            return True
+            if self._plan is not None:
+                try:
+                    self._trial(event, stated, "this release")
+                except BudgetExceededError as exc:
+                    return Quote(granted=False, epsilon=math.inf, filter="", by_filter={}, reason=str(exc))
+                return Quote(granted=True, epsilon=0.0, filter=f"plan:{self.plan_accountant}", by_filter={})
+            return self._quote(event, stated)[0]
+
+    def can_afford(self, event: PrivacyEvent, *, stated: PrivacyEvent | None = None) -> bool:
+        """Whether ``event`` would be granted now (a dry run: nothing is charged)."""
+        return self.price(event, stated=stated).granted
 
     def charge(
         self,
@@ -352,10 +500,16 @@ class BudgetSession:
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
-        """Charge ``event`` if it is granted, atomically; raise BudgetExceededError otherwise."""
+        """Charge ``event`` if it is granted, atomically; raise BudgetExceededError (one
+        line, nothing charged) otherwise. ``stated``: the guarantee the caller asked for
+        (``ApproxDP(eps, delta)`` of a Gaussian calibrated to it): a pair filter may price
+        the release at that point of its curve, after checking the event implies it."""
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
+        if stated is not None and not isinstance(stated, PrivacyEvent):
+            raise PrivregTypeError(f"stated must be a PrivacyEvent (e.g. ApproxDP) or None; got {stated!r}")
         charge = Charge(
             timestamp=time.time(),
             mechanism=mechanism,
@@ -363,20 +517,44 @@ class BudgetSession:
             event=event,
             label=label,
             randomness=dict(randomness or {}),
+            stated=stated,
         )
         what = label or mechanism
         with self._lock:
             self._catch_up()
-            trial = self._trial(event, what)  # decided outside the write lock
-            row = self._ledger.try_append(charge, expected_seq=self._seen)
+            trial, prices = self._trial(event, stated, what)  # decided outside the write lock
+            row = self._append(charge, trial, prices)
             if row is None:  # another writer charged first: keep our place in line, decide again
                 with self._ledger.turn():
                     self._catch_up()
-                    trial = self._trial(event, what)
-                    row = self._ledger.try_append(charge, expected_seq=self._seen)
+                    trial, prices = self._trial(event, stated, what)
+                    row = self._append(charge, trial, prices)
                     while row is None:  # only a writer bypassing the queue gets here
                         self._catch_up()
-                        trial = self._trial(event, what)
-                        row = self._ledger.try_append(charge, expected_seq=self._seen)
+                        trial, prices = self._trial(event, stated, what)
+                        row = self._append(charge, trial, prices)
             self._filters = trial  # only after the commit succeeded
             self._seen = row.seq
+
+    def _append(self, charge: Charge, trial: Sequence[Filter], prices: Sequence[Price]) -> LedgerRow | None:
+        stored = {f.name: price_to_json(p) for f, p in zip(trial, prices)}
+        seq = self._seen + 1
+        checkpoint = {f.name: f.state() for f in trial} if self._plan is None and seq % CHECKPOINT_EVERY == 0 else None
+        return self._ledger.try_append(charge, expected_seq=self._seen, prices=stored, checkpoint=checkpoint)
+
+
+def settings_of(meta: Mapping[str, Any]) -> tuple[PrivacyBudget, dict[str, Any]]:
+    """The budget and the session keywords (filters or plan, event_delta) a ledger's
+    metadata records."""
+    b = meta["budget"]
+    budget = PrivacyBudget(
+        epsilon=b["epsilon"],
+        delta=b["delta"],
+        neighbouring=b.get("neighbouring", meta.get("neighbouring", "add_remove")),
+    )
+    if meta.get("format", 1) == 1:
+        return budget, {"event_delta": meta.get("event_delta")}
+    rule = meta["rule"]
+    if rule["kind"] == "plan":
+        return budget, {"event_delta": rule.get("event_delta"), "plan": [event_from_dict(d) for d in rule["plan"]]}
+    return budget, {"filters": rule["filters"], "event_delta": rule.get("event_delta")}

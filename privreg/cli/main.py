@@ -262,7 +262,7 @@ def _run_in(
                     fresh_ledger = session.ledger.head()[0] == 0  # a charge is kept: it was spent
                     raise
                 fresh_ledger = False
-                charged, spent = session.ledger.head()[0], budget.epsilon - session.remaining()
+                charged, spent = session.ledger.head()[0], budget.epsilon - float(session.remaining())
             status = (
                 f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
                 f"(delta {budget.delta:g})"
@@ -280,7 +280,7 @@ def _run_in(
                     charger = runs.RunCharger(shared, run, gate)
                     result, elapsed, rng = _execute(item, args, params, output, charger)
                     charged = shared.ledger.head()[0] - before
-                    total, remaining = shared.budget.epsilon, shared.remaining()
+                    total, remaining = shared.budget.epsilon, float(shared.remaining())
             status = (
                 f"releases charged: {charged}   ledger {ledger_path}: epsilon spent {total - remaining:.6g} "
                 f"of {total:g}, remaining {remaining:.6g}"
@@ -422,7 +422,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     else:
         print("== Privacy ledger of this demo\n" + fmt.charges(r.charge for r in session.ledger.rows()))
         print(
-            f"\nspent {DEMO_BUDGET.epsilon - session.remaining():.6g} of epsilon "
+            f"\nspent {DEMO_BUDGET.epsilon - float(session.remaining()):.6g} of epsilon "
             f"{DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} ({session.rule})"
         )
         session.close()

@@ -37,8 +37,13 @@ class Charger(Protocol):
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
-        """Record ``event`` (or raise, e.g. ``BudgetExceededError``, to stop the release)."""
+        """Record ``event`` (or raise, e.g. ``BudgetExceededError``, to stop the release).
+        ``stated``: the guarantee the caller asked for (``PureDP``, ``ApproxDP`` or
+        ``ZCDP``), when the event's parameters were calibrated from one; a budget may price
+        the release at that point. Releases pass it only when they have one, so chargers
+        written before it existed keep working for the others."""
 
 
 def check_charger(charger: Any) -> Charger:
@@ -88,7 +93,8 @@ def jsonable(value: Any, *, name: str = "value") -> Any:
 
 @attrs.frozen(kw_only=True)
 class Charge:
-    """One charged release, as it appears in a ledger."""
+    """One charged release, as it appears in a ledger. ``stated``: the guarantee the
+    caller asked for (``PureDP``/``ApproxDP``/``ZCDP``), if the event was calibrated from one."""
 
     timestamp: float
     mechanism: str
@@ -96,6 +102,7 @@ class Charge:
     event: PrivacyEvent
     label: str = ""
     randomness: Mapping[str, Any] = attrs.field(factory=dict)
+    stated: PrivacyEvent | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +112,7 @@ class Charge:
             "event": self.event.to_dict(),
             "label": self.label,
             "randomness": jsonable(self.randomness),
+            "stated": None if self.stated is None else self.stated.to_dict(),
         }
 
     @classmethod
@@ -116,6 +124,7 @@ class Charge:
             event=event_from_dict(data["event"]),
             label=str(data.get("label", "")),
             randomness=dict(data.get("randomness", {})),
+            stated=None if data.get("stated") is None else event_from_dict(data["stated"]),
         )
 
 
@@ -138,6 +147,7 @@ class EventLog:
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
@@ -148,6 +158,7 @@ class EventLog:
             event=event,
             label=label,
             randomness=dict(randomness or {}),
+            stated=stated,
         )
         with self._lock:
             self._charges.append(entry)
@@ -192,6 +203,7 @@ class NoReleases:
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
         raise BudgetExceededError(
             f"workflow {self.workflow!r} declared charges=False (no differentially private release) but tried "

@@ -62,6 +62,13 @@ class Mechanism(ABC):
         the repetition); override with a vectorised path."""
         return [self._sample(value, rng, data) for _ in range(count)]
 
+    def stated_guarantee(self) -> PrivacyEvent | None:
+        """The guarantee the caller asked for (``PureDP``, ``ApproxDP`` or ``ZCDP``) when
+        :meth:`privacy_event` was calibrated from it -- a Gaussian asked for at (epsilon,
+        delta) --, so that a budget can charge one release no more than that; None
+        otherwise. It must be implied by the event (a budget checks it before using it)."""
+        return None
+
     def parameters(self) -> dict[str, Any]:
         """The mechanism's configuration as JSON-safe values, for the ledger."""
         cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
@@ -103,7 +110,7 @@ class Mechanism(ABC):
         privacy audit), charged once as ``SelfComposed(event, count)`` before any noise is
         drawn. The output holds ``count`` answers along its first axis."""
         event = SelfComposed(event=self.privacy_event(), count=check_count("count", count))
-        canonical, rng = self._charge(value, event, charger, rng, label)
+        canonical, rng = self._charge(value, event, charger, rng, label, stated=False)
         outputs = self._sample_many(canonical, event.count, rng, data)
         return Release(output=outputs, event=event, mechanism=self._label_name)
 
@@ -112,18 +119,28 @@ class Mechanism(ABC):
         return self.name or type(self).__name__
 
     def _charge(
-        self, value: Any, event: PrivacyEvent, charger: Any, rng: RandomSource | None, label: str
+        self,
+        value: Any,
+        event: PrivacyEvent,
+        charger: Any,
+        rng: RandomSource | None,
+        label: str,
+        *,
+        stated: bool = True,
     ) -> tuple[Any, RandomSource]:
-        """Validate, then charge ``event``; returns the canonical value and the source.
-        Raises (charging nothing) if the value is invalid."""
+        """Validate, then charge ``event`` (with the stated guarantee of one release when
+        ``stated``); returns the canonical value and the source. Raises (charging nothing)
+        if the value is invalid."""
         charger = check_charger(charger)
         canonical = self.validate_input(value)
         rng = resolve_random(rng)
+        guarantee = self.stated_guarantee() if stated else None
         charger.charge(
             event,
             mechanism=self._label_name,
             parameters=self.parameters(),
             label=label,
             randomness=rng.describe(),
+            **({} if guarantee is None else {"stated": guarantee}),
         )
         return canonical, rng

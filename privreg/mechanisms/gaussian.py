@@ -15,7 +15,7 @@ from privreg.accountant.calibration import calibrate_gaussian_sigma
 from privreg.accountant.pld import MAX_EXACT_DISCRETE_SIGMA
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError, PrivregValueError
-from privreg.core.events import DiscreteGaussian, PrivacyEvent
+from privreg.core.events import ApproxDP, DiscreteGaussian, PrivacyEvent
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
@@ -234,6 +234,11 @@ class GaussianMechanism(GridMechanism):
     def verification_accountant(self) -> str:
         """The accountant the target was verified under ("pld" or "rdp")."""
         return _verifier(self.sigma_int, self.integer_sensitivity, self.dimension)
+
+    def stated_guarantee(self) -> PrivacyEvent:
+        """(epsilon, delta) as asked for: the discrete noise was verified to meet it under
+        :attr:`verification_accountant` (a budget charges one release no more than this)."""
+        return ApproxDP(epsilon=self.epsilon, delta=self.delta)
 
     def privacy_event(self) -> PrivacyEvent:
         sigma = float(self.sigma_int)

@@ -78,6 +78,7 @@ class _LayerAllowance:
         parameters: Mapping[str, Any],
         label: str = "",
         randomness: Mapping[str, Any] | None = None,
+        stated: PrivacyEvent | None = None,
     ) -> None:
         if event != self.covered.event:
             raise PrivregValueError(
