@@ -17,9 +17,9 @@ from privreg.accountant.rdp import RDPAccountant
 from privreg.accountant.relations import relate
 from privreg.accountant.zcdp import ZCDPAccountant
 from privreg.core.errors import UnsupportedEventError
-from privreg.core.events import ApproxDP, PrivacyEvent
+from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 
-__all__ = ["block_pair", "unsupported_reason"]
+__all__ = ["block_pair", "leaf_pair_at", "unsupported_reason"]
 
 # Non-adaptive accountants that may price one block (its parameters are fixed at charge time).
 _BLOCK_ACCOUNTANTS = (PLDAccountant, RDPAccountant, GDPAccountant, ZCDPAccountant, KOVAccountant)
@@ -39,9 +39,9 @@ def block_pair(
     event: PrivacyEvent, *, event_delta: float | None, neighbouring: str, left: float | None = None
 ) -> tuple[float, float] | None:
     """One (eps, delta) pair for a single charged event taken as one mechanism: pure
-    blocks by basic composition; otherwise (a curve event such as a Gaussian, or a block)
-    the smallest epsilon any non-adaptive accountant proves for the whole event at
-    ``event_delta`` plus the deltas its
+    blocks by basic composition; a single leaf by its own pair (a curve leaf read off at
+    ``event_delta``); otherwise the smallest epsilon any non-adaptive accountant proves
+    for the whole block at ``event_delta`` plus the deltas its
     (eps, delta) leaves declare, but at no more than ``left`` (the delta its filter has
     left), so that a block calibrated to the whole remaining delta -- as a workflow's
     plan under its own budget is -- still fits. Valid: the block's parameters, and so
@@ -52,9 +52,9 @@ def block_pair(
     best: tuple[float, float] | None = None
     if basic.supports(event):
         best = basic.compose(event).total
-        if best[1] == 0.0 or isinstance(event, ApproxDP):  # an (eps, delta) release is its own pair
+        if best[1] == 0.0 or not isinstance(event, (Composed, SelfComposed)):
             return best
-    if event_delta is None:
+    if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
         return best
     at = min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
     if left is not None and 0.0 < left < at:
@@ -77,3 +77,28 @@ def unsupported_reason(exc: UnsupportedEventError, event: PrivacyEvent) -> str:
     word "unsupported" in audits and refusals), from the error it raised."""
     bad = getattr(exc.event, "kind", event.kind)
     return f"cannot account for {bad!r}" + (f": {exc.reason}" if exc.reason else "")
+
+
+# Accountants for one curve leaf, cheapest first; PLD only when these miss a stated target.
+_LEAF_ACCOUNTANTS = (GDPAccountant, ZCDPAccountant, RDPAccountant)
+
+
+def leaf_pair_at(
+    event: PrivacyEvent, *, delta: float, neighbouring: str, target: float | None = None
+) -> tuple[float, float] | None:
+    """(eps, ``delta``) for one release of ``event``: the smallest epsilon at ``delta``
+    that GDP, zCDP or RDP proves, and PLD's when those stay above ``target`` (the epsilon
+    the release was calibrated to, e.g. a Gaussian verified by PLD). Blocks go to
+    :func:`block_pair`. None if nothing vouches."""
+    if isinstance(event, (Composed, SelfComposed)):
+        return block_pair(event, event_delta=delta, neighbouring=neighbouring, left=delta)
+    best = math.inf
+    for cls in _LEAF_ACCOUNTANTS:
+        acc = cls(neighbouring=neighbouring)
+        if acc.supports(event):
+            best = min(best, acc.compose(event).epsilon(delta))
+    if target is not None and not best <= target:
+        pld = PLDAccountant(neighbouring=neighbouring)
+        if pld.supports(event):
+            best = min(best, pld.compose(event).epsilon(delta))
+    return (best, delta) if math.isfinite(best) else None

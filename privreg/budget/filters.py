@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privreg.accountant.blocks import block_pair, unsupported_reason
+from privreg.accountant.blocks import block_pair, leaf_pair_at, unsupported_reason
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
@@ -118,10 +118,10 @@ def price_from_json(data: Any) -> Price:
     return tuple(out)
 
 
-def _stated_delta(stated: PrivacyEvent | None) -> float | None:
-    """The delta of the (epsilon, delta) guarantee a caller stated for a release, if any."""
+def _stated_pair(stated: PrivacyEvent | None) -> tuple[float, float] | None:
+    """The (epsilon, delta > 0) a caller stated for a release, if any."""
     if isinstance(stated, ApproxDP) and stated.delta > 0:
-        return float(stated.delta)
+        return float(stated.epsilon), float(stated.delta)
     return None
 
 
@@ -132,18 +132,27 @@ def _pair(
     return block_pair(event, event_delta=event_delta, neighbouring=neighbouring, left=left)
 
 
+@functools.lru_cache(maxsize=4096)
+def _pair_at(event: PrivacyEvent, delta: float, neighbouring: str, target: float) -> tuple[float, float] | None:
+    return leaf_pair_at(event, delta=delta, neighbouring=neighbouring, target=target)
+
+
 def _best_pair(
     event: PrivacyEvent, stated: PrivacyEvent | None, *, event_delta: float | None, neighbouring: str, left: float
 ) -> tuple[float, float] | None:
-    """The (eps, delta) point a pair filter charges: at ``event_delta`` or at the delta the
-    caller stated (a Gaussian asked for at (eps, delta) is priced at that point of its
-    curve), whichever fits the ``left`` delta with the smaller epsilon. The point is fixed
-    at charge time from the event and earlier outputs only, as RRUV 2016 filters allow."""
+    """The (eps, delta) point a pair filter charges: at ``event_delta``, or at the delta
+    the caller stated (a Gaussian asked for at (eps, delta) is priced at that point of its
+    curve, as proven by the accountants -- never more than it was verified for), whichever
+    fits the ``left`` delta with the smaller epsilon. The point is fixed at charge time
+    from the event and earlier outputs only, as RRUV 2016 filters allow."""
     candidates = []
-    for at in dict.fromkeys((event_delta, _stated_delta(stated))):
-        if at is None and event_delta is not None:
-            continue
-        pair = _pair(event, at, neighbouring, left)
+    pair = _pair(event, event_delta, neighbouring, left)
+    if pair is not None:
+        candidates.append(pair)
+    target = _stated_pair(stated)
+    if target is not None:
+        at = min(target[1], left) if left > 0 else target[1]
+        pair = _pair_at(event, at, neighbouring, target[0])
         if pair is not None:
             candidates.append(pair)
     fitting = [p for p in candidates if p[1] <= left]

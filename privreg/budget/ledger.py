@@ -837,6 +837,22 @@ class Ledger:
                 problems += self._anchor_problems(*anchor)
         return problems
 
+    def verify_from(self, seq: int, *, expect_head: str) -> list[str]:
+        """Integrity problems of the rows after ``seq`` (chained from row ``seq``'s hash)
+        and of the anchor ``expect_head``, which must be at or after ``seq``: an
+        incremental check whose cost is the rows since, trusting what the anchor covers."""
+        anchor = parse_head(expect_head)
+        if anchor[0] is not None and anchor[0] < seq:
+            raise PrivregValueError(f"the anchor {expect_head!r} is before row {seq}; verify from an earlier row")
+        problems = [self._key_problem] if self._key_problem is not None else []
+        contents = self._key_problem is None
+        with self._sql("verifying"):
+            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+            prev = self.genesis() if seq == 0 else self._hash_at(seq)
+            problems += self._check(raw, prev, seq, self._key, contents=contents)
+            problems += self._anchor_problems(*anchor)
+        return problems
+
     def _anchor_problems(self, seq: int | None, digest: str) -> list[str]:
         head_seq, head_hash = self.head()
         if digest == self.genesis():

@@ -18,19 +18,44 @@ import attrs
 from privreg.accountant import make_accountant
 from privreg.accountant.blocks import unsupported_reason
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
-from privreg.budget.filters import make_filter
-from privreg.budget.ledger import Ledger, LedgerIntegrityError, LedgerRow, format_head
+from privreg.budget.filters import make_filter, price_to_json
+from privreg.budget.ledger import Checkpoint, Ledger, LedgerIntegrityError, LedgerRow, format_head, parse_head
 from privreg.budget.session import DEFAULT_FILTERS
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError, UnsupportedEventError
-from privreg.core.events import Composed, PrivacyEvent, event_from_dict
+from privreg.core.events import (
+    ZCDP,
+    ApproxDP,
+    Composed,
+    DiscreteGaussian,
+    DiscreteLaplace,
+    Exponential,
+    Laplace,
+    LocalDP,
+    PrivacyEvent,
+    PureDP,
+    SelfComposed,
+    event_from_dict,
+)
 from privreg.core.files import atomic_write
 
-__all__ = ["AuditReport", "audit_ledger", "verify_ledger", "format_report", "plot_report", "RUN_KEY", "run_summaries"]
+__all__ = [
+    "AuditReport",
+    "audit_ledger",
+    "verify_ledger",
+    "stated_text",
+    "release_table",
+    "format_report",
+    "plot_report",
+    "RUN_KEY",
+    "run_summaries",
+]
 
 #: The parameter under which ``privreg run`` records, in each charge, the run that made it:
 #: ``{"id", "workflow", "started", "output"}`` (the audit lists the runs of a ledger).
 RUN_KEY = "privreg.run"
+#: The non-adaptive totals (information only) are computed for ledgers up to this many rows.
+NONADAPTIVE_MAX_ROWS = 5000
 
 
 def _seq_ranges(seqs: Sequence[int]) -> str:
@@ -102,6 +127,11 @@ class AuditReport:
     flags: tuple[str, ...]
     head: str = ""  # "SEQ:HASH" of the last row: keep it elsewhere, pass it as expect_head
     unsupported: dict[str, dict[str, str]] = attrs.field(factory=lambda: {"rule": {}, "nonadaptive": {}})
+    #: per release, what each filter charged for it in epsilon (its rise at the filter's
+    #: share of delta; None: unsupported), re-derived from the rows before it
+    charged: list[dict[str, float | None]] = attrs.field(factory=list)
+    #: the first row re-derived (rows before it were trusted through a checkpoint)
+    first_verified: int = 1
 
     @property
     def spent(self) -> float | None:
@@ -126,10 +156,16 @@ class AuditReport:
                     "label": r.charge.label,
                     "mechanism": r.charge.mechanism,
                     "event": r.charge.event.to_dict(),
+                    "stated": stated_text(r.charge.stated, r.charge.event),
+                    "charged_epsilon": (
+                        {k: _finite(x) for k, x in self.charged[i].items()} if i < len(self.charged) else {}
+                    ),
+                    "total_epsilon": _finite(self.best[i]) if i < len(self.best) else None,
                     "randomness": dict(r.charge.randomness),
                 }
-                for r in self.rows
+                for i, r in enumerate(self.rows)
             ],
+            "first_verified": self.first_verified,
             "cumulative_epsilon": {k: [_finite(x) for x in xs] for k, xs in self.cumulative.items()},
             "nonadaptive_epsilon": {k: _finite(x) for k, x in self.nonadaptive.items()},
             "spent_epsilon": _finite(self.spent),
@@ -183,12 +219,55 @@ def _nonadaptive(
     return out, why
 
 
-def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: bytes | None = None) -> AuditReport:
-    """Re-account a ledger from scratch under the rule that kept it, and flag what that
-    rule should have refused, non-finite totals, test-only noise and a broken chain. The
-    ledger is opened read-only (nothing in it is created or changed, no lock is taken);
-    ``expect_head`` is an earlier report's ``head`` (see :meth:`Ledger.verify`), ``key`` a
-    keyed ledger's key."""
+def stated_text(stated: PrivacyEvent | None, event: PrivacyEvent) -> str:
+    """The guarantee of a release as the user stated it: ``stated`` if the release gave
+    one, else what its event says in the user's terms (epsilon of a Laplace, rho of a
+    discrete Gaussian, ...), else the event's kind."""
+    for e in (stated, event):
+        if isinstance(e, PureDP):
+            return f"eps={e.epsilon:.6g}"
+        if isinstance(e, ApproxDP):
+            return f"(eps={e.epsilon:.6g}, delta={e.delta:.3g})"
+        if isinstance(e, ZCDP):
+            return f"rho={e.rho:.6g}"
+    if isinstance(event, Laplace):
+        return f"eps={event.sensitivity / event.scale:.6g}"
+    if isinstance(event, (DiscreteLaplace, Exponential)):
+        return f"eps={event.epsilon:.6g}"
+    if isinstance(event, DiscreteGaussian):
+        return f"rho={event.rho:.6g}"
+    if isinstance(event, LocalDP):
+        return f"local eps0={event.epsilon0:.6g}"
+    if isinstance(event, SelfComposed):
+        return f"{event.count} x {stated_text(None, event.event)}"
+    return event.kind
+
+
+def _checkpoint_at(checkpoints: Sequence[Checkpoint], since: str | None) -> Checkpoint | None:
+    """The newest checkpoint at or before the anchored row ``since`` (SEQ:HASH)."""
+    if since is None:
+        return None
+    seq, _ = parse_head(since)
+    if seq is None:
+        raise PrivregError(f"since {since!r} must be SEQ:HASH as printed by 'privreg ledger verify' (head: ...)")
+    found = [c for c in checkpoints if c.seq <= seq]
+    return found[-1] if found else None
+
+
+def verify_ledger(
+    path: str | Path, *, expect_head: str | None = None, key: bytes | None = None, since: str | None = None
+) -> AuditReport:
+    """Re-derive a ledger's decisions from its rows under the rule that kept it: every
+    row's price from the rows before it (flagging a stored price that differs), every
+    checkpoint's state, and every release the rule should have refused; also non-finite
+    totals, test-only noise and a broken chain. The ledger is opened read-only (nothing in
+    it is created or changed, no lock is taken); ``expect_head`` is an earlier report's
+    ``head`` (see :meth:`Ledger.verify`), ``key`` a keyed ledger's key.
+
+    ``since``: the head (SEQ:HASH) of an earlier verification you trust. The anchor is
+    checked as ``expect_head`` is; then only the rows after the newest checkpoint at or
+    before it are re-derived, starting from that checkpoint's state -- incremental, the
+    cost of the rows since, not of the whole ledger."""
     ledger = Ledger.open_readonly(path, key=key)
     try:
         meta = ledger.meta
@@ -202,10 +281,20 @@ def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: byte
                 f"ledger {str(path)!r}: its budget {meta.get('budget')!r} is not "
                 f"{{'epsilon': ..., 'delta': ...}} ({exc!r})"
             ) from exc
-        integrity = tuple(ledger.verify(expect_head=expect_head))
         head = format_head(ledger.head())
+        checkpoint_problems: list[str] = []
         try:
-            rows = tuple(ledger.rows(verify=False))
+            checkpoints = ledger.checkpoints()
+        except LedgerIntegrityError as exc:
+            checkpoints, checkpoint_problems = [], [str(exc)]
+        start = _checkpoint_at(checkpoints, since)
+        if since is not None:
+            integrity = tuple(ledger.verify_from(start.seq if start else 0, expect_head=since))
+        else:
+            integrity = tuple(ledger.verify(expect_head=expect_head))
+        integrity += tuple(checkpoint_problems)
+        try:
+            rows = tuple(ledger.rows(after=start.seq if start else 0, verify=False))
         except LedgerIntegrityError as exc:
             return AuditReport(
                 path=str(path),
@@ -228,10 +317,15 @@ def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: byte
     event_delta = rule.get("event_delta")
     events = [r.charge.event for r in rows]
     flags = [f"hash chain: {p}" for p in integrity]
-    nonadaptive, nonadaptive_why = _nonadaptive(events, delta, neighbouring, event_delta)
+    if start is None and len(events) <= NONADAPTIVE_MAX_ROWS:
+        nonadaptive, nonadaptive_why = _nonadaptive(events, delta, neighbouring, event_delta)
+    else:  # information only, and costly on long ledgers: left out
+        nonadaptive, nonadaptive_why = {}, {}
     unsupported: dict[str, dict[str, str]] = {"rule": {}, "nonadaptive": nonadaptive_why}
     cumulative: dict[str, list[float | None]] = {}
+    charged: list[dict[str, float | None]] = []
     best: list[float | None]
+    first = (start.seq if start else 0) + 1
     if rule["kind"] == "plan":
         plan = [event_from_dict(d) for d in rule["plan"]]
         found, name = plan_bound(plan, delta=delta, neighbouring=neighbouring, event_delta=event_delta)
@@ -264,6 +358,12 @@ def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: byte
             make_filter(n, epsilon=eps_budget, delta=share, neighbouring=neighbouring, event_delta=event_delta)
             for n in names
         ]
+        if start is not None:
+            try:
+                for f in filters:
+                    f.load_state(start.state[f.name])
+            except (KeyError, TypeError, ValueError):
+                flags.append(f"checkpoint at row {start.seq} does not hold the rule's filters")
         text = f"fully adaptive filters, delta split evenly ({share:g} each): " + ", ".join(
             f.describe() for f in filters
         )
@@ -272,14 +372,36 @@ def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: byte
                 "; this format-1 ledger was kept by the old rule (the best non-adaptive bound in "
                 "hindsight), which is not valid under adaptive use: re-checked here"
             )
+        by_seq = {c.seq: c for c in checkpoints}
         cumulative = {f.name: [] for f in filters}
         best = []
         for row in rows:
-            for f in filters:
-                f.add(row.charge.event)
-                cumulative[f.name].append(None if f.dead else f.spent())
+            before = [f.spent() for f in filters]
+            derived = [f.price(row.charge.event, row.charge.stated) for f in filters]
+            if row.prices:
+                for f, p in zip(filters, derived):
+                    stored = row.prices.get(f.name)
+                    if stored != price_to_json(p):
+                        flags.append(
+                            f"release #{row.seq} ({row.charge.label or row.charge.mechanism}): the price stored "
+                            f"for filter {f.name} differs from the one re-derived from the rows before it: the "
+                            f"row was altered after it was charged, or priced by a different rule"
+                        )
+            step: dict[str, float | None] = {}
+            for f, p, b in zip(filters, derived, before):
+                f.apply(p)
+                a = f.spent()
+                cumulative[f.name].append(None if f.dead else a)
+                step[f.name] = None if f.dead else (a - b if math.isfinite(a) else math.inf)
+            charged.append(step)
             alive = [f.spent() for f in filters if not f.dead]
             best.append(min(alive) if alive else None)
+            cp = by_seq.get(row.seq)
+            if cp is not None and dict(cp.state) != {f.name: f.state() for f in filters}:
+                flags.append(
+                    f"checkpoint at row {row.seq}: its state differs from the state re-derived from the rows "
+                    f"(the checkpoint or the rows before it were altered)"
+                )
         unsupported["rule"] = {f.name: f.dead for f in filters if f.dead}
         for i, row in enumerate(rows):
             now = best[i]
@@ -331,6 +453,8 @@ def verify_ledger(path: str | Path, *, expect_head: str | None = None, key: byte
         flags=tuple(flags),
         head=head,
         unsupported=unsupported,
+        charged=charged,
+        first_verified=first,
     )
 
 
@@ -347,6 +471,32 @@ def _fmt(x: float | None, why: str = "") -> str:
     return f"{x:.6g}"
 
 
+def release_table(report: AuditReport) -> str:
+    """One line per release in the user's terms: its number, time and name, the guarantee
+    as stated, what each filter charged for it in epsilon (at its share of the budget's
+    delta) and the running total against the budget."""
+    if not report.rows:
+        return "(no releases)"
+    names = list(report.cumulative)
+    header = ("#", "time (UTC)", "release", "as stated", *(f"{n} eps" for n in names), "total eps")
+    lines = [header]
+    for i, r in enumerate(report.rows):
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
+        step = report.charged[i] if i < len(report.charged) else {}
+        total = report.best[i] if i < len(report.best) else None
+        lines.append(
+            (
+                str(r.seq),
+                stamp,
+                r.charge.label or r.charge.mechanism,
+                stated_text(r.charge.stated, r.charge.event),
+                *(_fmt(step.get(n)) for n in names),
+                f"{_fmt(total)} / {report.budget_epsilon:g}",
+            )
+        )
+    return _table(lines)
+
+
 def format_report(report: AuditReport) -> str:
     """The plain-text audit."""
     out = [
@@ -355,11 +505,7 @@ def format_report(report: AuditReport) -> str:
         f"rule: {report.rule}",
         "",
     ]
-    releases = [("#", "time (UTC)", "label", "mechanism", "event")]
-    for r in report.rows:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
-        releases.append((str(r.seq), stamp, r.charge.label or "-", r.charge.mechanism, r.charge.event.to_json()))
-    out += [_table(releases) if report.rows else "(no releases)", ""]
+    out += [release_table(report), ""]
     runs = run_summaries(report.rows)
     if runs:
         table = [("run", "workflow", "started (UTC)", "releases", "output folder")]
@@ -392,15 +538,17 @@ def plot_report(report: AuditReport, path: str | Path) -> Path:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise PrivregError("plotting needs matplotlib: pip install 'privreg[plot]'") from None
     fig, ax = plt.subplots(figsize=(7, 4))
-    x = list(range(1, len(report.rows) + 1))
+    x = [r.seq for r in report.rows]
     for name, series in (report.cumulative or {"rule": list(report.best)}).items():
         pts = [(i, y) for i, y in zip(x, series) if y is not None and math.isfinite(y)]
         if pts:
             ax.plot(*zip(*pts), marker=".", label=name)
     ax.axhline(report.budget_epsilon, color="black", linestyle="--", label="budget")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("release")
     ax.set_ylabel(f"cumulative epsilon at delta={report.budget_delta:g}")
     ax.legend()

@@ -11,8 +11,8 @@ from typing import Any
 
 from privreg.budget.filters import FILTERS
 from privreg.budget.runs import SIDE_FILES, require_ledger, unlink_ledger
-from privreg.budget.session import BudgetSession, PrivacyBudget
-from privreg.budget.verify import run_summaries, verify_ledger
+from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
+from privreg.budget.verify import release_table, run_summaries, verify_ledger
 from privreg.core import files
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
@@ -64,7 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         choices=sorted(FILTERS),
         metavar="NAME",
         help=f"a privacy filter keeping the budget, repeatable (one of {', '.join(sorted(FILTERS))}; "
-        f"default basic, as a single run uses)",
+        f"default {', '.join(DEFAULT_FILTERS)}, as BudgetSession uses)",
     )
     q.add_argument(
         "--event-delta",
@@ -85,7 +85,7 @@ def _init_settings(args: argparse.Namespace) -> tuple[PrivacyBudget, tuple[str, 
     event_delta: float | None = delta or None
     if args.event_delta is not None:
         event_delta = v.check_delta("--event-delta", _number("--event-delta", args.event_delta), allow_zero=False)
-    filters = tuple(dict.fromkeys(args.filters or ["basic"]))
+    filters = tuple(dict.fromkeys(args.filters or DEFAULT_FILTERS))
     return PrivacyBudget(epsilon=eps, delta=delta, neighbouring=args.neighbouring), filters, event_delta
 
 
@@ -137,6 +137,8 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
     )
     for run in runs:
         print(f"    {run['id']}  {run['workflow']}  {run['started']}  releases {run['seqs']}  -> {run['output']}")
+    if report.rows:
+        print("  releases:\n" + "\n".join("    " + line for line in release_table(report).splitlines()))
     if report.flags:
         print(f"  flags:     {len(report.flags)}: run 'privreg audit {args.path}'")
     return 3 if report.flags else 0
