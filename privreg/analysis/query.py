@@ -206,7 +206,8 @@ class Planned(ABC):
 
     def _run(self, mech: Mechanism, value: Any, part: str, label: str, extra: Mapping[str, Any] | None = None) -> Any:
         charger = self._charger(part, extra)
-        return mech.release(value, charger=charger, rng=self._query.rng, label=f"{label}: {part}").output
+        name = label if part == label else f"{label}: {part}"  # "count", not "count: count"
+        return mech.release(value, charger=charger, rng=self._query.rng, label=name).output
 
     def _affordable(self, parts: Sequence[tuple[str, Mechanism]]) -> None:
         """Refuse, before anything is charged, a statistic whose parts the session cannot

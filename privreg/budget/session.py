@@ -62,6 +62,9 @@ __all__ = [
     "Spending",
     "Quote",
     "CHECKPOINT_EVERY",
+    "rule_text",
+    "filter_citations",
+    "settings_of",
     "DEFAULT_FILTERS",
     "DEFAULT_ACCOUNTANTS",
     "accountant_options",
@@ -305,8 +308,7 @@ class BudgetSession:
                 f"declared plan of {len(self._plan)} release(s), non-adaptive bound epsilon "
                 f"{self.plan_epsilon:.6g} by {self.plan_accountant}"
             )
-        parts = ", ".join(f.describe() for f in self._filters)
-        return f"fully adaptive filters, delta split evenly ({self.budget.delta / len(self._filters):g} each): {parts}"
+        return rule_text(self.filter_names, self.budget.delta)
 
     # -- accounting ---------------------------------------------------------------------
 
@@ -541,6 +543,16 @@ class BudgetSession:
         seq = self._seen + 1
         checkpoint = {f.name: f.state() for f in trial} if self._plan is None and seq % CHECKPOINT_EVERY == 0 else None
         return self._ledger.try_append(charge, expected_seq=self._seen, prices=stored, checkpoint=checkpoint)
+
+
+def rule_text(filters: Sequence[str], delta: float) -> str:
+    """A filters rule in one short line (each filter's proof: :func:`filter_citations`)."""
+    return f"fully adaptive filters {', '.join(filters)}, delta split evenly ({delta / len(filters):g} each)"
+
+
+def filter_citations(filters: Sequence[str]) -> list[str]:
+    """``name: proof`` for each filter, as ``privreg ledger verify`` lists them."""
+    return [f"{n}: {FILTERS[n].citation}" for n in filters if n in FILTERS]
 
 
 def settings_of(meta: Mapping[str, Any]) -> tuple[PrivacyBudget, dict[str, Any]]:

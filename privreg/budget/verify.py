@@ -20,7 +20,7 @@ from privreg.accountant.blocks import unsupported_reason
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import make_filter, price_to_json
 from privreg.budget.ledger import Checkpoint, Ledger, LedgerIntegrityError, LedgerRow, format_head, parse_head
-from privreg.budget.session import DEFAULT_FILTERS
+from privreg.budget.session import DEFAULT_FILTERS, filter_citations, rule_text
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError, UnsupportedEventError
 from privreg.core.events import (
@@ -364,9 +364,7 @@ def verify_ledger(
                     f.load_state(start.state[f.name])
             except (KeyError, TypeError, ValueError):
                 flags.append(f"checkpoint at row {start.seq} does not hold the rule's filters")
-        text = f"fully adaptive filters, delta split evenly ({share:g} each): " + ", ".join(
-            f.describe() for f in filters
-        )
+        text = rule_text(names, delta)
         if rule.get("legacy"):
             text += (
                 "; this format-1 ledger was kept by the old rule (the best non-adaptive bound in "
@@ -512,6 +510,8 @@ def format_report(report: AuditReport) -> str:
         table += [(r["id"], r["workflow"], r["started"], r["seqs"], r["output"]) for r in runs]
         out += [f"{len(runs)} run(s) under this budget:", _table(table), ""]
     if report.cumulative:
+        out += ["filters (each proven for fully adaptive use):"]
+        out += [f"  {line}" for line in filter_citations(list(report.cumulative))] + [""]
         totals = [("filter", f"epsilon at its share of delta={report.budget_delta:g}")]
         for name, series in report.cumulative.items():
             last = series[-1] if series else 0.0
