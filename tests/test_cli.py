@@ -180,7 +180,7 @@ def test_run_help_lists_workflow_parameters(capsys):
 def test_demo_runs_and_prints_the_ledger(capsys, tmp_path):
     code, out, err = run(capsys, "demo", "-o", str(tmp_path))
     assert code == 0, err
-    assert "Audit of this demo's ledger" in out and "randomized-response" in out
+    assert "Verification of this demo's ledger" in out and "randomized-response" in out
     assert len(charges(tmp_path / "ledger.sqlite")) >= 2
     code, out, err = run(capsys, "demo")
     assert code == 0 and "Privacy ledger of this demo" in out and "spent" in out

@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     party_cli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
-    p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and audit it")
+    p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and verify it")
     p.add_argument(
         "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
     )
