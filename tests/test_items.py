@@ -427,7 +427,7 @@ def test_budget_params_are_checked_at_registration(declared, error, words):
 
 
 def test_a_workflow_charging_nothing_declares_no_budget():
-    with pytest.raises(PrivregValueError, match="charges=False.*drop budget_params"):
+    with pytest.raises(PrivregValueError, match=r"charges=False.*drop budget_params"):
         workflow(BUDGET, charges=False, budget_params=("epsilon",))
 
 

@@ -147,9 +147,9 @@ def test_the_envelope_is_read_from_the_declared_budget_params(tmp_path):
     assert labels(shared) == []
 
     undeclared = attrs.evolve(item, budget_params=())
-    with pytest.raises(PrivregValueError, match="states no budget in its parameters.*budget=PrivacyBudget"):
+    with pytest.raises(PrivregValueError, match=r"states no budget in its parameters.*budget=PrivacyBudget"):
         runs.run_workflow(undeclared, {})
-    with pytest.raises(PrivregValueError, match="states no budget.*instead of a shared ledger"):
+    with pytest.raises(PrivregValueError, match=r"states no budget.*instead of a shared ledger"):
         runs.run_workflow(undeclared, {}, ledger=shared)
     # with an explicit budget it runs (the budget is then its envelope)
     assert runs.run_workflow(undeclared, {"total": 0.5}, budget=PrivacyBudget(epsilon=0.5)).releases == 1
@@ -202,7 +202,7 @@ def test_run_workflow_refuses_what_is_not_a_workflow():
     with pytest.raises(PrivregValueError, match="unknown parameter"):
         runs.run_workflow(mean_item(), {"epsilonn": 1.0})
     pprl = privreg.default_registry().get("pprl")
-    with pytest.raises(PrivregValueError, match="releases nothing differentially private.*drop budget="):
+    with pytest.raises(PrivregValueError, match=r"releases nothing differentially private.*drop budget="):
         runs.run_workflow(pprl, {}, budget=PrivacyBudget(epsilon=1.0))
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from privreg.budget.filters import FILTERS, Filter, make_filter
 from privreg.budget.ledger import Ledger, LedgerRow, format_head, parse_head
-from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
 from privreg.budget.runs import PartialRunError, RunResult, run_workflow
+from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
 from privreg.budget.verify import RUN_KEY, verify_ledger
 
 __all__ = [
