@@ -263,6 +263,22 @@ def test_a_bug_after_a_charge_is_exit_1_with_a_note_of_the_charges(capsys, monke
     assert "internal error: RuntimeError" in lines[1] and "kaputt" not in err
 
 
+def test_a_run_whose_summary_cannot_be_written_is_partial(monkeypatch, tmp_path):
+    """run.json is part of the run: a metric with no JSON form, found after the charges,
+    fails the run, which then says what it charged and is recorded as failed."""
+
+    def workflow(*, context, **params):
+        """Charges, then returns a metric that JSON cannot hold."""
+        context.charger.charge(PureDP(epsilon=0.25), mechanism="laplace", parameters={}, label="only")
+        return WorkflowResult(summary="done", metrics={"seen": {1, 2}})
+
+    replace(monkeypatch, "bounded-mean", workflow)
+    with pytest.raises(runs.PartialRunError, match=r"metrics.seen is a set.*#1 only \(epsilon 0.25\)"):
+        runs.run_workflow(mean_item(), {}, output=tmp_path / "o")
+    (summary,) = verify_ledger(tmp_path / "o" / "ledger.sqlite").runs()
+    assert (summary["status"], summary["note"]) == ("partial", "failed after 1 release(s)")
+
+
 def test_python_callers_get_the_charges_with_the_error(monkeypatch):
     replace(monkeypatch, "bounded-mean", charge_then(PrivregValueError("late"), 0.25))
     with pytest.raises(runs.PartialRunError) as info:

@@ -607,7 +607,7 @@ def run_workflow(
             event_delta = budget.delta or None
         _check_own_budget(item, bound, budget, event_delta)  # before any folder or ledger exists
     if shared:
-        require_ledger(str(ledger), "--ledger")
+        require_ledger(str(ledger), "ledger")
     out = None if output is None else Path(output)
     created = out is not None and not out.exists()
     if out is not None:
@@ -659,7 +659,6 @@ def _run_in(
     ledger_path: Path | None = None
     fresh_ledger = False  # a ledger this run created and charged nothing to: removed if the run fails
     charger: RunCharger | None = None
-    session: BudgetSession | None = None
     try:
         if not item.charges:  # a cryptographic protocol: no ledger, any charge fails
             result, elapsed = _execute(item, ctx, params)
@@ -684,25 +683,28 @@ def _run_in(
                 event_delta=event_delta,
             )
             with session:
-                charger = RunCharger(session, run)
-                ctx.charger = charger
-                result, elapsed = _run_charged(item, ctx, params, session, charger, run, ledger_path, echo)
+                own, own_charger, own_budget = session, RunCharger(session, run), budget
+                charger = ctx.charger = own_charger
+
+                def finish(result: WorkflowResult, elapsed: float) -> RunResult:
+                    return _finish(
+                        item,
+                        params,
+                        result,
+                        elapsed,
+                        rng,
+                        run_id=run["id"],
+                        output=output,
+                        charger=own_charger,
+                        budget=own_budget,
+                        remaining=float(own.remaining()),
+                        ledger=ledger_path,
+                        shared=False,
+                    )
+
+                done = _run_charged(item, ctx, params, own, own_charger, run, ledger_path, echo, finish)
                 fresh_ledger = False
-                remaining = float(session.remaining())
-            return _finish(
-                item,
-                params,
-                result,
-                elapsed,
-                rng,
-                run_id=run["id"],
-                output=output,
-                charger=charger,
-                budget=budget,
-                remaining=remaining,
-                ledger=ledger_path,
-                shared=False,
-            )
+            return done
         if output is not None and (output / "run.json").exists():
             raise PrivregValueError(
                 f"--output folder {str(output)!r} holds an earlier run (run.json); choose a new --output folder"
@@ -711,26 +713,26 @@ def _run_in(
         with run_lock(shared_path):
             shared, gate = open_shared(shared_path, item, params)  # refuses what cannot fit
             with shared, gate:
-                session = shared
-                charger = RunCharger(shared, run, gate)
-                ctx.charger = charger
-                result, elapsed = _run_charged(item, ctx, params, shared, charger, run, ledger_path, echo)
-                remaining = float(shared.remaining())
-                ledger_budget = shared.budget
-        return _finish(
-            item,
-            params,
-            result,
-            elapsed,
-            rng,
-            run_id=run["id"],
-            output=output,
-            charger=charger,
-            budget=ledger_budget,
-            remaining=remaining,
-            ledger=ledger_path,
-            shared=True,
-        )
+                shared_charger = RunCharger(shared, run, gate)
+                charger = ctx.charger = shared_charger
+
+                def finish_shared(result: WorkflowResult, elapsed: float) -> RunResult:
+                    return _finish(
+                        item,
+                        params,
+                        result,
+                        elapsed,
+                        rng,
+                        run_id=run["id"],
+                        output=output,
+                        charger=shared_charger,
+                        budget=shared.budget,
+                        remaining=float(shared.remaining()),
+                        ledger=ledger_path,
+                        shared=True,
+                    )
+
+                return _run_charged(item, ctx, params, shared, shared_charger, run, ledger_path, echo, finish_shared)
     except BaseException:
         if charger is not None and charger.charged:
             fresh_ledger = False
@@ -760,11 +762,14 @@ def _run_charged(
     run: Mapping[str, Any],
     ledger_path: Path | None,
     echo: Callable[[str], None],
-) -> tuple[WorkflowResult, float]:
-    """Run the workflow charging ``charger``, and record the run's end in the ledger:
-    complete, or failed (then say exactly what was charged)."""
+    finish: Callable[[WorkflowResult, float], RunResult],
+) -> RunResult:
+    """Run the workflow charging ``charger``, ``finish`` it (``run.json``), and record the
+    run's end in the ledger: complete, or failed (then say exactly what was charged)."""
     try:
         result, elapsed = _execute(item, ctx, params)
+        done = finish(result, elapsed)
+        run_log.record_end(session.ledger, run["id"], status=run_log.COMPLETE, releases=len(charger.charged))
     except BaseException as exc:
         charged = charger.charged
         if not charged:
@@ -785,8 +790,7 @@ def _run_charged(
         if hasattr(exc, "add_note"):  # Python >= 3.11
             exc.add_note(what)
         raise
-    run_log.record_end(session.ledger, run["id"], status=run_log.COMPLETE, releases=len(charger.charged))
-    return result, elapsed
+    return done
 
 
 def _finish(
