@@ -180,7 +180,7 @@ def test_run_help_lists_workflow_parameters(capsys):
 def test_demo_runs_and_prints_the_ledger(capsys, tmp_path):
     code, out, err = run(capsys, "demo", "-o", str(tmp_path))
     assert code == 0, err
-    assert "Audit of this demo's ledger" in out and "randomized-response" in out
+    assert "Verification of this demo's ledger" in out and "randomized-response" in out
     assert len(charges(tmp_path / "ledger.sqlite")) >= 2
     code, out, err = run(capsys, "demo")
     assert code == 0 and "Privacy ledger of this demo" in out and "spent" in out
@@ -212,3 +212,10 @@ def test_bounded_mean_fits_a_budget_equal_to_its_epsilon(capsys, tmp_path):
     assert code == 0, err
     assert "releases charged: 2" in out
     assert [c.label for c in charges(tmp_path / "ledger.sqlite")] == ["count(age)", "sum(age)"]
+
+
+def test_describe_shows_the_parameters_of_a_workflows_budget(capsys):
+    code, out, _ = run(capsys, "describe", "ngrams")
+    assert code == 0 and "budget: --epsilon and --delta (what a run may spend" in out
+    code, out, _ = run(capsys, "describe", "pprl")
+    assert code == 0 and "budget:" not in out

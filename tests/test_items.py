@@ -379,3 +379,67 @@ def test_param_lookup_and_description():
 def test_unknown_kind_raises_a_privreg_error():
     with pytest.raises(PrivregValueError):
         make_item(kind="estimator")
+
+
+# --- budget_params ---------------------------------------------------------------------------
+
+BUDGET = (
+    Param(name="epsilon", type=float, doc="total epsilon", default=1.0),
+    Param(name="delta", type=float, doc="total delta", default=1e-6),
+    Param(name="eps_total", type=float, doc="another name for the total", default=2.0),
+)
+
+
+def workflow(params, **kw):
+    return make_item(kind="workflow", params=params, example=Example(), **kw)
+
+
+def test_budget_params_default_to_epsilon_and_delta_where_the_item_has_them():
+    assert workflow(BUDGET).budget_params == ("epsilon", "delta")
+    assert workflow(BUDGET[:1]).budget_params == ("epsilon",)
+    assert workflow(BUDGET[1:]).budget_params == ()  # a delta alone states no budget
+    assert workflow(BUDGET, charges=False).budget_params == ()
+    assert workflow(BUDGET).budget_of({"epsilon": 0.5, "delta": 1e-7}) == (0.5, 1e-7)
+    assert workflow(BUDGET[:1]).budget_of({"epsilon": 0.5}) == (0.5, 0.0)
+    assert workflow(BUDGET[1:]).budget_of({"delta": 1e-7}) is None
+
+
+def test_a_declared_budget_is_read_from_the_named_parameters():
+    item = workflow(BUDGET, budget_params=("eps_total",))
+    assert item.budget_params == ("eps_total",)
+    assert item.budget_of(item.bind()) == (2.0, 0.0)
+    assert workflow(BUDGET, budget_params=["eps_total", "delta"]).budget_of({"eps_total": 3, "delta": 0.1}) == (3, 0.1)
+
+
+@pytest.mark.parametrize(
+    "declared, error, words",
+    [
+        (("sigma",), PrivregValueError, ["'sigma'", "not among its parameters", "budget_params"]),
+        (("epsilon", "epsilon"), PrivregValueError, ["each once"]),
+        (("epsilon", "delta", "eps_total"), PrivregValueError, ["(EPSILON, DELTA)"]),
+        ("epsilon", PrivregTypeError, ["tuple of parameter names"]),
+    ],
+)
+def test_budget_params_are_checked_at_registration(declared, error, words):
+    with pytest.raises(error) as info:
+        workflow(BUDGET, budget_params=declared)
+    assert all(w in str(info.value) for w in words), info.value
+
+
+def test_a_workflow_charging_nothing_declares_no_budget():
+    with pytest.raises(PrivregValueError, match=r"charges=False.*drop budget_params"):
+        workflow(BUDGET, charges=False, budget_params=("epsilon",))
+
+
+def test_every_builtin_charging_workflow_states_its_budget():
+    """What ``privreg run`` prices a run by before its first charge: every built-in
+    workflow that charges names an epsilon parameter whose documentation says it is the
+    privacy parameter of the run."""
+    import privreg
+
+    for item in privreg.default_registry().items("workflow"):
+        if not item.charges:
+            assert item.budget_params == ()
+            continue
+        assert item.budget_params, item.name
+        assert "epsilon" in item.param(item.budget_params[0]).doc, item.name

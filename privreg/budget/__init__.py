@@ -9,7 +9,9 @@
 ``ledger``         the append-only, hash-chained SQLite ledger a session writes
 ``writer_queue``   first come, first served turns among a ledger's writers
 ``verify``         re-deriving a ledger's decisions from its rows (``privreg ledger verify``)
-``runs``           running a workflow under a budget (its own ledger or a shared one)
+``runs``           :func:`run_workflow`: a workflow run under a budget (its own ledger or
+                   a shared one), the one path of ``privreg run``, the demo and Python
+``run_log``        how a run's end is recorded, so that partial runs can be told
 =================  ====================================================================
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from privreg.budget.filters import FILTERS, Filter, make_filter
 from privreg.budget.ledger import Ledger, LedgerRow, format_head, parse_head
+from privreg.budget.runs import PartialRunError, RunResult, run_workflow
 from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
 from privreg.budget.verify import RUN_KEY, verify_ledger
 
@@ -33,4 +36,7 @@ __all__ = [
     "parse_head",
     "RUN_KEY",
     "verify_ledger",
+    "run_workflow",
+    "RunResult",
+    "PartialRunError",
 ]

@@ -117,6 +117,10 @@ _SCHEMA = (
         hash TEXT NOT NULL
     )""",
 )
+_RUNS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, ended REAL NOT NULL, status TEXT NOT NULL, "
+    "releases INTEGER NOT NULL)"
+)
 _SELECT = "SELECT seq, timestamp, mechanism, parameters, event, label, randomness, prev_hash, hash"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -215,7 +219,7 @@ def parse_head(text: str) -> tuple[int | None, str]:
     ok = _HEX64.fullmatch(digest) is not None and (seq_text == "" or seq_text.isdigit())
     if not ok or (":" in text and seq_text == ""):
         raise PrivregValueError(
-            f"expect_head {text!r} is not a ledger head: give SEQ:HASH as printed by 'privreg audit' "
+            f"expect_head {text!r} is not a ledger head: give SEQ:HASH as printed by 'privreg ledger verify' "
             f"(e.g. 12:{'3fa9' * 16}) or the 64-hex-digit hash alone"
         )
     return (int(seq_text) if seq_text else None), digest
@@ -383,7 +387,7 @@ class Ledger:
             return LedgerError(
                 f"{where} cannot be written ({msg}) while {doing}: check the permissions "
                 f"of the file and its directory, or only read it (Ledger.open_readonly, "
-                f"privreg audit)"
+                f"privreg ledger verify)"
             )
         if name.startswith("SQLITE_CANTOPEN") or "unable to open" in msg:
             return LedgerError(
@@ -505,7 +509,7 @@ class Ledger:
             if last is not None and _row_hash(self._key, last[7], *last[:7], *last[9:]) != last[8]:
                 raise LedgerIntegrityError(
                     f"ledger {self.path!r}: its last row ({last[0]}) does not verify "
-                    f"under the key; run 'privreg audit {self.path} --key-file ...'"
+                    f"under the key; run 'privreg ledger verify {self.path} --key-file ...'"
                 )
 
     def _check_reader_key(self) -> None:
@@ -713,6 +717,23 @@ class Ledger:
         text = _dumps(dict(state))
         digest = _checkpoint_hash(self._key, prev, seq, row_hash, text)
         self._db.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (seq, text, prev, digest))
+
+    # -- run ends (outside the chain: see privreg.budget.run_log) ---------------------------
+
+    def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
+        """Record that run ``run_id`` ended (``status``, ``releases`` charged), in one
+        short write transaction in this writer's turn."""
+        with self.transaction() as db:
+            db.execute(_RUNS_SCHEMA)
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?)", (run_id, ended, status, releases))
+
+    def run_end_rows(self) -> list[tuple[str, float, str, int]]:
+        """``(id, ended, status, releases)`` of every recorded run end."""
+        with self._sql("reading run ends"):
+            if "runs" not in self._tables():
+                return []
+            rows = self._db.execute("SELECT id, ended, status, releases FROM runs ORDER BY id").fetchall()
+        return [(str(r[0]), float(r[1]), str(r[2]), int(r[3])) for r in rows]
 
     # -- checkpoints ----------------------------------------------------------------------
 

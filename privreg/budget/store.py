@@ -52,5 +52,11 @@ class LedgerStore(Protocol):
     def last_checkpoint(self) -> Checkpoint | None:
         """The newest checkpoint, its links checked; None if there is none."""
 
+    def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
+        """Record that a run ended (outside the chain; :mod:`privreg.budget.run_log`)."""
+
+    def run_end_rows(self) -> list[tuple[str, float, str, int]]:
+        """``(id, ended, status, releases)`` of every recorded run end."""
+
     def close(self) -> None:
         """Release the connection."""

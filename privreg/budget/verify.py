@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from privreg.accountant.blocks import unsupported_reason
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import make_filter, price_to_json
 from privreg.budget.ledger import Checkpoint, Ledger, LedgerIntegrityError, LedgerRow, format_head, parse_head
+from privreg.budget.run_log import COMPLETE, RunEnd, read_ends
 from privreg.budget.session import DEFAULT_FILTERS, filter_citations, rule_text
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError, UnsupportedEventError
@@ -72,34 +73,65 @@ def _seq_ranges(seqs: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
-def run_summaries(rows: Sequence[LedgerRow]) -> list[dict[str, Any]]:
+def _run_status(run: dict[str, Any], numbers: list[int | None], ends: Mapping[str, RunEnd] | None) -> tuple[str, str]:
+    """``(status, note)`` of a run: ``complete``, ``partial`` (killed or failed after some
+    releases: its charges are spent budget that no finished run used), ``inconsistent``
+    (its end record disagrees with its rows in the chain) or ``unknown`` (recorded before
+    runs recorded their ends, or the ends cannot be read)."""
+    n = len(numbers)
+    if any(x is None for x in numbers):
+        return "unknown", "recorded before runs recorded their end"
+    if ends is None:
+        return "unknown", "its end cannot be read"
+    if numbers != list(range(1, n + 1)):
+        return "inconsistent", f"its rows are releases {numbers} of the run, not 1-{n}"
+    end = ends.get(run["id"])
+    if end is None:
+        return "partial", "no end recorded: killed, or still running"
+    if end.releases != n:
+        return "inconsistent", f"its end record says {end.releases} release(s), the chain holds {n}"
+    if end.status == COMPLETE:
+        return "complete", ""
+    return "partial", f"failed after {n} release(s)"
+
+
+def run_summaries(rows: Sequence[LedgerRow], ends: Mapping[str, RunEnd] | None = None) -> list[dict[str, Any]]:
     """The runs recorded in ``rows`` (under :data:`RUN_KEY`), in the order of their first
-    release: id, workflow, started, output, releases and ``seqs`` (their rows, as ranges)."""
+    release: id, workflow, started, output, envelope (the epsilon and delta it declared),
+    releases and ``seqs`` (their rows, as ranges), and ``status`` with a ``note``: see
+    :func:`_run_status`; ``ends`` are the recorded ends of the runs
+    (:func:`privreg.budget.run_log.read_ends`; None: unknown)."""
     runs: dict[str, dict[str, Any]] = {}
+    numbers: dict[str, list[int | None]] = {}
     for row in rows:
         run = row.charge.parameters.get(RUN_KEY)
         if not isinstance(run, dict):
             continue
         key = str(run.get("id", "?"))
+        output = run.get("output", "?")
         entry = runs.setdefault(
             key,
             {
                 "id": key,
                 "workflow": str(run.get("workflow", "?")),
                 "started": str(run.get("started", "?")),
-                "output": str(run.get("output", "?")),
+                "output": "-" if output is None else str(output),
+                "envelope": run.get("envelope"),
                 "releases": [],
             },
         )
         entry["releases"].append(row.seq)
-    for entry in runs.values():
+        number = run.get("release")
+        numbers.setdefault(key, []).append(number if isinstance(number, int) else None)
+    for key, entry in runs.items():
         entry["seqs"] = _seq_ranges(entry["releases"])
+        entry["status"], entry["note"] = _run_status(entry, numbers[key], ends)
     return list(runs.values())
 
 
 @attrs.frozen(kw_only=True)
 class AuditReport:
-    """Everything ``privreg audit`` prints.
+    """Everything ``privreg ledger verify`` prints.
 
     ``rule`` says which rule kept the session. ``cumulative[name][i]`` is the epsilon after
     release i+1 under filter ``name`` of that rule; ``best[i]`` the smallest of them (a
@@ -132,6 +164,12 @@ class AuditReport:
     charged: list[dict[str, float | None]] = attrs.field(factory=list)
     #: the first row re-derived (rows before it were trusted through a checkpoint)
     first_verified: int = 1
+    #: the recorded ends of the ledger's runs (:mod:`privreg.budget.run_log`); None: unreadable
+    run_ends: Mapping[str, RunEnd] | None = None
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The runs under this ledger (:func:`run_summaries`), partial ones marked."""
+        return run_summaries(self.rows, self.run_ends)
 
     @property
     def spent(self) -> float | None:
@@ -171,7 +209,7 @@ class AuditReport:
             "spent_epsilon": _finite(self.spent),
             "remaining_epsilon": _finite(self.remaining),
             "unsupported": {k: dict(reasons) for k, reasons in self.unsupported.items()},
-            "runs": run_summaries(self.rows),
+            "runs": self.runs(),
             "integrity_problems": list(self.integrity),
             "flags": list(self.flags),
             "head": self.head,
@@ -453,6 +491,7 @@ def verify_ledger(
         unsupported=unsupported,
         charged=charged,
         first_verified=first,
+        run_ends=read_ends(path),
     )
 
 
@@ -495,6 +534,11 @@ def release_table(report: AuditReport) -> str:
     return _table(lines)
 
 
+def _status_text(run: Mapping[str, Any]) -> str:
+    """A run's status as printed: ``partial (failed after 1 release(s))``."""
+    return f"{run['status']} ({run['note']})" if run["note"] else str(run["status"])
+
+
 def format_report(report: AuditReport) -> str:
     """The plain-text audit."""
     out = [
@@ -504,11 +548,18 @@ def format_report(report: AuditReport) -> str:
         "",
     ]
     out += [release_table(report), ""]
-    runs = run_summaries(report.rows)
+    runs = report.runs()
     if runs:
-        table = [("run", "workflow", "started (UTC)", "releases", "output folder")]
-        table += [(r["id"], r["workflow"], r["started"], r["seqs"], r["output"]) for r in runs]
-        out += [f"{len(runs)} run(s) under this budget:", _table(table), ""]
+        table = [("run", "workflow", "started (UTC)", "releases", "status", "output folder")]
+        table += [(r["id"], r["workflow"], r["started"], r["seqs"], _status_text(r), r["output"]) for r in runs]
+        partial = sum(1 for r in runs if r["status"] == "partial")
+        out += [f"{len(runs)} run(s) under this budget:", _table(table)]
+        if partial:
+            out += [
+                f"{partial} partial run(s): killed or failed after charging; their releases are spent budget "
+                f"(counted above) that no finished run used"
+            ]
+        out += [""]
     if report.cumulative:
         out += ["filters (each proven for fully adaptive use):"]
         out += [f"  {line}" for line in filter_citations(list(report.cumulative))] + [""]

@@ -66,6 +66,17 @@ def describe(item: RegistryItem) -> str:
                 f"filter (fully adaptive; curve events at the budget's delta)"
             )
         ]
+        if item.charges:
+            lines += [
+                "budget: "
+                + (
+                    " and ".join(f"--{n.replace('_', '-')}" for n in item.budget_params)
+                    + " (what a run may spend, checked against its ledger before the first charge)"
+                    if item.budget_params
+                    else "not stated by any parameter: give 'privreg run' --budget-epsilon (a shared --ledger "
+                    "cannot admit it)"
+                )
+            ]
     if item.description:
         lines += ["", "guarantees:", textwrap.indent(item.description, "  ")]
     return "\n".join(lines)

@@ -12,19 +12,20 @@ from typing import Any
 from privreg.budget.filters import FILTERS
 from privreg.budget.runs import SIDE_FILES, require_ledger, unlink_ledger
 from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
-from privreg.budget.verify import release_table, run_summaries, verify_ledger
+from privreg.budget.verify import format_report, plot_report, release_table, report_json, verify_ledger
 from privreg.core import files
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.core.registry import default_registry
 
-__all__ = ["add_parser", "cmd_ledger_init", "cmd_ledger_show"]
+__all__ = ["add_parser", "add_verify_arguments", "cmd_ledger_init", "cmd_ledger_show", "cmd_ledger_verify"]
 
 
 def _echo(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-# -- privreg ledger init / show -------------------------------------------------------------
+# -- privreg ledger init / show / verify ----------------------------------------------------
 
 
 def _number(option: str, raw: str) -> float:
@@ -35,17 +36,19 @@ def _number(option: str, raw: str) -> float:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    """Add ``ledger init`` and ``ledger show`` to the sub-commands of the privreg parser."""
+    """Add ``ledger init``, ``ledger show`` and ``ledger verify`` to the sub-commands of
+    the privreg parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "ledger",
-        help="create a ledger holding one budget for many runs ('privreg run ... --ledger PATH'), or show it",
+        help="create a ledger holding one budget for many runs ('privreg run ... --ledger PATH'), show it, "
+        "or verify it",
     )
     sub = p.add_subparsers(dest="ledger_command", required=True, parser_class=type(p))
     q = sub.add_parser(
         "init",
         help="create a ledger with its budget (once; an existing path is refused)",
         description="Create a privacy ledger holding one budget that several 'privreg run ... --ledger PATH' "
-        "runs charge in turn; 'privreg audit PATH' lists their releases and runs.",
+        "runs charge in turn; 'privreg ledger show PATH' lists its runs, 'privreg ledger verify PATH' checks it.",
     )
     q.add_argument("path", help="the new ledger file (e.g. team.sqlite)")
     q.add_argument("--epsilon", required=True, metavar="EPS", help="total epsilon of all runs together (> 0)")
@@ -76,7 +79,54 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     q = sub.add_parser("show", help="budget, spent, remaining and the runs of a ledger (reads only)")
     q.add_argument("path", help="ledger file")
     q.set_defaults(func=cmd_ledger_show)
+    q = sub.add_parser(
+        "verify",
+        help="verify a ledger: re-derive its decisions, check its hash chain (exit code 3 if anything is flagged)",
+        description="Re-account a privacy ledger under the rule that kept it: its releases, runs (partial ones "
+        "marked), totals and remaining budget, and flags for anything wrong (exit code 3). 'privreg audit "
+        "LEDGER' is the same command.",
+    )
+    q.add_argument("path", metavar="ledger", help="ledger file (ledger.sqlite in a run's output folder)")
+    add_verify_arguments(q)
+    q.set_defaults(func=cmd_ledger_verify)
     return p
+
+
+def add_verify_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``privreg ledger verify`` (and of its alias ``privreg audit``)."""
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--plot", metavar="FILE.png", help="draw cumulative epsilon per filter (needs matplotlib)")
+    p.add_argument(
+        "--expect-head",
+        metavar="HEAD",
+        help="the 'head' (SEQ:HASH) an earlier verification printed: flags truncation, rollback and rewrites up "
+        "to that row",
+    )
+    p.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="key of a keyed ledger (the file's exact bytes, at least 16): verifies its HMAC chain",
+    )
+
+
+def _read_key_file(path: str | None) -> bytes | None:
+    """The key of a keyed ledger: the file's bytes exactly as stored (no newline stripped)."""
+    if path is None:
+        return None
+    return files.read_bytes(path, "--key-file")
+
+
+def cmd_ledger_verify(args: argparse.Namespace) -> int:
+    """``privreg ledger verify LEDGER`` (alias ``privreg audit LEDGER``): exit 3 if flagged."""
+    for failure in default_registry().failures:  # plugins define event types (to decode the ledger) and handlers
+        print(f"privreg: warning: {failure}", file=sys.stderr)
+    report = verify_ledger(args.path, expect_head=args.expect_head, key=_read_key_file(args.key_file))
+    print(report_json(report) if args.json else format_report(report))
+    if args.plot:
+        path = plot_report(report, args.plot)
+        if not args.json:
+            print(f"\nplot written to {path}")
+    return 3 if report.flags else 0
 
 
 def _init_settings(args: argparse.Namespace) -> tuple[PrivacyBudget, tuple[str, ...], float | None]:
@@ -119,32 +169,35 @@ def cmd_ledger_init(args: argparse.Namespace) -> int:
         f"({budget.neighbouring}), filters {', '.join(filters)}"
         + (f", curve events at delta {event_delta:g}" if event_delta is not None else "")
     )
-    print(f"charge it:  privreg run WORKFLOW ... --ledger {path}\naudit it:   privreg audit {path}")
+    print(f"charge it:  privreg run WORKFLOW ... --ledger {path}\nverify it:  privreg ledger verify {path}")
     return 0
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
     require_ledger(args.path, "ledger")
     report = verify_ledger(args.path)
-    runs = run_summaries(report.rows)
+    runs = report.runs()
+    partial = sum(1 for run in runs if run["status"] == "partial")
     print(
         f"ledger {args.path}\n"
         f"  budget:    epsilon {report.budget_epsilon:g}, delta {report.budget_delta:g} ({report.neighbouring})\n"
         f"  rule:      {report.rule}\n"
         f"  spent:     epsilon {_fmt(report.spent)} in {len(report.rows)} release(s)\n"
         f"  remaining: epsilon {_fmt(report.remaining)}\n"
-        f"  runs:      {len(runs)}"
+        f"  runs:      {len(runs)}" + (f" ({partial} partial: killed or failed after charging)" if partial else "")
     )
     for run in runs:
-        print(f"    {run['id']}  {run['workflow']}  {run['started']}  releases {run['seqs']}  -> {run['output']}")
+        status = f"{run['status']} ({run['note']})" if run["note"] else run["status"]
+        line = f"    {run['id']}  {run['workflow']}  {run['started']}  releases {run['seqs']}"
+        print(f"{line}  {status}  -> {run['output']}")
     if report.rows:
         print("  releases:\n" + "\n".join("    " + line for line in release_table(report).splitlines()))
     if report.flags:
-        print(f"  flags:     {len(report.flags)}: run 'privreg audit {args.path}'")
+        print(f"  flags:     {len(report.flags)}: run 'privreg ledger verify {args.path}'")
     return 3 if report.flags else 0
 
 
 def _fmt(x: float | None) -> str:
-    """As ``privreg audit`` prints it: None (no filter of the rule supports some event)
+    """As ``privreg ledger verify`` prints it: None (no filter of the rule supports some event)
     as ``unsupported``."""
     return "unsupported" if x is None else f"{x:.6g}"

@@ -10,36 +10,34 @@ and worker processes are cleaned up.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
-import json
-import math
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import attrs
+
 from privreg import __version__
 from privreg.budget import runs
-from privreg.budget.session import BudgetSession, PrivacyBudget
-from privreg.budget.verify import format_report, plot_report, report_json, verify_ledger
+from privreg.budget.session import PrivacyBudget
+from privreg.budget.verify import format_report, verify_ledger
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import ledger as ledger_cli
 from privreg.cli import party as party_cli
 from privreg.core import files
-from privreg.core.charging import NoReleases, jsonable
 from privreg.core.cost import Limits
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
 from privreg.core.registry import Registry, default_registry
-from privreg.core.workflow import WorkflowContext
+from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.progress import console_reporter
 from privreg.timing import PhaseTimer
 
@@ -216,167 +214,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if args.ledger is not None:
         runs.require_ledger(args.ledger, "--ledger")  # before any folder is made
-    budget = _run_budget(args, params, item.neighbouring) if item.charges and args.ledger is None else None
-    wanted = Path(args.output) if args.output else _default_output(item.name)
-    created = not wanted.exists()
-    output = files.make_dir(wanted, "--output folder")
+    budget = _run_budget(args, item, params) if item.charges else None
+    output = Path(args.output) if args.output else _default_output(item.name)
+    reporter = console_reporter()  # stderr: tqdm bars on a terminal, else plain lines
     try:
-        with runs.folder_lock(output):
-            return _run_in(item, args, params, budget, output, created)
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                output.rmdir()  # only if empty
-        raise
-
-
-def _run_in(
-    item: RegistryItem,
-    args: argparse.Namespace,
-    params: dict[str, Any],
-    budget: PrivacyBudget | None,
-    output: Path,
-    created: bool,
-) -> int:
-    """The run itself, holding the lock of its output folder."""
-    run = runs.new_run(item.name, output)
-    ledger_path = Path(args.ledger) if args.ledger is not None else output / runs.LEDGER_NAME
-    fresh_ledger = False  # a ledger this run created and charged nothing to: removed if the run fails
-    try:
-        if not item.charges:  # a cryptographic protocol: no ledger, any charge fails
-            result, elapsed, rng = _execute(item, args, params, output, NoReleases(item.name))
-            status = "no differentially private release (nothing charged)"
-            written = ["run.json"]
-        elif budget is not None:  # a ledger of its own in the output folder
-            runs.clear_failed_run(output)  # a failed run's ledger never blocks a rerun
-            fresh_ledger = True
-            # the basic filter alone, so a workflow calibrated to its whole (eps, delta) fits; a curve
-            # event (shuffled reports, a block of Gaussians) is priced at the budget's delta
-            with BudgetSession(
-                budget=budget, ledger=ledger_path, filters=("basic",), event_delta=budget.delta or None
-            ) as session:
-                try:
-                    charger = runs.RunCharger(session, run)
-                    result, elapsed, rng = _execute(item, args, params, output, charger)  # charges are committed
-                except BaseException:
-                    fresh_ledger = session.ledger.head()[0] == 0  # a charge is kept: it was spent
-                    raise
-                fresh_ledger = False
-                charged, spent = session.ledger.head()[0], budget.epsilon - float(session.remaining())
-            status = (
-                f"releases charged: {charged}   epsilon spent: {spent:.6g} of {budget.epsilon:g} "
-                f"(delta {budget.delta:g})"
-            )
-            written = ["run.json", runs.LEDGER_NAME]
-        else:  # --ledger: a shared ledger and its budget
-            if (output / "run.json").exists():
-                raise PrivregValueError(
-                    f"--output folder {str(output)!r} holds an earlier run (run.json); choose a new --output folder"
-                )
-            with runs.run_lock(args.ledger):
-                shared, gate = runs.open_shared(args.ledger, item, params)  # refuses what cannot fit
-                with shared, gate:
-                    before = shared.ledger.head()[0]
-                    charger = runs.RunCharger(shared, run, gate)
-                    result, elapsed, rng = _execute(item, args, params, output, charger)
-                    charged = shared.ledger.head()[0] - before
-                    total, remaining = shared.budget.epsilon, float(shared.remaining())
-            status = (
-                f"releases charged: {charged}   ledger {ledger_path}: epsilon spent {total - remaining:.6g} "
-                f"of {total:g}, remaining {remaining:.6g}"
-            )
-            written = ["run.json"]
-    except BaseException:
-        _remove_debris(output, created=created, ledger=ledger_path if fresh_ledger else None)
-        raise
-    summary = {
-        "workflow": item.name,
-        "plugin": item.plugin,
-        "parameters": jsonable(params, name="parameters"),
-        "metrics": jsonable(dict(result.metrics), name="metrics"),
-        "seconds": elapsed,
-        "randomness": rng.describe(),
-    }
-    if item.charges:
-        summary["run"] = run["id"]
-        summary["ledger"] = str(ledger_path.absolute())
-    text = json.dumps(_finite(summary), indent=2, allow_nan=False)
-    files.write_text(output / "run.json", text + "\n", "run summary")
-    print(result.summary)
-    print(f"\n{status}   time: {elapsed:.2f} s")
-    print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in result.outputs.values()]) + ")")
-    if item.charges:
-        print(f"audit:   privreg audit {ledger_path}")
+        done = runs.run_workflow(
+            item,
+            params,
+            budget=budget,
+            ledger=args.ledger,
+            output=output,
+            progress=reporter,
+            echo=reporter.echo,
+            rng=_random_source(args.insecure_seed),
+            limits=args.limits,
+        )
+    finally:
+        reporter.close()
+    print(done.result.summary)
+    print(f"\n{_run_status(done)}   time: {done.seconds:.2f} s")
+    written = ["run.json"] + ([runs.LEDGER_NAME] if item.charges and not done.shared else [])
+    print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in done.result.outputs.values()]) + ")")
+    if done.ledger is not None:
+        print(f"verify:  privreg ledger verify {done.ledger}")
     return 0
 
 
-def _finite(value: Any) -> Any:
-    """``value`` (made of JSON types) with each non-finite float as the string ``"inf"``,
-    ``"-inf"`` or ``"nan"``: JSON has no such numbers, and run.json is plain JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _finite(x) for k, x in value.items()}
-    if isinstance(value, list):
-        return [_finite(x) for x in value]
-    return value
+def _run_status(done: runs.RunResult) -> str:
+    """The line saying what a finished run charged."""
+    if done.budget is None:
+        return "no differentially private release (nothing charged)"
+    total, remaining = done.budget.epsilon, done.epsilon_remaining
+    spent = "unsupported" if done.epsilon_spent is None else f"{done.epsilon_spent:.6g}"
+    if done.shared:
+        return (
+            f"releases charged: {done.releases}   ledger {done.ledger}: epsilon spent {spent} of {total:g}, "
+            f"remaining {remaining:.6g}"
+        )
+    return f"releases charged: {done.releases}   epsilon spent: {spent} of {total:g} (delta {done.budget.delta:g})"
 
 
-def _remove_debris(output: Path, *, created: bool, ledger: Path | None) -> None:
-    """After a failed run: remove the ledger it created if nothing was charged to it (and
-    its side files), and the output folder if the run created it and it is empty."""
-    if ledger is not None:
-        for suffix in ("", "-lock", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(OSError):
-                os.unlink(f"{ledger}{suffix}")
-    if created:
-        with contextlib.suppress(OSError):
-            output.rmdir()  # only if empty
-
-
-def _execute(
-    item: Any, args: argparse.Namespace, params: dict[str, Any], output: Path, charger: Any
-) -> tuple[Any, float, Any]:
-    """Run the workflow with ``charger``: ``(result, seconds, random source)``."""
-    rng = _random_source(args.insecure_seed)
-    reporter = console_reporter()  # stderr: tqdm bars on a terminal, else plain lines
-    ctx = WorkflowContext(
-        charger=charger, rng=rng, output_dir=output, echo=reporter.echo, progress=reporter, limits=args.limits
-    )
-    timer = PhaseTimer()
-    try:
-        with timer.phase("run"):
-            result = item.run(ctx, params)
-    finally:
-        reporter.close()
-    return result, timer.wall["run"], rng
-
-
-def _run_budget(args: argparse.Namespace, params: dict[str, Any], neighbouring: str) -> PrivacyBudget:
-    """--budget-epsilon/--budget-delta, defaulting to the workflow's epsilon and delta."""
-    eps = args.budget_epsilon if args.budget_epsilon is not None else params.get("epsilon")
-    if eps is None:
-        raise PrivregValueError("this workflow has no epsilon parameter: pass --budget-epsilon")
-    delta = args.budget_delta if args.budget_delta is not None else params.get("delta", 0.0)
-    return PrivacyBudget(epsilon=eps, delta=delta, neighbouring=neighbouring)
-
-
-def _read_key_file(path: str | None) -> bytes | None:
-    """The key of a keyed ledger: the file's bytes exactly as stored (no newline stripped)."""
-    if path is None:
+def _run_budget(args: argparse.Namespace, item: RegistryItem, params: dict[str, Any]) -> PrivacyBudget | None:
+    """--budget-epsilon/--budget-delta, each defaulting to the workflow's stated budget
+    (its budget_params); None without either flag (the run then uses the stated budget)."""
+    if args.budget_epsilon is None and args.budget_delta is None:
         return None
-    return files.read_bytes(path, "--key-file")
-
-
-def cmd_audit(args: argparse.Namespace) -> int:
-    _registry()  # plugins define event types (to decode the ledger) and their accounting handlers
-    report = verify_ledger(args.ledger, expect_head=args.expect_head, key=_read_key_file(args.key_file))
-    print(report_json(report) if args.json else format_report(report))
-    if args.plot:
-        path = plot_report(report, args.plot)
-        if not args.json:
-            print(f"\nplot written to {path}")
-    return 3 if report.flags else 0
+    stated = item.budget_of(params)
+    eps = args.budget_epsilon if args.budget_epsilon is not None else (stated[0] if stated else None)
+    if eps is None:
+        raise PrivregValueError(f"workflow {item.name!r} states no budget in its parameters: pass --budget-epsilon")
+    delta = args.budget_delta if args.budget_delta is not None else (stated[1] if stated else 0.0)
+    return PrivacyBudget(epsilon=eps, delta=delta, neighbouring=item.neighbouring)
 
 
 def _core_tour(registry: Registry) -> str:
@@ -391,42 +279,74 @@ def _core_tour(registry: Registry) -> str:
     )
 
 
+@attrs.frozen
+class DemoTour:
+    """``privreg demo`` as a workflow for :func:`~privreg.budget.runs.run_workflow`: its
+    steps (the core tour, then each plugin's) charge one run under :data:`DEMO_BUDGET`,
+    each printed as it finishes."""
+
+    steps: tuple[tuple[str, Callable[[WorkflowContext], str]], ...]
+    close_progress: Callable[[], None]
+    name: str = "demo"
+    plugin: str = "privreg"
+    charges: bool = True
+    neighbouring: str = DEMO_BUDGET.neighbouring
+    budget_params: tuple[str, ...] = ()  # its budget is DEMO_BUDGET, stated by no parameter
+
+    def bind(self, values: Mapping[str, Any] | None = None, /) -> dict[str, Any]:
+        if values:
+            raise PrivregValueError(f"the demo takes no parameters; got {sorted(values)}")
+        return {}
+
+    def budget_of(self, params: Mapping[str, Any]) -> tuple[float, float] | None:
+        return None
+
+    def run(self, context: WorkflowContext, values: Mapping[str, Any] | None = None, /) -> WorkflowResult:
+        timer = PhaseTimer()
+        for n, (title, run) in enumerate(self.steps, 1):
+            try:
+                with timer.phase(str(n)):
+                    text = run(context)
+            finally:
+                self.close_progress()
+            print(f"== {n}. {title}  ({timer.wall[str(n)]:.2f} s)\n{text}\n", flush=True)
+        return WorkflowResult(summary="", metrics={"steps": len(self.steps)})
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     registry = _registry()
-    if args.output:
-        files.make_dir(args.output, "--output folder")
-    ledger = Path(args.output) / "ledger.sqlite" if args.output else ":memory:"
-    # the basic filter alone: a few large releases, each step calibrated to its own (eps, delta)
-    session = BudgetSession(budget=DEMO_BUDGET, ledger=ledger, filters=("basic",), event_delta=DEMO_BUDGET.delta / 10)
-    reporter = console_reporter()
-    ctx = WorkflowContext(
-        charger=session,
-        rng=_random_source(args.insecure_seed),
-        output_dir=args.output,
-        echo=reporter.echo,
-        progress=reporter,
-    )
+    started = time.perf_counter()
     steps: list[tuple[str, Callable[[WorkflowContext], str]]] = [("The registry", lambda c: _core_tour(registry))]
     steps += [(s.title, s.run) for s in registry.demo_steps()]
-    timer = PhaseTimer()
-    for n, (title, run) in enumerate(steps, 1):
-        try:
-            with timer.phase(str(n)):
-                text = run(ctx)
-        finally:
-            reporter.close()
-        print(f"== {n}. {title}  ({timer.wall[str(n)]:.2f} s)\n{text}\n")
-    if args.output:
-        session.close()
-        print("== Audit of this demo's ledger\n" + format_report(verify_ledger(ledger)))
-    else:
-        print("== Privacy ledger of this demo\n" + fmt.charges(r.charge for r in session.ledger.rows()))
-        print(
-            f"\nspent {DEMO_BUDGET.epsilon - float(session.remaining()):.6g} of epsilon "
-            f"{DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} ({session.rule})"
+    reporter = console_reporter()
+    tour = DemoTour(steps=tuple(steps), close_progress=reporter.close)
+    try:
+        # the basic filter alone: a few large releases, each step calibrated to its own (eps, delta)
+        done = runs.run_workflow(
+            tour,
+            budget=DEMO_BUDGET,
+            output=args.output,
+            progress=reporter,
+            echo=reporter.echo,
+            rng=_random_source(args.insecure_seed),
+            event_delta=DEMO_BUDGET.delta / 10,
         )
-        session.close()
-    print(f"\ndemo finished in {timer.elapsed():.1f} s")
+    finally:
+        reporter.close()
+    if done.ledger is not None:
+        print("== Verification of this demo's ledger\n" + format_report(verify_ledger(done.ledger)))
+    else:
+        rows = [("#", "label", "mechanism", "epsilon", "event")]
+        rows += [
+            (str(c.number), c.label or "-", c.mechanism, f"{c.epsilon:.6g}", c.event.to_json()) for c in done.charged
+        ]
+        print("== Privacy ledger of this demo\n" + (fmt.table(rows) if done.charged else "no releases were charged"))
+        print(
+            f"\nspent {done.epsilon_spent:.6g} of epsilon {DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} "
+            f"(basic filter, fully adaptive; noise: "
+            f"{'REPRODUCIBLE, test only' if done.randomness.get('reproducible') else 'csprng'})"
+        )
+    print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return 0
 
 
@@ -475,28 +395,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("params", nargs=argparse.REMAINDER, help="workflow parameters")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("audit", help="audit a privacy ledger (exit code 3 if anything is flagged)")
-    p.add_argument("ledger", help="ledger file (ledger.sqlite in a run's output folder)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--plot", metavar="FILE.png", help="draw cumulative epsilon per accountant (needs matplotlib)")
-    p.add_argument(
-        "--expect-head",
-        metavar="HEAD",
-        help="the 'head' (SEQ:HASH) an earlier audit printed: flags truncation, rollback and rewrites up to that row",
+    p = sub.add_parser(
+        "audit",
+        help="the same as 'privreg ledger verify' (kept as an alias; 'audit-mechanism' is the empirical auditor)",
     )
-    p.add_argument(
-        "--key-file",
-        metavar="PATH",
-        help="key of a keyed ledger (the file's exact bytes, at least 16): verifies its HMAC chain",
-    )
-    p.set_defaults(func=cmd_audit)
+    p.add_argument("path", metavar="ledger", help="ledger file (ledger.sqlite in a run's output folder)")
+    ledger_cli.add_verify_arguments(p)
+    p.set_defaults(func=ledger_cli.cmd_ledger_verify)
 
     audit_cli.add_parser(sub)
     ledger_cli.add_parser(sub)
     party_cli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
-    p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and audit it")
+    p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and verify it")
     p.add_argument(
         "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
     )

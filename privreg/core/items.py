@@ -21,7 +21,7 @@ from privreg.core.cost import use_limits
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.params import REQUIRED, Param, params_of
 
-__all__ = ["ItemKind", "Citation", "Param", "Example", "RegistryItem", "REQUIRED"]
+__all__ = ["ItemKind", "Citation", "Param", "Example", "RegistryItem", "REQUIRED", "DEFAULT_BUDGET_PARAMS"]
 
 
 class ItemKind(str, enum.Enum):
@@ -131,6 +131,26 @@ class Example:
             raise PrivregValueError(f"neighbours must be a pair of inputs; got {len(value)} items")
 
 
+#: The parameters an item's privacy budget is read from unless it declares ``budget_params``.
+DEFAULT_BUDGET_PARAMS = ("epsilon", "delta")
+
+
+def _budget_params(x: Any) -> tuple[str, ...] | None:
+    if x is None:
+        return None
+    if isinstance(x, str) or not isinstance(x, (list, tuple)):
+        raise PrivregTypeError(
+            f"budget_params must be a tuple of parameter names, (EPSILON,) or (EPSILON, DELTA); got {x!r}"
+        )
+    out = tuple(x)
+    if len(out) > 2 or len(set(out)) != len(out) or not all(isinstance(n, str) and n for n in out):
+        raise PrivregValueError(
+            f"budget_params must name the epsilon parameter and, optionally, the delta parameter, each once: "
+            f"(EPSILON,) or (EPSILON, DELTA); got {x!r}"
+        )
+    return out
+
+
 def _kind(x: Any) -> ItemKind | None:
     if x is None:
         return None
@@ -177,10 +197,12 @@ class RegistryItem:
     plugin: str = ""
     charges: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     neighbouring: str = attrs.field(default="add_remove", converter=_relation)
+    budget_params: tuple[str, ...] = attrs.field(default=None, converter=_budget_params)
 
     def __attrs_post_init__(self) -> None:
         if self.params is None:  # derived once; attrs.evolve (the registry) passes them on
             object.__setattr__(self, "params", _params(params_of(self.factory)))
+        self._check_budget_params()
         if self.kind is ItemKind.WORKFLOW and any(p.name == "context" for p in self.params):
             raise PrivregValueError(f"workflow {self.name!r}: 'context' is reserved, rename that parameter")
         self.bind(self.example.params)  # the example must be valid for the declared params
@@ -189,6 +211,27 @@ class RegistryItem:
             raise PrivregValueError(
                 f"{self.kind_name} {self.name!r}: example.neighbours must give two "
                 f"neighbouring inputs, so the contract tests and the auditor can exercise it"
+            )
+
+    def _check_budget_params(self) -> None:
+        names = {p.name for p in self.params}
+        if self.budget_params is None:  # derived once, like params
+            eps, delta = DEFAULT_BUDGET_PARAMS
+            derived: tuple[str, ...] = ()
+            if self.charges and eps in names:
+                derived = (eps, delta) if delta in names else (eps,)
+            object.__setattr__(self, "budget_params", derived)
+            return
+        unknown = [n for n in self.budget_params if n not in names]
+        if unknown:
+            raise PrivregValueError(
+                f"{self.kind_name} {self.name!r}: budget_params names {unknown}, which are not among its "
+                f"parameters {sorted(names)}; name its epsilon parameter (and its delta parameter) there"
+            )
+        if self.budget_params and not self.charges:
+            raise PrivregValueError(
+                f"{self.kind_name} {self.name!r} declares charges=False (no differentially private release), so it "
+                f"has no privacy budget: drop budget_params={self.budget_params!r}"
             )
 
     @factory.validator
@@ -205,6 +248,18 @@ class RegistryItem:
     def description(self) -> str:
         """The factory's docstring (what it guarantees), for ``privreg describe``."""
         return inspect.cleandoc(self.factory.__doc__ or "")
+
+    def budget_of(self, params: Mapping[str, Any]) -> tuple[float, float] | None:
+        """``(epsilon, delta)`` the run with these (bound) ``params`` declares it may spend,
+        read from :attr:`budget_params` (delta 0 when no delta parameter is named); None
+        when the item names no budget parameter or the epsilon parameter is None."""
+        if not self.budget_params:
+            return None
+        eps = params.get(self.budget_params[0])
+        if eps is None:
+            return None
+        delta = params.get(self.budget_params[1]) if len(self.budget_params) > 1 else None
+        return float(eps), float(delta or 0.0)
 
     def param(self, name: str) -> Param:
         for p in self.params:
