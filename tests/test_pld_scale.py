@@ -58,7 +58,7 @@ def dp_accounting_grouped(kinds: list[tuple[PrivacyEvent, int]], vdi: float) -> 
     return acc
 
 
-# --- the discretisation is dp-accounting's, vectorised ------------------------------------
+# --- the discretisations are dp-accounting's, vectorised ------------------------------------
 
 
 @pytest.mark.parametrize("sigma, q", [(0.8, 0.01), (1.5, 0.05), (2.0, 0.5), (0.3, 0.2), (5.0, 0.999)])
@@ -71,6 +71,20 @@ def test_subsampled_gaussian_pmf_is_dp_accountings(sigma, q):
         # the same formulas: rounding of second differences of deltas (~1e-16 / 1e-4) apart
         np.testing.assert_allclose(mine._probs, theirs._probs, rtol=0, atol=1e-10)
         assert mine._infinity_mass == pytest.approx(theirs._infinity_mass, rel=1e-6, abs=1e-30)
+        for eps in (0.0, 0.01, 0.1, 1.0):
+            assert mine.get_delta_for_epsilon(eps) == pytest.approx(theirs.get_delta_for_epsilon(eps), rel=1e-8)
+
+
+@pytest.mark.parametrize("scale, q", [(0.05, 1.0), (1.0, 1.0), (5.0, 1.0), (0.1, 0.3), (2.0, 0.05), (1.0, 0.999)])
+def test_laplace_pmf_is_dp_accountings(scale, q):
+    ours = pld._laplace(PLDAccountant(), Laplace(scale=scale), q)
+    ref = dpl.from_laplace_mechanism(parameter=scale, value_discretization_interval=VDI, sampling_prob=q)
+    assert ours._symmetric == ref._symmetric
+    for mine, reference in ((ours._pmf_remove, ref._pmf_remove), (ours._pmf_add, ref._pmf_add)):
+        theirs = reference.to_dense_pmf()
+        assert mine._lower_loss == theirs._lower_loss and mine.size == theirs.size
+        np.testing.assert_allclose(mine._probs, theirs._probs, rtol=0, atol=1e-10)
+        assert mine._infinity_mass == pytest.approx(theirs._infinity_mass, rel=1e-9, abs=1e-15)
         for eps in (0.0, 0.01, 0.1, 1.0):
             assert mine.get_delta_for_epsilon(eps) == pytest.approx(theirs.get_delta_for_epsilon(eps), rel=1e-8)
 

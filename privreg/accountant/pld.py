@@ -151,6 +151,29 @@ class _GaussianLoss:
     mu: float
 
 
+def _unsampled(q: float, adjacency: Any, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(delta, g, inside, L)`` for a mechanism Poisson-subsampled with probability
+    ``q``: delta (and g = delta - (1 - e^eps)) filled in where eps is outside the range
+    of the subsampled privacy loss, and for the epsilons ``inside`` it the privacy loss
+    ``L`` of the mechanism without subsampling whose subsampled loss is eps
+    (dp-accounting's ``AdditiveNoisePrivacyLoss.inverse_privacy_loss``, vectorised)."""
+    deltas = np.zeros_like(eps)
+    g = np.zeros_like(eps)
+    if q == 1.0:
+        return deltas, g, np.ones(eps.shape, dtype=bool), eps
+    if adjacency == plm.AdjacencyType.REMOVE:
+        inside = eps > math.log1p(-q)
+        deltas[~inside] = -np.expm1(eps[~inside])  # g = 0
+        e = eps[inside]
+        with np.errstate(divide="ignore"):  # log1p(-1) at eps = log(1 - q): x = inf
+            return deltas, g, inside, e - math.log(q) + np.log1p(-(1 - q) * np.exp(-e))
+    inside = eps < -math.log1p(-q)
+    g[~inside] = np.expm1(eps[~inside])  # delta = 0
+    e = eps[inside]
+    with np.errstate(divide="ignore"):
+        return deltas, g, inside, -(-e - math.log(q) + np.log1p(-(1 - q) * np.exp(e)))
+
+
 def _gaussian_curve(noise: float, q: float, adjacency: Any, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(delta, g)`` at ``eps`` for a (Poisson-subsampled) Gaussian mechanism with
     sensitivity 1 and standard deviation ``noise``. ``delta`` is dp-accounting's
@@ -159,24 +182,8 @@ def _gaussian_curve(noise: float, q: float, adjacency: Any, eps: np.ndarray) -> 
     epsilons at once. ``g = delta - (1 - e^eps)`` = e^eps mu_lower_sf(x) - mu_upper_sf(x)
     = e^eps Q(L <= eps) - P(L <= eps) is computed from survival functions, so that it
     keeps its relative precision at small losses, where delta is close to 1."""
-    deltas = np.zeros_like(eps)
-    g = np.zeros_like(eps)
+    deltas, g, inside, unsampled = _unsampled(q, adjacency, eps)
     remove = adjacency == plm.AdjacencyType.REMOVE
-    if q == 1.0:
-        inside = np.ones(eps.shape, dtype=bool)
-        unsampled = eps
-    elif remove:
-        inside = eps > math.log1p(-q)
-        deltas[~inside] = -np.expm1(eps[~inside])  # g = 0
-        e = eps[inside]
-        with np.errstate(divide="ignore"):  # log1p(-1) at eps = log(1 - q): x = inf
-            unsampled = e - math.log(q) + np.log1p(-(1 - q) * np.exp(-e))
-    else:
-        inside = eps < -math.log1p(-q)
-        g[~inside] = np.expm1(eps[~inside])  # delta = 0
-        e = eps[inside]
-        with np.errstate(divide="ignore"):
-            unsampled = -(-e - math.log(q) + np.log1p(-(1 - q) * np.exp(e)))
     x = -0.5 - unsampled * noise**2  # the inverse privacy loss without subsampling (remove)
     if not remove:
         x = x + 1.0
@@ -204,7 +211,7 @@ def _gaussian_curve(noise: float, q: float, adjacency: Any, eps: np.ndarray) -> 
     return np.clip(deltas, 0.0, 1.0), g
 
 
-def _connect_dots(vdi: float, lower: int, deltas: np.ndarray, g: np.ndarray) -> pld_pmf.DensePLDPmf:
+def _connect_dots(vdi: float, lower: int, deltas: np.ndarray, g: np.ndarray | None) -> pld_pmf.DensePLDPmf:
     """The pessimistic connect-the-dots PMF on the grid ``lower .. lower + len - 1`` (in
     units of ``vdi``) from the hockey-stick divergences there (Doroshenko et al. 2022,
     Algorithm 1; dp-accounting's ``create_pmf_pessimistic_connect_dots_fixed_gap``,
@@ -222,7 +229,11 @@ def _connect_dots(vdi: float, lower: int, deltas: np.ndarray, g: np.ndarray) -> 
         return pld_pmf.DensePLDPmf(vdi, lower, np.array([1.0 - deltas[0]]), float(deltas[0]), True)
     e_d, em1_d = math.exp(vdi), math.expm1(vdi)
     eps = (lower + np.arange(deltas.size)) * vdi
-    small = np.abs(g[:-1]) < deltas[:-1]  # g is the smaller: differences of g are the finer
+    if g is None:  # from delta alone (dp-accounting's formulas)
+        g = np.zeros_like(deltas)
+        small = np.zeros(deltas.size - 1, dtype=bool)
+    else:
+        small = np.abs(g[:-1]) < deltas[:-1]  # g is the smaller: differences of g are the finer
     dg = np.diff(g)
     with np.errstate(over="ignore", invalid="ignore"):
         linear = -np.exp(eps[:-1]) * em1_d  # differences of 1 - e^eps
@@ -257,12 +268,38 @@ def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLos
     )
 
 
+def _laplace_side(acc: PLDAccountant, scale: float, q: float, adjacency: Any) -> pld_pmf.DensePLDPmf:
+    """One side of dp-accounting's ``from_laplace_mechanism(scale, sampling_prob=q)``: its
+    grid (the connect-the-dots bounds) and PMF, with the divergences evaluated for all
+    epsilons at once (dp-accounting inverts the privacy loss in a Python loop). The loss
+    of a Laplace mechanism lies in [-1/scale, 1/scale], so plain differences of delta are
+    as precise as the masses need."""
+    loss = plm.LaplacePrivacyLoss(scale, sampling_prob=q, adjacency_type=adjacency)
+    bounds = loss.connect_dots_bounds()
+    lower = math.floor(bounds.epsilon_lower / acc.vdi)
+    upper = math.ceil(bounds.epsilon_upper / acc.vdi)
+    _checked(upper - lower + 1, acc)
+    eps = np.arange(lower, upper + 1) * acc.vdi
+    deltas, _, inside, unsampled = _unsampled(q, adjacency, eps)
+    # the inverse privacy loss without subsampling (remove): x = (-1 - L scale) / 2 on
+    # (-1/scale, 1/scale], +inf below, -inf above
+    x = np.where(
+        unsampled <= -1 / scale, np.inf, np.where(unsampled > 1 / scale, -np.inf, -0.5 * (1 + unsampled * scale))
+    )
+    if adjacency != plm.AdjacencyType.REMOVE:
+        x = x + 1.0
+    with np.errstate(over="ignore", divide="ignore"):
+        deltas[inside] = loss.mu_upper_cdf(x) - np.exp(eps[inside] + loss.mu_lower_log_cdf(x))
+    return _connect_dots(acc.vdi, lower, np.clip(deltas, 0.0, 1.0), None)
+
+
 def _laplace(acc: PLDAccountant, e: Laplace, q: float = 1.0) -> dpl.PrivacyLossDistribution:
     _noise(e.noise_multiplier)
     _checked(_pure_points(1.0 / e.noise_multiplier, acc.vdi), acc)
-    return dpl.from_laplace_mechanism(
-        parameter=e.noise_multiplier, value_discretization_interval=acc.vdi, sampling_prob=q
-    )
+    remove = _laplace_side(acc, e.noise_multiplier, q, plm.AdjacencyType.REMOVE)
+    if q == 1.0:
+        return dpl.PrivacyLossDistribution(remove)
+    return dpl.PrivacyLossDistribution(remove, _laplace_side(acc, e.noise_multiplier, q, plm.AdjacencyType.ADD))
 
 
 def _discrete_gaussian(acc: PLDAccountant, e: DiscreteGaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
