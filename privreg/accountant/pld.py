@@ -11,9 +11,12 @@ How a composition is computed (:class:`PLDAccountant`):
   connect-the-dots (Doroshenko et al. 2022, Algorithm 1) on a grid spanning the mean
   +- :data:`_GAUSSIAN_TAIL_SD` standard deviations; losses below are moved up to the
   lowest point, those above go to the point at infinity (both pessimistic).
-- A Poisson-subsampled Gaussian is discretised by the same algorithm on dp-accounting's
-  own grid, with the hockey-stick divergences evaluated in one vectorised pass (the
-  same formulas as dp-accounting's ``GaussianPrivacyLoss``, which loops in Python).
+- A Poisson-subsampled Gaussian and a (subsampled) Laplace are discretised by the same
+  algorithm on dp-accounting's own grid, with the hockey-stick divergences evaluated in
+  one vectorised pass (the formulas of dp-accounting's ``GaussianPrivacyLoss`` and
+  ``LaplacePrivacyLoss``, which invert the privacy loss in a Python loop). Gaussian
+  masses at small losses come from ``delta - (1 - e^eps)``, not from differences of a
+  delta close to 1 (see :func:`_connect_dots`).
 - The grid of the result is bounded *before* anything is composed, by Chernoff bounds
   on the sum of the privacy losses (the bound dp-accounting uses for a self-composition,
   ``compute_self_convolve_bounds``, here applied to the whole sum): its log-moment
