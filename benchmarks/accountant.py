@@ -15,8 +15,14 @@ Every row names what it times:
   and timed too.
 
 Computations:
-- PLD composition of 1000 mixed Gaussian and Laplace events (10 distinct parameters each,
-  random order), both at value_discretization_interval 1e-4; epsilon at delta 1e-6.
+- PLD composition of issue #28's 1000-release mix (30 distinct kinds: 400 Gaussians with
+  sigma in [1, 5], 300 Laplace, 300 Poisson-subsampled Gaussians; random order), at
+  value_discretization_interval 1e-4 (the default) and 1e-3; epsilon at delta 1e-6 and
+  1e-9. privreg composes the 1000 events as one Composed event. dp-accounting is used
+  the best way: "with grouping" composes each distinct event once with its count (its
+  self-composition; a Gaussian becomes one of sigma / sqrt(count)), never event by event.
+- PLD of one small block, SelfComposed(Composed([G(100), G(100), 2 x G(1)]), 10) (what a
+  filter prices when event_delta is set), against dp-accounting with grouping.
 - Shuffle amplification, eps0 = 10, delta = 1e-10, n = 1e6, 3e7 (paper 001's setting),
   1e8, 1e9: privreg's fmt21-numerical (the project's bound) against the FMT21 script's
   method (step 100, 10 bisection steps, upper bound), and privreg's fmt23-numerical (no
@@ -28,8 +34,8 @@ Times (benchmarks/timing.py): wall s (time.perf_counter), CPU s (this process an
 children) and CPU s / core, on one core (numpy's thread pools are limited to one thread
 below, so one core does all the work); best of --repeats runs by CPU (the published
 script: one run, as it can take minutes). Wall time includes waiting for the CPU on a
-loaded machine; CPU time does not. ``--quick``: one repeat, 100 PLD events, n = 1e6 and
-3e7 only.
+loaded machine; CPU time does not. ``--quick``: one repeat, the PLD mix at 1e-3 only,
+n = 1e6 and 3e7 only.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from timing import Timing, columns, header, measure  # noqa: E402
 from privreg.accountant.pld import PLDAccountant  # noqa: E402
 from privreg.accountant.shuffle import shuffle_epsilon  # noqa: E402
 from privreg.accountant.shuffle_reference import fmt21_published_epsilon  # noqa: E402
-from privreg.core.events import Composed, Gaussian, Laplace  # noqa: E402
+from privreg.core.events import Composed, Gaussian, Laplace, PoissonSampled, PrivacyEvent, SelfComposed  # noqa: E402
 
 FAITHFUL = (
     "faithful implementation of FMT21's published script computeamplification.py "
@@ -79,32 +85,76 @@ def _row(
     return computation, implementation, what, *timed[0].cells(".4f"), result
 
 
-def pld_rows(repeats: int, each: int) -> list[tuple[str, ...]]:
-    rng = np.random.default_rng(0)
-    events = [Gaussian(sigma=float(s)) for s in rng.choice(np.linspace(20, 60, 10), each)]
-    events += [Laplace(scale=float(s)) for s in rng.choice(np.linspace(50, 150, 10), each)]
-    rng.shuffle(events)
-    translated = [
-        dpe.GaussianDpEvent(e.noise_multiplier) if isinstance(e, Gaussian) else dpe.LaplaceDpEvent(e.noise_multiplier)
-        for e in events
+def mixed_kinds() -> list[tuple[PrivacyEvent, int]]:
+    """Issue #28's 1000-release mix: (event, count) for its 30 distinct kinds."""
+    kinds: list[tuple[PrivacyEvent, int]] = [(Gaussian(sigma=float(s)), 40) for s in np.linspace(1, 5, 10)]
+    kinds += [(Laplace(scale=float(b)), 30) for b in np.linspace(2, 20, 10)]
+    kinds += [
+        (PoissonSampled(sampling_probability=float(q), event=Gaussian(sigma=float(s))), 30)
+        for q, s in zip(np.linspace(0.01, 0.1, 10), np.linspace(0.8, 2.0, 10))
     ]
-    ours = _time(lambda: PLDAccountant().compose(Composed(events=events)), repeats)
-    theirs = _time(
-        lambda: google_pld.PLDAccountant(value_discretization_interval=1e-4).compose(dpe.ComposedDpEvent(translated)),
-        repeats,
-    )
-    task = f"PLD, {2 * each} mixed Gaussian+Laplace"
+    return kinds
+
+
+def _dp_event(event: PrivacyEvent) -> dpe.DpEvent:
+    if isinstance(event, Gaussian):
+        return dpe.GaussianDpEvent(event.noise_multiplier)
+    if isinstance(event, Laplace):
+        return dpe.LaplaceDpEvent(event.noise_multiplier)
+    if isinstance(event, PoissonSampled):
+        return dpe.PoissonSampledDpEvent(event.sampling_probability, _dp_event(event.event))
+    raise TypeError(event)
+
+
+def _dp_grouped(kinds: list[tuple[PrivacyEvent, int]], vdi: float) -> google_pld.PLDAccountant:
+    """dp-accounting used the best way: each distinct event once, with its count."""
+    acc = google_pld.PLDAccountant(value_discretization_interval=vdi)
+    for event, n in kinds:
+        acc.compose(_dp_event(event), n)
+    return acc
+
+
+def _eps(epsilon) -> str:  # type: ignore[no-untyped-def]
+    return f"eps(1e-6) {epsilon(1e-6):.6f}, eps(1e-9) {epsilon(1e-9):.6f}"
+
+
+def pld_rows(repeats: int, grids: tuple[float, ...]) -> list[tuple[str, ...]]:
     version = importlib.metadata.version("dp-accounting")
-    return [
-        _row(task, "privreg PLDAccountant", "this project", ours, f"eps {ours[1].epsilon(1e-6):.6f}"),
+    rows = []
+    kinds = mixed_kinds()
+    events = [e for e, n in kinds for _ in range(n)]
+    np.random.default_rng(0).shuffle(events)  # type: ignore[arg-type]
+    for vdi in grids:
+        task = f"PLD, issue #28's 1000-release mix (30 kinds), grid {vdi:g}"
+        ours = _time(lambda: PLDAccountant(value_discretization_interval=vdi).compose(Composed(events=events)), repeats)
+        theirs = _time(lambda: _dp_grouped(kinds, vdi), repeats)
+        rows.append(_row(task, "privreg PLDAccountant", "this project", ours, _eps(ours[1].epsilon)))
+        rows.append(
+            _row(
+                task,
+                "dp_accounting PLDAccountant, with grouping",
+                f"the real peer dp-accounting {version}",
+                theirs,
+                _eps(theirs[1].get_epsilon),
+            )
+        )
+    inner = [Gaussian(sigma=100.0), Gaussian(sigma=100.0), SelfComposed(event=Gaussian(sigma=1.0), count=2)]
+    block = SelfComposed(event=Composed(events=inner), count=10)
+    block_kinds: list[tuple[PrivacyEvent, int]] = [(Gaussian(sigma=100.0), 20), (Gaussian(sigma=1.0), 20)]
+    task = "PLD, SelfComposed(Composed([G(100), G(100), 2 x G(1)]), 10), grid 1e-4"
+    ours = _time(lambda: PLDAccountant().compose(block), repeats)
+    theirs = _time(lambda: _dp_grouped(block_kinds, 1e-4), repeats)
+    rows.append(_row(task, "privreg PLDAccountant", "this project", ours, _eps(ours[1].epsilon)))
+    rows.append(
         _row(
             task,
-            "dp_accounting PLDAccountant",
+            "dp_accounting PLDAccountant, with grouping",
             f"the real peer dp-accounting {version}",
             theirs,
-            f"eps {theirs[1].get_epsilon(1e-6):.6f}",
-        ),
-    ]
+            _eps(theirs[1].get_epsilon),
+        )
+    )
+    return rows
 
 
 def _load_script(folder: str):  # type: ignore[no-untyped-def]
@@ -171,13 +221,14 @@ def main() -> None:
     ap.add_argument(
         "--published-script", metavar="DIR", help="folder holding the authors' computeamplification.py, to time it too"
     )
-    ap.add_argument("--quick", action="store_true", help="one repeat, 100 PLD events, n = 1e6 and 3e7 only")
+    ap.add_argument("--quick", action="store_true", help="one repeat, the PLD mix at 1e-3 only, n = 1e6 and 3e7 only")
     args = ap.parse_args()
     if args.quick:
         args.repeats = 1
     sizes = (10**6, 3 * 10**7) if args.quick else (10**6, 3 * 10**7, 10**8, 10**9)
     script = _load_script(args.published_script) if args.published_script else None
-    rows = [HEADER] + pld_rows(args.repeats, 50 if args.quick else 500) + shuffle_rows(args.repeats, script, sizes)
+    grids = (1e-3,) if args.quick else (1e-4, 1e-3)
+    rows = [HEADER] + pld_rows(args.repeats, grids) + shuffle_rows(args.repeats, script, sizes)
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     print(header("Accountant speed", processes=1, cores=1))
     for r in rows:

@@ -2,24 +2,54 @@
 ``dp-accounting``: tight numerical accounting with pessimistic discretisation, so every
 reported epsilon is an upper bound on the true one.
 
+How a composition is computed (:class:`PLDAccountant`):
+
+- Identical leaves are grouped; every Gaussian leaf (no subsampling) is merged into one
+  Gaussian of ratio ``mu = sqrt(sum_i n_i mu_i^2)``: the privacy loss of a Gaussian
+  mechanism is N(mu^2/2, mu^2) under either neighbour, so the composition is exactly
+  another Gaussian (Dong, Roth and Su 2022, Corollary 3.3). It is discretised once, by
+  connect-the-dots (Doroshenko et al. 2022, Algorithm 1) on a grid spanning the mean
+  +- :data:`_GAUSSIAN_TAIL_SD` standard deviations; losses below are moved up to the
+  lowest point, those above go to the point at infinity (both pessimistic).
+- A Poisson-subsampled Gaussian and a (subsampled) Laplace are discretised by the same
+  algorithm on dp-accounting's own grid, with the hockey-stick divergences evaluated in
+  one vectorised pass (the formulas of dp-accounting's ``GaussianPrivacyLoss`` and
+  ``LaplacePrivacyLoss``, which invert the privacy loss in a Python loop). Gaussian
+  masses at small losses come from ``delta - (1 - e^eps)``, not from differences of a
+  delta close to 1 (see :func:`_connect_dots`).
+- The grid of the result is bounded *before* anything is composed, by Chernoff bounds
+  on the sum of the privacy losses (the bound dp-accounting uses for a self-composition,
+  ``compute_self_convolve_bounds``, here applied to the whole sum): its log-moment
+  generating function is the sum of the groups' (``count`` times each), evaluated at
+  orders around ``sqrt(2 ln(2/tau)) / sd`` of the sum. The mass outside this window is at
+  most :data:`TAIL_MASS`. A grid over :data:`MAX_PLD_POINTS` is refused then.
+- The whole batch, with the state composed so far, is composed in one pass: each
+  distinct PMF is transformed once (real FFT at the window's size), raised to its count,
+  multiplied, and transformed back (Koskela et al. 2020). The cyclic convolution folds
+  the tails outside the window into it: mass from below the window lands higher than it
+  was (pessimistic), mass from above lower, so :data:`TAIL_MASS` is added to the mass
+  at infinity whenever the window cuts a tail (dp-accounting's self-composition does the
+  same), and any mass folded outside the window is moved to infinity.
+
 Memory is bounded: a leaf whose distribution would need more than
 :data:`MAX_PLD_POINTS` grid points (tiny noise: its epsilon is huge anyway), or a
-composition whose result would, is refused (the accountant cannot vouch) instead of
-allocating gigabytes. Sizes are estimated before anything is built: a leaf from its
-privacy-loss range, a k-fold self-composition from dp-accounting's own Chernoff
-truncation bounds.
+composition whose window would, is refused (the accountant cannot vouch) instead of
+allocating gigabytes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import numpy as np
 from dp_accounting.pld import common, pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as dpl
+from dp_accounting.pld import privacy_loss_mechanism as plm
+from scipy import fft, special
 
 from privreg.accountant.base import Accountant, Handler, handles
 from privreg.core import validation as v
@@ -43,6 +73,7 @@ __all__ = [
     "MAX_EXACT_DISCRETE_SENSITIVITY",
     "MAX_EXACT_DISCRETE_SIGMA",
     "MAX_PLD_POINTS",
+    "TAIL_MASS",
 ]
 
 #: dp-accounting enumerates a discrete Laplace's sensitivity range; above this many grid
@@ -51,9 +82,13 @@ MAX_EXACT_DISCRETE_SENSITIVITY = 4096
 #: dp-accounting enumerates a discrete Gaussian's support (about +-11 sigma); above this
 #: sigma, or for more than one coordinate, the event is left to RDP and zCDP (exact there).
 MAX_EXACT_DISCRETE_SIGMA = 2e5
-#: The largest privacy loss grid the accountant will hold: 8 bytes a point once built,
-#: but dp-accounting needs up to ~160 bytes a point while building one (about 330 MiB
-#: at this limit; 650 MiB at the former 1 << 22).
+#: The largest privacy loss grid of one PMF (one side: remove or add) the accountant will
+#: build or hold: 8 bytes a point once built (two sides at most in the state). Discrete
+#: leaves are built by dp-accounting, which needs up to ~160 bytes a point while building
+#: (about 330 MiB at this limit); Gaussian and Laplace leaves and compositions are built
+#: here with a few float64 arrays of the grid's size at a time, one side at a time: about
+#: 100 bytes a point at peak (measured: 160 MiB for the 1000-release mix of
+#: tests/test_pld_scale.py, two sides of 1.73e6 points; about 200 MiB at this limit).
 MAX_PLD_POINTS = 1 << 21
 #: A composition whose mass at finite loss would fall below this is refused: its delta is
 #: 1 to six digits anyway, and dp-accounting's tail truncation (1e-15) empties such a
@@ -63,17 +98,26 @@ MIN_FINITE_MASS = 1e-6
 #: release composed (2**-52 each; none for a one-point PMF, which composes exactly).
 #: Against the exact Gaussian curve dp-accounting's FFT self-composition fell short by
 #: up to 1.6e-13 at 1e4 releases and 2.6e-12 at 1e6 (deltas near 1e-11), about a tenth
-#: of this allowance.
+#: of this allowance; the one-pass composition here stays above the exact curve even
+#: without it (tests/test_pld_scale.py). The FFT's rounding is left signed (as
+#: dp-accounting leaves it): clipping it at 0 would add ~5e-18 a point, 1e-12 of delta
+#: over a tail of 2e5 points.
 FFT_ERROR = 2.0**-52
 # A built PMF whose total mass (with the mass at infinity) is below 1 by more than this
 # has lost mass and is refused.
 _MASS_TOLERANCE = 1e-9
+#: Probability mass a composition may leave outside its grid (the Chernoff window); it is
+#: added to the mass at infinity (to delta) when a tail is cut. dp-accounting's default.
+TAIL_MASS = 1e-15
 # Standard deviations of a Gaussian's support dp-accounting keeps (its truncation
 # bound, 1e-15 tail mass, is about 8 standard deviations; 12 leaves margin).
 _TAIL_SD = 12.0
-# The largest count dp-accounting's sparse self-composition is left to (2 ** 16 > 1000
-# points: dp-accounting itself turns a PMF of two or more points dense before that).
-_SPARSE_MAX_COUNT = 16
+# The merged Gaussian's grid: mean +- this many standard deviations of its privacy loss
+# (the normal tail beyond is TAIL_MASS / 2 on each side).
+_GAUSSIAN_TAIL_SD = float(-special.ndtri(TAIL_MASS / 2))
+# Multiples of 1 / sd (sd of the composed loss, in grid units) at which the Chernoff
+# bound is evaluated, on each side; any order gives a valid bound, more give tighter ones.
+_ORDER_FACTORS = np.geomspace(1 / 8, 8, 13)
 
 
 def _gaussian_points(ratio: float, vdi: float) -> float:
@@ -106,20 +150,164 @@ def _noise(multiplier: float) -> float:
     return multiplier
 
 
-def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution:
+@dataclasses.dataclass(frozen=True)
+class _GaussianLoss:
+    """The privacy loss of a Gaussian mechanism of ratio ``mu`` = sensitivity / sigma:
+    N(mu^2/2, mu^2) under either neighbour. Kept symbolic so that all Gaussian leaves
+    of a composition merge into one (their ``mu^2`` add) and are discretised once."""
+
+    mu: float
+
+
+def _unsampled(q: float, adjacency: Any, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(delta, g, inside, L)`` for a mechanism Poisson-subsampled with probability
+    ``q``: delta (and g = delta - (1 - e^eps)) filled in where eps is outside the range
+    of the subsampled privacy loss, and for the epsilons ``inside`` it the privacy loss
+    ``L`` of the mechanism without subsampling whose subsampled loss is eps
+    (dp-accounting's ``AdditiveNoisePrivacyLoss.inverse_privacy_loss``, vectorised)."""
+    deltas = np.zeros_like(eps)
+    g = np.zeros_like(eps)
+    if q == 1.0:
+        return deltas, g, np.ones(eps.shape, dtype=bool), eps
+    if adjacency == plm.AdjacencyType.REMOVE:
+        inside = eps > math.log1p(-q)
+        deltas[~inside] = -np.expm1(eps[~inside])  # g = 0
+        e = eps[inside]
+        with np.errstate(divide="ignore"):  # log1p(-1) at eps = log(1 - q): x = inf
+            return deltas, g, inside, e - math.log(q) + np.log1p(-(1 - q) * np.exp(-e))
+    inside = eps < -math.log1p(-q)
+    g[~inside] = np.expm1(eps[~inside])  # delta = 0
+    e = eps[inside]
+    with np.errstate(divide="ignore"):
+        return deltas, g, inside, -(-e - math.log(q) + np.log1p(-(1 - q) * np.exp(e)))
+
+
+def _gaussian_curve(noise: float, q: float, adjacency: Any, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(delta, g)`` at ``eps`` for a (Poisson-subsampled) Gaussian mechanism with
+    sensitivity 1 and standard deviation ``noise``. ``delta`` is dp-accounting's
+    ``GaussianPrivacyLoss.get_delta_for_epsilon`` (mu_upper_cdf(x) - e^eps mu_lower_cdf(x)
+    at the inverse privacy loss x of eps), the same closed forms evaluated for all
+    epsilons at once. ``g = delta - (1 - e^eps)`` = e^eps mu_lower_sf(x) - mu_upper_sf(x)
+    = e^eps Q(L <= eps) - P(L <= eps) is computed from survival functions, so that it
+    keeps its relative precision at small losses, where delta is close to 1."""
+    deltas, g, inside, unsampled = _unsampled(q, adjacency, eps)
+    remove = adjacency == plm.AdjacencyType.REMOVE
+    x = -0.5 - unsampled * noise**2  # the inverse privacy loss without subsampling (remove)
+    if not remove:
+        x = x + 1.0
+
+    def cdf(y: np.ndarray) -> np.ndarray:
+        return np.asarray(special.ndtr(y / noise))
+
+    def log_cdf(y: np.ndarray) -> np.ndarray:
+        return np.asarray(special.log_ndtr(y / noise))
+
+    if remove:  # mu_upper = (1 - q) mu + q mu(. + 1), mu_lower = mu
+        upper = cdf(x + 1.0) if q == 1.0 else (1 - q) * cdf(x) + q * cdf(x + 1.0)
+        upper_sf = cdf(-x - 1.0) if q == 1.0 else (1 - q) * cdf(-x) + q * cdf(-x - 1.0)
+        log_lower, log_lower_sf = log_cdf(x), log_cdf(-x)
+    else:  # mu_upper = mu, mu_lower = (1 - q) mu + q mu(. - 1)
+        upper, upper_sf = cdf(x), cdf(-x)
+        if q == 1.0:
+            log_lower, log_lower_sf = log_cdf(x - 1.0), log_cdf(1.0 - x)
+        else:
+            log_lower = np.logaddexp(math.log1p(-q) + log_cdf(x), math.log(q) + log_cdf(x - 1.0))
+            log_lower_sf = np.logaddexp(math.log1p(-q) + log_cdf(-x), math.log(q) + log_cdf(1.0 - x))
+    with np.errstate(over="ignore"):
+        deltas[inside] = upper - np.exp(eps[inside] + log_lower)
+        g[inside] = np.exp(eps[inside] + log_lower_sf) - upper_sf
+    return np.clip(deltas, 0.0, 1.0), g
+
+
+def _connect_dots(vdi: float, lower: int, deltas: np.ndarray, g: np.ndarray | None) -> pld_pmf.DensePLDPmf:
+    """The pessimistic connect-the-dots PMF on the grid ``lower .. lower + len - 1`` (in
+    units of ``vdi``) from the hockey-stick divergences there (Doroshenko et al. 2022,
+    Algorithm 1; dp-accounting's ``create_pmf_pessimistic_connect_dots_fixed_gap``,
+    returned dense instead of through a dictionary). Its divergence dominates the
+    mechanism's at every epsilon, for any choice of grid.
+
+    Where ``|g| < delta`` (small losses, delta close to 1) the masses come from
+    ``g = delta - (1 - e^eps)`` instead: the term 1 - e^eps cancels exactly from every
+    mass but the first (it is linear in e^eps), and differences of delta itself would
+    leave each mass ~1e-16 / vdi of rounding noise (1e-12 at vdi 1e-4, where the true
+    masses are 1e-20: 5e-8 of spurious mass in all for a Gaussian of mu = 5.4; it is
+    what dp-accounting's own PMFs carry)."""
+    deltas = np.minimum.accumulate(deltas)
+    if deltas.size == 1:
+        return pld_pmf.DensePLDPmf(vdi, lower, np.array([1.0 - deltas[0]]), float(deltas[0]), True)
+    e_d, em1_d = math.exp(vdi), math.expm1(vdi)
+    eps = (lower + np.arange(deltas.size)) * vdi
+    if g is None:  # from delta alone (dp-accounting's formulas)
+        g = np.zeros_like(deltas)
+        small = np.zeros(deltas.size - 1, dtype=bool)
+    else:
+        small = np.abs(g[:-1]) < deltas[:-1]  # g is the smaller: differences of g are the finer
+    dg = np.diff(g)
+    with np.errstate(over="ignore", invalid="ignore"):
+        linear = -np.exp(eps[:-1]) * em1_d  # differences of 1 - e^eps
+        diffs = np.where(small, linear + dg, np.diff(deltas))
+        inner = np.where(small[:-1] & small[1:], dg[1:] - dg[:-1] * e_d, diffs[1:] - diffs[:-1] * e_d)
+    probs = np.empty_like(deltas)
+    probs[0] = (-g[0] + dg[0] / em1_d) if small[0] else 1.0 - deltas[0] + diffs[0] / em1_d
+    probs[1:-1] = inner / em1_d
+    probs[-1] = diffs[-1] / math.expm1(-vdi)
+    return pld_pmf.DensePLDPmf(vdi, lower, np.maximum(probs, 0.0), float(deltas[-1]), True)
+
+
+def _subsampled_gaussian_side(acc: PLDAccountant, noise: float, q: float, adjacency: Any) -> pld_pmf.DensePLDPmf:
+    """One side of dp-accounting's ``from_gaussian_mechanism(noise, sampling_prob=q)``:
+    the same grid (its connect-the-dots bounds at log mass truncation -50) and PMF."""
+    bounds = plm.GaussianPrivacyLoss(noise, sampling_prob=q, adjacency_type=adjacency).connect_dots_bounds()
+    lower = math.floor(bounds.epsilon_lower / acc.vdi)
+    upper = math.ceil(bounds.epsilon_upper / acc.vdi)
+    _checked(upper - lower + 1, acc)
+    eps = np.arange(lower, upper + 1) * acc.vdi
+    return _connect_dots(acc.vdi, lower, *_gaussian_curve(noise, q, adjacency, eps))
+
+
+def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution | _GaussianLoss:
     _noise(e.noise_multiplier)
     _checked(_gaussian_points(1.0 / e.noise_multiplier, acc.vdi), acc)
-    return dpl.from_gaussian_mechanism(
-        standard_deviation=e.noise_multiplier, value_discretization_interval=acc.vdi, sampling_prob=q
+    if q == 1.0:
+        return _GaussianLoss(1.0 / e.noise_multiplier)
+    return dpl.PrivacyLossDistribution(
+        _subsampled_gaussian_side(acc, e.noise_multiplier, q, plm.AdjacencyType.REMOVE),
+        _subsampled_gaussian_side(acc, e.noise_multiplier, q, plm.AdjacencyType.ADD),
     )
+
+
+def _laplace_side(acc: PLDAccountant, scale: float, q: float, adjacency: Any) -> pld_pmf.DensePLDPmf:
+    """One side of dp-accounting's ``from_laplace_mechanism(scale, sampling_prob=q)``: its
+    grid (the connect-the-dots bounds) and PMF, with the divergences evaluated for all
+    epsilons at once (dp-accounting inverts the privacy loss in a Python loop). The loss
+    of a Laplace mechanism lies in [-1/scale, 1/scale], so plain differences of delta are
+    as precise as the masses need."""
+    loss = plm.LaplacePrivacyLoss(scale, sampling_prob=q, adjacency_type=adjacency)
+    bounds = loss.connect_dots_bounds()
+    lower = math.floor(bounds.epsilon_lower / acc.vdi)
+    upper = math.ceil(bounds.epsilon_upper / acc.vdi)
+    _checked(upper - lower + 1, acc)
+    eps = np.arange(lower, upper + 1) * acc.vdi
+    deltas, _, inside, unsampled = _unsampled(q, adjacency, eps)
+    # the inverse privacy loss without subsampling (remove): x = (-1 - L scale) / 2 on
+    # (-1/scale, 1/scale], +inf below, -inf above
+    x = np.where(
+        unsampled <= -1 / scale, np.inf, np.where(unsampled > 1 / scale, -np.inf, -0.5 * (1 + unsampled * scale))
+    )
+    if adjacency != plm.AdjacencyType.REMOVE:
+        x = x + 1.0
+    with np.errstate(over="ignore", divide="ignore"):
+        deltas[inside] = loss.mu_upper_cdf(x) - np.exp(eps[inside] + loss.mu_lower_log_cdf(x))
+    return _connect_dots(acc.vdi, lower, np.clip(deltas, 0.0, 1.0), None)
 
 
 def _laplace(acc: PLDAccountant, e: Laplace, q: float = 1.0) -> dpl.PrivacyLossDistribution:
     _noise(e.noise_multiplier)
     _checked(_pure_points(1.0 / e.noise_multiplier, acc.vdi), acc)
-    return dpl.from_laplace_mechanism(
-        parameter=e.noise_multiplier, value_discretization_interval=acc.vdi, sampling_prob=q
-    )
+    remove = _laplace_side(acc, e.noise_multiplier, q, plm.AdjacencyType.REMOVE)
+    if q == 1.0:
+        return dpl.PrivacyLossDistribution(remove)
+    return dpl.PrivacyLossDistribution(remove, _laplace_side(acc, e.noise_multiplier, q, plm.AdjacencyType.ADD))
 
 
 def _discrete_gaussian(acc: PLDAccountant, e: DiscreteGaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution | None:
@@ -141,13 +329,13 @@ def _discrete_laplace(acc: PLDAccountant, e: DiscreteLaplace, q: float = 1.0) ->
 
 
 #: ``build(accountant, inner event, sampling probability)``: the PLD of a Poisson sample.
-_Build = Callable[["PLDAccountant", PrivacyEvent, float], "dpl.PrivacyLossDistribution | None"]
+_Build = Callable[["PLDAccountant", PrivacyEvent, float], "dpl.PrivacyLossDistribution | _GaussianLoss | None"]
 _E = TypeVar("_E", bound=PrivacyEvent)
 
 
 def _sampled(
     event_type: type[_E],
-    build: Callable[[PLDAccountant, _E, float], dpl.PrivacyLossDistribution | None],
+    build: Callable[[PLDAccountant, _E, float], dpl.PrivacyLossDistribution | _GaussianLoss | None],
 ) -> tuple[type[PrivacyEvent], _Build]:
     """One entry of :data:`_SAMPLED`: looked up by exact class, ``build`` only receives
     ``event_type`` events (the cast says so)."""
@@ -164,7 +352,7 @@ _SAMPLED = dict(
 )
 
 
-def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistribution | None:
+def _poisson(acc: PLDAccountant, e: PoissonSampled) -> dpl.PrivacyLossDistribution | _GaussianLoss | None:
     build = _SAMPLED.get(type(e.event))
     return None if build is None else build(acc, e.event, e.sampling_probability)
 
@@ -187,33 +375,10 @@ PLD_HANDLERS: dict[type[PrivacyEvent], Handler] = dict(
 )
 
 
-def _size(pld: dpl.PrivacyLossDistribution) -> int:
-    pmfs = {id(pld._pmf_remove): pld._pmf_remove, id(pld._pmf_add): pld._pmf_add}
-    return sum(p.size for p in pmfs.values())
-
-
-def _log_finite_mass(pld: dpl.PrivacyLossDistribution) -> float:
-    """log of the smaller probability of a finite privacy loss (remove or add)."""
-    inf_mass = max(float(pld._pmf_remove._infinity_mass), float(pld._pmf_add._infinity_mass))
+def _log_finite_mass(pmf: Any) -> float:
+    """log of the probability of a finite privacy loss under ``pmf``."""
+    inf_mass = float(pmf._infinity_mass)
     return math.log1p(-inf_mass) if inf_mass < 1 else -math.inf
-
-
-def _self_composed_size(pld: dpl.PrivacyLossDistribution, count: int) -> float:
-    """Grid points of ``pld`` self-composed ``count`` times, by dp-accounting's own
-    truncation bounds (computed without the composition)."""
-    if count == 1:
-        return float(_size(pld))
-    total = 0.0
-    for pmf in {id(pld._pmf_remove): pld._pmf_remove, id(pld._pmf_add): pld._pmf_add}.values():
-        if pmf.size * min(count, 1e18) <= 1000:
-            total += pmf.size * count
-            continue
-        probs = pmf.to_dense_pmf()._probs
-        if probs.size * math.sqrt(count) > MAX_PLD_POINTS * 64:
-            return math.inf
-        lower, upper = common.compute_self_convolve_bounds(probs, count, 1e-15)
-        total += upper - lower + 1
-    return total
 
 
 def _pmf_ok(pmf: Any) -> bool:
@@ -245,29 +410,347 @@ def _check_normalised(pmf: Any) -> None:
         )
 
 
-def _dense_for_self_composition(pld: dpl.PrivacyLossDistribution, count: int) -> dpl.PrivacyLossDistribution:
-    """``pld`` with dense PMFs when dp-accounting's sparse self-composition would not
-    scale: it composes ``count - 1`` times in a Python loop while ``size ** count`` stays
-    within 1000 (forever for a one-point PMF such as an eps = 0 event), and it computes
-    that power as an exact integer (gigabytes for a count of 1e11). Past a count of 16 a
-    PMF of two or more points is densified by dp-accounting itself, so only the
-    one-point case changes its path (the result is the same point mass)."""
-    pmfs = (pld._pmf_remove, pld._pmf_add)
-    if all(isinstance(p, pld_pmf.DensePLDPmf) for p in pmfs) or not any(
-        p.size == 1 or count > _SPARSE_MAX_COUNT for p in pmfs
-    ):
-        return pld
-    remove = pld._pmf_remove.to_dense_pmf()
-    if pld._symmetric:
-        return dpl.PrivacyLossDistribution(remove)
-    return dpl.PrivacyLossDistribution(remove, pld._pmf_add.to_dense_pmf())
+def _log_mgf(lower: int, probs: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """log sum_i probs[i] exp(t (lower + i)) at each order t, in chunks of orders (an
+    orders x points matrix of at most ~4e6 entries). Negative masses (the signed FFT
+    rounding of a composed state, ~1e-17) count as 0."""
+    with np.errstate(divide="ignore"):
+        logp = np.log(np.maximum(probs, 0.0))
+    steps = np.arange(probs.size, dtype=np.float64)
+    out = np.empty(orders.size)
+    chunk = max(1, 4_000_000 // max(probs.size, 1))
+    for i in range(0, orders.size, chunk):
+        v = orders[i : i + chunk, None] * steps
+        v += logp
+        top = np.max(v, axis=1, keepdims=True)
+        v -= top
+        np.exp(v, out=v)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[i : i + chunk] = top[:, 0] + np.log(np.sum(v, axis=1))
+    out[~np.isfinite(out)] = -np.inf  # no finite mass
+    return orders * lower + out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Grid:
+    """One PMF on the grid: ``probs[i]`` is the mass at loss ``(lower + i) * vdi``;
+    ``inf`` the mass at infinity."""
+
+    lower: int
+    probs: np.ndarray
+    inf: float
+
+    @classmethod
+    def of(cls, pmf: Any) -> _Grid:
+        dense = pmf.to_dense_pmf()
+        return cls(int(dense._lower_loss), np.asarray(dense._probs, dtype=np.float64), float(dense._infinity_mass))
+
+    @property
+    def upper(self) -> int:
+        return self.lower + self.probs.size - 1
+
+    def variance(self) -> float:
+        """Variance of the finite part, normalised, in grid units."""
+        mass = float(np.sum(self.probs))
+        if not mass > 0:
+            return 0.0
+        steps = np.arange(self.probs.size, dtype=np.float64)
+        mean = float(np.dot(steps, self.probs)) / mass
+        return float(np.dot((steps - mean) ** 2, self.probs)) / mass
+
+
+@dataclasses.dataclass(frozen=True)
+class _MergedGaussian:
+    """The composition of all Gaussian leaves of a batch: ratio ``mu``, discretised on
+    ``lower .. upper`` (grid units)."""
+
+    mu: float
+    lower: int
+    upper: int
+
+    @classmethod
+    def of(cls, mu2: float, vdi: float) -> _MergedGaussian:
+        mu = math.sqrt(mu2)
+        mean = mu2 / 2
+        lower = math.floor((mean - _GAUSSIAN_TAIL_SD * mu) / vdi)
+        upper = math.ceil((mean + _GAUSSIAN_TAIL_SD * mu) / vdi)
+        return cls(mu, lower, upper)
+
+    def build(self, vdi: float) -> _Grid:
+        eps = np.arange(self.lower, self.upper + 1) * vdi
+        pmf = _connect_dots(vdi, self.lower, *_gaussian_curve(1.0 / self.mu, 1.0, plm.AdjacencyType.REMOVE, eps))
+        return _Grid.of(pmf)
+
+    def log_finite(self, vdi: float) -> float:
+        """log(1 - the mass at infinity), at most (connect-the-dots puts there the
+        divergence at the last point, below the mass of larger losses)."""
+        return math.log1p(-float(special.ndtr(-(self.upper * vdi - self.mu**2 / 2) / self.mu)))
+
+    def log_mgf(self, orders: np.ndarray, vdi: float) -> np.ndarray:
+        """An upper bound on the log-MGF of the built PMF (grid units). Connect-the-dots
+        splits the mass of a loss l in [eps_i, eps_i+1] between those two points (it is
+        the only PMF on the grid with the mechanism's divergences there), so a loss moves
+        by less than one step; mass below the grid moves up to its first point, mass
+        above it goes to its last point or to infinity."""
+        mean, sd = self.mu**2 / 2 / vdi, self.mu / vdi
+        gaussian = orders * mean + (orders * sd) ** 2 / 2 + np.abs(orders)
+        below = float(special.log_ndtr((self.lower * vdi - self.mu**2 / 2) / self.mu)) + orders * self.lower
+        above = float(special.log_ndtr(-(self.upper * vdi - self.mu**2 / 2) / self.mu)) + orders * self.upper
+        bound: np.ndarray = np.logaddexp(gaussian, np.where(orders > 0, below, above))
+        return bound
+
+
+@dataclasses.dataclass(frozen=True)
+class _Window:
+    """The grid ``lower .. upper`` of a composition's result; ``cut`` when it leaves out
+    a tail (of mass at most TAIL_MASS)."""
+
+    lower: int
+    upper: int
+    cut: bool
+
+    @property
+    def points(self) -> int:
+        return self.upper - self.lower + 1
+
+
+def _window(trivial_lower: int, trivial_upper: int, orders: np.ndarray, log_mgf: np.ndarray) -> _Window:
+    """The Chernoff window of a sum S of independent losses (grid units) whose log-MGF
+    is at most ``log_mgf`` at ``orders``: P(S >= u) <= exp(K(t) - t u) for t > 0 (and
+    P(S <= u) likewise for t < 0), each tail at most TAIL_MASS / 2 (dp-accounting's
+    ``compute_self_convolve_bounds``), with one step of margin for rounding in K;
+    never wider than the sum's whole support ``trivial_lower .. trivial_upper``."""
+    lower, upper = trivial_lower, trivial_upper
+    with np.errstate(invalid="ignore", over="ignore"):
+        bounds = (log_mgf + math.log(2 / TAIL_MASS)) / orders
+    finite = np.isfinite(bounds)
+    up, down = bounds[(orders > 0) & finite], bounds[(orders < 0) & finite]
+    if up.size:
+        upper = min(upper, math.ceil(float(np.min(up))) + 1)
+    if down.size:
+        lower = max(lower, math.floor(float(np.max(down))) - 1)
+    if lower > upper:  # only for a sum with no finite mass (refused by the caller)
+        lower, upper = trivial_lower, trivial_upper
+    return _Window(lower, upper, lower > trivial_lower or upper < trivial_upper)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Side:
+    """What one side (remove or add) of a batch composes, in two levels. Level one: the
+    leaves' PMFs with their counts (``leaves``), convolved on ``leaves_window`` (None:
+    one PMF, taken as it is). Level two: the state composed so far (``state``, None if
+    a point mass), that result and the merged Gaussian, convolved on ``window``. Point
+    masses are folded into ``shift`` (grid steps) and ``log_point_mass``."""
+
+    leaves: tuple[tuple[_Grid, int], ...]
+    leaves_window: _Window | None
+    state: _Grid | None
+    gaussian: _MergedGaussian | None
+    shift: int
+    log_point_mass: float
+    log_finite: float
+    window: _Window
+
+    @property
+    def points(self) -> int:
+        """The largest grid this side builds: a window, or the merged Gaussian's."""
+        gaussian = self.gaussian.upper - self.gaussian.lower + 1 if self.gaussian else 0
+        return max(self.window.points, self.leaves_window.points if self.leaves_window else 0, gaussian)
+
+
+def _plan_side(
+    state: Any, pmfs: Sequence[tuple[Any, int]], gaussian: _MergedGaussian | None, vdi: float, cache: dict[Any, Any]
+) -> _Side:
+    """One side's plan and windows, from the PMFs' log-MGFs (nothing is convolved)."""
+    grids: list[tuple[_Grid, int]] = []
+    shift, log_point = 0, 0.0
+    log_finite = _log_finite_mass(state) + (gaussian.log_finite(vdi) if gaussian else 0.0)
+    state_grid = None
+    for pmf, n in [(state, 1), *pmfs]:
+        if pmf is not state:
+            log_finite += n * _log_finite_mass(pmf)
+        key = id(pmf)
+        if key not in cache:
+            cache[key] = (_Grid.of(pmf), pmf)  # keeps pmf alive: its id stays unique
+        grid = cache[key][0]
+        if grid.probs.size == 1:  # a point mass shifts the sum, exactly
+            shift += n * grid.lower
+            log_point += n * math.log(grid.probs[0]) if grid.probs[0] > 0 else -math.inf
+        elif pmf is state:
+            state_grid = grid
+        else:
+            grids.append((grid, n))
+    var = sum(n * g.variance() for g, n in grids)
+    total_var = var + (state_grid.variance() if state_grid else 0.0) + ((gaussian.mu / vdi) ** 2 if gaussian else 0.0)
+    scale = math.sqrt(2 * math.log(2 / TAIL_MASS) / total_var) if total_var > 0 else 1.0
+    orders = np.concatenate([-scale * _ORDER_FACTORS, scale * _ORDER_FACTORS])
+    # level one
+    leaves_window = None
+    if grids:
+        log_mgf = np.zeros(orders.size)
+        for grid, n in grids:
+            mgf_key = (id(grid), float(scale))
+            if mgf_key not in cache:
+                cache[mgf_key] = _log_mgf(grid.lower, grid.probs, orders)
+            log_mgf = log_mgf + n * cache[mgf_key]
+        lower = sum(n * g.lower for g, n in grids)
+        upper = sum(n * g.upper for g, n in grids)
+        if len(grids) > 1 or grids[0][1] > 1:
+            leaves_window = _window(lower, upper, orders, log_mgf)
+            if leaves_window.cut:  # the folded tails: mass <= TAIL_MASS inside the window
+                edge = np.where(orders > 0, leaves_window.upper, leaves_window.lower)
+                log_mgf = np.logaddexp(log_mgf, math.log(TAIL_MASS) + orders * edge)
+            lower, upper = leaves_window.lower, leaves_window.upper
+    else:
+        log_mgf, lower, upper = np.zeros(orders.size), 0, 0
+    # level two
+    log_mgf = log_mgf + orders * shift
+    lower, upper = lower + shift, upper + shift
+    if state_grid is not None:
+        log_mgf = log_mgf + _log_mgf(state_grid.lower, state_grid.probs, orders)
+        lower, upper = lower + state_grid.lower, upper + state_grid.upper
+    if gaussian is not None:
+        log_mgf = log_mgf + gaussian.log_mgf(orders, vdi)
+        lower, upper = lower + gaussian.lower, upper + gaussian.upper
+    window = _window(lower, upper, orders, log_mgf) if total_var > 0 else _Window(lower, upper, False)
+    return _Side(tuple(grids), leaves_window, state_grid, gaussian, shift, log_point, log_finite, window)
+
+
+def _fold(probs: np.ndarray, size: int) -> np.ndarray:
+    """``probs`` wrapped cyclically onto ``size`` points (index i to i mod size)."""
+    if probs.size <= size:
+        return probs
+    padded = np.zeros(-(-probs.size // size) * size)
+    padded[: probs.size] = probs
+    folded: np.ndarray = padded.reshape(-1, size).sum(axis=0)
+    return folded
+
+
+def _power(spectrum: np.ndarray, n: int) -> np.ndarray:
+    """``spectrum ** n`` by repeated squaring (float power past 2**31)."""
+    if n >= 2**31:
+        return np.asarray(np.power(spectrum, float(n)))
+    result: np.ndarray | None = None
+    base = spectrum
+    while True:
+        if n & 1:
+            result = base.copy() if result is None else np.multiply(result, base, out=result)
+        n >>= 1
+        if not n:
+            break
+        base = base * base
+    assert result is not None  # noqa: S101 (n >= 1)
+    return result
+
+
+def _shifted(grid: _Grid, offset: int, window: _Window) -> tuple[np.ndarray, float]:
+    """``grid`` moved by ``offset`` steps onto ``window``: mass below it moved up to its
+    first point, mass above it returned (for infinity)."""
+    start = window.lower - (offset + grid.lower)  # the window's first point in grid.probs
+    out = np.zeros(window.points)
+    lo, hi = max(start, 0), min(start + window.points, grid.probs.size)
+    if lo < hi:
+        out[lo - start : hi - start] = grid.probs[lo:hi]
+    out[0] += float(np.sum(grid.probs[: max(lo, 0)]))
+    return out, float(np.sum(grid.probs[max(hi, 0) :]))
+
+
+def _convolve(factors: Sequence[tuple[_Grid, int]], offset: int, window: _Window) -> tuple[np.ndarray, float]:
+    """The cyclic convolution of ``factors`` (each to its count) moved by ``offset``, on
+    ``window``, and the mass it sends to infinity. Each distinct PMF is transformed once
+    at the window's size. The window's points hold the sum's mass there plus the tails
+    folded in (mass at most TAIL_MASS, only if the window cuts a tail: then TAIL_MASS
+    goes to infinity); rounding error is left signed, as dp-accounting leaves it, and
+    covered by FFT_ERROR a release."""
+    if len(factors) == 1 and factors[0][1] == 1:
+        return _shifted(factors[0][0], offset, window)
+    size = fft.next_fast_len(window.points, real=True)
+    product = np.ones(size // 2 + 1, dtype=np.complex128)
+    base = offset
+    for grid, n in factors:
+        np.multiply(product, _power(fft.rfft(_fold(grid.probs, size), size), n), out=product)
+        base += n * grid.lower
+    cyclic = fft.irfft(product, size)
+    probs = np.ascontiguousarray(np.roll(cyclic, -((window.lower - base) % size))[: window.points])
+    return probs, TAIL_MASS if window.cut else 0.0
+
+
+def _compose_side(side: _Side, vdi: float, gaussian_grid: _Grid | None) -> pld_pmf.PLDPmf:
+    """The PMF of one side (see module docstring and :class:`_Side`)."""
+    inf_mass = -math.expm1(side.log_finite)
+    factors: list[tuple[_Grid, int]] = []
+    if side.leaves_window is not None:
+        probs, extra = _convolve(side.leaves, 0, side.leaves_window)
+        inf_mass += extra
+        factors.append((_Grid(side.leaves_window.lower, probs, 0.0), 1))
+    else:
+        factors.extend(side.leaves)
+    if side.state is not None:
+        factors.append((side.state, 1))
+    if gaussian_grid is not None:
+        factors.append((gaussian_grid, 1))
+    if not factors:  # point masses only: exact
+        return pld_pmf.SparsePLDPmf({side.shift: math.exp(side.log_point_mass)}, vdi, inf_mass, True)
+    probs, extra = _convolve(factors, side.shift, side.window)
+    return pld_pmf.DensePLDPmf(vdi, side.window.lower, probs * math.exp(side.log_point_mass), inf_mass + extra, True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Batch:
+    """Everything one ``compose`` adds, planned: the sides (one if all is symmetric), the
+    releases whose PMFs go through an FFT (for FFT_ERROR), and whether it changes the
+    state at all."""
+
+    remove: _Side
+    add: _Side | None
+    fft_releases: int
+    noop: bool
+
+    @property
+    def points(self) -> int:
+        """Grid points of the larger side (each side is composed on its own)."""
+        return max(self.remove.points, self.add.points if self.add is not None else 0)
+
+
+def _is_identity(pld: dpl.PrivacyLossDistribution) -> bool:
+    """One point with no loss (P = Q): composing it changes nothing, exactly."""
+    return all(
+        p.size == 1 and float(p._infinity_mass) == 0.0 and float(p.get_delta_for_epsilon(0.0)) == 0.0
+        for p in (pld._pmf_remove, pld._pmf_add)
+    )
+
+
+def _plan_batch(state: dpl.PrivacyLossDistribution, plan: Sequence[tuple[Any, int]], vdi: float) -> _Batch:
+    mu2, gaussian_releases, fft_releases = 0.0, 0, 0
+    plds: list[tuple[dpl.PrivacyLossDistribution, int]] = []
+    for cost, n in plan:
+        if isinstance(cost, _GaussianLoss):
+            mu2 += n * cost.mu**2
+            gaussian_releases += n
+        elif not _is_identity(cost):
+            plds.append((cost, n))
+            if cost._pmf_remove.size > 1 or cost._pmf_add.size > 1:  # a point mass composes exactly
+                fft_releases += n
+    if not math.isfinite(mu2):
+        raise OverflowError("the merged Gaussian's mu^2 overflows")
+    gaussian = _MergedGaussian.of(mu2, vdi) if mu2 > 0 else None
+    noop = gaussian is None and not plds
+    cache: dict[Any, Any] = {}
+    remove = _plan_side(state._pmf_remove, [(p._pmf_remove, n) for p, n in plds], gaussian, vdi, cache)
+    symmetric = state._symmetric and all(p._symmetric for p, _ in plds)
+    add = None if symmetric else _plan_side(state._pmf_add, [(p._pmf_add, n) for p, n in plds], gaussian, vdi, cache)
+    return _Batch(remove, add, fft_releases + gaussian_releases, noop)
 
 
 class PLDAccountant(Accountant):
     """Composes privacy loss distributions by FFT convolution.
 
     ``value_discretization_interval`` trades speed for tightness: smaller is tighter,
-    never less safe. Identical leaves are self-composed once (an FFT power).
+    never less safe. Identical leaves are grouped, Gaussian leaves merged into one, and a
+    whole ``compose`` (with the state so far) is convolved in one FFT pass on a grid
+    bounded beforehand (see the module docstring). Every answer is an upper bound:
+    discretisation and truncation only move mass to larger losses or to infinity, and
+    :data:`FFT_ERROR` per release covers the FFT's rounding.
     """
 
     name = "pld"
@@ -294,11 +777,13 @@ class PLDAccountant(Accountant):
 
     def _valid(self, cost: Any) -> bool:
         """A PLD whose masses are finite and non-negative (dp-accounting returns NaN
-        masses for an infinite noise multiplier, which it then fails to compose). A mass
-        at infinity that rounded below 0 (pure eps-DP PLDs: -2e-18) is set to 0: else
-        dp-accounting's self-composition books its truncated tail (1e-15) against it and
-        answers a finite epsilon at any delta (28.7 for 1000 x PureDP(0.1) at delta 1e-300,
-        where the exact value is 100)."""
+        masses for an infinite noise multiplier, which it then fails to compose), or a
+        Gaussian of finite positive ratio. A mass at infinity that rounded below 0 (pure
+        eps-DP PLDs: -2e-18) is set to 0: else a truncated tail (1e-15) is booked against
+        it and a finite epsilon answered at any delta (28.7 for 1000 x PureDP(0.1) at
+        delta 1e-300, where the exact value is 100)."""
+        if isinstance(cost, _GaussianLoss):
+            return 0 < cost.mu < math.inf
         if not isinstance(cost, dpl.PrivacyLossDistribution):
             return False
         for pmf in (cost._pmf_remove, cost._pmf_add):
@@ -307,43 +792,45 @@ class PLDAccountant(Accountant):
         return all(_pmf_ok(p) for p in (cost._pmf_remove, cost._pmf_add))
 
     def _plan(self, event: PrivacyEvent, count: int) -> tuple[list[tuple[Any, int]], PrivacyEvent | None, str]:
+        """The leaves' costs planned as one :class:`_Batch` (count 1): its grid is
+        bounded here, before any composition is computed, and refused past
+        MAX_PLD_POINTS."""
         plan, bad, why = super()._plan(event, count)
         if bad is not None:
             return plan, bad, why
-        points = float(_size(self._pld))
-        log_finite = _log_finite_mass(self._pld)
-        for pld, n in plan:
-            points += _self_composed_size(pld, n)
-            if not points <= MAX_PLD_POINTS:
-                return (
-                    [],
-                    event,
-                    (
-                        f"the composed privacy loss grid would need {points:.3g} points "
-                        f"(limit {MAX_PLD_POINTS}); use the rdp or zcdp accountant"
-                    ),
-                )
-            log_finite += n * _log_finite_mass(pld)
-            if not log_finite >= math.log(MIN_FINITE_MASS):
-                return [], event, (f"its delta would exceed 1 - {MIN_FINITE_MASS:g}: nothing left to account")
-        return plan, None, ""
+        try:
+            batch = _plan_batch(self._pld, plan, self.vdi)
+        except (ArithmeticError, ValueError, MemoryError) as exc:  # extreme counts overflow the bounds
+            return [], event, f"cannot bound its privacy loss grid ({type(exc).__name__}: {exc})"
+        log_finite = min(batch.remove.log_finite, batch.add.log_finite if batch.add else 0.0)
+        if not log_finite >= math.log(MIN_FINITE_MASS):
+            return [], event, (f"its delta would exceed 1 - {MIN_FINITE_MASS:g}: nothing left to account")
+        if not batch.points <= MAX_PLD_POINTS:
+            return (
+                [],
+                event,
+                (
+                    f"the composed privacy loss grid would need {batch.points:.3g} points a side "
+                    f"(limit {MAX_PLD_POINTS}); use the rdp or zcdp accountant"
+                ),
+            )
+        return [(batch, 1)], None, ""
 
-    def _add(self, cost: dpl.PrivacyLossDistribution, count: int) -> None:
+    def _add(self, cost: _Batch, count: int) -> None:
         self._released = True
-        if (
-            _size(cost) <= 2
-            and float(cost.get_delta_for_epsilon(0.0)) == 0.0
-            and all(p.size == 1 for p in (cost._pmf_remove, cost._pmf_add))
-        ):
-            return  # one point with no loss (P = Q): composing it changes nothing, exactly
-        if cost._pmf_remove.size > 1 or cost._pmf_add.size > 1:  # a point mass composes exactly
-            self._fft_slack += count * FFT_ERROR
-        if count > 1:
-            cost = _dense_for_self_composition(cost, count).self_compose(count)
-        composed = self._pld.compose(cost)
-        for pmf in (composed._pmf_remove, composed._pmf_add):
-            _check_normalised(pmf)
-        self._pld = composed
+        if cost.noop:
+            return
+        self._fft_slack += cost.fft_releases * FFT_ERROR
+        gaussian = cost.remove.gaussian
+        gaussian_grid = gaussian.build(self.vdi) if gaussian is not None else None
+        remove = _compose_side(cost.remove, self.vdi, gaussian_grid)
+        _check_normalised(remove)
+        if cost.add is None:
+            self._pld = dpl.PrivacyLossDistribution(remove)
+            return
+        add = _compose_side(cost.add, self.vdi, gaussian_grid)
+        _check_normalised(add)
+        self._pld = dpl.PrivacyLossDistribution(remove, add)
 
     def _epsilon(self, delta: float) -> float:
         if not self._released:
