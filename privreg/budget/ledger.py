@@ -210,16 +210,17 @@ def format_head(head: tuple[int, str]) -> str:
     return f"{head[0]}:{head[1]}"
 
 
-def parse_head(text: str) -> tuple[int | None, str]:
-    """``"SEQ:HASH"`` or ``"HASH"`` (64 hex digits) -> (seq or None, hash)."""
+def parse_head(text: str, name: str = "expect_head") -> tuple[int | None, str]:
+    """``"SEQ:HASH"`` or ``"HASH"`` (64 hex digits) -> (seq or None, hash); ``name``: the
+    argument it came from, for the error."""
     if not isinstance(text, str):
-        raise PrivregTypeError(f"expect_head must be a str like '12:3fa9...'; got {text!r}")
+        raise PrivregTypeError(f"{name} must be a str like '12:3fa9...'; got {text!r}")
     seq_text, _, digest = text.strip().rpartition(":")
     digest = digest.lower()
     ok = _HEX64.fullmatch(digest) is not None and (seq_text == "" or seq_text.isdigit())
     if not ok or (":" in text and seq_text == ""):
         raise PrivregValueError(
-            f"expect_head {text!r} is not a ledger head: give SEQ:HASH as printed by 'privreg ledger verify' "
+            f"{name} {text!r} is not a ledger head: give SEQ:HASH as printed by 'privreg ledger verify' "
             f"(e.g. 12:{'3fa9' * 16}) or the 64-hex-digit hash alone"
         )
     return (int(seq_text) if seq_text else None), digest
@@ -858,11 +859,11 @@ class Ledger:
                 problems += self._anchor_problems(*anchor)
         return problems
 
-    def verify_from(self, seq: int, *, expect_head: str) -> list[str]:
+    def verify_from(self, seq: int, *, expect_head: str, name: str = "expect_head") -> list[str]:
         """Integrity problems of the rows after ``seq`` (chained from row ``seq``'s hash)
         and of the anchor ``expect_head``, which must be at or after ``seq``: an
         incremental check whose cost is the rows since, trusting what the anchor covers."""
-        anchor = parse_head(expect_head)
+        anchor = parse_head(expect_head, name)
         if anchor[0] is not None and anchor[0] < seq:
             raise PrivregValueError(f"the anchor {expect_head!r} is before row {seq}; verify from an earlier row")
         problems = [self._key_problem] if self._key_problem is not None else []

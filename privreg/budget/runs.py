@@ -166,6 +166,7 @@ class ChargedRelease:
     mechanism: str
     event: PrivacyEvent
     epsilon: float
+    stated: PrivacyEvent | None = None
 
     def __str__(self) -> str:
         return f"#{self.number} {self.label or self.mechanism} (epsilon {self.epsilon:.6g})"
@@ -374,7 +375,12 @@ class RunCharger:
         before, self._remaining = self._remaining, float(self.target.remaining())
         self._charged.append(
             ChargedRelease(
-                number=number, label=label, mechanism=mechanism, event=event, epsilon=before - self._remaining
+                number=number,
+                label=label,
+                mechanism=mechanism,
+                event=event,
+                epsilon=before - self._remaining,
+                stated=stated,
             )
         )
 

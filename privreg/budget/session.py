@@ -146,6 +146,12 @@ class Quote:
     by_filter: Mapping[str, float | None]
     reason: str = ""
 
+    def __str__(self) -> str:
+        detail = ", ".join(f"{k} {'unsupported' if x is None else f'{x:.6g}'}" for k, x in self.by_filter.items())
+        if not self.granted:
+            return f"refused: {self.reason}"
+        return f"epsilon {self.epsilon:.6g}, vouched for by {self.filter}" + (f" ({detail})" if detail else "")
+
 
 class BudgetSession:
     """A budget over a persistent ledger; thread-safe and process-safe.

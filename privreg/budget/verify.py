@@ -36,6 +36,7 @@ from privreg.core.events import (
     PrivacyEvent,
     PureDP,
     SelfComposed,
+    Shuffled,
     event_from_dict,
 )
 from privreg.core.files import atomic_write
@@ -278,6 +279,10 @@ def stated_text(stated: PrivacyEvent | None, event: PrivacyEvent) -> str:
         return f"local eps0={event.epsilon0:.6g}"
     if isinstance(event, SelfComposed):
         return f"{event.count} x {stated_text(None, event.event)}"
+    if isinstance(event, Composed):
+        return f"block of {len(event.events)}"
+    if isinstance(event, Shuffled):
+        return f"{event.num_reports} shuffled reports"
     return event.kind
 
 
@@ -285,7 +290,7 @@ def _checkpoint_at(checkpoints: Sequence[Checkpoint], since: str | None) -> Chec
     """The newest checkpoint at or before the anchored row ``since`` (SEQ:HASH)."""
     if since is None:
         return None
-    seq, _ = parse_head(since)
+    seq, _ = parse_head(since, "since")
     if seq is None:
         raise PrivregError(f"since {since!r} must be SEQ:HASH as printed by 'privreg ledger verify' (head: ...)")
     found = [c for c in checkpoints if c.seq <= seq]
@@ -327,7 +332,7 @@ def verify_ledger(
             checkpoints, checkpoint_problems = [], [str(exc)]
         start = _checkpoint_at(checkpoints, since)
         if since is not None:
-            integrity = tuple(ledger.verify_from(start.seq if start else 0, expect_head=since))
+            integrity = tuple(ledger.verify_from(start.seq if start else 0, expect_head=since, name="since"))
         else:
             integrity = tuple(ledger.verify(expect_head=expect_head))
         integrity += tuple(checkpoint_problems)
@@ -508,6 +513,14 @@ def _fmt(x: float | None, why: str = "") -> str:
     return f"{x:.6g}"
 
 
+def _relation_note(event: PrivacyEvent, budget_relation: str) -> str:
+    """`` (add/remove)`` when a release's guarantee is for add/remove neighbours under a
+    replace-one budget: it is charged by group privacy, twice its epsilon."""
+    if budget_relation == "replace_one" and event.neighbouring in (None, "add_remove") and event.kind != "local_dp":
+        return " add/remove"
+    return ""
+
+
 def release_table(report: AuditReport) -> str:
     """One line per release in the user's terms: its number, time and name, the guarantee
     as stated, what each filter charged for it in epsilon (at its share of the budget's
@@ -526,7 +539,7 @@ def release_table(report: AuditReport) -> str:
                 str(r.seq),
                 stamp,
                 r.charge.label or r.charge.mechanism,
-                stated_text(r.charge.stated, r.charge.event),
+                stated_text(r.charge.stated, r.charge.event) + _relation_note(r.charge.event, report.neighbouring),
                 *(_fmt(step.get(n)) for n in names),
                 f"{_fmt(total)} / {report.budget_epsilon:g}",
             )
@@ -582,8 +595,9 @@ _PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
 
 
 def plot_report(report: AuditReport, path: str | Path) -> Path:
-    """Cumulative epsilon per accountant against release index, as a PNG (or PDF, SVG,
-    JPEG by the suffix of ``path``)."""
+    """Cumulative epsilon under each filter of the rule against the release number (one
+    line per filter, integer ticks) and the budget, as a PNG (or PDF, SVG, JPEG by the
+    suffix of ``path``)."""
     try:
         import matplotlib
 
@@ -598,10 +612,14 @@ def plot_report(report: AuditReport, path: str | Path) -> Path:
         pts = [(i, y) for i, y in zip(x, series) if y is not None and math.isfinite(y)]
         if pts:
             ax.plot(*zip(*pts), marker=".", label=name)
+        else:  # named in the legend all the same: a filter that could not price these releases
+            ax.plot([], [], marker=".", label=f"{name} (unsupported)")
     ax.axhline(report.budget_epsilon, color="black", linestyle="--", label="budget")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("release")
-    ax.set_ylabel(f"cumulative epsilon at delta={report.budget_delta:g}")
+    share = report.budget_delta / max(1, len(report.cumulative))
+    ax.set_ylabel(f"cumulative epsilon (each filter at delta {share:.3g})")
+    ax.set_title(f"{len(report.rows)} release(s), budget epsilon {report.budget_epsilon:g}")
     ax.legend()
     fig.tight_layout()
     suffix = Path(path).suffix.lower().lstrip(".")

@@ -107,6 +107,12 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="key of a keyed ledger (the file's exact bytes, at least 16): verifies its HMAC chain",
     )
+    p.add_argument(
+        "--since",
+        metavar="HEAD",
+        help="the 'head' (SEQ:HASH) of an earlier verification you trust: checks it is still in the chain, "
+        "then re-derives only the releases after the checkpoint before it (incremental)",
+    )
 
 
 def _read_key_file(path: str | None) -> bytes | None:
@@ -120,7 +126,9 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     """``privreg ledger verify LEDGER`` (alias ``privreg audit LEDGER``): exit 3 if flagged."""
     for failure in default_registry().failures:  # plugins define event types (to decode the ledger) and handlers
         print(f"privreg: warning: {failure}", file=sys.stderr)
-    report = verify_ledger(args.path, expect_head=args.expect_head, key=_read_key_file(args.key_file))
+    if args.since is not None and args.expect_head is not None:
+        raise PrivregValueError("--since already checks its head is in the chain: drop --expect-head")
+    report = verify_ledger(args.path, expect_head=args.expect_head, key=_read_key_file(args.key_file), since=args.since)
     print(report_json(report) if args.json else format_report(report))
     if args.plot:
         path = plot_report(report, args.plot)

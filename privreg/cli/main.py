@@ -26,7 +26,7 @@ import attrs
 from privreg import __version__
 from privreg.budget import runs
 from privreg.budget.session import PrivacyBudget
-from privreg.budget.verify import format_report, verify_ledger
+from privreg.budget.verify import format_report, stated_text, verify_ledger
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import ledger as ledger_cli
@@ -336,9 +336,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if done.ledger is not None:
         print("== Verification of this demo's ledger\n" + format_report(verify_ledger(done.ledger)))
     else:
-        rows = [("#", "label", "mechanism", "epsilon", "event")]
+        rows = [("#", "release", "mechanism", "as stated", "epsilon charged")]
         rows += [
-            (str(c.number), c.label or "-", c.mechanism, f"{c.epsilon:.6g}", c.event.to_json()) for c in done.charged
+            (str(c.number), c.label or "-", c.mechanism, stated_text(c.stated, c.event), f"{c.epsilon:.6g}")
+            for c in done.charged
         ]
         print("== Privacy ledger of this demo\n" + (fmt.table(rows) if done.charged else "no releases were charged"))
         print(
