@@ -86,7 +86,7 @@ def test_two_runs_share_one_budget_and_a_third_is_refused(capsys, tmp_path, data
     code, _out, err = run(capsys, *mean_args(data), "-o", tmp_path / "third", "--ledger", ledger)
     assert code == 2
     line = error_line(err)
-    assert "refused" in line and "0.5 of epsilon left" in line and "Nothing was released or charged" in line
+    assert "refused" in line and "0.5 left" in line and "Nothing was released or charged" in line
     assert stored(ledger) == before
     assert not (tmp_path / "third").exists()
 

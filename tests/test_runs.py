@@ -142,7 +142,7 @@ def test_the_envelope_is_read_from_the_declared_budget_params(tmp_path):
 
     shared = tmp_path / "team.sqlite"
     assert main(["ledger", "init", str(shared), "--epsilon", "1"]) == 0
-    with pytest.raises(BudgetExceededError, match=r"epsilon 1.5 \('total'\).*has 1 of epsilon left.*--total"):
+    with pytest.raises(BudgetExceededError, match=r"epsilon 1.5 \('total'\).*1 left\) grants that.*--total"):
         runs.run_workflow(item, {"total": 1.5}, ledger=shared)
     assert labels(shared) == []
 

@@ -304,11 +304,12 @@ def open_shared(path: str, item: RunnableItem, params: Mapping[str, Any]) -> tup
                 f"--ledger {path!r} was created with a declared plan of releases, which 'privreg run' cannot "
                 f"follow; create a ledger for runs with 'privreg ledger init'"
             )
-        if not shared.can_afford(envelope):
+        quote = shared.price(envelope)
+        if not quote.granted:
             raise BudgetExceededError(
-                f"run of {item.name!r} refused: it may spend {_spend_text(item, run_budget)}, but --ledger "
-                f"{path!r} (budget epsilon {ledger_budget.epsilon:g}, delta {ledger_budget.delta:g}) has "
-                f"{max(0.0, float(shared.remaining())):.6g} of epsilon left; lower the workflow's "
+                f"run of {item.name!r} refused: it may spend {_spend_text(item, run_budget)}, but no filter of "
+                f"--ledger {path!r} (budget epsilon {ledger_budget.epsilon:g}, delta {ledger_budget.delta:g}, "
+                f"{max(0.0, float(shared.remaining())):.6g} left) grants that: {quote.reason}; lower the workflow's "
                 f"--{item.budget_params[0].replace('_', '-')} or use another ledger. Nothing was released or charged."
             )
         gate = BudgetSession(budget=run_budget, filters=("basic",), event_delta=run_budget.delta or None)
