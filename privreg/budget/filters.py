@@ -105,6 +105,8 @@ def price_from_json(data: Any) -> Price:
     """Inverse of :func:`price_to_json` (ValueError on anything else)."""
     if isinstance(data, dict) and set(data) == {"unsupported"} and isinstance(data["unsupported"], str):
         return str(data["unsupported"])
+    if type(data) is list and all(type(x) is float for x in data):  # the usual case, fast
+        return tuple(data)
     if not isinstance(data, list):
         raise ValueError(f"a price is a list of numbers or {{'unsupported': reason}}; got {type(data).__name__}")
     out = []

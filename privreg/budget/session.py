@@ -319,6 +319,8 @@ class BudgetSession:
                 cp = self._ledger.last_checkpoint()
                 if cp is not None:
                     self._load_checkpoint(cp.state, cp.seq)
+        elif self._ledger.head()[0] == self._seen:  # nothing new (one indexed read): the usual case
+            return
         rows = self._ledger.rows(after=self._seen)
         if self._plan is not None:
             for row in rows:
