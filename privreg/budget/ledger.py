@@ -913,10 +913,10 @@ class Ledger:
             charge = Charge(
                 timestamp=ts,
                 mechanism=mech,
-                parameters=json.loads(params),
+                parameters={} if params == "{}" else json.loads(params),
                 event=_event_from_json(event),
                 label=label,
-                randomness=json.loads(rnd),
+                randomness={} if rnd == "{}" else json.loads(rnd),
                 stated=_event_from_json(stated) if stated else None,
             )
             decoded = None if prices is None else json.loads(prices)
