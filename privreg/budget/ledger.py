@@ -143,8 +143,13 @@ class LedgerIntegrityError(LedgerError):
     """The ledger's hash chain is broken or a row cannot be decoded."""
 
 
+#: What json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False) builds on
+#: every call, built once (the same text: a charge encodes three values).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def _dumps(x: Any) -> str:
-    return json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(x)
 
 
 def _digest(key: bytes | None, text: str) -> str:
@@ -727,7 +732,7 @@ class Ledger:
             _dumps(jsonable(charge.parameters)),
             _event_to_json(charge.event),
             charge.label,
-            _dumps(jsonable(charge.randomness)),
+            _dumps(jsonable(charge.randomness)) if charge.randomness else "{}",
         )
         if not self.priced:
             digest = _row_hash(self._key, prev, seq + 1, *fields)
