@@ -19,7 +19,7 @@ from privreg.accountant.zcdp import ZCDPAccountant
 from privreg.core.errors import UnsupportedEventError
 from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 
-__all__ = ["block_pair", "leaf_pair_at", "unsupported_reason"]
+__all__ = ["block_pair", "block_delta", "leaf_pair_at", "unsupported_reason"]
 
 # Non-adaptive accountants that may price one block (its parameters are fixed at charge time).
 _BLOCK_ACCOUNTANTS = (PLDAccountant, RDPAccountant, GDPAccountant, ZCDPAccountant, KOVAccountant)
@@ -33,6 +33,13 @@ def _explicit_delta(event: PrivacyEvent, neighbouring: str) -> float:
         if isinstance(related, ApproxDP):
             total += n * related.delta
     return total
+
+
+def block_delta(event: PrivacyEvent, *, event_delta: float, neighbouring: str) -> float:
+    """The delta :func:`block_pair` prices a curve event or block at (before capping it
+    at ``left``): ``event_delta`` plus the deltas its (eps, delta) leaves declare. A
+    ``left`` outside (0, this) does not change the pair."""
+    return min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
 
 
 def block_pair(
@@ -56,7 +63,7 @@ def block_pair(
             return best
     if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
         return best
-    at = min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
+    at = block_delta(event, event_delta=event_delta, neighbouring=neighbouring)
     if left is not None and 0.0 < left < at:
         at = left
     for cls in _BLOCK_ACCOUNTANTS:

@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privreg.accountant.blocks import block_pair, leaf_pair_at, unsupported_reason
+from privreg.accountant.blocks import block_delta, block_pair, leaf_pair_at, unsupported_reason
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
@@ -105,6 +105,8 @@ def price_from_json(data: Any) -> Price:
     """Inverse of :func:`price_to_json` (ValueError on anything else)."""
     if isinstance(data, dict) and set(data) == {"unsupported"} and isinstance(data["unsupported"], str):
         return str(data["unsupported"])
+    if type(data) is list and all(type(x) is float for x in data):  # the usual case, fast
+        return tuple(data)
     if not isinstance(data, list):
         raise ValueError(f"a price is a list of numbers or {{'unsupported': reason}}; got {type(data).__name__}")
     out = []
@@ -126,10 +128,28 @@ def _stated_pair(stated: PrivacyEvent | None) -> tuple[float, float] | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _pair(
+def _block_pair(
     event: PrivacyEvent, event_delta: float | None, neighbouring: str, left: float | None
 ) -> tuple[float, float] | None:
     return block_pair(event, event_delta=event_delta, neighbouring=neighbouring, left=left)
+
+
+@functools.lru_cache(maxsize=4096)
+def _block_delta(event: PrivacyEvent, event_delta: float, neighbouring: str) -> float:
+    return block_delta(event, event_delta=event_delta, neighbouring=neighbouring)
+
+
+def _pair(
+    event: PrivacyEvent, event_delta: float | None, neighbouring: str, left: float | None
+) -> tuple[float, float] | None:
+    """:func:`block_pair`, cached. The delta left changes with every release but changes
+    the pair only when it caps the block's delta, so any other value shares one entry
+    (else every Gaussian charge would run every block accountant again)."""
+    if left is not None and event_delta is not None and not 0.0 < left < _block_delta(event, event_delta, neighbouring):
+        left = None
+    elif event_delta is None:
+        left = None  # block_pair reads left only at an event_delta
+    return _block_pair(event, event_delta, neighbouring, left)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -183,6 +203,9 @@ class Filter(ABC):
         self.event_delta = event_delta
         self.dead = ""  # why this filter can no longer vouch ("" while it can)
         self.sums: tuple[float, ...] = (0.0,) * self.width
+        # spent() of the last totals it was asked about: (those totals, epsilon). One
+        # tuple, assigned at once, so a thread never reads one totals' epsilon for others.
+        self._spent_memo: tuple[tuple[float, ...] | None, float] = (None, 0.0)
 
     # -- what a subclass defines ----------------------------------------------------------
 
@@ -229,14 +252,27 @@ class Filter(ABC):
         for _ in range(v.check_count("count", count)):
             self.apply(self.price(event, stated))
 
+    #: Relative cost of :meth:`spent` (a session asks the cheap filters first whether they
+    #: vouch; the answer does not depend on the order).
+    spent_cost: ClassVar[int] = 0
+
     def spent(self) -> float:
+        """Epsilon of the totals at this filter's delta (inf once dead, or if not finite).
+        Computed once per totals: a session asks for it before and after every release."""
         if self.dead:
             return math.inf
+        sums = self.sums
+        memo_sums, memo = self._spent_memo
+        if memo_sums is sums:
+            return memo
         try:
-            eps = float(self._spent_of(self.sums))
+            eps = float(self._spent_of(sums))
         except (ArithmeticError, ValueError):
-            return math.inf
-        return eps if eps == eps else math.inf  # NaN cannot vouch
+            eps = math.inf
+        if eps != eps:  # NaN cannot vouch
+            eps = math.inf
+        self._spent_memo = (sums, eps)
+        return eps
 
     def vouches(self) -> bool:
         return self.spent() <= self.epsilon
@@ -324,6 +360,7 @@ def _rho(event: PrivacyEvent, neighbouring: str) -> float:
 
 class ZCDPFilter(Filter):
     name = "zcdp"
+    spent_cost = 3  # dp_accounting's conversion over every order
     citation = "Feldman-Zrnic 2021, Rényi filter, at every order: the interaction is rho-zCDP"
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
@@ -342,6 +379,7 @@ def _rdp_curve(event: PrivacyEvent, neighbouring: str) -> tuple[float, ...]:
 
 class RDPFilter(Filter):
     name = "rdp"
+    spent_cost = 3  # dp_accounting's conversion over 24 orders
     citation = (
         "Feldman-Zrnic 2021, Rényi filter per order, and Lécuyer 2021; union bound over "
         f"the {len(FILTER_ORDERS)} orders fixed in advance"
@@ -367,6 +405,7 @@ class GDPFilter(Filter):
     """Sums mu_i^2 (Smith-Thakurta 2022); its price of a release is mu_i^2."""
 
     name = "gdp"
+    spent_cost = 2  # a root search
     citation = "Smith-Thakurta 2022: mu_i^2 add up under fully adaptive composition"
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:

@@ -43,6 +43,7 @@ starve another. Every wait is bounded by ``busy_timeout`` (then :class:`LedgerBu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -62,7 +63,7 @@ from privreg.accountant.base import Accountant
 from privreg.budget.writer_queue import QueueTimeout, WriterQueue, open_queue
 from privreg.core.charging import Charge, jsonable
 from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError
-from privreg.core.events import event_from_json
+from privreg.core.events import PrivacyEvent, event_from_json
 
 __all__ = [
     "Ledger",
@@ -146,13 +147,33 @@ class LedgerIntegrityError(LedgerError):
     """The ledger's hash chain is broken or a row cannot be decoded."""
 
 
+#: What json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False) builds on
+#: every call, built once (the same text: a charge encodes three values).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def _dumps(x: Any) -> str:
-    return json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(x)
 
 
 def _digest(key: bytes | None, text: str) -> str:
     data = text.encode("utf-8")
     return hmac.new(key, data, hashlib.sha256).hexdigest() if key is not None else hashlib.sha256(data).hexdigest()
+
+
+_cached_event_json = functools.lru_cache(maxsize=1024)(PrivacyEvent.to_json)
+
+
+def _event_to_json(event: PrivacyEvent) -> str:
+    """``event.to_json()``, cached: equal events give equal strings, and a ledger repeats a few."""
+    try:
+        return _cached_event_json(event)
+    except TypeError:  # an event that cannot be hashed
+        return event.to_json()
+
+
+#: event_from_json, cached: a ledger's rows repeat a few kinds of release, and events are frozen.
+_event_from_json = functools.lru_cache(maxsize=1024)(event_from_json)
 
 
 def _row_hash(
@@ -248,6 +269,22 @@ class Checkpoint:
     state: Mapping[str, Any]
     prev_hash: str
     hash: str
+
+
+class _SQLErrors:
+    """:meth:`Ledger._sql`: a plain class, as it wraps every statement of a charge."""
+
+    __slots__ = ("doing", "ledger")
+
+    def __init__(self, ledger: Ledger, doing: str) -> None:
+        self.ledger, self.doing = ledger, doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, sqlite3.Error):
+            raise self.ledger._error(exc, self.doing) from exc
 
 
 class Ledger:
@@ -361,13 +398,9 @@ class Ledger:
 
     # -- opening --------------------------------------------------------------------------
 
-    @contextmanager
-    def _sql(self, doing: str) -> Iterator[None]:
+    def _sql(self, doing: str) -> _SQLErrors:
         """Turn sqlite3 errors into privreg errors that name the file."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise self._error(exc, doing) from exc
+        return _SQLErrors(self, doing)
 
     def _error(self, exc: sqlite3.Error, doing: str) -> LedgerError:
         name, msg = getattr(exc, "sqlite_errorname", "") or "", str(exc)
@@ -651,13 +684,15 @@ class Ledger:
             )
         self._writable()
         if self._in_my_transaction():  # called inside transaction(): the lock is ours already
-            if self.head()[0] != expected_seq:
+            head = self.head()
+            if head[0] != expected_seq:
                 return None
-            return self.append(charge, prices=prices, checkpoint=checkpoint)
+            return self._append_after(head, charge, prices=prices, checkpoint=checkpoint)
         with self.transaction():
-            if self.head()[0] != expected_seq:
+            head = self.head()
+            if head[0] != expected_seq:
                 return None  # the transaction ends without writing: nothing to roll back
-            return self.append(charge, prices=prices, checkpoint=checkpoint)
+            return self._append_after(head, charge, prices=prices, checkpoint=checkpoint)
 
     def genesis(self) -> str:
         """The prev_hash of the first row: a hash of the metadata."""
@@ -684,14 +719,25 @@ class Ledger:
             raise LedgerError(
                 f"ledger {self.path!r}: append() must run inside transaction(); use try_append() on its own"
             )
-        seq, prev = self.head()
+        return self._append_after(self.head(), charge, prices=prices, checkpoint=checkpoint)
+
+    def _append_after(
+        self,
+        head: tuple[int, str],
+        charge: Charge,
+        *,
+        prices: Mapping[str, Any] | None,
+        checkpoint: Mapping[str, Any] | None,
+    ) -> LedgerRow:
+        """:meth:`append` after the row ``head`` (read in this transaction)."""
+        seq, prev = head
         fields = (
             float(charge.timestamp),
             charge.mechanism,
             _dumps(jsonable(charge.parameters)),
-            charge.event.to_json(),
+            _event_to_json(charge.event),
             charge.label,
-            _dumps(jsonable(charge.randomness)),
+            _dumps(jsonable(charge.randomness)) if charge.randomness else "{}",
         )
         if not self.priced:
             digest = _row_hash(self._key, prev, seq + 1, *fields)
@@ -903,17 +949,18 @@ class Ledger:
         ]
 
     def _decode(self, r: tuple[Any, ...]) -> LedgerRow:
+        # events repeat across rows and are immutable: decode each distinct text once
         seq, ts, mech, params, event, label, rnd, prev_hash, digest = r[:9]
         stated, prices = r[9:] if len(r) > 9 else ("", None)
         try:
             charge = Charge(
                 timestamp=ts,
                 mechanism=mech,
-                parameters=json.loads(params),
-                event=event_from_json(event),
+                parameters={} if params == "{}" else json.loads(params),
+                event=_event_from_json(event),
                 label=label,
-                randomness=json.loads(rnd),
-                stated=event_from_json(stated) if stated else None,
+                randomness={} if rnd == "{}" else json.loads(rnd),
+                stated=_event_from_json(stated) if stated else None,
             )
             decoded = None if prices is None else json.loads(prices)
             if decoded is not None and not isinstance(decoded, dict):

@@ -327,6 +327,8 @@ class BudgetSession:
                 cp = self._ledger.last_checkpoint()
                 if cp is not None:
                     self._load_checkpoint(cp.state, cp.seq)
+        elif self._ledger.head()[0] == self._seen:  # nothing new (one indexed read): the usual case
+            return
         rows = self._ledger.rows(after=self._seen)
         if self._plan is not None:
             for row in rows:
@@ -368,13 +370,20 @@ class BudgetSession:
                 f"({type(exc).__name__}); verify it with 'privreg ledger verify'"
             ) from None
 
-    def _quote(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[Quote, list[Filter], list[Price]]:
-        """What ``event`` would cost now, the filters after it and the prices."""
-        before = [f.spent() for f in self._filters]
+    def _priced(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[list[Filter], list[Price]]:
+        """The filters with ``event`` added, and each filter's price of it."""
         prices = [f.price(event, stated) for f in self._filters]
         trial = [f.copy() for f in self._filters]
         for f, p in zip(trial, prices):
             f.apply(p)
+        return trial, prices
+
+    def _quote(
+        self, event: PrivacyEvent, stated: PrivacyEvent | None, priced: tuple[list[Filter], list[Price]] | None = None
+    ) -> tuple[Quote, list[Filter], list[Price]]:
+        """What ``event`` would cost now, the filters after it and the prices."""
+        before = [f.spent() for f in self._filters]
+        trial, prices = priced if priced is not None else self._priced(event, stated)
         after = [f.spent() for f in trial]
         by_filter: dict[str, float | None] = {
             f.name: (None if f.dead else a - b if math.isfinite(a) else math.inf)
@@ -431,9 +440,12 @@ class BudgetSession:
                     f"{event.kind} release {expected}. Nothing was released or charged."
                 )
             return self._filters, []
-        quote, trial, prices = self._quote(event, stated)
-        if quote.granted:
+        trial, prices = self._priced(event, stated)
+        # granted iff some filter vouches after it: ask the cheap ones first, and leave
+        # the others' epsilon to be computed (once per state) when someone asks for it
+        if any(f.vouches() for f in sorted(trial, key=lambda f: f.spent_cost)):
             return trial, prices
+        quote = self._quote(event, stated, (trial, prices))[0]
         remaining = max(0.0, self.budget.epsilon - self._best())
         raise BudgetExceededError(
             f"{what} refused by every filter of the budget (epsilon {self.budget.epsilon:g}, delta "
