@@ -49,8 +49,8 @@ from __future__ import annotations
 import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -120,6 +120,26 @@ def price_from_json(data: Any) -> Price:
     return tuple(out)
 
 
+_R = TypeVar("_R")
+
+
+def _memo(fn: Callable[..., _R]) -> Callable[..., _R]:
+    """``fn`` with an LRU cache of its results (prices depend on the event alone), which
+    falls back to calling ``fn`` for an argument that cannot be hashed (a plugin's event
+    with a mutable field) instead of failing the charge."""
+    cached = functools.lru_cache(maxsize=4096)(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> _R:
+        try:
+            hash(args)
+        except TypeError:
+            return fn(*args)
+        return cached(*args)
+
+    return call
+
+
 def _stated_pair(stated: PrivacyEvent | None) -> tuple[float, float] | None:
     """The (epsilon, delta > 0) a caller stated for a release, if any."""
     if isinstance(stated, ApproxDP) and stated.delta > 0:
@@ -127,14 +147,14 @@ def _stated_pair(stated: PrivacyEvent | None) -> tuple[float, float] | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
+@_memo
 def _block_pair(
     event: PrivacyEvent, event_delta: float | None, neighbouring: str, left: float | None
 ) -> tuple[float, float] | None:
     return block_pair(event, event_delta=event_delta, neighbouring=neighbouring, left=left)
 
 
-@functools.lru_cache(maxsize=4096)
+@_memo
 def _block_delta(event: PrivacyEvent, event_delta: float, neighbouring: str) -> float:
     return block_delta(event, event_delta=event_delta, neighbouring=neighbouring)
 
@@ -152,7 +172,7 @@ def _pair(
     return _block_pair(event, event_delta, neighbouring, left)
 
 
-@functools.lru_cache(maxsize=4096)
+@_memo
 def _pair_at(event: PrivacyEvent, delta: float, neighbouring: str, target: float) -> tuple[float, float] | None:
     return leaf_pair_at(event, delta=delta, neighbouring=neighbouring, target=target)
 
@@ -353,7 +373,7 @@ class AdvancedFilter(_PairFilter):
         return math.sqrt(2 * math.log(2 / self.delta) * sum_sq) + sum_sq / 2
 
 
-@functools.lru_cache(maxsize=4096)
+@_memo
 def _rho(event: PrivacyEvent, neighbouring: str) -> float:
     return ZCDPAccountant(neighbouring=neighbouring).compose(event).rho
 
@@ -371,7 +391,7 @@ class ZCDPFilter(Filter):
         return zcdp_epsilon(rho, self.delta) if self.delta > 0 or rho == 0 else math.inf
 
 
-@functools.lru_cache(maxsize=4096)
+@_memo
 def _rdp_curve(event: PrivacyEvent, neighbouring: str) -> tuple[float, ...]:
     curve = RDPAccountant(neighbouring=neighbouring).compose(event).curve()[_FILTER_ORDER_INDEX]
     return tuple(float(x) for x in curve)
@@ -396,7 +416,7 @@ class RDPFilter(Filter):
         return rdp_epsilon(FILTER_ORDERS, curve, self.delta / len(FILTER_ORDERS))
 
 
-@functools.lru_cache(maxsize=4096)
+@_memo
 def _mu_squared(event: PrivacyEvent, neighbouring: str) -> float:
     return GDPAccountant(neighbouring=neighbouring).compose(event).mu ** 2
 

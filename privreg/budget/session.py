@@ -75,7 +75,7 @@ __all__ = [
 DEFAULT_FILTERS = ("basic", "rdp", "gdp")
 LEDGER_FORMAT = 3
 #: A checkpoint of every filter's state is stored with every this many rows.
-CHECKPOINT_EVERY = 1024
+CHECKPOINT_EVERY = 512
 
 
 # Converters of PrivacyBudget's fields (named: the attrs plugin cannot type a lambda's).
@@ -363,7 +363,11 @@ class BudgetSession:
         if not row.prices:  # written before prices were stored, or by a writer that stores none
             return [f.price(row.charge.event, row.charge.stated) for f in filters]
         try:
-            return [price_from_json(row.prices[f.name]) for f in filters]
+            prices = [price_from_json(row.prices[f.name]) for f in filters]
+            for f, p in zip(filters, prices):
+                if not isinstance(p, str) and (len(p) != f.width or any(not x >= 0 for x in p)):
+                    raise ValueError(f"a {f.name} price must be {f.width} non-negative number(s)")
+            return prices
         except (KeyError, ValueError) as exc:
             raise LedgerIntegrityError(
                 f"ledger {self._ledger.path!r}: row {row.seq} does not store a price for every filter of its rule "
