@@ -37,7 +37,8 @@ Tables (times from benchmarks/timing.py; CPU and wall separately, one process on
 3. Verify: ``privreg.budget.verify.verify_ledger(path)`` in a child process stopped
    after ``--verify-timeout`` seconds (CPU and wall of the call itself, measured in the
    child; the script asserts it finds the hash chain intact, and shows how many rows it
-   flags), and ``verify_ledger(path, since=<last checkpoint's row>)`` if it takes
+   flags), and ``verify_ledger(path, since=HEAD)`` with the ledger's head as an earlier
+   verification printed it (incremental: the rows after the last checkpoint), if it takes
    ``since=`` (else the row says so).
 
 ``--quick``: 1e3 rows only, 40 charges (a smoke run).
@@ -68,7 +69,7 @@ import privreg
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.budget import verify as verify_module
 from privreg.budget.filters import Filter, price_to_json
-from privreg.budget.ledger import Ledger
+from privreg.budget.ledger import Ledger, format_head
 from privreg.budget.session import CHECKPOINT_EVERY, LEDGER_FORMAT, BudgetSession, PrivacyBudget
 from privreg.core import ApproxDP, Charge, Gaussian, Laplace, PureDP
 from privreg.core.events import Composed, DiscreteGaussian, DiscreteLaplace, PrivacyEvent, SelfComposed
@@ -322,7 +323,7 @@ def charge_rows(
 # -- 3. verify ------------------------------------------------------------------------
 
 
-def _verify_child(path: str, since: int | None, out: Any) -> None:
+def _verify_child(path: str, since: str | None, out: Any) -> None:
     try:
         kwargs: dict[str, Any] = {} if since is None else {"since": since}
         with timed() as t:
@@ -332,7 +333,7 @@ def _verify_child(path: str, since: int | None, out: Any) -> None:
         out.put(("error", 0.0, 0.0, [f"{type(exc).__name__}: {exc}"], []))
 
 
-def _verify_once(path: Path, since: int | None, timeout: float) -> tuple[str, Timing | None, list[str]]:
+def _verify_once(path: Path, since: str | None, timeout: float) -> tuple[str, Timing | None, list[str]]:
     """(status, timing of the call, flags); asserts the hash chain (and checkpoints) passed."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -366,10 +367,10 @@ def verify_rows(path: Path, n: int, name: str, timeout: float) -> tuple[list[tup
         ok = ("yes" if t.wall <= TARGETS["verify_s"] else "NO") if target else ""
         rows.append((size, name, "verify_ledger(path)", *t.cells(".2f"), f"chain intact; {_flags(flags)}", ok))
     if "since" in inspect.signature(verify_module.verify_ledger).parameters:
-        with Ledger.open_readonly(path) as ledger:
+        with Ledger.open_readonly(path) as ledger:  # the head an earlier verification printed
+            since = format_head(ledger.head())
             cp = ledger.last_checkpoint()
-        since = cp.seq if cp is not None else 0
-        label = f"verify_ledger(path, since={since})"
+        label = f"verify_ledger(path, since=HEAD) from row {cp.seq if cp is not None else 0}"
         status, t2, flags = _verify_once(path, since, timeout)
         if t2 is None:
             rows.append((size, name, label, "-", "-", "-", status, ""))

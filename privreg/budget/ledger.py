@@ -905,6 +905,27 @@ class Ledger:
                 problems += self._anchor_problems(*anchor)
         return problems
 
+    def scan(
+        self, *, after: int = 0, expect_head: str | None = None, name: str = "expect_head"
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """``(problems, raw rows)`` in one read: the integrity problems of the rows after
+        ``after`` (chained from that row's hash) and of the anchor ``expect_head`` (given as
+        argument ``name``), and those rows as stored (:meth:`decode` them). What
+        verification reads, once."""
+        anchor = parse_head(expect_head, name) if expect_head is not None else None
+        problems = [self._key_problem] if self._key_problem is not None else []
+        with self._sql("verifying"):
+            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+            prev = self.genesis() if after == 0 else self._hash_at(after)
+            problems += self._check(raw, prev, after, self._key, contents=self._key_problem is None)
+            if anchor is not None:
+                problems += self._anchor_problems(*anchor)
+        return problems, raw
+
+    def decode(self, raw: list[tuple[Any, ...]]) -> list[LedgerRow]:
+        """Rows from :meth:`scan`, decoded (LedgerIntegrityError for one that cannot be)."""
+        return [self._decode(r) for r in raw]
+
     def verify_from(self, seq: int, *, expect_head: str, name: str = "expect_head") -> list[str]:
         """Integrity problems of the rows after ``seq`` (chained from row ``seq``'s hash)
         and of the anchor ``expect_head``, which must be at or after ``seq``: an

@@ -331,13 +331,17 @@ def verify_ledger(
         except LedgerIntegrityError as exc:
             checkpoints, checkpoint_problems = [], [str(exc)]
         start = _checkpoint_at(checkpoints, since)
+        after = start.seq if start else 0
         if since is not None:
-            integrity = tuple(ledger.verify_from(start.seq if start else 0, expect_head=since, name="since"))
+            anchored = parse_head(since, "since")[0]
+            if anchored is not None and anchored < after:  # cannot happen: the checkpoint is at or before it
+                raise PrivregError(f"since {since!r} is before the checkpoint at row {after}")
+            problems, raw = ledger.scan(after=after, expect_head=since, name="since")
         else:
-            integrity = tuple(ledger.verify(expect_head=expect_head))
-        integrity += tuple(checkpoint_problems)
+            problems, raw = ledger.scan(expect_head=expect_head)
+        integrity = tuple(problems) + tuple(checkpoint_problems)
         try:
-            rows = tuple(ledger.rows(after=start.seq if start else 0, verify=False))
+            rows = tuple(ledger.decode(raw))
         except LedgerIntegrityError as exc:
             return AuditReport(
                 path=str(path),
