@@ -10,9 +10,11 @@ import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.laws import OutputLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.laws import categorical_law
 from privreg.mechanisms.probabilities import exp_lower_bound
 from privreg.noise import uniform_below
 
@@ -89,6 +91,14 @@ class RandomizedResponse(Randomizer):
 
     def validate_inputs(self, inputs: Any) -> np.ndarray:
         return category_array("inputs", inputs, self.k)
+
+    def output_law(self, value: Any) -> OutputLaw | None:
+        """The report of a user holding category ``value``: itself with the realised keep
+        probability ``p``, each other category with ``(1 - p) / (k - 1)``."""
+        p = self.keep_probability
+        probs = np.full(self.k, float((1 - p) / (self.k - 1)))
+        probs[int(value)] = float(p)
+        return categorical_law(probs)
 
     def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
         n = inputs.size
