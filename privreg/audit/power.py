@@ -153,4 +153,3 @@ def power_of(samples: int, *, alpha: float, claimed_epsilon: float, claimed_delt
         laplace=detectable_overrun(samples, shape="laplace", **kw),  # type: ignore[arg-type]
         randomized_response=detectable_overrun(samples, shape="randomized-response", **kw),  # type: ignore[arg-type]
     )
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -36,6 +37,13 @@ def category_array(name: str, inputs: Any, k: int) -> np.ndarray:
         f"{name} has entries outside the declared domain [0, {k}) of category codes; encode "
         f"categories as 0..k-1 or raise k"
     )
+    if arr.size and arr.dtype.kind == "O":
+        items = arr.tolist()
+        if all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in items):
+            # Python integers beyond uint64 (numpy keeps them as objects): the same rule as any code
+            if any(not 0 <= int(x) < k for x in items):
+                raise outside
+            arr = np.array([int(x) for x in items], dtype=np.int64)
     if arr.size and arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             if np.any((arr < 0) | (arr >= k)):  # before the cast: 1e308 must not wrap
