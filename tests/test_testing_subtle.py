@@ -27,7 +27,7 @@ import pytest
 from scipy import stats
 
 import privreg
-from privreg import Mechanism, PrivacyEvent, PrivregValueError, RandomSource, Randomizer
+from privreg import Mechanism, PrivacyEvent, PrivregValueError, Randomizer, RandomSource
 from privreg.core.events import DiscreteLaplace
 from privreg.core.hookspecs import hookimpl
 from privreg.core.items import Citation, Example, Param, RegistryItem
