@@ -37,9 +37,9 @@ from privreg.testing import (
     Settings,
     check_item,
     contract_params,
+    error_pairs,
     fixed_extremes,
     items_of,
-    error_pairs,
     run_check,
 )
 
