@@ -60,7 +60,7 @@ def test_the_power_table_of_the_documentation_is_what_the_code_computes():
     import privreg.testing as testing
 
     doc = testing.__doc__ or ""
-    for row in ("2,000             73%             60%", "100,000           8.4%            8.4%"):
+    for row in ("| 2,000            | 73%            | 60% ", "| 100,000          | 8.4%           | 8.4% "):
         assert row in doc
     assert PROFILES["quick"]["audit_samples"] == 2000 and PROFILES["thorough"]["audit_samples"] == 100_000
     # more samples, smaller detectable overruns; the thorough profile sees 25% on every audit it runs

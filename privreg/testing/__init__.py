@@ -60,17 +60,14 @@ Each audit states the smallest overrun of the claim it detects with 90% probabil
 for 4-ary randomized response, claim epsilon 1, alpha 1e-6, assuming the audit's selection
 half finds the best event). :func:`check_item` reports it (:attr:`ItemReport.power`).
 
-=========================  ================  ==============  ==========================
-audit                      samples per side  Laplace-shaped  randomized-response-shaped
-=========================  ================  ==============  ==========================
-``quick`` (the default)    2,000             73%             60%
-``quick``, extreme pairs   1,000             118%            86%
-(any audit)                10,000            28%             27%
-(any audit)                20,000            19%             19%
-``thorough``               100,000           8.4%            8.4%
-``thorough``, extreme      20,000            19%             19%
-(any audit)                1,000,000         2.6%            2.7%
-=========================  ================  ==============  ==========================
+| audit                     | samples per side | Laplace-shaped | randomized-response-shaped |
+|---------------------------|------------------|----------------|----------------------------|
+| ``quick`` (the default)   | 2,000            | 73%            | 60%                        |
+| ``quick``, extreme pairs  | 1,000            | 118%           | 86%                        |
+| (any audit)               | 10,000           | 28%            | 27%                        |
+| ``thorough``, extreme     | 20,000           | 19%            | 19%                        |
+| ``thorough``              | 100,000          | 8.4%           | 8.4%                       |
+| (any audit)               | 1,000,000        | 2.6%           | 2.7%                       |
 
 So the default profile cannot see a 25% overrun (a Laplace mechanism at 0.8 of its scale):
 declare the item's law and the ``exact`` check finds it deterministically, or run the
