@@ -86,7 +86,7 @@ class DiscreteLaw:
 
     @property
     def probabilities(self) -> np.ndarray:
-        return np.exp(self.log_pmf)
+        return np.asarray(np.exp(self.log_pmf))
 
 
 @attrs.frozen(kw_only=True, eq=False)

@@ -17,6 +17,7 @@ exact privacy loss on the declared and the extreme neighbours compared with the 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +84,14 @@ def _draw(obj: Any, value: Any, n: int, rng: Any) -> Any:
     return obj.release_many(value, n, charger=EventLog(), rng=rng).output
 
 
+def _at_most(cut: Any, codes: np.ndarray) -> np.ndarray:
+    return np.asarray(codes <= cut)
+
+
+def _equal(code: Any, codes: np.ndarray) -> np.ndarray:
+    return np.asarray(codes == code)
+
+
 def _events(law: DiscreteLaw | DensityLaw) -> list[tuple[str, Callable[[np.ndarray], np.ndarray], float, float]]:
     """(description, indicator of codes, declared probability low, high)."""
     out: list[tuple[str, Callable[[np.ndarray], np.ndarray], float, float]] = []
@@ -90,7 +99,7 @@ def _events(law: DiscreteLaw | DensityLaw) -> list[tuple[str, Callable[[np.ndarr
         for j in range(1, _TAILS + 1):
             q = j / (_TAILS + 1)
             cut = float(law.distribution.ppf(q))
-            out.append((f"output <= {cut:.6g}", lambda c, t=cut: c <= t, q, q))
+            out.append((f"output <= {cut:.6g}", functools.partial(_at_most, cut), q, q))
         return out
     order = np.argsort(law.support, kind="stable")
     codes = law.support[order]
@@ -104,12 +113,12 @@ def _events(law: DiscreteLaw | DensityLaw) -> list[tuple[str, Callable[[np.ndarr
         seen.add(i)
         cut = codes[i]
         # unlisted outcomes below the cut carry between 0 and the whole tail
-        out.append((f"code <= {cut}", lambda c, t=cut: c <= t, float(cdf[i]), float(cdf[i]) + law.tail))
+        out.append((f"code <= {cut}", functools.partial(_at_most, cut), float(cdf[i]), float(cdf[i]) + law.tail))
     top = np.argsort(-law.probabilities, kind="stable")[:_POINTS]
     for i in top.tolist():
         code = law.support[i]
         p = float(law.probabilities[i])
-        out.append((f"code == {code}", lambda c, t=code: c == t, p, p))
+        out.append((f"code == {code}", functools.partial(_equal, code), p, p))
     listed = np.sort(law.support)
 
     def unlisted(c: np.ndarray) -> np.ndarray:
