@@ -95,7 +95,7 @@ def _discrete_atoms(p: DiscreteLaw, q: DiscreteLaw) -> _Atoms:
     listed = np.isfinite(q_log)
     tail_log = math.log(q.tail) if q.tail > 0 else -math.inf
     with np.errstate(invalid="ignore"):
-        low = p.log_pmf - np.where(listed, np.logaddexp(q_log, tail_log) if q.tail > 0 else q_log, tail_log)
+        low = p.log_pmf - np.where(listed, q_log, tail_log)  # an unlisted Q(o) is at most Q's tail
         high = p.log_pmf - np.where(listed, q_log, -np.inf)
     keep = np.isfinite(p.log_pmf)
     return _Atoms(loss_low=low[keep], loss_high=high[keep], mass=np.exp(p.log_pmf[keep]), unlisted=p.tail)
