@@ -340,6 +340,17 @@ class ByCountThenKey(KeyCounts):
 
 
 @attrs.frozen(kw_only=True)
+class ByNoisyCount(KeyCounts):
+    """Correct: keys ordered by their *released* counts (post-processing of the output)."""
+
+    name: ClassVar[str] = "by-noisy-count"
+
+    def _sample(self, value: dict[Any, int], rng: RandomSource, data: Any) -> dict[Any, int]:
+        noisy = super()._sample(value, rng, data)
+        return dict(sorted(noisy.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+@attrs.frozen(kw_only=True)
 class KeyLeak(KeyCounts):
     """BROKEN: names the key whose count is invalid."""
 
@@ -390,7 +401,7 @@ class _Plugin:
             _item(FloatLaplace, (0.0, 1.0)),
             _item(ShrunkFloatLaplace, (0.0, 1.0)),
             *(_item(cls, vector) for cls in (CountVector, HexLeak, CountLeak, IndexLeak, MagnitudeLeak, MaxLeak)),
-            *(_item(cls, keyed) for cls in (KeyCounts, ByCountThenKey, KeyLeak)),
+            *(_item(cls, keyed) for cls in (KeyCounts, ByCountThenKey, ByNoisyCount, KeyLeak)),
         ]
 
     @hookimpl
@@ -513,6 +524,11 @@ def test_order_by_true_count_with_ties_broken_by_key_fails_canonical_order(regis
     err = _fails(registry.get("by-count-then-key"), "canonical-order")
     assert "lists its keys by their true values" in err.problem and "ties broken by key" in err.problem
     assert "never an order by the true values" in err.fix
+
+
+def test_order_by_released_count_passes_canonical_order(registry):
+    """Sorting by the noisy counts is post-processing: no false alarm."""
+    run_check(registry.get("by-noisy-count"), "canonical-order")
 
 
 # ---------------------------------------------------------------------------------------
