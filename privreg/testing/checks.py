@@ -557,7 +557,7 @@ def check_canonical_order(item: RegistryItem, s: Settings) -> None:
     ranks = [list(range(len(keys))), list(range(len(keys)))[::-1], order_rng.permutation(len(keys)).tolist()]
     perms = [keys, keys[::-1]] + [[keys[i] for i in order_rng.permutation(len(keys))] for _ in range(3)]
     for factor in (1000.0, 10.0, 1.0):
-        seen: dict[frozenset, tuple[list[Any], dict[Any, Any], list[Any], int]] = {}
+        seen: dict[frozenset, tuple[list[Any], dict[Any, Any], list[Any], int, Any]] = {}
         comparable = False
         for a, rank in enumerate(ranks):
             # distinct by 1, within the noise: an order by noisy value often differs from the true one
