@@ -31,11 +31,19 @@ of one audit of a correct mechanism is at most ``alpha`` (``k`` audits: at most
 the OS CSPRNG; a seeded :class:`~privreg.core.randomness.InsecureReproducibleRandom`
 is a pseudo-random stand-in, used to make tests deterministic).
 
-A release that raises *after* its charge is a violation too, with no sampling needed:
-the error is an output that depends on the value (an observer of it learns which side
-of a threshold the input is on, an infinite privacy loss). The audit then reports
+A release that raises *after* its charge on one neighbour and not on the other, or with
+a different error on each, is a violation too, with no sampling needed: the error is an
+output that depends on the value (an observer of it learns which side of a threshold the
+input is on, an infinite privacy loss). The audit then reports
 ``epsilon_lower_bound = inf`` with ``failure`` naming the error and the neighbour it
-occurred on; an input refused *before* the charge (validation) is bad input and raises.
+occurred on. The same error (class and message) on both neighbours tells them apart no
+better than chance: no violation, and nothing to audit
+(:class:`~privreg.audit.sampling.AuditInconclusive`, a PrivregError). An input refused
+*before* the charge (validation) is bad input and raises, and so does a sample count
+beyond the machine's memory (:func:`~privreg.audit.sampling.max_samples`).
+
+Every result states its power (:mod:`privreg.audit.power`): the smallest overrun of the
+claim it detects with 90% probability at its sample size.
 :func:`audit_extreme_neighbours` moves an item's declared neighbours to extreme magnitudes
 (:mod:`privreg.audit.extreme`) and audits each moved pair.
 
@@ -58,7 +66,9 @@ from privreg.audit.events import choose_event
 from privreg.audit.extract import build_features
 from privreg.audit.extreme import extreme_neighbours, show_input
 from privreg.audit.pool import Layout, to_pool
+from privreg.audit.power import Power, power_of
 from privreg.audit.sampling import (
+    AuditInconclusive,
     ChargedFailure,
     check_alpha,
     check_neighbours,
@@ -106,7 +116,9 @@ class AuditResult:
     ``neighbours`` renders the two inputs. ``failure`` is empty, or says which release
     raised which error after its charge (then the lower bound is ``inf``: a violation).
     ``passed`` is True when there is no failure and the lower bound does not exceed
-    ``claimed_epsilon``.
+    ``claimed_epsilon``. ``power`` states what the sample size can see: the smallest
+    overrun of the claim detected with 90% probability (:mod:`privreg.audit.power`; None
+    when the claim is not a finite epsilon).
     """
 
     subject: str
@@ -127,6 +139,7 @@ class AuditResult:
     candidates: int
     neighbours: tuple[str, str] = ("", "")
     failure: str = ""
+    power: Power | None = None
 
     @property
     def passed(self) -> bool:
@@ -207,7 +220,14 @@ def _audit(
         selection_bound=choice.selection_bound,
         candidates=choice.candidates,
         neighbours=neighbours,
+        power=_power(samples, alpha, claim),
     )
+
+
+def _power(samples: int, alpha: float, claim: Claim) -> Power | None:
+    if not math.isfinite(claim.epsilon) or claim.epsilon <= 0:
+        return None
+    return power_of(samples, alpha=alpha, claimed_epsilon=claim.epsilon, claimed_delta=claim.delta)
 
 
 def _draw_both(
@@ -226,6 +246,21 @@ def _draw_both(
     return outputs.get("first"), outputs.get("second"), failures
 
 
+def _refuse_alike(failures: dict[str, BaseException], subject: str) -> None:
+    """Both neighbours raised the same class with the same message after the charge: no
+    evidence of a violation (the error does not depend on which neighbour), and nothing to
+    audit. Raises :class:`AuditInconclusive`."""
+    if len(failures) < 2:
+        return
+    first, second = failures["first"], failures["second"]
+    if type(first) is type(second) and str(first) == str(second):
+        raise AuditInconclusive(
+            f"{subject}: the release failed alike on both neighbours after its charge "
+            f"({type(first).__name__}: {str(first)[:200]}); the failure does not depend on the "
+            f"neighbour, so it is no violation, and no output could be drawn to audit"
+        )
+
+
 def _failure_result(
     failures: dict[str, BaseException],
     *,
@@ -235,7 +270,8 @@ def _failure_result(
     subject: str,
     neighbours: tuple[str, str],
 ) -> AuditResult:
-    """A release failed after its charge: a violation (the error is a value-dependent output)."""
+    """A release failed after its charge on one neighbour only, or with a different error on
+    each: a violation (the error is a value-dependent output)."""
     sides = " and ".join(f"the {side} neighbour ({neighbours[side == 'second']})" for side in failures)
     errors = sorted({f"{type(e).__name__}: {e}" for e in failures.values()})
     only = "" if len(failures) == 2 else f"; the {'second' if 'first' in failures else 'first'} released normally"
@@ -330,6 +366,7 @@ def _audit_mechanism(
         progress=progress,
     )
     if failures:
+        _refuse_alike(failures, subject)
         return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject, neighbours=shown)
     return _audit(
         out_a,
@@ -379,6 +416,7 @@ def audit_randomizer(
         progress=progress,
     )
     if failures:
+        _refuse_alike(failures, subject)
         return _failure_result(failures, samples=samples, claim=claim, alpha=alpha, subject=subject, neighbours=shown)
     return _audit(
         out_a, out_b, samples=samples, claim=claim, alpha=alpha, direction=None, subject=subject, neighbours=shown
@@ -453,12 +491,15 @@ class ExtremeAudit:
     """The audits of an item on its neighbours moved to extreme magnitudes
     (:func:`privreg.audit.extreme.extreme_neighbours`). ``results``: one audit per pair the
     item accepted; ``refused``: ``(first, second, error)`` for pairs refused before the
-    charge (validation against public constraints: allowed, nothing was released).
+    charge (validation against public constraints: allowed, nothing was released);
+    ``alike``: pairs whose releases both failed after the charge with the same error (no
+    evidence either way: :class:`~privreg.audit.sampling.AuditInconclusive`).
     ``passed``: every audited pair passed."""
 
     subject: str
     results: tuple[AuditResult, ...]
     refused: tuple[tuple[str, str, str], ...]
+    alike: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -491,7 +532,7 @@ def audit_extreme_neighbours(
     built = item.create(item.example.params)
     claim = _item_claim(item, built, claimed_delta)
     rng = resolve_random(rng)
-    results, refused = [], []
+    results, refused, alike = [], [], []
     pairs = extreme_neighbours(*_declared_neighbours(item))
     with PhaseProgress(progress, f"extreme neighbours of {item.name}", total=len(pairs), unit="pair") as shown:
         for first, second in pairs:
@@ -503,10 +544,13 @@ def audit_extreme_neighbours(
                     result = _audit_mechanism(
                         built, first, second, samples=samples, alpha=alpha, claim=claim, rng=rng, progress=None
                     )
+            except AuditInconclusive as exc:
+                alike.append((show_input(first), show_input(second), str(exc)))
+                continue
             except Exception as exc:  # noqa: BLE001 -- any error before the charge is a refusal to report
                 refused.append((show_input(first), show_input(second), f"{type(exc).__name__}: {exc}"))
                 continue
             finally:
                 shown.advance()
             results.append(result)
-    return ExtremeAudit(subject=item.name, results=tuple(results), refused=tuple(refused))
+    return ExtremeAudit(subject=item.name, results=tuple(results), refused=tuple(refused), alike=tuple(alike))

@@ -7,19 +7,23 @@ must be, but against no real budget.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
 from privreg.core import validation as v
 from privreg.core.charging import EventLog
-from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueError
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomizer import Randomizer
 from privreg.core.randomness import RandomSource
 
 __all__ = [
+    "AUDIT_BYTES_PER_SAMPLE",
+    "AuditInconclusive",
     "MIN_SAMPLES",
+    "max_samples",
     "ChargedFailure",
     "check_alpha",
     "check_neighbours",
@@ -37,8 +41,44 @@ def check_alpha(alpha: Any) -> float:
     return v.check_probability("alpha", alpha, open_low=True, open_high=True)
 
 
+#: Memory the audit holds per output and neighbour, at least: measured peaks are 130
+#: bytes for scalar outputs (Laplace, randomized response) and 590 for 8-coordinate
+#: outputs (unary encoding) -- the outputs, their pooled copy, features and event masks.
+#: A count refused by this floor cannot fit, whatever the item.
+AUDIT_BYTES_PER_SAMPLE = 128
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return 16 << 30
+
+
+def max_samples() -> int:
+    """The most samples per neighbour this machine can hold:
+    ``physical memory / (2 * AUDIT_BYTES_PER_SAMPLE)``."""
+    return _physical_memory() // (2 * AUDIT_BYTES_PER_SAMPLE)
+
+
 def check_samples(samples: Any) -> int:
-    return v.check_int("samples", samples, minimum=MIN_SAMPLES)
+    """``samples`` as an int in ``[MIN_SAMPLES, max_samples()]``: a count beyond what the
+    machine can hold is bad input (refused before anything is drawn), not a violation."""
+    n = v.check_int("samples", samples, minimum=MIN_SAMPLES)
+    top = max_samples()
+    if n > top:
+        raise PrivregValueError(
+            f"samples={n} needs at least {n * 2 * AUDIT_BYTES_PER_SAMPLE / 2**30:.3g} GiB "
+            f"({AUDIT_BYTES_PER_SAMPLE} bytes per output and neighbour), more than this machine's "
+            f"{_physical_memory() / 2**30:.3g} GiB of memory; use at most {top} samples"
+        )
+    return n
+
+
+class AuditInconclusive(PrivregError):
+    """Every neighbour's release failed alike (same exception class and message) after its
+    charge: the failure tells the neighbours apart no better than chance, so it is no
+    evidence of a violation, and no output could be drawn to audit."""
 
 
 def check_neighbours(neighbours: Any) -> tuple[Any, Any]:

@@ -1,9 +1,13 @@
 """``privreg audit-mechanism NAME``: the empirical privacy audit from the command line.
 
 Exit codes: 0 when no violation is found, 3 when the empirical lower bound exceeds the
-claimed epsilon or a release raised after its charge (a value-dependent error: reported
-with the pair of inputs that triggers it, never as a crash); bad input raises a
+claimed epsilon or a release raised after its charge on one neighbour and not alike on
+the other (a value-dependent error: reported with the pair of inputs that triggers it,
+never as a crash); bad input -- a sample count beyond the machine's memory included --
+and a release failing alike on both neighbours after its charge raise a
 :class:`~privreg.core.errors.PrivregError`, which the main CLI prints as one line (exit 2).
+Every result prints its power: the smallest overrun of the claim it detects with 90%
+probability at its sample size (:mod:`privreg.audit.power`).
 
 ``--extreme`` also audits the declared neighbours moved to extreme magnitudes (2**53,
 2**63, 2**64, 1e300, 1e308; :mod:`privreg.audit.extreme`); ``--neighbours FIRST SECOND``
@@ -111,6 +115,10 @@ def format_result(result: AuditResult, *, kind: str = "") -> str:
             "empirical lower bound",
             f"{_g(result.epsilon_lower_bound)} (alpha {result.alpha:g}, {result.samples} samples per neighbour)",
         ),
+        (
+            "power",
+            result.power.describe() if result.power is not None else "(no finite claim: nothing to detect)",
+        ),
         ("winning event", result.event),
         (
             "estimation counts",
@@ -154,6 +162,8 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
             print("\n" + format_result(moved, kind=item.kind.value))
         for first, second, error in extreme.refused:
             print(f"\nrefused before the charge (validation, nothing released): {first} and {second}: {error}")
+        for first, second, error in extreme.alike:
+            print(f"\nfailed alike on both neighbours (no evidence either way): {first} and {second}: {error}")
         print(
             f"\nextreme neighbours: {len(extreme.results)} pair(s) audited, {len(extreme.failures)} "
             f"violation(s), {len(extreme.refused)} refused before the charge"

@@ -15,6 +15,7 @@ import attrs
 
 from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.events import PrivacyEvent, SelfComposed
+from privreg.core.laws import OutputLaw
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.core.validation import check_count
 
@@ -61,6 +62,14 @@ class Mechanism(ABC):
         """``count`` independent noisy answers (a list, or an array whose first axis is
         the repetition); override with a vectorised path."""
         return [self._sample(value, rng, data) for _ in range(count)]
+
+    def output_law(self, value: Any) -> OutputLaw | None:
+        """Optional: the exact law of ``release(value)``'s output, for a ``value`` in the
+        canonical form :meth:`validate_input` returns (:mod:`privreg.core.laws`). None (the
+        default) declares nothing. A declared law lets :mod:`privreg.testing` compute the
+        exact privacy loss between neighbours (hockey-stick divergence) instead of
+        sampling it, after testing that the law matches the outputs."""
+        return None
 
     def stated_guarantee(self) -> PrivacyEvent | None:
         """The guarantee the caller asked for (``PureDP``, ``ApproxDP`` or ``ZCDP``) when

@@ -19,6 +19,7 @@ import numpy as np
 from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.errors import PrivregError
 from privreg.core.events import LocalDP, PrivacyEvent, Shuffled
+from privreg.core.laws import OutputLaw
 from privreg.core.randomness import RandomSource, resolve_random
 
 __all__ = ["Randomizer", "Reports", "FrequencyEstimate", "secure_permutation"]
@@ -61,6 +62,13 @@ class Randomizer(ABC):
     @abstractmethod
     def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
         """One report per row of ``inputs``, drawn from ``rng`` only."""
+
+    def output_law(self, value: Any) -> OutputLaw | None:
+        """Optional: the exact law of one user's report when that user holds ``value``
+        (one row of what :meth:`validate_inputs` returns; see :mod:`privreg.core.laws`).
+        None (the default) declares nothing. A declared law lets :mod:`privreg.testing`
+        compute the exact privacy loss between two users' inputs instead of sampling it."""
+        return None
 
     @property
     def has_estimator(self) -> bool:

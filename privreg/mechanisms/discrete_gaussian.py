@@ -9,9 +9,11 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteGaussian, PrivacyEvent
+from privreg.core.laws import DiscreteLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
+from privreg.mechanisms.laws import discrete_gaussian_law
 from privreg.mechanisms.noise_params import PATHS
 from privreg.noise.fast import MAX_PART
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
@@ -57,6 +59,10 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
 
     def privacy_event(self) -> PrivacyEvent:
         return DiscreteGaussian(sigma=self.sigma, sensitivity=self.sensitivity, dimension=self.dimension)
+
+    def coordinate_law(self, center: int) -> DiscreteLaw | None:
+        """Discrete Gaussian noise of variance parameter ``sigma**2`` around ``center``."""
+        return discrete_gaussian_law(self.sigma2, center)
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":

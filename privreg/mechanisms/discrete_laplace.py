@@ -9,9 +9,11 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
+from privreg.core.laws import DiscreteLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
+from privreg.mechanisms.laws import two_sided_geometric_law
 from privreg.mechanisms.noise_params import PATHS, float_at_most, laplace_scale
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
@@ -57,6 +59,10 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
 
     def privacy_event(self) -> PrivacyEvent:
         return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.sensitivity)
+
+    def coordinate_law(self, center: int) -> DiscreteLaw | None:
+        """Two-sided geometric noise of the realised scale around ``center``."""
+        return two_sided_geometric_law(self.noise_scale, center)
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":

@@ -16,6 +16,7 @@ from privreg.accountant.pld import MAX_EXACT_DISCRETE_SIGMA
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError, PrivregValueError
 from privreg.core.events import ApproxDP, DiscreteGaussian, PrivacyEvent
+from privreg.core.laws import DiscreteLaw
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
@@ -23,6 +24,7 @@ from privreg.core.sensitivity import (
     Norm,
 )
 from privreg.mechanisms.grid_mechanism import GridMechanism
+from privreg.mechanisms.laws import discrete_gaussian_law
 from privreg.mechanisms.noise_params import PATHS, as_global
 from privreg.noise import Grid
 from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
@@ -250,6 +252,10 @@ class GaussianMechanism(GridMechanism):
                 f"refusing to charge the rounded {sigma!r}"
             )
         return DiscreteGaussian(sigma=sigma, sensitivity=self.integer_sensitivity, dimension=self.dimension)
+
+    def coordinate_law(self, center: int) -> DiscreteLaw | None:
+        """Discrete Gaussian noise of the calibrated ``sigma_int**2`` around the snapped ``center``."""
+        return discrete_gaussian_law(self.noise_sigma2, center)
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         sigma2 = self.noise_sigma2

@@ -20,11 +20,14 @@ from abc import abstractmethod
 from fractions import Fraction
 from typing import Any
 
+import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.laws import DiscreteLaw, OutputLaw
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.laws import noise_law
 from privreg.noise import Grid, snap_to_grid
 
 __all__ = [
@@ -199,6 +202,21 @@ class IntegerNoiseMechanism(Mechanism):
     def validate_input(self, value: Any) -> np.ndarray:
         return integer_array("value", value, self.dimension)
 
+    def coordinate_law(self, center: int) -> DiscreteLaw | None:
+        """The law of one output coordinate ``center + noise`` (None: not declared)."""
+        return None
+
+    def output_law(self, value: np.ndarray) -> OutputLaw | None:
+        """``value + noise``, independently per coordinate (the window of
+        :mod:`privreg.mechanisms.laws`)."""
+        centers = [int(x) for x in value.reshape(-1).tolist()]
+
+        def columns(outputs: Any) -> np.ndarray:
+            rows = np.asarray(outputs, dtype=object).reshape(-1, len(centers))
+            return np.array([[int(o) - c for o, c in zip(row, centers)] for row in rows.tolist()], dtype=np.int64)
+
+        return noise_law([self.coordinate_law(c) for c in centers], columns, scalar=value.ndim == 0)
+
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
         noise = self._noise(self.dimension, rng)
         if value.ndim == 0:
@@ -249,6 +267,35 @@ class GridMechanism(Mechanism):
 
     def _snap(self, value: np.ndarray) -> list[int]:
         return snap_values(value, self.grid)
+
+    def coordinate_law(self, center: int) -> DiscreteLaw | None:
+        """The law of one coordinate's integer total ``center + noise`` (grid units; the
+        output is that total times the step, rounded once: post-processing). None: not
+        declared."""
+        return None
+
+    def output_law(self, value: np.ndarray) -> OutputLaw | None:
+        """The law of the integer totals ``snapped value + noise`` in grid units, per
+        coordinate; outputs are encoded back to totals exactly (``round(output / step)``,
+        exact while the total is below 2**53 grid steps)."""
+        centers = self._snap(value)
+        step = self.grid.step
+
+        def totals(outputs: Any) -> np.ndarray:
+            flat = np.asarray(outputs, dtype=np.float64).reshape(-1, len(centers))
+            return np.array(
+                [[round(Fraction(float(o)) / step) - c for o, c in zip(row, centers)] for row in flat.tolist()],
+                dtype=np.int64,
+            )
+
+        def scalar_totals(outputs: Any) -> np.ndarray:
+            return totals(outputs).reshape(-1)
+
+        factors = []
+        for c in centers:
+            law = self.coordinate_law(c)
+            factors.append(None if law is None else attrs.evolve(law, encode=scalar_totals))
+        return noise_law(factors, totals, scalar=value.ndim == 0)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
         totals = exact_sum(self._snap(value), self._noise(self.dimension, rng))

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from privreg.core.events import DiscreteLaplace, PrivacyEvent
+from privreg.core.laws import DiscreteLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.core.sensitivity import (
@@ -16,6 +17,7 @@ from privreg.core.sensitivity import (
     Norm,
 )
 from privreg.mechanisms.grid_mechanism import GridMechanism
+from privreg.mechanisms.laws import two_sided_geometric_law
 from privreg.mechanisms.noise_params import PATHS, as_global, float_at_most, laplace_scale
 from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_many, fast_scale
@@ -92,6 +94,10 @@ class LaplaceMechanism(GridMechanism):
 
     def privacy_event(self) -> PrivacyEvent:
         return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.integer_sensitivity)
+
+    def coordinate_law(self, center: int) -> DiscreteLaw | None:
+        """Two-sided geometric noise of the realised integer scale around the snapped ``center``."""
+        return two_sided_geometric_law(self.noise_scale, center)
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":

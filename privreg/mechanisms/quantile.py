@@ -25,10 +25,12 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Exponential, PrivacyEvent
+from privreg.core.laws import OutputLaw
 from privreg.core.mechanism import Mechanism
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
 from privreg.mechanisms.grid_mechanism import finite_array
+from privreg.mechanisms.laws import categorical_law, exponential_pmf
 from privreg.mechanisms.selection import epsilon_spent, exponential_index
 
 __all__ = [
@@ -229,6 +231,20 @@ class ExponentialQuantile(Mechanism):
                 f"clip or drop them by a declared rule first (privreg.analysis does), or widen the bounds"
             )
         return grid_ranks(x, self.grid)
+
+    def output_law(self, value: GridRanks) -> OutputLaw | None:
+        """The law of the released grid point, coded by its index in :attr:`grid`."""
+        grid = self.grid
+        if np.unique(grid).size != grid.size:
+            return None  # grid points that coincide in float: indices are not observable
+        errors = rank_errors(value, self.quantile)
+        best = min(errors)
+        c = self.weight_exponent
+
+        def index(outputs: Any) -> np.ndarray:
+            return np.searchsorted(grid, np.asarray(outputs, dtype=np.float64).reshape(-1))
+
+        return categorical_law(exponential_pmf([c * (d - best) for d in errors]), encode=index)
 
     def _sample(self, value: GridRanks, rng: RandomSource, data: Any) -> float:
         grid = self.grid

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -10,9 +11,11 @@ import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.laws import OutputLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.laws import categorical_law
 from privreg.mechanisms.probabilities import exp_lower_bound
 from privreg.noise import uniform_below
 
@@ -34,6 +37,13 @@ def category_array(name: str, inputs: Any, k: int) -> np.ndarray:
         f"{name} has entries outside the declared domain [0, {k}) of category codes; encode "
         f"categories as 0..k-1 or raise k"
     )
+    if arr.size and arr.dtype.kind == "O":
+        items = arr.tolist()
+        if all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in items):
+            # Python integers beyond uint64 (numpy keeps them as objects): the same rule as any code
+            if any(not 0 <= int(x) < k for x in items):
+                raise outside
+            arr = np.array([int(x) for x in items], dtype=np.int64)
     if arr.size and arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             if np.any((arr < 0) | (arr >= k)):  # before the cast: 1e308 must not wrap
@@ -89,6 +99,14 @@ class RandomizedResponse(Randomizer):
 
     def validate_inputs(self, inputs: Any) -> np.ndarray:
         return category_array("inputs", inputs, self.k)
+
+    def output_law(self, value: Any) -> OutputLaw | None:
+        """The report of a user holding category ``value``: itself with the realised keep
+        probability ``p``, each other category with ``(1 - p) / (k - 1)``."""
+        p = self.keep_probability
+        probs = np.full(self.k, float((1 - p) / (self.k - 1)))
+        probs[int(value)] = float(p)
+        return categorical_law(probs)
 
     def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
         n = inputs.size

@@ -33,9 +33,11 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import Exponential, PrivacyEvent
+from privreg.core.laws import OutputLaw
 from privreg.core.mechanism import Mechanism
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
+from privreg.mechanisms.laws import categorical_law, exponential_pmf, permute_and_flip_pmf
 from privreg.noise import bernoulli_exp_neg, uniform_below
 from privreg.noise.coins import ExpCoins
 
@@ -317,6 +319,14 @@ class _Selection(Mechanism):
     def validate_input(self, value: Any) -> np.ndarray:
         return utility_array("utilities", value)
 
+    def output_law(self, value: np.ndarray) -> OutputLaw | None:
+        """The law of the selected index (:meth:`_pmf` of the exact weights)."""
+        return categorical_law(self._pmf(self.gammas(value)))
+
+    def _pmf(self, gammas: list[Fraction]) -> np.ndarray:
+        """``P(i)`` for every candidate: the exponential mechanism's law by default."""
+        return exponential_pmf(gammas)
+
     def gammas(self, utilities: np.ndarray) -> list[Fraction]:
         """``gamma_i = c (u_max - u_i) >= 0`` as exact rationals; candidate ``i`` has weight
         ``exp(-gamma_i)``, proportional to ``exp(c u_i)``."""
@@ -406,6 +416,9 @@ class PermuteAndFlip(_Selection):
     def _variant(self) -> str:
         return "permute_and_flip"
 
+    def _pmf(self, gammas: list[Fraction]) -> np.ndarray:
+        return permute_and_flip_pmf(gammas)
+
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> int:
         return _permute_and_flip_one(self.gammas(value), rng)
 
@@ -452,6 +465,9 @@ class ReportNoisyMax(_Selection):
 
     def _variant(self) -> str:
         return "report_noisy_max_gumbel" if self.noise == "gumbel" else "report_noisy_max_exponential"
+
+    def _pmf(self, gammas: list[Fraction]) -> np.ndarray:
+        return exponential_pmf(gammas) if self.noise == "gumbel" else permute_and_flip_pmf(gammas)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> int:
         gammas = self.gammas(value)

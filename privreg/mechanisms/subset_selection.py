@@ -17,6 +17,7 @@ Trans. Inf. Theory 64(8), 2018; Z. Sun, P. Kairouz, H. Sun, A. Gascon, A. T. Sur
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -27,6 +28,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.laws import DiscreteLaw, OutputLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource, resolve_random
@@ -42,6 +44,10 @@ _BITS = 53
 _ONE = 1 << _BITS
 _MAX_DOMAIN = 1 << 62  # uniform_below draws below at most 2**62
 _CHUNK = 1 << 20  # draws per uniform_below call (see uniform_chunked)
+
+
+#: Largest number of d-subsets listed by SubsetSelection.output_law.
+MAX_LISTED_SUBSETS = 200_000
 
 
 def uniform_chunked(bound: int, size: int, rng: RandomSource) -> np.ndarray:
@@ -224,6 +230,28 @@ class SubsetSelection(Randomizer):
 
     def validate_inputs(self, inputs: Any) -> np.ndarray:
         return category_array("inputs", inputs, self.s)
+
+    def output_law(self, value: Any) -> OutputLaw | None:
+        """The report of a user holding item ``value``: a d-subset ``S``, coded as the
+        bitmask ``sum 2**i``, with probability ``p / C(s-1, d-1)`` when ``value`` is in
+        ``S`` and ``(1 - p) / C(s-1, d)`` otherwise (the realised ``p``). None beyond
+        :data:`MAX_LISTED_SUBSETS` subsets or 62 items."""
+        s, d, x = self.s, self.subset_size, int(value)
+        if s > 62 or math.comb(s, d) > MAX_LISTED_SUBSETS:
+            return None
+        p = self.keep_probability
+        inside = math.log(p) - math.log(math.comb(s - 1, d - 1))
+        outside = math.log(1 - p) - math.log(math.comb(s - 1, d))
+        codes, logs = [], []
+        for subset in itertools.combinations(range(s), d):
+            codes.append(sum(1 << i for i in subset))
+            logs.append(inside if x in subset else outside)
+
+        def bitmask(reports: Any) -> np.ndarray:
+            rows = np.asarray(reports, dtype=np.int64).reshape(-1, d)
+            return np.left_shift(np.int64(1), rows).sum(axis=1)
+
+        return DiscreteLaw(support=np.array(codes, dtype=np.int64), log_pmf=np.array(logs), encode=bitmask)
 
     def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
         n, d = inputs.size, self.subset_size

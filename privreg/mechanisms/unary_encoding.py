@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.laws import DiscreteLaw, OutputLaw, ProductLaw
 from privreg.core.params import POSITIVE, param_field, param_fields
 from privreg.core.randomizer import FrequencyEstimate, Randomizer
 from privreg.core.randomness import RandomSource
@@ -135,6 +136,14 @@ class OptimizedUnaryEncoding(Randomizer):
 
     def validate_inputs(self, inputs: Any) -> np.ndarray:
         return category_array("inputs", inputs, self.k)
+
+    def output_law(self, value: Any) -> OutputLaw | None:
+        """The report of a user holding item ``value``: ``k`` independent bits, bit
+        ``value`` set with probability 1/2, every other with the realised ``q``."""
+        q = float(self.other_probability)
+        other = DiscreteLaw(support=np.array([0, 1]), log_pmf=np.log([1 - q, q]))
+        own = DiscreteLaw(support=np.array([0, 1]), log_pmf=np.log([0.5, 0.5]))
+        return ProductLaw(factors=[own if i == int(value) else other for i in range(self.k)])
 
     def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
         n, k = inputs.size, self.k

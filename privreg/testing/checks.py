@@ -7,6 +7,7 @@ check, what went wrong (with the input that shows it) and what to fix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import tempfile
@@ -24,14 +25,13 @@ from privreg.core.items import ItemKind, RegistryItem
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomizer import Randomizer
 from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.testing.differential import error_pairs
+from privreg.testing.exact import exact_problems, fit_problems, is_declared, law_on
 from privreg.testing.inputs import (
-    SENTINEL_DIGITS,
     describe_like,
     extreme_inputs,
     fixed_extremes,
     hypothesis_modules,
-    mentions_sentinel,
-    sentinel_inputs,
 )
 from privreg.testing.spies import CountingRandom, SpyCharger
 
@@ -53,13 +53,15 @@ class Settings:
     ``max_examples`` random inputs per item in the extreme-input check (after the fixed
     extremes); ``audit_samples`` outputs per neighbour in the audit of the declared
     neighbours, ``extreme_samples`` in each audit of extreme neighbours; ``alpha`` the
-    false-alarm probability of each audit."""
+    false-alarm probability of each audit and of the exact check's law test;
+    ``law_samples`` outputs per declared neighbour in that test."""
 
     rng_seed: int = attrs.field(default=0)
     max_examples: int = attrs.field(default=20)
     audit_samples: int = attrs.field(default=2000)
     extreme_samples: int = attrs.field(default=1000)
     alpha: float = attrs.field(default=1e-6)
+    law_samples: int = attrs.field(default=4000)
 
     @rng_seed.validator
     def _seed(self, attribute: Any, value: Any) -> None:
@@ -516,10 +518,28 @@ def _extra_keys(keys: list[Any], count: int) -> list[Any]:
     return [f"privreg-testing-key-{i}" for i in range(count)]
 
 
+def _monotone_in(order: list[Any], values: Any, *, strict: bool = True) -> bool:
+    """True when ``order`` lists keys by increasing or decreasing ``values`` (a mapping)."""
+    if not isinstance(values, Mapping):
+        return False
+    try:
+        seq = [float(values[k]) for k in order]
+    except (KeyError, TypeError, ValueError):
+        return False
+    if strict:
+        return all(a < b for a, b in itertools.pairwise(seq)) or all(a > b for a, b in itertools.pairwise(seq))
+    return all(a <= b for a, b in itertools.pairwise(seq)) or all(a >= b for a, b in itertools.pairwise(seq))
+
+
 def check_canonical_order(item: RegistryItem, s: Settings) -> None:
-    """Applies to mechanisms whose input is a mapping (keys are the caller's; their order
-    must not reach the output). Releases one input in several key orders with the same seed;
-    outputs holding the same keys must list them in the same order."""
+    """Applies to mechanisms whose input is a mapping (keys are the caller's; neither their
+    order nor their true values may order the output). Keys get *distinct* values one apart
+    (ties would hide an order by value with ties broken by key), large enough to be
+    released, assigned in increasing, decreasing and shuffled order; each assignment is
+    released in several shuffled input orders, all with the same seed. Outputs holding the
+    same keys must list them in the same order, unless the order follows the released
+    values (post-processing) or neither the input's order nor the true values (a
+    permutation drawn from the rng after value-dependent draws)."""
     name = "canonical-order"
     obj = item.create(item.example.params)
     x, y = _neighbours(item)
@@ -527,88 +547,215 @@ def check_canonical_order(item: RegistryItem, s: Settings) -> None:
     keys = list(base) + _extra_keys(list(base), max(0, 6 - len(base)))
     numbers = [abs(float(v)) for v in base.values() if isinstance(v, (int, float, np.integer, np.floating))]
     top = max(numbers, default=1.0) or 1.0
+    integer = isinstance(next(iter(base.values())), (int, np.integer))
     fix = (
-        "return collections in a canonical order: sorted (e.g. dict(sorted(...))), or a permutation drawn "
-        "from the secure rng; never the caller's order, which can follow the data (e.g. a Counter built "
-        "user by user)"
+        "return collections in a canonical order: sorted by key (e.g. dict(sorted(...))), or a permutation "
+        "drawn from the secure rng; never the caller's order, which can follow the data (e.g. a Counter built "
+        "user by user), and never an order by the true values (not even with ties broken by key)"
     )
     order_rng = np.random.default_rng(s.rng_seed)
-    perms = [keys, keys[::-1]] + [[keys[i] for i in order_rng.permutation(len(keys))] for _ in range(5)]
+    ranks = [list(range(len(keys))), list(range(len(keys)))[::-1], order_rng.permutation(len(keys)).tolist()]
+    perms = [keys, keys[::-1]] + [[keys[i] for i in order_rng.permutation(len(keys))] for _ in range(3)]
     for factor in (1000.0, 10.0, 1.0):
-        value = (
-            type(next(iter(base.values())))(top * factor)
-            if isinstance(next(iter(base.values())), int)
-            else top * factor
-        )
-        seen: dict[frozenset, tuple[list[Any], list[Any]]] = {}
-        comparable = collection = False
-        for perm in perms:
-            inp = dict.fromkeys(perm, value)
-            try:
-                out = obj.release(inp, charger=EventLog(), rng=s.rng(7)).output
-            except PrivregError:
-                break
-            if not isinstance(out, (Mapping, list, tuple)):
-                return  # not a collection: nothing to order
-            collection = True
-            order = list(out)
-            if len(order) < 2:
-                continue
-            try:
-                group = frozenset(order)
-            except TypeError:
-                return
-            if group in seen:
+        seen: dict[frozenset, tuple[list[Any], dict[Any, Any], list[Any], int, Any]] = {}
+        comparable = False
+        for a, rank in enumerate(ranks):
+            # distinct by 1, within the noise: an order by noisy value often differs from the true one
+            values = {k: (int(top * factor) + r if integer else top * factor + r) for k, r in zip(keys, rank)}
+            for perm in perms:
+                inp = {k: values[k] for k in perm}
+                try:
+                    out = obj.release(inp, charger=EventLog(), rng=s.rng(7)).output
+                except PrivregError:
+                    break
+                if not isinstance(out, (Mapping, list, tuple)):
+                    return  # not a collection: nothing to order
+                order = list(out)
+                if len(order) < 2:
+                    continue
+                try:
+                    group = frozenset(order)
+                except TypeError:
+                    return
+                if group not in seen:
+                    seen[group] = (perm, values, order, a, out)
+                    continue
                 comparable = True
-                first_in, first_out = seen[group]
-                if first_out != order:
+                first_in, first_values, first_out, first_a, first_released = seen[group]
+                if first_out == order:
+                    continue
+                if first_a == a:
                     _fail(
                         item,
                         name,
-                        f"the same keys come back in different orders when only the input's key "
-                        f"order changes (same seed): input order {first_in[:6]} gives "
-                        f"{first_out[:6]}, input order {perm[:6]} gives {order[:6]}",
+                        f"the same keys come back in different orders when only the input's key order changes "
+                        f"(same values, same seed): input order {first_in[:6]} gives {first_out[:6]}, input "
+                        f"order {perm[:6]} gives {order[:6]}",
                         fix,
                     )
-            else:
-                seen[group] = (perm, order)
+                # an order by the released values is post-processing; one by the true values is not
+                by_truth = _monotone_in(first_out, first_values) and _monotone_in(order, values)
+                explained = _monotone_in(first_out, first_released, strict=False) and _monotone_in(
+                    order, out, strict=False
+                )
+                if by_truth and not explained:
+                    _fail(
+                        item,
+                        name,
+                        f"the output lists its keys by their true values, not by the released ones: with values "
+                        f"{ {k: first_values[k] for k in first_out[:6]} } the output order is {first_out[:6]}, "
+                        f"with values { {k: values[k] for k in order[:6]} } it is {order[:6]} (same seed; values "
+                        f"distinct, so ties broken by key cannot hide it). The order tells an observer which "
+                        f"key is larger, beyond the noise",
+                        fix,
+                    )
         if comparable:
             return
-        if not collection:
-            continue
     _fail(
         item,
         name,
-        f"no two releases of the keys {keys[:6]} (values up to {top * 1000:g}) in permuted orders "
+        f"no two releases of the keys {keys[:6]} (values up to {top * 1000 * len(keys):g}) in permuted orders "
         f"returned the same key set, so the order could not be compared",
         "give Example(neighbours=...) values for which the keys are released with high probability",
     )
 
 
-# --- data-free error messages ---------------------------------------------------------------
+# --- data-free error messages, by difference -------------------------------------------
+
+
+def _outcome(obj: Any, value: Any, s: Settings) -> tuple[str, str] | None:
+    """``(exception class, message)`` when releasing ``value`` raises before the charge;
+    None when it releases or fails after the charge (another check's business)."""
+    spy = SpyCharger()
+    try:
+        _release(obj, value, charger=spy, rng=s.rng(9))
+    except Exception as exc:  # noqa: BLE001 -- the contract inspects whatever a plugin raises
+        if spy.charges:
+            return None
+        return type(exc).__name__, str(exc)
+    return None
+
+
+_LEAKS = {
+    "value": "the offending value (its repr, float.hex or order of magnitude)",
+    "count": "how many entries break the rule",
+    "position": "where the offending entry is (its index or key)",
+    "context": "the other, valid entries (e.g. a max, min or sum of the input)",
+}
 
 
 def check_data_free_errors(item: RegistryItem, s: Settings) -> None:
+    """Pairs of invalid inputs that differ in one thing only
+    (:func:`privreg.testing.differential.error_pairs`): when both are refused, the
+    exception class and message must be identical."""
     name = "data-free-errors"
     obj = item.create(item.example.params)
-    x, _ = _neighbours(item)
-    population = isinstance(obj, Randomizer)
-    for value in sentinel_inputs(x, population=population):
-        spy = SpyCharger()
-        try:
-            _release(obj, value, charger=spy, rng=s.rng(9))
-        except Exception as exc:  # noqa: BLE001 -- the contract inspects whatever a plugin raises
-            text = " ".join([str(exc), *map(str, getattr(exc, "args", ()))])
-            if mentions_sentinel(text):
-                _fail(
-                    item,
-                    name,
-                    f"the input {_show(value)} (holding the sentinel {SENTINEL_DIGITS}...) raised "
-                    f"{type(exc).__name__} quoting it: {str(exc)[:240]!r}. A message is an output: "
-                    f"it leaks the value, uncharged",
-                    "name the argument, the position's rule and the fix, never the value or the key (e.g. "
-                    "'value has a count outside [0, inf); remove or fix it', not 'count of key 'x' is -3')",
-                )
+    x, y = _neighbours(item)
+    for pair in error_pairs(x, y, population=isinstance(obj, Randomizer)):
+        a, b = _outcome(obj, pair.first, s), _outcome(obj, pair.second, s)
+        if a is None or b is None or a == b:
+            continue
+        _fail(
+            item,
+            name,
+            f"two inputs that break the same rule ({pair.rule}) and differ only in {_LEAKS[pair.differs]} "
+            f"get different errors: {_show(pair.first)} raised {a[0]}: {a[1][:200]!r}, while "
+            f"{_show(pair.second)} raised {b[0]}: {b[1][:200]!r}. A message is an output: it tells the two "
+            f"apart, uncharged",
+            "make the message a function of the rule only: name the argument, the rule and the fix (e.g. "
+            "'inputs has entries outside [0, k); encode categories as 0..k-1'), never the value (repr, "
+            "float.hex, magnitude), how many entries fail, their index or key, or other entries (max, min, sum)",
+        )
+
+
+# --- the exact privacy loss of a declared law ----------------------------------------------
+
+
+def check_exact(item: RegistryItem, s: Settings) -> None:
+    """Items that declare ``output_law``: the law matches the item's outputs, and its exact
+    privacy loss on the declared and extreme neighbours is within the claim
+    (:mod:`privreg.testing.exact`). Items declaring no law pass with nothing checked
+    (the audit is then the only evidence)."""
+    name = "exact"
+    obj = item.create(item.example.params)
+    if not is_declared(obj):
+        return
+    x, y = _neighbours(item)
+    try:
+        laws = [(x, law_on(obj, x)), (y, law_on(obj, y))]
+    except PrivregError as exc:
+        _fail(
+            item,
+            name,
+            f"output_law() failed on the declared neighbours: {_error_text(exc)}",
+            "return the law of release(value) for every valid value, or None",
+        )
+    declared = [(value, law) for value, law in laws if law is not None]
+    if len(declared) == 2:
+        problems = fit_problems(obj, declared, samples=s.law_samples, alpha=s.alpha, rng_for=lambda k: s.rng(31 + k))
+        if problems:
+            _fail(
+                item,
+                name,
+                f"its outputs do not follow the law it declares ({len(problems)} event(s), false alarm <= "
+                f"{s.alpha:g}): {problems[0]}",
+                "make output_law() return the law the sampler actually draws from (the realised scale and "
+                "probabilities), or fix the sampler to draw from the declared law",
+            )
+    problems, _, worst = exact_problems(item, obj, x, y)
+    if problems:
+        shown = "; ".join(problems[:2]) + (f"; and {len(problems) - 2} more" if len(problems) > 2 else "")
+        _fail(
+            item,
+            name,
+            f"{len(problems)} claim(s) broken exactly (no sampling error): {shown}",
+            f"add the noise the charged event needs: the exact epsilon is {worst:.3g}x the claim, so scale the "
+            f"noise up by that factor (Laplace: scale = sensitivity / epsilon), or use output probabilities whose "
+            f"ratio between neighbours is at most e^epsilon (k-ary randomized response: keep with probability "
+            f"e^eps / (e^eps + k - 1)); or charge an event that claims no less than the exact loss",
+        )
+
+
+# --- the declared neighbour relation ---------------------------------------------------------
+
+
+def event_relations(event: PrivacyEvent) -> set[str]:
+    """The neighbour relations ``event``'s guarantee holds for: its own when it names one,
+    else those of the events it wraps, else add/remove (the library's default)."""
+    own = getattr(event, "neighbouring", None)
+    if own is not None:
+        return {own}
+    inner: list[PrivacyEvent] = []
+    for field in attrs.fields(type(event)):
+        value = getattr(event, field.name)
+        if isinstance(value, PrivacyEvent):
+            inner.append(value)
+        elif isinstance(value, tuple) and value and all(isinstance(e, PrivacyEvent) for e in value):
+            inner.extend(value)
+    if not inner:
+        return {"add_remove"}
+    return set().union(*(event_relations(e) for e in inner))
+
+
+def check_neighbouring(item: RegistryItem, s: Settings) -> None:
+    """The item's declared ``neighbouring`` is the relation of every event it charges."""
+    name = "neighbouring"
+    obj = item.create(item.example.params)
+    if isinstance(obj, Randomizer):
+        events = [obj.privacy_event(), obj.privacy_event(num_reports=10, shuffled=True)]
+    else:
+        events = [obj.privacy_event()]
+    for event in events:
+        held = event_relations(event)
+        if held != {item.neighbouring}:
+            _fail(
+                item,
+                name,
+                f"it declares neighbouring={item.neighbouring!r}, but charges {event!r}, whose guarantee holds "
+                f"for {sorted(held)}: budgets and 'privreg describe' would state the wrong relation",
+                f"declare RegistryItem(neighbouring={sorted(held)[0]!r}) (or charge an event proven for "
+                f"{item.neighbouring!r}: set the event's neighbouring field)",
+            )
 
 
 # --- the empirical audit --------------------------------------------------------------------
@@ -616,13 +763,18 @@ def check_data_free_errors(item: RegistryItem, s: Settings) -> None:
 
 def check_audit(item: RegistryItem, s: Settings) -> None:
     from privreg.audit import audit_extreme_neighbours, audit_item
+    from privreg.audit.sampling import AuditInconclusive
 
     name = "audit"
     fix_noise = (
         "the noise is too small for the charged event, leaks through floating point, or the event "
         "under-claims: draw integer noise on a grid (privreg.noise) calibrated to the event charged"
     )
-    result = audit_item(item, samples=s.audit_samples, alpha=s.alpha, rng=s.rng(13))
+    try:
+        result = audit_item(item, samples=s.audit_samples, alpha=s.alpha, rng=s.rng(13))
+    except AuditInconclusive as exc:
+        _fail(item, name, f"on its declared neighbours: {exc}", _AFTER_CHARGE_FIX)
+    power = f"; this audit {result.power.describe()}" if result.power is not None else ""
     if not math.isfinite(result.claimed_epsilon) and not result.failure:
         _fail(
             item,
@@ -638,7 +790,7 @@ def check_audit(item: RegistryItem, s: Settings) -> None:
             + (
                 result.failure
                 or f"empirical lower bound {result.epsilon_lower_bound:.3g} > claimed "
-                f"{result.claimed_epsilon:.3g} (event {result.event}; false alarm <= {s.alpha:g})"
+                f"{result.claimed_epsilon:.3g} (event {result.event}; false alarm <= {s.alpha:g}{power})"
             ),
             _AFTER_CHARGE_FIX if result.failure else fix_noise,
         )
@@ -728,12 +880,14 @@ def check_protocol(item: RegistryItem, s: Settings) -> None:
 #: Every check, in the order they run, with the kinds it applies to.
 CHECKS: dict[str, tuple[Callable[[RegistryItem, Settings], None], tuple[ItemKind, ...]]] = {
     "documented": (check_documented, tuple(ItemKind)),
+    "neighbouring": (check_neighbouring, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "charge-before-draw": (check_charge_before_draw, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "reproducible": (check_reproducible, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "event-json": (check_event_json, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "no-raise-after-charge": (check_no_raise_after_charge, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "canonical-order": (check_canonical_order, (ItemKind.MECHANISM,)),
     "data-free-errors": (check_data_free_errors, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
+    "exact": (check_exact, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "audit": (check_audit, (ItemKind.MECHANISM, ItemKind.RANDOMIZER)),
     "sensitivity": (check_sensitivity, (ItemKind.SENSITIVITY,)),
     "workflow": (check_workflow, (ItemKind.WORKFLOW,)),

@@ -1,6 +1,6 @@
 """Inputs the contract checks feed a mechanism, shaped like its declared neighbours:
-extreme finite values (fixed, and a hypothesis strategy mixing them) and inputs that
-carry a sentinel value an error message must never quote.
+extreme finite values (fixed, and a hypothesis strategy mixing them). The invalid inputs
+of the error-message check are in :mod:`privreg.testing.differential`.
 
 hypothesis is imported only when :func:`extreme_inputs` is called (``pip install
 'privreg[testing]'``), so ``import privreg.testing`` works without it.
@@ -8,7 +8,6 @@ hypothesis is imported only when :func:`extreme_inputs` is called (``pip install
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,33 +16,7 @@ import numpy as np
 from privreg.audit.extreme import EXTREME_FLOATS, EXTREME_INTS, extreme_neighbours
 from privreg.core.errors import PrivregError
 
-__all__ = [
-    "SENTINEL",
-    "SENTINEL_DIGITS",
-    "SENTINEL_KEY",
-    "describe_like",
-    "extreme_inputs",
-    "fixed_extremes",
-    "hypothesis_modules",
-    "mentions_sentinel",
-    "sentinel_inputs",
-]
-
-#: A value no message should quote; its digits :data:`SENTINEL_DIGITS` survive repr, ``:g``,
-#: ``:e`` and numpy formatting (3.1337625e+04, 31337.6, 31337.625).
-SENTINEL = 31337.625
-SENTINEL_DIGITS = "31337"
-#: A mapping key carrying the same digits (keys are data too: n-grams, partitions).
-SENTINEL_KEY = "key-31337"
-_SENTINEL_INT = 31337
-_SENTINEL_HUGE = 3.1337e300
-_SENTINEL_HUGE_INT = 31337 * 10**20  # beyond uint64: numpy makes it an object array
-
-
-def mentions_sentinel(text: str) -> bool:
-    """True when ``text`` quotes the sentinel (digits compared without '.', ',' and '_')."""
-    squeezed = text.replace(".", "").replace(",", "").replace("_", "")
-    return SENTINEL_DIGITS in squeezed
+__all__ = ["describe_like", "extreme_inputs", "fixed_extremes", "hypothesis_modules"]
 
 
 def hypothesis_modules() -> tuple[Any, Any]:
@@ -164,66 +137,3 @@ def extreme_inputs(like: Any, *, population: bool = False) -> Any:
     if _is_scalar(like):
         return element
     return st.lists(element, min_size=arr.size, max_size=arr.size).map(lambda xs: _array(xs, arr.shape, integer))
-
-
-def _with(arr: np.ndarray, first: Any, last: Any | None = None) -> np.ndarray:
-    """A float copy of ``arr`` (at least 2 coordinates if ``last`` is given) with its first
-    coordinate set to ``first`` and its last to ``last``."""
-    flat = arr.astype(np.float64).ravel().tolist()
-    if last is not None and len(flat) < 2:
-        return np.array([first, last], dtype=np.float64)
-    flat[0] = first
-    if last is not None:
-        flat[-1] = last
-    return np.array(flat, dtype=np.float64).reshape(arr.shape)
-
-
-def _with_int(arr: np.ndarray, first: int) -> np.ndarray:
-    flat = [int(x) for x in arr.ravel().tolist()]
-    flat[0] = first
-    return np.array(flat).reshape(arr.shape)
-
-
-def sentinel_inputs(like: Any, *, population: bool = False) -> list[Any]:
-    """Inputs shaped like ``like`` that carry :data:`SENTINEL` (or :data:`SENTINEL_KEY`)
-    next to what makes them invalid: a NaN or an infinity elsewhere, a negative, huge or
-    fractional value, a wrong shape or a key with a bad count. A message raised for any of
-    them must not quote the sentinel."""
-    kind = describe_like(like)
-    if kind is None:
-        return []
-    if kind == "mapping":
-        k0 = next(iter(like))
-        return [
-            {**like, SENTINEL_KEY: math.nan},
-            {**like, SENTINEL_KEY: -1.0},
-            {**like, k0: -SENTINEL},
-            {**like, k0: math.nan, SENTINEL_KEY: SENTINEL},
-            {**like, SENTINEL_KEY: "31337"},
-            {**like, k0: _SENTINEL_HUGE},
-            {**like, k0: SENTINEL},
-        ]
-    arr = np.asarray(like)
-    out: list[np.ndarray | float]
-    if population or kind == "int":
-        out = [
-            _with_int(arr, _SENTINEL_INT),
-            _with_int(arr, -_SENTINEL_INT),
-            _with_int(arr, _SENTINEL_HUGE_INT),
-            _with(arr, SENTINEL),
-            _with(arr, SENTINEL, math.nan),
-        ]
-        if _is_scalar(like):
-            out = [SENTINEL, -_SENTINEL_INT, _SENTINEL_HUGE_INT, _SENTINEL_INT, *out]
-        return out
-    out = [
-        _with(arr, SENTINEL, math.nan),
-        _with(arr, SENTINEL, math.inf),
-        _with(arr, -SENTINEL),
-        _with(arr, _SENTINEL_HUGE),
-        _with(arr, -_SENTINEL_HUGE),
-        np.array([[SENTINEL]]),
-    ]
-    if _is_scalar(like):
-        out = [SENTINEL, -SENTINEL, _SENTINEL_HUGE, *out]
-    return out

@@ -8,8 +8,12 @@ then ``privreg_contract(item, check)`` runs one check (``privreg_contract(item)`
 applicable check) with the settings given on the command line:
 
 * ``--privreg-seed N`` -- seed of every draw and of hypothesis (default 0);
-* ``--privreg-max-examples N`` -- random extreme inputs per item (default 20);
-* ``--privreg-audit-samples N`` -- outputs per neighbour in the audit (default 2000).
+* ``--privreg-profile NAME`` -- ``quick`` (default) or ``thorough`` sample sizes
+  (:data:`privreg.testing.PROFILES`; the power table of :mod:`privreg.testing` says what
+  each detects);
+* ``--privreg-max-examples N`` -- random extreme inputs per item (default: the profile's);
+* ``--privreg-audit-samples N`` -- outputs per neighbour in the audit (default: the
+  profile's, 2000 for ``quick``).
 """
 
 from __future__ import annotations
@@ -32,18 +36,24 @@ def pytest_addoption(parser: Any) -> None:
         help="seed of the contract checks' draws and hypothesis (default 0)",
     )
     group.addoption(
+        "--privreg-profile",
+        default="quick",
+        choices=["quick", "thorough"],
+        help="sample sizes of the contract checks (default quick; thorough sees a 25%% overrun)",
+    )
+    group.addoption(
         "--privreg-max-examples",
         type=int,
-        default=20,
+        default=None,
         metavar="N",
-        help="random extreme inputs per item in the contract checks (default 20)",
+        help="random extreme inputs per item in the contract checks (default: the profile's, 20 for quick)",
     )
     group.addoption(
         "--privreg-audit-samples",
         type=int,
-        default=2000,
+        default=None,
         metavar="N",
-        help="outputs per neighbour in the contract checks' audit (default 2000, >= 1000)",
+        help="outputs per neighbour in the contract checks' audit (default: the profile's, 2000 for quick)",
     )
 
 
@@ -55,6 +65,7 @@ def privreg_contract(request: Any) -> Callable[..., Any]:
 
     opts = {
         "rng_seed": request.config.getoption("--privreg-seed"),
+        "profile": request.config.getoption("--privreg-profile"),
         "max_examples": request.config.getoption("--privreg-max-examples"),
         "audit_samples": request.config.getoption("--privreg-audit-samples"),
     }

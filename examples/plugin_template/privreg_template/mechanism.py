@@ -50,18 +50,18 @@ class NoisyHistogram(Mechanism):
         return GeometricHistogram(epsilon=claimed)
 
     def validate_input(self, value: Any) -> np.ndarray:
-        # messages state the rule and public facts (shape, dtype), never a count: an error
-        # is an output too, and nothing has been charged yet
+        # messages state the rule, never a value, a count or the dtype (numpy makes an array
+        # of ints float64 or object by their magnitude): an error is an output too, and
+        # nothing has been charged yet
         counts = np.asarray(value)
+        refused = PrivregValueError(
+            "value must be a 1-d array of integer counts in [0, 2**62]; some entries are not. "
+            "Pass e.g. np.array([3, 5]) and check how the histogram was counted."
+        )
         if counts.ndim != 1 or counts.dtype.kind not in "iu":
-            raise PrivregValueError(
-                f"value must be a 1-d array of integer counts; got shape {counts.shape}, dtype "
-                f"{counts.dtype}. Pass e.g. np.array([3, 5])."
-            )
+            raise refused
         if (counts < 0).any() or (counts > MAX_COUNT).any():
-            raise PrivregValueError(
-                "value must hold counts in [0, 2**62]; some are outside. Check how the histogram was counted."
-            )
+            raise refused
         return counts.astype(np.int64)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> np.ndarray:

@@ -152,6 +152,7 @@ def privreg_register_randomizers() -> list[RegistryItem]:
     return [
         RegistryItem(
             name="randomized-response",
+            neighbouring="replace_one",  # charges LocalDP: an eps0-LDP bound compares two inputs of one user
             summary="k-ary randomized response with an unbiased frequency estimator (epsilon-LDP)",
             citation=citations.KOV14,
             factory=RandomizedResponse,
@@ -159,6 +160,7 @@ def privreg_register_randomizers() -> list[RegistryItem]:
         ),
         RegistryItem(
             name="subset-selection",
+            neighbouring="replace_one",  # charges LocalDP: an eps0-LDP bound compares two inputs of one user
             summary="report a random d-subset holding the true item w.p. p, unbiased estimator (eps-LDP)",
             citation=citations.SUN24,
             factory=SubsetSelection,
@@ -166,6 +168,7 @@ def privreg_register_randomizers() -> list[RegistryItem]:
         ),
         RegistryItem(
             name="optimized-unary-encoding",
+            neighbouring="replace_one",  # charges LocalDP: an eps0-LDP bound compares two inputs of one user
             summary="one-hot bits kept w.p. 1/2, others set w.p. 1/(e^eps+1), unbiased estimator (eps-LDP)",
             citation=citations.WBLJ17,
             factory=OptimizedUnaryEncoding,
