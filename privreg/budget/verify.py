@@ -526,13 +526,13 @@ def _relation_note(event: PrivacyEvent, budget_relation: str) -> str:
 
 
 def release_table(report: AuditReport) -> str:
-    """One line per release in the user's terms: its number, time and name, the guarantee
+    """One line per release in the user's terms: its number, time, name and mechanism, the guarantee
     as stated, what each filter charged for it in epsilon (at its share of the budget's
     delta) and the running total against the budget."""
     if not report.rows:
         return "(no releases)"
     names = list(report.cumulative)
-    header = ("#", "time (UTC)", "release", "as stated", *(f"{n} eps" for n in names), "total eps")
+    header = ("#", "time (UTC)", "release", "mechanism", "as stated", *(f"{n} eps" for n in names), "total eps")
     lines = [header]
     for i, r in enumerate(report.rows):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.charge.timestamp))
@@ -542,7 +542,8 @@ def release_table(report: AuditReport) -> str:
             (
                 str(r.seq),
                 stamp,
-                r.charge.label or r.charge.mechanism,
+                r.charge.label or "-",
+                r.charge.mechanism,
                 stated_text(r.charge.stated, r.charge.event) + _relation_note(r.charge.event, report.neighbouring),
                 *(_fmt(step.get(n)) for n in names),
                 f"{_fmt(total)} / {report.budget_epsilon:g}",
