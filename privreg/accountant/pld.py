@@ -373,17 +373,19 @@ def _discrete_gaussian_side(
     _checked(float(ends[1] - ends[0] + 1), acc)
     cdf = _discrete_gaussian_cdf(sigma, truncation)
 
+    def noise_cdf(x: np.ndarray) -> np.ndarray:
+        values: np.ndarray = cdf[np.clip(x, -truncation - 1, truncation) + truncation + 1]
+        return values
+
     def upper_cdf(x: np.ndarray) -> np.ndarray:
         """The CDF of mu_upper, under which the loss is drawn."""
         if not remove:
-            return cdf[np.clip(x, -truncation - 1, truncation) + truncation + 1]
-        shifted = cdf[np.clip(x + sensitivity, -truncation - 1, truncation) + truncation + 1]
-        if q == 1.0:
-            return shifted
-        return (1 - q) * cdf[np.clip(x, -truncation - 1, truncation) + truncation + 1] + q * shifted
+            return noise_cdf(x)
+        shifted = noise_cdf(x + sensitivity)
+        return shifted if q == 1.0 else (1 - q) * noise_cdf(x) + q * shifted
 
     inf_mass = float(upper_cdf(np.array([lower_x - 1]))[0])
-    low, probs = 0, np.zeros(0)
+    low, probs = 0, np.zeros(0, dtype=np.float64)
     for start in range(lower_x, upper_x + 1, _DISCRETE_CHUNK):
         x = np.arange(start - 1, min(start + _DISCRETE_CHUNK, upper_x + 1))
         masses = np.diff(upper_cdf(x))
@@ -392,7 +394,7 @@ def _discrete_gaussian_side(
             raise ValueError("the privacy loss of a discrete Gaussian is infinite on its support")
         steps = rounded.astype(np.int64)
         first, last = int(steps.min()), int(steps.max())
-        chunk = np.bincount(steps - first, weights=masses)
+        chunk: np.ndarray = np.bincount(steps - first, weights=masses).astype(np.float64, copy=False)
         if probs.size == 0:
             low, probs = first, chunk
             continue
