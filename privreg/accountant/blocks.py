@@ -55,10 +55,12 @@ def block_pair(
     the point it is priced at, are fixed when it is charged, from earlier outputs only
     (RRUV 2016 filters allow each step's (eps_i, delta_i) to be chosen adaptively).
     None if nothing vouches."""
-    basic = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring)
     best: tuple[float, float] | None = None
-    if basic.supports(event):
-        best = basic.compose(event).total
+    try:  # each accountant plans the block once: compose, not supports() then compose()
+        best = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring).compose(event).total
+    except UnsupportedEventError:
+        pass
+    else:
         if best[1] == 0.0 or not isinstance(event, (Composed, SelfComposed)):
             return best
     if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
@@ -70,10 +72,10 @@ def block_pair(
         opts: dict[str, Any] = {"neighbouring": neighbouring}
         if cls is KOVAccountant:
             opts["event_delta"] = event_delta
-        acc = cls(**opts)
-        if not acc.supports(event):
+        try:
+            eps = cls(**opts).compose(event).epsilon(at)
+        except UnsupportedEventError:
             continue
-        eps = acc.compose(event).epsilon(at)
         if math.isfinite(eps) and (best is None or eps < best[0]):
             best = (eps, at)
     return best
