@@ -167,13 +167,6 @@ class DiscreteGaussianLaw:
         s = self.sigma
         return (0.968 + 2.4 / s) / (24 * s * s)
 
-    def log_pmf(self, z: np.ndarray) -> np.ndarray:
-        """``log P(Z = z)`` for integer offsets ``z`` from the centre (sigma >= 10)."""
-        s = self.sigma
-        return -np.square(np.asarray(z, dtype=np.float64)) / (2 * float(self.sigma2)) - math.log(
-            math.sqrt(2 * math.pi) * s
-        )
-
     def mass(self, lo: float, hi: float) -> float:
         """``P(lo <= Z <= hi)`` for integers (or infinities) ``lo <= hi``, up to
         :attr:`mass_error` (sigma >= 10)."""
