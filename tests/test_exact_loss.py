@@ -5,7 +5,9 @@ up to the stated floating-point tolerance."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import attrs
 import numpy as np
 import pytest
 from scipy import stats
@@ -13,8 +15,9 @@ from scipy import stats
 import privreg
 from privreg import ItemKind
 from privreg.audit.exact import exact_loss
-from privreg.core.laws import DensityLaw, DiscreteLaw, ProductLaw
+from privreg.core.laws import NO_VALUE, DensityLaw, DiscreteGaussianLaw, DiscreteLaw, ProductLaw, aligned_factors
 from privreg.mechanisms.laws import (
+    MAX_WINDOW,
     categorical_law,
     discrete_gaussian_law,
     permute_and_flip_pmf,
@@ -127,13 +130,8 @@ def test_permute_and_flip_pmf_against_enumeration():
     assert permute_and_flip_pmf(gammas).sum() == pytest.approx(1.0, abs=1e-14)
 
 
-#: Built-in items whose output law is declared, and those without one (and why).
-WITHOUT_LAW = {
-    "laplace-thresholding": "a product over keys of released/not-released and noisy totals: not declared yet",
-    "gaussian-thresholding": "a product over keys of released/not-released and noisy totals: not declared yet",
-    "smooth-gaussian": "noise scaled by a data-dependent smooth bound",
-    "smooth-outlier-count": "noise scaled by a data-dependent smooth bound",
-}
+#: Built-in items without an output law, and why (every built-in item declares one now).
+WITHOUT_LAW: dict[str, str] = {}
 
 
 def test_every_built_in_item_declares_its_law_where_one_exists():
@@ -148,3 +146,79 @@ def test_every_built_in_item_declares_its_law_where_one_exists():
             continue
         assert is_declared(obj), f"{item.name} declares no output law"
         assert law_on(obj, x) is not None and law_on(obj, y) is not None, item.name
+
+
+def test_no_value_is_one_outcome_whatever_the_offsets():
+    """A key released (noisy total) or not: "no value" is compared with "no value" even
+    when the two laws' codes are far apart, and a key absent from one input (NO_VALUE
+    there) costs exactly its release probability at every epsilon."""
+    p_rel = 0.01
+    released = DiscreteLaw(
+        support=np.array([0, 1]), log_pmf=np.log([p_rel / 2, p_rel / 2]), offset=2**70, none_log_pmf=math.log1p(-p_rel)
+    )
+    other = attrs.evolve(released, offset=-5)
+    assert exact_loss(released, other, epsilon=0.0).delta_low == pytest.approx(p_rel, rel=1e-12)
+    for eps in (0.0, 1.0, 10.0):
+        # H(P || NO_VALUE) = P(released); H(NO_VALUE || P) = 1 - e^eps (1 - p)^+ = 0 for eps > 0
+        got = exact_loss(
+            ProductLaw(factors=[released], labels=["b"]), ProductLaw(factors=[NO_VALUE], labels=["b"]), epsilon=eps
+        )
+        assert got.delta_low == pytest.approx(p_rel, rel=1e-12) and got.delta_high == pytest.approx(p_rel, rel=1e-12)
+
+
+def test_labelled_products_align_by_label_and_absent_labels_are_no_value():
+    """{a} against {a, b}: the same as the unlabelled products [a, NO_VALUE] and [a, b];
+    in another order of labels, too."""
+    a0 = two_sided_geometric_law(Fraction(2), 0)
+    a1 = two_sided_geometric_law(Fraction(2), 1)
+    assert a0 is not None and a1 is not None
+    b = DiscreteLaw(support=np.array([7]), log_pmf=np.log([0.001]), none_log_pmf=math.log(0.999))
+    x = ProductLaw(factors=[a0], labels=["a"])
+    y = ProductLaw(factors=[b, a1], labels=["b", "a"])
+    flat_x, flat_y = ProductLaw(factors=[a0, NO_VALUE]), ProductLaw(factors=[a1, b])
+    assert aligned_factors(x, y) is not None and [k for k, *_ in aligned_factors(x, y)] == ["a", "b"]
+    for eps in (0.2, 0.5, 0.6):
+        got, want = exact_loss(x, y, epsilon=eps), exact_loss(flat_x, flat_y, epsilon=eps)
+        assert got.delta_low == pytest.approx(want.delta_low, abs=1e-15) and got.delta_low > 0.001 * (1 - 1e-9)
+    assert aligned_factors(ProductLaw(factors=[a0]), ProductLaw(factors=[a0, a1])) is None
+
+
+def test_a_law_with_no_value_is_validated():
+    with pytest.raises(privreg.PrivregValueError, match="sum to"):
+        DiscreteLaw(support=np.array([0]), log_pmf=np.log([0.5]), none_log_pmf=math.log(0.2))
+    with pytest.raises(privreg.PrivregValueError, match="empty"):
+        DiscreteLaw(support=np.zeros(0, dtype=np.int64), log_pmf=np.zeros(0), none_log_pmf=math.log(0.5))
+    with pytest.raises(privreg.PrivregValueError, match="labels"):
+        ProductLaw(factors=[NO_VALUE, NO_VALUE], labels=["a", "a"])
+
+
+@pytest.mark.parametrize(("s1", "s2", "shift"), [(50, 52, 30), (200, 190, -150), (300, 300, 200), (40, 45, 0)])
+def test_the_analytic_discrete_gaussian_brackets_the_listed_one(monkeypatch, s1, s2, shift):
+    """Large-scale discrete Gaussians are compared analytically (normal masses of the
+    integer region {L > eps} within mass_error): the interval contains the divergence
+    summed outcome by outcome over the listed windows, in both directions."""
+    import privreg.audit.exact as ex
+
+    p = DiscreteGaussianLaw(center=0, sigma2=Fraction(s1) ** 2)
+    q = DiscreteGaussianLaw(center=shift, sigma2=Fraction(s2) ** 2)
+    listed = [exact_loss(p.window(10**6), q.window(10**6), epsilon=e) for e in (0.1, 0.5, 1.0)]
+    monkeypatch.setattr(ex, "_LISTED_GAUSSIAN", 1)  # force the analytic path
+    for eps, want in zip((0.1, 0.5, 1.0), listed):
+        got = exact_loss(p, q, epsilon=eps)
+        assert got.delta_low <= want.delta_low + 1e-12 and want.delta_low <= got.delta_high + 1e-12
+        worst = max(p.mass_error, q.mass_error)  # either direction may set either end
+        assert got.delta_high - got.delta_low <= 2 * (1 + math.exp(eps)) * worst + 1e-8
+
+
+def test_the_analytic_discrete_gaussian_matches_balle_wang_at_large_sigma():
+    """sigma = 3e7 on both sides, shift sigma / 4: Balle-Wang 2018's exact Gaussian
+    formula, up to the stated mass error (the laws cannot be listed at this scale)."""
+    sigma, shift = 30_000_000, 7_500_000
+    p = DiscreteGaussianLaw(center=2**80, sigma2=Fraction(sigma) ** 2)
+    q = DiscreteGaussianLaw(center=2**80 + shift, sigma2=Fraction(sigma) ** 2)
+    assert p.window(MAX_WINDOW) is None
+    r = shift / sigma
+    for eps in (0.05, 0.1, 0.5):
+        want = stats.norm.cdf(r / 2 - eps / r) - math.exp(eps) * stats.norm.cdf(-r / 2 - eps / r)
+        got = exact_loss(p, q, epsilon=eps)
+        assert got.delta_low - 1e-12 <= want <= got.delta_high + 1e-12

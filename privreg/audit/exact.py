@@ -31,6 +31,7 @@ maximum over a grid of 20001 points (a lower bound on the supremum).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -38,7 +39,7 @@ import attrs
 import numpy as np
 
 from privreg.core.errors import PrivregValueError
-from privreg.core.laws import DensityLaw, DiscreteLaw, OutputLaw, ProductLaw
+from privreg.core.laws import DensityLaw, DiscreteGaussianLaw, DiscreteLaw, OutputLaw, ProductLaw, aligned_factors
 
 __all__ = ["LOSS_TOLERANCE", "MAX_ATOMS", "ExactLoss", "exact_loss", "privacy_loss_atoms"]
 
@@ -74,6 +75,8 @@ class _Atoms:
 
 def _aligned(p: DiscreteLaw, q: DiscreteLaw) -> tuple[np.ndarray, np.ndarray, bool]:
     """Q's codes in P's frame, and whether the two windows can overlap at all."""
+    if p.support.size == 0 or q.support.size == 0:
+        return q.support, p.support, False
     shift = q.offset - p.offset  # exact for Python ints
     span = float(np.max(np.abs(p.support.astype(np.float64)))) + float(np.max(np.abs(q.support.astype(np.float64))))
     if abs(shift) > span + 1:
@@ -98,7 +101,12 @@ def _discrete_atoms(p: DiscreteLaw, q: DiscreteLaw) -> _Atoms:
         low = p.log_pmf - np.where(listed, q_log, tail_log)  # an unlisted Q(o) is at most Q's tail
         high = p.log_pmf - np.where(listed, q_log, -np.inf)
     keep = np.isfinite(p.log_pmf)
-    return _Atoms(loss_low=low[keep], loss_high=high[keep], mass=np.exp(p.log_pmf[keep]), unlisted=p.tail)
+    low, high, mass = low[keep], high[keep], np.exp(p.log_pmf[keep])
+    if p.none_log_pmf > -math.inf:  # "no value": the same outcome in both laws, whatever their offsets
+        none = p.none_log_pmf - q.none_log_pmf
+        low, high = np.append(low, none), np.append(high, none)
+        mass = np.append(mass, math.exp(p.none_log_pmf))
+    return _Atoms(loss_low=low, loss_high=high, mass=mass, unlisted=p.tail)
 
 
 def privacy_loss_atoms(p: DiscreteLaw, q: DiscreteLaw) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +132,7 @@ def _same(p: Any, q: Any) -> bool:
         return (
             p.offset == q.offset
             and p.tail == q.tail
+            and p.none_log_pmf == q.none_log_pmf
             and np.array_equal(p.support, q.support)
             and np.array_equal(p.log_pmf, q.log_pmf)
         )
@@ -132,14 +141,16 @@ def _same(p: Any, q: Any) -> bool:
 
 def _merge(loss: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Atoms with equal loss (to 12 decimals) merged; rounding moves no loss by more than 5e-13."""
-    key = np.round(loss, 12)
+    with np.errstate(over="ignore", invalid="ignore"):
+        key = np.round(loss, 12)
     uniq, inverse = np.unique(key, return_inverse=True)
     return uniq, np.bincount(inverse, weights=mass, minlength=uniq.size)
 
 
 def _convolve(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     loss, mass = np.zeros(1), np.ones(1)
-    for part_loss, part_mass in parts:
+    for raw_loss, raw_mass in parts:
+        part_loss, part_mass = _merge(np.nan_to_num(raw_loss, nan=-np.inf), raw_mass)
         if loss.size * part_loss.size > MAX_ATOMS:
             raise PrivregValueError(
                 f"the product law's privacy-loss distribution has more than {MAX_ATOMS} atoms; declare "
@@ -154,10 +165,11 @@ def _convolve(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, n
 def _one_direction(p: OutputLaw, q: OutputLaw, epsilon: float) -> tuple[float, float, float]:
     """(H lower bound, H upper bound, largest-loss lower bound) of P against Q."""
     if isinstance(p, ProductLaw) and isinstance(q, ProductLaw):
-        if len(p.factors) != len(q.factors):
+        pairs = aligned_factors(p, q)
+        if pairs is None:
             return 1.0, 1.0, math.inf  # different numbers of coordinates: told apart surely
         lows, highs, unlisted, max_loss = [], [], 0.0, 0.0
-        for fp, fq in zip(p.factors, q.factors):
+        for _, fp, fq in pairs:
             if _same(fp, fq):
                 continue
             if not (isinstance(fp, DiscreteLaw) and isinstance(fq, DiscreteLaw)):
@@ -182,6 +194,8 @@ def _one_direction(p: OutputLaw, q: OutputLaw, epsilon: float) -> tuple[float, f
         return lo, min(1.0, hi), float(np.max(atoms.loss_low)) if atoms.loss_low.size else 0.0
     if isinstance(p, DensityLaw) and isinstance(q, DensityLaw):
         return _density_direction(p.distribution, q.distribution, epsilon)
+    if isinstance(p, DiscreteGaussianLaw) or isinstance(q, DiscreteGaussianLaw):
+        return _gaussian_direction(p, q, epsilon)
     raise PrivregValueError(
         f"the laws on the two neighbours are of different forms ({type(p).__name__}, {type(q).__name__}); "
         f"declare the same form on every input"
@@ -207,6 +221,94 @@ def _density_direction(p: Any, q: Any, epsilon: float) -> tuple[float, float, fl
     value, error = integrate.quad(gap, lo, hi, points=points, limit=400, epsabs=1e-13)
     outside = 2 * edge
     return max(0.0, value - error), min(1.0, value + error + outside), float(np.max(loss))
+
+
+#: Discrete Gaussians with at most this many listed outcomes are compared outcome by outcome.
+_LISTED_GAUSSIAN = 400_001
+
+
+def _gaussian_direction(p: Any, q: Any, epsilon: float) -> tuple[float, float, float]:
+    """Two discrete Gaussians (a listed :class:`DiscreteLaw` on one side is refused unless
+    the other can be listed too). Small scales are listed and compared atom by atom;
+    larger ones (both sigma >= 10) analytically: with ``u = z - c_P``, ``d = c_Q - c_P``,
+    the loss ``L(u) = -u^2 / 2a + (u - d)^2 / 2b + ln(sigma_Q / sigma_P)`` is a quadratic,
+    so ``{L > eps}`` is one integer interval or two rays, found from the roots and
+    settled integer by integer next to them; ``H = P(R) - e^eps Q(R)`` with each mass
+    within its law's ``mass_error``. A boundary integer whose loss is within 1e-9 of eps
+    changes H by at most 2e-9 of its mass (counted in ``delta_high``)."""
+    listed: list[Any] = []
+    for law in (p, q):
+        if isinstance(law, DiscreteGaussianLaw):
+            listed.append(law.window(_LISTED_GAUSSIAN) if law.sigma < 1e4 else None)
+        else:
+            listed.append(law)
+    if all(isinstance(x, DiscreteLaw) for x in listed):
+        return _one_direction(listed[0], listed[1], epsilon)
+    if not (isinstance(p, DiscreteGaussianLaw) and isinstance(q, DiscreteGaussianLaw)):
+        raise PrivregValueError(
+            "a discrete Gaussian law of a large scale cannot be compared with a listed law; declare "
+            "DiscreteGaussianLaw on every input"
+        )
+    if min(p.sigma, q.sigma) < DiscreteGaussianLaw.MIN_SIGMA:
+        raise PrivregValueError("discrete Gaussian laws with sigma < 10 and sigma > 1e4 on two neighbours")
+    a, b = float(p.sigma2), float(q.sigma2)
+    d = float(q.center - p.center)  # exact integer difference, then one rounding
+    k = 0.5 * math.log(b / a)
+
+    def loss(u: np.ndarray) -> np.ndarray:
+        u = np.asarray(u, dtype=np.float64)
+        return -(u * u) / (2 * a) + (u - d) ** 2 / (2 * b) + k
+
+    # L(u) - eps = A u^2 + B u + C
+    big_a, big_b, big_c = (a - b) / (2 * a * b), -d / b, d * d / (2 * b) + k - epsilon
+    roots: list[float] = []
+    if big_a == 0.0:
+        if big_b != 0.0:
+            roots = [-big_c / big_b]
+    else:
+        disc = big_b * big_b - 4 * big_a * big_c
+        if disc >= 0:
+            r = math.sqrt(disc)
+            roots = sorted(((-big_b - r) / (2 * big_a), (-big_b + r) / (2 * big_a)))
+    # intervals [lo, hi] of integers u with L(u) > eps: cut the line at the roots, settle
+    # the integers next to each root by evaluating L there
+    cuts = sorted({math.floor(x) + j for x in roots for j in (-1, 0, 1, 2)})
+    edges = [-math.inf, *cuts, math.inf]
+    intervals: list[tuple[float, float]] = []
+
+    def add(lo: float, hi: float) -> None:
+        if intervals and intervals[-1][1] == lo - 1:
+            intervals[-1] = (intervals[-1][0], hi)
+        else:
+            intervals.append((lo, hi))
+
+    for left, right in itertools.pairwise(edges):
+        if math.isinf(left) or math.isinf(right) or right - left > 1:
+            lo = left + 1 if math.isfinite(left) else -math.inf
+            hi = right - 1 if math.isfinite(right) else math.inf
+            if lo > hi:
+                continue
+            if math.isfinite(lo) and math.isfinite(hi):
+                mid = (lo + hi) / 2
+            elif math.isfinite(hi) or math.isfinite(lo):
+                mid = hi - 1 if math.isfinite(hi) else lo + 1
+            else:
+                mid = 0.0  # no root: one sign on the whole line
+            if float(loss(np.array([mid]))[0]) > epsilon:  # no root inside: one sign throughout
+                add(lo, hi)
+        if math.isfinite(right) and float(loss(np.array([right]))[0]) > epsilon:
+            add(right, right)
+    p_mass = sum(p.mass(lo, hi) for lo, hi in intervals)
+    q_mass = sum(q.mass(lo - d, hi - d) for lo, hi in intervals)
+    scale = math.exp(epsilon)
+    value = p_mass - scale * q_mass
+    err = p.mass_error + scale * q.mass_error
+    near = 4 * 2e-9 / (math.sqrt(2 * math.pi) * p.sigma)
+    # largest loss over the integers within 12 sigma of either centre (a lower bound on the supremum)
+    span = 12 * max(p.sigma, q.sigma)
+    grid = np.unique(np.round(np.concatenate([np.linspace(-span, span, 2001), np.linspace(d - span, d + span, 2001)])))
+    top = float(np.max(loss(grid)))
+    return max(0.0, value - err), min(1.0, max(0.0, value) + err + near), top
 
 
 def exact_loss(p: OutputLaw, q: OutputLaw, *, epsilon: float) -> ExactLoss:

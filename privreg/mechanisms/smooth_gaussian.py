@@ -47,6 +47,7 @@ import numpy as np
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, PrivacyEvent
+from privreg.core.laws import DiscreteGaussianLaw, OutputLaw
 from privreg.core.mechanism import Mechanism
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomness import RandomSource
@@ -261,6 +262,22 @@ class SmoothGaussianMechanism(Mechanism):
         if value is None:
             raise PrivregValueError("release needs the dataset: pass release(dataset, charger=...)")
         return self.noise_parameters(value)
+
+    def output_law(self, value: tuple[int, Fraction]) -> OutputLaw | None:
+        """The discrete Gaussian of parameter ``sigma(x)^2`` around ``F(x)`` in grid units,
+        both computed from the input as the release computes them (its centre and its
+        scale differ between neighbours; the exact check compares the two laws). Outputs
+        are encoded back to ``round(output / step) - F(x)``, exact while the total is below
+        2**53 grid steps (beyond, the single rounding to a float merges outcomes: a
+        post-processing, never a larger loss)."""
+        centre, sigma2 = value
+        step = Fraction(self.step)
+
+        def codes(outputs: Any) -> np.ndarray:
+            flat = np.asarray(outputs, dtype=np.float64).reshape(-1).tolist()
+            return np.array([round(Fraction(o) / step) - centre for o in flat], dtype=np.int64)
+
+        return DiscreteGaussianLaw(center=centre, sigma2=sigma2, encode=codes)
 
     def _on_grid(self, k: Any) -> float:
         """``k * step`` rounded once to the nearest float (``+-inf`` beyond the float

@@ -65,6 +65,7 @@ from scipy import special
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.events import ApproxDP, Composed, DiscreteLaplace, PrivacyEvent
+from privreg.core.laws import DiscreteLaw, OutputLaw, ProductLaw
 from privreg.core.mechanism import Mechanism
 from privreg.core.params import OPEN_UNIT, POSITIVE, param_field, param_fields
 from privreg.core.randomizer import secure_permutation
@@ -72,6 +73,7 @@ from privreg.core.randomness import RandomSource
 from privreg.mechanisms.dpsu_threshold import dpsu_threshold
 from privreg.mechanisms.gaussian import GaussianMechanism, as_global_l2
 from privreg.mechanisms.grid_mechanism import exact_sum, grid_values, snap_values
+from privreg.mechanisms.laws import discrete_gaussian_law, two_sided_geometric_law
 from privreg.mechanisms.noise_params import float_at_most, laplace_scale
 from privreg.noise import Grid
 from privreg.noise.fast import discrete_laplace_many, fast_scale
@@ -201,6 +203,56 @@ class _Thresholding(Mechanism):
     @abstractmethod
     def threshold_int(self) -> int:
         """The threshold T in grid units: released iff snapped total + noise > T."""
+
+    @abstractmethod
+    def _noise_law(self, center: int) -> DiscreteLaw | None:
+        """The law of ``center + noise`` on a window (:mod:`privreg.mechanisms.laws`)."""
+
+    def output_law(self, value: KeyCounts) -> OutputLaw | None:
+        """Key by key, independently: "not released" (no value) with probability
+        ``P[k + Z <= T]``, else the noisy total ``k + Z > T`` in grid units, for the
+        snapped total ``k`` and the noise ``Z`` the release draws -- a product over the
+        input's keys, labelled by key. A key absent from an input is never released (its
+        factor there is "no value" surely), so neighbours are compared key by key and the
+        keys only one of them holds carry the threshold's delta. Outputs (``{key: noisy
+        total}``) are encoded as ``round(total / step) - k`` per key, NaN when the key is
+        absent; exact while totals stay below 2**53 grid steps (beyond, the one rounding
+        to a float merges outcomes: a post-processing). The order of the released keys
+        is not part of the law: it is canonical, or uniform and independent of the
+        totals when the keys have no order. The noise window leaves out mass below
+        e^-70 (the factor's ``tail``); its share below the threshold, which the release
+        reports as "not released", is counted in that tail."""
+        centres = snap_values(value.counts, self._grid())
+        threshold = self.threshold_int
+        step = self._grid().step
+        factors = []
+        for c in centres:
+            noise = self._noise_law(int(c))
+            if noise is None:
+                return None
+            cut = threshold - int(c)  # released iff z > cut
+            keep = noise.support > cut if cut > -(2**62) else np.ones(noise.support.size, dtype=bool)
+            below = noise.log_pmf[~keep]
+            factors.append(
+                DiscreteLaw(
+                    support=noise.support[keep],
+                    log_pmf=noise.log_pmf[keep],
+                    offset=noise.offset,
+                    tail=noise.tail,
+                    none_log_pmf=float(special.logsumexp(below)) if below.size else -math.inf,
+                )
+            )
+        keys, centre_ints = value.keys, [int(c) for c in centres]
+
+        def codes(outputs: Any) -> np.ndarray:
+            out = np.full((len(outputs), len(keys)), np.nan)
+            for i, released in enumerate(outputs):
+                for j, (key, c) in enumerate(zip(keys, centre_ints)):
+                    if key in released:
+                        out[i, j] = round(Fraction(float(released[key])) / step) - c
+            return out
+
+        return ProductLaw(factors=factors, encode=codes, labels=keys)
 
     @property
     def threshold(self) -> float:
@@ -336,6 +388,9 @@ class LaplaceThresholding(_Thresholding):
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         return discrete_laplace_many(self.noise_scale, count, rng)
 
+    def _noise_law(self, center: int) -> DiscreteLaw | None:
+        return two_sided_geometric_law(self.noise_scale, center)
+
 
 @attrs.frozen(kw_only=True, field_transformer=param_fields)
 class GaussianThresholding(_Thresholding):
@@ -459,3 +514,6 @@ class GaussianThresholding(_Thresholding):
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         return discrete_gaussian_many(self.noise_mechanism.noise_sigma2, count, rng)
+
+    def _noise_law(self, center: int) -> DiscreteLaw | None:
+        return discrete_gaussian_law(self.noise_mechanism.noise_sigma2, center)

@@ -46,7 +46,10 @@ returns the :class:`ItemReport` instead). The checks (:data:`CHECKS`):
   privacy-loss distributions; :mod:`privreg.audit.exact`) -- on the declared and the
   extreme neighbours is within the claimed delta: deterministic, no sampling error. A
   Laplace mechanism at 0.8 of its scale, or k-ary randomized response computed with
-  ``k - 2`` for ``k - 1``, fails here in well under a second.
+  ``k - 2`` for ``k - 1``, fails here in well under a second. Every built-in mechanism
+  and randomizer declares its law, partition selection (a product over keys of "not
+  released" or the noisy total) and the smooth-sensitivity Gaussian (a discrete
+  Gaussian whose centre and scale both depend on the input) included.
 * ``audit`` -- a :mod:`privreg.audit` run (``audit_samples`` outputs per neighbour, alpha
   1e-6) on the declared neighbours and on those neighbours moved to extreme magnitudes
   (:func:`privreg.audit.extreme.extreme_neighbours`): no lower bound above the claim, no

@@ -10,9 +10,10 @@ exact privacy loss on the declared and the extreme neighbours compared with the 
    ``alpha`` (union bound over events and neighbours).
 2. **The exact loss.** The hockey-stick divergence between the laws on two neighbours
    (:mod:`privreg.audit.exact`) at each claimed ``(epsilon, delta)``: the pure claim when
-   the event has one, otherwise the stated guarantee and the claims at delta 1e-2 and
-   1e-5. A lower bound above ``delta`` (relative slack 1e-6, absolute 1e-15) is a
-   violation -- deterministic, whatever the seed, with no sampling error.
+   the event has one, otherwise the stated guarantee and the claims at the delta the
+   event states (an ``ApproxDP``'s, or the sum over a ``Composed``'s ``ApproxDP`` parts)
+   and at delta 1e-2 and 1e-5. A lower bound above ``delta`` (relative slack 1e-6,
+   absolute 1e-15) is a violation -- deterministic, whatever the seed, with no sampling error.
 """
 
 from __future__ import annotations
@@ -30,8 +31,17 @@ from privreg.audit.extreme import extreme_neighbours, show_input
 from privreg.audit.stats import clopper_pearson_lower, clopper_pearson_upper
 from privreg.core.charging import EventLog
 from privreg.core.errors import PrivregError
+from privreg.core.events import ApproxDP, Composed
 from privreg.core.items import RegistryItem
-from privreg.core.laws import DensityLaw, DiscreteLaw, OutputLaw, ProductLaw, check_law
+from privreg.core.laws import (
+    DensityLaw,
+    DiscreteGaussianLaw,
+    DiscreteLaw,
+    OutputLaw,
+    ProductLaw,
+    aligned_factors,
+    check_law,
+)
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomizer import Randomizer
 
@@ -44,6 +54,8 @@ _TAILS = 12
 _POINTS = 6
 #: Coordinates of a product law tested (those that differ between the neighbours first).
 _MAX_FACTORS = 8
+#: Discrete Gaussian laws with at most this many outcomes are tested outcome by outcome.
+_LISTED = 400_001
 
 
 def law_on(obj: Any, value: Any) -> OutputLaw | None:
@@ -58,7 +70,7 @@ def law_on(obj: Any, value: Any) -> OutputLaw | None:
 def claims_of(obj: Any) -> list[Claim]:
     """What ``obj`` claims for one release: ``epsilon0`` for a randomizer; the pure claim
     of a mechanism's event when it has one, otherwise its stated guarantee and the claims
-    at :data:`EXACT_DELTAS`."""
+    at the delta the event states and at :data:`EXACT_DELTAS`."""
     if isinstance(obj, Randomizer):
         return [Claim(epsilon=float(obj.epsilon0), delta=0.0, accountant="epsilon0")]
     event = obj.privacy_event()
@@ -69,11 +81,22 @@ def claims_of(obj: Any) -> list[Claim]:
     stated = obj.stated_guarantee()
     if stated is not None and hasattr(stated, "epsilon") and hasattr(stated, "delta"):
         out.append(Claim(epsilon=float(stated.epsilon), delta=float(stated.delta), accountant="stated"))
-    for delta in EXACT_DELTAS:
+    charged = _charged_delta(event)
+    for delta in ((charged,) if charged > 0 else ()) + EXACT_DELTAS:
         claim = claim_for(event, delta=delta)
         if math.isfinite(claim.epsilon):
             out.append(claim)
     return out
+
+
+def _charged_delta(event: Any) -> float:
+    """The delta an event states: an ``ApproxDP``'s, summed over the parts of a
+    ``Composed`` (the thresholding mechanisms' ``ApproxDP(0, delta)``); 0 otherwise."""
+    if isinstance(event, ApproxDP):
+        return float(event.delta)
+    if isinstance(event, Composed):
+        return sum(_charged_delta(part) for part in event.events)
+    return 0.0
 
 
 def _draw(obj: Any, value: Any, n: int, rng: Any) -> Any:
@@ -92,14 +115,39 @@ def _equal(code: Any, codes: np.ndarray) -> np.ndarray:
     return np.asarray(codes == code)
 
 
-def _events(law: DiscreteLaw | DensityLaw) -> list[tuple[str, Callable[[np.ndarray], np.ndarray], float, float]]:
+def _no_value(codes: np.ndarray) -> np.ndarray:
+    return np.isnan(np.asarray(codes, dtype=np.float64))
+
+
+def _events(
+    law: DiscreteLaw | DensityLaw | DiscreteGaussianLaw,
+) -> list[tuple[str, Callable[[np.ndarray], np.ndarray], float, float]]:
     """(description, indicator of codes, declared probability low, high)."""
     out: list[tuple[str, Callable[[np.ndarray], np.ndarray], float, float]] = []
+    if isinstance(law, DiscreteGaussianLaw):
+        window = law.window(_LISTED) if law.sigma < 1e4 else None
+        if window is not None:
+            return _events(window)
+        from scipy import special
+
+        for j in range(1, _TAILS + 1):
+            step = math.floor(law.sigma * float(special.ndtri(j / (_TAILS + 1))))
+            mass = law.mass(-math.inf, step)
+            err = law.mass_error
+            out.append(
+                (f"code <= {step}", functools.partial(_at_most, step), max(0.0, mass - err), min(1.0, mass + err))
+            )
+        return out
     if isinstance(law, DensityLaw):
         for j in range(1, _TAILS + 1):
             q = j / (_TAILS + 1)
             cut = float(law.distribution.ppf(q))
             out.append((f"output <= {cut:.6g}", functools.partial(_at_most, cut), q, q))
+        return out
+    if law.none_log_pmf > -math.inf:
+        p_none = math.exp(law.none_log_pmf)
+        out.append(("no value", _no_value, p_none, p_none))
+    if law.support.size == 0:
         return out
     order = np.argsort(law.support, kind="stable")
     codes = law.support[order]
@@ -123,7 +171,7 @@ def _events(law: DiscreteLaw | DensityLaw) -> list[tuple[str, Callable[[np.ndarr
 
     def unlisted(c: np.ndarray) -> np.ndarray:
         pos = np.clip(np.searchsorted(listed, c), 0, listed.size - 1)
-        return listed[pos] != c
+        return (listed[pos] != c) & ~_no_value(c)
 
     out.append(("an outcome the law does not list", unlisted, 0.0, law.tail))
     return out
@@ -131,12 +179,21 @@ def _events(law: DiscreteLaw | DensityLaw) -> list[tuple[str, Callable[[np.ndarr
 
 def _columns(
     law: OutputLaw, outputs: Any, differing: list[int]
-) -> list[tuple[str, DiscreteLaw | DensityLaw, np.ndarray]]:
+) -> list[tuple[str, DiscreteLaw | DensityLaw | DiscreteGaussianLaw, np.ndarray]]:
     if isinstance(law, ProductLaw):
         codes = np.asarray(law.encode(outputs))
         picked = (differing + [j for j in range(len(law.factors)) if j not in differing])[:_MAX_FACTORS]
-        return [(f"coordinate {j}", law.factors[j], codes[:, j]) for j in picked]
+        names = law.labels if law.labels is not None else range(len(law.factors))
+        return [(f"coordinate {list(names)[j]!r}", law.factors[j], codes[:, j]) for j in picked]
     return [("output", law, np.asarray(law.encode(outputs)).reshape(-1))]
+
+
+def _differing(law: ProductLaw, other: ProductLaw) -> list[int]:
+    """Indices of ``law``'s factors that differ from ``other``'s (aligned by label)."""
+    pairs = aligned_factors(law, other) or []
+    changed = {name for name, fa, fb in pairs if not _same_factor(fa, fb)}
+    names = law.labels if law.labels is not None else range(len(law.factors))
+    return [j for j, name in enumerate(names) if name in changed]
 
 
 def fit_problems(
@@ -145,14 +202,15 @@ def fit_problems(
     """For each ``(input, law)``, ``samples`` outputs of ``obj`` tested against ``law``
     (module docstring); the events whose declared probability falls outside the exact
     Clopper-Pearson interval, described. False alarm at most ``alpha`` over all."""
-    differing: list[int] = []
-    if len(laws) == 2 and all(isinstance(law, ProductLaw) for _, law in laws):
+    differing: list[list[int]] = [[] for _ in laws]
+    if len(laws) == 2:
         a, b = laws[0][1], laws[1][1]
-        differing = [j for j, (fa, fb) in enumerate(zip(a.factors, b.factors)) if not _same_factor(fa, fb)]  # type: ignore[union-attr]
+        if isinstance(a, ProductLaw) and isinstance(b, ProductLaw):
+            differing = [_differing(a, b), _differing(b, a)]
     plans = []
     for k, (value, law) in enumerate(laws):
         outputs = _draw(obj, value, samples, rng_for(k))
-        for where, factor, codes in _columns(law, outputs, differing):
+        for where, factor, codes in _columns(law, outputs, differing[k]):
             plans.append((value, where, codes, _events(factor)))
     total = sum(len(events) for *_, events in plans)
     level = alpha / (2 * max(total, 1))
@@ -174,7 +232,12 @@ def fit_problems(
 
 def _same_factor(a: Any, b: Any) -> bool:
     if isinstance(a, DiscreteLaw) and isinstance(b, DiscreteLaw):
-        return a.offset == b.offset and np.array_equal(a.support, b.support) and np.array_equal(a.log_pmf, b.log_pmf)
+        return (
+            a.offset == b.offset
+            and a.none_log_pmf == b.none_log_pmf
+            and np.array_equal(a.support, b.support)
+            and np.array_equal(a.log_pmf, b.log_pmf)
+        )
     return a is b
 
 
