@@ -223,3 +223,46 @@ def test_a_refusal_is_one_line_in_epsilon_without_event_json():
     assert "\n" not in msg and "{" not in msg and msg.startswith("count refused") and msg.count("count refused") == 1
     assert "basic: unsupported" in msg and "rdp: costs epsilon" in msg and "gdp:" in msg
     assert "Nothing was released or charged" in msg
+
+
+def _forge_checkpoints(path, change):
+    """Rewrite every checkpoint's state with ``change`` and recompute the (unkeyed)
+    checkpoint chain, as anyone able to write the file can."""
+    from privreg.budget.ledger import GENESIS_TAG, _checkpoint_hash, _digest, _dumps
+
+    db = sqlite3.connect(path)
+    meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    prev = _digest(None, GENESIS_TAG + _dumps(meta))
+    for seq, state, _, _ in db.execute("SELECT * FROM checkpoints ORDER BY seq").fetchall():
+        text = _dumps(change(json.loads(state)))
+        row_hash = db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()[0]
+        digest = _checkpoint_hash(None, prev, seq, row_hash, text)
+        db.execute("UPDATE checkpoints SET state = ?, prev_hash = ?, hash = ? WHERE seq = ?", (text, prev, digest, seq))
+        prev = digest
+    db.commit()
+    db.close()
+
+
+def test_incremental_verification_catches_a_forged_checkpoint_it_starts_from(tmp_path, monkeypatch):
+    """The anchor a `--since` verification trusts must commit to the checkpoint it starts
+    from: else resetting the checkpoints (and re-hashing their own chain) lets every reader
+    spend the budget again while the incremental verification reports nothing."""
+    monkeypatch.setattr(session_module, "CHECKPOINT_EVERY", 5)
+    path = tmp_path / "l.sqlite"
+    s = BudgetSession(budget=PrivacyBudget(epsilon=2.0, delta=1e-6), ledger=path)
+    for _ in range(10):
+        s.charge(PureDP(epsilon=0.15), mechanism="m", parameters={})
+    s.close()
+    head = verify_ledger(path).head  # 10:..., trusted
+    assert verify_ledger(path, since=head).flags == ()
+
+    def reset(state):
+        for f in state.values():
+            f["sums"] = [0.0] * len(f["sums"])
+        return state
+
+    _forge_checkpoints(path, reset)
+    assert BudgetSession.open(path).spent().epsilon == 0.0  # a reader trusts the last checkpoint
+    flags = verify_ledger(path, since=head).flags
+    assert flags and any("row 10" in f for f in flags)
+    assert verify_ledger(path, expect_head=head).flags  # full verification catches it too
