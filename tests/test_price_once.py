@@ -266,3 +266,28 @@ def test_incremental_verification_catches_a_forged_checkpoint_it_starts_from(tmp
     flags = verify_ledger(path, since=head).flags
     assert flags and any("row 10" in f for f in flags)
     assert verify_ledger(path, expect_head=head).flags  # full verification catches it too
+
+
+def test_a_ledger_without_price_columns_is_charged_as_it_is_reopened(tmp_path):
+    """A format-2 ledger stores neither prices nor the stated guarantee: the live session
+    must price each release as a reader will re-price it (without what it cannot store),
+    else the live session and the reopened ledger hold different states and decide
+    differently."""
+    path = tmp_path / "l.sqlite"
+    BudgetSession(budget=PrivacyBudget(epsilon=1.45, delta=1e-6), ledger=path).close()
+    db = sqlite3.connect(path)  # the format before prices: no stated/prices columns, no checkpoints
+    db.execute("ALTER TABLE charges DROP COLUMN stated")
+    db.execute("ALTER TABLE charges DROP COLUMN prices")
+    db.execute("DROP TABLE checkpoints")
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    db.commit()
+    db.close()
+    live = BudgetSession.open(path)
+    assert not live.ledger.priced
+    gauss = GaussianMechanism(epsilon=0.5, delta=1e-7, sensitivity=1.0)
+    live.charge(gauss.privacy_event(), mechanism="g", parameters={}, stated=gauss.stated_guarantee())
+    reopened = BudgetSession.open(path)
+    assert state_of(reopened) == state_of(live)
+    nxt = PureDP(epsilon=0.9)
+    assert live.can_afford(nxt) == reopened.can_afford(nxt)
+    assert verify_ledger(path).flags == ()
