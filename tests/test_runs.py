@@ -23,7 +23,7 @@ from privreg.budget.session import PrivacyBudget
 from privreg.budget.verify import RUN_KEY, verify_ledger
 from privreg.cli.main import main
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError
-from privreg.core.events import PureDP
+from privreg.core.events import ApproxDP, PureDP
 from privreg.core.items import Citation, Example, Param, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.workflow import WorkflowResult
@@ -383,3 +383,35 @@ def test_a_run_killed_between_its_two_charges_shows_as_partial(capsys, tmp_path,
     assert "partial (no end recorded" in out
     statuses = [r["status"] for r in json.loads(run(capsys, "ledger", "verify", ledger, "--json")[1])["runs"]]
     assert statuses == ["complete", "partial"]
+
+
+def test_a_shared_ledger_refusing_a_runs_delta_says_to_lower_its_delta(tmp_path):
+    """Plenty of epsilon is left, but the run's delta is above what the ledger's filters
+    have: the fix to print is the workflow's delta, not its epsilon."""
+
+    def factory(*, context, total: float = 1.0, tdelta: float = 1e-6):
+        """Charges (total, tdelta) once."""
+        context.charger.charge(ApproxDP(epsilon=total, delta=tdelta), mechanism="m", parameters={}, label="x")
+        return WorkflowResult(summary="done")
+
+    item = RegistryItem(
+        name="pair-spender",
+        kind="workflow",
+        summary="Spends its pair.",
+        citation=Citation(authors="A. Author", title="A Title", year=2020),
+        factory=factory,
+        example=Example(),
+        params=(
+            Param(name="total", type=float, doc="total privacy parameter epsilon", default=1.0),
+            Param(name="tdelta", type=float, doc="total privacy parameter delta", default=1e-6),
+        ),
+        budget_params=("total", "tdelta"),
+    )
+    shared = tmp_path / "team.sqlite"
+    assert main(["ledger", "init", str(shared), "--epsilon", "10", "--delta", "1e-5"]) == 0
+    with pytest.raises(BudgetExceededError) as err:
+        runs.run_workflow(item, {"total": 1.0, "tdelta": 5e-6}, ledger=shared)
+    msg = str(err.value)
+    assert "lower the workflow's --tdelta" in msg and "lower the workflow's --total" not in msg
+    assert labels(shared) == []
+    assert runs.run_workflow(item, {"total": 1.0, "tdelta": 1e-6}, ledger=shared).releases == 1

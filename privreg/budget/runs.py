@@ -306,11 +306,16 @@ def open_shared(path: str, item: RunnableItem, params: Mapping[str, Any]) -> tup
             )
         quote = shared.price(envelope)
         if not quote.granted:
+            fix = item.budget_params[0]
+            if run_budget.delta and len(item.budget_params) > 1:
+                pure = _event(run_budget.epsilon, 0.0, item.neighbouring)
+                if shared.price(pure).granted:  # its epsilon fits: its delta is what does not
+                    fix = item.budget_params[1]
             raise BudgetExceededError(
                 f"run of {item.name!r} refused: it may spend {_spend_text(item, run_budget)}, but no filter of "
                 f"--ledger {path!r} (budget epsilon {ledger_budget.epsilon:g}, delta {ledger_budget.delta:g}, "
                 f"{max(0.0, float(shared.remaining())):.6g} left) grants that: {quote.reason}; lower the workflow's "
-                f"--{item.budget_params[0].replace('_', '-')} or use another ledger. Nothing was released or charged."
+                f"--{fix.replace('_', '-')} or use another ledger. Nothing was released or charged."
             )
         gate = BudgetSession(budget=run_budget, filters=("basic",), event_delta=run_budget.delta or None)
     except BaseException:
