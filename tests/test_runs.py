@@ -415,3 +415,32 @@ def test_a_shared_ledger_refusing_a_runs_delta_says_to_lower_its_delta(tmp_path)
     assert "lower the workflow's --tdelta" in msg and "lower the workflow's --total" not in msg
     assert labels(shared) == []
     assert runs.run_workflow(item, {"total": 1.0, "tdelta": 1e-6}, ledger=shared).releases == 1
+
+
+def test_a_finished_run_whose_end_cannot_be_recorded_is_not_reported_as_stopped(monkeypatch, tmp_path):
+    """run.json is written and every release made; only recording the run's end fails
+    (the ledger busy past its timeout). The run did not stop part-way: it returns, and
+    says that the ledger will list it as partial."""
+    from privreg.budget import run_log
+    from privreg.budget.ledger import LedgerBusyError
+
+    def workflow(*, context, **params):
+        """Charges once and finishes."""
+        context.charger.charge(PureDP(epsilon=0.25), mechanism="laplace", parameters={}, label="only")
+        return WorkflowResult(summary="done")
+
+    replace(monkeypatch, "bounded-mean", workflow)
+    original = run_log.record_end
+
+    def busy(ledger, run_id, *, status, releases):
+        if status == run_log.COMPLETE:
+            raise LedgerBusyError("ledger 'x': another process held its write lock")
+        return original(ledger, run_id, status=status, releases=releases)
+
+    monkeypatch.setattr(run_log, "record_end", busy)
+    said = []
+    done = runs.run_workflow(mean_item(), {}, output=tmp_path / "o", echo=said.append)
+    assert done.releases == 1 and (tmp_path / "o" / "run.json").exists()
+    assert any("end could not be recorded" in s and "partial" in s for s in said), said
+    (summary,) = verify_ledger(tmp_path / "o" / "ledger.sqlite").runs()
+    assert summary["status"] == "partial"  # no end recorded: what the note warned of

@@ -781,7 +781,6 @@ def _run_charged(
     try:
         result, elapsed = _execute(item, ctx, params)
         done = finish(result, elapsed)
-        run_log.record_end(session.ledger, run["id"], status=run_log.COMPLETE, releases=len(charger.charged))
     except BaseException as exc:
         charged = charger.charged
         if not charged:
@@ -802,6 +801,13 @@ def _run_charged(
         if hasattr(exc, "add_note"):  # Python >= 3.11
             exc.add_note(what)
         raise
+    try:  # the run is complete (run.json written): failing to record its end does not undo that
+        run_log.record_end(session.ledger, run["id"], status=run_log.COMPLETE, releases=len(charger.charged))
+    except (PrivregError, sqlite3.Error, OSError) as exc:
+        echo(
+            f"privreg: note: the run of {item.name!r} ({run['id']}) is complete, but its end could not be "
+            f"recorded in the ledger ({exc}); 'privreg ledger show' will list it as partial"
+        )
     return done
 
 
