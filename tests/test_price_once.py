@@ -291,3 +291,24 @@ def test_a_ledger_without_price_columns_is_charged_as_it_is_reopened(tmp_path):
     nxt = PureDP(epsilon=0.9)
     assert live.can_afford(nxt) == reopened.can_afford(nxt)
     assert verify_ledger(path).flags == ()
+
+
+def test_a_stated_guarantee_the_event_does_not_imply_is_never_trusted():
+    """A caller (or a lying mechanism) states (0.01, 1e-5) for a Gaussian of sigma 1: the
+    stated point only chooses the delta; the epsilon charged is what the accountants prove
+    there, never the stated one."""
+    from privreg.accountant.curves import gaussian_epsilon
+
+    s = BudgetSession(budget=PrivacyBudget(epsilon=20.0, delta=3e-4))  # 1e-4 per filter
+    lie = ApproxDP(epsilon=0.01, delta=1e-5)
+    quote = s.price(Gaussian(sigma=1.0), stated=lie)
+    true_eps = gaussian_epsilon(1e-5, 1.0)
+    assert quote.granted and quote.by_filter["basic"] >= true_eps * (1 - 1e-9) > 4.0
+    s.charge(Gaussian(sigma=1.0), mechanism="m", parameters={}, stated=lie)
+    assert s.spent().by_filter["basic"] >= true_eps * (1 - 1e-9)
+    # a stated delta above what the filter has left is priced at the delta left
+    big = ApproxDP(epsilon=0.01, delta=0.5)
+    basic = s.filters[0]
+    s.charge(Gaussian(sigma=1.0), mechanism="m", parameters={}, stated=big)
+    assert s.filters[0].sums[1] == pytest.approx(basic.delta) and s.filters[0].sums[1] <= basic.delta
+    assert s.filters[0].vouches()
