@@ -312,3 +312,17 @@ def test_a_stated_guarantee_the_event_does_not_imply_is_never_trusted():
     s.charge(Gaussian(sigma=1.0), mechanism="m", parameters={}, stated=big)
     assert s.filters[0].sums[1] == pytest.approx(basic.delta) and s.filters[0].sums[1] <= basic.delta
     assert s.filters[0].vouches()
+
+
+def test_a_refusal_by_group_privacy_names_the_neighbour_relation():
+    """An add/remove (eps, delta) release under a replace-one budget is charged by group
+    privacy: (2 eps, (1 + e^eps) delta). Refused for that, the one-line reason must say so,
+    not only that a delta "would be exhausted"."""
+    s = BudgetSession(budget=PrivacyBudget(epsilon=10.0, delta=1e-6, neighbouring="replace_one"))
+    with pytest.raises(BudgetExceededError) as err:
+        s.charge(ApproxDP(epsilon=4.0, delta=1e-7), mechanism="m", parameters={}, label="ngrams")
+    msg = str(err.value)
+    assert "\n" not in msg and "add_remove" in msg and "replace_one" in msg and "group privacy" in msg
+    assert "add_remove" in s.price(ApproxDP(epsilon=4.0, delta=1e-7)).reason
+    # the same release stated for replace-one neighbours fits, and its refusal-free quote says nothing of it
+    assert s.price(ApproxDP(epsilon=4.0, delta=1e-7, neighbouring="replace_one")).granted

@@ -401,11 +401,26 @@ class BudgetSession:
                 trial,
                 prices,
             )
+        reason = self._why(trial, before) + self._relation_clause(event)
         return (
-            Quote(granted=False, epsilon=math.inf, filter="", by_filter=by_filter, reason=self._why(trial, before)),
+            Quote(granted=False, epsilon=math.inf, filter="", by_filter=by_filter, reason=reason),
             trial,
             prices,
         )
+
+    def _relation_clause(self, event: PrivacyEvent) -> str:
+        """Why a refused release may cost more than it states: an add/remove guarantee
+        under a replace-one budget is charged by group privacy."""
+        if (
+            self.budget.neighbouring == "replace_one"
+            and getattr(event, "neighbouring", None) in (None, "add_remove")
+            and event.kind != "local_dp"
+        ):
+            return (
+                "; the release's guarantee is for add_remove neighbours, charged under this replace_one budget "
+                "by group privacy (twice its epsilon, more delta)"
+            )
+        return ""
 
     def _why(self, trial: Sequence[Filter], before: Sequence[float]) -> str:
         """Why no filter can grant a release, one clause per filter, in epsilon."""
