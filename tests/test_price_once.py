@@ -326,3 +326,19 @@ def test_a_refusal_by_group_privacy_names_the_neighbour_relation():
     assert "add_remove" in s.price(ApproxDP(epsilon=4.0, delta=1e-7)).reason
     # the same release stated for replace-one neighbours fits, and its refusal-free quote says nothing of it
     assert s.price(ApproxDP(epsilon=4.0, delta=1e-7, neighbouring="replace_one")).granted
+
+
+def test_a_pair_filter_refusing_by_neighbour_relation_says_so():
+    """The basic filter cannot relate these releases to a replace-one budget; its reason
+    must say why (group privacy, Poisson subsampling), not ask for an (epsilon, delta) the
+    release already states."""
+    s = BudgetSession(budget=PrivacyBudget(epsilon=100.0, delta=1e-6, neighbouring="replace_one"))
+    reason = s.price(ApproxDP(epsilon=30.0, delta=0.1)).reason
+    basic = reason.split("; ")[0]
+    assert basic.startswith("basic: unsupported") and "group privacy" in basic and "state the" not in basic
+    sampled = PoissonSampled(sampling_probability=0.1, event=Gaussian(sigma=2.0))
+    basic = s.price(sampled).reason.split("; ")[0]
+    assert "Poisson subsampling amplifies add/remove guarantees only" in basic and "state the" not in basic
+    # a curve release without a delta to price it at still gets the advice to state one
+    plain = BudgetSession(budget=PrivacyBudget(epsilon=100.0, delta=1e-6), filters=("basic",))
+    assert "state the release's (epsilon, delta)" in plain.price(Gaussian(sigma=2.0)).reason

@@ -56,10 +56,12 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from privreg.accountant.base import leaves
 from privreg.accountant.blocks import block_delta, block_pair, leaf_pair_at, unsupported_reason
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
+from privreg.accountant.relations import relate
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError, UnsupportedEventError
@@ -339,6 +341,10 @@ class _PairFilter(Filter):
             event, stated, event_delta=self.event_delta, neighbouring=self.neighbouring, left=self._delta_left()
         )
         if pair is None:
+            for leaf, _ in leaves(event):  # a leaf with no guarantee for the budget's neighbours: say why
+                related, why = relate(leaf, self.neighbouring)
+                if related is None:
+                    raise UnsupportedEventError(event, self.name, why)
             raise UnsupportedEventError(
                 event,
                 self.name,
