@@ -444,3 +444,16 @@ def test_a_finished_run_whose_end_cannot_be_recorded_is_not_reported_as_stopped(
     assert any("end could not be recorded" in s and "partial" in s for s in said), said
     (summary,) = verify_ledger(tmp_path / "o" / "ledger.sqlite").runs()
     assert summary["status"] == "partial"  # no end recorded: what the note warned of
+
+
+def test_a_shared_ledger_that_cannot_price_the_run_does_not_say_lower_its_epsilon(tmp_path):
+    """A --filter gdp ledger cannot price a pure epsilon-DP run at all: lowering the
+    workflow's epsilon cannot help, and the message must not suggest it."""
+    shared = tmp_path / "gdp.sqlite"
+    assert main(["ledger", "init", str(shared), "--epsilon", "20", "--delta", "1e-6", "--filter", "gdp"]) == 0
+    with pytest.raises(BudgetExceededError) as err:
+        runs.run_workflow(_total_workflow(), {"total": 1.0}, ledger=shared)
+    msg = str(err.value)
+    assert "gdp: unsupported" in msg and "lower the workflow's" not in msg
+    assert "use a ledger whose filters can price it" in msg and "\n" not in msg
+    assert labels(shared) == []

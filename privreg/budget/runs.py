@@ -311,11 +311,17 @@ def open_shared(path: str, item: RunnableItem, params: Mapping[str, Any]) -> tup
                 pure = _event(run_budget.epsilon, 0.0, item.neighbouring)
                 if shared.price(pure).granted:  # its epsilon fits: its delta is what does not
                     fix = item.budget_params[1]
+            advice = f"lower the workflow's --{fix.replace('_', '-')} or use another ledger"
+            if all(x is None for x in quote.by_filter.values()):  # no amount of it can be priced
+                advice = (
+                    "use a ledger whose filters can price it (e.g. the default basic, rdp and gdp: "
+                    "'privreg ledger init PATH --epsilon E')"
+                )
             raise BudgetExceededError(
                 f"run of {item.name!r} refused: it may spend {_spend_text(item, run_budget)}, but no filter of "
                 f"--ledger {path!r} (budget epsilon {ledger_budget.epsilon:g}, delta {ledger_budget.delta:g}, "
-                f"{max(0.0, float(shared.remaining())):.6g} left) grants that: {quote.reason}; lower the workflow's "
-                f"--{fix.replace('_', '-')} or use another ledger. Nothing was released or charged."
+                f"{max(0.0, float(shared.remaining())):.6g} left) grants that: {quote.reason}; {advice}. "
+                f"Nothing was released or charged."
             )
         gate = BudgetSession(budget=run_budget, filters=("basic",), event_delta=run_budget.delta or None)
     except BaseException:
