@@ -457,3 +457,16 @@ def test_a_shared_ledger_that_cannot_price_the_run_does_not_say_lower_its_epsilo
     assert "gdp: unsupported" in msg and "lower the workflow's" not in msg
     assert "use a ledger whose filters can price it" in msg and "\n" not in msg
     assert labels(shared) == []
+
+
+def test_a_replace_one_workflow_under_an_add_remove_budget_is_refused_for_that(tmp_path):
+    """outlier-count's guarantee (epsilon 4) is for replace-one neighbours; a budget of
+    epsilon 5 for add/remove neighbours cannot hold it. The refusal must say so, not ask
+    to lower --epsilon "to at most 5" when it is 4 already."""
+    item = privreg.default_registry().get("outlier-count", kind="workflow")
+    with pytest.raises(PrivregValueError) as err:
+        runs.run_workflow(item, {}, budget=PrivacyBudget(epsilon=5.0, delta=1e-5), output=tmp_path / "o")
+    msg = str(err.value)
+    assert "replace_one" in msg and "neighbouring='replace_one'" in msg and "at most 5" not in msg
+    assert "Nothing was released or charged" in msg
+    assert not (tmp_path / "o").exists()

@@ -334,6 +334,13 @@ def _check_own_budget(
     item: RunnableItem, params: Mapping[str, Any], budget: PrivacyBudget, event_delta: float | None
 ) -> None:
     """Refuse, before any ledger exists, a run whose envelope its own budget cannot afford."""
+    if item.neighbouring == "replace_one" and budget.neighbouring != "replace_one":
+        raise PrivregValueError(
+            f"workflow {item.name!r} releases local or shuffled reports, whose guarantee is for replace_one "
+            f"neighbours, but its budget is for {budget.neighbouring} neighbours; pass "
+            f"budget=PrivacyBudget(..., neighbouring='replace_one'). Nothing was released or charged, and no "
+            f"ledger was created."
+        )
     if item.budget_of(params) is None:
         return  # nothing declared: the budget itself is the envelope
     run_budget, envelope = run_envelope(item, params)
