@@ -65,7 +65,7 @@ from privreg.accountant.relations import relate
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError, UnsupportedEventError
-from privreg.core.events import ApproxDP, PrivacyEvent
+from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 
 __all__ = [
     "Filter",
@@ -200,9 +200,10 @@ def _best_pair(
         if pair is not None:
             candidates.append(pair)
     fitting = [p for p in candidates if p[1] <= left]
-    if candidates and not fitting and left > 0:
-        # priced at the delta left, as a block is (e.g. event_delta is the budget's delta
-        # but this filter has a share of it): a valid point, and the filter stays alive
+    if candidates and not fitting and left > 0 and not isinstance(event, (Composed, SelfComposed)):
+        # a leaf priced at the delta left, as a block already is (e.g. event_delta is the
+        # budget's delta but this filter has a share of it): a valid point, and the filter
+        # stays alive
         pair = _pair_at(event, left, neighbouring, math.inf)
         if pair is not None and pair[1] <= left:
             fitting = [pair]
