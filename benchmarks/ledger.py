@@ -150,7 +150,7 @@ def _fingerprint() -> str:
     text = f"{privreg.__version__}|{SEED}|{BUDGET}|{LEDGER_FORMAT}|{CHECKPOINT_EVERY}|{BATCH}"
     h = hashlib.sha256(text.encode())
     root = Path(privreg.__file__).parent
-    for part in ("budget/filters.py", "accountant/blocks.py"):  # how releases are priced
+    for part in ("budget/filters.py", "accountant/blocks.py", "budget/ledger.py"):  # how rows are priced and hashed
         h.update((root / part).read_bytes())
     h.update(repr(_palette()).encode())
     return h.hexdigest()[:12]

@@ -254,3 +254,22 @@ def test_a_block_calibrated_to_the_whole_delta_fits_a_budget_of_that_delta():
     assert pair is not None and pair[1] == delta and pair[0] == pytest.approx(eps, rel=1e-6)
     unbounded = block_pair(block, event_delta=delta, neighbouring="add_remove")
     assert unbounded is not None and unbounded[1] == pytest.approx(1.5 * delta)
+
+
+def test_a_curve_release_over_the_delta_left_keeps_the_basic_filter_alive(tmp_path):
+    """`ledger init --delta D` prices curve events at D, but each of the three default
+    filters has D/3: a Gaussian priced at D never fits the basic filter. Priced instead at
+    the delta the filter has left (as a block is), it fits, and the basic filter stays
+    alive for the pure releases after it instead of being switched off for good."""
+    path = tmp_path / "team.sqlite"
+    assert main(["ledger", "init", str(path), "--epsilon", "10", "--delta", "1e-6"]) == 0
+    s = BudgetSession.open(path)
+    s.charge(Gaussian(sigma=5.0), mechanism="gaussian", parameters={})
+    basic = s.filters[0]
+    assert basic.name == "basic" and basic.vouches() and basic.sums[1] <= basic.delta
+    assert basic.sums[0] == pytest.approx(gaussian_epsilon(basic.delta, 1 / 5.0))
+    quote = s.price(PureDP(epsilon=1.0))
+    assert quote.granted and quote.by_filter["basic"] == pytest.approx(1.0)
+    s.charge(PureDP(epsilon=1.0), mechanism="m", parameters={})
+    assert BudgetSession.open(path).spent() == s.spent()
+    assert verify_ledger(path).flags == ()

@@ -223,3 +223,122 @@ def test_a_refusal_is_one_line_in_epsilon_without_event_json():
     assert "\n" not in msg and "{" not in msg and msg.startswith("count refused") and msg.count("count refused") == 1
     assert "basic: unsupported" in msg and "rdp: costs epsilon" in msg and "gdp:" in msg
     assert "Nothing was released or charged" in msg
+
+
+def _forge_checkpoints(path, change):
+    """Rewrite every checkpoint's state with ``change`` and recompute the (unkeyed)
+    checkpoint chain, as anyone able to write the file can."""
+    from privreg.budget.ledger import GENESIS_TAG, _checkpoint_hash, _digest, _dumps
+
+    db = sqlite3.connect(path)
+    meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    prev = _digest(None, GENESIS_TAG + _dumps(meta))
+    for seq, state, _, _ in db.execute("SELECT * FROM checkpoints ORDER BY seq").fetchall():
+        text = _dumps(change(json.loads(state)))
+        row_hash = db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()[0]
+        digest = _checkpoint_hash(None, prev, seq, row_hash, text)
+        db.execute("UPDATE checkpoints SET state = ?, prev_hash = ?, hash = ? WHERE seq = ?", (text, prev, digest, seq))
+        prev = digest
+    db.commit()
+    db.close()
+
+
+def test_incremental_verification_catches_a_forged_checkpoint_it_starts_from(tmp_path, monkeypatch):
+    """The anchor a `--since` verification trusts must commit to the checkpoint it starts
+    from: else resetting the checkpoints (and re-hashing their own chain) lets every reader
+    spend the budget again while the incremental verification reports nothing."""
+    monkeypatch.setattr(session_module, "CHECKPOINT_EVERY", 5)
+    path = tmp_path / "l.sqlite"
+    s = BudgetSession(budget=PrivacyBudget(epsilon=2.0, delta=1e-6), ledger=path)
+    for _ in range(10):
+        s.charge(PureDP(epsilon=0.15), mechanism="m", parameters={})
+    s.close()
+    head = verify_ledger(path).head  # 10:..., trusted
+    assert verify_ledger(path, since=head).flags == ()
+
+    def reset(state):
+        for f in state.values():
+            f["sums"] = [0.0] * len(f["sums"])
+        return state
+
+    _forge_checkpoints(path, reset)
+    assert BudgetSession.open(path).spent().epsilon == 0.0  # a reader trusts the last checkpoint
+    flags = verify_ledger(path, since=head).flags
+    assert flags and any("row 10" in f for f in flags)
+    assert verify_ledger(path, expect_head=head).flags  # full verification catches it too
+
+
+def test_a_ledger_without_price_columns_is_charged_as_it_is_reopened(tmp_path):
+    """A format-2 ledger stores neither prices nor the stated guarantee: the live session
+    must price each release as a reader will re-price it (without what it cannot store),
+    else the live session and the reopened ledger hold different states and decide
+    differently."""
+    path = tmp_path / "l.sqlite"
+    BudgetSession(budget=PrivacyBudget(epsilon=1.45, delta=1e-6), ledger=path).close()
+    db = sqlite3.connect(path)  # the format before prices: no stated/prices columns, no checkpoints
+    db.execute("ALTER TABLE charges DROP COLUMN stated")
+    db.execute("ALTER TABLE charges DROP COLUMN prices")
+    db.execute("DROP TABLE checkpoints")
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    db.commit()
+    db.close()
+    live = BudgetSession.open(path)
+    assert not live.ledger.priced
+    gauss = GaussianMechanism(epsilon=0.5, delta=1e-7, sensitivity=1.0)
+    live.charge(gauss.privacy_event(), mechanism="g", parameters={}, stated=gauss.stated_guarantee())
+    reopened = BudgetSession.open(path)
+    assert state_of(reopened) == state_of(live)
+    nxt = PureDP(epsilon=0.9)
+    assert live.can_afford(nxt) == reopened.can_afford(nxt)
+    assert verify_ledger(path).flags == ()
+
+
+def test_a_stated_guarantee_the_event_does_not_imply_is_never_trusted():
+    """A caller (or a lying mechanism) states (0.01, 1e-5) for a Gaussian of sigma 1: the
+    stated point only chooses the delta; the epsilon charged is what the accountants prove
+    there, never the stated one."""
+    from privreg.accountant.curves import gaussian_epsilon
+
+    s = BudgetSession(budget=PrivacyBudget(epsilon=20.0, delta=3e-4))  # 1e-4 per filter
+    lie = ApproxDP(epsilon=0.01, delta=1e-5)
+    quote = s.price(Gaussian(sigma=1.0), stated=lie)
+    true_eps = gaussian_epsilon(1e-5, 1.0)
+    assert quote.granted and quote.by_filter["basic"] >= true_eps * (1 - 1e-9) > 4.0
+    s.charge(Gaussian(sigma=1.0), mechanism="m", parameters={}, stated=lie)
+    assert s.spent().by_filter["basic"] >= true_eps * (1 - 1e-9)
+    # a stated delta above what the filter has left is priced at the delta left
+    big = ApproxDP(epsilon=0.01, delta=0.5)
+    basic = s.filters[0]
+    s.charge(Gaussian(sigma=1.0), mechanism="m", parameters={}, stated=big)
+    assert s.filters[0].sums[1] == pytest.approx(basic.delta) and s.filters[0].sums[1] <= basic.delta
+    assert s.filters[0].vouches()
+
+
+def test_a_refusal_by_group_privacy_names_the_neighbour_relation():
+    """An add/remove (eps, delta) release under a replace-one budget is charged by group
+    privacy: (2 eps, (1 + e^eps) delta). Refused for that, the one-line reason must say so,
+    not only that a delta "would be exhausted"."""
+    s = BudgetSession(budget=PrivacyBudget(epsilon=10.0, delta=1e-6, neighbouring="replace_one"))
+    with pytest.raises(BudgetExceededError) as err:
+        s.charge(ApproxDP(epsilon=4.0, delta=1e-7), mechanism="m", parameters={}, label="ngrams")
+    msg = str(err.value)
+    assert "\n" not in msg and "add_remove" in msg and "replace_one" in msg and "group privacy" in msg
+    assert "add_remove" in s.price(ApproxDP(epsilon=4.0, delta=1e-7)).reason
+    # the same release stated for replace-one neighbours fits, and its refusal-free quote says nothing of it
+    assert s.price(ApproxDP(epsilon=4.0, delta=1e-7, neighbouring="replace_one")).granted
+
+
+def test_a_pair_filter_refusing_by_neighbour_relation_says_so():
+    """The basic filter cannot relate these releases to a replace-one budget; its reason
+    must say why (group privacy, Poisson subsampling), not ask for an (epsilon, delta) the
+    release already states."""
+    s = BudgetSession(budget=PrivacyBudget(epsilon=100.0, delta=1e-6, neighbouring="replace_one"))
+    reason = s.price(ApproxDP(epsilon=30.0, delta=0.1)).reason
+    basic = reason.split("; ")[0]
+    assert basic.startswith("basic: unsupported") and "group privacy" in basic and "state the" not in basic
+    sampled = PoissonSampled(sampling_probability=0.1, event=Gaussian(sigma=2.0))
+    basic = s.price(sampled).reason.split("; ")[0]
+    assert "Poisson subsampling amplifies add/remove guarantees only" in basic and "state the" not in basic
+    # a curve release without a delta to price it at still gets the advice to state one
+    plain = BudgetSession(budget=PrivacyBudget(epsilon=100.0, delta=1e-6), filters=("basic",))
+    assert "state the release's (epsilon, delta)" in plain.price(Gaussian(sigma=2.0)).reason

@@ -23,7 +23,7 @@ from privreg.budget.session import PrivacyBudget
 from privreg.budget.verify import RUN_KEY, verify_ledger
 from privreg.cli.main import main
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError
-from privreg.core.events import PureDP
+from privreg.core.events import ApproxDP, PureDP
 from privreg.core.items import Citation, Example, Param, RegistryItem
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.core.workflow import WorkflowResult
@@ -383,3 +383,90 @@ def test_a_run_killed_between_its_two_charges_shows_as_partial(capsys, tmp_path,
     assert "partial (no end recorded" in out
     statuses = [r["status"] for r in json.loads(run(capsys, "ledger", "verify", ledger, "--json")[1])["runs"]]
     assert statuses == ["complete", "partial"]
+
+
+def test_a_shared_ledger_refusing_a_runs_delta_says_to_lower_its_delta(tmp_path):
+    """Plenty of epsilon is left, but the run's delta is above what the ledger's filters
+    have: the fix to print is the workflow's delta, not its epsilon."""
+
+    def factory(*, context, total: float = 1.0, tdelta: float = 1e-6):
+        """Charges (total, tdelta) once."""
+        context.charger.charge(ApproxDP(epsilon=total, delta=tdelta), mechanism="m", parameters={}, label="x")
+        return WorkflowResult(summary="done")
+
+    item = RegistryItem(
+        name="pair-spender",
+        kind="workflow",
+        summary="Spends its pair.",
+        citation=Citation(authors="A. Author", title="A Title", year=2020),
+        factory=factory,
+        example=Example(),
+        params=(
+            Param(name="total", type=float, doc="total privacy parameter epsilon", default=1.0),
+            Param(name="tdelta", type=float, doc="total privacy parameter delta", default=1e-6),
+        ),
+        budget_params=("total", "tdelta"),
+    )
+    shared = tmp_path / "team.sqlite"
+    assert main(["ledger", "init", str(shared), "--epsilon", "10", "--delta", "1e-5"]) == 0
+    with pytest.raises(BudgetExceededError) as err:
+        runs.run_workflow(item, {"total": 1.0, "tdelta": 5e-6}, ledger=shared)
+    msg = str(err.value)
+    assert "lower the workflow's --tdelta" in msg and "lower the workflow's --total" not in msg
+    assert labels(shared) == []
+    assert runs.run_workflow(item, {"total": 1.0, "tdelta": 1e-6}, ledger=shared).releases == 1
+
+
+def test_a_finished_run_whose_end_cannot_be_recorded_is_not_reported_as_stopped(monkeypatch, tmp_path):
+    """run.json is written and every release made; only recording the run's end fails
+    (the ledger busy past its timeout). The run did not stop part-way: it returns, and
+    says that the ledger will list it as partial."""
+    from privreg.budget import run_log
+    from privreg.budget.ledger import LedgerBusyError
+
+    def workflow(*, context, **params):
+        """Charges once and finishes."""
+        context.charger.charge(PureDP(epsilon=0.25), mechanism="laplace", parameters={}, label="only")
+        return WorkflowResult(summary="done")
+
+    replace(monkeypatch, "bounded-mean", workflow)
+    original = run_log.record_end
+
+    def busy(ledger, run_id, *, status, releases):
+        if status == run_log.COMPLETE:
+            raise LedgerBusyError("ledger 'x': another process held its write lock")
+        return original(ledger, run_id, status=status, releases=releases)
+
+    monkeypatch.setattr(run_log, "record_end", busy)
+    said = []
+    done = runs.run_workflow(mean_item(), {}, output=tmp_path / "o", echo=said.append)
+    assert done.releases == 1 and (tmp_path / "o" / "run.json").exists()
+    assert any("end could not be recorded" in s and "partial" in s for s in said), said
+    (summary,) = verify_ledger(tmp_path / "o" / "ledger.sqlite").runs()
+    assert summary["status"] == "partial"  # no end recorded: what the note warned of
+
+
+def test_a_shared_ledger_that_cannot_price_the_run_does_not_say_lower_its_epsilon(tmp_path):
+    """A --filter gdp ledger cannot price a pure epsilon-DP run at all: lowering the
+    workflow's epsilon cannot help, and the message must not suggest it."""
+    shared = tmp_path / "gdp.sqlite"
+    assert main(["ledger", "init", str(shared), "--epsilon", "20", "--delta", "1e-6", "--filter", "gdp"]) == 0
+    with pytest.raises(BudgetExceededError) as err:
+        runs.run_workflow(_total_workflow(), {"total": 1.0}, ledger=shared)
+    msg = str(err.value)
+    assert "gdp: unsupported" in msg and "lower the workflow's" not in msg
+    assert "use a ledger whose filters can price it" in msg and "\n" not in msg
+    assert labels(shared) == []
+
+
+def test_a_replace_one_workflow_under_an_add_remove_budget_is_refused_for_that(tmp_path):
+    """outlier-count's guarantee (epsilon 4) is for replace-one neighbours; a budget of
+    epsilon 5 for add/remove neighbours cannot hold it. The refusal must say so, not ask
+    to lower --epsilon "to at most 5" when it is 4 already."""
+    item = privreg.default_registry().get("outlier-count", kind="workflow")
+    with pytest.raises(PrivregValueError) as err:
+        runs.run_workflow(item, {}, budget=PrivacyBudget(epsilon=5.0, delta=1e-5), output=tmp_path / "o")
+    msg = str(err.value)
+    assert "replace_one" in msg and "neighbouring='replace_one'" in msg and "at most 5" not in msg
+    assert "Nothing was released or charged" in msg
+    assert not (tmp_path / "o").exists()

@@ -37,11 +37,12 @@ leaves, which is exact in their currency.
 **Price once** (what a ledger stores): a filter's state is a few running sums, and each
 release moves them by an *increment* -- its price -- computed once, when the release is
 decided, from the event, the guarantee the caller stated and the state before it (the
-``basic`` and ``advanced`` filters price a block at no more than the delta they have left
-then). The ledger stores every filter's price with the row; reopening, catching up and a
-second process replay those stored prices with the same float operations in the same
-order, so every reader holds bit for bit the state the live session held and takes the
-same decisions. Verification re-derives each price from the rows before it.
+``basic`` and ``advanced`` filters price a block, or a curve release whose delta does not
+fit, at no more than the delta they have left then). The ledger stores every filter's
+price with the row; reopening, catching up and a second process replay those stored
+prices with the same float operations in the same order, so every reader holds bit for
+bit the state the live session held and takes the same decisions. Verification
+re-derives each price from the rows before it.
 """
 
 from __future__ import annotations
@@ -55,14 +56,16 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from privreg.accountant.base import leaves
 from privreg.accountant.blocks import block_delta, block_pair, leaf_pair_at, unsupported_reason
 from privreg.accountant.curves import gaussian_epsilon
 from privreg.accountant.gdp import GDPAccountant
 from privreg.accountant.rdp import ORDERS, TINY, RDPAccountant, rdp_epsilon
+from privreg.accountant.relations import relate
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError, UnsupportedEventError
-from privreg.core.events import ApproxDP, PrivacyEvent
+from privreg.core.events import ApproxDP, Composed, PrivacyEvent, SelfComposed
 
 __all__ = [
     "Filter",
@@ -183,8 +186,9 @@ def _best_pair(
     """The (eps, delta) point a pair filter charges: at ``event_delta``, or at the delta
     the caller stated (a Gaussian asked for at (eps, delta) is priced at that point of its
     curve, as proven by the accountants -- never more than it was verified for), whichever
-    fits the ``left`` delta with the smaller epsilon. The point is fixed at charge time
-    from the event and earlier outputs only, as RRUV 2016 filters allow."""
+    fits the ``left`` delta with the smaller epsilon; if neither fits, at ``left`` itself.
+    The point is fixed at charge time from the event and earlier outputs only, as RRUV
+    2016 filters allow."""
     candidates = []
     pair = _pair(event, event_delta, neighbouring, left)
     if pair is not None:
@@ -196,6 +200,13 @@ def _best_pair(
         if pair is not None:
             candidates.append(pair)
     fitting = [p for p in candidates if p[1] <= left]
+    if candidates and not fitting and left > 0 and not isinstance(event, (Composed, SelfComposed)):
+        # a leaf priced at the delta left, as a block already is (e.g. event_delta is the
+        # budget's delta but this filter has a share of it): a valid point, and the filter
+        # stays alive
+        pair = _pair_at(event, left, neighbouring, math.inf)
+        if pair is not None and pair[1] <= left:
+            fitting = [pair]
     pool = fitting or candidates
     return min(pool) if pool else None
 
@@ -331,6 +342,10 @@ class _PairFilter(Filter):
             event, stated, event_delta=self.event_delta, neighbouring=self.neighbouring, left=self._delta_left()
         )
         if pair is None:
+            for leaf, _ in leaves(event):  # a leaf with no guarantee for the budget's neighbours: say why
+                related, why = relate(leaf, self.neighbouring)
+                if related is None:
+                    raise UnsupportedEventError(event, self.name, why)
             raise UnsupportedEventError(
                 event,
                 self.name,

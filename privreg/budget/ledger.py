@@ -22,8 +22,9 @@ What :meth:`Ledger.verify` detects, and what it cannot:
   Without the key, a keyed chain is reported as not verified, never as intact.
 - An anchor (``expect_head``): the head ``SEQ:HASH`` (see :func:`format_head`) noted
   earlier and kept where the ledger's writers cannot change it. The anchored hash commits
-  to every row up to it, so truncation, rollback and any rewrite of rows up to the
-  anchored row are detected, keyed or not. Rows appended after it are normal and are
+  to every row up to it and to every checkpoint stored with them (a row's hash covers its
+  checkpoint's state), so truncation, rollback and any rewrite of rows or checkpoints up
+  to the anchored row are detected, keyed or not. Rows appended after it are normal and are
   covered only by the chain as above.
 - Never detected: a rewrite of the rows after your latest anchor by someone able to
   recompute the chain (anyone if unkeyed, a key holder if keyed); releases that were
@@ -188,7 +189,9 @@ def _row_hash(
     randomness: str,
     *priced: str,
 ) -> str:
-    """A row's hash; ``priced`` (stated guarantee and prices) only in a format-3 ledger."""
+    """A row's hash; ``priced`` (stated guarantee and prices, then the state of the
+    checkpoint stored with the row, if any) only in a format-3 ledger. Covering the
+    checkpoint makes every later row, and so an anchored head, commit to it."""
     body = _dumps([seq, repr(timestamp), mechanism, parameters, event, label, randomness, *priced])
     return _digest(key, prev_hash + body)
 
@@ -540,7 +543,8 @@ class Ledger:
         if self._key is not None:
             with self._sql("reading its last row"):
                 last = self._db.execute(f"{self._select} ORDER BY seq DESC LIMIT 1").fetchone()
-            if last is not None and _row_hash(self._key, last[7], *last[:7], *last[9:]) != last[8]:
+            states = self._checkpoint_texts(int(last[0]) - 1) if last is not None else {}
+            if last is not None and _row_hash(self._key, last[7], *last[:7], *last[9:], *states.values()) != last[8]:
                 raise LedgerIntegrityError(
                     f"ledger {self.path!r}: its last row ({last[0]}) does not verify "
                     f"under the key; run 'privreg ledger verify {self.path} --key-file ...'"
@@ -747,21 +751,21 @@ class Ledger:
                 )
             return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
         priced = ("" if charge.stated is None else charge.stated.to_json(), _dumps(dict(prices or {})))
-        digest = _row_hash(self._key, prev, seq + 1, *fields, *priced)
+        state = None if checkpoint is None else _dumps(dict(checkpoint))
+        digest = _row_hash(self._key, prev, seq + 1, *fields, *priced, *(() if state is None else (state,)))
         with self._sql("appending a charge"):
             self._db.execute(
                 "INSERT INTO charges (seq, timestamp, mechanism, parameters, event, label, randomness, prev_hash, "
                 "hash, stated, prices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (seq + 1, *fields, prev, digest, *priced),
             )
-            if checkpoint is not None:
-                self._write_checkpoint(seq + 1, digest, checkpoint)
+            if state is not None:
+                self._write_checkpoint(seq + 1, digest, state)
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=dict(prices or {}))
 
-    def _write_checkpoint(self, seq: int, row_hash: str, state: Mapping[str, Any]) -> None:
+    def _write_checkpoint(self, seq: int, row_hash: str, text: str) -> None:
         last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
         prev = self.genesis() if last is None else str(last[0])
-        text = _dumps(dict(state))
         digest = _checkpoint_hash(self._key, prev, seq, row_hash, text)
         self._db.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (seq, text, prev, digest))
 
@@ -856,7 +860,7 @@ class Ledger:
                 if self._key_problem is not None:
                     raise LedgerIntegrityError(f"{self._key_problem} (or read with verify=False)")
                 prev = self.genesis() if after == 0 else self._hash_at(after)
-                problems = self._check(raw, prev, after, self._key, contents=True)
+                problems = self._check(raw, prev, after, self._key, self._checkpoint_texts(after), contents=True)
                 if problems:
                     raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
         return [self._decode(r) for r in raw]
@@ -874,8 +878,24 @@ class Ledger:
             raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} is missing")
         return str(row[0])
 
+    def _checkpoint_texts(self, after: int) -> dict[int, str]:
+        """The stored state of every checkpoint after row ``after`` (each row's hash covers
+        its checkpoint's), by row."""
+        if not self.priced:
+            return {}
+        found = self._db.execute("SELECT seq, state FROM checkpoints WHERE seq > ?", (after,)).fetchall()
+        return {int(seq): str(state) for seq, state in found}
+
     @staticmethod
-    def _check(raw: list[tuple[Any, ...]], prev: str, after: int, key: bytes | None, *, contents: bool) -> list[str]:
+    def _check(
+        raw: list[tuple[Any, ...]],
+        prev: str,
+        after: int,
+        key: bytes | None,
+        states: Mapping[int, str],
+        *,
+        contents: bool,
+    ) -> list[str]:
         problems = []
         expected_seq = after
         for r in raw:
@@ -886,8 +906,11 @@ class Ledger:
                 expected_seq = seq
             if prev_hash != prev:
                 problems.append(f"row {seq}: prev_hash does not match the previous row's hash")
-            if contents and _row_hash(key, prev_hash, seq, ts, mech, params, event, label, rnd, *r[9:]) != digest:
-                problems.append(f"row {seq}: contents do not match its hash (edited)")
+            state = states.get(seq)
+            priced = (*r[9:], *(() if state is None else (state,)))
+            if contents and _row_hash(key, prev_hash, seq, ts, mech, params, event, label, rnd, *priced) != digest:
+                what = "contents do not match" if state is None else "contents or checkpoint do not match"
+                problems.append(f"row {seq}: {what} its hash (edited)")
             prev = digest
         return problems
 
@@ -900,7 +923,7 @@ class Ledger:
         contents = self._key_problem is None
         with self._sql("verifying"):
             raw = self._db.execute(f"{self._select} ORDER BY seq").fetchall()
-            problems += self._check(raw, self.genesis(), 0, self._key, contents=contents)
+            problems += self._check(raw, self.genesis(), 0, self._key, self._checkpoint_texts(0), contents=contents)
             if anchor is not None:
                 problems += self._anchor_problems(*anchor)
         return problems
@@ -927,18 +950,21 @@ class Ledger:
         return [self._decode(r) for r in raw]
 
     def verify_from(self, seq: int, *, expect_head: str, name: str = "expect_head") -> list[str]:
-        """Integrity problems of the rows after ``seq`` (chained from row ``seq``'s hash)
-        and of the anchor ``expect_head``, which must be at or after ``seq``: an
-        incremental check whose cost is the rows since, trusting what the anchor covers."""
+        """Integrity problems of row ``seq`` (whose hash covers the checkpoint stored with
+        it, where an incremental verification starts) and the rows after it, chained from
+        row ``seq - 1``'s hash, and of the anchor ``expect_head``, which must be at or after
+        ``seq``: an incremental check whose cost is the rows since, trusting what the anchor
+        covers."""
         anchor = parse_head(expect_head, name)
         if anchor[0] is not None and anchor[0] < seq:
             raise PrivregValueError(f"the anchor {expect_head!r} is before row {seq}; verify from an earlier row")
         problems = [self._key_problem] if self._key_problem is not None else []
         contents = self._key_problem is None
         with self._sql("verifying"):
-            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
-            prev = self.genesis() if seq == 0 else self._hash_at(seq)
-            problems += self._check(raw, prev, seq, self._key, contents=contents)
+            after = max(0, seq - 1)
+            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+            prev = self.genesis() if after == 0 else self._hash_at(after)
+            problems += self._check(raw, prev, after, self._key, self._checkpoint_texts(after), contents=contents)
             problems += self._anchor_problems(*anchor)
         return problems
 

@@ -306,11 +306,22 @@ def open_shared(path: str, item: RunnableItem, params: Mapping[str, Any]) -> tup
             )
         quote = shared.price(envelope)
         if not quote.granted:
+            fix = item.budget_params[0]
+            if run_budget.delta and len(item.budget_params) > 1:
+                pure = _event(run_budget.epsilon, 0.0, item.neighbouring)
+                if shared.price(pure).granted:  # its epsilon fits: its delta is what does not
+                    fix = item.budget_params[1]
+            advice = f"lower the workflow's --{fix.replace('_', '-')} or use another ledger"
+            if all(x is None for x in quote.by_filter.values()):  # no amount of it can be priced
+                advice = (
+                    "use a ledger whose filters can price it (e.g. the default basic, rdp and gdp: "
+                    "'privreg ledger init PATH --epsilon E')"
+                )
             raise BudgetExceededError(
                 f"run of {item.name!r} refused: it may spend {_spend_text(item, run_budget)}, but no filter of "
                 f"--ledger {path!r} (budget epsilon {ledger_budget.epsilon:g}, delta {ledger_budget.delta:g}, "
-                f"{max(0.0, float(shared.remaining())):.6g} left) grants that: {quote.reason}; lower the workflow's "
-                f"--{item.budget_params[0].replace('_', '-')} or use another ledger. Nothing was released or charged."
+                f"{max(0.0, float(shared.remaining())):.6g} left) grants that: {quote.reason}; {advice}. "
+                f"Nothing was released or charged."
             )
         gate = BudgetSession(budget=run_budget, filters=("basic",), event_delta=run_budget.delta or None)
     except BaseException:
@@ -323,6 +334,13 @@ def _check_own_budget(
     item: RunnableItem, params: Mapping[str, Any], budget: PrivacyBudget, event_delta: float | None
 ) -> None:
     """Refuse, before any ledger exists, a run whose envelope its own budget cannot afford."""
+    if item.neighbouring == "replace_one" and budget.neighbouring != "replace_one":
+        raise PrivregValueError(
+            f"workflow {item.name!r} releases local or shuffled reports, whose guarantee is for replace_one "
+            f"neighbours, but its budget is for {budget.neighbouring} neighbours; pass "
+            f"budget=PrivacyBudget(..., neighbouring='replace_one'). Nothing was released or charged, and no "
+            f"ledger was created."
+        )
     if item.budget_of(params) is None:
         return  # nothing declared: the budget itself is the envelope
     run_budget, envelope = run_envelope(item, params)
@@ -776,7 +794,6 @@ def _run_charged(
     try:
         result, elapsed = _execute(item, ctx, params)
         done = finish(result, elapsed)
-        run_log.record_end(session.ledger, run["id"], status=run_log.COMPLETE, releases=len(charger.charged))
     except BaseException as exc:
         charged = charger.charged
         if not charged:
@@ -797,6 +814,13 @@ def _run_charged(
         if hasattr(exc, "add_note"):  # Python >= 3.11
             exc.add_note(what)
         raise
+    try:  # the run is complete (run.json written): failing to record its end does not undo that
+        run_log.record_end(session.ledger, run["id"], status=run_log.COMPLETE, releases=len(charger.charged))
+    except (PrivregError, sqlite3.Error, OSError) as exc:
+        echo(
+            f"privreg: note: the run of {item.name!r} ({run['id']}) is complete, but its end could not be "
+            f"recorded in the ledger ({exc}); 'privreg ledger show' will list it as partial"
+        )
     return done
 
 

@@ -401,11 +401,26 @@ class BudgetSession:
                 trial,
                 prices,
             )
+        reason = self._why(trial, before) + self._relation_clause(event)
         return (
-            Quote(granted=False, epsilon=math.inf, filter="", by_filter=by_filter, reason=self._why(trial, before)),
+            Quote(granted=False, epsilon=math.inf, filter="", by_filter=by_filter, reason=reason),
             trial,
             prices,
         )
+
+    def _relation_clause(self, event: PrivacyEvent) -> str:
+        """Why a refused release may cost more than it states: an add/remove guarantee
+        under a replace-one budget is charged by group privacy."""
+        if (
+            self.budget.neighbouring == "replace_one"
+            and getattr(event, "neighbouring", None) in (None, "add_remove")
+            and event.kind != "local_dp"
+        ):
+            return (
+                "; the release's guarantee is for add_remove neighbours, charged under this replace_one budget "
+                "by group privacy (twice its epsilon, more delta)"
+            )
+        return ""
 
     def _why(self, trial: Sequence[Filter], before: Sequence[float]) -> str:
         """Why no filter can grant a release, one clause per filter, in epsilon."""
@@ -502,6 +517,7 @@ class BudgetSession:
         (nothing is charged). ``stated``: the guarantee the release states (see charge)."""
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
+        stated = self._storable(stated)
         with self._lock:
             self._catch_up()
             if self._plan is not None:
@@ -511,6 +527,12 @@ class BudgetSession:
                     return Quote(granted=False, epsilon=math.inf, filter="", by_filter={}, reason=str(exc))
                 return Quote(granted=True, epsilon=0.0, filter=f"plan:{self.plan_accountant}", by_filter={})
             return self._quote(event, stated)[0]
+
+    def _storable(self, stated: PrivacyEvent | None) -> PrivacyEvent | None:
+        """``stated``, or None where the ledger cannot store it (a ledger written before
+        prices were stored: its readers price each row without it, so the live session
+        must too, or they would hold different states and decide differently)."""
+        return stated if getattr(self._ledger, "priced", True) else None
 
     def can_afford(self, event: PrivacyEvent, *, stated: PrivacyEvent | None = None) -> bool:
         """Whether ``event`` would be granted now (a dry run: nothing is charged)."""
@@ -544,6 +566,7 @@ class BudgetSession:
             stated=stated,
         )
         what = label or mechanism
+        stated = self._storable(stated)
         with self._lock:
             self._catch_up()
             trial, prices = self._trial(event, stated, what)  # decided outside the write lock
