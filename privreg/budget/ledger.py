@@ -931,19 +931,21 @@ class Ledger:
     def scan(
         self, *, after: int = 0, expect_head: str | None = None, name: str = "expect_head"
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """``(problems, raw rows)`` in one read: the integrity problems of the rows after
-        ``after`` (chained from that row's hash) and of the anchor ``expect_head`` (given as
-        argument ``name``), and those rows as stored (:meth:`decode` them). What
-        verification reads, once."""
+        """``(problems, raw rows)`` in one read: the integrity problems of row ``after``
+        (whose hash covers the checkpoint stored with it) and the rows after it, and of the
+        anchor ``expect_head`` (given as argument ``name``), and the rows after ``after`` as
+        stored (:meth:`decode` them). What verification reads, once."""
         anchor = parse_head(expect_head, name) if expect_head is not None else None
         problems = [self._key_problem] if self._key_problem is not None else []
+        start = max(0, after - 1)  # row `after` too: its hash covers the checkpoint stored with it
         with self._sql("verifying"):
-            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
-            prev = self.genesis() if after == 0 else self._hash_at(after)
-            problems += self._check(raw, prev, after, self._key, contents=self._key_problem is None)
+            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (start,)).fetchall()
+            prev = self.genesis() if start == 0 else self._hash_at(start)
+            texts = self._checkpoint_texts(start)
+            problems += self._check(raw, prev, start, self._key, texts, contents=self._key_problem is None)
             if anchor is not None:
                 problems += self._anchor_problems(*anchor)
-        return problems, raw
+        return problems, [r for r in raw if r[0] > after]
 
     def decode(self, raw: list[tuple[Any, ...]]) -> list[LedgerRow]:
         """Rows from :meth:`scan`, decoded (LedgerIntegrityError for one that cannot be)."""
