@@ -42,6 +42,18 @@ def block_delta(event: PrivacyEvent, *, event_delta: float, neighbouring: str) -
     return min(event_delta + _explicit_delta(event, neighbouring), 1.0 - 1e-12)
 
 
+def _basic_pair(event: PrivacyEvent, *, event_delta: float | None, neighbouring: str) -> tuple[float, float] | None:
+    """Basic composition's (eps, delta) for ``event``, None if it cannot price it (composed
+    once: an accountant plans the block in compose, so no supports() call before it)."""
+    try:
+        total: tuple[float, float] = (
+            BasicAccountant(event_delta=event_delta, neighbouring=neighbouring).compose(event).total
+        )
+    except UnsupportedEventError:
+        return None
+    return total
+
+
 def block_pair(
     event: PrivacyEvent, *, event_delta: float | None, neighbouring: str, left: float | None = None
 ) -> tuple[float, float] | None:
@@ -56,14 +68,9 @@ def block_pair(
     (RRUV 2016 filters allow each step's (eps_i, delta_i) to be chosen adaptively).
     RDP is consulted only where PLD (tight, pessimistically discretised) cannot vouch, so
     no block of a few releases costs seconds. None if nothing vouches."""
-    best: tuple[float, float] | None = None
-    try:  # each accountant plans the block once: compose, not supports() then compose()
-        best = BasicAccountant(event_delta=event_delta, neighbouring=neighbouring).compose(event).total
-    except UnsupportedEventError:
-        pass
-    else:
-        if best[1] == 0.0 or not isinstance(event, (Composed, SelfComposed)):
-            return best
+    best = _basic_pair(event, event_delta=event_delta, neighbouring=neighbouring)
+    if best is not None and (best[1] == 0.0 or not isinstance(event, (Composed, SelfComposed))):
+        return best
     if event_delta is None or not isinstance(event, (Composed, SelfComposed)):
         return best
     at = block_delta(event, event_delta=event_delta, neighbouring=neighbouring)

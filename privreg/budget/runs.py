@@ -711,22 +711,7 @@ def _run_in(
                 own, own_charger, own_budget = session, RunCharger(session, run), budget
                 charger = ctx.charger = own_charger
 
-                def finish(result: WorkflowResult, elapsed: float) -> RunResult:
-                    return _finish(
-                        item,
-                        params,
-                        result,
-                        elapsed,
-                        rng,
-                        run_id=run["id"],
-                        output=output,
-                        charger=own_charger,
-                        budget=own_budget,
-                        remaining=float(own.remaining()),
-                        ledger=ledger_path,
-                        shared=False,
-                    )
-
+                finish = _finisher(item, params, rng, run, output, own_charger, own, own_budget, ledger_path, False)
                 done = _run_charged(item, ctx, params, own, own_charger, run, ledger_path, echo, finish)
                 fresh_ledger = False
             return done
@@ -741,23 +726,10 @@ def _run_in(
                 shared_charger = RunCharger(shared, run, gate)
                 charger = ctx.charger = shared_charger
 
-                def finish_shared(result: WorkflowResult, elapsed: float) -> RunResult:
-                    return _finish(
-                        item,
-                        params,
-                        result,
-                        elapsed,
-                        rng,
-                        run_id=run["id"],
-                        output=output,
-                        charger=shared_charger,
-                        budget=shared.budget,
-                        remaining=float(shared.remaining()),
-                        ledger=ledger_path,
-                        shared=True,
-                    )
-
-                return _run_charged(item, ctx, params, shared, shared_charger, run, ledger_path, echo, finish_shared)
+                finish = _finisher(
+                    item, params, rng, run, output, shared_charger, shared, shared.budget, ledger_path, True
+                )
+                return _run_charged(item, ctx, params, shared, shared_charger, run, ledger_path, echo, finish)
     except BaseException:
         if charger is not None and charger.charged:
             fresh_ledger = False
@@ -822,6 +794,40 @@ def _run_charged(
             f"recorded in the ledger ({exc}); 'privreg ledger show' will list it as partial"
         )
     return done
+
+
+def _finisher(
+    item: RunnableItem,
+    params: Mapping[str, Any],
+    rng: RandomSource,
+    run: Mapping[str, Any],
+    output: Path | None,
+    charger: RunCharger,
+    session: BudgetSession,
+    budget: PrivacyBudget,
+    ledger: Path | None,
+    shared: bool,
+) -> Callable[[WorkflowResult, float], RunResult]:
+    """What ends a charged run once the workflow returned: :func:`_finish` with the run's
+    ledger, charger and what remains of its budget then."""
+
+    def finish(result: WorkflowResult, elapsed: float) -> RunResult:
+        return _finish(
+            item,
+            params,
+            result,
+            elapsed,
+            rng,
+            run_id=run["id"],
+            output=output,
+            charger=charger,
+            budget=budget,
+            remaining=float(session.remaining()),
+            ledger=ledger,
+            shared=shared,
+        )
+
+    return finish
 
 
 def _finish(
