@@ -26,8 +26,8 @@ PER_CONN = 32 * 1024
 
 
 def documented_bound(*, pending, message_limit, queued, remote_processes, tls):
-    """The memory bound of privreg.mpc.tcp's module docstring (with its allowance for
-    TLS buffers asyncio releases late during a flood of connections)."""
+    """The memory bound of privreg.mpc.tcp's module docstring, with the allowance its
+    tests make for a flood of TLS connections (another P TLS buffers)."""
     t = TLS_BUFFER if tls else 0
     gc_lag = pending * t
     return (

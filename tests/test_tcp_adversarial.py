@@ -178,13 +178,16 @@ def test_slow_drip_is_cut_at_handshake_timeout(pki):
     assert peak < _bound(tls=True)
 
 
-def test_three_hundred_idle_connections_do_not_lock_out_the_real_peer(pki):
+def _enough_files(need):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 1000
     if soft < need:
         if hard != resource.RLIM_INFINITY and hard < need:
-            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}: cannot open 300 connections both ways")
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}: cannot open the connections both ways")
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def test_three_hundred_idle_connections_do_not_lock_out_the_real_peer(pki):
+    _enough_files(1000)
     socks = []
 
     def attack(addr):
@@ -201,6 +204,43 @@ def test_three_hundred_idle_connections_do_not_lock_out_the_real_peer(pki):
     _ok(ra, rb)
     assert n == 300 and peak < _bound(tls=True), (peak, _bound(tls=True))
     print(f"peak {peak / 2**20:.2f} MiB, bound {_bound(tls=True) / 2**20:.2f} MiB")
+
+
+def test_a_flood_never_holds_more_than_p_tls_handshakes(pki, monkeypatch):
+    """At most P handshakes hold TLS state at once, however the evictions interleave with
+    the accepts: a handshake started on an already closed connection (the old bug) kept
+    its 256 KiB buffer until the handshake timeout, 39 to 73 of them at once here."""
+    import asyncio.sslproto
+    import weakref
+
+    alive: weakref.WeakSet = weakref.WeakSet()
+    most = [0]
+    init = asyncio.sslproto.SSLProtocol.__init__
+
+    def counted(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        alive.add(self)
+        most[0] = max(most[0], len(alive))
+
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "__init__", counted)
+    _enough_files(1600)
+    socks = []
+
+    def attack(addr):
+        for _ in range(6):  # bursts: each evicts what the previous one left pending
+            socks.extend(socket.create_connection(addr) for _ in range(100))
+            time.sleep(0.02)
+        return len(socks)
+
+    try:
+        ra, rb, _peak, n = attack_then_run(pki, attack, handshake_timeout=5.0)
+    finally:
+        for s in socks:
+            s.close()
+    _ok(ra, rb)
+    # alice's P pending handshakes, then the real connections: one each way, and both
+    # of their ends run in this process
+    assert n == 600 and most[0] <= PENDING + 4, most[0]
 
 
 # ------------------------------------------------------------------ after authentication
