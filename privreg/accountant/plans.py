@@ -5,11 +5,13 @@ under adaptive use are :mod:`privreg.budget`'s filters."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from privreg.accountant import make_accountant
+from privreg.core.errors import UnsupportedEventError
 from privreg.core.events import Composed, PrivacyEvent
 
 __all__ = ["DEFAULT_ACCOUNTANTS", "accountant_options", "plan_bound"]
@@ -34,10 +36,29 @@ def plan_bound(
     accountant proves for ``events`` composed in order (inf, "none" if none can)."""
     if not events:
         return 0.0, "none"
-    block = Composed(events=tuple(events))
+    events = tuple(events)
+    try:
+        hash(events)
+    except TypeError:  # an event holding an unhashable value: price it uncached
+        return _plan_bound(events, delta, neighbouring, event_delta)
+    return _cached_plan_bound(events, delta, neighbouring, event_delta)
+
+
+def _plan_bound(
+    events: tuple[PrivacyEvent, ...], delta: float, neighbouring: str, event_delta: float | None
+) -> tuple[float, str]:
+    block = Composed(events=events)
     best = (math.inf, "none")
     for name in DEFAULT_ACCOUNTANTS:
         acc = make_accountant(name, **accountant_options(name, event_delta=event_delta, neighbouring=neighbouring))
-        if acc.supports(block):
-            best = min(best, (acc.compose(block).epsilon(delta), name))
+        try:  # one planning pass: supports() then compose() would plan a PLD grid twice
+            acc.compose(block)
+        except UnsupportedEventError:
+            continue
+        best = min(best, (acc.epsilon(delta), name))
     return best
+
+
+# Events are frozen values and pricing is deterministic, so a plan's bound is a function
+# of its arguments: a plan session asks for it at opening and at every spent().
+_cached_plan_bound = functools.lru_cache(maxsize=256)(_plan_bound)
