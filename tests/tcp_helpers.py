@@ -26,14 +26,10 @@ PER_CONN = 32 * 1024
 
 
 def documented_bound(*, pending, message_limit, queued, remote_processes, tls):
-    """The memory bound of privreg.mpc.tcp's module docstring, with the allowance its
-    tests make for a flood of TLS connections (another P TLS buffers)."""
+    """The memory bound of privreg.mpc.tcp's module docstring."""
     t = TLS_BUFFER if tls else 0
-    gc_lag = pending * t
-    return (
-        gc_lag
-        + pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN)
-        + remote_processes * (queued + 3 * message_limit + 3 * META_LIMIT + MESSAGE_OVERHEAD + 2 * (t + PER_CONN))
+    return pending * (PREAUTH_FRAME_LIMIT + t + PER_CONN) + remote_processes * (
+        queued + 3 * message_limit + 3 * META_LIMIT + MESSAGE_OVERHEAD + 2 * (t + PER_CONN)
     )
 
 

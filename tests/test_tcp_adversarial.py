@@ -409,7 +409,14 @@ def test_a_flood_of_near_empty_messages_is_counted_and_held(pki):
     async def late_reader(ch):
         conn = next(iter(ch._transport._conns))
         before = tracemalloc.get_traced_memory()[0]
-        await asyncio.sleep(1.0)  # the flood arrives meanwhile; alice reads nothing yet
+        # the flood arrives meanwhile; alice reads nothing yet. Wait for the queue to fill
+        # (not a fixed time: a loaded machine delivers late), then a little more to see
+        # that reading stays paused
+        for _ in range(6000):
+            if conn.queued >= QUEUED:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
         held.update(real=tracemalloc.get_traced_memory()[0] - before, counted=conn.queued, messages=conn.count)
         for _ in range(count):
             assert await ch.recv("bob", step=step) is None
@@ -439,8 +446,13 @@ def test_max_queued_messages_caps_the_unread_messages_of_a_connection(pki):
         sock.sendall(frame(("F", run_id, count + 1, "bob", None)))
 
     async def late_reader(ch):
-        await asyncio.sleep(0.5)
         t = ch._transport
+        for _ in range(3000):  # until the queue is full (a loaded machine delivers late)
+            conns = list(t._conns)
+            if conns and conns[0].count >= 16:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # reading stays paused: no 17th message arrives
         conn = next(iter(t._conns))
         seen.append(conn.count)
         return [await ch.recv("bob", step="m") for _ in range(count)]
