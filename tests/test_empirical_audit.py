@@ -552,7 +552,7 @@ class _BrokenPlugin:
 
 def test_cli_exit_code_3_on_a_violation(capsys, monkeypatch):
     registry = load_registry(plugins={"broken": _BrokenPlugin()}, autoload=False)
-    monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
+    monkeypatch.setattr("privreg.core.registry.default_registry", lambda: registry)
     code = _cli("audit-mechanism", "textbook-laplace", "--samples", "20000", "--insecure-seed", "2")
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION == 3

@@ -542,7 +542,7 @@ def _cli(*argv: str) -> int:
 
 @pytest.mark.slow
 def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch, registry):
-    monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
+    monkeypatch.setattr("privreg.core.registry.default_registry", lambda: registry)
     code = _cli("audit-mechanism", "leaky-counts", "--samples", "1000", "--insecure-seed", "3", "--extreme")
     out, _ = capsys.readouterr()
     assert code == EXIT_VIOLATION
@@ -561,7 +561,7 @@ def test_cli_reports_a_value_dependent_error_as_a_violation(capsys, monkeypatch,
 
 
 def test_cli_neighbours_must_be_json(monkeypatch, registry):
-    monkeypatch.setattr("privreg.cli.audit.default_registry", lambda: registry)
+    monkeypatch.setattr("privreg.core.registry.default_registry", lambda: registry)
     with pytest.raises(PrivregValueError, match="--neighbours FIRST must be a JSON value"):
         _cli("audit-mechanism", "good-counts", "--neighbours", "{a: 1}", "{}")
     assert _cli("audit-mechanism", "good-counts", "--samples", "1000", "--insecure-seed", "1", "--extreme") == 0

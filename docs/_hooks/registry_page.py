@@ -1,19 +1,41 @@
 """mkdocs hook: the registry page, generated from the registry at every build.
 
-``registry_markdown()`` renders every registered item (all plugins, loaded the way
-``privreg list`` loads them) with its kind, summary, citation, parameters and their ranges,
-neighbour relation and its guarantee text (the factory's docstring, which states the
-privacy guarantee, the input range and the timing caveats). It needs no mkdocs, so the
-tests can check it covers every item.
+``registry_markdown()`` renders every item of the built-in plugins -- the project's own
+``privreg`` entry points in ``pyproject.toml``, never whatever else is installed -- with
+its kind, summary, citation, parameters and their ranges, neighbour relation and its
+guarantee text (the factory's docstring, which states the privacy guarantee, the input
+range and the timing caveats), converted from reST to Markdown (``rest_markup.py``). It
+needs no mkdocs, so the tests can check it covers every item.
 """
 
 from __future__ import annotations
 
+import importlib.metadata as md
+import importlib.util
 import inspect
 import logging
+from pathlib import Path
+from types import ModuleType
+
+import tomllib
 
 from privreg.core.items import ItemKind, Param, RegistryItem
-from privreg.core.registry import Registry, default_registry
+from privreg.core.registry import ENTRY_POINT_GROUP, Registry, load_registry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sibling(name: str) -> ModuleType:
+    """Another file of docs/_hooks (mkdocs loads hooks by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location(f"privreg_docs_{name}", Path(__file__).with_name(f"{name}.py"))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load docs/_hooks/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_rest = _sibling("rest_markup")
 
 PAGE = "registry.md"
 
@@ -28,9 +50,31 @@ _TITLES = {
 log = logging.getLogger("mkdocs.hooks.registry_page")  # mkdocs counts its warnings (strict)
 
 
+def builtin_entry_points() -> list[md.EntryPoint]:
+    """The project's own plugins: the ``privreg`` entry points of its ``pyproject.toml``
+    (the installed ones when this checkout is installed, for their version)."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
+    installed = {
+        (ep.name, ep.value): ep
+        for ep in md.entry_points(group=ENTRY_POINT_GROUP)
+        if ep.dist is not None and ep.dist.metadata["Name"] == "privreg"
+    }
+    return [
+        installed.get((name, value), md.EntryPoint(name=name, value=value, group=ENTRY_POINT_GROUP))
+        for name, value in declared.items()
+    ]
+
+
+def builtin_registry() -> Registry:
+    """The registry of the built-in plugins only, whatever else is installed or set in
+    ``PRIVREG_PLUGINS``."""
+    eps = builtin_entry_points()
+    return load_registry(entry_points=eps, autoload=True, allow=[ep.name for ep in eps])
+
+
 def _cell(text: object) -> str:
-    """One Markdown table cell: one line, pipes escaped, code spans for literals."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """One Markdown table cell: one line, pipes escaped, reST literals as code spans."""
+    return _rest.inline(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def _code(text: object) -> str:
@@ -39,9 +83,8 @@ def _code(text: object) -> str:
 
 
 def _text_block(text: str) -> list[str]:
-    # docstrings are reST-flavoured prose (2**53, :class: roles): shown verbatim, as the CLI does
-    fence = "````" if "```" in text else "```"
-    return [f"{fence}text", text, fence]
+    # docstrings are reST-flavoured prose: roles, literals and tables become Markdown
+    return [_rest.to_markdown(text)]
 
 
 def _params_table(params: tuple[Param, ...]) -> list[str]:
@@ -65,7 +108,7 @@ def _neighbours(item: RegistryItem) -> str:
 
 def item_markdown(item: RegistryItem) -> list[str]:
     """The section of one item."""
-    lines = [f"### {item.name}", "", f"*{item.kind.value}* from plugin `{item.plugin}` -- {item.summary}", ""]
+    lines = [f"### {item.name}", "", f"*{item.kind.value}* from plugin `{item.plugin}` -- {_cell(item.summary)}", ""]
     cite = _cell(item.citation)
     lines += [f"**Citation:** {cite}" + (f" <{item.citation.url}>" if item.citation.url else ""), ""]
     lines += ["**Parameters:**", "", *_params_table(item.params), ""]
@@ -93,15 +136,17 @@ def item_markdown(item: RegistryItem) -> list[str]:
 
 
 def registry_markdown(registry: Registry | None = None) -> str:
-    """The whole registry page as Markdown."""
-    registry = default_registry() if registry is None else registry
+    """The whole registry page as Markdown (of the built-in plugins unless ``registry``
+    is given)."""
+    registry = builtin_registry() if registry is None else registry
     for failure in registry.failures:
         log.warning("plugin failed to load, its items are missing from the registry page: %s", failure)
     out = [
         "# Registry",
         "",
-        "Every item registered by the installed plugins, generated from the registry when this site "
-        "was built (the same data as `privreg list` and `privreg describe NAME`).",
+        "Every item registered by privreg's built-in plugins, generated from the registry when this "
+        "site was built (the same data as `privreg list` and `privreg describe NAME`; those also show "
+        "any other plugin you have installed).",
         "",
     ]
     out += ["| plugin | version | module | items |", "|---|---|---|---|"]

@@ -19,17 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from privreg.audit.empirical import AuditResult, audit_extreme_neighbours, audit_item
 from privreg.cli import format as fmt
 from privreg.core.errors import PrivregValueError
 from privreg.core.items import ItemKind
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
-from privreg.core.registry import default_registry
 from privreg.progress import console_reporter
+
+# The auditor (numpy, scipy) and the registry are imported when an audit runs, not at
+# start-up: 'privreg --help' stays fast (benchmarks/startup.py).
+if TYPE_CHECKING:
+    from privreg.audit.empirical import AuditResult
 
 __all__ = ["add_parser", "cmd_audit_mechanism", "format_result", "EXIT_VIOLATION"]
 
@@ -134,6 +135,9 @@ def format_result(result: AuditResult, *, kind: str = "") -> str:
 
 def cmd_audit_mechanism(args: argparse.Namespace) -> int:
     """Run the audit of ``args.name``; 0 if it passed, 3 if it found a violation."""
+    from privreg.audit.empirical import audit_extreme_neighbours, audit_item
+    from privreg.core.registry import default_registry
+
     registry = default_registry()
     item = registry.get(args.name)
     if item.kind not in (ItemKind.MECHANISM, ItemKind.RANDOMIZER):
@@ -180,6 +184,8 @@ def _parse_value(text: str, which: str) -> Any:
             f'--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{"a": 3}}); got {text!r}: {exc.msg}'
         ) from None
     if isinstance(value, list):
+        import numpy as np
+
         return np.asarray(value)
     return value
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from privreg.core.charging import Charge
-from privreg.core.items import ItemKind, RegistryItem
-from privreg.core.registry import Registry
+from privreg.core.items import ItemKind
+
+if TYPE_CHECKING:  # the registry and charges load the events: not at start-up
+    from privreg.core.charging import Charge
+    from privreg.core.items import RegistryItem
+    from privreg.core.registry import Registry
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:

@@ -6,17 +6,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privreg.budget.filters import FILTERS
-from privreg.budget.runs import SIDE_FILES, require_ledger, unlink_ledger
-from privreg.budget.session import DEFAULT_FILTERS, BudgetSession, PrivacyBudget
-from privreg.budget.verify import format_report, plot_report, release_table, report_json, verify_ledger
 from privreg.core import files
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
-from privreg.core.registry import default_registry
+
+if TYPE_CHECKING:
+    from privreg.budget.session import PrivacyBudget
+
+# The budget package (accountants: numpy, scipy) and the registry are imported by the
+# commands, never when the parser is built: 'privreg --help' stays fast (benchmarks/startup.py).
 
 __all__ = ["add_parser", "add_verify_arguments", "cmd_ledger_init", "cmd_ledger_show", "cmd_ledger_verify"]
 
@@ -33,6 +35,35 @@ def _number(option: str, raw: str) -> float:
         return float(raw)
     except ValueError:
         raise PrivregValueError(f"{option} must be a number; got {raw!r}. Pass e.g. {option} 1.0") from None
+
+
+class _FilterNames:
+    """The names of the privacy filters (``--filter`` choices), read when argparse first
+    checks or prints them, not when the parser is built."""
+
+    @staticmethod
+    def _names() -> list[str]:
+        from privreg.budget.filters import FILTERS
+
+        return sorted(FILTERS)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+class _DefaultFilters:
+    """``BudgetSession``'s default filters as help text, read when the help is printed."""
+
+    def __str__(self) -> str:
+        from privreg.budget.session import DEFAULT_FILTERS
+
+        return ", ".join(DEFAULT_FILTERS)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -60,15 +91,17 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         help="neighbour relation of the budget (default add_remove; replace_one for workflows releasing "
         "local or shuffled reports, see 'privreg describe')",
     )
-    q.add_argument(
+    action = q.add_argument(
         "--filter",
         dest="filters",
         action="append",
-        choices=sorted(FILTERS),
+        choices=_FilterNames(),  # a lazy container: argparse only iterates it and tests membership
         metavar="NAME",
-        help=f"a privacy filter keeping the budget, repeatable (one of {', '.join(sorted(FILTERS))}; "
-        f"default {', '.join(DEFAULT_FILTERS)}, as BudgetSession uses)",
+        help="a privacy filter keeping the budget, repeatable (one of %(choices)s; "
+        "default %(default_filters)s, as BudgetSession uses)",
     )
+    # argparse expands %(name)s in a help text from the action's attributes, when printing it
+    action.default_filters = _DefaultFilters()  # type: ignore[attr-defined]
     q.add_argument(
         "--event-delta",
         metavar="D",
@@ -124,6 +157,9 @@ def _read_key_file(path: str | None) -> bytes | None:
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     """``privreg ledger verify LEDGER`` (alias ``privreg audit LEDGER``): exit 3 if flagged."""
+    from privreg.budget.verify import format_report, plot_report, report_json, verify_ledger
+    from privreg.core.registry import default_registry
+
     for failure in default_registry().failures:  # plugins define event types (to decode the ledger) and handlers
         print(f"privreg: warning: {failure}", file=sys.stderr)
     if args.since is not None and args.expect_head is not None:
@@ -138,6 +174,8 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
 
 
 def _init_settings(args: argparse.Namespace) -> tuple[PrivacyBudget, tuple[str, ...], float | None]:
+    from privreg.budget.session import DEFAULT_FILTERS, PrivacyBudget
+
     eps = v.check_epsilon("--epsilon", _number("--epsilon", args.epsilon))
     delta = v.check_delta("--delta", _number("--delta", args.delta))
     event_delta: float | None = delta or None
@@ -148,6 +186,9 @@ def _init_settings(args: argparse.Namespace) -> tuple[PrivacyBudget, tuple[str, 
 
 
 def cmd_ledger_init(args: argparse.Namespace) -> int:
+    from privreg.budget.runs import SIDE_FILES, unlink_ledger
+    from privreg.budget.session import BudgetSession
+
     budget, filters, event_delta = _init_settings(args)  # every value checked before the file exists
     path = Path(args.path)
     for suffix in ("", *SIDE_FILES):
@@ -182,6 +223,9 @@ def cmd_ledger_init(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
+    from privreg.budget.runs import require_ledger
+    from privreg.budget.verify import release_table, verify_ledger
+
     require_ledger(args.path, "ledger")
     report = verify_ledger(args.path)
     runs = report.runs()

@@ -19,14 +19,11 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
 from privreg import __version__
-from privreg.budget import runs
-from privreg.budget.session import PrivacyBudget
-from privreg.budget.verify import format_report, stated_text, verify_ledger
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import ledger as ledger_cli
@@ -34,16 +31,32 @@ from privreg.cli import party as party_cli
 from privreg.core import files
 from privreg.core.cost import Limits
 from privreg.core.errors import PrivregError, PrivregValueError
-from privreg.core.items import ItemKind, RegistryItem
+from privreg.core.items import ItemKind
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
-from privreg.core.registry import Registry, default_registry
-from privreg.core.workflow import WorkflowContext, WorkflowResult
 from privreg.progress import console_reporter
 from privreg.timing import PhaseTimer
 
+if TYPE_CHECKING:
+    from privreg.budget import runs
+    from privreg.budget.session import PrivacyBudget
+    from privreg.core.items import RegistryItem
+    from privreg.core.registry import Registry
+    from privreg.core.workflow import WorkflowContext, WorkflowResult
+
+# The budget package (accountants: numpy, scipy) and the registry (events, plugins) are
+# imported by the commands, never at start-up: 'privreg --version' and '--help' answer
+# without them (benchmarks/startup.py, tests/test_startup.py).
+
 # One budget for every plugin's demo step; replace-one: it holds shuffled reports
 # (add/remove releases are converted by group privacy).
-DEMO_BUDGET = PrivacyBudget(epsilon=32.0, delta=1e-6, neighbouring="replace_one")
+DEMO_EPSILON, DEMO_DELTA, DEMO_NEIGHBOURING = 32.0, 1e-6, "replace_one"
+
+
+def demo_budget() -> PrivacyBudget:
+    """The one budget every step of ``privreg demo`` charges."""
+    from privreg.budget.session import PrivacyBudget
+
+    return PrivacyBudget(epsilon=DEMO_EPSILON, delta=DEMO_DELTA, neighbouring=DEMO_NEIGHBOURING)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +65,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _registry() -> Registry:
+    from privreg.core.registry import default_registry
+
     registry = default_registry()
     for failure in registry.failures:
         print(f"privreg: warning: {failure}", file=sys.stderr)
@@ -63,6 +78,8 @@ def _echo(message: str) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    from privreg.core.registry import default_registry
+
     registry = default_registry()
     rows = [("plugin", "version", "distribution", "module", "items")]
     for p in registry.plugins:
@@ -212,6 +229,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"--budget-epsilon/--budget-delta cannot be combined with --ledger {args.ledger!r}: the budget is "
             f"the ledger's, set by 'privreg ledger init'; drop them (the run may spend its --epsilon)"
         )
+    from privreg.budget import runs
+
     if args.ledger is not None:
         runs.require_ledger(args.ledger, "--ledger")  # before any folder is made
     budget = _run_budget(args, item, params) if item.charges else None
@@ -264,6 +283,8 @@ def _run_budget(args: argparse.Namespace, item: RegistryItem, params: dict[str, 
     if eps is None:
         raise PrivregValueError(f"workflow {item.name!r} states no budget in its parameters: pass --budget-epsilon")
     delta = args.budget_delta if args.budget_delta is not None else (stated[1] if stated else 0.0)
+    from privreg.budget.session import PrivacyBudget
+
     return PrivacyBudget(epsilon=eps, delta=delta, neighbouring=item.neighbouring)
 
 
@@ -273,8 +294,8 @@ def _core_tour(registry: Registry) -> str:
     return (
         f"Plugins loaded: {plugins}. Registered items: "
         + ", ".join(f"{k} {n}" for k, n in counts.items())
-        + f".\nEvery release below is charged to one budget (epsilon {DEMO_BUDGET.epsilon:g}, "
-        f"delta {DEMO_BUDGET.delta:g}, replace-one neighbours: it holds local reports) before any noise "
+        + f".\nEvery release below is charged to one budget (epsilon {DEMO_EPSILON:g}, "
+        f"delta {DEMO_DELTA:g}, replace-one neighbours: it holds local reports) before any noise "
         f"is drawn, by the basic filter (fully adaptive composition)."
     )
 
@@ -282,7 +303,7 @@ def _core_tour(registry: Registry) -> str:
 @attrs.frozen
 class DemoTour:
     """``privreg demo`` as a workflow for :func:`~privreg.budget.runs.run_workflow`: its
-    steps (the core tour, then each plugin's) charge one run under :data:`DEMO_BUDGET`,
+    steps (the core tour, then each plugin's) charge one run under :func:`demo_budget`,
     each printed as it finishes."""
 
     steps: tuple[tuple[str, Callable[[WorkflowContext], str]], ...]
@@ -290,8 +311,8 @@ class DemoTour:
     name: str = "demo"
     plugin: str = "privreg"
     charges: bool = True
-    neighbouring: str = DEMO_BUDGET.neighbouring
-    budget_params: tuple[str, ...] = ()  # its budget is DEMO_BUDGET, stated by no parameter
+    neighbouring: str = DEMO_NEIGHBOURING
+    budget_params: tuple[str, ...] = ()  # its budget is demo_budget(), stated by no parameter
 
     def bind(self, values: Mapping[str, Any] | None = None, /) -> dict[str, Any]:
         if values:
@@ -310,10 +331,15 @@ class DemoTour:
             finally:
                 self.close_progress()
             print(f"== {n}. {title}  ({timer.wall[str(n)]:.2f} s)\n{text}\n", flush=True)
+        from privreg.core.workflow import WorkflowResult
+
         return WorkflowResult(summary="", metrics={"steps": len(self.steps)})
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from privreg.budget import runs
+    from privreg.budget.verify import format_report, stated_text, verify_ledger
+
     registry = _registry()
     started = time.perf_counter()
     steps: list[tuple[str, Callable[[WorkflowContext], str]]] = [("The registry", lambda c: _core_tour(registry))]
@@ -324,12 +350,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # the basic filter alone: a few large releases, each step calibrated to its own (eps, delta)
         done = runs.run_workflow(
             tour,
-            budget=DEMO_BUDGET,
+            budget=demo_budget(),
             output=args.output,
             progress=reporter,
             echo=reporter.echo,
             rng=_random_source(args.insecure_seed),
-            event_delta=DEMO_BUDGET.delta / 10,
+            event_delta=DEMO_DELTA / 10,
         )
     finally:
         reporter.close()
@@ -343,7 +369,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ]
         print("== Privacy ledger of this demo\n" + (fmt.table(rows) if done.charged else "no releases were charged"))
         print(
-            f"\nspent {done.epsilon_spent:.6g} of epsilon {DEMO_BUDGET.epsilon:g} at delta {DEMO_BUDGET.delta:g} "
+            f"\nspent {done.epsilon_spent:.6g} of epsilon {DEMO_EPSILON:g} at delta {DEMO_DELTA:g} "
             f"(basic filter, fully adaptive; noise: "
             f"{'REPRODUCIBLE, test only' if done.randomness.get('reproducible') else 'csprng'})"
         )

@@ -28,9 +28,11 @@ import tomllib
 from privreg.cli import format as fmt
 from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.core.files import write_text
-from privreg.core.registry import default_registry
 
 __all__ = ["add_parser"]
+
+# The registry (and the events it loads) is imported by the commands, not at start-up:
+# 'privreg --help' stays fast (benchmarks/startup.py).
 
 RUN_FAILED = 4
 
@@ -68,6 +70,8 @@ def _parse_options(tokens: list[str]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from privreg.core.registry import default_registry
+
     registry = default_registry()
     deps = registry.deployments()
     if not deps:
@@ -96,6 +100,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from privreg.core.registry import default_registry
+
     dep = default_registry().deployment(args.protocol)
     options = dep.options(_parse_options(args.option or []))
     directory = Path(args.directory)
@@ -157,6 +163,7 @@ def _report(run: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from privreg.core.registry import default_registry
     from privreg.mpc.deployment import run_party
     from privreg.mpc.party_config import load_party_config
 
@@ -174,6 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from privreg.core.registry import default_registry
     from privreg.mpc.deployment import simulate
     from privreg.mpc.party_config import load_party_config
 

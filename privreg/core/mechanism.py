@@ -9,15 +9,17 @@ leaves the mechanism unaccounted for and nothing is released when the charge is 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.events import PrivacyEvent, SelfComposed
-from privreg.core.laws import OutputLaw
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.core.validation import check_count
+
+if TYPE_CHECKING:  # laws load numpy; importing privreg stays light (the CLI's start-up)
+    from privreg.core.laws import OutputLaw
 
 __all__ = ["Mechanism", "Release"]
 

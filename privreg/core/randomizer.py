@@ -11,16 +11,19 @@ et al. 2008). When the reports are shuffled before release, the charged event is
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import numpy as np
 
 from privreg.core.charging import Charger, check_charger, jsonable
 from privreg.core.errors import PrivregError
 from privreg.core.events import LocalDP, PrivacyEvent, Shuffled
-from privreg.core.laws import OutputLaw
 from privreg.core.randomness import RandomSource, resolve_random
+
+if TYPE_CHECKING:  # numpy loads on first use: importing privreg stays light (the CLI's start-up)
+    import numpy as np
+
+    from privreg.core.laws import OutputLaw
 
 __all__ = ["Randomizer", "Reports", "FrequencyEstimate", "secure_permutation"]
 
@@ -135,6 +138,8 @@ class Randomizer(ABC):
 def secure_permutation(n: int, rng: RandomSource) -> np.ndarray:
     """A uniform permutation of ``range(n)``: Fisher-Yates on exact uniform integers from
     ``rng`` (no float rounding, so every permutation has probability exactly 1/n!)."""
+    import numpy as np
+
     perm = np.arange(n)
     for i in range(n - 1, 0, -1):
         j = rng.randbelow(i + 1)
