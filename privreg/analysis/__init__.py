@@ -21,6 +21,8 @@ pyspark is imported only then).
 
 from privreg.analysis.accuracy import Accuracy, discrete_laplace_half_width
 from privreg.analysis.bounding import ONE_ROW_PER_USER, RULES, OneRowPerUser
+from privreg.analysis.noise import NOISES
+from privreg.analysis.plan import Plan, PlanAccuracy, PlanCost
 from privreg.analysis.query import GroupBy, Planned, Query, Result
 
 __all__ = [
@@ -28,6 +30,10 @@ __all__ = [
     "GroupBy",
     "Planned",
     "Result",
+    "Plan",
+    "PlanAccuracy",
+    "PlanCost",
+    "NOISES",
     "Accuracy",
     "ONE_ROW_PER_USER",
     "OneRowPerUser",
