@@ -103,8 +103,14 @@ def test_accuracy_before_release_in_data_units_reads_nothing():
 def test_quantile_accuracy_is_on_the_grid_in_value_units():
     plan = query(EventLog()).plan(epsilon=1.0)
     plan.median("age", bounds=(17, 90), grid=74)
-    (acc,) = plan.accuracy(0.9, rows=1000).accuracies
-    assert acc.unit == "ranks" and "grid step 1 value units" in acc.note and "of the 1000 rows" in acc.note
+    table = plan.accuracy(0.9, rows=1000)
+    (acc,) = table.accuracies
+    e = acc.half_width / 1000
+    assert acc.unit == "ranks" and 0 < e < 0.5
+    assert table.widths == (
+        f"between the true {0.5 - e:.4g} and {0.5 + e:.4g} quantiles, if the grid (step 1) holds a true quantile",
+    )
+    assert "grid step 1" in plan.accuracy(0.9).widths[0]  # without rows: ranks and the grid's step
 
 
 def test_even_and_weighted_splits():

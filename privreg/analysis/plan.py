@@ -122,7 +122,9 @@ class PlanCost:
 @attrs.frozen(kw_only=True)
 class PlanAccuracy:
     """The plan's accuracy table: one row per statistic, in the plan's order
-    (``statistics``, ``shares``: the epsilon or zCDP rho each was given, ``accuracies``)."""
+    (``statistics``, ``shares``: the epsilon or zCDP rho each was given, ``accuracies``,
+    and ``widths``: each half-width in words, a quantile's in value units through its
+    grid)."""
 
     level: float
     rows: int | None
@@ -130,6 +132,7 @@ class PlanAccuracy:
     statistics: tuple[str, ...]
     shares: tuple[float, ...]
     accuracies: tuple[Accuracy, ...]
+    widths: tuple[str, ...]
 
     def __iter__(self) -> Any:
         return iter(zip(self.statistics, self.accuracies, strict=True))
@@ -138,12 +141,30 @@ class PlanAccuracy:
         share = "epsilon" if self.noise == "laplace" else "rho"
         head = f"{'statistic':<34} {share:>9}  {self.level:.0%} half-width"
         lines = [head, "-" * len(head)]
-        for name, sh, acc in zip(self.statistics, self.shares, self.accuracies, strict=True):
-            width = (
-                "depends on the data (pass rows=)" if acc.half_width is None else f"+-{acc.half_width:.4g} {acc.unit}"
-            )
+        for name, sh, width in zip(self.statistics, self.shares, self.widths, strict=True):
             lines.append(f"{name:<34} {sh:>9.4g}  {width}")
         return "\n".join(lines)
+
+
+def _width(st: Any, acc: Accuracy, rows: int | None) -> str:
+    """A half-width in words; a quantile's rank error ``e`` in value units through its
+    grid: the release is a grid point whose rank error exceeds the best grid point's by
+    at most ``e`` (McSherry-Talwar 2007, Theorem 8), so when the grid holds a true
+    quantile (integer data on an integer grid) it lies between the true ``q -+ e / rows``
+    quantiles; otherwise add the best grid point's rank error."""
+    if acc.half_width is None:
+        return "depends on the data" + (" (pass rows=)" if rows is None else " (per-key counts are private)")
+    if acc.unit != "ranks":
+        return f"+-{acc.half_width:.4g} {acc.unit}"
+    grid = st.mech.grid
+    step = float(grid[1] - grid[0]) if len(grid) > 1 else 0.0
+    if rows is None:
+        return f"+-{acc.half_width:.4g} ranks (pass rows= for quantile levels); grid step {step:.4g}"
+    q, e = st.q, acc.half_width / rows
+    return (
+        f"between the true {max(0.0, q - e):.4g} and {min(1.0, q + e):.4g} quantiles, if the grid (step "
+        f"{step:.4g}) holds a true quantile"
+    )
 
 
 def _weight(weight: Any) -> float:
@@ -357,15 +378,7 @@ class Plan:
         level = check_level(level)
         rows = None if rows is None else v.check_count("rows", rows)
         stats, shares = self._build()
-        accs = []
-        for st in stats:
-            acc = st.accuracy(level, rows=rows)
-            grid = getattr(getattr(st, "mech", None), "grid", None)
-            if acc.unit == "ranks" and grid is not None and len(grid) > 1:
-                step = float(grid[1] - grid[0])
-                frac = "" if rows is None else f"; q +- {acc.half_width / rows:.3g} of the {rows} rows"
-                acc = attrs.evolve(acc, note=f"{acc.note}; grid step {step:.4g} value units{frac}")
-            accs.append(acc)
+        accs = [st.accuracy(level, rows=rows) for st in stats]
         return PlanAccuracy(
             level=level,
             rows=rows,
@@ -373,6 +386,7 @@ class Plan:
             statistics=tuple(st.statistic for st in stats),
             shares=tuple(shares),
             accuracies=tuple(accs),
+            widths=tuple(_width(st, acc, rows) for st, acc in zip(stats, accs, strict=True)),
         )
 
     # -- the release ----------------------------------------------------------------------
