@@ -61,6 +61,7 @@ from privreg.accountant.plans import plan_bound
 from privreg.accountant.zcdp import ZCDPAccountant, zcdp_epsilon
 from privreg.analysis.accuracy import Accuracy, check_level
 from privreg.analysis.noise import NoiseSpec, check_noise, rho_for
+from privreg.budget.session import Quote
 from privreg.core import validation as v
 from privreg.core.errors import BudgetExceededError, PrivregError, PrivregValueError
 from privreg.core.events import ApproxDP, Composed, PrivacyEvent
@@ -87,6 +88,9 @@ class _Block:
 
     def can_afford(self, event: PrivacyEvent, *, stated: PrivacyEvent | None = None) -> bool:
         return True  # the plan asked the session for the whole block
+
+    def price(self, event: PrivacyEvent, *, stated: PrivacyEvent | None = None) -> Quote:
+        return Quote(granted=True, epsilon=0.0, filter="the plan's block", by_filter={})
 
     def charge(self, event: PrivacyEvent, **_: Any) -> None:
         if self.mode == "probe":
