@@ -40,13 +40,25 @@ from privreg.analysis.accuracy import (
 )
 from privreg.analysis.bounding import OneRowPerUser, bounding_key, check_bounds, check_rule
 from privreg.analysis.frames import Frame, Moments, Values, as_frame
+from privreg.analysis.noise import (
+    NoiseSpec,
+    check_noise,
+    discrete_gaussian_accuracy,
+    gaussian_accuracy,
+    gaussian_count,
+    gaussian_sum,
+    noise_spec,
+)
+from privreg.analysis.plan import Plan
 from privreg.core import validation as v
 from privreg.core.charging import Charger, check_charger
 from privreg.core.errors import BudgetExceededError, PrivregTypeError, PrivregValueError
 from privreg.core.events import Composed, PrivacyEvent
 from privreg.core.mechanism import Mechanism
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
+from privreg.mechanisms.gaussian import GaussianMechanism
 from privreg.mechanisms.laplace import LaplaceMechanism, as_global_l1
 from privreg.mechanisms.noise_params import float_at_most
 from privreg.mechanisms.quantile import ExponentialQuantile, rank_errors
@@ -167,6 +179,58 @@ def _split(epsilon: Any, parts: int) -> float:
     return each
 
 
+# --- the noise of counts and sums: Laplace (pure DP) or Gaussian (zCDP) ------------------------
+
+_CountMech = DiscreteLaplaceMechanism | DiscreteGaussianMechanism
+_SumMech = LaplaceMechanism | GaussianMechanism
+
+
+def _noise(noise: Any, epsilon: Any, delta: Any) -> Any:
+    """What a statistic is built with: ``epsilon`` for Laplace noise (validated where it
+    is split), a :class:`~privreg.analysis.noise.NoiseSpec` for the Gaussian."""
+    return noise_spec(noise, epsilon, delta) if check_noise(noise) == "gaussian" else epsilon
+
+
+def _laplace_only_delta(delta: Any) -> None:
+    if delta is not None:
+        raise PrivregValueError(
+            f"delta applies only with noise='gaussian' for this statistic; got delta={delta!r} with Laplace noise "
+            f"(pure DP). Leave delta out, or pass noise='gaussian'."
+        )
+
+
+def _spec(epsilon: Any) -> NoiseSpec:
+    return epsilon if isinstance(epsilon, NoiseSpec) else NoiseSpec(kind="laplace", epsilon=epsilon)
+
+
+def _count_mech(spec: NoiseSpec, parts: int, sensitivity: int, dimension: int = 1) -> _CountMech:
+    """One of ``parts`` equal parts: discrete Laplace, or the discrete Gaussian."""
+    if spec.kind == "gaussian":
+        return gaussian_count(spec.part(parts), sensitivity, dimension)
+    eps = spec.epsilon if parts == 1 else _split(spec.epsilon, parts)  # one part: the mechanism validates it
+    return DiscreteLaplaceMechanism(epsilon=eps, sensitivity=sensitivity, dimension=dimension)
+
+
+def _sum_mech(spec: NoiseSpec, parts: int, sensitivity: float, dimension: int = 1) -> _SumMech:
+    """One of ``parts`` equal parts: Laplace on a grid, or the Gaussian on a grid."""
+    if spec.kind == "gaussian":
+        return gaussian_sum(spec.part(parts), sensitivity, dimension)
+    eps = spec.epsilon if parts == 1 else _split(spec.epsilon, parts)
+    return LaplaceMechanism(epsilon=eps, sensitivity=_l1(sensitivity), dimension=dimension)
+
+
+def _count_acc(mech: _CountMech, level: float) -> tuple[int, Accuracy]:
+    if isinstance(mech, DiscreteGaussianMechanism):
+        return discrete_gaussian_accuracy(mech, level)
+    return discrete_laplace_accuracy(mech, level)
+
+
+def _sum_acc(mech: _SumMech, level: float, unit: str) -> tuple[float, Accuracy]:
+    if isinstance(mech, GaussianMechanism):
+        return gaussian_accuracy(mech, level, unit)
+    return laplace_accuracy(mech, level, unit)
+
+
 # --- planned statistics ----------------------------------------------------------------------
 
 
@@ -196,6 +260,11 @@ class Planned(ABC):
     @abstractmethod
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
         """The accuracy at a validated ``level``."""
+
+    @abstractmethod
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        """The mechanisms a release charges, in order (their events are fixed before any
+        data is read: a plan charges them as one block)."""
 
     @abstractmethod
     def _release(self, level: float, label: str) -> Result:
@@ -236,15 +305,18 @@ class Planned(ABC):
 
 
 class _Count(Planned):
-    def __init__(self, query: Query, epsilon: float) -> None:
+    def __init__(self, query: Query, epsilon: Any) -> None:
         self._query, self.statistic = query, "count"
-        self.mech = DiscreteLaplaceMechanism(epsilon=epsilon, sensitivity=query.max_rows_per_user)
+        self.mech = _count_mech(_spec(epsilon), 1, query.max_rows_per_user)
+
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        return (self.mech,)
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
-        return discrete_laplace_accuracy(self.mech, level)[1]
+        return _count_acc(self.mech, level)[1]
 
     def _release(self, level: float, label: str) -> Result:
-        t, acc = discrete_laplace_accuracy(self.mech, level)
+        t, acc = _count_acc(self.mech, level)
         z = int(self._run(self.mech, self._query.data.count(), "count", label))
         return Result(statistic=self.statistic, value=max(0, z), interval=(max(0, z - t), max(0, z + t)), accuracy=acc)
 
@@ -273,16 +345,19 @@ class _Column(Planned):
 
 
 class _Sum(_Column):
-    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: Any) -> None:
         super().__init__(query, "sum", column, bounds, rule)
         k = query.max_rows_per_user
-        self.mech = LaplaceMechanism(epsilon=epsilon, sensitivity=_l1(k * max(abs(self.lower), abs(self.upper))))
+        self.mech = _sum_mech(_spec(epsilon), 1, k * max(abs(self.lower), abs(self.upper)))
+
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        return (self.mech,)
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
-        return laplace_accuracy(self.mech, level, "data units")[1]
+        return _sum_acc(self.mech, level, "data units")[1]
 
     def _release(self, level: float, label: str) -> Result:
-        half, acc = laplace_accuracy(self.mech, level, "data units")
+        half, acc = _sum_acc(self.mech, level, "data units")
         z = float(self._run(self.mech, self.moments(0.0).total, "sum", label))
         return Result(statistic=self.statistic, value=z, interval=(z - half, z + half), accuracy=acc)
 
@@ -294,17 +369,20 @@ class _Mean(_Column):
 
     parts = 2
 
-    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: Any) -> None:
         super().__init__(query, "mean", column, bounds, rule)
-        k, eps = query.max_rows_per_user, _split(epsilon, self.parts)
-        self._epsilon = epsilon
-        self.count = DiscreteLaplaceMechanism(epsilon=eps, sensitivity=k)
-        self.sum = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius))
+        k, spec = query.max_rows_per_user, _spec(epsilon)
+        self._epsilon = spec.epsilon
+        self.count = _count_mech(spec, self.parts, k)
+        self.sum = _sum_mech(spec, self.parts, k * self.radius)
+
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        return (self.count, self.sum)
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
-        t, a_count = discrete_laplace_accuracy(self.count, each)
-        half, a_sum = laplace_accuracy(self.sum, each, "data units (centred sum)")
+        t, a_count = _count_acc(self.count, each)
+        half, a_sum = _sum_acc(self.sum, each, "data units (centred sum)")
         return t, half, {"count": a_count, "centred_sum": a_sum}
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
@@ -369,6 +447,9 @@ class _Variance(_Column):
         self.count = DiscreteLaplaceMechanism(epsilon=eps, sensitivity=k)
         self.sum = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius))
         self.squares = LaplaceMechanism(epsilon=eps, sensitivity=_l1(k * self.radius * self.radius))
+
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        return (self.count, self.sum, self.squares)
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
@@ -443,6 +524,9 @@ class _Quantile(_Column):
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "quantile": self.q}
 
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        return (self.mech,)
+
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
         bound = self.mech.rank_error_bound(1 - level)
         return Accuracy(
@@ -514,7 +598,7 @@ class _Grouped(Planned):
         by: str,
         keys: tuple[Hashable, ...] | None,
         what: str,
-        epsilon: float,
+        epsilon: Any,
         delta: float | None,
         column: str | None = None,
         bounds: Any = None,
@@ -524,8 +608,14 @@ class _Grouped(Planned):
         query.source.check_key_column(self.by)
         self.statistic = f"{what}({column}) by {by}" if column else f"count by {by}"
         self.parts = {"count": 1, "sum": 1, "mean": 2}[what]
-        eps = self._epsilon = epsilon
+        self.noise = _spec(epsilon)
+        eps = self._epsilon = self.noise.epsilon
         self.selector: LaplaceThresholding | None = None
+        if keys is None and self.noise.kind == "gaussian":
+            raise PrivregValueError(
+                f"noise='gaussian' needs public keys for {by!r}; got keys=None. List keys=[...] (from a schema, or "
+                f"found by an earlier release with Laplace noise), so that the Gaussian's events are fixed."
+            )
         if keys is None:
             if delta is None:
                 raise PrivregValueError(
@@ -536,7 +626,7 @@ class _Grouped(Planned):
             self.selector = LaplaceThresholding(
                 epsilon=eps, delta=delta, max_partitions=query.max_rows_per_user, max_contribution=1.0
             )
-        elif delta is not None:
+        elif delta is not None and self.noise.kind == "laplace":
             raise PrivregValueError(
                 f"delta applies only when keys are found by partition selection (keys=None); got delta={delta!r} "
                 f"with public keys. Leave delta out."
@@ -558,26 +648,46 @@ class _Grouped(Planned):
             out.update(column=self.column, bounds=list(self.bounds), rule=self.rule)
         return out
 
-    def _mechanisms(self, size: int) -> tuple[DiscreteLaplaceMechanism | None, LaplaceMechanism | None]:
-        """(count mechanism, sum mechanism) for ``size`` keys; None where not used."""
+    def _mechanisms(self, size: int) -> tuple[_CountMech | None, _SumMech | None]:
+        """(count mechanism, sum mechanism) for ``size`` keys; None where not used. A
+        person's ``k`` rows change the count vector by at most ``k`` in L1 and so in L2."""
         k = self._query.max_rows_per_user
-        count = summ = None
+        count: _CountMech | None = None
+        summ: _SumMech | None = None
+        gaussian = self.noise.kind == "gaussian"
         if self.what in ("count", "mean"):
-            count = DiscreteLaplaceMechanism(epsilon=self.eps_each, sensitivity=k, dimension=size)
+            count = (
+                gaussian_count(self.noise.part(self.parts), k, size)
+                if gaussian
+                else DiscreteLaplaceMechanism(epsilon=self.eps_each, sensitivity=k, dimension=size)
+            )
         if self.what in ("sum", "mean") and self.bounds is not None:
             lo, hi = self.bounds
             sens = k * max(abs(lo), abs(hi)) if self.what == "sum" else k * (hi - lo) / 2
-            summ = LaplaceMechanism(epsilon=self.eps_each, sensitivity=_l1(sens), dimension=size)
+            summ = (
+                gaussian_sum(self.noise.part(self.parts), sens, size)
+                if gaussian
+                else LaplaceMechanism(epsilon=self.eps_each, sensitivity=_l1(sens), dimension=size)
+            )
         return count, summ
+
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        if self.keys is None:
+            raise PrivregValueError(
+                f"{self.statistic}: its keys are found by partition selection, so the events of its aggregates "
+                f"depend on how many are released and cannot be fixed in advance; release the keys first "
+                f"(groupby(..., keys=None) on its own), then list them: groupby({self.by!r}, keys=[...])"
+            )
+        return tuple(m for _, m in self._parts(*self._mechanisms(len(self.keys))))
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
         count, summ = self._mechanisms(len(self.keys) if self.keys is not None else 1)
         each = 1 - (1 - level) / self.parts
         comps: dict[str, Accuracy] = {}
         if count is not None:
-            comps["count"] = discrete_laplace_accuracy(count, each)[1]
+            comps["count"] = _count_acc(count, each)[1]
         if summ is not None:
-            comps["sum"] = laplace_accuracy(summ, each, "data units")[1]
+            comps["sum"] = _sum_acc(summ, each, "data units")[1]
         main = comps["sum" if self.what == "sum" else "count"]
         note = "per key (marginal, not simultaneous over keys)"
         if self.selector is not None:
@@ -617,8 +727,8 @@ class _Grouped(Planned):
         lo, hi = self.bounds if self.bounds is not None else (0.0, 0.0)
         mid = (lo + hi) / 2 if self.what == "mean" else 0.0
         agg = frame.key_aggregates(self.by, keys, self.spec, centre=mid)
-        t = discrete_laplace_accuracy(count, each)[0] if count is not None else 0
-        half = laplace_accuracy(summ, each, "data units")[0] if summ is not None else 0.0
+        t = _count_acc(count, each)[0] if count is not None else 0
+        half = _sum_acc(summ, each, "data units")[0] if summ is not None else 0.0
         values = {"count": agg.counts, "sum": agg.totals}
         raw = dict(
             zip(
@@ -658,21 +768,38 @@ class GroupBy:
         query.source.check_key_column(self.by)
         self.keys = None if keys is None else _check_keys("keys", keys)
 
-    def count(self, *, epsilon: float, delta: float | None = None) -> Planned:
-        """Rows per key (L1 sensitivity ``k``: a person's ``k`` rows)."""
-        return _Grouped(self._query, self.by, self.keys, "count", epsilon, delta)
+    def count(self, *, epsilon: float, delta: float | None = None, noise: str = "laplace") -> Planned:
+        """Rows per key (L1 and L2 sensitivity ``k``: a person's ``k`` rows). ``noise``:
+        see :meth:`Query.count` (the Gaussian needs public keys; ``delta`` is then its own)."""
+        return _Grouped(self._query, self.by, self.keys, "count", _noise(noise, epsilon, delta), delta)
 
     def sum(
-        self, column: str, *, bounds: Any, epsilon: float, delta: float | None = None, rule: str = "clip"
+        self,
+        column: str,
+        *,
+        bounds: Any,
+        epsilon: float,
+        delta: float | None = None,
+        rule: str = "clip",
+        noise: str = "laplace",
     ) -> Planned:
-        """Sum of ``column`` per key (L1 sensitivity ``k max(|lower|, |upper|)``)."""
-        return _Grouped(self._query, self.by, self.keys, "sum", epsilon, delta, column, bounds, rule)
+        """Sum of ``column`` per key (L1 and L2 sensitivity ``k max(|lower|, |upper|)``)."""
+        spec = _noise(noise, epsilon, delta)
+        return _Grouped(self._query, self.by, self.keys, "sum", spec, delta, column, bounds, rule)
 
     def mean(
-        self, column: str, *, bounds: Any, epsilon: float, delta: float | None = None, rule: str = "clip"
+        self,
+        column: str,
+        *,
+        bounds: Any,
+        epsilon: float,
+        delta: float | None = None,
+        rule: str = "clip",
+        noise: str = "laplace",
     ) -> Planned:
-        """Mean of ``column`` per key: count and centred sum per key at half the epsilon each."""
-        return _Grouped(self._query, self.by, self.keys, "mean", epsilon, delta, column, bounds, rule)
+        """Mean of ``column`` per key: count and centred sum per key at half the budget each."""
+        spec = _noise(noise, epsilon, delta)
+        return _Grouped(self._query, self.by, self.keys, "mean", spec, delta, column, bounds, rule)
 
 
 # --- the query -------------------------------------------------------------------------------
@@ -767,17 +894,45 @@ class Query:
     def check_column(self, column: Any) -> str:
         return self.source.check_column(column)
 
-    def count(self, *, epsilon: float) -> Planned:
-        """Number of rows (after contribution bounding): discrete Laplace, sensitivity ``k``."""
-        return _Count(self, epsilon)
+    def count(self, *, epsilon: float, delta: float | None = None, noise: str = "laplace") -> Planned:
+        """Number of rows (after contribution bounding): discrete Laplace, sensitivity ``k``.
+        ``noise="gaussian"`` with ``delta``: the exact discrete Gaussian at the largest
+        zCDP rho that implies (epsilon, delta) (:mod:`privreg.analysis.noise`)."""
+        if noise == "laplace":
+            _laplace_only_delta(delta)
+        return _Count(self, _noise(noise, epsilon, delta))
 
-    def sum(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
-        """Sum of ``column`` within ``bounds``: Laplace, sensitivity ``k max(|lower|, |upper|)``."""
-        return _Sum(self, column, bounds, rule, epsilon)
+    def sum(
+        self,
+        column: str,
+        *,
+        bounds: Any = None,
+        epsilon: float,
+        rule: str = "clip",
+        delta: float | None = None,
+        noise: str = "laplace",
+    ) -> Planned:
+        """Sum of ``column`` within ``bounds``: Laplace (or with ``noise="gaussian"`` the
+        Gaussian, see :meth:`count`), sensitivity ``k max(|lower|, |upper|)``."""
+        if noise == "laplace":
+            _laplace_only_delta(delta)
+        return _Sum(self, column, bounds, rule, _noise(noise, epsilon, delta))
 
-    def mean(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
-        """Mean of ``column`` within ``bounds`` (count and centred sum, epsilon / 2 each)."""
-        return _Mean(self, column, bounds, rule, epsilon)
+    def mean(
+        self,
+        column: str,
+        *,
+        bounds: Any = None,
+        epsilon: float,
+        rule: str = "clip",
+        delta: float | None = None,
+        noise: str = "laplace",
+    ) -> Planned:
+        """Mean of ``column`` within ``bounds`` (count and centred sum, half the budget
+        each: epsilon / 2, or rho / 2 with ``noise="gaussian"``, see :meth:`count`)."""
+        if noise == "laplace":
+            _laplace_only_delta(delta)
+        return _Mean(self, column, bounds, rule, _noise(noise, epsilon, delta))
 
     def variance(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
         """Population variance of ``column`` within ``bounds`` (three parts, epsilon / 3 each)."""
@@ -797,11 +952,28 @@ class Query:
         """:meth:`quantile` at ``q = 0.5``."""
         return self.quantile(column, 0.5, bounds=bounds, epsilon=epsilon, grid=grid, rule=rule)
 
-    def histogram(self, column: str, *, categories: Sequence[Hashable], epsilon: float) -> Planned:
-        """Rows per declared category of ``column`` (others are not counted):
-        discrete Laplace on every category, L1 sensitivity ``k``."""
-        return _Grouped(self, column, _check_keys("categories", categories), "count", epsilon, None)
+    def histogram(
+        self,
+        column: str,
+        *,
+        categories: Sequence[Hashable],
+        epsilon: float,
+        delta: float | None = None,
+        noise: str = "laplace",
+    ) -> Planned:
+        """Rows per declared category of ``column`` (others are not counted): discrete
+        Laplace on every category, L1 sensitivity ``k`` (or the discrete Gaussian, L2
+        sensitivity ``k``, with ``noise="gaussian"``, see :meth:`count`)."""
+        if noise == "laplace":
+            _laplace_only_delta(delta)
+        keys = _check_keys("categories", categories)
+        return _Grouped(self, column, keys, "count", _noise(noise, epsilon, delta), delta)
 
     def groupby(self, column: str, *, keys: Sequence[Hashable] | None = None) -> GroupBy:
         """Aggregates per key of ``column``; ``keys=None`` finds them by partition selection."""
         return GroupBy(self, column, keys)
+
+    def plan(self, *, epsilon: float, delta: float | None = None, noise: str = "laplace") -> Plan:
+        """A plan of several statistics sharing ``epsilon`` (:class:`~privreg.analysis.plan.Plan`):
+        cost and accuracy before any release, then one charge for all of them."""
+        return Plan(self, epsilon=epsilon, delta=delta, noise=noise)
