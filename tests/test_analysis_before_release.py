@@ -193,3 +193,69 @@ def test_no_release_lands_outside_its_bounds_or_the_float_range():
         s = q.sum("x", bounds=(0, 1.7e308), epsilon=1.0).release()
         m = q.mean("x", bounds=(0, 1.7e308), epsilon=1.0).release()
         assert math.isfinite(s.value) and 0 <= m.value <= 1.7e308
+
+
+# --- the command line: refusals and estimates before a release -------------------------------
+
+CLI_PAIRS = {
+    "inside vs outside the bounds": ("045", "450"),
+    "value vs NaN": ("045", "nan"),
+    "value vs inf": ("045", "inf"),
+}
+
+
+def _cli(capsys, *argv: Any) -> tuple[int, str]:
+    from privreg.cli.main import main
+
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+def _ages(path: Any, cell: str) -> Any:
+    """A CSV of 300 ages whose 8th row is ``cell`` (every variant of the same byte size:
+    the size is the public fact the cost estimate reads)."""
+    rows = [f"{20 + i % 60:03d}" for i in range(300)]
+    rows[7] = cell
+    path.write_text("age\n" + "".join(r + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("pair", list(CLI_PAIRS))
+def test_cli_refusals_and_estimates_are_the_same_for_files_one_row_apart(capsys, tmp_path, pair):
+    bounds = ["--lower", "17", "--upper", "90"]
+    seen: dict[str, list[Any]] = {}
+    for i, cell in enumerate(CLI_PAIRS[pair]):
+        path = _ages(tmp_path / f"{i}.csv", cell)
+        ledger = tmp_path / f"ledger-{i}.sqlite"
+        assert _cli(capsys, "ledger", "init", ledger, "--epsilon", "1")[0] == 0
+        for rule in ("clip", "drop", "impute"):
+            extra = ["--rule", rule] + (["--impute", "50"] if rule == "impute" else [])
+            runs = [
+                ["--max-memory-gib", "1e-6"],  # the cost estimate refuses
+                ["--max-seconds", "1e-9"],
+                ["--epsilon", "2", "--budget-epsilon", "1"],  # the run's own budget refuses
+                ["--ledger", ledger],  # spends the shared ledger whole ...
+                ["--ledger", ledger],  # ... which then refuses
+            ]
+            for n, options in enumerate(runs):
+                out = tmp_path / f"out-{i}-{rule}-{n}"
+                code, err = _cli(capsys, "run", "bounded-mean", "--input", path, *bounds, *extra, *options, "-o", out)
+                err = err.replace(str(tmp_path), "TMP").replace(f"ledger-{i}", "ledger-I").replace(f"out-{i}", "out-I")
+                seen.setdefault(f"{rule} {options[0]} run {n}", []).append((code, err))
+            # the ledger is spent by the first "--ledger" run of this rule: a new one per rule
+            ledger.unlink()
+            assert _cli(capsys, "ledger", "init", ledger, "--epsilon", "1")[0] == 0
+    for what, (a, b) in seen.items():
+        assert a == b, what
+    assert {code for code, _ in (v[0] for v in seen.values())} == {0, 2}
+
+
+def test_cli_bounded_mean_needs_declared_bounds_for_a_users_file(capsys, tmp_path):
+    path = _ages(tmp_path / "ages.csv", "045")
+    code, err = _cli(capsys, "run", "bounded-mean", "--input", path, "-o", tmp_path / "out")
+    assert code == 2 and "--lower and --upper" in err and "lower=" not in err
+    assert not (tmp_path / "out" / "ledger.sqlite").exists()  # nothing was charged
+    code, err = _cli(capsys, "run", "bounded-mean", "--input", path, "--upper", "90", "-o", tmp_path / "o2")
+    assert code == 2 and "needs both --lower and --upper" in err
+    # the bundled Adult slice keeps its own (census) bounds for age
+    assert _cli(capsys, "run", "bounded-mean", "-o", tmp_path / "adult")[0] == 0

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import numpy as np
 
+from privreg.analysis.bounding import RULES, apply_rule
 from privreg.analysis.frames import clamped_fsum
 from privreg.analysis.report import Level
 from privreg.core.cost import Cost
@@ -22,38 +23,41 @@ from privreg.datasets import load_adult
 from privreg.plugins.standard.mean_report import MeanReport, mean_mechanisms
 from privreg.readers import numeric_column, read_table
 
-__all__ = ["bounded_mean", "read_column", "estimate_bounded_mean", "count_lines"]
+__all__ = ["bounded_mean", "read_column", "estimate_bounded_mean", "ADULT_BOUNDS"]
 
 #: The formats bounded-mean reads (a mail archive has no numeric column).
 _FORMATS = ("csv", "jsonl", "parquet")
 
+#: Bounds of the bundled Adult slice's columns from the census codebook (ages 17-90 are
+#: the survey's range), used only when no --input is given; a user's file needs
+#: --lower and --upper.
+ADULT_BOUNDS = {"age": (17.0, 90.0)}
 
-def count_lines(path: Path) -> int:
-    """Lines of a file (a final line without a newline counts), read in 1 MiB blocks."""
-    lines, last = 0, b"\n"
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    return lines + (last != b"\n")
+#: Each row of an input holds at least this many bytes (a cell and a line end): the
+#: input's size bounds its rows without reading it.
+_MIN_ROW_BYTES = 2
 
 
 def estimate_bounded_mean(path: Path | None) -> Cost:
-    """Peak memory and time of :func:`bounded_mean` on ``path`` (default: Adult), from
-    its size and its number of lines ``n``: the column's cells as str (<= 50 bytes of object
-    plus 8 of list slot each, plus their text, at most the file) and three float64/bool
-    arrays of ``n``; reading costs about 1 us per line and 10 ns per byte.
-    ``tests/test_cost.py`` holds it within [1, 4] x the measured peak."""
+    """Peak memory and time of :func:`bounded_mean` on ``path`` (default: Adult) from
+    its size in bytes ``B`` only, which is treated as public (the file system shows it to
+    whoever can name the file); its content (rows, lines, values) never enters the
+    estimate, so a refusal says nothing about the data. Rows are at most
+    ``B / 2`` (a cell and a line end each); per row, the column's cell as str (<= 50
+    bytes of object plus 8 of list slot) and three float64/bool arrays, plus the text
+    (at most ``B``); reading costs about 1 us per row and 10 ns per byte. It errs high,
+    most for files of long rows (``tests/test_cost.py``)."""
     if path is None:
         size, rows = 300_000, 2_000  # the bundled slice, read whole
         return Cost(memory_bytes=8 * size + 200 * rows, seconds=0.1, basis="the bundled Adult slice")
     if not path.is_file():
         raise PrivregValueError(f"input {str(path)!r} is not a file")
-    size, rows = path.stat().st_size, count_lines(path)
+    size = path.stat().st_size
+    rows = size // _MIN_ROW_BYTES + 1
     return Cost(
         memory_bytes=(58 + 8 * 3 + 2) * rows + size + (1 << 20),
         seconds=1e-6 * rows + 1e-8 * size,
-        basis=f"{rows} lines, {size} bytes of CSV",
+        basis=f"{size} bytes of input (its size only; at most {rows} rows)",
     )
 
 
@@ -92,12 +96,32 @@ def bounded_mean(
     columns: Annotated[
         str, Spec(doc="comma-separated names of the columns of a CSV file without a header row (default: it has one)")
     ] = "",
-    lower: Annotated[float, Spec(doc="declared lower bound of the column")] = 17.0,
-    upper: Annotated[float, Spec(doc="declared upper bound of the column")] = 90.0,
+    lower: Annotated[
+        float | None,
+        Spec(doc="declared lower bound of the column, from domain knowledge (required with --input)"),
+    ] = None,
+    upper: Annotated[
+        float | None,
+        Spec(doc="declared upper bound of the column, from domain knowledge (required with --input)"),
+    ] = None,
     epsilon: Annotated[float, Spec(doc="total privacy parameter epsilon", **POSITIVE)] = 1.0,
-    clip: Annotated[bool, Spec(doc="clip values outside [lower, upper] instead of failing (not missing ones)")] = False,
-    drop_missing: Annotated[
-        bool, Spec(doc="drop rows whose cell is empty or NaN instead of failing (recorded in run.json)")
+    rule: Annotated[
+        str,
+        Spec(
+            doc="values outside [--lower, --upper]: clip them to the bounds, drop their rows, or impute --impute",
+            choices=list(RULES),
+        ),
+    ] = "clip",
+    impute: Annotated[
+        float | None,
+        Spec(doc="declared value of empty or NaN cells (and of values outside under --rule impute); default: drop"),
+    ] = None,
+    curator: Annotated[
+        bool,
+        Spec(
+            doc="the data holder's checks: refuse a column with empty cells (unless --impute) or values outside the "
+            "bounds instead of applying --rule; the refusal depends on the data (private against no one who sees it)"
+        ),
     ] = False,
     level: Level = 0.95,
 ) -> WorkflowResult:
@@ -105,12 +129,15 @@ def bounded_mean(
 
     Guarantee: ``epsilon``-DP under add/remove-one-row neighbours (basic composition of a
     count with sensitivity 1 at epsilon/2 and a sum with sensitivity max(|lower|, |upper|)
-    at epsilon/2; the mean is post-processing). Values outside [lower, upper] are an error
-    unless ``clip`` is set: the bounds must come from domain knowledge, never from the data.
-    Missing cells (empty or NaN) are an error unless ``drop_missing`` is set, which drops
-    their rows before anything is released (a row filter: the guarantee is unchanged);
-    ``clip`` never turns a missing cell into a value.
-    Such an error names the column and the rule, never a row or a value. The sum is exact
+    at epsilon/2; the mean is post-processing). The bounds are declared (``--lower`` and
+    ``--upper``, from domain knowledge, never from the data; required for an ``--input``,
+    the bundled Adult slice has its own for ``age``). Values outside them are handled by
+    the declared ``--rule`` (clipped, their rows dropped, or replaced by ``--impute``);
+    empty or NaN cells take ``--impute`` when declared and are dropped otherwise. No rule
+    refuses because of the data, so nothing shown before the release (errors, the cost
+    estimate, which uses the input's size in bytes only) depends on it. ``--curator``
+    refuses instead when a cell is empty (and not imputed) or outside the bounds: a check
+    for the data holder, private against no one who sees its errors. The sum is exact
     and clamped to the float range (1-Lipschitz), and both releases are prepared before
     the first charge, so nothing can fail between the two charges.
 
@@ -124,29 +151,46 @@ def bounded_mean(
     private under add/remove; the exact-sum fallback runs only when the float sum would
     overflow (bounds near 1e308).
     """
-    if not lower < upper:
-        raise PrivregValueError(f"lower ({lower}) must be < upper ({upper})")
+    if (lower is None) != (upper is None):
+        raise PrivregValueError("bounded-mean needs both --lower and --upper (or neither, for Adult's age)")
+    if lower is None or upper is None:
+        default = ADULT_BOUNDS.get(column) if input is None else None
+        if default is None:
+            where = f"column {column!r} of --input" if input is not None else f"column {column!r} of Adult"
+            raise PrivregValueError(
+                f"bounded-mean needs declared bounds for {where}: pass --lower and --upper from domain knowledge "
+                f"(e.g. --lower 17 --upper 90 for ages), never from the data: the noise is calibrated to them."
+            )
+        lower, upper = default
     if not (math.isfinite(lower) and math.isfinite(upper)):
-        raise PrivregValueError(f"lower and upper must be finite; got lower={lower!r}, upper={upper!r}")
+        raise PrivregValueError(f"--lower and --upper must be finite; got --lower {lower!r} --upper {upper!r}")
+    if not lower < upper:
+        raise PrivregValueError(f"--lower ({lower:g}) must be < --upper ({upper:g})")
+    if not (math.isfinite(upper - lower) and math.isfinite(max(abs(lower), abs(upper)) / (epsilon / 2))):
+        raise PrivregValueError(
+            f"--lower {lower:g} --upper {upper:g} at --epsilon {epsilon:g}: the width or the sum's noise scale "
+            f"overflows the float range; declare narrower bounds, rescale the column or pass a larger --epsilon"
+        )
+    if rule == "impute" and impute is None:
+        raise PrivregValueError("--rule impute needs --impute VALUE (a value inside [--lower, --upper])")
+    if impute is not None and not (math.isfinite(impute) and lower <= impute <= upper):
+        raise PrivregValueError(
+            f"--impute must be a finite value inside [--lower, --upper] = [{lower:g}, {upper:g}]; got {impute!r}"
+        )
     names = split_columns("columns", columns) or None
     context.require("bounded-mean", estimate_bounded_mean(input))
-    x = read_column(input, column, names)
-    missing = np.isnan(x)
-    if missing.any():
-        if not drop_missing:
-            # the rule and the column only: a row index or a value would be private data
-            raise PrivregValueError(
-                f"column {column!r} has empty or NaN cells; clean the data, or pass drop_missing=true "
-                f"(--drop-missing) to drop those rows (clip does not apply to missing cells)"
-            )
-        x = x[~missing]
-    outside = (x < lower) | (x > upper)
-    if outside.any() and not clip:
-        raise PrivregValueError(
-            f"column {column!r} has values outside the declared bounds [{lower:g}, {upper:g}]; "
-            f"widen the bounds or pass clip=true"
+    raw = read_column(input, column, names)
+    try:
+        x = apply_rule(raw, (lower, upper), "error" if curator else rule, column, impute)[0]
+    except PrivregValueError:
+        what = (
+            "empty or NaN cells (pass --impute)"
+            if np.isnan(raw).any() and impute is None
+            else ("values outside [--lower, --upper] (widen them)")
         )
-    x = np.clip(x, lower, upper)
+        raise PrivregValueError(
+            f"--curator: column {column!r} has {what}; without --curator they are handled by --rule and --impute"
+        ) from None
     half = epsilon / 2
     # both mechanisms and both inputs are ready before the first charge: nothing after it
     # can fail because of the data
