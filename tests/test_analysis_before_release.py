@@ -259,3 +259,33 @@ def test_cli_bounded_mean_needs_declared_bounds_for_a_users_file(capsys, tmp_pat
     assert code == 2 and "needs both --lower and --upper" in err
     # the bundled Adult slice keeps its own (census) bounds for age
     assert _cli(capsys, "run", "bounded-mean", "-o", tmp_path / "adult")[0] == 0
+
+
+def test_ngrams_prints_the_exact_token_count_only_for_a_curator(tmp_path):
+    """Two corpora of the same size in bytes, one user's text tokenized differently (120
+    vs 118 tokens): without --curator the messages before the release are the same and
+    neither count appears anywhere; with --curator the exact count is shown and marked."""
+    from privreg.core.workflow import WorkflowContext
+    from privreg.plugins.ngrams.workflow import ngrams_workflow
+
+    def corpus(name: str, row7: str) -> Any:
+        rows = [f"u{i % 7},alpha beta gamma {i:02d}" for i in range(30)]
+        rows[7] = row7
+        path = tmp_path / name
+        path.write_text("user_id,text\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        return path
+
+    paths = [corpus("a.csv", "u0,alpha beta gamma 07"), corpus("b.csv", "u0,alphaXbetaXgamma 07")]
+    echoed = []
+    for path in paths:
+        lines: list[str] = []
+        ctx = WorkflowContext(charger=EventLog(), rng=InsecureReproducibleRandom(seed=4), echo=lines.append)
+        res = ngrams_workflow(context=ctx, input=path, max_n=2, max_keys=10)
+        text = "\n".join(lines) + res.summary + repr(res.metrics)
+        assert "120" not in text and "118" not in text and "tokens" not in res.metrics
+        echoed.append([line.replace(path.name, "X") for line in lines])
+    assert echoed[0] == echoed[1]
+    lines = []
+    ctx = WorkflowContext(charger=EventLog(), rng=InsecureReproducibleRandom(seed=4), echo=lines.append)
+    res = ngrams_workflow(context=ctx, input=paths[1], max_n=2, max_keys=10, curator=True)
+    assert res.metrics["tokens"] == 118 and "118 tokens (--curator: exact, not private)" in res.summary
