@@ -201,6 +201,7 @@ CLI_PAIRS = {
     "inside vs outside the bounds": ("045", "450"),
     "value vs NaN": ("045", "nan"),
     "value vs inf": ("045", "inf"),
+    "value vs not a number": ("045", "abc"),  # read as missing, never refused
 }
 
 
@@ -257,6 +258,23 @@ def test_cli_bounded_mean_needs_declared_bounds_for_a_users_file(capsys, tmp_pat
     assert not (tmp_path / "out" / "ledger.sqlite").exists()  # nothing was charged
     code, err = _cli(capsys, "run", "bounded-mean", "--input", path, "--upper", "90", "-o", tmp_path / "o2")
     assert code == 2 and "needs both --lower and --upper" in err
+    # only the data holder's --curator run refuses a cell that is not a number
+    path = _ages(tmp_path / "text.csv", "abc")
+    code, err = _cli(
+        capsys,
+        "run",
+        "bounded-mean",
+        "--input",
+        path,
+        "--lower",
+        "17",
+        "--upper",
+        "90",
+        "--curator",
+        "-o",
+        tmp_path / "c",
+    )
+    assert code == 2 and "is not numeric" in err and "abc" not in err
     # the bundled Adult slice keeps its own (census) bounds for age
     assert _cli(capsys, "run", "bounded-mean", "-o", tmp_path / "adult")[0] == 0
 

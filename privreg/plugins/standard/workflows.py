@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -61,12 +62,29 @@ def estimate_bounded_mean(path: Path | None) -> Cost:
     )
 
 
-def read_column(path: Path | None, column: str, columns: Sequence[str] | None = None) -> np.ndarray:
+def _lenient(cells: Sequence[str | None], column: str, where: str) -> np.ndarray:
+    """``cells`` as float64, a cell that is not a number read as NaN (missing, like an
+    empty one): a rule that does not depend on the data, where refusing would."""
+    try:
+        return numeric_column(cells, column, where)
+    except PrivregValueError:
+        out = np.full(len(cells), np.nan)
+        for i, cell in enumerate(cells):
+            with contextlib.suppress(TypeError, ValueError):
+                out[i] = float(cell)  # type: ignore[arg-type]  # None: TypeError, stays NaN
+        return out
+
+
+def read_column(
+    path: Path | None, column: str, columns: Sequence[str] | None = None, *, lenient: bool = False
+) -> np.ndarray:
     """A numeric column of a file (default: bundled Adult slice): CSV with a header row,
     or without one when ``columns`` names its columns; JSONL or Parquet by suffix
     (:func:`privreg.readers.read_table`; any other suffix reads as CSV). Empty and NaN
-    cells (and cells missing from a short row) read as NaN. A header row naming a column
-    twice or holding an empty name is refused."""
+    cells (and cells missing from a short row) read as NaN; so do cells that are not
+    numbers when ``lenient``, which are refused otherwise (an error naming the column,
+    never the cell). A header row naming a column twice or holding an empty name is
+    refused."""
     if path is None:
         if columns:
             raise PrivregValueError("columns names the columns of an input file; pass input= too, or drop columns")
@@ -82,7 +100,8 @@ def read_column(path: Path | None, column: str, columns: Sequence[str] | None = 
         columns=columns,
         hint="Pick the column with column= (--column)",
     )
-    return numeric_column(table[column], column, repr(str(path)))
+    cells = table[column]
+    return _lenient(cells, column, repr(str(path))) if lenient else numeric_column(cells, column, repr(str(path)))
 
 
 def bounded_mean(
@@ -133,7 +152,8 @@ def bounded_mean(
     ``--upper``, from domain knowledge, never from the data; required for an ``--input``,
     the bundled Adult slice has its own for ``age``). Values outside them are handled by
     the declared ``--rule`` (clipped, their rows dropped, or replaced by ``--impute``);
-    empty or NaN cells take ``--impute`` when declared and are dropped otherwise. No rule
+    empty or NaN cells, and cells that are not numbers, take ``--impute`` when declared
+    and are dropped otherwise. No rule
     refuses because of the data, so nothing shown before the release (errors, the cost
     estimate, which uses the input's size in bytes only) depends on it. ``--curator``
     refuses instead when a cell is empty (and not imputed) or outside the bounds: a check
@@ -179,7 +199,7 @@ def bounded_mean(
         )
     names = split_columns("columns", columns) or None
     context.require("bounded-mean", estimate_bounded_mean(input))
-    raw = read_column(input, column, names)
+    raw = read_column(input, column, names, lenient=not curator)
     try:
         x = apply_rule(raw, (lower, upper), "error" if curator else rule, column, impute)[0]
     except PrivregValueError:
