@@ -255,9 +255,7 @@ def test_bounded_mean_names_its_flags_in_bad_bounds_and_impute(capsys, tmp_path)
     bounds = ["--lower", "17", "--upper", "90"]
     refuse(capsys, tmp_path, "bounded-mean", "--input", path, *bounds, "--rule", "impute", match="--impute VALUE")
     refuse(capsys, tmp_path, "bounded-mean", "--input", path, *bounds, "--impute", "100", match="--impute must be")
-    refuse(
-        capsys, tmp_path, "bounded-mean", "--input", path, "--lower", "9", "--upper", "5", match="must be < --upper"
-    )
+    refuse(capsys, tmp_path, "bounded-mean", "--input", path, "--lower", "9", "--upper", "5", match="must be < --upper")
 
 
 @pytest.mark.parametrize("workflow", ["bounded-mean", "outlier-count"])

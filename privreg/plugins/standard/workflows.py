@@ -186,11 +186,6 @@ def bounded_mean(
         raise PrivregValueError(f"--lower and --upper must be finite; got --lower {lower!r} --upper {upper!r}")
     if not lower < upper:
         raise PrivregValueError(f"--lower ({lower:g}) must be < --upper ({upper:g})")
-    if not (math.isfinite(upper - lower) and math.isfinite(max(abs(lower), abs(upper)) / (epsilon / 2))):
-        raise PrivregValueError(
-            f"--lower {lower:g} --upper {upper:g} at --epsilon {epsilon:g}: the width or the sum's noise scale "
-            f"overflows the float range; declare narrower bounds, rescale the column or pass a larger --epsilon"
-        )
     if rule == "impute" and impute is None:
         raise PrivregValueError("--rule impute needs --impute VALUE (a value inside [--lower, --upper])")
     if impute is not None and not (math.isfinite(impute) and lower <= impute <= upper):
@@ -206,7 +201,7 @@ def bounded_mean(
         what = (
             "empty or NaN cells (pass --impute)"
             if np.isnan(raw).any() and impute is None
-            else ("values outside [--lower, --upper] (widen them)")
+            else f"values outside [--lower, --upper] = [{lower:g}, {upper:g}] (widen them)"
         )
         raise PrivregValueError(
             f"--curator: column {column!r} has {what}; without --curator they are handled by --rule and --impute"
