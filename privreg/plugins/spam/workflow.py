@@ -489,6 +489,12 @@ def spam_filter(*, context: WorkflowContext, **options: Any) -> WorkflowResult:
     ``(epsilon, delta)``-DP (replace-one, per run) also towards Bob. Without DP nothing is
     charged and the model itself is not differentially private.
 
+    What it prints is the data holder's report, not a DP release: the message counts are
+    the dataset's sizes (public under the replace-one guarantee; ``--train``/``--test``
+    declare them), while the AUCs, accuracies, spam fractions and feature counts are
+    computed from the plaintext data to evaluate the protocol against the paper. Show
+    them only to whoever may see the data.
+
     Timing depends on the data: on the numbers of messages and features, and on how many
     features each message has (sparse arithmetic); it is not constant-time.
     """
