@@ -249,6 +249,25 @@ def test_cli_refusals_and_estimates_are_the_same_for_files_one_row_apart(capsys,
     for what, (a, b) in seen.items():
         assert a == b, what
     assert {code for code, _ in (v[0] for v in seen.values())} == {0, 2}
+    # the spent ledger refuses the run before the workflow starts
+    assert all("Nothing was released or charged" in seen[f"{r} --ledger run 4"][0][1] for r in ("clip", "drop"))
+
+
+def test_bounded_mean_asks_the_budget_before_reading_its_input(tmp_path):
+    """From Python, with a session as the charger: a budget that cannot grant both
+    releases refuses before the file is read (a curator run would refuse this file)."""
+    from privreg.core.errors import BudgetExceededError
+    from privreg.core.workflow import WorkflowContext
+    from privreg.plugins.standard.workflows import bounded_mean
+
+    path = _ages(tmp_path / "ages.csv", "abc")
+    session = BudgetSession(budget=PrivacyBudget(epsilon=0.5, delta=1e-6))
+    ctx = WorkflowContext(charger=session)
+    with pytest.raises(BudgetExceededError, match="nothing was read, released or charged"):
+        bounded_mean(context=ctx, input=path, lower=17, upper=90, epsilon=1.0, curator=True)
+    assert session.ledger.rows() == []
+    with pytest.raises(PrivregValueError, match="is not numeric"):  # the budget grants it: the data decide
+        bounded_mean(context=ctx, input=path, lower=17, upper=90, epsilon=0.5, curator=True)
 
 
 def test_cli_bounded_mean_needs_declared_bounds_for_a_users_file(capsys, tmp_path):

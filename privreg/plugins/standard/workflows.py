@@ -15,7 +15,8 @@ from privreg.analysis.bounding import RULES, apply_rule
 from privreg.analysis.frames import clamped_fsum
 from privreg.analysis.report import Level
 from privreg.core.cost import Cost
-from privreg.core.errors import PrivregValueError
+from privreg.core.errors import BudgetExceededError, PrivregValueError
+from privreg.core.events import Composed
 from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.validation import split_columns
@@ -194,6 +195,16 @@ def bounded_mean(
         )
     names = split_columns("columns", columns) or None
     context.require("bounded-mean", estimate_bounded_mean(input))
+    # both mechanisms are public: the budget is asked for them before the data are read
+    count_mech, sum_mech = mean_mechanisms(epsilon, lower, upper)
+    can_afford = getattr(context.charger, "can_afford", None)
+    if can_afford is not None and not can_afford(
+        Composed(events=(count_mech.privacy_event(), sum_mech.privacy_event()))
+    ):
+        raise BudgetExceededError(
+            f"bounded-mean: the budget cannot grant the count and the sum at --epsilon {epsilon:g} together; "
+            f"nothing was read, released or charged. Pass a smaller --epsilon, or use a ledger with more left."
+        )
     raw = read_column(input, column, names, lenient=not curator)
     try:
         x = apply_rule(raw, (lower, upper), "error" if curator else rule, column, impute)[0]
@@ -209,7 +220,6 @@ def bounded_mean(
     half = epsilon / 2
     # both mechanisms and both inputs are ready before the first charge: nothing after it
     # can fail because of the data
-    count_mech, sum_mech = mean_mechanisms(epsilon, lower, upper)
     report = MeanReport.prepare(epsilon=epsilon, lower=lower, upper=upper, level=level)
     n, s = float(x.size), clamped_fsum(x.tolist())
     count = count_mech.release(n, charger=context.charger, rng=context.rng, label=f"count({column})")
