@@ -289,9 +289,10 @@ def tied_median(lib: str, df: pd.DataFrame, age: float) -> str:
 
 
 def privreg_error_rule(df: pd.DataFrame) -> str:
-    """privreg's mean with the wrong bounds and ``rule='error'``."""
+    """privreg's mean with the wrong bounds and ``rule='error'`` (a curator query: the
+    refusal depends on the data, so only the data holder may ask for it)."""
     session = BudgetSession(budget=PrivacyBudget(epsilon=1))
-    q = Query(df.assign(age=90.0), privacy_unit=ONE_ROW_PER_USER, session=session)
+    q = Query(df.assign(age=90.0), privacy_unit=ONE_ROW_PER_USER, session=session, curator=True)
     try:
         q.mean("age", bounds=WRONG, epsilon=0.25, rule="error").release()
     except Exception as e:  # noqa: BLE001 -- the type is reported

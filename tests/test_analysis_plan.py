@@ -170,14 +170,28 @@ def test_a_refusal_reads_charges_and_releases_nothing():
         assert plan._query._bounded is None
 
 
-def test_data_breaking_a_rule_fail_before_the_one_charge():
+def test_data_breaking_a_curator_rule_fail_before_the_one_charge():
+    """Only a curator query's rule='error' refuses data; in a plan it does so before the
+    block's one charge (the other rules handle any value: see test_analysis_before_release)."""
+    frame = FRAME.assign(age=FRAME["age"].where(np.arange(N) != 5, 200.0))
+    session = BudgetSession(budget=PrivacyBudget(epsilon=5.0, delta=1e-6))
+    q = Query(
+        frame, privacy_unit=ONE_ROW_PER_USER, session=session, rng=InsecureReproducibleRandom(seed=1), curator=True
+    )
+    plan = q.plan(epsilon=1.0)
+    plan.count().mean("hours", bounds=(0, 100)).mean("age", bounds=(17, 90), rule="error")  # the third refuses
+    with pytest.raises(PrivregValueError, match="outside the declared bounds"):
+        plan.release()
+    assert session.ledger.rows() == []
+
+
+def test_missing_values_under_clip_are_released_in_a_plan():
     frame = FRAME.assign(age=FRAME["age"].where(np.arange(N) != 5))
     session = BudgetSession(budget=PrivacyBudget(epsilon=5.0, delta=1e-6))
     plan = query(session, frame=frame).plan(epsilon=1.0)
-    plan.count().mean("hours", bounds=(0, 100)).mean("age", bounds=(17, 90))  # the third refuses the NaN
-    with pytest.raises(PrivregValueError, match="missing"):
-        plan.release()
-    assert session.ledger.rows() == []
+    plan.count().mean("hours", bounds=(0, 100)).mean("age", bounds=(17, 90))  # the NaN row is left out
+    assert len(plan.release()) == 3
+    assert len(session.ledger.rows()) == 1
 
 
 def _covered(stat, value, interval):

@@ -42,26 +42,48 @@ def test_a_wrong_bound_is_clipped_and_recorded_in_the_ledger():
         assert str(n_clipped) not in str(row.charge.to_dict())
 
 
-def test_drop_rule_leaves_rows_out_and_error_rule_refuses_before_any_charge():
+def test_drop_rule_leaves_rows_out_and_error_rule_needs_a_curator_query():
     q = query()
     r = q.mean("age", bounds=(18, 50), epsilon=40.0, rule="drop").release()
     assert abs(r.value - AGES[AGES <= 50].mean()) < 0.05
     assert q.session.ledger.rows()[-1].charge.parameters["analysis"]["rule"] == "drop"
-    q = query()
-    with pytest.raises(PrivregValueError, match="rule='error'") as err:
+    # the data-dependent refusal is not on offer to an analyst: refused when built, from its arguments
+    with pytest.raises(PrivregValueError, match=r"rule='error'.*needs Query\(\.\.\., curator=True\)"):
+        q.sum("age", bounds=(18, 50), epsilon=1.0, rule="error")
+    q = query(curator=True)
+    with pytest.raises(PrivregValueError, match=r"outside the declared bounds and rule='error' \(curator") as err:
         q.sum("age", bounds=(18, 50), epsilon=1.0, rule="error").release()
     assert "90" not in str(err.value) and "1000" not in str(err.value)  # no value, no count
     assert q.session.ledger.rows() == []
+    q.sum("age", bounds=(18, 90), epsilon=1.0, rule="error").release()
+    assert q.session.ledger.rows()[-1].charge.parameters["analysis"]["curator"] is True
     with pytest.raises(PrivregValueError, match="rule must be one of"):
         q.mean("age", bounds=(18, 50), epsilon=1.0, rule="winsorize")
+    with pytest.raises(PrivregTypeError, match="curator must be True or False"):
+        query(curator="yes")
 
 
-def test_missing_values_are_dropped_or_refused_never_imputed():
+def test_missing_values_are_dropped_or_imputed_as_declared_never_refused():
     q = query(pd.DataFrame({"age": [20.0, np.nan, 40.0] * 10}))
-    with pytest.raises(PrivregValueError, match="missing values"):
-        q.mean("age", bounds=(18, 90), epsilon=1.0).release()
-    r = q.mean("age", bounds=(18, 90), epsilon=50.0, rule="drop").release()
+    r = q.mean("age", bounds=(18, 90), epsilon=15.0).release()  # clip: a missing value's row is left out
     assert abs(r.value - 30.0) < 1.0
+    r = q.mean("age", bounds=(18, 90), epsilon=15.0, rule="drop").release()
+    assert abs(r.value - 30.0) < 1.0
+    r = q.mean("age", bounds=(18, 90), epsilon=15.0, impute=90).release()  # declared: (20 + 90 + 40) / 3
+    assert abs(r.value - 50.0) < 1.0
+    assert q.session.ledger.rows()[-1].charge.parameters["analysis"]["impute"] == 90.0
+    q = query(pd.DataFrame({"age": [20.0, np.nan, 40.0, 200.0, -np.inf] * 10}))
+    r = q.mean("age", bounds=(18, 90), epsilon=15.0, rule="impute", impute=30).release()
+    assert abs(r.value - 30.0) < 1.0  # (20 + 30 + 40 + 30 + 30) / 5
+    r = q.mean("age", bounds=(18, 90), epsilon=15.0, rule="clip").release()
+    assert abs(r.value - (20 + 40 + 90 + 18) / 4) < 1.0  # +-inf clipped like any value outside
+    with pytest.raises(PrivregValueError, match=r"rule='impute' needs impute="):
+        q.mean("age", bounds=(18, 90), epsilon=1.0, rule="impute")
+    for bad in (100.0, float("nan"), float("inf")):
+        with pytest.raises(PrivregValueError, match="impute must be a finite value inside the bounds"):
+            q.median("age", bounds=(18, 90), epsilon=1.0, impute=bad)
+    with pytest.raises(PrivregTypeError, match="impute"):
+        q.groupby("age", keys=[20.0]).sum("age", bounds=(18, 90), epsilon=1.0, impute="30")
 
 
 def test_no_query_without_a_privacy_unit_or_bounds():

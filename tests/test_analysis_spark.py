@@ -65,6 +65,9 @@ def statistics(q: Query) -> dict:
         "sum": q.sum("age", bounds=(17, 90), epsilon=1.0),
         "mean clipped": q.mean("age", bounds=(20, 60), epsilon=1.0),
         "mean drop": q.mean("x", bounds=(3, 11), epsilon=1.0, rule="drop"),
+        "mean clip, missing left out": q.mean("x", bounds=(3, 11), epsilon=1.0),
+        "sum impute": q.sum("x", bounds=(3, 11), epsilon=1.0, rule="impute", impute=7.0),
+        "quantile impute": q.quantile("x", 0.5, bounds=(3, 11), epsilon=1.0, rule="impute", impute=7.0),
         "variance": q.variance("hours-per-week", bounds=(0, 80), epsilon=1.0),
         "variance drop": q.variance("x", bounds=(3, 11), epsilon=1.0, rule="drop"),
         "median": q.median("age", bounds=(17, 90), grid=74, epsilon=1.0),
@@ -75,6 +78,9 @@ def statistics(q: Query) -> dict:
         "sum by selected keys": q.groupby("race").sum("hours-per-week", bounds=(0, 99), epsilon=1.0, delta=1e-6),
         "mean by public keys": q.groupby("sex", keys=["Male", "Female"]).mean(
             "x", bounds=(3, 11), epsilon=1.0, rule="drop"
+        ),
+        "sum by selected keys, missing imputed": q.groupby("sex").sum(
+            "x", bounds=(3, 11), epsilon=1.0, delta=1e-6, impute=7.0
         ),
     }
 
@@ -98,18 +104,18 @@ def test_every_statistic_releases_exactly_what_pandas_releases(spark, adult, uni
     assert charged[0] == charged[1] and len(charged[0]) > len(pandas)
 
 
-def test_rules_refuse_before_any_charge_and_never_quote_data(spark, adult):
+def test_only_the_curator_rule_refuses_before_any_charge_and_never_quotes_data(spark, adult):
     frame = spark.createDataFrame(adult)
     log = EventLog()
-    q = Query(frame, privacy_unit="uid", max_rows_per_user=2, session=log)
+    q = Query(frame, privacy_unit="uid", max_rows_per_user=2, session=log, curator=True)
     refused = [
-        (q.sum("age", bounds=(18, 50), epsilon=1.0, rule="error"), "rule='error'"),
-        (q.median("age", bounds=(18, 50), epsilon=1.0, rule="error"), "rule='error'"),
-        (q.mean("x", bounds=(3, 11), epsilon=1.0), "missing values"),  # rule='clip' cannot bound NaN
-        (q.quantile("x", 0.5, bounds=(3, 11), epsilon=1.0), "missing values"),
+        (q.sum("age", bounds=(18, 50), epsilon=1.0, rule="error"), "outside the declared bounds and rule='error'"),
+        (q.median("age", bounds=(18, 50), epsilon=1.0, rule="error"), "outside the declared bounds and rule='error'"),
+        (q.mean("x", bounds=(3, 11), epsilon=1.0, rule="error"), "missing values and rule='error'"),
+        (q.quantile("x", 0.5, bounds=(3, 11), epsilon=1.0, rule="error"), "missing values and rule='error'"),
         # missing values under a key not asked for refuse too, as on pandas
-        (q.groupby("sex", keys=["Nobody"]).sum("x", bounds=(3, 11), epsilon=1.0), "missing values"),
-        (q.groupby("sex").mean("x", bounds=(3, 11), epsilon=1.0, delta=1e-6), "missing values"),
+        (q.groupby("sex", keys=["Nobody"]).sum("x", bounds=(3, 11), epsilon=1.0, rule="error"), "missing values"),
+        (q.groupby("sex").mean("x", bounds=(3, 11), epsilon=1.0, delta=1e-6, rule="error"), "missing values"),
     ]
     for planned, match in refused:
         with pytest.raises(PrivregValueError, match=match) as err:

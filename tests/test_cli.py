@@ -80,7 +80,7 @@ def test_insecure_seed_is_reproducible_and_marked(capsys, tmp_path):
         (["run", "bounded-mean", "--epsilon", "-1"], "parameter epsilon must be > 0"),
         (["run", "bounded-mean", "--epsilon"], "needs a value"),
         (["run", "bounded-mean", "--bogus", "1"], "has no parameter 'bogus'"),
-        (["run", "bounded-mean", "--upper", "50"], "outside the declared bounds"),
+        (["run", "bounded-mean", "--upper", "50"], "needs both --lower and --upper"),
         (["run", "bounded-mean", "stray"], "expected --PARAMETER VALUE"),
         (["run", "bounded-mean", "--insecure-seed", "x"], "--insecure-seed must be an integer"),
         (["describe", "nosuch"], "no item named 'nosuch'"),
@@ -140,7 +140,10 @@ def test_run_json_is_plain_json_with_paths_as_strings(capsys, monkeypatch, tmp_p
     data = tmp_path / "ages.csv"
     data.write_text("age\n" + "".join(f"{20 + i % 50}\n" for i in range(200)))
     out = tmp_path / "out"
-    code, _, err = run(capsys, "run", "bounded-mean", "--input", str(data), "--insecure-seed", "1", "-o", str(out))
+    bounds = ["--lower", "17", "--upper", "90"]
+    code, _, err = run(
+        capsys, "run", "bounded-mean", "--input", str(data), *bounds, "--insecure-seed", "1", "-o", str(out)
+    )
     assert code == 0, err
     text = (out / "run.json").read_text()
     assert "PosixPath(" not in text

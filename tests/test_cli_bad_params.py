@@ -232,31 +232,36 @@ def _csv(path, header, rows):
     return str(path)
 
 
-def test_bounded_mean_refuses_nan_cells_even_with_clip(capsys, tmp_path):
-    path = _csv(tmp_path / "a.csv", ["age"], [["30"], ["nan"], ["40"]])
-    err = refuse(capsys, tmp_path, "bounded-mean", "--input", path, "--clip", match="column 'age'")
-    assert "NaN" in err and "drop_missing" in err
+def test_bounded_mean_drops_or_imputes_missing_cells_and_only_a_curator_run_refuses_them(capsys, tmp_path):
+    path = _csv(tmp_path / "a.csv", ["age"], [["30"], ["nan"], [""], ["40"]])
+    bounds = ["--lower", "17", "--upper", "90"]
+    for name, extra in (("dropped", []), ("imputed", ["--impute", "50"])):
+        out = tmp_path / name
+        code = main(["run", "bounded-mean", "--input", path, *bounds, *extra, "--insecure-seed", "1", "-o", str(out)])
+        capsys.readouterr()
+        assert code == 0
+        meta = json.loads((out / "run.json").read_text())
+        assert meta["parameters"]["impute"] == (50.0 if extra else None) and meta["parameters"]["rule"] == "clip"
+    err = refuse(capsys, tmp_path, "bounded-mean", "--input", path, *bounds, "--curator", match="--curator")
+    assert "empty or NaN cells (pass --impute)" in err and "clip=" not in err and "drop_missing" not in err
+    path = _csv(tmp_path / "b.csv", ["age"], [["30"], ["95"]])
+    err = refuse(capsys, tmp_path, "bounded-mean", "--input", path, *bounds, "--curator", match="--curator")
+    assert "outside [--lower, --upper]" in err and "95" not in err
 
 
-def test_bounded_mean_refuses_empty_cells_and_names_the_flag(capsys, tmp_path):
-    path = _csv(tmp_path / "a.csv", ["age"], [["30"], [""], ["40"]])
-    refuse(capsys, tmp_path, "bounded-mean", "--input", path, "--clip", match="drop_missing")
-
-
-def test_drop_missing_drops_nan_rows_and_is_recorded_in_run_json(capsys, tmp_path):
-    path = _csv(tmp_path / "a.csv", ["age"], [["30"], ["NaN"], [""], ["40"]])
-    out = tmp_path / "out"
-    code = main(["run", "bounded-mean", "--input", path, "--drop-missing", "--insecure-seed", "1", "-o", str(out)])
-    capsys.readouterr()
-    assert code == 0
-    meta = json.loads((out / "run.json").read_text())
-    assert meta["parameters"]["drop_missing"] is True
+def test_bounded_mean_names_its_flags_in_bad_bounds_and_impute(capsys, tmp_path):
+    path = _csv(tmp_path / "a.csv", ["age"], [["30"], ["40"]])
+    refuse(capsys, tmp_path, "bounded-mean", "--input", path, "--lower", "17", match="needs both --lower and --upper")
+    bounds = ["--lower", "17", "--upper", "90"]
+    refuse(capsys, tmp_path, "bounded-mean", "--input", path, *bounds, "--rule", "impute", match="--impute VALUE")
+    refuse(capsys, tmp_path, "bounded-mean", "--input", path, *bounds, "--impute", "100", match="--impute must be")
+    refuse(capsys, tmp_path, "bounded-mean", "--input", path, "--lower", "9", "--upper", "5", match="must be < --upper")
 
 
 @pytest.mark.parametrize("workflow", ["bounded-mean", "outlier-count"])
 def test_duplicate_csv_headers_are_refused(capsys, tmp_path, workflow):
     path = _csv(tmp_path / "a.csv", ["age", "hours", "age"], [["30", "40", "31"], ["35", "20", "36"]])
-    extra = ["--column", "age"] if workflow == "bounded-mean" else []
+    extra = ["--column", "age", "--lower", "17", "--upper", "90"] if workflow == "bounded-mean" else []
     refuse(capsys, tmp_path, workflow, "--input", path, *extra, match="more than once")
 
 

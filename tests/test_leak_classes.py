@@ -349,10 +349,10 @@ def test_bounded_mean_error_names_the_column_and_rule_not_the_row_or_value(tmp_p
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1))
     msg = _message(
         lambda: REGISTRY.get("bounded-mean").run(
-            ctx, {"input": str(path), "column": "age", "lower": 17.0, "upper": 90.0, "epsilon": 1.0}
+            ctx, {"input": str(path), "column": "age", "lower": 17.0, "upper": 90.0, "epsilon": 1.0, "curator": True}
         )
-    )
-    assert "'age'" in msg and "[17, 90]" in msg and "clip" in msg
+    )  # only the data holder's --curator run refuses by the data
+    assert "'age'" in msg and "[17, 90]" in msg and "--rule" in msg
     assert "987654" not in msg and "2345" not in msg and "row" not in msg
     assert ctx.charger.charges == ()
 

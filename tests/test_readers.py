@@ -299,7 +299,7 @@ def test_ngrams_workflow_reads_a_spamassassin_tarball(tmp_path):
     path = _tarball(tmp_path / "spamassassin.tar.gz", files)
     item = load_registry(plugins={"ngrams": ngrams_hooks}, autoload=False).get("ngrams")
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=1), output_dir=tmp_path / "out")
-    res = item.run(ctx, {"input": path, "max_n": 2, "max_keys": 10})
+    res = item.run(ctx, {"input": path, "max_n": 2, "max_keys": 10, "curator": True})
     tokenizer = Tokenizer()
     expected = sum(len(tokenizer.tokens(f"the quick brown fox {i}")) for i in range(40))
     assert res.metrics["tokens"] == expected  # no spam, no quoted lines, no signatures
@@ -316,7 +316,7 @@ def test_ngrams_reads_a_headerless_csv_with_columns(tmp_path):
     bare = _write(tmp_path / "bare.csv", "\n".join(rows) + "\n")
     named = _write(tmp_path / "named.csv", "user_id,text\n" + "\n".join(rows) + "\n")
     item = load_registry(plugins={"ngrams": ngrams_hooks}, autoload=False).get("ngrams")
-    params = {"max_n": 2, "max_keys": 10}
+    params = {"max_n": 2, "max_keys": 10, "curator": True}
     a = item.run(
         WorkflowContext(rng=InsecureReproducibleRandom(seed=2)), {"input": bare, "columns": "user_id,text", **params}
     )

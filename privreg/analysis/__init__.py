@@ -26,8 +26,11 @@ statistics compose better than under pure DP.
 Counts, sums, means, variances, quantiles (exponential mechanism), histograms over
 declared categories and group-bys (public keys, or keys found by partition selection).
 Sensitivities come from declared bounds and ``max_rows_per_user``; values outside the
-bounds are clipped, dropped or refused by a declared rule, recorded in the ledger with
-the bounds (how many were affected never is). The frame is a pandas DataFrame, or a
+bounds are clipped, dropped or replaced by a declared ``impute`` value, and missing ones
+imputed or dropped, by a declared rule recorded in the ledger with the bounds (how many
+were affected never is). Nothing an analyst sees before a release depends on the data:
+the budget is asked for the whole statistic before the data are read, and no rule
+refuses (``rule='error'`` exists only on a ``curator=True`` query). The frame is a pandas DataFrame, or a
 Spark DataFrame whose exact aggregates Spark computes (:mod:`privreg.analysis.frames`;
 pyspark is imported only then).
 """

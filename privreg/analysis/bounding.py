@@ -17,6 +17,7 @@ value, a row or a count.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Hashable
 from typing import Any
 
@@ -29,6 +30,7 @@ from privreg.core.randomness import RandomSource
 
 __all__ = [
     "RULES",
+    "CURATOR_RULES",
     "ONE_ROW_PER_USER",
     "OneRowPerUser",
     "apply_rule",
@@ -36,6 +38,7 @@ __all__ = [
     "bounding_key",
     "KEY_BYTES",
     "check_bounds",
+    "check_impute",
     "check_rule",
     "missing_ids",
     "no_column",
@@ -47,8 +50,16 @@ __all__ = [
 ]
 
 #: What happens to a value outside its declared bounds: moved to the nearest bound
-#: ("clip"), its row left out of that query ("drop"), or the query refused ("error").
-RULES = ("clip", "drop", "error")
+#: ("clip"; +-inf too), its row left out of that statistic ("drop"), or replaced by the
+#: declared ``impute`` value ("impute"). Missing values (NaN, null) take the declared
+#: ``impute`` value when there is one and leave their rows out otherwise, under every
+#: rule. None of them depends on the data: whatever the values, the statistic runs.
+RULES = ("clip", "drop", "impute")
+
+#: Rules only a curator query (``Query(..., curator=True)``) accepts: "error" refuses the
+#: statistic when a value is missing (and no ``impute`` is declared) or outside the
+#: bounds. That refusal depends on the data, so it is private against no one who sees it.
+CURATOR_RULES = ("error",)
 
 
 class OneRowPerUser:
@@ -62,14 +73,42 @@ class OneRowPerUser:
 ONE_ROW_PER_USER = OneRowPerUser()
 
 
-def check_rule(rule: Any) -> str:
-    """One of :data:`RULES`."""
-    if rule not in RULES:
+def check_rule(rule: Any, *, curator: bool = False) -> str:
+    """One of :data:`RULES` (or of :data:`CURATOR_RULES` when ``curator``)."""
+    if rule in RULES or (curator and rule in CURATOR_RULES):
+        return str(rule)
+    if rule in CURATOR_RULES:
         raise PrivregValueError(
-            f"rule must be one of {list(RULES)}; got {rule!r}. Pass rule='clip' (move values to the nearest "
-            f"bound), rule='drop' (leave their rows out) or rule='error' (refuse the query)."
+            f"rule={rule!r} refuses a statistic when the data break the bounds, which tells whoever sees the "
+            f"refusal something about the data; it needs Query(..., curator=True) (the data holder's own checks, "
+            f"private against no one who sees its errors). Pass rule='clip', rule='drop' or rule='impute' "
+            f"(with impute=<a value inside the bounds>) instead."
         )
-    return str(rule)
+    raise PrivregValueError(
+        f"rule must be one of {list(RULES)}; got {rule!r}. Pass rule='clip' (move values to the nearest "
+        f"bound), rule='drop' (leave their rows out) or rule='impute' with impute=<a value inside the bounds>."
+    )
+
+
+def check_impute(impute: Any, rule: str, bounds: tuple[float, float], column: str) -> float | None:
+    """The declared value of missing (and, under rule 'impute', out-of-bounds) cells: a
+    finite number inside ``bounds``, or None (rows with missing values are left out).
+    Required with rule 'impute'."""
+    if impute is None:
+        if rule == "impute":
+            raise PrivregValueError(
+                f"rule='impute' needs impute=<a value inside the bounds> for column {column!r}; got impute=None. "
+                f"Declare it from domain knowledge (e.g. the bounds' midpoint), never from the data."
+            )
+        return None
+    value = v.check_real("impute", impute)
+    lower, upper = bounds
+    if not (math.isfinite(value) and lower <= value <= upper):
+        raise PrivregValueError(
+            f"impute must be a finite value inside the bounds [{lower!r}, {upper!r}] of column {column!r}; got "
+            f"impute={impute!r}. Declare a value inside the bounds, or leave impute out to drop missing values."
+        )
+    return value
 
 
 def check_bounds(name: str, bounds: Any, column: str) -> tuple[float, float]:
@@ -85,8 +124,13 @@ def check_bounds(name: str, bounds: Any, column: str) -> tuple[float, float]:
         raise PrivregTypeError(f"{name} must be a pair (lower, upper); got {bounds!r}. {fix}")
     lower = v.check_real(f"{name}[0]", bounds[0])
     upper = v.check_real(f"{name}[1]", bounds[1])
-    if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper and np.isfinite(upper - lower)):
+    if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper):
         raise PrivregValueError(f"{name} must be finite with lower < upper; got {bounds!r}. {fix}")
+    if not np.isfinite(upper - lower):
+        raise PrivregValueError(
+            f"{name}={list(bounds)!r}: their width upper - lower overflows the float range; declare narrower "
+            f"bounds, or rescale the column (e.g. to other units)."
+        )
     return lower, upper
 
 
@@ -114,37 +158,45 @@ def numeric_column(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def refuse_by_rule(column: str, rule: str, *, missing: bool, outside: bool) -> None:
-    """Raise if ``rule`` cannot bound the column: missing values under 'clip' or 'error',
-    values outside the bounds under 'error'. Takes only whether there are any (the
-    message says neither which nor how many)."""
-    if rule == "drop":
+    """Raise if the curator rule 'error' meets a missing value (none imputed) or a value
+    outside the bounds; every other rule never raises. Takes only whether there are any
+    (the message says neither which nor how many)."""
+    if rule != "error":
         return
     if missing:
         raise PrivregValueError(
-            f"column {column!r} has missing values, which rule={rule!r} cannot bound; pass rule='drop' "
-            f"to leave their rows out, or fill them with a public value first"
+            f"column {column!r} has missing values and rule='error' (curator mode); pass impute=<a value inside "
+            f"the bounds>, or rule='clip' or rule='drop'. Nothing was charged."
         )
-    if rule == "error" and outside:
+    if outside:
         raise PrivregValueError(
-            f"column {column!r} has values outside the declared bounds and rule='error'; widen the bounds, "
-            f"or pass rule='clip' or rule='drop'. Nothing was charged."
+            f"column {column!r} has values outside the declared bounds and rule='error' (curator mode); widen "
+            f"the bounds, or pass rule='clip', rule='drop' or rule='impute'. Nothing was charged."
         )
 
 
 def apply_rule(
-    values: np.ndarray, bounds: tuple[float, float], rule: str, column: str
+    values: np.ndarray, bounds: tuple[float, float], rule: str, column: str, impute: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(values within bounds, mask of the rows kept)`` under ``rule``. Missing values
-    (NaN) are never imputed: ``drop`` leaves their rows out, ``clip`` and ``error`` refuse
-    the query (before any charge)."""
+    """``(values within bounds, mask of the rows kept)`` under ``rule`` (:data:`RULES`):
+    missing values (NaN) become ``impute``, or leave their rows out when it is None;
+    values outside the bounds (+-inf included) are clipped, dropped or imputed. Only the
+    curator rule 'error' can raise (:func:`refuse_by_rule`)."""
     lower, upper = bounds
     missing = np.isnan(values)
     outside = ~missing & ((values < lower) | (values > upper))
+    filled = values if impute is None else np.where(missing, impute, values)
+    present = ~missing if impute is None else np.ones(values.shape, dtype=bool)
     if rule == "drop":
-        keep = ~missing & ~outside
-        return values[keep], keep
-    refuse_by_rule(column, rule, missing=bool(missing.any()), outside=bool(outside.any()))
-    return np.clip(values, lower, upper), np.ones(values.shape, dtype=bool)
+        keep = present & ~outside
+    elif rule == "error":
+        refuse_by_rule(column, rule, missing=bool((missing & ~present).any()), outside=bool(outside.any()))
+        keep = present
+    else:
+        keep = present
+    if rule == "impute" and impute is not None:  # check_impute requires it for this rule
+        filled = np.where(outside, impute, filled)
+    return np.clip(filled[keep], lower, upper), keep
 
 
 def no_unit_column(unit: Any, columns: Any) -> PrivregValueError:

@@ -12,8 +12,9 @@ only the aggregates. Both give the same numbers for the same rows:
   exact integer decomposition) and clamped to the finite float range (1-Lipschitz), so
   they do not depend on row order or partitioning and never overflow;
 * the terms are the same float64 operations in both: ``v - centre`` and its square,
-  ``v`` the value after the declared rule (clipped to the bounds, or its row dropped);
-* a rule that refuses the data ('error', or missing values under 'clip') raises before
+  ``v`` the value after the declared rule (clipped to the bounds, imputed, or its row
+  dropped; a missing value imputed or its row dropped);
+* no rule refuses the data, except the curator rule 'error', which raises before
   anything is charged, saying neither which values nor how many.
 
 pyspark is imported only when a Spark DataFrame is passed (:func:`as_frame`).
@@ -61,12 +62,14 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class Values:
-    """A numeric column read under declared ``bounds`` and ``rule`` (see
-    :func:`~privreg.analysis.bounding.apply_rule`)."""
+    """A numeric column read under declared ``bounds``, ``rule`` and ``impute`` (the
+    value of missing cells; None: their rows are left out), see
+    :func:`~privreg.analysis.bounding.apply_rule`."""
 
     column: str
     bounds: tuple[float, float]
     rule: str
+    impute: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -203,7 +206,7 @@ class PandasFrame(Frame):
 
     def _apply(self, values: Values) -> tuple[np.ndarray, np.ndarray]:
         raw = numeric_column(self.native, values.column)
-        return apply_rule(raw, values.bounds, values.rule, values.column)
+        return apply_rule(raw, values.bounds, values.rule, values.column, values.impute)
 
     def moments(self, values: Values, *, centre: float, squares: bool) -> Moments:
         c = self._apply(values)[0] - centre

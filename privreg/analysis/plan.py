@@ -186,16 +186,22 @@ class _PlanGroupBy:
         col, keys = self._column, self._keys
         return self._plan._add(lambda q, s: q.groupby(col, keys=keys).count(epsilon=s), weight)
 
-    def sum(self, column: str, *, bounds: Any, rule: str = "clip", weight: float = 1.0) -> Plan:
+    def sum(
+        self, column: str, *, bounds: Any, rule: str = "clip", impute: float | None = None, weight: float = 1.0
+    ) -> Plan:
         col, keys = self._column, self._keys
         return self._plan._add(
-            lambda q, s: q.groupby(col, keys=keys).sum(column, bounds=bounds, epsilon=s, rule=rule), weight
+            lambda q, s: q.groupby(col, keys=keys).sum(column, bounds=bounds, epsilon=s, rule=rule, impute=impute),
+            weight,
         )
 
-    def mean(self, column: str, *, bounds: Any, rule: str = "clip", weight: float = 1.0) -> Plan:
+    def mean(
+        self, column: str, *, bounds: Any, rule: str = "clip", impute: float | None = None, weight: float = 1.0
+    ) -> Plan:
         col, keys = self._column, self._keys
         return self._plan._add(
-            lambda q, s: q.groupby(col, keys=keys).mean(column, bounds=bounds, epsilon=s, rule=rule), weight
+            lambda q, s: q.groupby(col, keys=keys).mean(column, bounds=bounds, epsilon=s, rule=rule, impute=impute),
+            weight,
         )
 
 
@@ -255,29 +261,56 @@ class Plan:
         """Number of rows (:meth:`Query.count`)."""
         return self._add(lambda q, s: q.count(epsilon=s), weight)
 
-    def sum(self, column: str, *, bounds: Any, rule: str = "clip", weight: float = 1.0) -> Plan:
+    def sum(
+        self, column: str, *, bounds: Any, rule: str = "clip", impute: float | None = None, weight: float = 1.0
+    ) -> Plan:
         """Sum of ``column`` within ``bounds`` (:meth:`Query.sum`)."""
-        return self._add(lambda q, s: q.sum(column, bounds=bounds, epsilon=s, rule=rule), weight)
+        return self._add(lambda q, s: q.sum(column, bounds=bounds, epsilon=s, rule=rule, impute=impute), weight)
 
-    def mean(self, column: str, *, bounds: Any, rule: str = "clip", weight: float = 1.0) -> Plan:
+    def mean(
+        self, column: str, *, bounds: Any, rule: str = "clip", impute: float | None = None, weight: float = 1.0
+    ) -> Plan:
         """Mean of ``column`` within ``bounds`` (:meth:`Query.mean`)."""
-        return self._add(lambda q, s: q.mean(column, bounds=bounds, epsilon=s, rule=rule), weight)
+        return self._add(lambda q, s: q.mean(column, bounds=bounds, epsilon=s, rule=rule, impute=impute), weight)
 
-    def variance(self, column: str, *, bounds: Any, rule: str = "clip", weight: float = 1.0) -> Plan:
+    def variance(
+        self, column: str, *, bounds: Any, rule: str = "clip", impute: float | None = None, weight: float = 1.0
+    ) -> Plan:
         """Variance of ``column`` within ``bounds`` (:meth:`Query.variance`; Laplace)."""
-        return self._add(lambda q, s: q.variance(column, bounds=bounds, epsilon=s, rule=rule), weight, 6.0)
+        return self._add(
+            lambda q, s: q.variance(column, bounds=bounds, epsilon=s, rule=rule, impute=impute), weight, 6.0
+        )
 
     def quantile(
-        self, column: str, q: float, *, bounds: Any, grid: int = 1025, rule: str = "clip", weight: float = 1.0
+        self,
+        column: str,
+        q: float,
+        *,
+        bounds: Any,
+        grid: int = 1025,
+        rule: str = "clip",
+        impute: float | None = None,
+        weight: float = 1.0,
     ) -> Plan:
         """The ``q``-quantile of ``column`` (:meth:`Query.quantile`; exponential mechanism)."""
         return self._add(
-            lambda qq, s: qq.quantile(column, q, bounds=bounds, epsilon=s, grid=grid, rule=rule), weight, 8.0
+            lambda qq, s: qq.quantile(column, q, bounds=bounds, epsilon=s, grid=grid, rule=rule, impute=impute),
+            weight,
+            8.0,
         )
 
-    def median(self, column: str, *, bounds: Any, grid: int = 1025, rule: str = "clip", weight: float = 1.0) -> Plan:
+    def median(
+        self,
+        column: str,
+        *,
+        bounds: Any,
+        grid: int = 1025,
+        rule: str = "clip",
+        impute: float | None = None,
+        weight: float = 1.0,
+    ) -> Plan:
         """:meth:`quantile` at ``q = 0.5``."""
-        return self.quantile(column, 0.5, bounds=bounds, grid=grid, rule=rule, weight=weight)
+        return self.quantile(column, 0.5, bounds=bounds, grid=grid, rule=rule, impute=impute, weight=weight)
 
     def histogram(self, column: str, *, categories: Sequence[Hashable], weight: float = 1.0) -> Plan:
         """Rows per declared category of ``column`` (:meth:`Query.histogram`)."""

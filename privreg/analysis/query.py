@@ -38,7 +38,7 @@ from privreg.analysis.accuracy import (
     laplace_accuracy,
     ratio_range,
 )
-from privreg.analysis.bounding import OneRowPerUser, bounding_key, check_bounds, check_rule
+from privreg.analysis.bounding import OneRowPerUser, bounding_key, check_bounds, check_impute, check_rule
 from privreg.analysis.frames import Frame, Moments, Values, as_frame
 from privreg.analysis.noise import (
     NoiseSpec,
@@ -231,6 +231,41 @@ def _sum_acc(mech: _SumMech, level: float, unit: str) -> tuple[float, Accuracy]:
     return laplace_accuracy(mech, level, unit)
 
 
+def _sensitivity(statistic: str, bounds: tuple[float, float], k: int, epsilon: float, *, centred: bool) -> float:
+    """The L1 sensitivity of a sum over ``bounds`` (``k max(|lower|, |upper|)``), or of a
+    sum centred at their midpoint (``k (upper - lower) / 2``), refused when the statistic
+    is built if its arithmetic leaves the float range: the midpoint ``(lower + upper) / 2``,
+    the sensitivity, or the noise scale ``sensitivity / epsilon``. Public inputs only, so
+    the refusal tells nothing about the data, and nothing after it can overflow to inf."""
+    lower, upper = bounds
+    fix = "Declare narrower bounds, rescale the column (e.g. to other units), or pass a larger epsilon."
+    if centred and not math.isfinite(lower + upper):
+        raise PrivregValueError(
+            f"bounds={list(bounds)!r}: their midpoint (lower + upper) / 2 overflows the float range, so "
+            f"{statistic}'s centred sums cannot be computed; {fix}"
+        )
+    sens = k * ((upper - lower) / 2 if centred else max(abs(lower), abs(upper)))
+    if not (math.isfinite(sens) and math.isfinite(sens / epsilon)):
+        raise PrivregValueError(
+            f"bounds={list(bounds)!r} with max_rows_per_user={k} and epsilon={epsilon!r}: {statistic}'s "
+            f"sensitivity or noise scale (sensitivity / epsilon) overflows the float range; {fix}"
+        )
+    return sens
+
+
+def _finite(x: float) -> float:
+    """``x`` clamped to the finite floats (post-processing of a release beyond 1.8e308)."""
+    return max(-sys.float_info.max, min(sys.float_info.max, x))
+
+
+def _divisor(spec: NoiseSpec, parts: int) -> float:
+    """What a part's sensitivity is divided by to give its noise scale: its epsilon for
+    Laplace, ``sqrt(2 rho)`` for the Gaussian (used only to refuse overflowing bounds)."""
+    if spec.kind == "gaussian":
+        return math.sqrt(2.0 * spec.rho / parts)
+    return float(spec.epsilon) if parts == 1 else _split(spec.epsilon, parts)
+
+
 # --- planned statistics ----------------------------------------------------------------------
 
 
@@ -252,10 +287,22 @@ class Planned(ABC):
         return self._accuracy(check_level(level), None if rows is None else v.check_count("rows", rows))
 
     def release(self, *, level: float = 0.95, label: str = "") -> Result:
-        """Charge and release, with the interval at ``level``. Raises (charging nothing
-        and releasing nothing) when the budget refuses a charge or the data break a
-        declared rule."""
-        return self._release(check_level(level), label or self.statistic)
+        """Charge and release, with the interval at ``level``.
+
+        Before anything reads the data, the session is asked whether it grants the whole
+        statistic (all its parts); if not, :class:`BudgetExceededError` is raised, charging
+        and releasing nothing. Every rule but the curator rule 'error' handles any value,
+        so nothing before the release (the refusal included) depends on the data: only on
+        the query, the declared bounds and the budget state. After the first charge
+        nothing raises."""
+        level = check_level(level)
+        self._affordable(self._budget_parts())
+        return self._release(level, label or self.statistic)
+
+    @abstractmethod
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        """The (name, mechanism) of every release the statistic makes, in order (public:
+        built from the query's parameters, never from the data)."""
 
     @abstractmethod
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
@@ -281,18 +328,26 @@ class Planned(ABC):
     def _affordable(self, parts: Sequence[tuple[str, Mechanism]]) -> None:
         """Refuse, before anything is charged, a statistic whose parts the session cannot
         grant all together (their events composed in order), so that a budget too small
-        for the whole statistic is not spent on its first parts. A charger without
-        ``can_afford`` (an EventLog) grants everything."""
-        can_afford = getattr(self._query.session, "can_afford", None)
-        if can_afford is None or len(parts) < 2:
+        for the whole statistic is not spent on its first parts. The message is a function
+        of the statistic and the session's state only. A charger without ``can_afford``
+        (an EventLog) grants everything."""
+        session = self._query.session
+        can_afford = getattr(session, "can_afford", None)
+        if can_afford is None or not parts:
             return
-        if not can_afford(Composed(events=tuple(mech.privacy_event() for _, mech in parts))):
-            names = ", ".join(name for name, _ in parts)
-            raise BudgetExceededError(
-                f"{self.statistic}: the session cannot grant all {len(parts)} parts of this statistic together "
-                f"({names}; epsilon {self._epsilon!r} in all); nothing was released or charged. Pass a smaller "
-                f"epsilon, or use a session with more budget left."
-            )
+        events = [mech.privacy_event() for _, mech in parts]
+        event = events[0] if len(events) == 1 else Composed(events=tuple(events))
+        if can_afford(event):
+            return
+        price = getattr(session, "price", None)
+        reason = f" ({price(event).reason})" if price is not None else ""
+        names = ", ".join(name for name, _ in parts)
+        what = "this statistic" if len(parts) == 1 else f"all {len(parts)} parts of this statistic together"
+        raise BudgetExceededError(
+            f"{self.statistic}: the session cannot grant {what} ({names}; epsilon {self._epsilon!r} in all)"
+            f"{reason}; nothing was released or charged. Pass a smaller epsilon, or use a session with more "
+            f"budget left."
+        )
 
     def _run_parts(self, parts: Sequence[tuple[str, Mechanism, Any]], label: str) -> list[Any]:
         """Release the ``parts`` (name, mechanism, exact value) in order, after checking
@@ -306,11 +361,15 @@ class Planned(ABC):
 
 class _Count(Planned):
     def __init__(self, query: Query, epsilon: Any) -> None:
-        self._query, self.statistic = query, "count"
-        self.mech = _count_mech(_spec(epsilon), 1, query.max_rows_per_user)
+        spec = _spec(epsilon)
+        self._query, self.statistic, self._epsilon = query, "count", spec.epsilon
+        self.mech = _count_mech(spec, 1, query.max_rows_per_user)
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         return (self.mech,)
+
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        return [("count", self.mech)]
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
         return _count_acc(self.mech, level)[1]
@@ -324,19 +383,25 @@ class _Count(Planned):
 class _Column(Planned):
     """A statistic of one numeric column with declared bounds and rule."""
 
-    def __init__(self, query: Query, statistic: str, column: str, bounds: Any, rule: str) -> None:
+    def __init__(
+        self, query: Query, statistic: str, column: str, bounds: Any, rule: str, impute: Any, epsilon: Any
+    ) -> None:
         self._query, self.statistic = query, f"{statistic}({column})"
+        # a Gaussian statistic arrives with its validated NoiseSpec
+        self._epsilon = epsilon.epsilon if isinstance(epsilon, NoiseSpec) else v.check_epsilon("epsilon", epsilon)
         self.column = query.check_column(column)
         query.source.check_numeric(self.column)
         self.bounds = check_bounds("bounds", bounds, self.column)
-        self.rule = check_rule(rule)
-        self.spec = Values(column=self.column, bounds=self.bounds, rule=self.rule)
+        self.rule = check_rule(rule, curator=query.curator)
+        self.impute = check_impute(impute, self.rule, self.bounds, self.column)
+        self.spec = Values(column=self.column, bounds=self.bounds, rule=self.rule, impute=self.impute)
         self.lower, self.upper = self.bounds
-        self.mid = (self.lower + self.upper) / 2
+        self.mid = (self.lower + self.upper) / 2  # inf when it overflows: centred statistics refuse it
         self.radius = (self.upper - self.lower) / 2
 
     def _describe(self) -> dict[str, Any]:
-        return {**super()._describe(), "column": self.column, "bounds": list(self.bounds), "rule": self.rule}
+        out = {**super()._describe(), "column": self.column, "bounds": list(self.bounds), "rule": self.rule}
+        return out if self.impute is None else {**out, "impute": self.impute}
 
     def moments(self, centre: float, squares: bool = False) -> Moments:
         """Count and exact sums of the bounded values minus ``centre`` (refused before any
@@ -345,20 +410,25 @@ class _Column(Planned):
 
 
 class _Sum(_Column):
-    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: Any) -> None:
-        super().__init__(query, "sum", column, bounds, rule)
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, impute: Any, epsilon: Any) -> None:
+        super().__init__(query, "sum", column, bounds, rule, impute, epsilon)
+        spec = _spec(epsilon)
         k = query.max_rows_per_user
-        self.mech = _sum_mech(_spec(epsilon), 1, k * max(abs(self.lower), abs(self.upper)))
+        sens = _sensitivity(self.statistic, self.bounds, k, _divisor(spec, 1), centred=False)
+        self.mech = _sum_mech(spec, 1, sens)
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         return (self.mech,)
+
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        return [("sum", self.mech)]
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
         return _sum_acc(self.mech, level, "data units")[1]
 
     def _release(self, level: float, label: str) -> Result:
         half, acc = _sum_acc(self.mech, level, "data units")
-        z = float(self._run(self.mech, self.moments(0.0).total, "sum", label))
+        z = _finite(float(self._run(self.mech, self.moments(0.0).total, "sum", label)))
         return Result(statistic=self.statistic, value=z, interval=(z - half, z + half), accuracy=acc)
 
 
@@ -369,15 +439,18 @@ class _Mean(_Column):
 
     parts = 2
 
-    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: Any) -> None:
-        super().__init__(query, "mean", column, bounds, rule)
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, impute: Any, epsilon: Any) -> None:
+        super().__init__(query, "mean", column, bounds, rule, impute, epsilon)
         k, spec = query.max_rows_per_user, _spec(epsilon)
-        self._epsilon = spec.epsilon
+        sens = _sensitivity(self.statistic, self.bounds, k, _divisor(spec, self.parts), centred=True)
         self.count = _count_mech(spec, self.parts, k)
-        self.sum = _sum_mech(spec, self.parts, k * self.radius)
+        self.sum = _sum_mech(spec, self.parts, sens)
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         return (self.count, self.sum)
+
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        return [("count", self.count), ("centred_sum", self.sum)]
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
@@ -406,7 +479,7 @@ class _Mean(_Column):
         m = self.moments(self.mid)
         raw = self._run_parts([("count", self.count, m.count), ("centred_sum", self.sum, m.total)], label)
         # after the charges: only arithmetic that cannot raise (floats overflow to inf)
-        n, s = int(raw[0]), float(raw[1])
+        n, s = int(raw[0]), _finite(float(raw[1]))
         value = self.mid if n <= 0 else min(self.upper, max(self.lower, self.mid + s / n))
         rng_ = ratio_range((s - half, s + half), (n - t, n + t))
         iv = (self.lower, self.upper) if rng_ is None else self._clip(self.mid + rng_[0], self.mid + rng_[1])
@@ -432,10 +505,10 @@ class _Variance(_Column):
 
     parts = 3
 
-    def __init__(self, query: Query, column: str, bounds: Any, rule: str, epsilon: float) -> None:
-        super().__init__(query, "variance", column, bounds, rule)
+    def __init__(self, query: Query, column: str, bounds: Any, rule: str, impute: Any, epsilon: float) -> None:
+        super().__init__(query, "variance", column, bounds, rule, impute, epsilon)
         k, eps = query.max_rows_per_user, _split(epsilon, self.parts)
-        self._epsilon = epsilon
+        _sensitivity(self.statistic, self.bounds, k, eps, centred=True)
         # every square (v - mid)^2 <= r^2 and the sensitivity k r^2 must be finite floats
         limit = math.sqrt(sys.float_info.max / (4 * k))
         if not self.radius <= limit:
@@ -450,6 +523,9 @@ class _Variance(_Column):
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         return (self.count, self.sum, self.squares)
+
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        return [("count", self.count), ("centred_sum", self.sum), ("centred_sum_of_squares", self.squares)]
 
     def _parts_accuracy(self, level: float) -> tuple[int, float, float, dict[str, Accuracy]]:
         each = 1 - (1 - level) / self.parts
@@ -485,7 +561,7 @@ class _Variance(_Column):
             label,
         )
         # after the charges: only arithmetic that cannot raise (x * x overflows to inf, x ** 2 raises)
-        n, s1, s2 = int(raw[0]), float(raw[1]), float(raw[2])
+        n, s1, s2 = int(raw[0]), _finite(float(raw[1])), _finite(float(raw[2]))
         top = self.radius * self.radius
         value = 0.0 if n <= 0 else min(top, max(0.0, s2 / n - (s1 / n) * (s1 / n)))
         box_n = (n - t, n + t)
@@ -502,9 +578,11 @@ class _Variance(_Column):
 
 
 class _Quantile(_Column):
-    def __init__(self, query: Query, column: str, q: Any, bounds: Any, rule: str, epsilon: float, grid: Any) -> None:
+    def __init__(
+        self, query: Query, column: str, q: Any, bounds: Any, rule: str, impute: Any, epsilon: float, grid: Any
+    ) -> None:
         q = v.check_probability("q", q)
-        super().__init__(query, f"quantile[{q:g}]", column, bounds, rule)
+        super().__init__(query, f"quantile[{q:g}]", column, bounds, rule, impute, epsilon)
         self.q = q
         if isinstance(grid, bool) or not isinstance(grid, int):
             raise PrivregTypeError(
@@ -526,6 +604,9 @@ class _Quantile(_Column):
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         return (self.mech,)
+
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        return [("quantile", self.mech)]
 
     def _accuracy(self, level: float, rows: int | None) -> Accuracy:
         bound = self.mech.rank_error_bound(1 - level)
@@ -603,6 +684,7 @@ class _Grouped(Planned):
         column: str | None = None,
         bounds: Any = None,
         rule: str = "clip",
+        impute: Any = None,
     ) -> None:
         self._query, self.by, self.keys, self.what = query, query.check_column(by), keys, what
         query.source.check_key_column(self.by)
@@ -632,13 +714,16 @@ class _Grouped(Planned):
                 f"with public keys. Leave delta out."
             )
         self.eps_each = _split(eps, self.parts) if self.selector is None else eps
-        self.column, self.bounds, self.rule = column, None, check_rule(rule)
+        self.column, self.bounds, self.rule = column, None, check_rule(rule, curator=query.curator)
         self.spec: Values | None = None
+        self.impute: float | None = None
         if column is not None:
             self.column = query.check_column(column)
             query.source.check_numeric(self.column)
             self.bounds = check_bounds("bounds", bounds, self.column)
-            self.spec = Values(column=self.column, bounds=self.bounds, rule=self.rule)
+            self.impute = check_impute(impute, self.rule, self.bounds, self.column)
+            self.spec = Values(column=self.column, bounds=self.bounds, rule=self.rule, impute=self.impute)
+            _sensitivity(self.statistic, self.bounds, query.max_rows_per_user, self.eps_each, centred=what == "mean")
         # build the aggregate's mechanisms once (for the declared keys) so bad parameters fail now
         self._mechanisms(len(keys) if keys is not None else 1)
 
@@ -646,6 +731,8 @@ class _Grouped(Planned):
         out = {**super()._describe(), "by": self.by, "keys": "public" if self.keys is not None else "selected"}
         if self.column is not None and self.bounds is not None:
             out.update(column=self.column, bounds=list(self.bounds), rule=self.rule)
+            if self.impute is not None:
+                out.update(impute=self.impute)
         return out
 
     def _mechanisms(self, size: int) -> tuple[_CountMech | None, _SumMech | None]:
@@ -712,13 +799,17 @@ class _Grouped(Planned):
         named = [("count", count), ("sum", summ)]
         return [(name, mech) for name, mech in named if mech is not None]
 
+    def _budget_parts(self) -> list[tuple[str, Mechanism]]:
+        # with keys found by selection, the aggregates' events do not depend on how many
+        # keys are selected (pure DP at their epsilon): one key stands for them all
+        if self.selector is None:
+            assert self.keys is not None  # noqa: S101 -- the constructor sets one of the two
+            return self._parts(*self._mechanisms(len(self.keys)))
+        return [("selection", self.selector), *self._parts(*self._mechanisms(1))]
+
     def _release(self, level: float, label: str) -> Result:
         acc = self._accuracy(level, None)
         each = 1 - (1 - level) / self.parts
-        if self.selector is not None:
-            # the aggregates' events do not depend on how many keys are selected (pure DP
-            # at their epsilon), so the whole statistic is checked before the selection
-            self._affordable([("selection", self.selector), *self._parts(*self._mechanisms(1))])
         frame = self._query.data
         keys = self._select(frame, label)
         count, summ = self._mechanisms(max(1, len(keys)))
@@ -745,13 +836,13 @@ class _Grouped(Planned):
             noisy = np.asarray(raw["sum"], dtype=np.float64).reshape(-1)
             for i, key in enumerate(keys):
                 if self.what == "sum":
-                    z = float(noisy[i])  # Python floats: inf - inf is nan, never a warning
+                    z = _finite(float(noisy[i]))  # Python floats: inf - inf is nan, never a warning
                     out_v[key], out_i[key] = z, (z - half, z + half)
                     continue
                 assert counts is not None  # noqa: S101 -- a mean has both parts
-                n = int(counts[i])
-                out_v[key] = mid if n <= 0 else min(hi, max(lo, mid + float(noisy[i]) / n))
-                r = ratio_range((float(noisy[i]) - half, float(noisy[i]) + half), (n - t, n + t))
+                n, s = int(counts[i]), _finite(float(noisy[i]))
+                out_v[key] = mid if n <= 0 else min(hi, max(lo, mid + s / n))
+                r = ratio_range((s - half, s + half), (n - t, n + t))
                 out_i[key] = (lo, hi) if r is None else (max(lo, min(hi, mid + r[0])), max(lo, min(hi, mid + r[1])))
         elif counts is not None:
             for i, key in enumerate(keys):
@@ -781,11 +872,13 @@ class GroupBy:
         epsilon: float,
         delta: float | None = None,
         rule: str = "clip",
+        impute: float | None = None,
         noise: str = "laplace",
     ) -> Planned:
-        """Sum of ``column`` per key (L1 and L2 sensitivity ``k max(|lower|, |upper|)``)."""
+        """Sum of ``column`` per key (L1 and L2 sensitivity ``k max(|lower|, |upper|)``);
+        ``rule`` and ``impute`` as in :meth:`Query.sum`, ``noise`` as in :meth:`Query.count`."""
         spec = _noise(noise, epsilon, delta)
-        return _Grouped(self._query, self.by, self.keys, "sum", spec, delta, column, bounds, rule)
+        return _Grouped(self._query, self.by, self.keys, "sum", spec, delta, column, bounds, rule, impute)
 
     def mean(
         self,
@@ -795,11 +888,12 @@ class GroupBy:
         epsilon: float,
         delta: float | None = None,
         rule: str = "clip",
+        impute: float | None = None,
         noise: str = "laplace",
     ) -> Planned:
         """Mean of ``column`` per key: count and centred sum per key at half the budget each."""
         spec = _noise(noise, epsilon, delta)
-        return _Grouped(self._query, self.by, self.keys, "mean", spec, delta, column, bounds, rule)
+        return _Grouped(self._query, self.by, self.keys, "mean", spec, delta, column, bounds, rule, impute)
 
 
 # --- the query -------------------------------------------------------------------------------
@@ -834,6 +928,17 @@ class Query:
     before any charge (at construction for pandas). Running time, and the number and
     size of Spark jobs, depend on the data (rows, users, keys, value magnitudes): run
     releases where their timing is not observable.
+
+    **Nothing before a release depends on the data.** A statistic's parameters (bounds,
+    rule, ``impute``, epsilon, arithmetic that would overflow) are checked when it is
+    built; at release the session is asked for the whole statistic before the data are
+    read; values outside the bounds and missing values are handled by the declared rule
+    (:meth:`sum`), which never refuses. So every error, refusal and estimate an analyst
+    sees before or instead of a release is a function of the query, the declared bounds
+    and sizes and the budget state. ``curator=True`` is the data holder's own mode: it
+    also accepts ``rule='error'``, which refuses a statistic whose values are missing or
+    outside the bounds; that refusal depends on the data, so a curator query is private
+    against no one who sees its errors (its ledger entries say ``curator``).
     """
 
     def __init__(
@@ -844,6 +949,7 @@ class Query:
         max_rows_per_user: int = 1,
         session: Any = None,
         rng: RandomSource | None = None,
+        curator: bool = False,
     ) -> None:
         if privacy_unit is None:
             raise PrivregValueError(
@@ -865,6 +971,12 @@ class Query:
             )
         self.session = check_charger(session)
         self.rng = resolve_random(rng)
+        if not isinstance(curator, bool):
+            raise PrivregTypeError(
+                f"curator must be True or False; got {curator!r}. Leave it out (False) unless you hold the data "
+                f"and want its data-dependent checks (rule='error')."
+            )
+        self.curator = curator
         # validates the frame's type and the unit column (schema; pandas: missing ids too)
         self.source: Frame = as_frame(frame, privacy_unit)
         self.frame = self.source.native
@@ -873,7 +985,8 @@ class Query:
     def describe(self) -> dict[str, Any]:
         """The public description recorded with every charge."""
         unit = "one_row_per_user" if isinstance(self.privacy_unit, OneRowPerUser) else str(self.privacy_unit)
-        return {"privacy_unit": unit, "max_rows_per_user": self.max_rows_per_user}
+        out: dict[str, Any] = {"privacy_unit": unit, "max_rows_per_user": self.max_rows_per_user}
+        return {**out, "curator": True} if self.curator else out
 
     @property
     def data(self) -> Frame:
@@ -909,14 +1022,22 @@ class Query:
         bounds: Any = None,
         epsilon: float,
         rule: str = "clip",
+        impute: float | None = None,
         delta: float | None = None,
         noise: str = "laplace",
     ) -> Planned:
         """Sum of ``column`` within ``bounds``: Laplace (or with ``noise="gaussian"`` the
-        Gaussian, see :meth:`count`), sensitivity ``k max(|lower|, |upper|)``."""
+        Gaussian, see :meth:`count`), sensitivity ``k max(|lower|, |upper|)``.
+
+        ``rule`` (:data:`~privreg.analysis.bounding.RULES`): values outside the bounds
+        (+-inf too) are clipped to them ('clip'), their rows left out ('drop') or replaced
+        by ``impute`` ('impute'). Missing values (NaN, null) take ``impute`` when it is
+        declared (a value inside the bounds) and leave their rows out otherwise, under
+        every rule. No rule refuses a statistic because of the data, except 'error' on a
+        curator query. The same ``rule`` and ``impute`` apply to every numeric statistic."""
         if noise == "laplace":
             _laplace_only_delta(delta)
-        return _Sum(self, column, bounds, rule, _noise(noise, epsilon, delta))
+        return _Sum(self, column, bounds, rule, impute, _noise(noise, epsilon, delta))
 
     def mean(
         self,
@@ -925,6 +1046,7 @@ class Query:
         bounds: Any = None,
         epsilon: float,
         rule: str = "clip",
+        impute: float | None = None,
         delta: float | None = None,
         noise: str = "laplace",
     ) -> Planned:
@@ -932,25 +1054,42 @@ class Query:
         each: epsilon / 2, or rho / 2 with ``noise="gaussian"``, see :meth:`count`)."""
         if noise == "laplace":
             _laplace_only_delta(delta)
-        return _Mean(self, column, bounds, rule, _noise(noise, epsilon, delta))
+        return _Mean(self, column, bounds, rule, impute, _noise(noise, epsilon, delta))
 
-    def variance(self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip") -> Planned:
+    def variance(
+        self, column: str, *, bounds: Any = None, epsilon: float, rule: str = "clip", impute: float | None = None
+    ) -> Planned:
         """Population variance of ``column`` within ``bounds`` (three parts, epsilon / 3 each)."""
-        return _Variance(self, column, bounds, rule, epsilon)
+        return _Variance(self, column, bounds, rule, impute, epsilon)
 
     def quantile(
-        self, column: str, q: float, *, bounds: Any = None, epsilon: float, grid: int = 1025, rule: str = "clip"
+        self,
+        column: str,
+        q: float,
+        *,
+        bounds: Any = None,
+        epsilon: float,
+        grid: int = 1025,
+        rule: str = "clip",
+        impute: float | None = None,
     ) -> Planned:
         """The ``q``-quantile of ``column``: the exponential mechanism over ``grid`` equally
         spaced points of ``bounds`` (pure DP; ``exponential-quantile``), its rank utility at
         sensitivity ``k`` (a person's ``k`` rows move every rank by up to ``k``)."""
-        return _Quantile(self, column, q, bounds, rule, epsilon, grid)
+        return _Quantile(self, column, q, bounds, rule, impute, epsilon, grid)
 
     def median(
-        self, column: str, *, bounds: Any = None, epsilon: float, grid: int = 1025, rule: str = "clip"
+        self,
+        column: str,
+        *,
+        bounds: Any = None,
+        epsilon: float,
+        grid: int = 1025,
+        rule: str = "clip",
+        impute: float | None = None,
     ) -> Planned:
         """:meth:`quantile` at ``q = 0.5``."""
-        return self.quantile(column, 0.5, bounds=bounds, epsilon=epsilon, grid=grid, rule=rule)
+        return self.quantile(column, 0.5, bounds=bounds, epsilon=epsilon, grid=grid, rule=rule, impute=impute)
 
     def histogram(
         self,

@@ -4,8 +4,9 @@ Only aggregates reach the driver (the planned statistics add noise there, exactl
 pandas): a row count; per exponent of two, the count and the integer sum of the
 mantissas of the centred values and of their squares (an exact sum, see below); per grid
 point, how many values lie at or between grid points (quantile ranks); per key, the rows,
-the mantissa sums and the distinct persons; and how many values the declared rule would
-refuse, used only to refuse before any charge (never shown, never in the ledger).
+the mantissa sums and the distinct persons; and, under the curator rule 'error' only, how
+many values it would refuse, used only to refuse before any charge (never shown, never
+in the ledger).
 
 **Exact sums.** Spark's ``sum`` of doubles rounds at every step, in an order that depends
 on the partitioning. Here each term ``t`` (a double, computed per row with the same
@@ -57,6 +58,7 @@ from pyspark.sql import types as T
 
 from privreg.analysis.bounding import (
     OneRowPerUser,
+    apply_rule,
     missing_ids,
     no_unit_column,
     not_numeric,
@@ -101,19 +103,23 @@ def exact_float(parts: Iterable[tuple[int, int]]) -> float:
     return clamped_float(Fraction(num, 1 << -low) if low < 0 else num << low)
 
 
-def _rank_batches(batches: Iterator[Any], *, grid: np.ndarray, bounds: tuple[float, float], rule: str) -> Iterator[Any]:
+def _rank_batches(
+    batches: Iterator[Any], *, grid: np.ndarray, bounds: tuple[float, float], rule: str, impute: float | None
+) -> Iterator[Any]:
     """On an executor: per Arrow batch of one double column ``x`` (null: missing), the
     histograms of ``#{g < v}`` and ``#{g <= v}`` over the values ``v`` the rule keeps,
-    as rows ``(j, a, b)``; and ``(-1, missing, 0)``, ``(-2, outside, 0)``."""
+    as rows ``(j, a, b)``; and ``(-1, missing, 0)``, ``(-2, outside, 0)`` (missing values
+    not imputed, values outside the bounds: counted only for the curator rule 'error')."""
     import pyarrow as pa
 
     lower, upper = bounds
     size = grid.size + 1
     for batch in batches:
         x = np.asarray(batch.column(0).to_numpy(zero_copy_only=False), dtype=np.float64)
-        missing = np.isnan(x)
-        outside = ~missing & ((x < lower) | (x > upper))
-        v = x[~missing & ~outside] if rule == "drop" else np.clip(x[~missing], lower, upper)
+        missing = np.isnan(x) & (impute is None)
+        outside = ~np.isnan(x) & ((x < lower) | (x > upper))
+        # 'error' is refused on the driver from the counts: its values as under 'clip'
+        v = apply_rule(x, bounds, "clip" if rule == "error" else rule, "", impute)[0]
         a = np.bincount(np.searchsorted(grid, v, side="left"), minlength=size)
         b = np.bincount(np.searchsorted(grid, v, side="right"), minlength=size)
         j = np.flatnonzero((a > 0) | (b > 0))
@@ -219,14 +225,27 @@ class SparkFrame(Frame):
         return int(self.native.count())
 
     def _rule(self, values: Values) -> tuple[DataFrame, Column, Column]:
-        """(rows the rule keeps, status of each, value after the rule; null if missing)."""
+        """(rows the rule keeps, status of each, value after the rule), as
+        :func:`~privreg.analysis.bounding.apply_rule` on pandas. The status is ``_IN``
+        except under the curator rule 'error' (then rows are kept, and a missing value
+        not imputed or a value outside the bounds refuses the statistic)."""
         x = _col(values.column).cast("double")
         lower, upper = values.bounds
         missing = x.isNull() | F.isnan(x)
-        status = F.when(missing, _MISSING).when((x < lower) | (x > upper), _OUT).otherwise(_IN)
+        outside = ~missing & ((x < lower) | (x > upper))
+        fill = values.impute
+        filled = x if fill is None else F.when(missing, F.lit(fill)).otherwise(x)
+        if values.rule == "impute":
+            filled = F.when(outside, F.lit(fill)).otherwise(filled)
+        clipped = F.least(F.greatest(filled, F.lit(lower)), F.lit(upper))
+        if values.rule == "error":
+            lost = missing if fill is None else F.lit(False)
+            status = F.when(lost, _MISSING).when(outside, _OUT).otherwise(_IN)
+            return self.native, status, F.when(status == _IN, clipped)
+        keep = ~missing if fill is None else F.lit(True)
         if values.rule == "drop":
-            return self.native.where(status == _IN), F.lit(_IN), x
-        return self.native, status, F.when(~missing, F.least(F.greatest(x, F.lit(lower)), F.lit(upper)))
+            keep = keep & ~outside
+        return self.native.where(keep), F.lit(_IN), clipped
 
     @staticmethod
     def _refuse(values: Values, statuses: dict[int, int]) -> None:
@@ -235,8 +254,9 @@ class SparkFrame(Frame):
         )
 
     def _check(self, values: Values) -> None:
-        """Refuse data the rule cannot bound (one aggregate; nothing for 'drop')."""
-        if values.rule == "drop":
+        """Refuse data the curator rule 'error' cannot bound (one aggregate; nothing for
+        the other rules, which never refuse)."""
+        if values.rule != "error":
             return
         _, status, _ = self._rule(values)
         rows = self.native.groupBy(status.alias("st")).count().collect()
@@ -271,14 +291,18 @@ class SparkFrame(Frame):
         sums = [exact_float((int(r["s"]), int(r["m"])) for r in rows if r["q"] == q and r["s"] is not None)
                 for q in range(2)]  # fmt: skip
         return Moments(
-            count=statuses.get(_IN, 0) + statuses.get(_OUT, 0),
+            count=statuses.get(_IN, 0),
             total=sums[0],
             squares=sums[1] if squares else 0.0,
         )
 
     def ranks(self, values: Values, grid: np.ndarray) -> GridRanks:
         task = functools.partial(
-            _rank_batches, grid=np.asarray(grid, dtype=np.float64), bounds=values.bounds, rule=values.rule
+            _rank_batches,
+            grid=np.asarray(grid, dtype=np.float64),
+            bounds=values.bounds,
+            rule=values.rule,
+            impute=values.impute,
         )
         rows = (
             self.native.select(_col(values.column).cast("double").alias("x"))

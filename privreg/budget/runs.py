@@ -373,6 +373,12 @@ class RunCharger:
     def charged(self) -> tuple[ChargedRelease, ...]:
         return tuple(self._charged)
 
+    def can_afford(self, event: PrivacyEvent) -> bool:
+        """Whether the run's gate and its ledger would both grant ``event`` now (a dry run:
+        nothing is charged), so a workflow can refuse before it reads its data. A charger
+        without ``can_afford`` is taken to grant it (its charge decides)."""
+        return all(getattr(c, "can_afford", lambda _e: True)(event) for c in (self.gate, self.target) if c is not None)
+
     def charge(
         self,
         event: PrivacyEvent,

@@ -42,12 +42,14 @@ def run_extraction(
     spark_master: str = "local[2]",
     workers: int = 1,
     columns: Sequence[str] | None = None,
+    curator: bool = False,
     **options: Any,
 ) -> ExtractionResult:
     """Read (user, text) records on ``backend``, tokenize them and run
     :func:`~privreg.plugins.ngrams.dpne.extract_ngrams` with ``options``, charging
     ``context.charger`` and drawing noise from ``context.rng``. ``columns`` names the
-    columns of a CSV file without a header row (local backend only).
+    columns of a CSV file without a header row (local backend only). The exact token
+    count is echoed only for a ``curator`` (the data holder: it is not a DP release).
 
     The local backend streams the file into user partitions on disk
     (:meth:`PartitionedCorpus.from_file`): memory is bounded by a partition and the count
@@ -74,7 +76,8 @@ def run_extraction(
         else:
             records = be.read_records(path, user_column=user_column, text_column=text_column, format=fmt)
             engine = SparkNgramEngine(be, be.tokenize(records, tokenizer))  # type: ignore[attr-defined]
-        context.echo(f"ngrams: {engine.tokens_total:,} tokens")
+        if curator:
+            context.echo(f"ngrams: {engine.tokens_total:,} tokens (--curator: exact, not private)")
         return extract_ngrams(engine, charger=context.charger, rng=context.rng, echo=context.echo, **options)
     finally:
         if engine is not None:
@@ -280,6 +283,13 @@ def ngrams_workflow(
             maximum=1024,
         ),
     ] = 1,
+    curator: Annotated[
+        bool,
+        Spec(
+            doc="the data holder's view: also print and record the corpus's exact token count (not a DP release: "
+            "private against no one who sees it)"
+        ),
+    ] = False,
 ) -> WorkflowResult:
     """Differentially private n-gram extraction (Kim-Gopi-Kulkarni-Yekhanin 2021, paper 002):
     DPNE (Algorithm 1, or the scalable Algorithm 2 of Appendix A) or a DPSU baseline
@@ -297,6 +307,10 @@ def ngrams_workflow(
     Writes ``ngrams-<k>.txt`` (one n-gram per line), ``table.txt`` (counts per length in
     the shape of the paper's Table 3) and ``result.json``; with a plain event log as the
     charger also ``ledger.jsonl`` (the CLI keeps its own ``ledger.sqlite``).
+
+    Nothing printed or recorded depends on the data beyond the releases: the cost
+    estimate reads the input's size in bytes only (public), and the corpus's exact token
+    count is shown only with ``curator`` (the data holder's view).
 
     Released n-grams are listed in sorted order (a function of the released sets, never of
     the input's row order). Timing depends on the data: it grows with the tokens and the
@@ -337,6 +351,7 @@ def ngrams_workflow(
         spark_master=spark_master,
         workers=workers,
         columns=names,
+        curator=curator,
         epsilon=epsilon,
         delta=delta,
         max_n=max_n,
@@ -368,7 +383,7 @@ def ngrams_workflow(
         "epsilon": epsilon,
         "delta": delta,
         "max_n": max_n,
-        "tokens": result.tokens,
+        **({"tokens": result.tokens} if curator else {}),
         "counts": {str(k): c for k, c in counts.items()},
         "total": sum(counts.values()),
         "sigma_star": plan.paper.sigma_star,
@@ -395,8 +410,9 @@ def ngrams_workflow(
         if result.ngrams[k]:
             examples = result.ngrams[k][:3]
             break
+    corpus = f"{result.tokens:,} tokens (--curator: exact, not private)" if curator else "the input"
     summary = (
-        f"{_NAMES[method]} on {result.tokens:,} tokens, epsilon = {epsilon:g}, delta = {delta:g}, "
+        f"{_NAMES[method]} on {corpus}, epsilon = {epsilon:g}, delta = {delta:g}, "
         f"T = {max_n}, Delta = {max_keys}, eta = {eta:g}\n\n{table}\n\n"
         f"Theorem 2.1: sigma* = {plan.paper.sigma_star:.6g}, rho_1 = {plan.paper.rho_1:.6g}; "
         f"the plan's {result.charged} release(s) charged as one block before any noise (a length whose "
@@ -408,7 +424,7 @@ def ngrams_workflow(
 
 
 def _demo(ctx: WorkflowContext) -> str:
-    result = run_extraction(
+    result = run_extraction(  # the bundled slice is public: its token count is no secret
         context=ctx, input=None, backend="local", tokenizer=Tokenizer(), epsilon=2.0, delta=1e-7, max_n=5, max_keys=20
     )
     table = table3({"DPNE": result.counts}, 5)

@@ -301,8 +301,8 @@ def pprl_workflow(
     context.check_workers("workers", workers)
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
-            f"key_bits={key_bits} is below {MIN_KEY_BITS}; pass insecure_small_keys=true to run with an "
-            f"insecure key (tests and demos only)."
+            f"--key-bits {key_bits} is below {MIN_KEY_BITS}; pass --insecure-small-keys (insecure_small_keys=true "
+            f"in Python or privreg party) to run with an insecure key (tests and demos only)."
         )
     secret = _secret(secret_file, rng)  # checked before any work
     fixed = {"febrl4": (2, 5000), "pseudopeople": (3, 10_000)}

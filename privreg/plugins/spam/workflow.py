@@ -70,7 +70,7 @@ def _load(
     input: Path | None, bundled: bool, train: int | None, test: int | None
 ) -> tuple[list[Message], list[Message], str]:
     if bundled and input is not None:
-        raise PrivregValueError("pass either input=PATH or bundled=true, not both.")
+        raise PrivregValueError("pass either --input PATH or --bundled (input= or bundled=true in Python), not both.")
     if bundled:
         msgs, source = bundled_corpus(), "bundled SpamAssassin slice (80 messages, privreg/plugins/spam/data)"
     else:
@@ -234,8 +234,9 @@ def run_spam(
     """Run the whole pipeline and return its numbers (see :func:`spam_filter`)."""
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
-            f"key_bits={key_bits} is below {MIN_KEY_BITS}; for paper reproduction at 256 or 1024 bits pass "
-            f"insecure_small_keys=true (the keys are then insecure)."
+            f"--key-bits {key_bits} is below {MIN_KEY_BITS}; for paper reproduction at 256 or 1024 bits pass "
+            f"--insecure-small-keys (insecure_small_keys=true in Python or privreg party; the keys are then "
+            f"insecure)."
         )
     if reduction == "none" and reduced_dim != 1000:
         raise PrivregValueError(
@@ -488,6 +489,12 @@ def spam_filter(*, context: WorkflowContext, **options: Any) -> WorkflowResult:
     GaussianMechanism and charged to the budget first: the trained model is
     ``(epsilon, delta)``-DP (replace-one, per run) also towards Bob. Without DP nothing is
     charged and the model itself is not differentially private.
+
+    What it prints is the data holder's report, not a DP release: the message counts are
+    the dataset's sizes (public under the replace-one guarantee; ``--train``/``--test``
+    declare them), while the AUCs, accuracies, spam fractions and feature counts are
+    computed from the plaintext data to evaluate the protocol against the paper. Show
+    them only to whoever may see the data.
 
     Timing depends on the data: on the numbers of messages and features, and on how many
     features each message has (sparse arithmetic); it is not constant-time.
