@@ -1,7 +1,8 @@
 """privreg.analysis on a Spark DataFrame (local mode, one session for the module): the
 same releases, intervals and ledger entries as on the pandas copy under the same seeded
-randomness, for every statistic (bounding that drops nothing, and ONE_ROW_PER_USER); the
-same refusals; contribution bounding that keeps k rows per person, chosen uniformly."""
+randomness, for every statistic (bounding that drops rows, bounding that drops nothing,
+and ONE_ROW_PER_USER); the same refusals; contribution bounding that keeps k rows per
+person, chosen uniformly, the same rows as pandas."""
 
 from __future__ import annotations
 
@@ -96,6 +97,34 @@ def test_every_statistic_releases_exactly_what_pandas_releases(spark, adult, uni
     assert pandas["count by selected keys"].value.keys() == {"Female", "Male"}
     charged = [[(c.mechanism, c.parameters, c.event) for c in log.charges] for log in (pandas_log, spark_log)]
     assert charged[0] == charged[1] and len(charged[0]) > len(pandas)
+
+
+def test_bounding_that_drops_rows_keeps_the_rows_pandas_keeps_and_releases_the_same(spark, adult):
+    """Persons of 1 to 9 rows, some rows duplicated within a person, k = 3: Spark keeps
+    exactly the rows pandas keeps (the selection rule is one function of each row's
+    content and its position among identical rows), from a shuffled, repartitioned copy,
+    so every release and ledger charge is the same under the same seed."""
+    df = adult.copy()
+    df["uid"] = np.repeat(np.arange(70), np.arange(70) % 9 + 1)[: len(df)]
+    df = pd.concat([df, df.iloc[::4]], ignore_index=True)  # identical rows of one person
+    sizes = df.groupby("uid").size()
+    assert (sizes > 3).sum() > 20 and df.duplicated().sum() == 75
+    shuffled = df.sample(frac=1.0, random_state=2).reset_index(drop=True)
+    out = {}
+    for kind, frame in (("pandas", df), ("spark", spark.createDataFrame(shuffled).repartition(3))):
+        log = EventLog()
+        q = Query(frame, privacy_unit="uid", max_rows_per_user=3, session=log, rng=InsecureReproducibleRandom(seed=4))
+        releases = {name: p.release() for name, p in statistics(q).items()}
+        bounded = q.bounded if kind == "pandas" else q.bounded.toPandas()
+        rows = bounded.sort_values(list(df.columns)).reset_index(drop=True)
+        out[kind] = (releases, [(c.mechanism, c.parameters, c.event) for c in log.charges], rows)
+    (pandas, pandas_log, pandas_rows), (spark_out, spark_log, spark_rows) = out["pandas"], out["spark"]
+    assert pandas_rows.groupby("uid").size().equals(np.minimum(sizes, 3))
+    pd.testing.assert_frame_equal(spark_rows, pandas_rows, check_dtype=False)
+    assert pandas_rows.duplicated().any()  # some duplicates were kept twice
+    for name, r in pandas.items():
+        assert spark_out[name] == r, name
+    assert spark_log == pandas_log
 
 
 def test_rules_refuse_before_any_charge_and_never_quote_data(spark, adult):
