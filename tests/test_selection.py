@@ -100,7 +100,9 @@ def test_bounding_keeps_min_k_n_rows_the_same_whatever_the_order():
     ordered = ["uid", "x", "s"]
     assert again.sort_values(ordered).reset_index(drop=True).equals(kept.sort_values(ordered).reset_index(drop=True))
     other = df.iloc[bound_contributions(df, user_ids(df, "uid"), 3, b"\x02" * 32)]
-    assert not other.sort_values(ordered).reset_index(drop=True).equals(kept.sort_values(ordered).reset_index(drop=True))
+    assert (
+        not other.sort_values(ordered).reset_index(drop=True).equals(kept.sort_values(ordered).reset_index(drop=True))
+    )
 
 
 def test_identical_rows_are_counted_apart_and_the_choice_is_uniform():

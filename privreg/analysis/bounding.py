@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privreg.analysis.selection import KEY_BYTES, Tagger, column_fields, keep_first, row_message, selection_key
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.analysis.selection import KEY_BYTES, Tagger, column_fields, keep_first, row_message, selection_key
 from privreg.core.randomness import RandomSource
 
 __all__ = [

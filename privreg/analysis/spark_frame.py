@@ -52,6 +52,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from privreg.analysis import spark_selection as selection
 from privreg.analysis.bounding import (
     OneRowPerUser,
     missing_ids,
@@ -59,7 +60,6 @@ from privreg.analysis.bounding import (
     not_numeric,
     refuse_by_rule,
 )
-from privreg.analysis import spark_selection as selection
 from privreg.analysis.frames import Frame, KeyAggregates, Moments, Values, clamped_float
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.mechanisms.quantile import GridRanks
