@@ -127,6 +127,46 @@ def test_bounding_that_drops_rows_keeps_the_rows_pandas_keeps_and_releases_the_s
     assert spark_log == pandas_log
 
 
+def test_spark_builds_the_same_fields_and_tags_as_python(spark):
+    """The selection rule's Spark twin (privreg.analysis.spark_selection) gives the very
+    fields and HMAC-SHA256 tags of privreg.analysis.selection: floats of every magnitude
+    (subnormal to max, random bit patterns, signed zero, infinities, NaN as missing),
+    integers at the int64 edges, strings, dates, booleans, token lists."""
+    import datetime
+    import hashlib
+    import hmac
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from privreg.analysis import selection, spark_selection
+
+    gen = np.random.default_rng(7)
+    floats = [0.0, -0.0, 0.1, -2.5, 1e16, 2.0**53 + 2, 2.0**63, -(2.0**63), 1.7976931348623157e308, 5e-324]
+    floats += [1e-310, 2.0**-1022, float("inf"), float("-inf"), float("nan"), 1 / 3, 4503599627370497.0]
+    floats += [x for x in np.frombuffer(gen.bytes(8 * 300), dtype=np.float64).tolist() if not math.isnan(x)]
+    ints = [0, -1, 2**63 - 1, -(2**63), 123456789]
+    strings = ["", "a", "\u00e9\u4e2d", "x:y", "N"]
+    dates = [datetime.date(2024, 2, 29), datetime.date(99, 12, 31)]
+    lists = [["a", "bb"], [], ["\u00e9"]]
+    cases = [(T.DoubleType(), floats, "double"), (T.LongType(), ints, "long"), (T.StringType(), strings, "string"),
+             (T.DateType(), dates, "date"), (T.BooleanType(), [True, False], "boolean")]  # fmt: skip
+    key = bytes(range(32))
+    for dtype, values, name in cases:
+        frame = spark.createDataFrame(list(enumerate(values)), f"i long, x {name}")
+        encoded = spark_selection.field(F.col("x"), dtype)
+        tags = spark_selection.tag(key, spark_selection.message([encoded], F.lit(1)))
+        got = {r["i"]: (r["f"], r["t"]) for r in frame.select("i", encoded.alias("f"), tags.alias("t")).collect()}
+        for i, value in enumerate(values):
+            want = selection.field(value)
+            assert got[i] == (want, selection.tag(key, selection.row_message([want], 1)).hex()), (name, value)
+    frame = spark.createDataFrame(list(enumerate(lists)), "i long, x array<string>")
+    got = {r["i"]: r["f"] for r in frame.select("i", spark_selection.list_field(F.col("x")).alias("f")).collect()}
+    assert got == {i: selection.list_field(v) for i, v in enumerate(lists)}
+    msg = selection.row_message(["s1:a"], 0)
+    assert selection.tag(key, msg) == hmac.new(key, msg, hashlib.sha256).digest()
+
+
 def test_rules_refuse_before_any_charge_and_never_quote_data(spark, adult):
     frame = spark.createDataFrame(adult)
     log = EventLog()
