@@ -70,6 +70,7 @@ __all__ = [
     "Tagger",
     "field",
     "column_fields",
+    "context_field",
     "keep_first",
     "list_field",
     "number",
@@ -158,16 +159,27 @@ def column_fields(series: pd.Series) -> list[str]:
     if dtype.kind == "i":
         return [f"n{len(s)}:{s}" for s in series.to_numpy().astype(str).tolist()]
     if dtype.kind == "f":
-        return [field(x) for x in series.to_numpy(dtype=np.float64).tolist()]
+        x = series.to_numpy(dtype=np.float64)
+        integral = np.isfinite(x) & (np.floor(x) == x) & (x >= -_TWO63) & (x < _TWO63)
+        ints = np.where(integral, x, 0.0).astype(np.int64).astype(str).tolist()
+        return [f"n{len(i)}:{i}" if ok else field(v) for ok, i, v in zip(integral.tolist(), ints, x.tolist())]
     if dtype.kind == "M" or isinstance(dtype, pd.DatetimeTZDtype):
         return [field(ts) for ts in series.tolist()]
-    return [field(v) for v in series.astype(object).tolist()]
+    return [
+        f"s{len(v.encode('utf-8', 'surrogatepass'))}:{v}" if type(v) is str else field(v)
+        for v in series.astype(object).tolist()
+    ]
 
 
 def row_message(fields: Sequence[str], position: int, context: str = ROW_CONTEXT) -> bytes:
     """The message of a row: its context, its fields, its position among identical rows."""
-    text = _framed("s", context) + "".join(fields) + _framed("n", str(int(position)))
+    text = context_field(context) + "".join(fields) + _framed("n", str(int(position)))
     return text.encode("utf-8", "surrogatepass")
+
+
+def context_field(context: str) -> str:
+    """The field opening every message of a context (:func:`row_message`)."""
+    return _framed("s", context)
 
 
 class Tagger:
@@ -187,6 +199,28 @@ class Tagger:
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.digest()
+
+    def joined(
+        self, heads: Sequence[bytes], tails: Sequence[bytes], head: Iterable[int], tail: Iterable[int]
+    ) -> list[bytes]:
+        """The tags of the messages ``heads[h] + tails[t]`` for the pairs ``(h, t)`` of
+        ``head`` and ``tail`` (a head's hashed state is reused while it repeats: group
+        the pairs by head for speed)."""
+        out: list[bytes] = []
+        append = out.append
+        last, state = -1, self._inner
+        outer = self._outer
+        for h, t in zip(head, tail, strict=True):
+            if h != last:
+                state = self._inner.copy()
+                state.update(heads[h])
+                last = h
+            inner = state.copy()
+            inner.update(tails[t])
+            final = outer.copy()
+            final.update(inner.digest())
+            append(final.digest())
+        return out
 
 
 def tag(key: bytes, message: bytes) -> bytes:

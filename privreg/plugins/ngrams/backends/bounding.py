@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from privreg.analysis.selection import Tagger, field, keep_first, row_message
+from privreg.analysis.selection import Tagger, context_field, field, keep_first
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram, contribution_weights
@@ -55,12 +55,13 @@ def key_tags(
     secret: bytes, user_fields: list[str], key_fields: list[str], user: np.ndarray, key: np.ndarray
 ) -> list[bytes]:
     """The tag of each (user, key) pair: ``HMAC-SHA256(secret, message)`` of the message
-    with context :data:`CONTEXT`, ``user_fields[user]``, ``key_fields[key]``, position 0."""
-    tagger = Tagger(secret)
-    return [
-        tagger(row_message((user_fields[u], key_fields[k]), 0, CONTEXT))
-        for u, k in zip(user.tolist(), key.tolist(), strict=True)
-    ]
+    :func:`~privreg.analysis.selection.row_message` of (``user_fields[user]``,
+    ``key_fields[key]``) at position 0 with context :data:`CONTEXT` (pairs grouped by user
+    are fastest)."""
+    head = context_field(CONTEXT)
+    heads = [(head + f).encode("utf-8", "surrogatepass") for f in user_fields]
+    tails = [(f + "n1:0").encode("utf-8", "surrogatepass") for f in key_fields]
+    return Tagger(secret).joined(heads, tails, user.tolist(), key.tolist())
 
 
 def bounded_histogram(
