@@ -2,9 +2,11 @@
 
 Tokenizing runs privreg's own Python tokenizer (:meth:`Tokenizer.token_lists`, the
 local backend's too) on the executors over Arrow batches (``mapInPandas``), so both
-backends split every text identically; the rest uses Spark's built-in functions --
-``xxhash64`` for the keyed choice of kept keys, window ``row_number``/``count`` to bound
-each user's contribution, ``groupBy().agg(sum)`` to aggregate. Only the aggregated
+backends split every text identically; the rest uses Spark's built-in functions -- the
+selection rule of :mod:`privreg.analysis.selection` built from ``sha2``
+(:mod:`privreg.analysis.spark_selection`: the local backend's tags, so both keep the same
+keys of a user above ``max_keys``), window ``row_number``/``count`` to bound each user's
+contribution, ``groupBy().agg(sum)`` to aggregate. Only the aggregated
 histogram (one row per distinct key) is collected to the driver, where noise is added
 with privreg's secure samplers; ``F.rand``/``F.randn`` are never used for privacy (they
 are not cryptographically secure).
@@ -142,7 +144,10 @@ class SparkBackend(Backend):
         """``pairs``: a DataFrame with columns ``user`` (a string) and ``key`` (a long or a
         string), and optionally ``content``, the field of the key's content
         (:func:`privreg.analysis.spark_selection.list_field` of an n-gram's tokens) when the
-        key is not its content. Returns the histogram collected to the driver (keys sorted)."""
+        key is not its content. Returns the histogram collected to the driver (keys sorted).
+        The secret is written into the Spark plan (its UI and logs): privacy does not rest
+        on it -- a user's own keys decide only which of theirs are kept -- only the
+        uniformity of the choice does, for data fixed before it was drawn."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
