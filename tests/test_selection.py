@@ -17,7 +17,7 @@ from scipy import stats
 
 from privreg.analysis import Query
 from privreg.analysis.bounding import bound_contributions, user_ids
-from privreg.analysis.selection import Tagger, field, keep_first, list_field, number, row_message, tag
+from privreg.analysis.selection import Tagger, column_fields, field, keep_first, list_field, number, row_message, tag
 from privreg.core.charging import EventLog
 from privreg.core.randomness import InsecureReproducibleRandom
 
@@ -64,6 +64,29 @@ def test_numbers_are_exact_values():
             else:
                 assert int(text) == x
     assert list_field(["ab", "c"]) == "l2:s2:abs1:c"
+
+
+def test_column_fields_are_the_fields_of_the_values_whatever_the_dtype():
+    columns = {
+        "int": pd.Series([1, -5, 2**62], dtype=np.int64),
+        "uint": pd.Series([1, 2**64 - 1, 0], dtype=np.uint64),
+        "float": pd.Series([0.5, np.nan, -0.0]),
+        "float32": pd.Series([0.1, 2.0, np.inf], dtype=np.float32),
+        "bool": pd.Series([True, False, True]),
+        "nullable int": pd.Series([1, None, 3], dtype="Int64"),
+        "nullable float": pd.Series([1.5, None, 3.0], dtype="Float64"),
+        "nullable bool": pd.Series([True, None, False], dtype="boolean"),
+        "string": pd.Series(["a", None, "\u00e9"], dtype="string"),
+        "object": pd.Series(["a", 1, None], dtype=object),
+        "category": pd.Series(["x", "y", "x"], dtype="category"),
+        "datetime": pd.Series(
+            pd.to_datetime(["2020-01-01 00:00:00", None, "1969-12-31 23:59:59.999999"], format="ISO8601")
+        ),
+    }
+    for name, series in columns.items():
+        assert column_fields(series) == [field(v) for v in series.astype(object).tolist()], name
+    assert column_fields(columns["nullable int"])[1] == "N"
+    assert column_fields(columns["uint"])[1] == "n22:18446744073709551615p0"
 
 
 def test_tag_is_hmac_sha256_and_messages_separate_positions():

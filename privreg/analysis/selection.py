@@ -154,11 +154,12 @@ def list_field(items: Iterable[Any]) -> str:
 def column_fields(series: pd.Series) -> list[str]:
     """The field of every value of a pandas column (vectorised for plain dtypes)."""
     dtype = series.dtype
-    if pd.api.types.is_bool_dtype(dtype) and dtype == np.bool_:
+    plain = isinstance(dtype, np.dtype)  # not a nullable extension dtype (pd.NA)
+    if plain and dtype == np.bool_:
         return ["b1:1" if b else "b1:0" for b in series.to_numpy().tolist()]
-    if dtype.kind == "i":
+    if plain and dtype.kind == "i":
         return [f"n{len(s)}:{s}" for s in series.to_numpy().astype(str).tolist()]
-    if dtype.kind == "f":
+    if plain and dtype.kind == "f":
         x = series.to_numpy(dtype=np.float64)
         integral = np.isfinite(x) & (np.floor(x) == x) & (x >= -_TWO63) & (x < _TWO63)
         ints = np.where(integral, x, 0.0).astype(np.int64).astype(str).tolist()
