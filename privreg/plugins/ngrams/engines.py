@@ -4,8 +4,10 @@ An engine turns the corpus into (user, key) pairs and hands them to its backend'
 :meth:`~privreg.plugins.ngrams.backends.Backend.bounded_histogram`; it keeps the trie of released sets
 (:class:`~privreg.plugins.ngrams.levels.Level`) it needs for pruning. Keys are the same
 integers on every backend (S_1 index for unigrams after release, ``pre * n1 + last`` for
-k-grams), so the driver's release code is shared and the two engines agree exactly
-whenever no user exceeds Delta_k. These keys are exact encodings (``pre < |S_{k-1}|``,
+k-grams), so the driver's release code is shared and the two engines agree exactly,
+users above Delta_k included (both keep the keys the one selection rule of
+:mod:`privreg.analysis.selection` picks, reading each key's content: a token's string,
+the integer key, an n-gram's tokens). These keys are exact encodings (``pre < |S_{k-1}|``,
 ``last < |S_1|``), never hashes: two distinct k-grams can not share a key. The DPSU
 baselines' unpruned keys are exact too (:mod:`privreg.plugins.ngrams.raw` locally, the
 n-gram's JSON token array on Spark).
