@@ -1,7 +1,8 @@
 """privreg.analysis on a Spark DataFrame (local mode, one session for the module): the
 same releases, intervals and ledger entries as on the pandas copy under the same seeded
-randomness, for every statistic (bounding that drops nothing, and ONE_ROW_PER_USER); the
-same refusals; contribution bounding that keeps k rows per person, chosen uniformly."""
+randomness, for every statistic (bounding that drops rows, bounding that drops nothing,
+and ONE_ROW_PER_USER); the same refusals; contribution bounding that keeps k rows per
+person, chosen uniformly, the same rows as pandas."""
 
 from __future__ import annotations
 
@@ -102,6 +103,74 @@ def test_every_statistic_releases_exactly_what_pandas_releases(spark, adult, uni
     assert pandas["count by selected keys"].value.keys() == {"Female", "Male"}
     charged = [[(c.mechanism, c.parameters, c.event) for c in log.charges] for log in (pandas_log, spark_log)]
     assert charged[0] == charged[1] and len(charged[0]) > len(pandas)
+
+
+def test_bounding_that_drops_rows_keeps_the_rows_pandas_keeps_and_releases_the_same(spark, adult):
+    """Persons of 1 to 9 rows, some rows duplicated within a person, k = 3: Spark keeps
+    exactly the rows pandas keeps (the selection rule is one function of each row's
+    content and its position among identical rows), from a shuffled, repartitioned copy,
+    so every release and ledger charge is the same under the same seed."""
+    df = adult.copy()
+    df["uid"] = np.repeat(np.arange(70), np.arange(70) % 9 + 1)[: len(df)]
+    df = pd.concat([df, df.iloc[::4]], ignore_index=True)  # identical rows of one person
+    sizes = df.groupby("uid").size()
+    assert (sizes > 3).sum() > 20 and df.duplicated().sum() == 75
+    shuffled = df.sample(frac=1.0, random_state=2).reset_index(drop=True)
+    out = {}
+    for kind, frame in (("pandas", df), ("spark", spark.createDataFrame(shuffled).repartition(3))):
+        log = EventLog()
+        q = Query(frame, privacy_unit="uid", max_rows_per_user=3, session=log, rng=InsecureReproducibleRandom(seed=4))
+        releases = {name: p.release() for name, p in statistics(q).items()}
+        bounded = q.bounded if kind == "pandas" else q.bounded.toPandas()
+        rows = bounded.sort_values(list(df.columns)).reset_index(drop=True)
+        out[kind] = (releases, [(c.mechanism, c.parameters, c.event) for c in log.charges], rows)
+    (pandas, pandas_log, pandas_rows), (spark_out, spark_log, spark_rows) = out["pandas"], out["spark"]
+    assert pandas_rows.groupby("uid").size().equals(np.minimum(sizes, 3))
+    pd.testing.assert_frame_equal(spark_rows, pandas_rows, check_dtype=False)
+    assert pandas_rows.duplicated().any()  # some duplicates were kept twice
+    for name, r in pandas.items():
+        assert spark_out[name] == r, name
+    assert spark_log == pandas_log
+
+
+def test_spark_builds_the_same_fields_and_tags_as_python(spark):
+    """The selection rule's Spark twin (privreg.analysis.spark_selection) gives the very
+    fields and HMAC-SHA256 tags of privreg.analysis.selection: floats of every magnitude
+    (subnormal to max, random bit patterns, signed zero, infinities, NaN as missing),
+    integers at the int64 edges, strings, dates, booleans, token lists."""
+    import datetime
+    import hashlib
+    import hmac
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from privreg.analysis import selection, spark_selection
+
+    gen = np.random.default_rng(7)
+    floats = [0.0, -0.0, 0.1, -2.5, 1e16, 2.0**53 + 2, 2.0**63, -(2.0**63), 1.7976931348623157e308, 5e-324]
+    floats += [1e-310, 2.0**-1022, float("inf"), float("-inf"), float("nan"), 1 / 3, 4503599627370497.0]
+    floats += [x for x in np.frombuffer(gen.bytes(8 * 300), dtype=np.float64).tolist() if not math.isnan(x)]
+    ints = [0, -1, 2**63 - 1, -(2**63), 123456789]
+    strings = ["", "a", "\u00e9\u4e2d", "x:y", "N"]
+    dates = [datetime.date(2024, 2, 29), datetime.date(99, 12, 31)]
+    lists = [["a", "bb"], [], ["\u00e9"]]
+    cases = [(T.DoubleType(), floats, "double"), (T.LongType(), ints, "long"), (T.StringType(), strings, "string"),
+             (T.DateType(), dates, "date"), (T.BooleanType(), [True, False], "boolean")]  # fmt: skip
+    key = bytes(range(32))
+    for dtype, values, name in cases:
+        frame = spark.createDataFrame(list(enumerate(values)), f"i long, x {name}")
+        encoded = spark_selection.field(F.col("x"), dtype)
+        tags = spark_selection.tag(key, spark_selection.message([encoded], F.lit(1)))
+        got = {r["i"]: (r["f"], r["t"]) for r in frame.select("i", encoded.alias("f"), tags.alias("t")).collect()}
+        for i, value in enumerate(values):
+            want = selection.field(value)
+            assert got[i] == (want, selection.tag(key, selection.row_message([want], 1)).hex()), (name, value)
+    frame = spark.createDataFrame(list(enumerate(lists)), "i long, x array<string>")
+    got = {r["i"]: r["f"] for r in frame.select("i", spark_selection.list_field(F.col("x")).alias("f")).collect()}
+    assert got == {i: selection.list_field(v) for i, v in enumerate(lists)}
+    msg = selection.row_message(["s1:a"], 0)
+    assert selection.tag(key, msg) == hmac.new(key, msg, hashlib.sha256).digest()
 
 
 def test_only_the_curator_rule_refuses_before_any_charge_and_never_quotes_data(spark, adult):

@@ -5,6 +5,9 @@ Statistical tests state their false-alarm rate and use fixed seeds (deterministi
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import json
 import math
 
@@ -39,7 +42,7 @@ from privreg.plugins.ngrams.backends import (
     contribution_weights,
     detect_format,
 )
-from privreg.plugins.ngrams.backends.tokens import Vocabulary
+from privreg.plugins.ngrams.backends.tokens import Vocabulary, token_fields
 from privreg.plugins.ngrams.calibration import calibrate_dpne
 from privreg.plugins.ngrams.dpne import extract_ngrams, table3
 from privreg.plugins.ngrams.engines import LocalNgramEngine
@@ -133,9 +136,9 @@ def test_bounded_histogram_bounds_each_user_and_ignores_others():
     rng = np.random.default_rng(5)
     user = rng.integers(0, 50, 5000)
     key = rng.integers(0, 400, 5000) * 1_000_003
-    tags = rng.integers(0, 2**63, 50).astype(np.uint64)
+    tags = np.array([f"user {i}" for i in range(50)], dtype=object)
     be = LocalBackend()
-    hist = be.bounded_histogram(LocalPairs(user=user, key=key, user_tags=tags), max_keys=7, salt=11)
+    hist = be.bounded_histogram(LocalPairs(user=user, key=key, users=tags), max_keys=7, secret=bytes([11]) * 32)
     w = contribution_weights(7)
     distinct = {u: set(key[user == u].tolist()) for u in range(50)}
     expected = sum(min(len(s), 7) * int(w[min(len(s), 7)]) for s in distinct.values())
@@ -143,19 +146,19 @@ def test_bounded_histogram_bounds_each_user_and_ignores_others():
     # user 0's kept keys do not depend on the other users, and the others' do not depend on
     # user 0 (even though removing user 0 renumbers the dense user indices)
     alone = be.bounded_histogram(
-        LocalPairs(user=user[user == 0], key=key[user == 0], user_tags=tags[:1]), max_keys=7, salt=11
+        LocalPairs(user=user[user == 0], key=key[user == 0], users=tags[:1]), max_keys=7, secret=bytes([11]) * 32
     )
     others = be.bounded_histogram(
-        LocalPairs(user=user[user != 0] - 1, key=key[user != 0], user_tags=tags[1:]), max_keys=7, salt=11
+        LocalPairs(user=user[user != 0] - 1, key=key[user != 0], users=tags[1:]), max_keys=7, secret=bytes([11]) * 32
     )
     merged = dict(zip(others.keys.tolist(), others.counts.tolist()))
     for k, c in zip(alone.keys.tolist(), alone.counts.tolist()):
         merged[k] = merged.get(k, 0) + c
     assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == merged
     with pytest.raises(PrivregTypeError, match="LocalPairs"):
-        be.bounded_histogram({"user": user}, max_keys=3, salt=1)
+        be.bounded_histogram({"user": user}, max_keys=3, secret=bytes([1]) * 32)
     # keys spanning more than 2**40 take the dense-code path: same contribution totals
-    wide = be.bounded_histogram(LocalPairs(user=user, key=key * 2**30, user_tags=tags), max_keys=7, salt=11)
+    wide = be.bounded_histogram(LocalPairs(user=user, key=key * 2**30, users=tags), max_keys=7, secret=bytes([11]) * 32)
     assert wide.total() == hist.total() and wide.keys.size <= 400
 
 
@@ -176,7 +179,7 @@ def test_vocabulary_shifts_do_not_change_other_users_choice():
     h = {}
     for name, recs in (("D", base), ("D+u", pd.concat([base, extra], ignore_index=True))):
         eng = LocalNgramEngine(be.tokenize(recs, Tokenizer()), be)
-        hist = eng.unigram_histogram(max_keys=3, salt=99)
+        hist = eng.unigram_histogram(max_keys=3, secret=bytes([99]) * 32)
         h[name] = dict(zip(hist.keys.tolist(), hist.counts.tolist()))
     w = int(contribution_weights(3)[3])
     diff = {k: h["D+u"].get(k, 0) - h["D"].get(k, 0) for k in set(h["D"]) | set(h["D+u"])}
@@ -249,47 +252,44 @@ def test_tokenizer_unicode_semantics_are_the_same_on_every_backend():
     assert local == spark == dict(zip(users, UNICODE_TOKENS))
 
 
-def _brute_bounded(user, key, user_tags, key_tags, max_keys, salt):
-    """Per-user bounding written the obvious way (Python sets and sorting): each user's
-    distinct keys, the max_keys smallest by (keyed rank, key tag, key), weight W_t."""
-    from privreg.plugins.ngrams.backends.bounding import keyed_rank
-
+def _brute_bounded(user, key, users, key_names, max_keys, secret):
+    """Per-user bounding written the obvious way (Python sets, the standard library's
+    HMAC and sorting): each user's distinct keys, the max_keys smallest by
+    HMAC-SHA256(secret, message of (user id, key content)), weight W_t."""
     w = contribution_weights(max_keys)
     out: dict[int, int] = {}
     for u in sorted(set(user.tolist())):
         keys = sorted(set(key[user == u].tolist()))
-        tags = [int(key_tags[k]) if key_tags is not None else k for k in keys]
-        rank = keyed_rank(
-            salt, np.full(len(keys), user_tags[u], dtype=np.uint64), np.array(tags, dtype=np.uint64)
-        ).tolist()
-        kept = [k for _, _, k in sorted(zip(rank, tags, keys))][:max_keys]
+
+        def tag(k):
+            content = (
+                f"s{len(key_names[k].encode())}:{key_names[k]}" if key_names is not None else f"n{len(str(k))}:{k}"
+            )
+            msg = f"s18:privreg.ngrams.keys{len(users[u].encode())}:{users[u]}{content}n1:0".encode()
+            return hmac.new(secret, msg, hashlib.sha256).digest()
+
+        kept = sorted(keys, key=tag)[:max_keys]
         for k in kept:
             out[k] = out.get(k, 0) + int(w[len(kept)])
     return out
 
 
-@pytest.mark.parametrize("with_tags", [False, True])
-def test_bounded_histogram_equals_per_user_brute_force(with_tags):
-    """Light users (<= Delta keys, kept whole without ranking) and heavy users (keyed
+@pytest.mark.parametrize("with_names", [False, True])
+def test_bounded_histogram_equals_per_user_brute_force(with_names):
+    """Light users (<= Delta keys, kept whole without tags) and heavy users (keyed
     choice) mixed: the vectorised histogram equals the per-user reference exactly."""
     rng = np.random.default_rng(3)
     sizes = rng.choice([2, 5, 9, 40, 120], size=60)
     user = np.repeat(np.arange(60), sizes)
     key = rng.integers(0, 300, user.size) * 7 + 5
-    user_tags = rng.integers(0, 2**63, 60).astype(np.uint64)
-    key_tags = rng.integers(0, 2**63, 300 * 7 + 5).astype(np.uint64) if with_tags else None
+    users = np.array([f"u{i}\u00e9" for i in range(60)], dtype=object)
+    names = np.array([f"tok{i}" for i in range(300 * 7 + 5)], dtype=object) if with_names else None
+    fields = functools.partial(token_fields, names) if with_names else None
+    secret = bytes(range(32))
     hist = LocalBackend().bounded_histogram(
-        LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=key_tags), max_keys=10, salt=123
+        LocalPairs(user=user, key=key, users=users, key_fields=fields), max_keys=10, secret=secret
     )
-    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(
-        user, key, user_tags, key_tags, 10, 123
-    )
-    # colliding key tags (all equal): ties of the full rank are broken by the key itself
-    same = np.zeros(300 * 7 + 5, dtype=np.uint64)
-    hist = LocalBackend().bounded_histogram(
-        LocalPairs(user=user, key=key, user_tags=user_tags, key_tags=same), max_keys=10, salt=123
-    )
-    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(user, key, user_tags, same, 10, 123)
+    assert dict(zip(hist.keys.tolist(), hist.counts.tolist())) == _brute_bounded(user, key, users, names, 10, secret)
 
 
 def _shuffled_records(corpus: TokenCorpus, seed: int):
@@ -335,20 +335,20 @@ def test_streamed_partitions_give_exactly_the_one_shot_histograms_and_release(st
     partitions would change that user's bounded contribution and fail this test."""
     paths, one_shot = streamed_inputs
     reference = LocalNgramEngine(one_shot)
-    ref_uni = reference.unigram_histogram(max_keys=8, salt=5)
+    ref_uni = reference.unigram_histogram(max_keys=8, secret=bytes([5]) * 32)
     expected = _run(LocalNgramEngine(one_shot))
     assert len(expected[3]) > 0
     for name, path in paths.items():
         with PartitionedCorpus.from_file(path, partitions=3, chunk_records=37) as corpus:
             assert corpus.on_disk and len(corpus.partitions) == 3 and corpus.tokens_total == one_shot.size
             engine = LocalNgramEngine(corpus)
-            uni = engine.unigram_histogram(max_keys=8, salt=5)
+            uni = engine.unigram_histogram(max_keys=8, secret=bytes([5]) * 32)
             assert uni.keys.tolist() == ref_uni.keys.tolist() and uni.counts.tolist() == ref_uni.counts.tolist(), name
             s1 = uni.keys[uni.counts >= np.sort(uni.counts)[-40]]
             for e in (engine, reference):
                 e.set_unigrams(s1)
-            a = engine.kgram_histogram(2, pruning="both", max_keys=8, salt=5)
-            b = reference.kgram_histogram(2, pruning="both", max_keys=8, salt=5)
+            a = engine.kgram_histogram(2, pruning="both", max_keys=8, secret=bytes([5]) * 32)
+            b = reference.kgram_histogram(2, pruning="both", max_keys=8, secret=bytes([5]) * 32)
             assert a.keys.tolist() == b.keys.tolist() and a.counts.tolist() == b.counts.tolist(), name
             assert _run(engine) == expected, name
             tmp = corpus.partitions[0].directory
@@ -413,23 +413,21 @@ def test_dpsu_histograms_and_releases_do_not_depend_on_the_partitioning(streamed
     hists, releases = [], []
     for parts in (1, 2, 5):
         engine = LocalNgramEngine(PartitionedCorpus.from_corpus(one_shot, partitions=parts))
-        h = engine.raw_histogram((1, 2, 3), max_keys=6, salt=2)
+        h = engine.raw_histogram((1, 2, 3), max_keys=6, secret=bytes([2]) * 32)
         hists.append((h.keys.tolist(), h.counts.tolist(), engine.labels(h.keys)))
         releases.append(_run(engine, method="dpsu-all", max_n=3, max_keys=6, seed=4))
     assert hists[0] == hists[1] == hists[2] and len(hists[0][0]) > 0
     assert releases[0] == releases[1] == releases[2] and releases[0][3]
 
 
-def test_dpsu_keys_are_exact_even_when_every_hash_collides(streamed_inputs):
-    """The DPSU baselines' raw histogram keys are exact n-gram ids. With every token's
-    64-bit tag forced to 0 -- so every n-gram's content hash collides -- the histogram
-    without bounding still equals the brute-force count of distinct (user, n-gram) pairs
-    per n-gram string (a hash-keyed histogram would merge all n-grams of a length)."""
+def test_dpsu_keys_are_exact(streamed_inputs):
+    """The DPSU baselines' raw histogram keys are exact n-gram ids: the histogram without
+    bounding equals the brute-force count of distinct (user, n-gram) pairs per n-gram
+    string (a hash-keyed histogram could merge n-grams whose hashes collide)."""
     paths, one_shot = streamed_inputs
     with PartitionedCorpus.from_file(paths["csv"], partitions=2, chunk_records=64) as corpus:
-        corpus.vocab_tags = np.zeros(corpus.vocab.size, dtype=np.uint64)
         engine = LocalNgramEngine(corpus)
-        hist = engine.raw_histogram((1, 2, 3), max_keys=10**6, salt=1)
+        hist = engine.raw_histogram((1, 2, 3), max_keys=10**6, secret=bytes([1]) * 32)
         got = dict(zip(engine.labels(hist.keys), hist.counts.tolist()))
     users_of: dict[str, set[int]] = {}
     for k in (1, 2, 3):

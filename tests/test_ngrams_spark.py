@@ -1,7 +1,7 @@
 """Plugin ``ngrams`` on the Spark backend (local mode, one session for the module):
 the Spark and local backends agree (identical histograms when no user exceeds Delta,
-identical releases under the same seeded randomness, equal contribution totals when
-bounding is active)."""
+identical histograms and releases under the same seeded randomness whether or not users
+exceed Delta: both choose a heavy user's kept keys by the one selection rule)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ pytest.importorskip("pyspark", reason="the Spark backend needs pyspark (pip inst
 
 from unicode_texts import UNICODE_TEXTS
 
+from privreg.analysis.selection import KEY_BYTES
 from privreg.core import EventLog, InsecureReproducibleRandom, WorkflowContext
 from privreg.core.registry import load_registry
 from privreg.plugins.ngrams import hooks
@@ -58,26 +59,44 @@ def _same(a, b) -> None:
 def test_histograms_are_identical_without_bounding(engines):
     le, se = engines
     assert le.tokens_total == se.tokens_total
-    h_local, h_spark = le.unigram_histogram(max_keys=10_000, salt=3), se.unigram_histogram(max_keys=10_000, salt=3)
+    secret = bytes([3]) * KEY_BYTES
+    h_local, h_spark = (
+        le.unigram_histogram(max_keys=10_000, secret=secret),
+        se.unigram_histogram(max_keys=10_000, secret=secret),
+    )
     _same(h_local, h_spark)
     s1 = h_local.keys[h_local.counts >= 8 * (1 << 20) // 10]  # any public choice of S_1 will do
     le.set_unigrams(s1)
     se.set_unigrams(s1)
-    a = le.kgram_histogram(2, pruning="both", max_keys=10_000, salt=3)
-    b = se.kgram_histogram(2, pruning="both", max_keys=10_000, salt=3)
+    a = le.kgram_histogram(2, pruning="both", max_keys=10_000, secret=bytes([3]) * 32)
+    b = se.kgram_histogram(2, pruning="both", max_keys=10_000, secret=bytes([3]) * 32)
     _same(a, b)
     assert a.keys.size > 10
 
 
-def test_bounded_contributions_agree_in_distribution(engines):
-    """With Delta smaller than most users' key counts the two backends keep different
-    (hash-chosen) subsets, but each user keeps exactly min(t, Delta) keys with weight
-    W_min(t,Delta): equal totals and equal numbers of (user, key) contributions."""
+def test_bounded_histograms_are_identical_when_users_exceed_delta(engines):
+    """Delta = 5, below most users' key counts: both backends keep the same keys of every
+    heavy user (HMAC-SHA256 tags of (user id, key content) under one secret), so the
+    unigram, bigram and raw histograms are identical key by key; another secret keeps
+    other keys (the choice is keyed)."""
     le, se = engines
-    a, b = le.unigram_histogram(max_keys=5, salt=1), se.unigram_histogram(max_keys=5, salt=1)
-    assert a.total() == b.total() > 0
-    assert a.counts.max() <= 150 * int(contribution_weights(5)[1])
-    assert set(a.keys.tolist()) & set(b.keys.tolist())
+    secret = bytes(range(KEY_BYTES))
+    a, b = le.unigram_histogram(max_keys=5, secret=secret), se.unigram_histogram(max_keys=5, secret=secret)
+    _same(a, b)
+    full = le.unigram_histogram(max_keys=10_000, secret=secret)
+    assert a.total() < full.total() and a.counts.max() <= 150 * int(contribution_weights(5)[1])
+    other = le.unigram_histogram(max_keys=5, secret=bytes([9]) * KEY_BYTES)
+    assert other.keys.tolist() != a.keys.tolist() or other.counts.tolist() != a.counts.tolist()
+    s1 = full.keys[full.counts >= 8 * (1 << 20) // 10]
+    le.set_unigrams(s1)
+    se.set_unigrams(s1)
+    _same(
+        le.kgram_histogram(2, pruning="both", max_keys=5, secret=secret),
+        se.kgram_histogram(2, pruning="both", max_keys=5, secret=secret),
+    )
+    a, b = le.raw_histogram((1, 2), max_keys=5, secret=secret), se.raw_histogram((1, 2), max_keys=5, secret=secret)
+    assert dict(zip(le.labels(a.keys), a.counts.tolist())) == dict(zip(se.labels(b.keys), b.counts.tolist()))
+    assert a.total() < le.raw_histogram((1, 2), max_keys=100_000, secret=secret).total()
 
 
 def test_dpsu_raw_histograms_are_exact_and_agree(engines):
@@ -85,8 +104,8 @@ def test_dpsu_raw_histograms_are_exact_and_agree(engines):
     user's count) are identical n-gram by n-gram: the local engine keys n-grams by exact
     ids, Spark by the JSON array of their tokens -- neither by a hash two n-grams could share."""
     le, se = engines
-    a = le.raw_histogram((1, 2, 3), max_keys=100_000, salt=4)
-    b = se.raw_histogram((1, 2, 3), max_keys=100_000, salt=4)
+    a = le.raw_histogram((1, 2, 3), max_keys=100_000, secret=bytes([4]) * 32)
+    b = se.raw_histogram((1, 2, 3), max_keys=100_000, secret=bytes([4]) * 32)
     got_local = dict(zip(le.labels(a.keys), a.counts.tolist()))
     got_spark = dict(zip(se.labels(b.keys), b.counts.tolist()))
     assert got_local == got_spark and len(got_local) == a.keys.size == b.keys.size > 100
@@ -108,9 +127,11 @@ def test_unicode_tokens_are_identical_on_both_backends(spark_backend, tmp_path):
     assert expected["u00"][:4] == ["e", "mc\u00b2", "and", "x\u00b9\u00b2\u00b3"]
 
 
-def test_same_release_on_both_backends(spark_backend, data):
-    """The whole DPNE run, same seeded randomness, Delta above every user's count: same
-    n-grams on both backends (the release code runs on the driver for both)."""
+@pytest.mark.parametrize("max_keys", [5000, 4], ids=["nobody-bounded", "users-above-delta"])
+def test_same_release_on_both_backends(spark_backend, data, max_keys):
+    """The whole DPNE run, same seeded randomness, Delta above every user's count or
+    below most: same n-grams and ledger charges on both backends (the release code runs
+    on the driver for both, and the kept keys are the same)."""
     out = {}
     for name in ("local", "spark"):
         if name == "local":
@@ -120,19 +141,20 @@ def test_same_release_on_both_backends(spark_backend, data):
             engine = SparkNgramEngine(
                 spark_backend, spark_backend.tokenize(spark_backend.read_records(data), Tokenizer())
             )
+        log = EventLog()
         res = extract_ngrams(
             engine,
-            charger=EventLog(),
+            charger=log,
             epsilon=8.0,
             delta=1e-6,
             max_n=3,
-            max_keys=5000,
+            max_keys=max_keys,
             eta=0.2,
             rng=InsecureReproducibleRandom(seed=12),
         )
-        out[name] = res.ngrams
+        out[name] = (res.ngrams, [(c.mechanism, c.parameters, c.event) for c in log.charges])
         engine.close()
-    assert out["local"] == out["spark"] and len(out["local"][2]) > 0
+    assert out["local"] == out["spark"] and len(out["local"][0][2]) > 0 and out["local"][1]
 
 
 def test_workflow_on_spark_and_a_baseline(spark_backend, data, tmp_path):

@@ -1,516 +1,144 @@
-"""Selection mechanisms: exponential mechanism, report-noisy-max, permute-and-flip.
+"""The one selection rule of contribution bounding (privreg.analysis.selection): its
+encoding, its tag (HMAC-SHA256 as the standard library computes it), and pandas
+bounding built on it: min(k, n) rows per person, the same rows whatever the input's
+order, a uniformly random subset (identical rows counted apart)."""
 
-Statistical tests are seeded with InsecureReproducibleRandom, so their outcome is
-deterministic; each chi-square / binomial test rejects at p < 1e-4 (its false-alarm rate
-for a correct sampler over a random seed), and ``test_chi_square_has_power`` shows that
-the same tests reject a sampler of the wrong distribution.
-"""
+from __future__ import annotations
 
-import itertools
-import math
+import datetime
+import hashlib
+import hmac
 from fractions import Fraction
 
-import attrs
 import numpy as np
+import pandas as pd
 import pytest
-from scipy import integrate, stats
+from scipy import stats
 
-from privreg import (
-    EventLog,
-    Exponential,
-    InsecureReproducibleRandom,
-    PrivregTypeError,
-    PrivregValueError,
-    SelfComposed,
+from privreg.analysis import Query
+from privreg.analysis.bounding import bound_contributions, user_ids
+from privreg.analysis.selection import Tagger, column_fields, field, keep_first, list_field, number, row_message, tag
+from privreg.core.charging import EventLog
+from privreg.core.randomness import InsecureReproducibleRandom
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, "N"),
+        (float("nan"), "N"),
+        (pd.NaT, "N"),
+        (True, "b1:1"),
+        (np.bool_(False), "b1:0"),
+        (7, "n1:7"),
+        (np.int64(-12), "n3:-12"),
+        (7.0, "n1:7"),  # by value: an integral float reads as its integer
+        (-0.0, "n1:0"),
+        (0.375, "n4:3p-3"),
+        (-0.1, "n21:-3602879701896397p-55"),
+        (2.0**70, "n4:1p70"),
+        (-(2.0**63), "n20:-9223372036854775808"),
+        (5e-324, "n7:1p-1074"),
+        (float("inf"), "n3:inf"),
+        (float("-inf"), "n4:-inf"),
+        ("é:", "s3:é:"),
+        ("", "s0:"),
+        (datetime.date(2024, 2, 29), "d10:2024-02-29"),
+        (pd.Timestamp("1970-01-01 00:00:01.5"), "t7:1500000"),
+        (pd.Timestamp("1970-01-01 01:00:01.5", tz="Europe/Paris"), "t7:1500000"),
+        ((1, 2), "x6:(1, 2)"),
+    ],
 )
-from privreg.core.randomness import RandomSource
-from privreg.mechanisms.selection import (
-    ExponentialMechanism,
-    PermuteAndFlip,
-    ReportNoisyMax,
-    epsilon_spent,
-)
-from privreg.noise import coins as coins_mod
-
-ALPHA = 1e-4  # false-alarm rate of each statistical test
+def test_fields_encode_values_exactly_and_self_delimiting(value, expected):
+    assert field(value) == expected
 
 
-# --- independent reference distributions -------------------------------------------------
+def test_numbers_are_exact_values():
+    gen = np.random.default_rng(0)
+    for x in np.frombuffer(gen.bytes(8 * 3000), dtype=np.float64).tolist():
+        if np.isfinite(x):
+            text = number(x)
+            if "p" in text:
+                m, e = text.split("p")
+                assert int(m) % 2 == 1 and Fraction(int(m)) * Fraction(2) ** int(e) == Fraction(x)
+            else:
+                assert int(text) == x
+    assert list_field(["ab", "c"]) == "l2:s2:abs1:c"
 
 
-def em_probs(u, c):
-    """Exponential mechanism: P(i) proportional to exp(c u_i) (closed form)."""
-    z = c * (np.asarray(u, dtype=float) - np.max(u))
-    w = np.exp(z)
-    return w / w.sum()
+def test_column_fields_are_the_fields_of_the_values_whatever_the_dtype():
+    columns = {
+        "int": pd.Series([1, -5, 2**62], dtype=np.int64),
+        "uint": pd.Series([1, 2**64 - 1, 0], dtype=np.uint64),
+        "float": pd.Series([0.5, np.nan, -0.0]),
+        "float32": pd.Series([0.1, 2.0, np.inf], dtype=np.float32),
+        "bool": pd.Series([True, False, True]),
+        "nullable int": pd.Series([1, None, 3], dtype="Int64"),
+        "nullable float": pd.Series([1.5, None, 3.0], dtype="Float64"),
+        "nullable bool": pd.Series([True, None, False], dtype="boolean"),
+        "string": pd.Series(["a", None, "\u00e9"], dtype="string"),
+        "object": pd.Series(["a", 1, None], dtype=object),
+        "category": pd.Series(["x", "y", "x"], dtype="category"),
+        "datetime": pd.Series(
+            pd.to_datetime(["2020-01-01 00:00:00", None, "1969-12-31 23:59:59.999999"], format="ISO8601")
+        ),
+    }
+    for name, series in columns.items():
+        assert column_fields(series) == [field(v) for v in series.astype(object).tolist()], name
+    assert column_fields(columns["nullable int"])[1] == "N"
+    assert column_fields(columns["uint"])[1] == "n22:18446744073709551615p0"
 
 
-def pf_probs(u, c):
-    """Permute-and-flip by enumerating all k! orders: the first candidate whose coin
-    exp(c (u_i - u_max)) succeeds is returned."""
-    u = np.asarray(u, dtype=float)
-    p = np.exp(c * (u - u.max()))
-    k = len(u)
-    out = np.zeros(k)
-    perms = list(itertools.permutations(range(k)))
-    for order in perms:
-        survive = 1.0
-        for i in order:
-            out[i] += survive * p[i]
-            survive *= 1.0 - p[i]
-        assert survive == 0.0  # the maximiser always stops the walk
-    return out / len(perms)
+def test_tag_is_hmac_sha256_and_messages_separate_positions():
+    key = bytes(range(32))
+    msg = row_message(["s1:a", "n1:1"], 0)
+    assert msg == b"s20:privreg.analysis.rows1:an1:1n1:0"
+    assert tag(key, msg) == hmac.new(key, msg, hashlib.sha256).digest()
+    assert Tagger(b"k" * 100)(msg) == hmac.new(b"k" * 100, msg, hashlib.sha256).digest()
+    assert tag(key, row_message(["s1:a"], 1)) != tag(key, row_message(["s1:a"], 0))
+    assert keep_first(np.array([1, 0, 1, 1]), [b"\x03", b"\x09", b"\x01", b"\x02"], 2).tolist() == [1, 2, 3]
 
 
-def rnm_exponential_probs(u, scale):
-    """Report-noisy-max with one-sided Exponential(scale) noise, by numerical integration:
-    P(i) = int f(z - u_i) prod_{j != i} F(z - u_j) dz with f, F the noise's pdf and cdf."""
-    u = np.asarray(u, dtype=float)
-
-    def integrand(z, i):
-        others = np.delete(u, i)
-        cdf = np.where(z > others, -np.expm1(-(z - others) / scale), 0.0)
-        return np.exp(-(z - u[i]) / scale) / scale * np.prod(cdf)
-
-    kinks = sorted(set(u.tolist()))
-    out = []
-    for i in range(len(u)):
-        pieces = [x for x in kinks if x > u[i]]
-        edges = [u[i], *pieces]
-        total = sum(
-            integrate.quad(integrand, lo, hi, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
-            for lo, hi in itertools.pairwise(edges)
-        )
-        total += integrate.quad(integrand, edges[-1], np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12)[0]
-        out.append(total)
-    return np.array(out)
-
-
-def rnm_gumbel_probs(u, scale):
-    """Report-noisy-max with Gumbel(scale) noise, by numerical integration (the same
-    formula with the Gumbel pdf and cdf)."""
-    u = np.asarray(u, dtype=float)
-
-    def integrand(z, i):
-        t = (z - u) / scale
-        with np.errstate(over="ignore"):
-            log_cdf = -np.exp(-t)  # log F(t) = -exp(-t)
-        log_pdf_i = -t[i] + log_cdf[i] - math.log(scale)
-        return math.exp(log_pdf_i + log_cdf.sum() - log_cdf[i]) if np.isfinite(log_cdf.sum()) else 0.0
-
-    return np.array(
-        [
-            integrate.quad(integrand, -np.inf, np.inf, args=(i,), epsabs=1e-14, epsrel=1e-12, limit=200)[0]
-            for i in range(len(u))
-        ]
+def _frame(n: int) -> pd.DataFrame:
+    gen = np.random.default_rng(4)
+    return pd.DataFrame(
+        {
+            "uid": np.repeat(np.arange(n), 5)[: 5 * n - 3],
+            "x": gen.normal(size=5 * n - 3).round(1),  # rounded: duplicates within a person
+            "s": gen.choice(["a", "b"], size=5 * n - 3),
+        }
     )
 
 
-def reference(mech, u):
-    c = float(mech.weight_exponent)
-    if isinstance(mech, PermuteAndFlip) or (isinstance(mech, ReportNoisyMax) and mech.noise == "exponential"):
-        return pf_probs(u, c)
-    return em_probs(u, c)
-
-
-def chi_square_p(samples, probs):
-    """p-value of the chi-square goodness-of-fit test; cells with expected count < 5 are
-    pooled, and a sample in a cell of probability 0 gives p = 0."""
-    k = len(probs)
-    counts = np.bincount(np.asarray(samples, dtype=np.int64), minlength=k)
-    assert counts.size == k, "an index outside the candidates was returned"
-    n = counts.sum()
-    expected = n * np.asarray(probs)
-    if np.any(counts[expected == 0] > 0):
-        return 0.0
-    small = expected < 5
-    obs = list(counts[~small]) + ([counts[small].sum()] if small.any() else [])
-    exp = list(expected[~small]) + ([expected[small].sum()] if small.any() else [])
-    if len(obs) == 1:
-        return 1.0
-    exp = np.asarray(exp) * (sum(obs) / sum(exp))
-    return stats.chisquare(obs, exp).pvalue
-
-
-# --- distribution of the samplers ------------------------------------------------------------
-
-CASES = [
-    pytest.param(ExponentialMechanism(epsilon=1.0, sensitivity=1.0), [3.0, 2.0, 1.0, 0.0, 2.0], id="em"),
-    pytest.param(ExponentialMechanism(epsilon=0.7, sensitivity=0.5, monotonic=True), [0.1, -0.3, 1.2], id="em-mono"),
-    pytest.param(ExponentialMechanism(epsilon=1.0, sensitivity=1.0), [0.0, 5.0, 30.0, 29.5], id="em-far"),
-    pytest.param(ReportNoisyMax(epsilon=2.0, sensitivity=1.0), [0.31, -1.7, 2.2, 1.05], id="rnm-gumbel"),
-    pytest.param(ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential"), [3.0, 2.0, 1.0, 0.0], id="rnm-exp"),
-    pytest.param(PermuteAndFlip(epsilon=1.0, sensitivity=1.0), [3.0, 2.0, 1.0, 0.0, 2.0], id="pf"),
-    pytest.param(PermuteAndFlip(epsilon=0.3, sensitivity=0.1, monotonic=True), [0.05, 0.4, -0.2], id="pf-mono"),
-]
-
-
-@pytest.mark.parametrize("mech,u", CASES)
-def test_release_many_matches_exact_distribution(mech, u):
-    out = mech.release_many(np.array(u), 60_000, charger=EventLog(), rng=InsecureReproducibleRandom(seed=3)).output
-    assert isinstance(out, list) and all(type(x) is int for x in out[:100])
-    assert chi_square_p(out, reference(mech, u)) > ALPHA
-
-
-@pytest.mark.parametrize("mech,u", CASES)
-def test_release_matches_exact_distribution(mech, u):
-    rng = InsecureReproducibleRandom(seed=4)
-    log = EventLog()
-    out = [mech.release(np.array(u), charger=log, rng=rng).output for _ in range(5_000)]
-    assert all(type(x) is int for x in out)
-    assert len(log.charges) == 5_000
-    assert chi_square_p(out, reference(mech, u)) > ALPHA
-
-
-def test_chi_square_has_power():
-    """The distribution tests can fail: 60,000 exponential-mechanism draws are rejected
-    against permute-and-flip's probabilities and vice versa (and against the wrong scaling)."""
-    u = np.array([3.0, 2.0, 1.0, 0.0, 2.0])
-    em = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
-    pf = PermuteAndFlip(epsilon=1.0, sensitivity=1.0)
-    rng = InsecureReproducibleRandom(seed=3)
-    em_out = em.release_many(u, 60_000, charger=EventLog(), rng=rng).output
-    pf_out = pf.release_many(u, 60_000, charger=EventLog(), rng=rng).output
-    assert chi_square_p(em_out, pf_probs(u, 0.5)) < ALPHA
-    assert chi_square_p(pf_out, em_probs(u, 0.5)) < ALPHA
-    assert chi_square_p(em_out, em_probs(u, 1.0)) < ALPHA  # monotonic scaling is distinguishable
-
-
-def test_integer_utilities_are_not_rounded():
-    """2**60 and 2**60 - 1 are the same float64; as integers they differ by one, so the
-    exponential mechanism must prefer the first with odds e^(1/2) : 1."""
-    u = np.array([2**60, 2**60 - 1], dtype=np.int64)
-    mech = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
-    out = mech.release_many(u, 40_000, charger=EventLog(), rng=InsecureReproducibleRandom(seed=8)).output
-    assert chi_square_p(out, em_probs([1.0, 0.0], 0.5)) > ALPHA
-    assert chi_square_p(out, [0.5, 0.5]) < ALPHA
-
-
-@pytest.mark.parametrize("cls", [ExponentialMechanism, PermuteAndFlip, ReportNoisyMax])
-def test_single_candidate_and_ties(cls):
-    mech = cls(epsilon=1.0, sensitivity=1.0)
-    assert mech.release(np.array([7.5]), charger=EventLog()).output == 0
-    assert mech.release_many(np.array([-2.0]), 50, charger=EventLog()).output == [0] * 50
-    out = mech.release_many(np.zeros(4), 20_000, charger=EventLog(), rng=InsecureReproducibleRandom(seed=2)).output
-    assert chi_square_p(out, np.full(4, 0.25)) > ALPHA
-
-
-def test_many_candidates_vectorised_path():
-    """50 candidates: too many orders to enumerate, so permute-and-flip is compared with
-    report-noisy-max with exponential noise (equal by Ding et al. 2021), integrated."""
-    u = np.arange(50, dtype=float) / 5
-    em = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
-    pf = PermuteAndFlip(epsilon=1.0, sensitivity=1.0)
-    rng = InsecureReproducibleRandom(seed=6)
-    out = em.release_many(u, 40_000, charger=EventLog(), rng=rng).output
-    assert chi_square_p(out, em_probs(u, 0.5)) > ALPHA
-    out = pf.release_many(u, 40_000, charger=EventLog(), rng=rng).output
-    ref = rnm_exponential_probs(u, 2.0)
-    assert abs(ref.sum() - 1) < 1e-7
-    assert chi_square_p(out, ref) > ALPHA
-
-
-# --- exact Bernoulli building blocks -------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "gamma",
-    [
-        Fraction(0),
-        Fraction(1, 3),
-        Fraction(1),
-        Fraction(5, 2),
-        Fraction(0.1),
-        Fraction(7.3) / Fraction(3.7),
-        Fraction(9),
-    ],
-)
-def test_vectorised_bernoulli_exp_neg(gamma):
-    n = 200_000
-    coins = coins_mod.ExpCoins([gamma])
-    hits = int(coins(np.zeros(n, dtype=np.int64), InsecureReproducibleRandom(seed=1)).sum())
-    p = math.exp(-float(gamma))
-    if p == 1.0:
-        assert hits == n
-    else:
-        assert stats.binomtest(hits, n, p).pvalue > ALPHA
-
-
-def test_vectorised_bernoulli_exp_neg_mixed_candidates():
-    """One call, coins of different candidates interleaved: each candidate's coins
-    succeed at rate exp(-gamma_i)."""
-    gammas = [Fraction(0), Fraction(2, 7), Fraction(0.3) * 7, Fraction(13, 4), Fraction(1)]
-    coins = coins_mod.ExpCoins(gammas)
-    rng = InsecureReproducibleRandom(seed=9)
-    cands = np.tile(np.arange(len(gammas)), 40_000)
-    got = coins(cands, rng)
-    for i, g in enumerate(gammas):
-        hits, n = int(got[cands == i].sum()), int((cands == i).sum())
-        p = math.exp(-float(g))
-        assert hits == n if p == 1.0 else stats.binomtest(hits, n, p).pvalue > ALPHA
-
-
-@pytest.mark.parametrize("p", [Fraction(3, 8), Fraction(1, 3), Fraction(2, 3**40), Fraction(0.7)])
-def test_vectorised_bernoulli(p):
-    n = 200_000
-    hits = int(coins_mod.bernoulli_many(p, n, InsecureReproducibleRandom(seed=2)).sum())
-    assert stats.binomtest(hits, n, float(p)).pvalue > ALPHA
-
-
-class ScriptedWords(RandomSource):
-    """Feeds chosen 64-bit words to uniform_below (which masks them to 62 bits) and
-    chosen integers to randbits."""
-
-    def __init__(self, words, bits=()):
-        self.data = b"".join(int(w).to_bytes(8, "little") for w in words)
-        self.bits = list(bits)
-
-    def randbits(self, k):
-        return self.bits.pop(0)
-
-    def random_bytes(self, n):
-        out, self.data = self.data[:n], self.data[n:]
-        assert len(out) == n, "script exhausted"
-        return out
-
-
-def test_vectorised_bernoulli_resolves_ties_digit_by_digit():
-    """U < p is decided at the first base-2**62 digit where U and p differ."""
-    b = 1 << 62
-    p = Fraction(3, 8)  # digits: 3 * 2**59, then zeros
-    d1 = 3 << 59
-    assert coins_mod.bernoulli_many(p, 1, ScriptedWords([d1 - 1])).tolist() == [True]
-    assert coins_mod.bernoulli_many(p, 1, ScriptedWords([d1 + 1])).tolist() == [False]
-    assert coins_mod.bernoulli_many(p, 1, ScriptedWords([d1, 0, 0, 5])).tolist() == [False]  # U > p
-    third = Fraction(1, 3)  # digits: (2**62 - 1) / 3 repeated
-    d = (b - 1) // 3
-    assert coins_mod.bernoulli_many(third, 1, ScriptedWords([d, d, d - 1])).tolist() == [True]
-    assert coins_mod.bernoulli_many(third, 1, ScriptedWords([d, d, d + 1])).tolist() == [False]
-    # three draws at once: decided ones stop consuming words, the tied one continues
-    assert coins_mod.bernoulli_many(third, 3, ScriptedWords([0, d, b - 1, 0])).tolist() == [True, True, False]
-
-
-def test_per_candidate_coins_resolve_ties_with_the_exact_remainder():
-    """Bernoulli(frac / k) per candidate: the first digit decides, a tie falls back to an
-    exact Bernoulli of the remainder. For p = 1/3: digit (2**62 - 1) / 3, remainder 1/3
-    (2**62 = 1 mod 3), drawn as randbelow(3) < 1."""
-    coins = coins_mod.ExpCoins([Fraction(0), Fraction(1, 3), Fraction(7, 3)])  # fracs 0, 1/3, 1/3
-    d = ((1 << 62) - 1) // 3
-    cands = np.array([1, 1, 2, 2, 0])
-    words = [d - 1, d + 1, d, d, 5]
-    got = coins._frac_over(1, cands, ScriptedWords(words, bits=[0, 1]))
-    assert got.tolist() == [True, False, True, False, False]
-    # k = 2: p = 1/6, digit floor(2**62 / 6), remainder 4/6 = 2/3 (2**62 = 4 mod 6):
-    # randbelow(3) < 2
-    d2 = (1 << 62) // 6
-    got = coins._frac_over(2, np.array([2, 2]), ScriptedWords([d2, d2], bits=[1, 2]))
-    assert got.tolist() == [True, False]
-
-
-# --- permute-and-flip and report-noisy-max: exact probabilities ----------------------------
-
-
-def test_permute_and_flip_enumeration_matches_closed_forms():
-    c = 0.5
-    u = [1.0, 0.0]
-    p = math.exp(-c)
-    np.testing.assert_allclose(pf_probs(u, c), [1 - p / 2, p / 2], rtol=1e-14)
-    u = [2.0, 0.5, -1.0]
-    q = np.exp(c * (np.array(u) - 2.0))
-    closed = [
-        q[i] * (1 / 3 + (1 - q[j]) / 6 + (1 - q[m]) / 6 + (1 - q[j]) * (1 - q[m]) / 3)
-        for i, j, m in [(0, 1, 2), (1, 0, 2), (2, 0, 1)]
-    ]
-    np.testing.assert_allclose(pf_probs(u, c), closed, rtol=1e-14)
-
-
-@pytest.mark.parametrize("u", [[1.0, 0.0], [2.0, 0.5, -1.0], [0.3, 0.3, 1.0]])
-def test_permute_and_flip_equals_report_noisy_max_exponential(u):
-    """Ding et al. 2021: PF with coins exp(c (u_i - u_max)) is RNM with Exponential(1/c)
-    noise. Checked against numerical integration, independently of the samplers."""
-    np.testing.assert_allclose(pf_probs(u, 0.5), rnm_exponential_probs(u, 2.0), atol=1e-8)
-
-
-@pytest.mark.parametrize("u", [[1.0, 0.0], [2.0, 0.5, -1.0], [0.3, 0.3, 1.0]])
-def test_exponential_mechanism_equals_report_noisy_max_gumbel(u):
-    """Gumbel-max: argmax(u_i + Gumbel(1/c)) has P(i) proportional to exp(c u_i)."""
-    np.testing.assert_allclose(em_probs(u, 0.5), rnm_gumbel_probs(u, 2.0), atol=1e-8)
-
-
-# --- privacy: exact output probabilities on neighbours -------------------------------------
-
-BASES = [np.array(x) for x in ([0.0, 0.0, 0.0], [3.0, 1.0, 0.0], [0.5, 0.4, -2.0], [5.0, -5.0, 0.2])]
-
-
-def worst_log_ratio(mech, shifts):
-    """max over base vectors, shifts and outputs of |ln P(u)_i - ln P(u + shift)_i|."""
-    worst = 0.0
-    for base in BASES:
-        for s in shifts:
-            a = reference(mech, base)
-            b = reference(mech, base + mech.sensitivity * np.asarray(s))
-            worst = max(worst, float(np.max(np.abs(np.log(a) - np.log(b)))))
-    return worst
-
-
-ANY = list(itertools.product((-1, 0, 1), repeat=3))
-UP = list(itertools.product((0, 1), repeat=3))
-DOWN = [tuple(-x for x in s) for s in UP]
-
-
-@pytest.mark.parametrize("cls", [ExponentialMechanism, PermuteAndFlip])
-@pytest.mark.parametrize("eps,sens", [(1.0, 1.0), (0.3, 2.5), (4.0, 0.1)])
-def test_neighbouring_utilities_respect_epsilon(cls, eps, sens):
-    mech = cls(epsilon=eps, sensitivity=sens)
-    charged = mech.privacy_event().epsilon
-    assert charged == eps
-    worst = worst_log_ratio(mech, ANY)
-    assert worst <= charged * (1 + 1e-9)
-    assert worst > 0.75 * charged  # the grid reaches the worst case: the bound is nearly tight
-
-
-@pytest.mark.parametrize("cls", [ExponentialMechanism, PermuteAndFlip])
-@pytest.mark.parametrize("eps,sens", [(1.0, 1.0), (0.3, 2.5), (4.0, 0.1)])
-def test_monotonic_neighbours_respect_epsilon_at_double_exponent(cls, eps, sens):
-    mech = cls(epsilon=eps, sensitivity=sens, monotonic=True)
-    assert mech.privacy_event().epsilon == eps
-    worst = worst_log_ratio(mech, UP + DOWN)
-    assert 0.75 * eps < worst <= eps * (1 + 1e-9)
-
-
-@pytest.mark.parametrize("cls", [ExponentialMechanism, PermuteAndFlip])
-def test_monotonic_scaling_breaks_on_non_monotonic_neighbours(cls):
-    """The privacy check can fail: the eps/Delta scaling is not eps-DP when utilities
-    may move in opposite directions (it is 2 eps-DP)."""
-    mech = cls(epsilon=1.0, sensitivity=1.0, monotonic=True)
-    worst = worst_log_ratio(mech, ANY)
-    assert 1.5 < worst <= 2.0 * (1 + 1e-9)
-
-
-# --- events, scaling and the paper-003 helper ----------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "mech,variant,bounded",
-    [
-        (ExponentialMechanism(epsilon=0.7, sensitivity=3.0), "exponential", True),
-        (ReportNoisyMax(epsilon=0.7, sensitivity=3.0), "report_noisy_max_gumbel", True),
-        (ReportNoisyMax(epsilon=0.7, sensitivity=3.0, noise="exponential"), "report_noisy_max_exponential", False),
-        (PermuteAndFlip(epsilon=0.7, sensitivity=3.0), "permute_and_flip", False),
-    ],
-)
-def test_events(mech, variant, bounded):
-    event = mech.privacy_event()
-    assert event == Exponential(epsilon=0.7, variant=variant)
-    assert event.bounded_range is bounded
-    log = EventLog()
-    release = mech.release(np.array([1.0, 2.0]), charger=log, label="pick")
-    assert log.events == (event,) and release.event == event and release.mechanism == mech.name
-    mono = attrs.evolve(mech, monotonic=True)
-    assert mono.privacy_event() == event  # same epsilon, twice the exponent
-    assert mono.weight_exponent == 2 * mech.weight_exponent == Fraction(0.7) / Fraction(3.0)
-
-
-def test_names():
-    assert ExponentialMechanism.name == "exponential"
-    assert ReportNoisyMax.name == "report-noisy-max"
-    assert PermuteAndFlip.name == "permute-and-flip"
-
-
-def test_epsilon_spent_paper_003_trap():
-    """Okada et al. write weights exp(eps' u) and claim 2 eps' Delta_u: that is the charge."""
-    assert epsilon_spent(weight_exponent=0.5, sensitivity=1.0) == 1.0
-    assert epsilon_spent(weight_exponent=0.5, sensitivity=1.0, monotonic=True) == 0.5
-    assert epsilon_spent(weight_exponent=0.25, sensitivity=3.0) == 1.5
-    # rounded up, never down: the smallest float >= 2 * 0.1 * 0.3 exactly
-    got = epsilon_spent(weight_exponent=0.1, sensitivity=0.3)
-    exact = 2 * Fraction(0.1) * Fraction(0.3)
-    assert Fraction(got) >= exact and Fraction(math.nextafter(got, 0)) < exact
-    # a mechanism configured with the spent epsilon has exactly the paper's weights and
-    # its worst-case loss is 2 eps' Delta, not eps'
-    mech = ExponentialMechanism(epsilon=epsilon_spent(weight_exponent=0.25, sensitivity=2.0), sensitivity=2.0)
-    assert mech.weight_exponent == Fraction(1, 4)
-    assert mech.privacy_event().epsilon == 1.0
-    assert worst_log_ratio(mech, ANY) > 0.25 * 1.5
-
-
-@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), "0.5"])
-def test_epsilon_spent_rejects_bad_weight_exponent(bad):
-    with pytest.raises((PrivregValueError, PrivregTypeError), match="weight_exponent"):
-        epsilon_spent(weight_exponent=bad, sensitivity=1.0)
-    with pytest.raises((PrivregValueError, PrivregTypeError), match="sensitivity"):
-        epsilon_spent(weight_exponent=1.0, sensitivity=bad)
-
-
-def test_epsilon_spent_refuses_overflow_and_bad_flag():
-    with pytest.raises(PrivregValueError, match="largest float"):
-        epsilon_spent(weight_exponent=1e308, sensitivity=1e308)
-    with pytest.raises(PrivregTypeError, match="monotonic"):
-        epsilon_spent(weight_exponent=1.0, sensitivity=1.0, monotonic="yes")
-
-
-# --- bad inputs ------------------------------------------------------------------------
-
-MECHS = [ExponentialMechanism, PermuteAndFlip, ReportNoisyMax]
-
-
-@pytest.mark.parametrize("cls", MECHS)
-@pytest.mark.parametrize("eps", [float("nan"), float("inf"), -1.0, 0.0, True, "1", None])
-def test_rejects_bad_epsilon(cls, eps):
-    with pytest.raises((PrivregValueError, PrivregTypeError), match="epsilon"):
-        cls(epsilon=eps, sensitivity=1.0)
-
-
-@pytest.mark.parametrize("cls", MECHS)
-@pytest.mark.parametrize("sens", [float("nan"), float("inf"), -1.0, 0.0, "1"])
-def test_rejects_bad_sensitivity(cls, sens):
-    with pytest.raises((PrivregValueError, PrivregTypeError), match="sensitivity"):
-        cls(epsilon=1.0, sensitivity=sens)
-
-
-@pytest.mark.parametrize("cls", MECHS)
-def test_rejects_bad_flags_and_positional_arguments(cls):
-    with pytest.raises(PrivregTypeError, match="monotonic"):
-        cls(epsilon=1.0, sensitivity=1.0, monotonic="no")
-    with pytest.raises(PrivregTypeError, match="monotonic"):
-        cls(epsilon=1.0, sensitivity=1.0, monotonic=1)
-    with pytest.raises(TypeError):
-        cls(1.0, 1.0)
-
-
-def test_report_noisy_max_rejects_unknown_noise():
-    with pytest.raises(PrivregValueError, match=r"noise.*'laplace'"):
-        ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace")
-
-
-@pytest.mark.parametrize("cls", MECHS)
-@pytest.mark.parametrize(
-    "value,pattern",
-    [
-        ([1.0, float("nan"), 2.0], "must be finite"),
-        (np.array([0.0, 1.0, 2.0, -np.inf]), "must be finite"),
-        ([np.inf], "must be finite"),
-        ([], "at least one candidate"),
-        (np.zeros((2, 3)), r"1-d.*\(2, 3\)"),
-        (1.0, r"1-d.*\(\)"),
-        (["a", "b"], "real numbers"),
-        ([True, False], "real numbers"),
-        ([1 + 2j], "real numbers"),
-    ],
-)
-def test_rejects_bad_utilities_and_charges_nothing(cls, value, pattern):
-    mech = cls(epsilon=1.0, sensitivity=1.0)
-    log = EventLog()
-    with pytest.raises((PrivregValueError, PrivregTypeError), match=pattern):
-        mech.release(value, charger=log)
-    with pytest.raises((PrivregValueError, PrivregTypeError), match=pattern):
-        mech.release_many(value, 10, charger=log)
-    assert log.charges == ()
-
-
-def test_release_many_is_charged_once_as_self_composed():
-    mech = PermuteAndFlip(epsilon=0.5, sensitivity=1.0)
-    log = EventLog()
-    out = mech.release_many([1.0, 2.0, 3.0], 25, charger=log, rng=InsecureReproducibleRandom(seed=1))
-    assert log.events == (SelfComposed(event=mech.privacy_event(), count=25),)
-    assert len(out.output) == 25 and set(out.output) <= {0, 1, 2}
+def test_bounding_keeps_min_k_n_rows_the_same_whatever_the_order():
+    df = _frame(400)
+    df = pd.concat([df, df.iloc[::7]], ignore_index=True)  # exact duplicate rows
+    key = b"\x01" * 32
+    keep = bound_contributions(df, user_ids(df, "uid"), 3, key)
+    kept = df.iloc[keep]
+    sizes = df.groupby("uid").size()
+    assert kept.groupby("uid").size().equals(np.minimum(sizes, 3))
+    shuffled = df.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    again = shuffled.iloc[bound_contributions(shuffled, user_ids(shuffled, "uid"), 3, key)]
+    ordered = ["uid", "x", "s"]
+    assert again.sort_values(ordered).reset_index(drop=True).equals(kept.sort_values(ordered).reset_index(drop=True))
+    other = df.iloc[bound_contributions(df, user_ids(df, "uid"), 3, b"\x02" * 32)]
+    assert (
+        not other.sort_values(ordered).reset_index(drop=True).equals(kept.sort_values(ordered).reset_index(drop=True))
+    )
+
+
+def test_identical_rows_are_counted_apart_and_the_choice_is_uniform():
+    """3000 persons with rows a, a, b and k = 1: 'a' is kept with probability 2/3;
+    3000 with rows of values 1, 2, 1000 and k = 2: each pair equally likely (values'
+    magnitudes play no part). Chi-square tests at false-alarm rate 1e-4 each; seeded."""
+    n = 3000
+    df = pd.DataFrame({"p": np.repeat(np.arange(n), 3), "label": np.tile(["a", "a", "b"], n)})
+    q = Query(df, privacy_unit="p", max_rows_per_user=1, session=EventLog(), rng=InsecureReproducibleRandom(seed=8))
+    counts = q.bounded["label"].value_counts().reindex(["a", "b"]).to_numpy()
+    assert counts.sum() == n and stats.chisquare(counts, [2 * n / 3, n / 3]).pvalue > 1e-4
+    df = pd.DataFrame({"p": np.repeat(np.arange(n), 3), "v": np.tile([1.0, 2.0, 1000.0], n)})
+    q = Query(df, privacy_unit="p", max_rows_per_user=2, session=EventLog(), rng=InsecureReproducibleRandom(seed=8))
+    dropped = df.groupby("p")["v"].sum() - q.bounded.groupby("p")["v"].sum()
+    counts = dropped.value_counts().reindex([1.0, 2.0, 1000.0]).to_numpy()
+    assert counts.sum() == n and stats.chisquare(counts, [n / 3] * 3).pvalue > 1e-4

@@ -16,7 +16,6 @@ value, a row or a count.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Hashable
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privreg.analysis.selection import KEY_BYTES, Tagger, column_fields, keep_first, row_message, selection_key
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource
@@ -233,36 +233,36 @@ def user_ids(frame: pd.DataFrame, unit: Hashable | OneRowPerUser) -> np.ndarray:
     return _unit_codes(frame, str(unit))
 
 
-#: Bytes of the bounding key drawn from the query's random source (256 bits).
-KEY_BYTES = 32
-
-
 def bounding_key(rng: RandomSource) -> bytes:
-    """The secret key from which a query's contribution bounding derives its random row
-    order: :data:`KEY_BYTES` bytes from ``rng`` (the only draw bounding makes, whatever
-    the size of the data or where it lives)."""
-    return rng.random_bytes(KEY_BYTES)
+    """The secret key of a query's contribution bounding
+    (:func:`~privreg.analysis.selection.selection_key`: :data:`KEY_BYTES` bytes from
+    ``rng``, the only draw bounding makes, whatever the size of the data or where it lives)."""
+    return selection_key(rng)
 
 
-def bound_contributions(users: np.ndarray, k: int, key: bytes) -> np.ndarray:
-    """Row positions keeping at most ``k`` rows per user, the kept rows of a user with
-    more chosen uniformly at random: rows are ordered by 64-bit keys, the ``i``-th row's
-    the ``i``-th word of SHAKE-256 output on the secret ``key`` (:func:`bounding_key`),
-    ties (probability below ``n^2 2^-64``) broken by position, and the first ``k`` of
-    each user are kept. Returned in their original order.
+def bound_contributions(frame: pd.DataFrame, users: np.ndarray, k: int, key: bytes) -> np.ndarray:
+    """Row positions (sorted) keeping ``min(k, n)`` of the ``n`` rows of each user: for a
+    user with more than ``k``, the ``k`` with the smallest tags under the secret ``key``
+    (:mod:`privreg.analysis.selection`: HMAC-SHA256 of the row's content and its position
+    among the user's identical rows), the rule Spark applies too
+    (:meth:`~privreg.analysis.spark_frame.SparkFrame.bound`), so both keep the same rows.
 
-    Why uniform and independent of the data: the row keys are a function of the secret
-    key and the positions only, never of a value; SHAKE-256 output on a secret 256-bit
-    key is indistinguishable from independent uniform words, so each user's rows are put
-    in a uniformly random order and the first ``k`` are a uniformly random ``k``-subset."""
+    The kept rows are a uniformly random ``k``-subset of the user's, independent of the
+    values (a pseudorandom function of distinct messages under a key the data never
+    saw); a user's own rows decide only which of theirs are kept, so the sensitivities
+    hold whatever is kept (Wilson et al. 2020, Section 3)."""
     n = users.size
     if n == 0:
         return np.arange(0, dtype=np.int64)
-    words = hashlib.shake_256(b"privreg.analysis.bounding\x00" + bytes(key)).digest(8 * n)
-    keys = np.frombuffer(words, dtype="<u8")
-    order = np.lexsort((np.arange(n), keys, users))
-    sorted_users = users[order]
-    starts = np.r_[0, np.flatnonzero(sorted_users[1:] != sorted_users[:-1]) + 1]
-    group_start = np.repeat(starts, np.diff(np.r_[starts, n]))
-    rank = np.arange(n) - group_start
-    return np.sort(order[rank < k])
+    heavy = np.bincount(users)[users] > k
+    rows = np.flatnonzero(heavy)
+    if rows.size == 0:
+        return np.arange(n, dtype=np.int64)
+    part = frame.iloc[rows]
+    columns = [column_fields(part.iloc[:, j]) for j in range(part.shape[1])]
+    texts = ["".join(parts) for parts in zip(*columns, strict=True)]
+    positions = pd.DataFrame({"user": users[rows], "row": texts}).groupby(["user", "row"], sort=False).cumcount()
+    tagger = Tagger(key)
+    tags = [tagger(row_message((t,), p)) for t, p in zip(texts, positions.tolist(), strict=True)]
+    kept = rows[keep_first(users[rows], tags, k)]
+    return np.sort(np.r_[np.flatnonzero(~heavy), kept])

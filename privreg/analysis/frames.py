@@ -122,8 +122,9 @@ class Frame(ABC):
 
     @abstractmethod
     def bound(self, k: int, key: bytes) -> Frame:
-        """At most ``k`` rows per person, chosen uniformly at random from the secret
-        ``key`` (:func:`~privreg.analysis.bounding.bounding_key`)."""
+        """``min(k, n)`` of each person's ``n`` rows, a uniformly random subset under the
+        secret ``key`` (:func:`~privreg.analysis.bounding.bounding_key`), chosen by the
+        one rule of :mod:`privreg.analysis.selection`: every backend keeps the same rows."""
 
     @abstractmethod
     def count(self) -> int:
@@ -198,7 +199,7 @@ class PandasFrame(Frame):
             raise not_numeric(column, series.dtype)
 
     def bound(self, k: int, key: bytes) -> PandasFrame:
-        keep = bound_contributions(self.users, k, key)
+        keep = bound_contributions(self.native, self.users, k, key)
         return PandasFrame(self.native.iloc[keep], self.unit, self.users[keep])
 
     def count(self) -> int:

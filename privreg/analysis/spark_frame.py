@@ -17,22 +17,19 @@ an integer); the ``m`` are summed per ``s`` as ``DECIMAL(38, 0)`` (exact), and t
 rounds ``sum_s M_s 2^s`` once. That is the correctly rounded sum, as ``math.fsum`` gives
 on pandas: the same number, whatever the partitioning.
 
-**Contribution bounding** (``max_rows_per_user = k``): each row gets a 64-bit content hash
-``h`` (``xxhash64`` of all its columns, complex ones as JSON) and a duplicate index ``d``
-(its position among the same user's rows with the same ``h``, so identical rows get
-distinct indices); rows are ordered within each user by ``SHA-256(key / h / d)``, ``key``
-the query's 256-bit secret drawn from its random source, and the first ``k`` kept (two
-window functions over one shuffle by user). The order is uniformly random and independent
-of the values: ``(h, d)`` is distinct for every row of a user, and SHA-256 keyed by a
-secret the data never saw maps distinct inputs to (computationally) independent uniform
-values, so every ordering of a user's rows is equally likely and the first ``k`` are a
-uniformly random ``k``-subset. It is also deterministic given the key and the rows (not
-their partitioning; unless two different rows of a user share ``h``, probability below
-``m^2 2^-64`` for ``m`` rows), so every release of a query sees the same bounded rows.
-The key is written into the Spark plan (visible in its UI and logs): privacy does not rest
-on its secrecy -- whatever rows are kept, one person's rows decide only which of their
-own are kept, so the sensitivities hold -- only the uniformity of the choice does, for
-data fixed before the key was drawn.
+**Contribution bounding** (``max_rows_per_user = k``): the rule of
+:mod:`privreg.analysis.selection`, built from Spark built-ins
+(:mod:`privreg.analysis.spark_selection`): each row's message (its fields in column order)
+and its position among the same user's identical rows (``row_number`` over a window by
+user and message), tagged with HMAC-SHA256 under the query's 256-bit secret key, and the
+``k`` smallest tags of each user kept (``row_number`` over a window by user, ordered by
+tag). It keeps the same rows as pandas, so the releases are the same under one seed.
+The order is uniformly random and independent of the values, and deterministic given the
+key and the rows (not their order or partitioning), so every release of a query sees the
+same bounded rows. The key is written into the Spark plan (visible in its UI and logs):
+privacy does not rest on its secrecy -- whatever rows are kept, one person's rows decide
+only which of their own are kept, so the sensitivities hold -- only the uniformity of the
+choice does, for data fixed before the key was drawn.
 
 **Requirements.** The frame must be deterministic (re-reading it gives the same rows):
 each release re-evaluates it (cache or checkpoint it otherwise). Quantiles run a
@@ -56,6 +53,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from privreg.analysis import spark_selection as selection
 from privreg.analysis.bounding import (
     OneRowPerUser,
     apply_rule,
@@ -72,7 +70,7 @@ __all__ = ["SparkFrame", "exact_float"]
 
 # internal column names (a frame holding one is refused)
 _PREFIX = "__privreg_"
-_H, _DUP, _RANK = (f"{_PREFIX}{x}" for x in ("h", "dup", "rank"))
+_MSG, _DUP, _RANK = (f"{_PREFIX}{x}" for x in ("msg", "dup", "rank"))
 # status of a value under a rule
 _IN, _OUT, _MISSING = 0, 1, 2
 _KEY_TYPES = (T.StringType, T.NumericType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType)
@@ -202,20 +200,17 @@ class SparkFrame(Frame):
             return self  # one row per person: nothing to bound
         if not self._checked and self.native.where(~self._present(self._user)).limit(1).count():
             raise missing_ids(self._user)
-        hashed = [F.to_json(_col(c)) if isinstance(t, (T.MapType, T.ArrayType, T.StructType)) else _col(c)
-                  for c, t in self._types.items()]  # fmt: skip
         user = _col(self._user)
-        by_hash = Window.partitionBy(user).orderBy(F.col(_H))
-        dup = F.row_number().over(by_hash) - F.rank().over(by_hash)  # among the user's rows with this hash
-        order = F.sha2(
-            F.concat_ws("/", F.lit(bytes(key).hex()), F.col(_H).cast("string"), F.col(_DUP).cast("string")), 256
-        )
+        fields = [selection.field(_col(c), t) for c, t in self._types.items()]
+        by_row = Window.partitionBy(user, F.col(_MSG)).orderBy(F.col(_MSG))  # identical rows: any order
+        position = F.row_number().over(by_row) - F.lit(1)
+        order = selection.tag(key, selection.message([F.col(_MSG)], F.col(_DUP)))
         kept = (
-            self.native.withColumn(_H, F.xxhash64(*hashed))
-            .withColumn(_DUP, dup)
+            self.native.withColumn(_MSG, F.concat(*fields))
+            .withColumn(_DUP, position)
             .withColumn(_RANK, F.row_number().over(Window.partitionBy(user).orderBy(order)))
             .where(F.col(_RANK) <= F.lit(int(k)))
-            .drop(_H, _DUP, _RANK)
+            .drop(_MSG, _DUP, _RANK)
         )
         return SparkFrame(kept, self.unit, checked=True)
 

@@ -35,6 +35,7 @@ import attrs
 import numpy as np
 from scipy import special
 
+from privreg.analysis.selection import selection_key
 from privreg.core import validation as v
 from privreg.core.charging import Charger
 from privreg.core.errors import PrivregTypeError, PrivregValueError
@@ -221,7 +222,7 @@ def extract_ngrams(
         f"{plan.verified_by} accountant (epsilon {plan.verified_epsilon:.9g})"
     )
     _charge_plan(charger, plan, rng)
-    salt = rng.randbits(63)
+    secret = selection_key(rng)  # the key of every per-user choice of kept keys in this run
     try:
         bar = PhaseProgress(callback, "n-gram extraction", total=len(plan.releases), unit="release")
         if method == "dpne":
@@ -236,12 +237,12 @@ def extract_ngrams(
                 mode=valid_count_mode,
                 sample_rate=sample_rate,
                 explicit_limit=explicit_limit,
-                salt=salt,
+                secret=secret,
                 say=say,
                 bar=bar,
             )
         else:
-            ngrams, reports = _dpsu(engine, plan, charger=charger, rng=rng, salt=salt, say=say, bar=bar)
+            ngrams, reports = _dpsu(engine, plan, charger=charger, rng=rng, secret=secret, say=say, bar=bar)
         bar.finish()  # DPNE may stop early, when nothing is left to release
     finally:
         if reporter is not None:
@@ -264,7 +265,7 @@ def _dpne(
     mode: str,
     sample_rate: float | None,
     explicit_limit: int,
-    salt: int,
+    secret: bytes,
     say: Callable[[str], None],
     bar: PhaseProgress,
 ) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
@@ -274,7 +275,7 @@ def _dpne(
     # length 1: DPSU with the weighted Gaussian policy (Algorithm 6)
     r1 = plan.releases[0]
     rho1 = r1.fixed_rho
-    hist = engine.unigram_histogram(max_keys=r1.max_keys, salt=salt)
+    hist = engine.unigram_histogram(max_keys=r1.max_keys, secret=secret)
     keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=rho1, sigma=r1.sigma, rng=rng)
     s1 = np.asarray(hist.keys[keep], dtype=object)
     engine.set_unigrams(s1)
@@ -295,7 +296,7 @@ def _dpne(
             say(f"  {k}-grams: V_{k} is empty; stopping (nothing left to release)")
             break
         rho = _rho_k(release.sigma, eta, level.size, valid)
-        hist = engine.kgram_histogram(k, pruning=pruning, max_keys=release.max_keys, salt=salt)
+        hist = engine.kgram_histogram(k, pruning=pruning, max_keys=release.max_keys, secret=secret)
         if variant == "explicit":
             domain = valid_keys(level, pruning=pruning, limit=explicit_limit)
             counts = np.zeros(domain.size, dtype=np.int64)
@@ -333,7 +334,7 @@ def _dpsu(
     *,
     charger: Charger,
     rng: RandomSource,
-    salt: int,
+    secret: bytes,
     say: Callable[[str], None],
     bar: PhaseProgress,
 ) -> tuple[dict[int, list[str]], dict[int, LengthReport]]:
@@ -343,7 +344,7 @@ def _dpsu(
     for release in plan.releases:
         rho = release.fixed_rho
         timer.mark()
-        hist = engine.raw_histogram(release.lengths, max_keys=release.max_keys, salt=salt)
+        hist = engine.raw_histogram(release.lengths, max_keys=release.max_keys, secret=secret)
         keep = gaussian_tail_coins(hist.counts, scale=hist.scale, rho=float(rho), sigma=release.sigma, rng=rng)
         labels = engine.labels(hist.keys[keep])
         by_len: dict[int, list[str]] = {k: [] for k in release.lengths}

@@ -4,8 +4,10 @@ An engine turns the corpus into (user, key) pairs and hands them to its backend'
 :meth:`~privreg.plugins.ngrams.backends.Backend.bounded_histogram`; it keeps the trie of released sets
 (:class:`~privreg.plugins.ngrams.levels.Level`) it needs for pruning. Keys are the same
 integers on every backend (S_1 index for unigrams after release, ``pre * n1 + last`` for
-k-grams), so the driver's release code is shared and the two engines agree exactly
-whenever no user exceeds Delta_k. These keys are exact encodings (``pre < |S_{k-1}|``,
+k-grams), so the driver's release code is shared and the two engines agree exactly,
+users above Delta_k included (both keep the keys the one selection rule of
+:mod:`privreg.analysis.selection` picks, reading each key's content: a token's string,
+the integer key, an n-gram's tokens). These keys are exact encodings (``pre < |S_{k-1}|``,
 ``last < |S_1|``), never hashes: two distinct k-grams can not share a key. The DPSU
 baselines' unpruned keys are exact too (:mod:`privreg.plugins.ngrams.raw` locally, the
 n-gram's JSON token array on Spark).
@@ -20,6 +22,7 @@ n-gram's JSON token array on Spark).
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +33,7 @@ from privreg.core import workers as lifetime
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram
 from privreg.plugins.ngrams.backends.local import LocalBackend
-from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus
+from privreg.plugins.ngrams.backends.tokens import LocalPairs, TokenCorpus, token_fields
 from privreg.plugins.ngrams.levels import Level, check_pruning
 from privreg.plugins.ngrams.partitions import SEPARATOR, Partition, PartitionedCorpus
 from privreg.plugins.ngrams.raw import RawNgrams
@@ -47,7 +50,7 @@ class NgramEngine(ABC):
     tokens_total: int = 0
 
     @abstractmethod
-    def unigram_histogram(self, *, max_keys: int, salt: int) -> Histogram:
+    def unigram_histogram(self, *, max_keys: int, secret: bytes) -> Histogram:
         """Bounded histogram of each user's distinct tokens (keys: token strings, sorted)."""
 
     @abstractmethod
@@ -55,7 +58,7 @@ class NgramEngine(ABC):
         """Register S_1 (sorted token strings)."""
 
     @abstractmethod
-    def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
+    def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, secret: bytes) -> Histogram:
         """Bounded histogram of each user's distinct k-grams in V_k (keys ``pre*n1+last``)."""
 
     @abstractmethod
@@ -63,7 +66,7 @@ class NgramEngine(ABC):
         """Register S_k (k >= 2) after its release."""
 
     @abstractmethod
-    def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, salt: int) -> Histogram:
+    def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, secret: bytes) -> Histogram:
         """Bounded histogram of every n-gram of the given lengths, unpruned (the DPSU
         baselines). Keys identify n-grams exactly (never a hash that two n-grams could
         share); :meth:`labels` turns them into strings."""
@@ -121,8 +124,8 @@ class LocalNgramEngine(NgramEngine):
             weakref.finalize(self, self._pool.terminate)
         return self._pool.starmap(fn, [(p, *args) for p in parts], chunksize=1)
 
-    def unigram_histogram(self, *, max_keys: int, salt: int) -> Histogram:
-        tables = self._map(_unigram_part, self.backend, self.corpus.vocab_tags, max_keys, salt)
+    def unigram_histogram(self, *, max_keys: int, secret: bytes) -> Histogram:
+        tables = self._map(_unigram_part, self.backend, self.corpus.vocab, max_keys, secret)
         keys, counts = merge_tables(tables)
         words = self.corpus.vocab[keys]
         order = np.argsort(words.astype(str), kind="stable")
@@ -140,14 +143,14 @@ class LocalNgramEngine(NgramEngine):
         self._n1 = int(ids.size)
         self._k, self._prev_keys = 1, None
 
-    def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
+    def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, secret: bytes) -> Histogram:
         check_pruning(pruning)
         if self._s1_of_vocab is None:
             raise PrivregValueError("set_unigrams must be called before kgram_histogram")
         if k != self._k + 1 or (k > 2 and self._prev_keys is None):
             raise PrivregValueError(f"kgram_histogram({k}) needs S_{k - 1} registered (set_level) first")
         tables = self._map(
-            _kgram_part, self.backend, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning, max_keys, salt
+            _kgram_part, self.backend, k, self._s1_of_vocab, self._prev_keys, self._n1, pruning, max_keys, secret
         )
         self._k, self._prev_keys = k, None
         keys, counts = merge_tables(tables)
@@ -158,12 +161,12 @@ class LocalNgramEngine(NgramEngine):
             raise PrivregValueError("kgram_histogram must be called before set_level")
         self._prev_keys = np.asarray(level.keys, dtype=np.int64)
 
-    def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, salt: int) -> Histogram:
+    def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, secret: bytes) -> Histogram:
         if self._raw is None:
             self._raw = RawNgrams(self.corpus)
         self._raw.build(max(lengths))
         tables = [
-            self._raw.partition_histogram(p, lengths, self.backend, max_keys=max_keys, salt=salt)
+            self._raw.partition_histogram(p, lengths, self.backend, max_keys=max_keys, secret=secret)
             for p in self.corpus.partitions
         ]
         keys, counts = merge_tables(tables)
@@ -195,14 +198,16 @@ def merge_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
 
 
 def _unigram_part(
-    part: Partition, backend: LocalBackend, vocab_tags: np.ndarray, max_keys: int, salt: int
+    part: Partition, backend: LocalBackend, vocab: np.ndarray, max_keys: int, secret: bytes
 ) -> tuple[np.ndarray, np.ndarray]:
     """Bounded histogram of each user's distinct tokens in one partition (keys: token ids;
-    the keyed choice uses the tokens' string tags, intrinsic to each token)."""
+    the keyed choice reads the tokens' strings, intrinsic to each token)."""
     a = part.load()
     m = a.tokens != SEPARATOR
-    pairs = LocalPairs(user=a.user[m], key=a.tokens[m], user_tags=a.user_tags, key_tags=vocab_tags)
-    h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+    pairs = LocalPairs(
+        user=a.user[m], key=a.tokens[m], users=a.users, key_fields=functools.partial(token_fields, vocab)
+    )
+    h = backend.bounded_histogram(pairs, max_keys=max_keys, secret=secret, scale=DEFAULT_SCALE)
     return h.keys, h.counts
 
 
@@ -215,7 +220,7 @@ def _kgram_part(
     n1: int,
     pruning: str,
     max_keys: int,
-    salt: int,
+    secret: bytes,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One partition's bounded histogram of k-grams in V_k (keys ``pre * n1 + last``).
     Saves the candidates (start slot, key) as the partition's state ``cand``: the next
@@ -245,8 +250,8 @@ def _kgram_part(
     key = gid[ok].astype(np.int64) * n1 + z[ok]
     part.save_state("cand", pos=pos.astype(np.int32 if a.tokens.size < 1 << 31 else np.int64), key=key)
     # keys index released sets (public), so they are intrinsic given the earlier releases
-    pairs = LocalPairs(user=a.user[pos], key=key, user_tags=a.user_tags)
-    h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+    pairs = LocalPairs(user=a.user[pos], key=key, users=a.users)
+    h = backend.bounded_histogram(pairs, max_keys=max_keys, secret=secret, scale=DEFAULT_SCALE)
     return h.keys, h.counts
 
 
@@ -274,11 +279,11 @@ class SparkNgramEngine(NgramEngine):
         windows = F.transform(F.sequence(F.lit(0), F.size("tokens") - k), lambda i: F.slice("tokens", i + 1, k))
         return t.select("user", F.explode(windows).alias("g"))
 
-    def unigram_histogram(self, *, max_keys: int, salt: int) -> Histogram:
+    def unigram_histogram(self, *, max_keys: int, secret: bytes) -> Histogram:
         from pyspark.sql import functions as F
 
         pairs = self.tokens.select("user", F.explode("tokens").alias("key"))
-        return self.backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+        return self.backend.bounded_histogram(pairs, max_keys=max_keys, secret=secret, scale=DEFAULT_SCALE)
 
     def set_unigrams(self, tokens: np.ndarray) -> None:
         import pandas as pd
@@ -300,7 +305,7 @@ class SparkNgramEngine(NgramEngine):
             raise PrivregValueError("set_unigrams must be called before kgram_histogram and set_level")
         return self._s1, self._prev
 
-    def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, salt: int) -> Histogram:
+    def kgram_histogram(self, k: int, *, pruning: str, max_keys: int, secret: bytes) -> Histogram:
         from pyspark.sql import functions as F
 
         check_pruning(pruning)
@@ -320,7 +325,7 @@ class SparkNgramEngine(NgramEngine):
         cand = g.select("user", "g", (F.col("gid") * F.lit(self._n1) + F.col("idx")).alias("key"))
         self._cand = cand
         return self.backend.bounded_histogram(
-            cand.select("user", "key"), max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE
+            cand.select("user", "key"), max_keys=max_keys, secret=secret, scale=DEFAULT_SCALE
         )
 
     def set_level(self, level: Level) -> None:
@@ -349,7 +354,7 @@ class SparkNgramEngine(NgramEngine):
         old.unpersist()
         self._cand = None
 
-    def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, salt: int) -> Histogram:
+    def raw_histogram(self, lengths: tuple[int, ...], *, max_keys: int, secret: bytes) -> Histogram:
         from pyspark.sql import functions as F
 
         frames = [self._grams(k).select("user", "g") for k in lengths]
@@ -359,8 +364,10 @@ class SparkNgramEngine(NgramEngine):
         # the key is the n-gram itself, as a JSON array of its tokens: exact (a 64-bit hash
         # such as xxhash64 could merge two distinct n-grams)
         self._raw = True
-        pairs = allg.select("user", F.to_json("g").alias("key"))
-        return self.backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+        from privreg.analysis.spark_selection import list_field
+
+        pairs = allg.select("user", F.to_json("g").alias("key"), list_field(F.col("g")).alias("content"))
+        return self.backend.bounded_histogram(pairs, max_keys=max_keys, secret=secret, scale=DEFAULT_SCALE)
 
     def labels(self, keys: np.ndarray) -> list[str]:
         import json

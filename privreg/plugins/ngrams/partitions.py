@@ -13,8 +13,9 @@ all partitions; it grows with distinct tokens only.
 Layout of a partition (:class:`PartitionArrays`): ``tokens`` (int32 token ids, the record
 separator ``-1`` after every record, so an n-gram starting at ``p`` lies inside a record
 iff none of ``tokens[p:p+k]`` is ``-1``), ``user`` (int32 dense user index of every slot,
-exact: from the user id strings, not from their hashes) and ``user_tags`` (uint64 tag of
-each dense user). Partitions built from a file are written while the file is streamed,
+exact: from the user id strings, not from their hashes), ``users`` (the id string of each
+dense user: the content the choice of a heavy user's kept keys reads) and ``user_tags``
+(uint64 tag of each dense user). Partitions built from a file are written while the file is streamed,
 then finalised one at a time into ``.npy`` files; per-pass state (e.g. the positions of
 surviving (k-1)-grams) goes to the same directory.
 """
@@ -54,6 +55,7 @@ class PartitionArrays:
 
     tokens: np.ndarray
     user: np.ndarray
+    users: np.ndarray
     user_tags: np.ndarray
 
 
@@ -79,7 +81,10 @@ class Partition:
         if d is None:  # __init__ requires arrays or directory
             raise PrivregValueError("a partition lives either in memory (arrays) or on disk (directory)")
         return PartitionArrays(
-            tokens=np.load(d / "tokens.npy"), user=np.load(d / "user.npy"), user_tags=np.load(d / "user_tags.npy")
+            tokens=np.load(d / "tokens.npy"),
+            user=np.load(d / "user.npy"),
+            users=_load_strings(d / "user_names"),
+            user_tags=np.load(d / "user_tags.npy"),
         )
 
     def save_state(self, name: str, **arrays: np.ndarray) -> None:
@@ -103,6 +108,20 @@ class Partition:
         if self.directory is None:
             raise PrivregValueError("only partitions on disk can be processed in worker processes")
         return self.__dict__
+
+
+def _save_strings(stem: Path, values: Sequence[str]) -> None:
+    """Strings as ``<stem>.bin`` (UTF-8, concatenated) and ``<stem>.ends.npy`` (no pickle)."""
+    encoded = [x.encode("utf-8", "surrogatepass") for x in values]
+    Path(f"{stem}.bin").write_bytes(b"".join(encoded))
+    np.save(f"{stem}.ends.npy", np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))))
+
+
+def _load_strings(stem: Path) -> np.ndarray:
+    blob = Path(f"{stem}.bin").read_bytes()
+    ends = np.load(f"{stem}.ends.npy").tolist()
+    starts = [0, *ends[:-1]]
+    return np.array([blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends)], dtype=object)
 
 
 def _with_separators(tokens: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,19 +176,19 @@ class _PartitionWriter:
         np.save(d / "user_tags.npy", string_tags(np.asarray(uniques, dtype=object)))
         for name in ("tokens.i32", "users.len", "users.bin"):
             os.remove(d / name)
+        _save_strings(d / "user_names", [str(u) for u in uniques])
         return Partition(index=index, directory=d, tokens=self.tokens)
 
 
 class PartitionedCorpus:
     """Token ids of a multi-user corpus in user partitions (see the module docstring).
 
-    ``vocab[id]`` is the token string of id ``id`` and ``vocab_tags[id]`` its 64-bit tag;
+    ``vocab[id]`` is the token string of id ``id``;
     ``partitions`` hold the records. Use as a context manager (or call :meth:`close`) to
     delete the temporary directory of a corpus built from a file."""
 
     def __init__(self, *, vocab: np.ndarray, partitions: list[Partition], tmp: Path | None = None) -> None:
         self.vocab = np.asarray(vocab, dtype=object)
-        self.vocab_tags = string_tags(self.vocab) if self.vocab.size else np.zeros(0, np.uint64)
         self.partitions = partitions
         self.tokens_total = int(sum(p.tokens for p in partitions))
         # temporary files go when the corpus is closed, collected or the interpreter exits
@@ -216,7 +235,7 @@ class PartitionedCorpus:
             user = np.empty(tokens.size, dtype=np.int32)
             user[at] = local
             user[at[last] + 1] = local[last]
-            arrays = PartitionArrays(tokens=tokens, user=user, user_tags=tags[users])
+            arrays = PartitionArrays(tokens=tokens, user=user, users=corpus.users[users], user_tags=tags[users])
             out.append(Partition(index=index, arrays=arrays, tokens=int(idx.size)))
         return cls(vocab=corpus.vocab, partitions=out)
 

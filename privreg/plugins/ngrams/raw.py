@@ -13,9 +13,9 @@ Those ids depend on the order in which n-grams are first seen (so on how the cor
 partitioned, and on the input's row order); histogram keys use *canonical* ids instead:
 for a token the rank of its string, for a k-gram the rank of ``(canonical id of the
 prefix, canonical id of the last token)`` among the k-grams, so that a release under a
-seed depends on neither. Neither is used to choose which keys a user keeps: that uses
-each n-gram's 64-bit *content tag* (a hash of its tokens' string tags and its length,
-intrinsic to the n-gram) under the keyed rank of
+seed depends on neither. Neither is used to choose which keys a user keeps: that reads
+each n-gram's *content*, its tokens (:meth:`RawNgrams.key_fields`, the field the Spark
+backend builds from the n-gram's token array), under the selection rule of
 :meth:`privreg.plugins.ngrams.backends.LocalBackend.bounded_histogram`. A histogram key is
 ``canonical id * 64 + (k - 1)`` (lengths up to 64).
 """
@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from privreg.analysis.selection import list_field
 from privreg.core.errors import PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE
-from privreg.plugins.ngrams.backends.bounding import mix
 from privreg.plugins.ngrams.backends.local import LocalBackend
 from privreg.plugins.ngrams.backends.tokens import LocalPairs
 from privreg.plugins.ngrams.levels import lookup
@@ -37,7 +37,6 @@ __all__ = ["RawNgrams", "MAX_LENGTH"]
 
 #: Longest n-gram length a raw key can hold (6 bits).
 MAX_LENGTH = 64
-_M = np.uint64(0xD6E8FEB86659FD93)
 
 
 class RawNgrams:
@@ -48,7 +47,6 @@ class RawNgrams:
         self.corpus = corpus
         self.vocab_size = int(corpus.vocab.size)
         self.codes: dict[int, np.ndarray] = {}  # k >= 2: code of each id
-        self.tags: dict[int, np.ndarray] = {1: corpus.vocab_tags}  # content tag of each id
         # id -> canonical id; for tokens, the rank of the token string: the vocabulary's ids
         # follow first appearance in the input, so they depend on the input's row order
         rank = np.empty(self.vocab_size, dtype=np.int64)
@@ -71,8 +69,6 @@ class RawNgrams:
             self.codes[k] = np.concatenate(codes) if codes else np.zeros(0, np.int64)
             v = np.int64(self.vocab_size)
             prefix, last = self.codes[k] // v, self.codes[k] % v
-            with np.errstate(over="ignore"):
-                self.tags[k] = mix(self.tags[k - 1][prefix] * _M + self.tags[1][last] + np.uint64(k))
             # canonical ids: the rank of (canonical prefix id, canonical last token), which
             # depends neither on the order partitions were read nor on the input's row
             # order (the ids above do)
@@ -116,7 +112,7 @@ class RawNgrams:
         return table, new
 
     def partition_histogram(
-        self, part: Partition, lengths: tuple[int, ...], backend: LocalBackend, *, max_keys: int, salt: int
+        self, part: Partition, lengths: tuple[int, ...], backend: LocalBackend, *, max_keys: int, secret: bytes
     ) -> tuple[np.ndarray, np.ndarray]:
         """One partition's bounded histogram of its users' distinct n-grams of the given
         lengths, pooled (keys ``canonical id * 64 + (k - 1)``)."""
@@ -128,22 +124,21 @@ class RawNgrams:
             users.append(a.user[pos])
             keys.append(self.canonical[k][ids[pos]] * MAX_LENGTH + (k - 1))
         key = np.concatenate(keys)
-        local, uniq = pd.factorize(key)  # hash-based dense codes; tags (not codes) order the keyed choice
+        local, uniq = pd.factorize(key)  # hash-based dense codes; the content (not codes) orders the keyed choice
         pairs = LocalPairs(
-            user=np.concatenate(users), key=local.astype(np.int64), user_tags=a.user_tags, key_tags=self.key_tags(uniq)
+            user=np.concatenate(users),
+            key=local.astype(np.int64),
+            users=a.users,
+            key_fields=lambda codes: self.key_fields(uniq[codes]),
         )
-        h = backend.bounded_histogram(pairs, max_keys=max_keys, salt=salt, scale=DEFAULT_SCALE)
+        h = backend.bounded_histogram(pairs, max_keys=max_keys, secret=secret, scale=DEFAULT_SCALE)
         return uniq[h.keys], h.counts
 
-    def key_tags(self, keys: np.ndarray) -> np.ndarray:
-        """The content tag of each histogram key (uint64): intrinsic to the n-gram, unlike
-        its id, which depends on the order partitions were read."""
-        length, ident = self._internal(keys)
-        tag = np.empty(ident.size, dtype=np.uint64)
-        for k in np.unique(length).tolist():
-            m = length == k
-            tag[m] = self.tags[k][ident[m]]
-        return tag
+    def key_fields(self, keys: np.ndarray) -> list[str]:
+        """The field of each histogram key's content: its tokens, as
+        :func:`~privreg.analysis.selection.list_field` (intrinsic to the n-gram, unlike its
+        id, which depends on the order partitions were read)."""
+        return [list_field(tokens) for tokens in self.tokens(keys)]
 
     def _internal(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(length, internal id) of histogram keys ``canonical id * 64 + (k - 1)``."""
@@ -159,8 +154,12 @@ class RawNgrams:
 
     def labels(self, keys: np.ndarray) -> list[str]:
         """The n-gram strings of histogram keys, in the order of ``keys``."""
+        return [" ".join(tokens) for tokens in self.tokens(keys)]
+
+    def tokens(self, keys: np.ndarray) -> list[list[str]]:
+        """The tokens of each histogram key's n-gram, in the order of ``keys``."""
         length, ident = self._internal(keys)
-        out = np.empty(ident.size, dtype=object)
+        out: list[list[str]] = [[] for _ in range(ident.size)]
         vocab = self.corpus.vocab
         for k in np.unique(length).tolist():
             sel = np.flatnonzero(length == k)
@@ -171,6 +170,7 @@ class RawNgrams:
                 cols.append(code % self.vocab_size)
                 cur = code // self.vocab_size
             cols.append(cur)
-            words = vocab[np.stack(cols[::-1], axis=1)]
-            out[sel] = [" ".join(row) for row in words.tolist()]
-        return out.tolist()
+            words = vocab[np.stack(cols[::-1], axis=1)].tolist()
+            for i, row in zip(sel.tolist(), words, strict=True):
+                out[i] = [str(w) for w in row]
+        return out

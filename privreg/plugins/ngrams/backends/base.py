@@ -11,10 +11,13 @@ with privreg's secure samplers; it never depends on the backend.
 What every backend guarantees for :meth:`Backend.bounded_histogram` (the contract the
 privacy analysis relies on):
 
-* each user contributes to at most ``max_keys`` *distinct* keys (a user with more keys
-  keeps a subset chosen by a keyed hash of (salt, user, key): it depends only on that
-  user's own data and the public salt, so adding or removing another user never changes
-  it);
+* each user contributes to at most ``max_keys`` *distinct* keys: a user with more keeps
+  the ``max_keys`` with the smallest tags ``HMAC-SHA256(secret, (user, key))``, the one
+  selection rule of :mod:`privreg.analysis.selection` that every backend implements
+  identically (so under one seed all backends keep the same keys and release the same
+  n-grams). It depends only on that user's own data and the secret, so adding or
+  removing another user never changes it, and it is a uniformly random subset of the
+  user's keys, independent of what they are (the tags are pseudorandom);
 * a user keeping ``t`` keys adds the integer ``W_t`` to each (:func:`contribution_weights`);
   with ``weighting="sqrt"`` ``W_t = floor(scale / sqrt(t))``, so the user's vector has L2
   norm ``sqrt(t) W_t <= scale`` and each weight is at most ``scale / sqrt(t)`` -- the
@@ -175,12 +178,12 @@ class Backend(ABC):
 
     @abstractmethod
     def bounded_histogram(
-        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", secret: bytes, scale: int = DEFAULT_SCALE
     ) -> Histogram:
         """Sum of bounded per-user contributions per key (see the module docstring for the
         guarantees). ``pairs`` holds (user, key) rows in the backend's table type,
-        duplicates allowed (a user counts each key once). ``salt`` is public randomness
-        for the choice of kept keys."""
+        duplicates allowed (a user counts each key once). ``secret``: 32 random bytes of
+        the session's random source, the key of the choice of kept keys."""
 
     def close(self) -> None:
         """Release resources (default: nothing to release)."""

@@ -1,10 +1,14 @@
 """Per-user contribution bounding and the weighted histogram: the privacy-critical step
 of the local backend (the contract is :meth:`~privreg.plugins.ngrams.backends.base.Backend.bounded_histogram`).
 
-A user keeps at most ``max_keys`` distinct keys, chosen by a keyed rank that depends on
-that user's own (user tag, key tag) pairs and a public salt only, and adds the weight
-``contribution_weights(max_keys)[t]`` to each kept key (``t`` the number kept). Sorting and
-``bincount``: no Python loop over users, keys or n-grams.
+A user keeps at most ``max_keys`` distinct keys. A user with more keeps the ``max_keys``
+with the smallest tags under the run's secret key, by the one selection rule of
+:mod:`privreg.analysis.selection` (HMAC-SHA256 of the message: context
+:data:`CONTEXT`, the user id's field, the key's field, position 0 -- a user's (user,
+key) pairs are distinct), the rule the Spark backend builds from Spark built-ins: so both
+backends keep the same keys. Each kept key gets the weight
+``contribution_weights(max_keys)[t]`` (``t`` the number kept). Sorting and ``bincount``:
+no Python loop over light users, keys or n-grams; only heavy users' pairs are tagged.
 """
 
 from __future__ import annotations
@@ -13,12 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from privreg.analysis.selection import Tagger, context_field, field, keep_first
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import DEFAULT_SCALE, Histogram, contribution_weights
 from privreg.plugins.ngrams.backends.tokens import LocalPairs
 
-__all__ = ["bounded_histogram", "keyed_rank", "mix", "sorted_unique"]
+__all__ = ["CONTEXT", "bounded_histogram", "key_tags", "mix", "sorted_unique"]
+
+#: The context string of an n-gram key's message (:func:`~privreg.analysis.selection.row_message`).
+CONTEXT = "privreg.ngrams.key"
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -43,24 +51,27 @@ def sorted_unique(x: np.ndarray) -> np.ndarray:
     return s[np.r_[True, s[1:] != s[:-1]]]
 
 
-def keyed_rank(salt: int, user: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """A pseudo-random uint64 rank of each (user tag, key tag) under ``salt``: a function
-    of the pair's intrinsic tags and the public salt only."""
-    s = np.uint64(salt & 0xFFFFFFFFFFFFFFFF)
-    with np.errstate(over="ignore"):
-        h = mix(user.astype(np.uint64) * _M1 + s)
-        return mix(h ^ (key.astype(np.uint64) * _M2 + _M1))
+def key_tags(
+    secret: bytes, user_fields: list[str], key_fields: list[str], user: np.ndarray, key: np.ndarray
+) -> list[bytes]:
+    """The tag of each (user, key) pair: ``HMAC-SHA256(secret, message)`` of the message
+    :func:`~privreg.analysis.selection.row_message` of (``user_fields[user]``,
+    ``key_fields[key]``) at position 0 with context :data:`CONTEXT` (pairs grouped by user
+    are fastest)."""
+    head = context_field(CONTEXT)
+    heads = [(head + f).encode("utf-8", "surrogatepass") for f in user_fields]
+    tails = [(f + "n1:0").encode("utf-8", "surrogatepass") for f in key_fields]
+    return Tagger(secret).joined(heads, tails, user.tolist(), key.tolist())
 
 
 def bounded_histogram(
-    pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+    pairs: Any, *, max_keys: int, weighting: str = "sqrt", secret: bytes, scale: int = DEFAULT_SCALE
 ) -> Histogram:
     """The local backend's :meth:`~privreg.plugins.ngrams.backends.base.Backend.bounded_histogram`
     for ``pairs`` (:class:`~privreg.plugins.ngrams.backends.tokens.LocalPairs`). A user with
-    at most ``max_keys`` distinct keys keeps them all (no ranking needed); a user with more
-    keeps the ``max_keys`` smallest by ``(keyed_rank(salt, user tag, key tag), key tag, key)`` -- the rank is
-    a function of the user's own pair and the salt, the tie-breaks matter only when two
-    of one user's keys share a 64-bit rank."""
+    at most ``max_keys`` distinct keys keeps them all (no tags needed); a user with more
+    keeps the ``max_keys`` with the smallest tags (:func:`key_tags`): a function of the
+    user's own id and keys and the secret only, never of other users or of the order."""
     if not isinstance(pairs, LocalPairs):
         raise PrivregTypeError(f"pairs must be LocalPairs for the local backend; got {type(pairs).__name__}")
     max_keys = v.check_count("max_keys", max_keys)
@@ -72,8 +83,8 @@ def bounded_histogram(
         return empty
     if user.min() < 0 or user.max() >= 1 << 31:
         raise PrivregValueError("user indices must lie in [0, 2**31)")
-    if pairs.user_tags.size <= int(user.max()):
-        raise PrivregValueError("user_tags must hold a tag for every user index")
+    if pairs.users.size <= int(user.max()):
+        raise PrivregValueError("users must hold an id for every user index")
     # Key codes that preserve key order (offsets, or ranks among the distinct keys);
     # (user, code) pairs packed into int64 and sorted with np.sort (much faster than
     # argsort/lexsort).
@@ -103,7 +114,7 @@ def bounded_histogram(
     if heavy.any():
         # only users with more than max_keys keys need the keyed choice
         in_heavy = np.repeat(heavy, sizes)
-        kept = _keep_smallest_ranked(user[in_heavy], code[in_heavy], pairs, uniq, kmin, max_keys, salt)
+        kept = _keep_smallest_tagged(user[in_heavy], code[in_heavy], pairs, uniq, kmin, max_keys, secret)
         light = ~in_heavy
         code = np.concatenate([code[light], kept])
         t = np.concatenate([t[light], np.full(kept.size, max_keys, dtype=np.int64)])
@@ -134,39 +145,23 @@ def bounded_histogram(
     return Histogram(keys=keys, counts=counts, scale=scale)
 
 
-def _keep_smallest_ranked(
-    user: np.ndarray, code: np.ndarray, pairs: LocalPairs, uniq: np.ndarray | None, kmin: int, max_keys: int, salt: int
+def _keep_smallest_tagged(
+    user: np.ndarray,
+    code: np.ndarray,
+    pairs: LocalPairs,
+    uniq: np.ndarray | None,
+    kmin: int,
+    max_keys: int,
+    secret: bytes,
 ) -> np.ndarray:
-    """The codes each user keeps: its ``max_keys`` smallest by (rank, key tag, key).
-    ``user``/``code`` are the distinct pairs of users holding more than max_keys keys,
-    sorted by user then code."""
-
-    def tags(c: np.ndarray) -> np.ndarray:
-        original = c + kmin if uniq is None else uniq[c]
-        return original.astype(np.uint64) if pairs.key_tags is None else pairs.key_tags[original]
-
-    rank = keyed_rank(salt, pairs.user_tags[user], tags(code))
-    kbits = max(1, int(code.max()).bit_length())
-    ubits = max(1, int(user.max()).bit_length())
-    rbits = 63 - ubits - kbits
-    if rbits >= 8:
-        # sort on the top rank bits that fit beside user and key, then re-sort the
-        # (rare) runs whose top bits tie by the full (rank, tag, key)
-        r = (rank >> np.uint64(64 - rbits)).astype(np.int64)
-        packed = np.sort((user << (rbits + kbits)) | (r << kbits) | code)
-        user, code = packed >> (rbits + kbits), packed & ((1 << kbits) - 1)
-        top = packed >> kbits
-        tie = np.flatnonzero(top[1:] == top[:-1])
-        if tie.size:
-            slots = np.union1d(tie, tie + 1)
-            u, c = user[slots], code[slots]
-            tag = tags(c)
-            order = np.lexsort((c, tag, keyed_rank(salt, pairs.user_tags[u], tag), u))
-            user[slots], code[slots] = u[order], c[order]
-    else:  # general (slower) ordering by (user, rank, tag, key)
-        order = np.lexsort((code, tags(code), rank, user))
-        user, code = user[order], code[order]
-    starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
-    sizes = np.diff(np.r_[starts, user.size])
-    position = np.arange(user.size) - np.repeat(starts, sizes)
-    return code[position < max_keys]
+    """The codes each user keeps: its ``max_keys`` with the smallest tags. ``user``/``code``
+    are the distinct pairs of users holding more than max_keys keys."""
+    users, user_index = np.unique(user, return_inverse=True)
+    codes, code_index = np.unique(code, return_inverse=True)
+    keys = codes + kmin if uniq is None else uniq[codes]
+    key_fields = (
+        pairs.key_fields(keys) if pairs.key_fields is not None else [f"n{len(s)}:{s}" for s in keys.astype(str)]
+    )
+    user_fields = [field(str(u)) for u in pairs.users[users].tolist()]
+    tags = key_tags(secret, user_fields, list(key_fields), user_index.reshape(-1), code_index.reshape(-1))
+    return code[keep_first(user, tags, max_keys)]

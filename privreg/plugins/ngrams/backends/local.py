@@ -204,8 +204,8 @@ class LocalBackend(Backend):
         )
 
     def bounded_histogram(
-        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", secret: bytes, scale: int = DEFAULT_SCALE
     ) -> Histogram:
         """See :meth:`Backend.bounded_histogram` and
         :func:`~privreg.plugins.ngrams.backends.bounding.bounded_histogram`, which this is."""
-        return bounded_histogram(pairs, max_keys=max_keys, weighting=weighting, salt=salt, scale=scale)
+        return bounded_histogram(pairs, max_keys=max_keys, weighting=weighting, secret=secret, scale=scale)

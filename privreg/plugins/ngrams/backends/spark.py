@@ -2,9 +2,11 @@
 
 Tokenizing runs privreg's own Python tokenizer (:meth:`Tokenizer.token_lists`, the
 local backend's too) on the executors over Arrow batches (``mapInPandas``), so both
-backends split every text identically; the rest uses Spark's built-in functions --
-``xxhash64`` for the keyed choice of kept keys, window ``row_number``/``count`` to bound
-each user's contribution, ``groupBy().agg(sum)`` to aggregate. Only the aggregated
+backends split every text identically; the rest uses Spark's built-in functions -- the
+selection rule of :mod:`privreg.analysis.selection` built from ``sha2``
+(:mod:`privreg.analysis.spark_selection`: the local backend's tags, so both keep the same
+keys of a user above ``max_keys``), window ``row_number``/``count`` to bound each user's
+contribution, ``groupBy().agg(sum)`` to aggregate. Only the aggregated
 histogram (one row per distinct key) is collected to the driver, where noise is added
 with privreg's secure samplers; ``F.rand``/``F.randn`` are never used for privacy (they
 are not cryptographically secure).
@@ -137,21 +139,35 @@ class SparkBackend(Backend):
         return self.spark.createDataFrame([(t, int(w[t])) for t in range(1, max_keys + 1)], "t long, w long")
 
     def bounded_histogram(
-        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", salt: int, scale: int = DEFAULT_SCALE
+        self, pairs: Any, *, max_keys: int, weighting: str = "sqrt", secret: bytes, scale: int = DEFAULT_SCALE
     ) -> Histogram:
-        """``pairs``: a DataFrame with columns ``user`` and ``key`` (a long or a string).
-        Returns the histogram collected to the driver (keys sorted)."""
+        """``pairs``: a DataFrame with columns ``user`` (a string) and ``key`` (a long or a
+        string), and optionally ``content``, the field of the key's content
+        (:func:`privreg.analysis.spark_selection.list_field` of an n-gram's tokens) when the
+        key is not its content. Returns the histogram collected to the driver (keys sorted).
+        The secret is written into the Spark plan (its UI and logs): privacy does not rest
+        on it -- a user's own keys decide only which of theirs are kept -- only the
+        uniformity of the choice does, for data fixed before it was drawn."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from privreg.analysis import spark_selection as selection
+        from privreg.plugins.ngrams.backends.bounding import CONTEXT
 
         max_keys = v.check_count("max_keys", max_keys)
         if not {"user", "key"} <= set(pairs.columns):
             raise PrivregValueError(f"pairs must have columns user and key; got {pairs.columns}")
-        distinct = pairs.select("user", "key").distinct()
+        types = {f.name: f.dataType for f in pairs.schema.fields}
+        content = (F.col("content") if "content" in types else selection.field(F.col("key"), types["key"])).alias(
+            "content"
+        )
+        distinct = pairs.select("user", "key", content).distinct()
+        user_field = selection.field(F.col("user").cast("string"), T.StringType())
+        by_tag = selection.tag(secret, selection.message([user_field, F.col("content")], F.lit(0), CONTEXT))
         by_user = Window.partitionBy("user")
         ranked = (
-            distinct.withColumn("rank", F.xxhash64(F.lit(int(salt) & 0x7FFFFFFFFFFFFFFF), F.col("user"), F.col("key")))
-            .withColumn("pos", F.row_number().over(by_user.orderBy("rank", "key")))
+            distinct.withColumn("pos", F.row_number().over(by_user.orderBy(by_tag)))
             .withColumn("t", F.least(F.count(F.lit(1)).over(by_user), F.lit(max_keys)))
             .where(F.col("pos") <= max_keys)
         )

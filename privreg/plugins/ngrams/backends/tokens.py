@@ -8,15 +8,24 @@ tag never depends on what other users hold.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 import numpy as np
 
+from privreg.analysis.selection import field
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.plugins.ngrams.backends.base import Tokenizer
 
-__all__ = ["LocalPairs", "TokenChunk", "TokenCorpus", "Vocabulary", "string_tags", "tokenize_texts"]
+__all__ = [
+    "LocalPairs",
+    "TokenChunk",
+    "TokenCorpus",
+    "Vocabulary",
+    "string_tags",
+    "token_fields",
+    "tokenize_texts",
+]
 
 
 def string_tags(values: np.ndarray) -> np.ndarray:
@@ -75,17 +84,18 @@ class LocalPairs:
     """(user, key) rows for :meth:`LocalBackend.bounded_histogram`: two aligned 1-d
     integer arrays (users as dense indices 0..U-1, keys as int64).
 
-    The keyed choice of a user's kept keys must depend on that user's own data only, so
-    it is computed from *intrinsic* tags: ``user_tags[user]`` (e.g. a hash of the user id
-    string; required, since a dense user index shifts when another user is added) and
-    ``key_tags[key]`` when keys are dense indices of data-dependent lists (e.g. token ids
-    of a vocabulary), else the key itself (keys that mean the same thing whatever other
-    users hold, e.g. indices into already released sets)."""
+    The choice of a heavy user's kept keys is a function of that user's own data and the
+    run's secret only (:mod:`privreg.analysis.selection`), so it reads *intrinsic*
+    content: ``users[user]``, the user id string (a dense index shifts when another user
+    is added), and ``key_fields(keys)``, the :func:`~privreg.analysis.selection.field` of
+    each key's content (a token's string, an n-gram's tokens) when keys are indices of
+    data-dependent lists; without it the key itself (an integer that means the same thing
+    whatever other users hold, e.g. an index into already released sets)."""
 
     user: np.ndarray
     key: np.ndarray
-    user_tags: np.ndarray
-    key_tags: np.ndarray | None = None
+    users: np.ndarray
+    key_fields: Callable[[np.ndarray], Sequence[str]] | None = None
 
     def __attrs_post_init__(self) -> None:
         for name in ("user", "key"):
@@ -94,10 +104,17 @@ class LocalPairs:
                 raise PrivregTypeError(f"{name} must be a 1-d integer numpy array; got {type(arr).__name__}")
         if self.user.shape != self.key.shape:
             raise PrivregValueError(f"user and key must be aligned; got {self.user.size} and {self.key.size} rows")
-        for name in ("user_tags", "key_tags"):
-            arr = getattr(self, name)
-            if arr is not None and (not isinstance(arr, np.ndarray) or arr.dtype != np.uint64):
-                raise PrivregTypeError(f"{name} must be a uint64 numpy array of tags")
+        if not isinstance(self.users, np.ndarray) or self.users.ndim != 1:
+            raise PrivregTypeError(
+                f"users must be a 1-d numpy array of user id strings; got {type(self.users).__name__}"
+            )
+        if self.key_fields is not None and not callable(self.key_fields):
+            raise PrivregTypeError("key_fields must map an array of keys to their fields")
+
+
+def token_fields(vocab: np.ndarray, ids: np.ndarray) -> list[str]:
+    """The fields of tokens by id: each token's string (``functools.partial`` it with the vocabulary)."""
+    return [field(str(w)) for w in vocab[ids].tolist()]
 
 
 @attrs.frozen(kw_only=True)
