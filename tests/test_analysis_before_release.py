@@ -128,6 +128,25 @@ def test_refusals_before_a_release_are_the_same_for_frames_one_value_apart(pair,
     assert refused == len(STATISTICS) * len(RULES) - (len(STATISTICS) - 4)  # rule 'error' needs a curator
 
 
+@pytest.mark.parametrize("budget", list(BUDGETS))
+def test_a_row_without_a_person_is_left_out_and_changes_nothing_before_a_release(budget):
+    """A missing privacy-unit id (it used to be refused on pandas at construction and on
+    Spark at the first release): the row is left out, on an ample budget too."""
+    make, epsilon = BUDGETS[budget]
+    a = frame(50.0)
+    b = a.assign(uid=a["uid"].astype("Int64").mask(a.index == 2 * PERSON))
+    for name, build in STATISTICS.items():
+        for rule_name, rule in RULES.items():
+            seen_a = before_release(a, build, rule, make(), epsilon)
+            seen_b = before_release(b, build, rule, make(), epsilon)
+            assert seen_a == seen_b, (name, rule_name)
+            assert seen_a[-1] == 0 and isinstance(seen_a[-2], tuple), (name, rule_name)
+    ample = BudgetSession(budget=PrivacyBudget(epsilon=100.0, delta=1e-3))
+    q = Query(b, privacy_unit="uid", max_rows_per_user=2, session=ample, rng=InsecureReproducibleRandom(seed=1))
+    assert len(q.bounded) == len(b) - 1
+    assert q.count(epsilon=1.0).release().value >= 0
+
+
 @pytest.mark.parametrize("pair", list(PAIRS))
 def test_on_an_ample_budget_every_statistic_releases_whatever_the_value(pair):
     a, b = (frame(v) for v in PAIRS[pair])

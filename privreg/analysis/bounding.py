@@ -40,7 +40,7 @@ __all__ = [
     "check_bounds",
     "check_impute",
     "check_rule",
-    "missing_ids",
+    "with_person",
     "no_column",
     "no_unit_column",
     "not_numeric",
@@ -208,22 +208,26 @@ def no_unit_column(unit: Any, columns: Any) -> PrivregValueError:
     )
 
 
-def missing_ids(unit: Any) -> PrivregValueError:
-    """The error for rows without a person (says neither which nor how many)."""
-    return PrivregValueError(
-        f"privacy_unit column {unit!r} has missing ids: rows without a person cannot be bounded. "
-        f"Drop them or give each its own id first."
-    )
-
-
 def _unit_codes(frame: pd.DataFrame, unit: str) -> np.ndarray:
+    """One integer code per row (-1 for a row without a person: its id is missing)."""
     if unit not in frame.columns:
         raise no_unit_column(unit, frame.columns)
-    ids = frame[unit]
-    if ids.isna().any():
-        raise missing_ids(unit)
-    codes, _ = pd.factorize(ids, sort=False)
+    codes, _ = pd.factorize(frame[unit], sort=False, use_na_sentinel=True)
     return np.asarray(codes, dtype=np.int64)
+
+
+def with_person(frame: pd.DataFrame, unit: Hashable | OneRowPerUser) -> pd.DataFrame:
+    """``frame`` without its rows whose privacy unit is missing (NaN, None, pd.NA).
+
+    A row without a person belongs to no one the guarantee protects, so it is left out
+    of every statistic (a declared rule, the same on Spark): leaving it out reveals
+    nothing about it, and nothing before a release says whether there were any."""
+    if isinstance(unit, OneRowPerUser):
+        return frame
+    if unit not in frame.columns:
+        raise no_unit_column(unit, frame.columns)
+    present = frame[unit].notna().to_numpy()
+    return frame if present.all() else frame.loc[present]
 
 
 def user_ids(frame: pd.DataFrame, unit: Hashable | OneRowPerUser) -> np.ndarray:

@@ -43,6 +43,7 @@ from privreg.analysis.bounding import (
     not_numeric,
     numeric_column,
     user_ids,
+    with_person,
 )
 from privreg.core.errors import PrivregTypeError
 from privreg.mechanisms.quantile import GridRanks, grid_ranks
@@ -184,9 +185,9 @@ class PandasFrame(Frame):
     """A pandas DataFrame (its index reset), read in memory."""
 
     def __init__(self, data: pd.DataFrame, unit: Hashable | OneRowPerUser, users: np.ndarray | None = None) -> None:
-        self.native = data.reset_index(drop=True)
+        self.native = (data if users is not None else with_person(data, unit)).reset_index(drop=True)
         self.unit = unit
-        # one integer code per row (validates the unit column: present, no missing ids)
+        # one integer code per row (validates the unit column; rows without a person are out)
         self.users = user_ids(self.native, unit) if users is None else users
 
     @property

@@ -902,8 +902,9 @@ class GroupBy:
 class Query:
     """Differentially private statistics of a pandas or Spark ``frame``.
 
-    ``privacy_unit``: the column identifying a person (their rows are bounded together),
-    or ``ONE_ROW_PER_USER``. ``max_rows_per_user`` (``k``): each person's rows beyond
+    ``privacy_unit``: the column identifying a person (their rows are bounded together;
+    rows whose id is missing belong to no one and are left out, on every backend), or
+    ``ONE_ROW_PER_USER``. ``max_rows_per_user`` (``k``): each person's rows beyond
     ``k`` are left out, the kept ones chosen uniformly at random (from a 256-bit key drawn
     from ``rng`` at the first release; 1 with ``ONE_ROW_PER_USER``, which needs no
     bounding). ``session``: the charger of every release (a
@@ -977,7 +978,7 @@ class Query:
                 f"and want its data-dependent checks (rule='error')."
             )
         self.curator = curator
-        # validates the frame's type and the unit column (schema; pandas: missing ids too)
+        # validates the frame's type and the unit column (schema only)
         self.source: Frame = as_frame(frame, privacy_unit)
         self.frame = self.source.native
         self._bounded: Frame | None = None

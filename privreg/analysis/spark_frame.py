@@ -57,7 +57,6 @@ from privreg.analysis import spark_selection as selection
 from privreg.analysis.bounding import (
     OneRowPerUser,
     apply_rule,
-    missing_ids,
     no_unit_column,
     not_numeric,
     refuse_by_rule,
@@ -166,7 +165,7 @@ class SparkFrame(Frame):
         if not isinstance(unit, OneRowPerUser) and (not isinstance(unit, str) or unit not in self._types):
             raise no_unit_column(unit, self.columns)
         self._user = None if isinstance(unit, OneRowPerUser) else str(unit)
-        self._checked = checked  # whether the unit column was checked for missing ids
+        self._checked = checked  # whether rows without a person were left out (bounded)
 
     @property
     def columns(self) -> list[Any]:
@@ -198,15 +197,14 @@ class SparkFrame(Frame):
     def bound(self, k: int, key: bytes) -> SparkFrame:
         if self._user is None:
             return self  # one row per person: nothing to bound
-        if not self._checked and self.native.where(~self._present(self._user)).limit(1).count():
-            raise missing_ids(self._user)
         user = _col(self._user)
         fields = [selection.field(_col(c), t) for c, t in self._types.items()]
         by_row = Window.partitionBy(user, F.col(_MSG)).orderBy(F.col(_MSG))  # identical rows: any order
         position = F.row_number().over(by_row) - F.lit(1)
         order = selection.tag(key, selection.message([F.col(_MSG)], F.col(_DUP)))
         kept = (
-            self.native.withColumn(_MSG, F.concat(*fields))
+            self.native.where(self._present(self._user))  # rows without a person are left out (as on pandas)
+            .withColumn(_MSG, F.concat(*fields))
             .withColumn(_DUP, position)
             .withColumn(_RANK, F.row_number().over(Window.partitionBy(user).orderBy(order)))
             .where(F.col(_RANK) <= F.lit(int(k)))
