@@ -189,3 +189,15 @@ def test_urls_and_missing_budgets_are_refused_clearly(server, capsys):
     shown = parse_url("postgresql://ann:secret@db.example/prod?password=secret2#b")[2]
     assert "secret" not in shown and shown == "postgresql://ann@db.example/prod#b"
     assert 'GRANT EXECUTE ON FUNCTION "privreg_b".append(' in grant_sql(shown, analysts=("ann",))
+
+
+def test_two_analysts_run_workflows_on_one_budget_from_the_cli(team, tmp_path, capsys):
+    for who in ("alice", "bob"):
+        out = tmp_path / who
+        assert main(["run", "bounded-mean", "--epsilon", "0.1", "-o", str(out), "--ledger", team["as"](who)]) == 0
+    capsys.readouterr()
+    assert main(["ledger", "show", team["as"]("carol")]) == 0
+    shown = capsys.readouterr().out
+    assert "runs:      2" in shown and shown.count("complete") == 2
+    assert str(tmp_path / "alice") in shown and str(tmp_path / "bob") in shown
+    assert main(["ledger", "verify", team["as"]("carol")]) == 0  # exit 3 if anything were flagged

@@ -47,6 +47,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -65,7 +66,7 @@ from privreg.budget.store import is_postgres_url
 from privreg.core.charging import Charge
 from privreg.core.errors import PrivregError, PrivregValueError
 
-__all__ = ["PostgresLedger", "parse_url", "schema_of", "schema_sql", "grant_sql", "APPEND_ARGS"]
+__all__ = ["PostgresLedger", "parse_url", "schema_of", "schema_sql", "grant_sql", "run_turn", "APPEND_ARGS"]
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,54}")
 _LEDGER_TABLES = ("charges", "checkpoints", "meta")  # append-only
@@ -250,6 +251,29 @@ def grant_sql(
     return "\n".join(lines) + "\n"
 
 
+def _lock_id(schema: str, what: str) -> int:
+    """A 64-bit advisory lock key for ``what`` on budget ``schema``."""
+    return int.from_bytes(hashlib.sha256(f"privreg:{what}:{schema}".encode()).digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def run_turn(url: str, *, waiting: str) -> Iterator[None]:
+    """Held for a whole ``privreg run`` on budget ``url``: runs on one budget take turns,
+    on any machine (an advisory lock on a connection of its own; the server releases it
+    if the run dies). ``waiting`` is printed on stderr while another run holds it."""
+    conninfo, name, shown = parse_url(url, "--ledger")
+    pg = _Connection(conninfo, schema_of(name), readonly=False, busy_timeout=30.0, shown=shown)
+    key = _lock_id(schema_of(name), "run")
+    try:
+        if not pg.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            print(f"privreg: {waiting}", file=sys.stderr, flush=True)
+            pg.conn.execute("SET lock_timeout = 0")  # a run waits for the one before it, however long
+            pg.conn.execute("SELECT pg_advisory_lock(%s)", (key,)).fetchall()
+        yield
+    finally:
+        pg.close()  # ends the session: the lock is released with it
+
+
 class _HeadMoved(Exception):
     """The append function found a newer head: nothing was written."""
 
@@ -389,9 +413,7 @@ class PostgresLedger(Ledger):
         conninfo, self.name, shown = parse_url(url)
         self._setup(shown, key=key, busy_timeout=busy_timeout, readonly=readonly)
         self.schema = schema_of(self.name)
-        self._lock_id = int.from_bytes(
-            hashlib.sha256(f"privreg:{self.schema}".encode()).digest()[:8], "big", signed=True
-        )
+        self._lock_id = _lock_id(self.schema, "turn")
         self._pg = _Connection(conninfo, self.schema, readonly=readonly, busy_timeout=self.busy_timeout, shown=shown)
         self._db = cast(sqlite3.Connection, self._pg)  # duck-typed: execute(sql, params).fetchone/fetchall
         try:
