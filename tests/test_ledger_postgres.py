@@ -6,6 +6,8 @@ CI=true)."""
 
 import contextlib
 import io
+import subprocess
+import sys
 
 import pytest
 from postgres_helpers import as_role, fresh, server_url, sql
@@ -177,8 +179,6 @@ def test_checkpoints_and_stored_prices_as_on_sqlite(server, monkeypatch):
 def test_urls_and_missing_budgets_are_refused_clearly(server, capsys):
     with pytest.raises(PrivregValueError, match="names no budget: add #NAME"):
         PostgresLedger(server)
-    with pytest.raises(PrivregValueError, match="budget name 'Bad Name!'"):
-        parse_url(server + "#Bad Name!")
     with pytest.raises(PrivregValueError, match="there is no budget 'nope-"):
         BudgetSession.open(f"{server}#{fresh('nope').replace('_', '-')}")
     url = f"{server}#{fresh('twice').replace('_', '-')}"
@@ -186,9 +186,43 @@ def test_urls_and_missing_budgets_are_refused_clearly(server, capsys):
     capsys.readouterr()
     assert main(["ledger", "init", url, "--epsilon", "1"]) != 0
     assert f"budget {parse_url(url)[1]!r} exists already at {server}#" in capsys.readouterr().err
-    shown = parse_url("postgresql://ann:secret@db.example/prod?password=secret2#b")[2]
-    assert "secret" not in shown and shown == "postgresql://ann@db.example/prod#b"
-    assert 'GRANT EXECUTE ON FUNCTION "privreg_b".append(' in grant_sql(shown, analysts=("ann",))
+
+
+# -- without a server --------------------------------------------------------------------
+
+
+def test_urls_are_checked_and_shown_without_their_password():
+    with pytest.raises(PrivregValueError, match="budget name 'Bad Name!'"):
+        parse_url("postgresql:///db#Bad Name!")
+    with pytest.raises(PrivregValueError, match="names no budget: add #NAME"):
+        parse_url("postgresql://ann:secret@db.example/prod")
+    shown = parse_url("postgresql://ann:secret@db.example/prod?password=secret2&sslmode=require#b")[2]
+    assert shown == "postgresql://ann@db.example/prod?sslmode=require#b"
+
+
+def test_grant_prints_the_roles_rights():
+    text = grant_sql("postgresql://db.example/prod#b", analysts=("ann",), auditors=("cy",), owners=("o",))
+    assert 'GRANT CREATE ON DATABASE "prod" TO "o";' in text
+    assert 'GRANT EXECUTE ON FUNCTION "privreg_b".append(' in text and ') TO "ann";' in text
+    assert text.count('GRANT SELECT ON ALL TABLES IN SCHEMA "privreg_b"') == 2
+    assert '"cy"' not in text.split("-- auditor")[0]  # the auditor gets no EXECUTE
+    assert "UPDATE" not in text and "DELETE" not in text and "INSERT" not in text
+    with pytest.raises(PrivregValueError, match="--analyst '' is not a role name"):
+        grant_sql("postgresql://db.example/prod#b", analysts=("",))
+
+
+def test_psycopg_is_imported_only_by_a_postgres_ledger_and_its_absence_names_the_extra():
+    code = (
+        "import sys; import privreg.budget, privreg.budget.verify, privreg.cli.ledger; "
+        "assert 'psycopg' not in sys.modules; sys.modules['psycopg'] = None\n"
+        "from privreg.budget.session import BudgetSession\n"
+        "try:\n    BudgetSession.open('postgresql:///db#b')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == (
+        "PrivregError a ledger on PostgreSQL needs psycopg 3, which is not installed: pip install 'privreg[postgres]'"
+    )
 
 
 def test_two_analysts_run_workflows_on_one_budget_from_the_cli(team, tmp_path, capsys):
