@@ -2,9 +2,12 @@
 and ``scripts/postgres-dev start`` export it). Without one the tests are skipped with a
 loud reason, except under CI=true, where a missing server fails them."""
 
+import contextlib
 import os
+import re
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,11 +54,23 @@ def sql(url: str, *statements: str) -> None:
             conn.execute(s)
 
 
-def restart_server() -> None:
-    """Restart the test server (``scripts/postgres-dev restart``); skip without its folder."""
-    folder = os.environ.get("PRIVREG_POSTGRES_DIR")
-    if not folder:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but PRIVREG_POSTGRES_DIR is not set: .ci/run must export it")
-        pytest.skip("PRIVREG_POSTGRES_DIR is not set: cannot restart the server (scripts/postgres-dev start sets it)")
+@contextlib.contextmanager
+def private_server() -> Iterator[tuple[str, str]]:
+    """``(url, folder)`` of a server of this test's own (``scripts/postgres-dev start``),
+    which it may restart without disturbing tests running beside it; stopped at the end.
+    Needs the same as :func:`server_url` (a server is available) and Debian's PostgreSQL."""
+    server_url()
+    script = str(ROOT / "scripts" / "postgres-dev")
+    started = subprocess.run(["bash", script, "start"], capture_output=True, text=True, timeout=120)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/postgres-dev start failed: {started.stderr.strip()}")
+    env = dict(re.findall(r"export (\w+)='?([^'\n]*)'?", started.stdout))
+    try:
+        yield env["PRIVREG_TEST_POSTGRES"], env["PRIVREG_POSTGRES_DIR"]
+    finally:
+        subprocess.run(["bash", script, "stop", env["PRIVREG_POSTGRES_DIR"]], timeout=120)
+
+
+def restart_server(folder: str) -> None:
+    """Restart the server in ``folder`` (``scripts/postgres-dev restart``)."""
     subprocess.run(["bash", str(ROOT / "scripts" / "postgres-dev"), "restart", folder], check=True, timeout=120)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from postgres_helpers import fresh, restart_server, server_url
+from postgres_helpers import fresh, private_server, restart_server
 
 from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.budget.store_postgres import PostgresLedger
@@ -80,7 +80,11 @@ def start(url: str, *names: str) -> list[subprocess.Popen[str]]:
 
 @pytest.mark.slow
 def test_8_processes_x_2_pools_with_sigkills_and_a_server_restart_never_overspend():
-    server = server_url()
+    with private_server() as (server, folder):  # restarted: a server of its own
+        race(server, folder)
+
+
+def race(server: str, folder: str) -> None:
     url = f"{server}#{fresh('race').replace('_', '-')}"
     assert main(["ledger", "init", url, "--epsilon", str(EPSILON), "--delta", "0"]) == 0
     expected = admitted()
@@ -97,7 +101,7 @@ def test_8_processes_x_2_pools_with_sigkills_and_a_server_restart_never_overspen
     procs.update(zip(spares, start(url, *spares)))
     wait_for(url, expected // 3, list(procs.values()))
     t0, before = time.perf_counter(), head(url)
-    restart_server()
+    restart_server(folder)
     after = head(url)
     print(f"rows {before} -> {after} of {expected} across the restart ({time.perf_counter() - t0:.2f} s)")
     assert after < expected  # the run was still going when the server came back
