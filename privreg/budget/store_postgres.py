@@ -168,7 +168,7 @@ def schema_sql(schema: str) -> list[str]:
             p_seq bigint, p_timestamp double precision, p_mechanism text, p_parameters text, p_event text,
             p_label text, p_randomness text, p_prev_hash text, p_hash text, p_stated text, p_prices text,
             p_state text, p_cp_prev text, p_cp_hash text) RETURNS boolean
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = {s}, pg_temp AS $f$
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
         DECLARE
             head_seq bigint;
             head_hash text;
@@ -193,7 +193,7 @@ def schema_sql(schema: str) -> list[str]:
             RETURN true;
         END $f$""",  # noqa: S608
         f"""CREATE FUNCTION {s}.record_run_end(p_id text, p_ended double precision, p_status text, p_releases bigint)
-        RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = {s}, pg_temp AS $f$
+        RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
             INSERT INTO runs VALUES (p_id, p_ended, p_status, p_releases) ON CONFLICT (id) DO UPDATE
             SET ended = excluded.ended, status = excluded.status, releases = excluded.releases
         $f$""",  # noqa: S608
@@ -309,7 +309,7 @@ class _Connection:
                     ) from None
                 time.sleep(0.1)
         ms = int(self.busy_timeout * 1000)
-        conn.execute(f"SET search_path = {_ident(self.schema)}, pg_catalog")
+        conn.execute(f"SET search_path = pg_catalog, {_ident(self.schema)}")  # built-ins cannot be shadowed
         conn.execute("SET default_transaction_isolation = 'read committed'")
         conn.execute(f"SET lock_timeout = {ms}")
         self.backend = conn.execute(
