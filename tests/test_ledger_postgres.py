@@ -235,3 +235,17 @@ def test_two_analysts_run_workflows_on_one_budget_from_the_cli(team, tmp_path, c
     assert "runs:      2" in shown and shown.count("complete") == 2
     assert str(tmp_path / "alice") in shown and str(tmp_path / "bob") in shown
     assert main(["ledger", "verify", team["as"]("carol")]) == 0  # exit 3 if anything were flagged
+
+
+def test_a_keyed_budget_needs_its_key_as_on_sqlite(server):
+    key = bytes(range(32))
+    url = f"{server}#{fresh('keyed').replace('_', '-')}"
+    with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=0)) as probe:
+        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
+    PostgresLedger.create(url, meta=meta, key=key).close()
+    with BudgetSession.open(url, key=key) as s:
+        charge(s, 2, "k")
+    with pytest.raises(LedgerError, match="is keyed"):
+        BudgetSession.open(url)  # a writer without the key is refused
+    assert verify_ledger(url, key=key).flags == ()
+    assert any("is keyed" in f for f in verify_ledger(url).flags)  # never reported intact without it
