@@ -54,7 +54,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -401,7 +401,7 @@ class Ledger:
 
     # -- opening --------------------------------------------------------------------------
 
-    def _sql(self, doing: str) -> _SQLErrors:
+    def _sql(self, doing: str) -> AbstractContextManager[None]:
         """Turn sqlite3 errors into privreg errors that name the file."""
         return _SQLErrors(self, doing)
 
@@ -493,6 +493,11 @@ class Ledger:
                         f"has no column {', '.join(lacking)}; restore it from a backup"
                     )
             stored = self._db.execute("SELECT key, value FROM meta").fetchall()
+        self._read_meta(stored)
+
+    def _read_meta(self, stored: list[tuple[Any, Any]]) -> None:
+        """Check and keep the stored metadata ``(key, JSON value)`` pairs, and the genesis."""
+        where = f"ledger {self.path!r}"
         try:
             self.meta = {str(k): json.loads(v) for k, v in stored}
         except (TypeError, ValueError) as exc:
@@ -754,20 +759,28 @@ class Ledger:
         state = None if checkpoint is None else _dumps(dict(checkpoint))
         digest = _row_hash(self._key, prev, seq + 1, *fields, *priced, *(() if state is None else (state,)))
         with self._sql("appending a charge"):
-            self._db.execute(
-                "INSERT INTO charges (seq, timestamp, mechanism, parameters, event, label, randomness, prev_hash, "
-                "hash, stated, prices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq + 1, *fields, prev, digest, *priced),
-            )
-            if state is not None:
-                self._write_checkpoint(seq + 1, digest, state)
+            self._insert_row((seq + 1, *fields, prev, digest, *priced), state)
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=dict(prices or {}))
 
-    def _write_checkpoint(self, seq: int, row_hash: str, text: str) -> None:
+    def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
+        """Write a format-3 row ``values`` (seq, fields, prev_hash, hash, stated, prices)
+        and, if ``state`` is given, its checkpoint, inside the append's transaction."""
+        self._db.execute(
+            "INSERT INTO charges (seq, timestamp, mechanism, parameters, event, label, randomness, prev_hash, "
+            "hash, stated, prices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            values,
+        )
+        if state is not None:
+            seq, digest = values[0], values[8]
+            self._db.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (seq, state, *self._checkpoint_link(seq, digest, state))
+            )
+
+    def _checkpoint_link(self, seq: int, row_hash: str, text: str) -> tuple[str, str]:
+        """(prev_hash, hash) of a new checkpoint at row ``seq``, after the newest stored one."""
         last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
         prev = self.genesis() if last is None else str(last[0])
-        digest = _checkpoint_hash(self._key, prev, seq, row_hash, text)
-        self._db.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (seq, text, prev, digest))
+        return prev, _checkpoint_hash(self._key, prev, seq, row_hash, text)
 
     # -- run ends (outside the chain: see privreg.budget.run_log) ---------------------------
 

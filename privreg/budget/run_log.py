@@ -25,8 +25,7 @@ from pathlib import Path
 
 import attrs
 
-from privreg.budget.ledger import Ledger
-from privreg.budget.store import LedgerStore
+from privreg.budget.store import LedgerStore, is_postgres_url, open_readonly
 from privreg.core.errors import PrivregError
 
 __all__ = ["RunEnd", "COMPLETE", "FAILED", "record_end", "read_ends"]
@@ -56,10 +55,10 @@ def record_end(ledger: LedgerStore, run_id: str, *, status: str, releases: int) 
 def read_ends(path: str | Path) -> dict[str, RunEnd] | None:
     """The recorded ends of the runs of the ledger file at ``path``, by run id (empty if
     none ended yet); None if they cannot be read (the file is opened read-only)."""
-    if str(path) == ":memory:" or not Path(path).is_file():
+    if not is_postgres_url(path) and (str(path) == ":memory:" or not Path(path).is_file()):
         return None
     try:
-        with Ledger.open_readonly(path) as ledger:
+        with open_readonly(path) as ledger:
             rows = ledger.run_end_rows()
     except PrivregError:
         return None

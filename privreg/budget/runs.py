@@ -55,6 +55,7 @@ import attrs
 
 from privreg.budget import run_log
 from privreg.budget.session import BudgetSession, PrivacyBudget
+from privreg.budget.store import is_postgres_url
 from privreg.budget.verify import RUN_KEY
 from privreg.core import files
 from privreg.core.charging import NoReleases, jsonable
@@ -199,7 +200,7 @@ class RunResult:
     ``run_id`` the id each charge recorded (None for a workflow that charges nothing);
     ``releases`` the releases this run charged and ``epsilon_charged`` their epsilon
     under the ledger's rule; ``epsilon_spent``/``epsilon_remaining`` the ledger's totals
-    after the run, of ``budget`` (the ledger's budget); ``ledger`` its path (None: in
+    after the run, of ``budget`` (the ledger's budget); ``ledger`` its path or URL (None: in
     memory, or no ledger); ``output`` the output folder (None: nothing written);
     ``seconds`` the workflow's wall time; ``randomness`` the random source's description;
     ``shared`` whether the ledger is shared by many runs (``ledger=``)."""
@@ -214,7 +215,7 @@ class RunResult:
     epsilon_spent: float | None
     epsilon_remaining: float | None
     budget: PrivacyBudget | None
-    ledger: Path | None
+    ledger: Path | str | None
     shared: bool
     output: Path | None
     seconds: float
@@ -225,6 +226,8 @@ class RunResult:
 
 
 def require_ledger(path: str | os.PathLike[str], option: str) -> None:
+    if is_postgres_url(path):  # a budget on a server: checked when opened
+        return
     p = Path(path)
     if not p.exists():
         raise PrivregValueError(
@@ -434,6 +437,12 @@ def run_lock(ledger: str) -> Iterator[None]:
     """Held for a whole run on ``ledger``: runs on one ledger take turns (a waiting run
     says so on stderr; Ctrl-C or SIGTERM ends the wait)."""
     require_ledger(ledger, "--ledger")
+    if is_postgres_url(ledger):
+        from privreg.budget.store_postgres import run_turn
+
+        with run_turn(ledger, waiting=f"waiting for another run charging {ledger} to finish"):
+            yield
+        return
     lock = Path(f"{ledger}-run-lock")
     try:
         lock.touch(exist_ok=True)
@@ -687,7 +696,7 @@ def _run_in(
         progress=progress,
         limits=limits if limits is not None else Limits(),
     )
-    ledger_path: Path | None = None
+    ledger_path: Path | str | None = None  # str: a budget on PostgreSQL
     fresh_ledger = False  # a ledger this run created and charged nothing to: removed if the run fails
     charger: RunCharger | None = None
     try:
@@ -725,7 +734,7 @@ def _run_in(
             raise PrivregValueError(
                 f"--output folder {str(output)!r} holds an earlier run (run.json); choose a new --output folder"
             )
-        ledger_path = Path(shared_path)
+        ledger_path = shared_path if is_postgres_url(shared_path) else Path(shared_path)
         with run_lock(shared_path):
             shared, gate = open_shared(shared_path, item, params)  # refuses what cannot fit
             with shared, gate:
@@ -739,7 +748,9 @@ def _run_in(
     except BaseException:
         if charger is not None and charger.charged:
             fresh_ledger = False
-        _remove_debris(output, created=False, ledger=ledger_path if fresh_ledger else None)
+        _remove_debris(
+            output, created=False, ledger=ledger_path if fresh_ledger and isinstance(ledger_path, Path) else None
+        )
         raise
 
 
@@ -763,7 +774,7 @@ def _run_charged(
     session: BudgetSession,
     charger: RunCharger,
     run: Mapping[str, Any],
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     echo: Callable[[str], None],
     finish: Callable[[WorkflowResult, float], RunResult],
 ) -> RunResult:
@@ -811,7 +822,7 @@ def _finisher(
     charger: RunCharger,
     session: BudgetSession,
     budget: PrivacyBudget,
-    ledger: Path | None,
+    ledger: Path | str | None,
     shared: bool,
 ) -> Callable[[WorkflowResult, float], RunResult]:
     """What ends a charged run once the workflow returned: :func:`_finish` with the run's
@@ -848,7 +859,7 @@ def _finish(
     charger: RunCharger | None = None,
     budget: PrivacyBudget | None = None,
     remaining: float | None = None,
-    ledger: Path | None = None,
+    ledger: Path | str | None = None,
     shared: bool = False,
 ) -> RunResult:
     """Write ``run.json`` (with ``output``) and build the result."""
@@ -863,7 +874,7 @@ def _finish(
     }
     if item.charges:
         summary["run"] = run_id
-        summary["ledger"] = str(ledger.absolute()) if ledger is not None else None
+        summary["ledger"] = str(ledger.absolute()) if isinstance(ledger, Path) else ledger
     if output is not None:
         text = json.dumps(_finite(summary), indent=2, allow_nan=False)
         files.write_text(output / "run.json", text + "\n", "run summary")

@@ -45,7 +45,7 @@ import attrs
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import FILTERS, Filter, Price, make_filter, price_from_json, price_to_json
 from privreg.budget.ledger import Ledger, LedgerIntegrityError, LedgerRow
-from privreg.budget.store import LedgerStore
+from privreg.budget.store import LedgerStore, is_postgres_url, open_readonly
 from privreg.core import validation as v
 from privreg.core.charging import Charge
 from privreg.core.errors import (
@@ -212,8 +212,12 @@ class BudgetSession:
             self.filter_names = names
             rule = _filter_meta(names, self.event_delta)
         meta = {"format": LEDGER_FORMAT, "budget": budget.to_dict(), "rule": rule}
-        if isinstance(ledger, (str, Path)):
-            self._ledger: LedgerStore = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
+        if is_postgres_url(ledger):  # an existing budget on a server ('privreg ledger init URL#NAME')
+            from privreg.budget.store_postgres import PostgresLedger
+
+            self._ledger: LedgerStore = PostgresLedger(str(ledger), key=key, busy_timeout=self._busy_timeout)
+        elif isinstance(ledger, (str, Path)):
+            self._ledger = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
         elif isinstance(ledger, LedgerStore):
             self._ledger = ledger
         else:
@@ -281,7 +285,7 @@ class BudgetSession:
     def open(cls, path: str | Path, *, key: bytes | None = None) -> BudgetSession:
         """Re-open an existing ledger with the budget and rule stored in it (``key``: a
         keyed ledger's key)."""
-        probe = Ledger.open_readonly(path, key=key)
+        probe = open_readonly(path, key=key)
         meta = probe.meta
         probe.close()
         budget, kwargs = settings_of(meta)

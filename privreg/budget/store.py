@@ -12,12 +12,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from privreg.budget.ledger import Checkpoint, LedgerRow
+from privreg.budget.ledger import Checkpoint, Ledger, LedgerRow
 from privreg.core.charging import Charge
 
-__all__ = ["LedgerStore"]
+__all__ = ["LedgerStore", "POSTGRES_SCHEMES", "is_postgres_url", "open_readonly"]
+
+#: How a ledger URL on PostgreSQL starts (:mod:`privreg.budget.store_postgres`).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(ledger: object) -> bool:
+    """Whether ``ledger`` names a PostgreSQL ledger (``postgresql://...#budget``), not a file."""
+    return isinstance(ledger, str) and ledger.startswith(POSTGRES_SCHEMES)
+
+
+def open_readonly(ledger: str | Path, *, key: bytes | None = None) -> Ledger:
+    """The ledger file or PostgreSQL budget ``ledger``, opened to read only (no lock, nothing
+    written; on PostgreSQL, one snapshot)."""
+    if is_postgres_url(ledger):
+        from privreg.budget.store_postgres import PostgresLedger
+
+        return PostgresLedger(str(ledger), key=key, readonly=True)
+    return Ledger.open_readonly(ledger, key=key)
 
 
 @runtime_checkable

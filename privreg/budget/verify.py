@@ -19,9 +19,10 @@ from privreg.accountant import make_accountant
 from privreg.accountant.blocks import unsupported_reason
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import make_filter, price_to_json
-from privreg.budget.ledger import Checkpoint, Ledger, LedgerIntegrityError, LedgerRow, format_head, parse_head
+from privreg.budget.ledger import Checkpoint, LedgerIntegrityError, LedgerRow, format_head, parse_head
 from privreg.budget.run_log import COMPLETE, RunEnd, read_ends
 from privreg.budget.session import DEFAULT_FILTERS, filter_citations, rule_text
+from privreg.budget.store import open_readonly
 from privreg.core import validation as v
 from privreg.core.errors import PrivregError, UnsupportedEventError
 from privreg.core.events import (
@@ -311,7 +312,7 @@ def verify_ledger(
     checked as ``expect_head`` is; then only the rows after the newest checkpoint at or
     before it are re-derived, starting from that checkpoint's state -- incremental, the
     cost of the rows since, not of the whole ledger."""
-    ledger = Ledger.open_readonly(path, key=key)
+    ledger = open_readonly(path, key=key)
     try:
         meta = ledger.meta
         try:

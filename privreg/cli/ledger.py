@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 # The budget package (accountants: numpy, scipy) and the registry are imported by the
 # commands, never when the parser is built: 'privreg --help' stays fast (benchmarks/startup.py).
 
-__all__ = ["add_parser", "add_verify_arguments", "cmd_ledger_init", "cmd_ledger_show", "cmd_ledger_verify"]
+__all__ = [
+    "add_parser",
+    "add_verify_arguments",
+    "cmd_ledger_init",
+    "cmd_ledger_grant",
+    "cmd_ledger_show",
+    "cmd_ledger_verify",
+]
 
 
 def _echo(message: str) -> None:
@@ -81,7 +88,10 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         description="Create a privacy ledger holding one budget that several 'privreg run ... --ledger PATH' "
         "runs charge in turn; 'privreg ledger show PATH' lists its runs, 'privreg ledger verify PATH' checks it.",
     )
-    q.add_argument("path", help="the new ledger file (e.g. team.sqlite)")
+    q.add_argument(
+        "path", help="the new ledger file (e.g. team.sqlite), or a PostgreSQL database (postgresql://HOST/DB#NAME)"
+    )
+    q.add_argument("--name", metavar="NAME", help="the budget's name in a PostgreSQL database (or URL#NAME)")
     q.add_argument("--epsilon", required=True, metavar="EPS", help="total epsilon of all runs together (> 0)")
     q.add_argument("--delta", default="0", metavar="DELTA", help="total delta, in [0, 1) (default 0)")
     q.add_argument(
@@ -109,6 +119,19 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "delta, as a single run does; set it to each run's --delta to fit several such runs)",
     )
     q.set_defaults(func=cmd_ledger_init)
+    q = sub.add_parser(
+        "grant",
+        help="print the SQL giving roles their part on a PostgreSQL budget (analysts append, auditors read)",
+        description="Print the SQL for a team budget on PostgreSQL: --analyst roles read the ledger and append "
+        "only through its append function, --auditor roles read only, --owner roles may create budgets. Run it "
+        "as the budget's owner (e.g. 'privreg ledger grant URL#NAME --analyst alice | psql URL').",
+    )
+    q.add_argument("path", metavar="URL", help="the budget: postgresql://HOST/DB#NAME")
+    q.add_argument("--name", metavar="NAME", help="the budget's name (or URL#NAME)")
+    q.add_argument("--analyst", action="append", default=[], metavar="ROLE", help="an analyst role, repeatable")
+    q.add_argument("--auditor", action="append", default=[], metavar="ROLE", help="an auditor role, repeatable")
+    q.add_argument("--owner", action="append", default=[], metavar="ROLE", help="a role that creates budgets")
+    q.set_defaults(func=cmd_ledger_grant)
     q = sub.add_parser("show", help="budget, spent, remaining and the runs of a ledger (reads only)")
     q.add_argument("path", help="ledger file")
     q.set_defaults(func=cmd_ledger_show)
@@ -185,10 +208,66 @@ def _init_settings(args: argparse.Namespace) -> tuple[PrivacyBudget, tuple[str, 
     return PrivacyBudget(epsilon=eps, delta=delta, neighbouring=args.neighbouring), filters, event_delta
 
 
+def _budget_url(args: argparse.Namespace) -> str | None:
+    """``URL#NAME`` of a PostgreSQL budget (from the URL's ``#NAME`` or ``--name``), or None
+    for a file (where ``--name`` is refused)."""
+    from privreg.budget.store import is_postgres_url
+
+    if not is_postgres_url(args.path):
+        if args.name is not None:
+            raise PrivregValueError(f"--name names a budget in a PostgreSQL database; {args.path!r} is a file")
+        return None
+    url, _, named = args.path.partition("#")
+    if args.name is not None and named and named != args.name:
+        raise PrivregValueError(f"--name {args.name!r} differs from the URL's #{named}: give the name once")
+    return f"{url}#{args.name or named}"
+
+
+def cmd_ledger_grant(args: argparse.Namespace) -> int:
+    """``privreg ledger grant URL#NAME --analyst ROLE --auditor ROLE``: print the SQL."""
+    from privreg.budget.store_postgres import grant_sql
+
+    url = _budget_url(args)
+    if url is None:
+        raise PrivregValueError(
+            f"{args.path!r} is a file: roles exist only on PostgreSQL (privreg ledger grant postgresql://HOST/DB#NAME)"
+        )
+    if not (args.analyst or args.auditor or args.owner):
+        raise PrivregValueError("name at least one role: --analyst ROLE, --auditor ROLE or --owner ROLE")
+    sys.stdout.write(
+        grant_sql(url, analysts=tuple(args.analyst), auditors=tuple(args.auditor), owners=tuple(args.owner))
+    )
+    return 0
+
+
+def _init_postgres(url: str, args: argparse.Namespace) -> int:
+    from privreg.budget.session import BudgetSession
+    from privreg.budget.store_postgres import PostgresLedger, parse_url
+
+    shown = parse_url(url, "URL")[2]  # checked before anything is created
+    budget, filters, event_delta = _init_settings(args)
+    with BudgetSession(budget=budget, filters=filters, event_delta=event_delta) as probe:  # the meta a session keeps
+        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
+    PostgresLedger.create(url, meta=meta).close()
+    print(
+        f"created budget {shown}: epsilon {budget.epsilon:g}, delta {budget.delta:g} "
+        f"({budget.neighbouring}), filters {', '.join(filters)}"
+        + (f", curve events at delta {event_delta:g}" if event_delta is not None else "")
+    )
+    print(
+        f"give roles:  privreg ledger grant {shown} --analyst ROLE --auditor ROLE\n"
+        f"charge it:   privreg run WORKFLOW ... --ledger {shown}\nverify it:   privreg ledger verify {shown}"
+    )
+    return 0
+
+
 def cmd_ledger_init(args: argparse.Namespace) -> int:
     from privreg.budget.runs import SIDE_FILES, unlink_ledger
     from privreg.budget.session import BudgetSession
 
+    url = _budget_url(args)
+    if url is not None:
+        return _init_postgres(url, args)
     budget, filters, event_delta = _init_settings(args)  # every value checked before the file exists
     path = Path(args.path)
     for suffix in ("", *SIDE_FILES):
@@ -224,9 +303,11 @@ def cmd_ledger_init(args: argparse.Namespace) -> int:
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
     from privreg.budget.runs import require_ledger
+    from privreg.budget.store import is_postgres_url
     from privreg.budget.verify import release_table, verify_ledger
 
-    require_ledger(args.path, "ledger")
+    if not is_postgres_url(args.path):
+        require_ledger(args.path, "ledger")
     report = verify_ledger(args.path)
     runs = report.runs()
     partial = sum(1 for run in runs if run["status"] == "partial")

@@ -1,0 +1,617 @@
+"""The ledger on PostgreSQL: one budget shared by analysts on any number of machines.
+
+A budget named ``NAME`` lives in schema ``privreg_NAME`` of a database, in the same
+tables as the SQLite ledger (``meta``, ``charges``, ``checkpoints``, ``runs``), so the
+rows, stored prices, checkpoints and hash chain are those of :class:`Ledger`, and
+reading, decoding and verifying them is :class:`Ledger`'s code. URLs name it as
+``postgresql://[user@]host[:port]/db[?host=/socket/dir]#NAME``.
+
+Admission: a session prices a charge under every filter outside any lock (as on SQLite),
+then calls the schema's ``append`` function, which in one statement (one transaction)
+locks the budget's rows against other appenders (``LOCK TABLE ... SHARE ROW EXCLUSIVE``:
+readers never wait) and appends only if the head is still the row the session priced
+after. Two sessions that both read row ``n`` cannot both append row ``n + 1``, on any
+number of machines, so no interleaving overspends. A session whose head moved catches up,
+decides again and retries, holding its *turn*: a PostgreSQL advisory lock (first come,
+first served), released by the server when the connection ends.
+
+Faults: a connection lost during ``append`` (server restart, network) leaves the outcome
+unknown to the client; the store reconnects, ends its old server process if it is still
+running (so that its transaction cannot commit later), and looks the row up by its hash:
+found, the charge stands; not found, nothing was written and the session decides again.
+Neither case charges twice or loses a charge. A client killed mid-transaction leaves
+nothing: the server rolls its transaction back.
+
+Trust model, enforced by the server (:func:`schema_sql`, :func:`grant_sql`):
+
+- the **owner** (the role that ran ``privreg ledger init``) owns the schema;
+- an **analyst** reads the ledger and appends only through ``append`` (``SECURITY
+  DEFINER``): no INSERT, UPDATE or DELETE on the tables;
+- an **auditor** reads only;
+- triggers refuse every UPDATE, DELETE and TRUNCATE of ``charges``, ``checkpoints`` and
+  ``meta``, whoever asks, even a role granted too much by mistake. Only the schema's owner
+  or a superuser can drop them; :meth:`PostgresLedger.deployment_problems` (part of
+  verification) reports missing or disabled triggers and every role other than the owner
+  that may write the tables directly.
+
+What the chain cannot show on SQLite (a full rewrite by someone able to recompute it) it
+cannot show here either; the roles make it the owner's or a superuser's act, not an
+analyst's. Keep anchors (``privreg ledger verify --expect-head``) where the owner cannot
+change them. psycopg 3 is the client, imported only when a URL is opened (``pip install
+'privreg[postgres]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from types import ModuleType, TracebackType
+from typing import Any, cast
+
+from privreg.budget.ledger import (
+    Ledger,
+    LedgerBusyError,
+    LedgerError,
+    LedgerFormatError,
+    LedgerRow,
+)
+from privreg.budget.store import is_postgres_url
+from privreg.core.charging import Charge
+from privreg.core.errors import PrivregError, PrivregValueError
+
+__all__ = ["PostgresLedger", "parse_url", "schema_of", "schema_sql", "grant_sql", "run_turn", "APPEND_ARGS"]
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,54}")
+_LEDGER_TABLES = ("charges", "checkpoints", "meta")  # append-only
+#: The argument types of a budget's ``append`` function, as GRANT names it.
+APPEND_ARGS = "bigint, double precision, text, text, text, text, text, text, text, text, text, text, text, text"
+_RUN_END_ARGS = "text, double precision, text, bigint"
+
+
+def _psycopg() -> ModuleType:
+    try:
+        import psycopg
+    except ImportError:
+        raise PrivregError(
+            "a ledger on PostgreSQL needs psycopg 3, which is not installed: pip install 'privreg[postgres]'"
+        ) from None
+    return psycopg
+
+
+def _ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def parse_url(url: str, option: str = "ledger") -> tuple[str, str, str]:
+    """``(conninfo, budget name, URL shown in messages)`` of ``postgresql://...#NAME``;
+    the shown URL has no password. ``option``: the argument it came from, for errors."""
+    if not is_postgres_url(url):
+        raise PrivregValueError(f"{option} {url!r} is not a PostgreSQL URL: give postgresql://HOST/DB#BUDGET")
+    conninfo, _, name = url.partition("#")
+    parts = urllib.parse.urlsplit(conninfo)
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
+    query_text = urllib.parse.urlencode(query, safe="/")
+    shown = f"{parts.scheme}://{user + '@' if user else ''}{netloc[2]}{parts.path}" + (
+        f"?{query_text}" if query_text else ""
+    )
+    if not name:
+        raise PrivregValueError(
+            f"{option} {shown!r} names no budget: add #NAME, e.g. {shown}#adult-2026 "
+            f"(create it with 'privreg ledger init {shown}#adult-2026 --epsilon E')"
+        )
+    if _NAME.fullmatch(name) is None:
+        raise PrivregValueError(
+            f"{option}: budget name {name!r} must be 1 to 55 lowercase letters, digits, '-' or '_', "
+            f"starting with a letter or digit (e.g. adult-2026)"
+        )
+    return conninfo, name, f"{shown}#{name}"
+
+
+def schema_of(name: str) -> str:
+    """The schema holding budget ``name``."""
+    return f"privreg_{name}"
+
+
+def schema_sql(schema: str) -> list[str]:
+    """The statements creating a budget's schema: tables as in the SQLite ledger, the
+    append-only triggers, the ``append`` and ``record_run_end`` functions (``SECURITY
+    DEFINER``: they run with the owner's rights, the only way an analyst writes), and no
+    right for anyone else until :func:`grant_sql`."""
+    s = _ident(schema)
+    out = [
+        f"CREATE SCHEMA {s}",
+        f"CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"""CREATE TABLE {s}.charges (
+            seq BIGINT PRIMARY KEY CHECK (seq > 0),
+            timestamp DOUBLE PRECISION NOT NULL,
+            mechanism TEXT NOT NULL,
+            parameters TEXT NOT NULL,
+            event TEXT NOT NULL,
+            label TEXT NOT NULL,
+            randomness TEXT NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL UNIQUE,
+            stated TEXT NOT NULL,
+            prices TEXT NOT NULL)""",
+        f"""CREATE TABLE {s}.checkpoints (
+            seq BIGINT PRIMARY KEY REFERENCES {s}.charges (seq),
+            state TEXT NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL)""",
+        f"""CREATE TABLE {s}.runs (
+            id TEXT PRIMARY KEY, ended DOUBLE PRECISION NOT NULL, status TEXT NOT NULL, releases BIGINT NOT NULL)""",
+        f"""CREATE FUNCTION {s}.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $f$
+        BEGIN
+            RAISE EXCEPTION 'privreg ledger %: % on table % refused: its rows are append-only',
+                TG_TABLE_SCHEMA, TG_OP, TG_TABLE_NAME
+                USING HINT = 'a ledger is never edited; charges are appended through append()';
+        END $f$""",
+    ]
+    for table in _LEDGER_TABLES:  # per statement: refused even when no row would change
+        out.append(
+            f"CREATE TRIGGER append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON {s}.{table} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_change()"
+        )
+    out += [
+        # identifiers come from a checked budget name, quoted: no SQL is built from data
+        f"""CREATE FUNCTION {s}.append(
+            p_seq bigint, p_timestamp double precision, p_mechanism text, p_parameters text, p_event text,
+            p_label text, p_randomness text, p_prev_hash text, p_hash text, p_stated text, p_prices text,
+            p_state text, p_cp_prev text, p_cp_hash text) RETURNS boolean
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
+        DECLARE
+            head_seq bigint;
+            head_hash text;
+            cp_last text;
+        BEGIN
+            -- one appender at a time on this budget (readers never wait); each statement
+            -- after the lock reads what committed before it (READ COMMITTED)
+            LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
+            SELECT seq, hash INTO head_seq, head_hash FROM charges ORDER BY seq DESC LIMIT 1;
+            IF coalesce(head_seq, 0) <> p_seq - 1 OR (head_seq IS NOT NULL AND head_hash <> p_prev_hash) THEN
+                RETURN false;  -- the head moved since the caller priced: nothing written
+            END IF;
+            INSERT INTO charges VALUES (p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label,
+                p_randomness, p_prev_hash, p_hash, p_stated, p_prices);
+            IF p_state IS NOT NULL THEN
+                SELECT hash INTO cp_last FROM checkpoints ORDER BY seq DESC LIMIT 1;
+                IF cp_last IS NOT NULL AND cp_last <> p_cp_prev THEN
+                    RAISE EXCEPTION 'privreg ledger %: the checkpoint does not follow the last one', {_lit(schema)};
+                END IF;
+                INSERT INTO checkpoints VALUES (p_seq, p_state, p_cp_prev, p_cp_hash);
+            END IF;
+            RETURN true;
+        END $f$""",  # noqa: S608
+        f"""CREATE FUNCTION {s}.record_run_end(p_id text, p_ended double precision, p_status text, p_releases bigint)
+        RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
+            INSERT INTO runs VALUES (p_id, p_ended, p_status, p_releases) ON CONFLICT (id) DO UPDATE
+            SET ended = excluded.ended, status = excluded.status, releases = excluded.releases
+        $f$""",  # noqa: S608
+        f"REVOKE ALL ON SCHEMA {s} FROM PUBLIC",
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM PUBLIC",
+        f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {s} FROM PUBLIC",  # functions are PUBLIC by default
+    ]
+    return out
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _role(name: str, option: str) -> str:
+    if not isinstance(name, str) or not name or "\x00" in name or len(name.encode()) > 63:
+        raise PrivregValueError(f"{option} {name!r} is not a role name: give 1 to 63 bytes, e.g. {option} alice")
+    return _ident(name)
+
+
+def grant_sql(
+    url: str, *, analysts: tuple[str, ...] = (), auditors: tuple[str, ...] = (), owners: tuple[str, ...] = ()
+) -> str:
+    """The SQL giving roles their part on budget ``url`` (``postgresql://.../db#NAME``):
+    ``owners`` may create budgets in the database, ``analysts`` read it and append only
+    through its ``append`` function, ``auditors`` read it. Run it as the budget's owner
+    (``owners``: as the database's owner). The roles must exist (``CREATE ROLE alice LOGIN``)."""
+    conninfo, name, shown = parse_url(url, "URL")
+    s = _ident(schema_of(name))
+    lines = [f"-- privreg ledger grant: roles of budget {name!r} ({shown}), schema {s}"]
+    if owners:
+        parts = urllib.parse.urlsplit(conninfo)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        db = query.get("dbname") or urllib.parse.unquote(parts.path.lstrip("/"))
+        if not db:
+            raise PrivregValueError(f"URL {shown!r} names no database: give postgresql://HOST/DB#{name}")
+        lines.append("-- owners: create budgets ('privreg ledger init'); run as the database's owner")
+        lines += [f"GRANT CREATE ON DATABASE {_ident(db)} TO {_role(r, '--owner')};" for r in owners]
+    for role in analysts:
+        r = _role(role, "--analyst")
+        lines += [
+            f"-- analyst {role}: reads the ledger, appends only through {s}.append",
+            f"GRANT USAGE ON SCHEMA {s} TO {r};",
+            f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r};",
+            f"GRANT EXECUTE ON FUNCTION {s}.append({APPEND_ARGS}) TO {r};",
+            f"GRANT EXECUTE ON FUNCTION {s}.record_run_end({_RUN_END_ARGS}) TO {r};",
+        ]
+    for role in auditors:
+        r = _role(role, "--auditor")
+        lines += [
+            f"-- auditor {role}: reads only",
+            f"GRANT USAGE ON SCHEMA {s} TO {r};",
+            f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r};",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _lock_id(schema: str, what: str) -> int:
+    """A 64-bit advisory lock key for ``what`` on budget ``schema``."""
+    return int.from_bytes(hashlib.sha256(f"privreg:{what}:{schema}".encode()).digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def run_turn(url: str, *, waiting: str) -> Iterator[None]:
+    """Held for a whole ``privreg run`` on budget ``url``: runs on one budget take turns,
+    on any machine (an advisory lock on a connection of its own; the server releases it
+    if the run dies). ``waiting`` is printed on stderr while another run holds it."""
+    conninfo, name, shown = parse_url(url, "--ledger")
+    pg = _Connection(conninfo, schema_of(name), readonly=False, busy_timeout=30.0, shown=shown)
+    key = _lock_id(schema_of(name), "run")
+    try:
+        if not pg.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            print(f"privreg: {waiting}", file=sys.stderr, flush=True)
+            pg.conn.execute("SET lock_timeout = 0")  # a run waits for the one before it, however long
+            pg.conn.execute("SELECT pg_advisory_lock(%s)", (key,)).fetchall()
+        yield
+    finally:
+        pg.close()  # ends the session: the lock is released with it
+
+
+class _HeadMoved(Exception):
+    """The append function found a newer head: nothing was written."""
+
+
+class _Connection:
+    """What :class:`Ledger`'s reads need of a connection (``execute(sql, params)`` with
+    ``?`` placeholders, ``close()``, ``in_transaction``), on psycopg. A writer's connection
+    is in autocommit (each statement its own READ COMMITTED transaction) and reconnects
+    when the server went away, for up to ``busy_timeout`` seconds; a reader's holds one
+    REPEATABLE READ snapshot, so that a verification reads one state of the ledger."""
+
+    in_transaction = False
+
+    def __init__(self, conninfo: str, schema: str, *, readonly: bool, busy_timeout: float, shown: str) -> None:
+        self.psycopg = _psycopg()
+        self.conninfo, self.schema, self.readonly, self.shown = conninfo, schema, readonly, shown
+        self.busy_timeout = busy_timeout
+        self.conn: Any = None
+        self.backend: tuple[int, Any] | None = None
+        self.connect(deadline=time.monotonic())
+
+    def connect(self, *, deadline: float) -> None:
+        while True:
+            try:
+                conn = self.psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+                break
+            except self.psycopg.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise LedgerError(
+                        f"ledger {self.shown!r}: cannot connect to the PostgreSQL server ({first}); check the "
+                        f"URL, that the server runs, and the role's password"
+                    ) from None
+                time.sleep(0.1)
+        ms = int(self.busy_timeout * 1000)
+        conn.execute(f"SET search_path = pg_catalog, {_ident(self.schema)}")  # built-ins cannot be shadowed
+        conn.execute("SET default_transaction_isolation = 'read committed'")
+        conn.execute(f"SET lock_timeout = {ms}")
+        self.backend = conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        if self.readonly:
+            conn.autocommit = False
+            conn.isolation_level = self.psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+        self.conn = conn
+
+    def lost(self) -> bool:
+        return self.conn is None or bool(self.conn.broken) or bool(self.conn.closed)
+
+    def reconnect(self) -> None:
+        """A new connection (waiting up to ``busy_timeout`` for the server), after ending
+        the old one's server process if it still runs: its transaction can then no longer
+        commit after we looked."""
+        old = self.backend
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+        self.connect(deadline=time.monotonic() + self.busy_timeout)
+        if old is not None:
+            self.conn.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+                old,
+            ).fetchall()
+
+    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = (), *, retry: bool = True) -> Any:
+        """Run ``sql`` (``?`` placeholders); a writer retries once on a new connection
+        when the server went away (reads and locks only: ``retry=False`` for writes)."""
+        sql = sql.replace("?", "%s")
+        try:
+            return self.conn.execute(sql, tuple(params))
+        except self.psycopg.OperationalError:
+            if not (retry and not self.readonly and self.lost()):
+                raise
+        self.reconnect()
+        return self.conn.execute(sql, tuple(params))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _Errors:
+    """:meth:`PostgresLedger._sql`: psycopg errors as privreg errors naming the ledger
+    (the server's first line only: its details can quote values)."""
+
+    __slots__ = ("doing", "ledger")
+
+    def __init__(self, ledger: PostgresLedger, doing: str) -> None:
+        self.ledger, self.doing = ledger, doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        psycopg = self.ledger._pg.psycopg
+        if not isinstance(exc, psycopg.Error):
+            return
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        where = f"ledger {self.ledger.path!r}"
+        errors = psycopg.errors
+        if isinstance(exc, errors.InsufficientPrivilege):
+            raise LedgerError(
+                f"{where}: the server refused {self.doing} ({first}); this role lacks the right: "
+                f"ask the budget's owner ('privreg ledger grant')"
+            ) from exc
+        if isinstance(exc, (errors.LockNotAvailable, errors.QueryCanceled)):
+            raise LedgerBusyError(
+                f"{where}: waited more than {self.ledger.busy_timeout:g} s while {self.doing} ({first}); "
+                f"retry later or pass a larger busy_timeout"
+            ) from exc
+        if isinstance(exc, (errors.UndefinedTable, errors.InvalidSchemaName, errors.UndefinedFunction)):
+            raise LedgerFormatError(
+                f"{where} is not a complete privreg budget ({first}) while {self.doing}; create it with "
+                f"'privreg ledger init' or check the URL"
+            ) from exc
+        if self.ledger._pg.lost():
+            raise LedgerError(
+                f"{where}: the connection to the server was lost while {self.doing} ({first}) and not "
+                f"re-established within {self.ledger.busy_timeout:g} s; retry when the server is back"
+            ) from exc
+        raise LedgerError(f"{where}: PostgreSQL failed while {self.doing}: {first}") from exc
+
+
+class PostgresLedger(Ledger):
+    """The budget named in ``url`` (``postgresql://.../db#NAME``), created before with
+    :meth:`create` (``privreg ledger init URL#NAME``). ``readonly``: read and verify only,
+    in one snapshot. ``key``, ``busy_timeout``: as :class:`Ledger` (``busy_timeout`` bounds
+    each wait for the turn, for the append lock, and for a lost server to come back)."""
+
+    _pg: _Connection
+
+    def __init__(
+        self, url: str, *, key: bytes | None = None, busy_timeout: float = 30.0, readonly: bool = False
+    ) -> None:
+        conninfo, self.name, shown = parse_url(url)
+        self._setup(shown, key=key, busy_timeout=busy_timeout, readonly=readonly)
+        self.schema = schema_of(self.name)
+        self._lock_id = _lock_id(self.schema, "turn")
+        self._pg = _Connection(conninfo, self.schema, readonly=readonly, busy_timeout=self.busy_timeout, shown=shown)
+        self._db = cast(sqlite3.Connection, self._pg)  # duck-typed: execute(sql, params).fetchone/fetchall
+        try:
+            self._load()
+            if readonly:
+                self._check_reader_key()
+            else:
+                self._check_writer_key()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def create(
+        cls, url: str, *, meta: Mapping[str, Any], key: bytes | None = None, busy_timeout: float = 30.0
+    ) -> PostgresLedger:
+        """Create budget ``NAME`` of ``url`` with ``meta`` (format, budget, rule), in one
+        transaction, owned by the connecting role; refused if it exists."""
+        conninfo, name, shown = parse_url(url)
+        probe = cls.__new__(cls)
+        probe._setup(shown, key=key, busy_timeout=busy_timeout, readonly=False)
+        full = probe._new_meta({**meta, "name": name})
+        pg = _Connection(conninfo, schema_of(name), readonly=False, busy_timeout=busy_timeout, shown=shown)
+        psycopg = pg.psycopg
+        try:
+            with pg.conn.transaction():
+                for stmt in schema_sql(schema_of(name)):
+                    pg.conn.execute(stmt)
+                for k, value in full.items():
+                    pg.conn.execute(
+                        f"INSERT INTO {_ident(schema_of(name))}.meta VALUES (%s, %s)",  # noqa: S608 (a checked, quoted name)
+                        (k, json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)),
+                    )
+        except psycopg.errors.DuplicateSchema:
+            raise PrivregValueError(
+                f"budget {name!r} exists already at {shown}; a budget is created once: choose a new name, or "
+                f"charge it with 'privreg run WORKFLOW ... --ledger {shown}'"
+            ) from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise LedgerError(
+                f"ledger {shown!r}: the server refused to create the budget ({first}); budgets are created by "
+                f"an owner role (see 'privreg ledger grant --owner')"
+            ) from None
+        finally:
+            pg.close()
+        return cls(url, key=key, busy_timeout=busy_timeout)
+
+    def _sql(self, doing: str) -> AbstractContextManager[None]:
+        return _Errors(self, doing)
+
+    def _tables(self) -> list[str]:
+        with self._sql("reading its schema"):
+            found = self._db.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name",
+                (self.schema,),
+            ).fetchall()
+        return [str(r[0]) for r in found]
+
+    def _load(self) -> None:
+        tables = self._tables()
+        if not tables:
+            raise PrivregValueError(
+                f"ledger {self.path!r}: there is no budget {self.name!r} in this database (or this role may not "
+                f"see it); create it with 'privreg ledger init {self.path} --epsilon E', or ask its owner for "
+                f"'privreg ledger grant'"
+            )
+        missing = [t for t in ("meta", "charges", "checkpoints") if t not in tables]
+        if missing:
+            raise LedgerFormatError(f"ledger {self.path!r} is not a complete privreg budget: no {', '.join(missing)}")
+        self.priced = True
+        with self._sql("reading its metadata"):
+            stored = self._db.execute("SELECT key, value FROM meta").fetchall()
+        self._read_meta(stored)
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """This writer's turn among all writers of the budget, on any machine: a session
+        advisory lock (waiters are served in order; the server releases it when the
+        connection ends). Re-entrant within a thread."""
+        self._writable()
+        if not self._thread_lock.acquire(timeout=self.busy_timeout):
+            raise LedgerBusyError(
+                f"ledger {self.path!r}: another thread of this process held its turn for more than "
+                f"{self.busy_timeout:g} s; retry later or pass a larger busy_timeout"
+            )
+        try:
+            first = self._turn_depth == 0
+            if first:
+                with self._sql("waiting for its turn"):
+                    self._db.execute("SELECT pg_advisory_lock(?)", (self._lock_id,)).fetchall()
+            self._turn_depth += 1
+            try:
+                yield
+            finally:
+                self._turn_depth -= 1
+                if first and not self._pg.lost():
+                    with self._sql("ending its turn"):
+                        self._pg.execute("SELECT pg_advisory_unlock(?)", (self._lock_id,), retry=False).fetchall()
+        finally:
+            self._thread_lock.release()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        raise LedgerError(
+            f"ledger {self.path!r}: a budget on PostgreSQL is written only through try_append (its append function)"
+        )
+        yield self._db  # pragma: no cover -- a generator, for contextmanager
+
+    def try_append(
+        self,
+        charge: Charge,
+        *,
+        expected_seq: int,
+        prices: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> LedgerRow | None:
+        """Append ``charge`` (with its prices and checkpoint) if the head is still row
+        ``expected_seq``, in one transaction of the budget's ``append`` function; None
+        (nothing written) if another writer appended since. After a lost connection the
+        outcome is read back (see the module docstring): never twice, never lost."""
+        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
+            raise PrivregValueError(
+                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
+            )
+        self._writable()
+        head = self.head()
+        if head[0] != expected_seq:
+            return None
+        try:
+            return self._append_after(head, charge, prices=prices, checkpoint=checkpoint)
+        except _HeadMoved:
+            return None
+
+    def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
+        seq, digest = values[0], values[8]
+        link = (None, None) if state is None else self._checkpoint_link(seq, digest, state)
+        args = (*values, state, *link)
+        try:
+            done = self._pg.execute(f"SELECT append({', '.join('?' * 14)})", args, retry=False).fetchone()[0]
+        except self._pg.psycopg.OperationalError:
+            if not self._pg.lost():
+                raise
+            self._pg.reconnect()  # ends the old server process first: its outcome is final
+            done = self._db.execute("SELECT 1 FROM charges WHERE hash = ?", (digest,)).fetchone() is not None
+        if not done:
+            raise _HeadMoved
+
+    def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
+        """Record that run ``run_id`` ended, through the budget's ``record_run_end``."""
+        self._writable()
+        with self._sql("recording a run's end"):
+            self._db.execute("SELECT record_run_end(?, ?, ?, ?)", (run_id, ended, status, releases)).fetchall()
+
+    def deployment_problems(self) -> list[str]:
+        """What the server lets happen that the trust model forbids: an append-only
+        trigger missing or disabled, and every role other than the owner (or PUBLIC) that
+        may INSERT, UPDATE, DELETE or TRUNCATE a ledger table directly."""
+        problems = []
+        with self._sql("reading its triggers and rights"):
+            triggers = self._db.execute(
+                "SELECT c.relname, t.tgname, t.tgenabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND NOT t.tgisinternal",
+                (self.schema,),
+            ).fetchall()
+            grants = self._db.execute(
+                "SELECT c.relname, a.grantee, a.privilege_type FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace CROSS JOIN LATERAL aclexplode(c.relacl) a WHERE n.nspname = ? "
+                "AND c.relkind = 'r' AND a.grantee <> c.relowner "
+                "AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE') ORDER BY 1, 2, 3",
+                (self.schema,),
+            ).fetchall()
+            names = dict(self._db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
+        enabled = {(str(t), str(g)): str(e) for t, g, e in triggers}
+        for table in _LEDGER_TABLES:
+            state = enabled.get((table, "append_only"))
+            if state is None:
+                problems.append(f"table {table}: trigger append_only is missing: its rows can be changed")
+            elif state not in ("O", "A"):  # origin or always; D: disabled, R: replica only
+                problems.append(f"table {table}: trigger append_only is disabled: its rows can be changed")
+        rights: dict[tuple[str, str], list[str]] = {}
+        for table, grantee, right in grants:
+            who = "PUBLIC" if int(grantee) == 0 else str(names.get(grantee, grantee))
+            rights.setdefault((who, str(table)), []).append(str(right))
+        for (who, table), what in sorted(rights.items()):
+            problems.append(
+                f"role {who} may {', '.join(what)} table {table} directly (granted too much: only the owner "
+                f"should; analysts append through append())"
+            )
+        return problems
+
+    def scan(
+        self, *, after: int = 0, expect_head: str | None = None, name: str = "expect_head"
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """:meth:`Ledger.scan`, plus :meth:`deployment_problems`."""
+        problems, raw = super().scan(after=after, expect_head=expect_head, name=name)
+        return problems + self.deployment_problems(), raw
+
+    def verify(self, expect_head: str | None = None) -> list[str]:
+        """:meth:`Ledger.verify`, plus :meth:`deployment_problems`."""
+        return super().verify(expect_head) + self.deployment_problems()

@@ -1,0 +1,251 @@
+"""The ledger on PostgreSQL (privreg.budget.store_postgres): the same rows, prices,
+checkpoints and verification as SQLite, and the trust model enforced by the server:
+analysts append only through the append function, auditors read, and no role changes a
+row. Needs a server (tests/postgres_helpers.py: skipped loudly without one, failed under
+CI=true)."""
+
+import contextlib
+import io
+import subprocess
+import sys
+
+import pytest
+from postgres_helpers import as_role, fresh, server_url, sql
+
+from privreg.budget import session as session_module
+from privreg.budget.ledger import LedgerError
+from privreg.budget.session import BudgetSession, PrivacyBudget
+from privreg.budget.store_postgres import PostgresLedger, grant_sql, parse_url
+from privreg.budget.verify import verify_ledger
+from privreg.cli.main import main
+from privreg.core import PureDP
+from privreg.core.errors import BudgetExceededError, PrivregValueError
+
+
+@pytest.fixture(scope="module")
+def server():
+    return server_url()
+
+
+def cli(*argv: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def team(server):
+    """Roles owner, alice (analyst), bob (analyst), carol (auditor) and mallory (granted too
+    much later), a budget created by the owner, and the grant SQL run as the owner."""
+    roles = {r: fresh(r) for r in ("owner", "alice", "bob", "carol", "mallory")}
+    sql(server, *(f'CREATE ROLE "{name}" LOGIN' for name in roles.values()))
+    budget = fresh("team").replace("_", "-")
+    url = f"{server}#{budget}"
+    sql(server, cli("ledger", "grant", url, "--owner", roles["owner"]))  # as the database's owner
+    owner_url = as_role(url, roles["owner"])
+    cli("ledger", "init", as_role(server, roles["owner"]), "--name", budget, "--epsilon", "1", "--delta", "1e-6")
+    printed = cli(
+        "ledger",
+        "grant",
+        owner_url,
+        "--analyst",
+        roles["alice"],
+        "--analyst",
+        roles["bob"],
+        "--auditor",
+        roles["carol"],
+    )
+    sql(owner_url.partition("#")[0], printed)
+    return {"url": url, "roles": roles, "as": lambda r: as_role(url, roles[r])}
+
+
+def charge(session: BudgetSession, n: int, label: str) -> None:
+    for i in range(n):
+        session.charge(PureDP(epsilon=0.01), mechanism="laplace", parameters={"scale": 100}, label=f"{label}{i}")
+
+
+def refused(conninfo: str, statement: str) -> str:
+    """The server's SQLSTATE refusing ``statement`` (fails if it was accepted)."""
+    import psycopg
+
+    with psycopg.connect(conninfo.partition("#")[0], autocommit=True) as conn, pytest.raises(psycopg.Error) as info:
+        conn.execute(statement)
+    return str(info.value.sqlstate)
+
+
+def test_two_analysts_share_one_budget_and_verification_is_clean(team):
+    with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=1e-6), ledger=team["as"]("alice"), event_delta=1e-6) as a:
+        charge(a, 3, "alice")
+        with BudgetSession.open(team["as"]("bob")) as b:  # the budget and rule read from the server
+            charge(b, 2, "bob")
+            assert b.ledger.head()[0] == 5
+        charge(a, 1, "alice-again")  # alice catches up with bob's rows first
+        assert a.ledger.head()[0] == 6
+    report = verify_ledger(team["as"]("carol"))  # the auditor verifies
+    assert report.flags == () and report.integrity == ()
+    assert [r.charge.label for r in report.rows] == ["alice0", "alice1", "alice2", "bob0", "bob1", "alice-again0"]
+    assert report.spent is not None and abs(report.spent - 0.06) < 1e-9
+
+
+def test_the_analyst_cannot_update_delete_or_insert(team):
+    with BudgetSession.open(team["as"]("alice")) as a:
+        charge(a, 1, "before")
+    alice = team["as"]("alice")
+    schema = '"privreg_' + parse_url(team["url"])[1] + '"'
+    assert refused(alice, f"UPDATE {schema}.charges SET label = 'rewritten'") == "42501"  # insufficient_privilege
+    assert refused(alice, f"DELETE FROM {schema}.charges") == "42501"
+    assert refused(alice, f"DELETE FROM {schema}.checkpoints") == "42501"
+    assert refused(alice, f"UPDATE {schema}.meta SET value = value") == "42501"
+    row = "(999, 0, 'm', '{}', '{}', '', '{}', 'x', 'forged', '', '{}')"
+    assert refused(alice, f"INSERT INTO {schema}.charges VALUES {row}") == "42501"
+    assert refused(alice, f"TRUNCATE {schema}.charges") == "42501"
+    # the auditor reads and cannot append, not even through the function
+    with pytest.raises(LedgerError, match="lacks the right"), BudgetSession.open(team["as"]("carol")) as c:
+        charge(c, 1, "auditor")
+    assert verify_ledger(team["as"]("carol")).flags == ()
+
+
+def test_the_trigger_stops_a_role_granted_too_much_and_verification_says_so(team):
+    import psycopg
+
+    schema = '"privreg_' + parse_url(team["url"])[1] + '"'
+    owner, mallory = team["as"]("owner"), team["as"]("mallory")
+    with BudgetSession.open(team["as"]("alice")) as a:
+        charge(a, 1, "row")
+    sql(owner.partition("#")[0], f'GRANT USAGE ON SCHEMA {schema} TO "{team["roles"]["mallory"]}"')
+    sql(owner.partition("#")[0], f'GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO "{team["roles"]["mallory"]}"')
+    try:
+        for statement in (
+            f"UPDATE {schema}.charges SET label = 'rewritten'",
+            f"DELETE FROM {schema}.charges WHERE seq = 1",
+            f"UPDATE {schema}.meta SET value = '{{\"epsilon\": 100}}' WHERE key = 'budget'",
+            f"DELETE FROM {schema}.checkpoints",
+            f"TRUNCATE {schema}.charges CASCADE",
+        ):
+            with (
+                psycopg.connect(mallory.partition("#")[0], autocommit=True) as conn,
+                pytest.raises(psycopg.errors.RaiseException, match="append-only"),
+            ):
+                conn.execute(statement)
+        flags = verify_ledger(team["as"]("carol")).flags
+        for table in ("charges", "checkpoints", "meta", "runs"):
+            wanted = f"role {team['roles']['mallory']} may DELETE, INSERT, TRUNCATE, UPDATE table {table} directly"
+            assert any(wanted in f for f in flags), flags
+        assert verify_ledger(team["as"]("carol")).integrity != ()
+    finally:
+        sql(owner.partition("#")[0], f'REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM "{team["roles"]["mallory"]}"')
+    assert verify_ledger(team["as"]("carol")).flags == ()
+
+
+def test_a_disabled_trigger_and_an_edit_behind_it_are_reported(server):
+    url = f"{server}#{fresh('edit').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "1")
+    with BudgetSession.open(url) as s:
+        charge(s, 3, "r")
+    schema = '"privreg_' + parse_url(url)[1] + '"'
+    # a superuser (or the owner) can still disable the trigger: the chain and the check catch it
+    sql(
+        server,
+        f"ALTER TABLE {schema}.charges DISABLE TRIGGER append_only",
+        f"UPDATE {schema}.charges SET label = 'edited' WHERE seq = 2",
+    )
+    report = verify_ledger(url)
+    assert "table charges: trigger append_only is disabled: its rows can be changed" in report.integrity
+    assert any("row 2: contents do not match its hash (edited)" in p for p in report.integrity), report.integrity
+    assert report.flags
+
+
+def test_checkpoints_and_stored_prices_as_on_sqlite(server, monkeypatch):
+    monkeypatch.setattr(session_module, "CHECKPOINT_EVERY", 4)
+    url = f"{server}#{fresh('cp').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "0.1", "--delta", "1e-6")
+    with BudgetSession.open(url) as s:
+        charge(s, 9, "c")
+        with pytest.raises(BudgetExceededError):
+            charge(s, 5, "over")
+        granted = s.ledger.head()[0]
+    with PostgresLedger(url, readonly=True) as ledger:
+        assert [c.seq for c in ledger.checkpoints()] == [4, 8]
+        assert all(row.prices for row in ledger.rows())
+        assert ledger.verify() == []
+    with BudgetSession.open(url) as again:  # starts from the checkpoint, decides the same
+        assert not again.can_afford(PureDP(epsilon=0.01))
+    report = verify_ledger(url)
+    assert report.flags == () and len(report.rows) == granted == 10
+
+
+def test_urls_and_missing_budgets_are_refused_clearly(server, capsys):
+    with pytest.raises(PrivregValueError, match="names no budget: add #NAME"):
+        PostgresLedger(server)
+    with pytest.raises(PrivregValueError, match="there is no budget 'nope-"):
+        BudgetSession.open(f"{server}#{fresh('nope').replace('_', '-')}")
+    url = f"{server}#{fresh('twice').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "1")
+    capsys.readouterr()
+    assert main(["ledger", "init", url, "--epsilon", "1"]) != 0
+    assert f"budget {parse_url(url)[1]!r} exists already at {server}#" in capsys.readouterr().err
+
+
+# -- without a server --------------------------------------------------------------------
+
+
+def test_urls_are_checked_and_shown_without_their_password():
+    with pytest.raises(PrivregValueError, match="budget name 'Bad Name!'"):
+        parse_url("postgresql:///db#Bad Name!")
+    with pytest.raises(PrivregValueError, match="names no budget: add #NAME"):
+        parse_url("postgresql://ann:secret@db.example/prod")
+    shown = parse_url("postgresql://ann:secret@db.example/prod?password=secret2&sslmode=require#b")[2]
+    assert shown == "postgresql://ann@db.example/prod?sslmode=require#b"
+
+
+def test_grant_prints_the_roles_rights():
+    text = grant_sql("postgresql://db.example/prod#b", analysts=("ann",), auditors=("cy",), owners=("o",))
+    assert 'GRANT CREATE ON DATABASE "prod" TO "o";' in text
+    assert 'GRANT EXECUTE ON FUNCTION "privreg_b".append(' in text and ') TO "ann";' in text
+    assert text.count('GRANT SELECT ON ALL TABLES IN SCHEMA "privreg_b"') == 2
+    assert '"cy"' not in text.split("-- auditor")[0]  # the auditor gets no EXECUTE
+    assert "UPDATE" not in text and "DELETE" not in text and "INSERT" not in text
+    with pytest.raises(PrivregValueError, match="--analyst '' is not a role name"):
+        grant_sql("postgresql://db.example/prod#b", analysts=("",))
+
+
+def test_psycopg_is_imported_only_by_a_postgres_ledger_and_its_absence_names_the_extra():
+    code = (
+        "import sys; import privreg.budget, privreg.budget.verify, privreg.cli.ledger; "
+        "assert 'psycopg' not in sys.modules; sys.modules['psycopg'] = None\n"
+        "from privreg.budget.session import BudgetSession\n"
+        "try:\n    BudgetSession.open('postgresql:///db#b')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == (
+        "PrivregError a ledger on PostgreSQL needs psycopg 3, which is not installed: pip install 'privreg[postgres]'"
+    )
+
+
+def test_two_analysts_run_workflows_on_one_budget_from_the_cli(team, tmp_path, capsys):
+    for who in ("alice", "bob"):
+        out = tmp_path / who
+        assert main(["run", "bounded-mean", "--epsilon", "0.1", "-o", str(out), "--ledger", team["as"](who)]) == 0
+    capsys.readouterr()
+    assert main(["ledger", "show", team["as"]("carol")]) == 0
+    shown = capsys.readouterr().out
+    assert "runs:      2" in shown and shown.count("complete") == 2
+    assert str(tmp_path / "alice") in shown and str(tmp_path / "bob") in shown
+    assert main(["ledger", "verify", team["as"]("carol")]) == 0  # exit 3 if anything were flagged
+
+
+def test_a_keyed_budget_needs_its_key_as_on_sqlite(server):
+    key = bytes(range(32))
+    url = f"{server}#{fresh('keyed').replace('_', '-')}"
+    with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=0)) as probe:
+        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
+    PostgresLedger.create(url, meta=meta, key=key).close()
+    with BudgetSession.open(url, key=key) as s:
+        charge(s, 2, "k")
+    with pytest.raises(LedgerError, match="is keyed"):
+        BudgetSession.open(url)  # a writer without the key is refused
+    assert verify_ledger(url, key=key).flags == ()
+    assert any("is keyed" in f for f in verify_ledger(url).flags)  # never reported intact without it
