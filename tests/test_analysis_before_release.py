@@ -345,3 +345,33 @@ def test_ngrams_prints_the_exact_token_count_only_for_a_curator(tmp_path):
     ctx = WorkflowContext(charger=EventLog(), rng=InsecureReproducibleRandom(seed=4), echo=lines.append)
     res = ngrams_workflow(context=ctx, input=paths[1], max_n=2, max_keys=10, curator=True)
     assert res.metrics["tokens"] == 118 and "118 tokens (--curator: exact, not private)" in res.summary
+
+
+def _points(path: Any, spread: bool) -> Any:
+    """200 records in two columns of the same byte size: clustered (every record within
+    2r of many) or spread out (no neighbours): neighbourhood sizes a data-based estimate
+    would read."""
+    rows = [(f"{(i * 7) % 100:03d}", f"{(i * 13) % 100:03d}") if spread else ("050", "050") for i in range(200)]
+    path.write_text("a,b\n" + "".join(f"{x},{y}\n" for x, y in rows), encoding="utf-8")
+    return path
+
+
+def test_outlier_resource_refusals_depend_only_on_public_sizes_without_curator(capsys, tmp_path):
+    """outlier-count's memory and time estimate takes the neighbourhood size's public
+    worst case unless --curator: clustered and spread files of the same size refuse (or
+    pass) alike; with --curator the estimate reads the data and the two differ."""
+    seen = {}
+    for spread in (False, True):
+        path = _points(tmp_path / f"{spread}.csv", spread)
+        for limit in (["--max-seconds", "0.05"], ["--max-memory-gib", "0.0012"]):
+            for curator in ([], ["--curator"]):
+                argv = ["run", "outlier-count", "--input", path, "--columns", "a,b", *limit, *curator]
+                code, err = _cli(capsys, *argv, "-o", tmp_path / f"o-{spread}-{limit[0]}-{bool(curator)}")
+                err = err.replace(str(tmp_path), "TMP").replace(f"{spread}", "S")
+                seen.setdefault((limit[0], bool(curator)), []).append((code, err.splitlines()[:1]))
+    for limit in ("--max-seconds", "--max-memory-gib"):
+        public_a, public_b = seen[(limit, False)]
+        assert public_a == public_b, limit
+        assert public_a[0] == 2  # the worst case is refused at these limits
+        curator_a, curator_b = seen[(limit, True)]
+        assert curator_a[0] != curator_b[0], limit  # the curator's estimate reads the data

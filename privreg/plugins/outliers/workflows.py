@@ -41,7 +41,9 @@ def _columns(text: str) -> list[str] | None:
     return split_columns("columns", text) or None
 
 
-def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int = 1) -> Cost:
+def estimate_outliers(
+    points: np.ndarray, radius: float, cover: str, covers: int = 1, *, from_data: bool = False
+) -> Cost:
     """Peak memory and time of the smooth bound of ``covers`` subspaces of ``points``
     (``m`` records, ``d`` columns), with ``c`` the most records within ``2 radius`` of one
     record (one KD-tree query): memory for the pairs within ``2r`` (``m c`` of 48 bytes) and
@@ -50,12 +52,18 @@ def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int
     bound's worst case, ``1 us * m 2^c`` ball tests (usually far fewer: pass ``--cover
     truss``, polynomial and close to exact, or raise ``--max-seconds``).
 
-    Caveat: ``c`` is a statistic of the data, so the estimate -- and a refusal by the run
-    limits -- depends on the data, as the running time does; the refusal message does not
-    quote ``c``."""
+    ``c`` is a statistic of the data: unless ``from_data`` (a curator's own check, or
+    public bundled data), the estimate takes its public worst case ``c = m`` (every record
+    within ``2 radius`` of every other), so that the estimate -- and a refusal by the run
+    limits -- depends only on the public sizes ``m`` and ``d`` (the number of records is
+    public under these workflows' replace-one guarantee). Caveat: the running time itself
+    depends on the data."""
     m, d = points.shape
-    scaled = points / math.sqrt(d)
-    c = int(cKDTree(scaled).query_ball_point(scaled, 2 * radius, return_length=True).max()) if m else 0
+    if from_data:
+        scaled = points / math.sqrt(d)
+        c = int(cKDTree(scaled).query_ball_point(scaled, 2 * radius, return_length=True).max()) if m else 0
+    else:
+        c = m
     memory = 48 * m * c + 200 * m * d + (1 << 20)
     if d <= 2:
         seconds = 1e-6 * m * (c + 1) * max(1.0, math.log2(c + 1))
@@ -63,9 +71,13 @@ def estimate_outliers(points: np.ndarray, radius: float, cover: str, covers: int
         seconds = 1e-6 * m * 2.0 ** min(c, 1000)
     else:
         seconds = 2e-7 * m * (c + 1) ** 3
-    basis = f"{m} records x {d} column(s), cover {cover}, from the data's neighbourhood sizes" + (
-        f", {covers} subspaces" if covers > 1 else ""
+    how = (
+        "from the data's neighbourhood sizes"
+        if from_data
+        else "at the worst case of every record near every other (public sizes only; --curator estimates from "
+        "the data's neighbourhoods, a check private against no one who sees it)"
     )
+    basis = f"{m} records x {d} column(s), cover {cover}, {how}" + (f", {covers} subspaces" if covers > 1 else "")
     return Cost(memory_bytes=memory, seconds=covers * seconds, basis=basis)
 
 
@@ -116,6 +128,14 @@ def outlier_count_workflow(
     delta: WorkflowDelta = 1e-6,
     step: Step = DEFAULT_STEP,
     cover: Cover = "exact",
+    curator: Annotated[
+        bool,
+        Spec(
+            doc="the data holder's resource check: estimate memory and time from the data's neighbourhood sizes "
+            "instead of their public worst case (the estimate and a refusal then depend on the data: private "
+            "against no one who sees them)"
+        ),
+    ] = False,
     level: Level = 0.95,
 ) -> WorkflowResult:
     """Release the number of distance-based outliers among the records of a CSV file
@@ -165,7 +185,8 @@ def outlier_count_workflow(
     if input is not None and data != "adult":
         raise PrivregValueError(f"parameter data = {data!r} applies only without input; drop data or input")
     points, names, source = _load(input, columns, column_names, data)
-    context.require("outlier-count", estimate_outliers(points, radius, cover))
+    public = input is None  # the bundled or generated data are public: their estimate reveals nothing
+    context.require("outlier-count", estimate_outliers(points, radius, cover, from_data=curator or public))
     mech = outlier_count_mechanism(epsilon=epsilon, delta=delta, k=k, radius=radius, step=step, cover=cover)
     context.echo(f"computing the smooth sensitivity bound over {points.shape[0]} records ...")
     out = mech.release(
@@ -220,6 +241,14 @@ def outlier_subspaces_workflow(
     ] = 0.0,
     delta: WorkflowDelta = 1e-6,
     cover: Cover = "exact",
+    curator: Annotated[
+        bool,
+        Spec(
+            doc="the data holder's resource check: estimate memory and time from the data's neighbourhood sizes "
+            "instead of their public worst case (the estimate and a refusal then depend on the data: private "
+            "against no one who sees them)"
+        ),
+    ] = False,
     level: Level = 0.95,
 ) -> WorkflowResult:
     """Find ``h`` subspaces of ``dimension`` columns holding many outliers with the
@@ -280,8 +309,9 @@ def outlier_subspaces_workflow(
     select_eps, count_eps = epsilon * (1.0 - count_fraction), epsilon * count_fraction
     # the selection counts outliers in every candidate (KD-trees); the counts need h smooth bounds
     first = points[:, :dimension]
-    select = estimate_outliers(first, radius, "core")
-    counted = estimate_outliers(first, radius, cover, covers=h) if count_eps > 0 else None
+    from_data = curator or input is None  # the generated data are public
+    select = estimate_outliers(first, radius, "core", from_data=from_data)
+    counted = estimate_outliers(first, radius, cover, covers=h, from_data=from_data) if count_eps > 0 else None
     m = points.shape[0]
     context.require(
         "outlier-subspaces",
