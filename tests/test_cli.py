@@ -76,8 +76,8 @@ def test_insecure_seed_is_reproducible_and_marked(capsys, tmp_path):
     [
         (["run", "nosuch"], "no workflow named 'nosuch'"),
         (["run", "laplace"], "no workflow named 'laplace'"),
-        (["run", "bounded-mean", "--epsilon", "nan"], "parameter epsilon must be finite"),
-        (["run", "bounded-mean", "--epsilon", "-1"], "parameter epsilon must be > 0"),
+        (["run", "bounded-mean", "--epsilon", "nan"], "--epsilon must be finite"),
+        (["run", "bounded-mean", "--epsilon", "-1"], "--epsilon must be > 0"),
         (["run", "bounded-mean", "--epsilon"], "needs a value"),
         (["run", "bounded-mean", "--bogus", "1"], "has no parameter 'bogus'"),
         (["run", "bounded-mean", "--upper", "50"], "needs both --lower and --upper"),

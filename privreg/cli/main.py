@@ -205,6 +205,16 @@ def _run_overview(registry: Registry) -> str:
     )
 
 
+def _in_flags(exc: PrivregError, item: Any) -> PrivregError:
+    """``exc`` (the same object, class and attributes) with its message naming the
+    workflow's parameters as flags."""
+    from privreg.cli.flags import as_flags
+
+    if exc.args and isinstance(exc.args[0], str):
+        exc.args = (as_flags(exc.args[0], [p.name for p in item.params]), *exc.args[1:])
+    return exc
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.workflow is None or args.workflow in ("-h", "--help"):
         if args.help or args.workflow is not None:
@@ -217,7 +227,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"usage: privreg run {item.name} {_RUN_USAGE}\n")
         print(fmt.describe(item))
         return 0
-    params = parse_workflow_args(item, args.params)
+    try:
+        params = parse_workflow_args(item, args.params)
+    except PrivregError as exc:
+        raise _in_flags(exc, item) from None
     budget_flags = args.budget_epsilon is not None or args.budget_delta is not None
     if not item.charges and (budget_flags or args.ledger is not None):
         raise PrivregValueError(
