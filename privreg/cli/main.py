@@ -27,6 +27,7 @@ from privreg import __version__
 from privreg.budget import runs
 from privreg.budget.session import PrivacyBudget
 from privreg.budget.verify import format_report, stated_text, verify_ledger
+from privreg.cli import args as cli_args
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import ledger as ledger_cli
@@ -129,6 +130,7 @@ def _default_output(name: str) -> Path:
 
 
 _RUN_OPTIONS = ("--output", "-o", "--ledger", "--insecure-seed", "--budget-epsilon", "--budget-delta", *Limits.OPTIONS)
+_RUN_FLAGS = ("--overwrite", "--allow-large-epsilon")
 _LIMITS_USAGE = "[--max-memory-gib G] [--max-seconds S] [--max-input-gib G] [--max-workers N]"
 
 
@@ -140,24 +142,20 @@ def _split_run_options(args: argparse.Namespace) -> None:
     i = 0
     while i < len(tokens):
         key, eq, raw = tokens[i].partition("=")
-        if key in _RUN_OPTIONS:
+        if tokens[i] in _RUN_FLAGS:
+            setattr(args, tokens[i][2:].replace("-", "_"), True)
+        elif key in _RUN_OPTIONS:
             if not eq:
                 if i + 1 >= len(tokens):
                     raise PrivregValueError(f"{key} needs a value")
                 raw = tokens[i + 1]
                 i += 1
             if key == "--insecure-seed":
-                try:
-                    args.insecure_seed = int(raw)
-                except ValueError:
-                    raise PrivregValueError(f"--insecure-seed must be an integer; got {raw!r}") from None
+                args.insecure_seed = cli_args.parse_int("--insecure-seed", raw)
             elif key in Limits.OPTIONS:
                 args.limits[Limits.OPTIONS[key]] = raw
             elif key.startswith("--budget-"):
-                try:
-                    setattr(args, key[2:].replace("-", "_"), float(raw))
-                except ValueError:
-                    raise PrivregValueError(f"{key} must be a number; got {raw!r}") from None
+                setattr(args, key[2:].replace("-", "_"), cli_args.parse_float(key, raw))
             elif key == "--ledger":
                 args.ledger = raw
             else:
@@ -171,7 +169,7 @@ def _split_run_options(args: argparse.Namespace) -> None:
 
 _RUN_USAGE = (
     "[--PARAMETER VALUE ...] [--output DIR] [--ledger PATH] [--insecure-seed N] "
-    "[--budget-epsilon EPS] [--budget-delta DELTA] " + _LIMITS_USAGE
+    "[--budget-epsilon EPS] [--budget-delta DELTA] [--allow-large-epsilon] [--overwrite] " + _LIMITS_USAGE
 )
 
 
@@ -201,6 +199,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(fmt.describe(item))
         return 0
     params = parse_workflow_args(item, args.params)
+    from privreg.budget import run_guards
+
+    run_guards.check_epsilon_ceiling(item, params, args.budget_epsilon, allow=args.allow_large_epsilon)
+    run_guards.check_output_folder(args.output, overwrite=args.overwrite)
     budget_flags = args.budget_epsilon is not None or args.budget_delta is not None
     if not item.charges and (budget_flags or args.ledger is not None):
         raise PrivregValueError(
@@ -215,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ledger is not None:
         runs.require_ledger(args.ledger, "--ledger")  # before any folder is made
     budget = _run_budget(args, item, params) if item.charges else None
-    output = Path(args.output) if args.output else _default_output(item.name)
+    output = Path(args.output) if args.output is not None else _default_output(item.name)
     reporter = console_reporter()  # stderr: tqdm bars on a terminal, else plain lines
     try:
         done = runs.run_workflow(
@@ -382,17 +384,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="charge this shared ledger (made by 'privreg ledger init'): its budget, not --budget-*",
     )
     p.add_argument(
-        "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
+        "--insecure-seed",
+        type=cli_args.SEED,
+        metavar="N",
+        help="reproducible noise for tests: NO privacy, marked in the ledger",
     )
     p.add_argument(
         "--budget-epsilon",
-        type=float,
+        type=cli_args.float_arg("--budget-epsilon", 0.0, cli_args.INF),
         metavar="EPS",
         help="total epsilon the run may spend (default: the workflow's epsilon)",
     )
     p.add_argument(
-        "--budget-delta", type=float, metavar="DELTA", help="total delta (default: the workflow's delta, or 0)"
+        "--budget-delta",
+        type=cli_args.float_arg("--budget-delta", 0.0, 1.0),
+        metavar="DELTA",
+        help="total delta (default: the workflow's delta, or 0)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the outputs of a workflow in --output")
+    p.add_argument("--allow-large-epsilon", action="store_true", help="allow an epsilon above the workflow's largest")
     p.add_argument("params", nargs=argparse.REMAINDER, help="workflow parameters")
     p.set_defaults(func=cmd_run)
 
@@ -411,7 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
     p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and verify it")
     p.add_argument(
-        "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
+        "--insecure-seed",
+        type=cli_args.SEED,
+        metavar="N",
+        help="reproducible noise for tests: NO privacy, marked in the ledger",
     )
     p.set_defaults(func=cmd_demo)
     return parser

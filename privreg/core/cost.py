@@ -35,9 +35,11 @@ from typing import Any, ClassVar
 import attrs
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.numtext import parse_float, parse_int
 
 __all__ = [
     "GIB",
+    "MAX_WORKERS",
     "Cost",
     "Limits",
     "ResourceLimitError",
@@ -49,6 +51,8 @@ __all__ = [
 ]
 
 GIB = 1 << 30
+#: The largest ``--max-workers``: worker processes beyond this are never useful on one machine.
+MAX_WORKERS = 1024
 
 
 class ResourceLimitError(PrivregValueError):
@@ -98,10 +102,13 @@ class Cost:
 
 
 def _positive(name: str, x: Any) -> float:
-    try:
-        y = float(x)
-    except (TypeError, ValueError):
-        raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
+    if isinstance(x, str):
+        y = parse_float(f"--{name}", x)
+    else:
+        try:
+            y = float(x)
+        except (TypeError, ValueError):
+            raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
     if not math.isfinite(y) or y <= 0:
         raise PrivregValueError(f"--{name} must be a finite number > 0; got {x!r}")
     return y
@@ -122,17 +129,18 @@ def _input_gib(x: Any) -> float:
 def _workers(x: Any) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, str)):
         raise PrivregValueError(f"--max-workers must be an integer >= 1; got {x!r}")
-    try:
-        n = int(x)
-    except ValueError:
-        raise PrivregValueError(f"--max-workers must be an integer >= 1; got {x!r}") from None
-    if n < 1:
-        raise PrivregValueError(f"--max-workers must be an integer >= 1; got {x!r}")
+    n = parse_int("--max-workers", x) if isinstance(x, str) else int(x)
+    if not 1 <= n <= MAX_WORKERS:
+        raise PrivregValueError(f"--max-workers must be an integer in 1..{MAX_WORKERS}; got {x!r}")
     return n
 
 
 def _cpu_count() -> int:
     return os.cpu_count() or 1
+
+
+def _default_workers() -> int:
+    return min(_cpu_count(), MAX_WORKERS)
 
 
 @attrs.frozen(kw_only=True)
@@ -143,7 +151,7 @@ class Limits:
     max_memory_gib: float = attrs.field(default=8.0, converter=_memory_gib)
     max_seconds: float = attrs.field(default=3600.0, converter=_seconds)
     max_input_gib: float = attrs.field(default=1.0, converter=_input_gib)
-    max_workers: int = attrs.field(factory=_cpu_count, converter=_workers)
+    max_workers: int = attrs.field(factory=_default_workers, converter=_workers)
 
     #: ``privreg run`` options, and the field each sets.
     OPTIONS: ClassVar[Mapping[str, str]] = {

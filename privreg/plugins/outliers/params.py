@@ -29,7 +29,9 @@ Delta = Annotated[float, Spec(doc="privacy parameter delta, well below 1/n", **O
 WorkflowDelta = Annotated[
     float, Spec(doc="privacy parameter delta, well below 1/n", minimum=0, exclusive_minimum=True, maximum=0.5)
 ]
-K = Annotated[int, Spec(doc="a record is an outlier with fewer than k neighbours", minimum=1)]
+#: The largest k: far above any record count a run can hold, and safe in 64-bit arithmetic.
+MAX_K = 10**9
+K = Annotated[int, Spec(doc="a record is an outlier with fewer than k neighbours", minimum=1, maximum=MAX_K)]
 Cover = Annotated[
     str,
     Spec(
