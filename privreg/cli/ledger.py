@@ -16,6 +16,7 @@ from privreg.budget.verify import format_report, plot_report, release_table, rep
 from privreg.core import files
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.core.numtext import parse_float
 from privreg.core.registry import default_registry
 
 __all__ = ["add_parser", "add_verify_arguments", "cmd_ledger_init", "cmd_ledger_show", "cmd_ledger_verify"]
@@ -30,8 +31,8 @@ def _echo(message: str) -> None:
 
 def _number(option: str, raw: str) -> float:
     try:
-        return float(raw)
-    except ValueError:
+        return parse_float(option, raw)
+    except PrivregValueError:
         raise PrivregValueError(f"{option} must be a number; got {raw!r}. Pass e.g. {option} 1.0") from None
 
 
@@ -158,8 +159,11 @@ def cmd_ledger_init(args: argparse.Namespace) -> int:
                 f"ledger {str(taken)!r} exists already ({what}); a ledger is created once: choose a new "
                 f"path, or charge the existing ledger with 'privreg run WORKFLOW ... --ledger {path}'"
             )
-    if path.parent != Path():
-        files.make_dir(path.parent, "ledger folder")
+    if not path.parent.is_dir():  # a typo in the path must not make folders
+        raise PrivregValueError(
+            f"ledger {str(path)!r}: its folder {str(path.parent)!r} does not exist (or is not a folder); "
+            f"create it first (mkdir -p), or check the path"
+        )
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # claims the path: one init wins
     except FileExistsError:
