@@ -30,6 +30,7 @@ with per-user contribution bounds (set union, heavy hitters, partition selection
 from __future__ import annotations
 
 import math
+import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -96,8 +97,7 @@ def _min_width(pattern: str) -> int | None:
     probe text can show it for every such pattern); None if this Python's parser is not
     the one of 3.11-3.13."""
     try:
-        import re._parser as sre  # private, but the parser re itself runs
-
+        sre = importlib.import_module("re._parser")  # private, but the parser re itself runs
         return int(sre.parse(pattern).getwidth()[0])
     except (ImportError, AttributeError, re.error, TypeError):
         return None
