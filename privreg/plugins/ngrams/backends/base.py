@@ -29,8 +29,8 @@ with per-user contribution bounds (set union, heavy hitters, partition selection
 
 from __future__ import annotations
 
-import math
 import importlib
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
