@@ -11,12 +11,12 @@ never a line's content (nor its number, unless the caller asks for it).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from privreg.core import jsontext
 from privreg.core.errors import PrivregValueError
 from privreg.readers.columns import missing_columns_error
 from privreg.readers.sources import check_file, open_text, reading_input
@@ -31,6 +31,9 @@ __all__ = [
     "json_cell",
 ]
 
+#: The deepest nesting read: an object of arrays or objects (refused as cells, but read
+#: whole by callers such as the party inputs).
+_DEPTH = 16
 #: At most this many distinct keys are kept for the missing-column error.
 _KEYS_KEPT = 1000
 
@@ -77,7 +80,9 @@ def jsonl_parse(lines: list[str], path: Path, what: str = "input") -> list[dict[
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = jsontext.loads(line, f"{what} {str(path)!r}: a line", max_depth=_DEPTH)
+        except PrivregValueError:
+            raise
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
@@ -162,7 +167,9 @@ def jsonl_objects(
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = jsontext.loads(line, f"{what} {str(p)!r}: a line", max_depth=_DEPTH)
+            except PrivregValueError:
+                raise
             except ValueError:
                 obj = None
             if not isinstance(obj, dict):
