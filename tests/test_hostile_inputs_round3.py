@@ -483,3 +483,40 @@ def test_ledger_init_does_not_create_parent_folders(capsys, tmp_path, monkeypatc
     line = refused(capsys, "ledger", "init", "missing/dir/x.sqlite", "--epsilon", "1")
     assert "missing/dir" in line and "does not exist" in line
     assert not (tmp_path / "missing").exists()
+
+
+# -- item 4: an interrupted run says in one line what it charged ----------------------------
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("after_charge", [False, True], ids=["before-charge", "after-charge"])
+def test_an_interrupted_run_says_what_was_charged(capsys, tmp_path, monkeypatch, signal_name, after_charge):
+    """Ctrl-C (KeyboardInterrupt) or SIGTERM (the CLI raises its own exception) while
+    bounded-mean writes its result (after both charges) or reads its input (before any)."""
+    from privreg.cli import main as cli
+    from privreg.core.workflow import WorkflowContext
+    from privreg.plugins.standard import workflows as standard
+
+    exc = KeyboardInterrupt if signal_name == "SIGINT" else cli._Terminated
+
+    def interrupt(*args, **kwargs):
+        raise exc
+
+    if after_charge:
+        monkeypatch.setattr(WorkflowContext, "output_path", interrupt)
+    else:
+        monkeypatch.setattr(standard, "estimate_bounded_mean", interrupt)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = main(["run", "bounded-mean", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == (130 if signal_name == "SIGINT" else 143)
+    lines = [line for line in err.strip().splitlines() if line.startswith("privreg:")]
+    assert len(lines) == 1, err
+    word = "interrupted" if signal_name == "SIGINT" else "terminated"
+    if after_charge:
+        assert lines[0].startswith(f"privreg: {word}: the run of 'bounded-mean'") and "2 release" in lines[0], lines
+        assert _ledger_rows(out) == 2
+    else:
+        assert lines[0] == f"privreg: {word}: nothing was charged"
+        assert _ledger_rows(out) == 0

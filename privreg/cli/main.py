@@ -512,14 +512,14 @@ def _main(argv: list[str]) -> int:
     except PrivregError as exc:
         print(f"privreg: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
-    except _Terminated:
-        print("privreg: terminated", file=sys.stderr)
+    except _Terminated as exc:
+        print(f"privreg: terminated{_charged_note(exc, _command(argv))}", file=sys.stderr)
         return 143
     except BrokenPipeError:  # output piped into e.g. head: not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- silence the flush at exit
         return 0
-    except KeyboardInterrupt:
-        print("privreg: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"privreg: interrupted{_charged_note(exc, _command(argv))}", file=sys.stderr)
         return 130
     except OSError as exc:
         mapped = environment_error(exc, argv)
@@ -529,6 +529,20 @@ def _main(argv: list[str]) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001 -- top level: a bug, not bad input; one line, traceback on request
         return _internal_error(exc)
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The sub-command of ``argv`` (its first word not starting with ``-``), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _charged_note(exc: BaseException, command: str | None) -> str:
+    """What an interrupted run had charged, for the one line of the interrupt: the note
+    the run added to the exception, else (a run or the demo) that nothing was charged."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if n]
+    if notes:
+        return ": " + _one_line(notes[-1])
+    return ": nothing was charged" if command in ("run", "demo") else ""
 
 
 def _internal_error(exc: BaseException) -> int:
