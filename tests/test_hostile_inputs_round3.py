@@ -520,3 +520,59 @@ def test_an_interrupted_run_says_what_was_charged(capsys, tmp_path, monkeypatch,
     else:
         assert lines[0] == f"privreg: {word}: nothing was charged"
         assert _ledger_rows(out) == 0
+
+
+# -- item 4: Spark masters refused before Spark starts; its progress follows privreg's ------
+
+
+def _closed_port() -> int:
+    """A loopback port where nothing listens (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("workflow", ["ngrams", "pprl"])
+@pytest.mark.parametrize("master", ["bogus", "spark://", "spark://host", "local[0]", "local[x]", "unreachable"])
+def test_a_malformed_or_unreachable_spark_master_is_refused_naming_the_flag(capsys, tmp_path, workflow, master):
+    if master == "unreachable":
+        master = f"spark://127.0.0.1:{_closed_port()}"
+    out = tmp_path / "out"
+    line = refused(capsys, "run", workflow, "--backend", "spark", "--spark-master", master, "-o", str(out), out=out)
+    # refused by the check (a connect of at most 5 s), not by Spark after it started
+    assert "spark_master" in line and "Py4J" not in line
+    if master.startswith("spark://127.0.0.1"):
+        assert "no Spark master accepts connections" in line
+
+
+def test_the_spark_master_forms_spark_documents_pass_the_check():
+    import socket
+
+    from privreg.core.spark_master import check_master
+
+    for master in ("local", "local[2]", "local[*]", "local[4,2]", "yarn"):
+        assert check_master(master) == master
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        master = f"spark://127.0.0.1:{_closed_port()},127.0.0.1:{port}"  # one live master of two suffices
+        assert check_master(master, probe_seconds=2) == master
+        assert check_master(f"k8s://https://127.0.0.1:{port}", probe_seconds=2).startswith("k8s://")
+
+
+@pytest.mark.parametrize(
+    "env, tty, shown",
+    [(None, True, "true"), ("auto", False, "false"), ("off", True, "false"), ("plain", True, "false")],
+)
+def test_spark_console_progress_follows_privreg_progress(monkeypatch, env, tty, shown):
+    from privreg.plugins.ngrams.backends import spark
+
+    if env is None:
+        monkeypatch.delenv("PRIVREG_PROGRESS", raising=False)
+    else:
+        monkeypatch.setenv("PRIVREG_PROGRESS", env)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
+    assert spark.console_progress() == shown
