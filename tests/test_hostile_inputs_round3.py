@@ -576,3 +576,17 @@ def test_spark_console_progress_follows_privreg_progress(monkeypatch, env, tty, 
         monkeypatch.setenv("PRIVREG_PROGRESS", env)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
     assert spark.console_progress() == shown
+
+
+def test_a_huge_certificate_file_is_refused_unread(tmp_path):
+    from privreg.core.errors import PrivregValueError
+    from privreg.mpc.tls import TlsConfig
+
+    big = tmp_path / "cert.pem"
+    with open(big, "wb") as fh:
+        fh.truncate(2 << 20)  # sparse: 2 MiB of NULs, no disk used
+    key = tmp_path / "key.pem"
+    key.write_bytes(b"k")
+    key.chmod(0o600)
+    with pytest.raises(PrivregValueError, match="larger than 1048576 bytes"):
+        TlsConfig(certificate=big, key=key, ca=big)
