@@ -590,3 +590,20 @@ def test_a_huge_certificate_file_is_refused_unread(tmp_path):
     key.chmod(0o600)
     with pytest.raises(PrivregValueError, match="larger than 1048576 bytes"):
         TlsConfig(certificate=big, key=key, ca=big)
+
+
+def test_a_jsonl_line_with_more_keys_than_a_table_has_is_refused_unparsed(capsys, tmp_path):
+    data = tmp_path / "keys.jsonl"
+    data.write_text("{" + ",".join(f'"k{i}": 0' for i in range(70_000)) + "}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    line = refused(capsys, "run", "ngrams", "--input", str(data), "-o", str(out), out=out)
+    assert "more than 65536 keys" in line
+
+
+def test_the_missing_column_error_lists_a_bounded_number_of_keys(capsys, tmp_path):
+    """60,000 keys (under the cap) and no wanted column: the error lists at most 1,000."""
+    data = tmp_path / "keys.jsonl"
+    data.write_text("{" + ",".join(f'"k{i}": 0' for i in range(60_000)) + "}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    line = refused(capsys, "run", "ngrams", "--input", str(data), "-o", str(out), out=out)
+    assert "user_id" in line and line.count("'k") <= 1000 and len(line) < 20_000
