@@ -607,3 +607,23 @@ def test_the_missing_column_error_lists_a_bounded_number_of_keys(capsys, tmp_pat
     out = tmp_path / "out"
     line = refused(capsys, "run", "ngrams", "--input", str(data), "-o", str(out), out=out)
     assert "user_id" in line and line.count("'k") <= 1000 and len(line) < 20_000
+
+
+def test_an_interrupt_after_the_run_completed_says_so(capsys, tmp_path, monkeypatch):
+    """Ctrl-C while the summary prints: the run is complete and charged; the line says so."""
+    out = tmp_path / "out"
+    capsys.readouterr()
+    stdout_write = sys.stdout.write
+
+    def interrupted(text):
+        stdout_write(text)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys.stdout, "write", interrupted)
+    code = main(["run", "bounded-mean", "-o", str(out)])
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if line.startswith("privreg:")]
+    assert code == 130 and len(lines) == 1, err
+    assert lines[0].startswith("privreg: interrupted: the run is complete; releases charged: 2"), lines
+    assert _ledger_rows(out) == 2

@@ -233,12 +233,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     finally:
         reporter.close()
-    print(done.result.summary)
-    print(f"\n{_run_status(done)}   time: {done.seconds:.2f} s")
-    written = ["run.json"] + ([runs.LEDGER_NAME] if item.charges and not done.shared else [])
-    print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in done.result.outputs.values()]) + ")")
-    if done.ledger is not None:
-        print(f"verify:  privreg ledger verify {done.ledger}")
+    try:
+        print(done.result.summary)
+        print(f"\n{_run_status(done)}   time: {done.seconds:.2f} s")
+        written = ["run.json"] + ([runs.LEDGER_NAME] if item.charges and not done.shared else [])
+        print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in done.result.outputs.values()]) + ")")
+        if done.ledger is not None:
+            print(f"verify:  privreg ledger verify {done.ledger}")
+    except (KeyboardInterrupt, _Terminated) as exc:  # the run is complete: say so, not "nothing charged"
+        exc.add_note(f"the run is complete; {_run_status(done)}")
+        raise
     return 0
 
 
@@ -538,11 +542,11 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def _charged_note(exc: BaseException, command: str | None) -> str:
     """What an interrupted run had charged, for the one line of the interrupt: the note
-    the run added to the exception, else (a run or the demo) that nothing was charged."""
+    the run added to the exception, else (``privreg run``) that nothing was charged."""
     notes = [n for n in getattr(exc, "__notes__", ()) if n]
     if notes:
         return ": " + _one_line(notes[-1])
-    return ": nothing was charged" if command in ("run", "demo") else ""
+    return ": nothing was charged" if command == "run" else ""
 
 
 def _internal_error(exc: BaseException) -> int:
