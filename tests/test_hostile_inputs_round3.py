@@ -627,3 +627,14 @@ def test_an_interrupt_after_the_run_completed_says_so(capsys, tmp_path, monkeypa
     assert code == 130 and len(lines) == 1, err
     assert lines[0].startswith("privreg: interrupted: the run is complete; releases charged: 2"), lines
     assert _ledger_rows(out) == 2
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:-1", "127.0.0.1:0007101"])
+def test_a_peer_port_out_of_range_is_refused(capsys, party_dir, value):
+    config = party_dir / "P1.toml"
+    text = config.read_text(encoding="utf-8")
+    start = text.index("[peers]\n") + len("[peers]\n")
+    name, _, rest = text[start:].partition(" = ")
+    config.write_text(text[:start] + f'{name} = "{value}"\n' + rest.partition("\n")[2], encoding="utf-8")
+    line = refused(capsys, "party", "run", str(config))
+    assert f"[peers] {name}" in line and "1..65535" in line

@@ -77,15 +77,21 @@ _TOP = {
 }
 
 
-def parse_address(name: str, value: Any) -> tuple[str, int]:
-    """``"host:port"`` (or ``"[v6]:port"``) as ``(host, port)``."""
+def parse_address(name: str, value: Any, *, lowest: int = 0) -> tuple[str, int]:
+    """``"host:port"`` (or ``"[v6]:port"``) as ``(host, port)``, the port in
+    ``lowest..65535`` (a peer's port 0 could never be reached: pass ``lowest=1``)."""
     if not isinstance(value, str):
         raise PrivregTypeError(f"{name} must be a 'host:port' string; got {value!r}.")
     host, sep, port = value.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
+    if (
+        not sep
+        or not host
+        or not (port.isascii() and port.isdigit() and len(port) <= 5)
+        or not lowest <= int(port) < 65536
+    ):
         raise PrivregValueError(
-            f"{name} must be 'host:port' with a port in 0..65535; got {value!r}, e.g. '127.0.0.1:7101'."
+            f"{name} must be 'host:port' with a port in {lowest}..65535; got {value!r}, e.g. '127.0.0.1:7101'."
         )
     return host, int(port)
 
@@ -150,7 +156,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
     party = v.check_name(f"{path}: party", data["party"])
     listen = parse_address(f"{path}: listen", data["listen"])
     peers = {
-        v.check_name(f"{path}: [peers] name", k): parse_address(f"{path}: [peers] {k}", a)
+        v.check_name(f"{path}: [peers] name", k): parse_address(f"{path}: [peers] {k}", a, lowest=1)
         for k, a in _table(path, data, "peers").items()
     }
     if party in peers:
