@@ -154,8 +154,16 @@ def deny_reading(monkeypatch):
             raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
         return real_open(file, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def guarded_os_open(file, *args, **kwargs):  # files.read_bytes opens without blocking on a FIFO
+        if isinstance(file, (str, os.PathLike)) and os.path.abspath(os.fspath(file)) in denied:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
+        return real_os_open(file, *args, **kwargs)
+
     monkeypatch.setattr(builtins, "open", guarded)
     monkeypatch.setattr(io, "open", guarded)  # pathlib's read_bytes/read_text
+    monkeypatch.setattr(os, "open", guarded_os_open)
     monkeypatch.setattr(tarfile, "bltn_open", guarded)
 
     def deny(path):

@@ -148,6 +148,7 @@ def test_init_refuses_an_existing_path_and_keeps_it(capsys, tmp_path, ledger):
 
 def test_init_stores_the_settings_the_runs_use(capsys, tmp_path):
     path = tmp_path / "sub" / "ldp.sqlite"
+    path.parent.mkdir()  # ledger init makes no folders (#31)
     argv = ["ledger", "init", path, "--epsilon", "4", "--delta", "1e-6", "--neighbouring", "replace_one"]
     code, _out, err = run(capsys, *argv, "--filter", "basic", "--filter", "rdp", "--event-delta", "1e-7")
     assert code == 0, err

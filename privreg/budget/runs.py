@@ -799,7 +799,8 @@ def _run_charged(
             raise PartialRunError(
                 f"{cause.rstrip('. ')}. {what}", workflow=item.name, charged=charged, ledger=str(ledger_path)
             ) from exc
-        echo(f"privreg: note: {what}")
+        if isinstance(exc, Exception):  # an interrupt (Ctrl-C, SIGTERM) says it in its own one line
+            echo(f"privreg: note: {what}")
         if hasattr(exc, "add_note"):  # Python >= 3.11
             exc.add_note(what)
         raise

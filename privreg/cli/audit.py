@@ -22,6 +22,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from privreg.cli import format as fmt
+from privreg.cli.args import float_arg, int_arg
+from privreg.core import jsontext
 from privreg.core.errors import PrivregValueError
 from privreg.core.items import ItemKind
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
@@ -38,6 +40,10 @@ __all__ = ["add_parser", "cmd_audit_mechanism", "format_result", "EXIT_VIOLATION
 EXIT_VIOLATION = 3
 
 
+#: The most outputs drawn on each neighbour (--samples): a billion is hours for any mechanism.
+MAX_SAMPLES = 10**9
+
+
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``audit-mechanism`` to the sub-commands of the privreg parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -50,21 +56,21 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     p.add_argument("name", help="mechanism or randomizer name (see 'privreg list')")
     p.add_argument(
         "--samples",
-        type=int,
+        type=int_arg("--samples", 1, MAX_SAMPLES),
         default=100_000,
         metavar="N",
-        help="outputs drawn on each neighbour (default 100000, at least 1000)",
+        help=f"outputs drawn on each neighbour (default 100000, at least 1000, at most {MAX_SAMPLES:.0e})",
     )
     p.add_argument(
         "--alpha",
-        type=float,
+        type=float_arg("--alpha", 0.0, 1.0),
         default=1e-6,
         metavar="A",
         help="false-alarm probability of the audit, in (0, 1) (default 1e-6)",
     )
     p.add_argument(
         "--insecure-seed",
-        type=int,
+        type=int_arg("--insecure-seed", 0, (1 << 63) - 1),
         metavar="N",
         help="reproducible noise from a seed (the audit draws on synthetic inputs only)",
     )
@@ -178,7 +184,7 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
 
 def _parse_value(text: str, which: str) -> Any:
     try:
-        value = json.loads(text)
+        value = jsontext.loads(text, f"--neighbours {which}", max_depth=_NEIGHBOUR_DEPTH)
     except json.JSONDecodeError as exc:
         raise PrivregValueError(
             f'--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{"a": 3}}); got {text!r}: {exc.msg}'
@@ -188,6 +194,10 @@ def _parse_value(text: str, which: str) -> Any:
 
         return np.asarray(value)
     return value
+
+
+#: The deepest --neighbours value: numpy arrays have at most 32 dimensions.
+_NEIGHBOUR_DEPTH = 32
 
 
 def _parse_pair(texts: list[str]) -> tuple[Any, Any]:

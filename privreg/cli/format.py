@@ -79,7 +79,8 @@ def describe(item: RegistryItem) -> str:
                     if item.budget_params
                     else "not stated by any parameter: give 'privreg run' --budget-epsilon (a shared --ledger "
                     "cannot admit it)"
-                )
+                ),
+                f"largest epsilon: {item.max_epsilon:g} (more needs --allow-large-epsilon)",
             ]
     if item.description:
         lines += ["", "guarantees:", textwrap.indent(item.description, "  ")]

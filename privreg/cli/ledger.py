@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from privreg.core import files
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
+from privreg.core.numtext import parse_float
 
 if TYPE_CHECKING:
     from privreg.budget.session import PrivacyBudget
@@ -39,8 +40,8 @@ def _echo(message: str) -> None:
 
 def _number(option: str, raw: str) -> float:
     try:
-        return float(raw)
-    except ValueError:
+        return parse_float(option, raw)
+    except PrivregValueError:
         raise PrivregValueError(f"{option} must be a number; got {raw!r}. Pass e.g. {option} 1.0") from None
 
 
@@ -278,8 +279,11 @@ def cmd_ledger_init(args: argparse.Namespace) -> int:
                 f"ledger {str(taken)!r} exists already ({what}); a ledger is created once: choose a new "
                 f"path, or charge the existing ledger with 'privreg run WORKFLOW ... --ledger {path}'"
             )
-    if path.parent != Path():
-        files.make_dir(path.parent, "ledger folder")
+    if not path.parent.is_dir():  # a typo in the path must not make folders
+        raise PrivregValueError(
+            f"ledger {str(path)!r}: its folder {str(path.parent)!r} does not exist (or is not a folder); "
+            f"create it first (mkdir -p), or check the path"
+        )
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # claims the path: one init wins
     except FileExistsError:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import attrs
 
 from privreg import __version__
+from privreg.cli import args as cli_args
 from privreg.cli import audit as audit_cli
 from privreg.cli import format as fmt
 from privreg.cli import ledger as ledger_cli
@@ -146,6 +147,7 @@ def _default_output(name: str) -> Path:
 
 
 _RUN_OPTIONS = ("--output", "-o", "--ledger", "--insecure-seed", "--budget-epsilon", "--budget-delta", *Limits.OPTIONS)
+_RUN_FLAGS = ("--overwrite", "--allow-large-epsilon")
 _LIMITS_USAGE = "[--max-memory-gib G] [--max-seconds S] [--max-input-gib G] [--max-workers N]"
 
 
@@ -157,24 +159,20 @@ def _split_run_options(args: argparse.Namespace) -> None:
     i = 0
     while i < len(tokens):
         key, eq, raw = tokens[i].partition("=")
-        if key in _RUN_OPTIONS:
+        if tokens[i] in _RUN_FLAGS:
+            setattr(args, tokens[i][2:].replace("-", "_"), True)
+        elif key in _RUN_OPTIONS:
             if not eq:
                 if i + 1 >= len(tokens):
                     raise PrivregValueError(f"{key} needs a value")
                 raw = tokens[i + 1]
                 i += 1
             if key == "--insecure-seed":
-                try:
-                    args.insecure_seed = int(raw)
-                except ValueError:
-                    raise PrivregValueError(f"--insecure-seed must be an integer; got {raw!r}") from None
+                args.insecure_seed = cli_args.parse_int("--insecure-seed", raw)
             elif key in Limits.OPTIONS:
                 args.limits[Limits.OPTIONS[key]] = raw
             elif key.startswith("--budget-"):
-                try:
-                    setattr(args, key[2:].replace("-", "_"), float(raw))
-                except ValueError:
-                    raise PrivregValueError(f"{key} must be a number; got {raw!r}") from None
+                setattr(args, key[2:].replace("-", "_"), cli_args.parse_float(key, raw))
             elif key == "--ledger":
                 args.ledger = raw
             else:
@@ -188,7 +186,7 @@ def _split_run_options(args: argparse.Namespace) -> None:
 
 _RUN_USAGE = (
     "[--PARAMETER VALUE ...] [--output DIR] [--ledger PATH] [--insecure-seed N] "
-    "[--budget-epsilon EPS] [--budget-delta DELTA] " + _LIMITS_USAGE
+    "[--budget-epsilon EPS] [--budget-delta DELTA] [--allow-large-epsilon] [--overwrite] " + _LIMITS_USAGE
 )
 
 
@@ -231,6 +229,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         params = parse_workflow_args(item, args.params)
     except PrivregError as exc:
         raise _in_flags(exc, item) from None
+    from privreg.budget import run_guards
+
+    run_guards.check_epsilon_ceiling(item, params, args.budget_epsilon, allow=args.allow_large_epsilon)
+    run_guards.check_output_folder(args.output, overwrite=args.overwrite)
     budget_flags = args.budget_epsilon is not None or args.budget_delta is not None
     if not item.charges and (budget_flags or args.ledger is not None):
         raise PrivregValueError(
@@ -247,7 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ledger is not None:
         runs.require_ledger(args.ledger, "--ledger")  # before any folder is made
     budget = _run_budget(args, item, params) if item.charges else None
-    output = Path(args.output) if args.output else _default_output(item.name)
+    output = Path(args.output) if args.output is not None else _default_output(item.name)
     reporter = console_reporter()  # stderr: tqdm bars on a terminal, else plain lines
     try:
         done = runs.run_workflow(
@@ -263,12 +265,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     finally:
         reporter.close()
-    print(done.result.summary)
-    print(f"\n{_run_status(done)}   time: {done.seconds:.2f} s")
-    written = ["run.json"] + ([runs.LEDGER_NAME] if item.charges and not done.shared else [])
-    print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in done.result.outputs.values()]) + ")")
-    if done.ledger is not None:
-        print(f"verify:  privreg ledger verify {done.ledger}")
+    try:
+        print(done.result.summary)
+        print(f"\n{_run_status(done)}   time: {done.seconds:.2f} s")
+        written = ["run.json"] + ([runs.LEDGER_NAME] if item.charges and not done.shared else [])
+        print(f"outputs: {output}/ (" + ", ".join(written + [p.name for p in done.result.outputs.values()]) + ")")
+        if done.ledger is not None:
+            print(f"verify:  privreg ledger verify {done.ledger}")
+    except (KeyboardInterrupt, _Terminated) as exc:  # the run is complete: say so, not "nothing charged"
+        exc.add_note(f"the run is complete; {_run_status(done)}")
+        raise
     return 0
 
 
@@ -421,17 +427,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="charge this shared ledger (made by 'privreg ledger init'): its budget, not --budget-*",
     )
     p.add_argument(
-        "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
+        "--insecure-seed",
+        type=cli_args.SEED,
+        metavar="N",
+        help="reproducible noise for tests: NO privacy, marked in the ledger",
     )
     p.add_argument(
         "--budget-epsilon",
-        type=float,
+        type=cli_args.float_arg("--budget-epsilon", 0.0, cli_args.INF),
         metavar="EPS",
         help="total epsilon the run may spend (default: the workflow's epsilon)",
     )
     p.add_argument(
-        "--budget-delta", type=float, metavar="DELTA", help="total delta (default: the workflow's delta, or 0)"
+        "--budget-delta",
+        type=cli_args.float_arg("--budget-delta", 0.0, 1.0),
+        metavar="DELTA",
+        help="total delta (default: the workflow's delta, or 0)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the outputs of a workflow in --output")
+    p.add_argument("--allow-large-epsilon", action="store_true", help="allow an epsilon above the workflow's largest")
     p.add_argument("params", nargs=argparse.REMAINDER, help="workflow parameters")
     p.set_defaults(func=cmd_run)
 
@@ -450,7 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short end-to-end tour on real data (< 2 minutes)")
     p.add_argument("--output", "-o", metavar="DIR", help="keep the demo's ledger here and verify it")
     p.add_argument(
-        "--insecure-seed", type=int, metavar="N", help="reproducible noise for tests: NO privacy, marked in the ledger"
+        "--insecure-seed",
+        type=cli_args.SEED,
+        metavar="N",
+        help="reproducible noise for tests: NO privacy, marked in the ledger",
     )
     p.set_defaults(func=cmd_demo)
     return parser
@@ -538,14 +555,14 @@ def _main(argv: list[str]) -> int:
     except PrivregError as exc:
         print(f"privreg: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
-    except _Terminated:
-        print("privreg: terminated", file=sys.stderr)
+    except _Terminated as exc:
+        print(f"privreg: terminated{_charged_note(exc, _command(argv))}", file=sys.stderr)
         return 143
     except BrokenPipeError:  # output piped into e.g. head: not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- silence the flush at exit
         return 0
-    except KeyboardInterrupt:
-        print("privreg: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"privreg: interrupted{_charged_note(exc, _command(argv))}", file=sys.stderr)
         return 130
     except OSError as exc:
         mapped = environment_error(exc, argv)
@@ -555,6 +572,20 @@ def _main(argv: list[str]) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001 -- top level: a bug, not bad input; one line, traceback on request
         return _internal_error(exc)
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The sub-command of ``argv`` (its first word not starting with ``-``), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _charged_note(exc: BaseException, command: str | None) -> str:
+    """What an interrupted run had charged, for the one line of the interrupt: the note
+    the run added to the exception, else (``privreg run``) that nothing was charged."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if n]
+    if notes:
+        return ": " + _one_line(notes[-1])
+    return ": nothing was charged" if command == "run" else ""
 
 
 def _internal_error(exc: BaseException) -> int:

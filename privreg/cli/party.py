@@ -26,6 +26,8 @@ from typing import Any
 import tomllib
 
 from privreg.cli import format as fmt
+from privreg.cli.args import float_arg, int_arg
+from privreg.core.deployment import MAX_TIMEOUT
 from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.core.files import write_text
 
@@ -35,6 +37,8 @@ __all__ = ["add_parser"]
 # 'privreg --help' stays fast (benchmarks/startup.py).
 
 RUN_FAILED = 4
+#: Seeds: non-negative 64-bit integers.
+_SEED_ARG = int_arg("--seed", 0, (1 << 63) - 1)
 
 
 def _toml_value(x: Any) -> str:
@@ -108,6 +112,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     if directory.exists() and any(directory.iterdir()):
         raise PrivregValueError(f"{directory} is not empty; pass a new folder to privreg party init.")
     names = dep.parties(options)
+    if args.base_port + len(names) - 1 > 65535:
+        raise PrivregValueError(
+            f"--base-port {args.base_port} leaves no port for all {len(names)} parties (ports end at 65535); "
+            f"pass --base-port {65536 - len(names)} or lower"
+        )
     inputs = dep.example(directory / "inputs", options=options, seed=args.data_seed)
     if not args.insecure_plaintext:
         from privreg.mpc.certs import create_test_pki
@@ -215,19 +224,34 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     q = sub.add_parser("certs", help="a THROW-AWAY test CA and party certificates (not for production)")
     q.add_argument("directory", help="new folder for ca.pem and PARTY.pem / PARTY.key")
     q.add_argument("parties", nargs="+", help="party names")
-    q.add_argument("--days", type=int, default=7, help="validity in days (default 7)")
+    q.add_argument("--days", type=int_arg("--days", 1, 36500), default=7, help="validity in days (default 7)")
     q.set_defaults(func=cmd_certs)
 
     q = sub.add_parser("init", help="example inputs, test certificates and configs for a run on this machine")
     q.add_argument("protocol", help="deployment name (privreg party list)")
     q.add_argument("directory", help="new folder for the run")
     q.add_argument("--host", default="127.0.0.1", help="address every party listens on (default 127.0.0.1)")
-    q.add_argument("--base-port", type=int, default=7100, help="first port; one per party (default 7100)")
+    q.add_argument(
+        "--base-port",
+        type=int_arg("--base-port", 1, 65535),
+        default=7100,
+        help="first port, 1..65535; one per party (default 7100)",
+    )
     q.add_argument("--option", action="append", metavar="KEY=VALUE", help="a public option (repeatable)")
-    q.add_argument("--data-seed", type=int, default=1, help="seed of the example data (default 1)")
-    q.add_argument("--seed", type=int, help="TESTS ONLY: reproducible protocol randomness in every config")
+    q.add_argument(
+        "--data-seed",
+        type=int_arg("--data-seed", 0, (1 << 63) - 1),
+        default=1,
+        help="seed of the example data (default 1)",
+    )
+    q.add_argument("--seed", type=_SEED_ARG, help="TESTS ONLY: reproducible protocol randomness in every config")
     q.add_argument("--insecure-plaintext", action="store_true", help="TESTS ONLY: configs without TLS")
-    q.add_argument("--connect-timeout", type=float, default=300.0, help="seconds to wait for peers (default 300)")
+    q.add_argument(
+        "--connect-timeout",
+        type=float_arg("--connect-timeout", 0.0, MAX_TIMEOUT, open_below=True),
+        default=300.0,
+        help=f"seconds to wait for peers, at most {MAX_TIMEOUT:g} (default 300)",
+    )
     q.set_defaults(func=cmd_init)
 
     q = sub.add_parser("run", help="run the party a configuration file describes")

@@ -35,9 +35,13 @@ from typing import Any, ClassVar
 import attrs
 
 from privreg.core.errors import PrivregValueError
+from privreg.core.numtext import parse_float, parse_int
 
 __all__ = [
     "GIB",
+    "MAX_WORKERS",
+    "MAX_LINE_BYTES",
+    "ROW_BYTES",
     "Cost",
     "Limits",
     "ResourceLimitError",
@@ -49,6 +53,13 @@ __all__ = [
 ]
 
 GIB = 1 << 30
+#: The longest line of a text input read, in bytes (64 MiB, also the longest CSV cell).
+MAX_LINE_BYTES = 1 << 26
+#: What each line of a compressed text input counts against ``--max-input-gib``, beyond
+#: its bytes: about what a row costs to hold as Python objects.
+ROW_BYTES = 64
+#: The largest ``--max-workers``: worker processes beyond this are never useful on one machine.
+MAX_WORKERS = 1024
 
 
 class ResourceLimitError(PrivregValueError):
@@ -98,10 +109,13 @@ class Cost:
 
 
 def _positive(name: str, x: Any) -> float:
-    try:
-        y = float(x)
-    except (TypeError, ValueError):
-        raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
+    if isinstance(x, str):
+        y = parse_float(f"--{name}", x)
+    else:
+        try:
+            y = float(x)
+        except (TypeError, ValueError):
+            raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
     if not math.isfinite(y) or y <= 0:
         raise PrivregValueError(f"--{name} must be a finite number > 0; got {x!r}")
     return y
@@ -122,17 +136,18 @@ def _input_gib(x: Any) -> float:
 def _workers(x: Any) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, str)):
         raise PrivregValueError(f"--max-workers must be an integer >= 1; got {x!r}")
-    try:
-        n = int(x)
-    except ValueError:
-        raise PrivregValueError(f"--max-workers must be an integer >= 1; got {x!r}") from None
-    if n < 1:
-        raise PrivregValueError(f"--max-workers must be an integer >= 1; got {x!r}")
+    n = parse_int("--max-workers", x) if isinstance(x, str) else int(x)
+    if not 1 <= n <= MAX_WORKERS:
+        raise PrivregValueError(f"--max-workers must be an integer in 1..{MAX_WORKERS}; got {x!r}")
     return n
 
 
 def _cpu_count() -> int:
     return os.cpu_count() or 1
+
+
+def _default_workers() -> int:
+    return min(_cpu_count(), MAX_WORKERS)
 
 
 @attrs.frozen(kw_only=True)
@@ -143,7 +158,7 @@ class Limits:
     max_memory_gib: float = attrs.field(default=8.0, converter=_memory_gib)
     max_seconds: float = attrs.field(default=3600.0, converter=_seconds)
     max_input_gib: float = attrs.field(default=1.0, converter=_input_gib)
-    max_workers: int = attrs.field(factory=_cpu_count, converter=_workers)
+    max_workers: int = attrs.field(factory=_default_workers, converter=_workers)
 
     #: ``privreg run`` options, and the field each sets.
     OPTIONS: ClassVar[Mapping[str, str]] = {
@@ -203,11 +218,17 @@ def use_limits(limits: Limits | None) -> Iterator[Limits]:
 
 
 class _Capped(io.RawIOBase):
-    """A read-only binary stream that refuses to yield more than ``cap`` bytes."""
+    """A read-only binary stream that refuses to yield more than ``cap`` bytes (None: no
+    cap), counting ``row_bytes`` more for each line (``\n``), and refuses a line longer
+    than ``line_cap`` bytes (None: no line cap). Each check costs a scan of the chunk in C."""
 
-    def __init__(self, inner: Any, cap_gib: float, what: str) -> None:
-        self._inner, self._cap, self._what, self._seen = inner, int(cap_gib * GIB), what, 0
+    def __init__(
+        self, inner: Any, cap_gib: float | None, what: str, *, line_cap: int | None = None, row_bytes: int = 0
+    ) -> None:
+        self._inner, self._what, self._seen = inner, what, 0
         self._cap_gib = cap_gib
+        self._cap = None if cap_gib is None else int(cap_gib * GIB)
+        self._line_cap, self._row_bytes, self._line = line_cap, row_bytes, 0
 
     def readable(self) -> bool:
         return True
@@ -216,12 +237,22 @@ class _Capped(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         data = self._inner.read(len(view))
         n = len(data)
-        self._seen += n
-        if self._seen > self._cap:
-            raise ResourceLimitError(
-                f"{self._what} expands to more than {format_bytes(self._cap)} when decompressed, above "
-                f"--max-input-gib {self._cap_gib:g}; pass a larger --max-input-gib if the input is that large"
-            )
+        if self._cap is not None:
+            self._seen += n + (self._row_bytes * data.count(b"\n") if self._row_bytes else 0)
+            if self._seen > self._cap:
+                rows = f" (counting {self._row_bytes} bytes a line)" if self._row_bytes else ""
+                raise ResourceLimitError(
+                    f"{self._what} expands to more than {format_bytes(self._cap)}{rows} when decompressed, above "
+                    f"--max-input-gib {self._cap_gib:g}; pass a larger --max-input-gib if the input is that large"
+                )
+        if self._line_cap is not None:
+            last = max(data.rfind(b"\n"), data.rfind(b"\r"))
+            self._line = self._line + n if last < 0 else n - last - 1
+            if self._line > self._line_cap:
+                raise ResourceLimitError(
+                    f"{self._what} has a line longer than {format_bytes(self._line_cap)}, the longest line privreg "
+                    f"reads; check the file (is it text with line breaks?)"
+                )
         view[:n] = data
         return n
 
@@ -231,10 +262,20 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
-def capped_reader(inner: Any, what: str, cap_gib: float | None = None) -> io.BufferedReader:
+def capped_reader(
+    inner: Any, what: str, cap_gib: float | None = None, *, lines: bool = False, compressed: bool = True
+) -> io.BufferedReader:
     """``inner`` (a decompressing binary stream, e.g. ``gzip.open(path, "rb")``) wrapped so
     that reading past ``cap_gib`` GiB of expanded bytes (default: :func:`current_limits`'
     ``--max-input-gib``) raises :class:`ResourceLimitError` naming ``what`` (a path, never
-    the content). Closing the result closes ``inner``."""
+    the content). Closing the result closes ``inner``.
+
+    ``lines`` (a text input): a line longer than :data:`MAX_LINE_BYTES` (or the cap) is
+    refused, and each line counts :data:`ROW_BYTES` more against the cap, so that millions
+    of tiny rows -- each costing far more to parse and hold than its bytes -- are refused
+    as quickly as a large expansion. ``compressed=False`` (a plain file, whose size is
+    public and judged by the workflow's estimate): the line cap alone."""
     limit = current_limits().max_input_gib if cap_gib is None else float(cap_gib)
-    return io.BufferedReader(_Capped(inner, limit, what), buffer_size=1 << 16)
+    line_cap = min(MAX_LINE_BYTES, int(limit * GIB)) if lines else None
+    raw = _Capped(inner, limit if compressed else None, what, line_cap=line_cap, row_bytes=ROW_BYTES if lines else 0)
+    return io.BufferedReader(raw, buffer_size=1 << 16)

@@ -23,7 +23,11 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.protocol import Protocol
 from privreg.core.randomness import RandomSource
 
-__all__ = ["Deployment"]
+__all__ = ["Deployment", "MAX_TIMEOUT"]
+
+#: The longest wait a party's configuration may set (``[timeouts]``, ``party init
+#: --connect-timeout``), in seconds: a day. A longer wait is a hang, not a timeout.
+MAX_TIMEOUT = 86400.0
 
 
 class Deployment(ABC):

@@ -26,6 +26,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -36,7 +37,10 @@ from privreg.core.errors import PrivregValueError
 
 __all__ = [
     "TEMP_PREFIX",
+    "MAX_SMALL_FILE",
     "file_error",
+    "regular_file_error",
+    "open_regular",
     "reading",
     "open_input",
     "read_text",
@@ -53,6 +57,9 @@ __all__ = [
 
 #: Every temporary folder privreg makes starts with this.
 TEMP_PREFIX = "privreg-"
+
+#: The largest key, certificate or configuration file read (:func:`read_bytes`): 1 MiB.
+MAX_SMALL_FILE = 1 << 20
 
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _TEMP_NAME = re.compile(r"^privreg-[A-Za-z0-9_-]+\.(\d+)\.[A-Za-z0-9_]+$")
@@ -130,16 +137,59 @@ def open_input(
         yield fh
 
 
-def read_text(path: str | os.PathLike[str], what: str, *, encoding: str = "utf-8") -> str:
-    """The text of ``path`` (UTF-8), or a one-line error naming ``what``."""
-    with reading(path, what):
-        return Path(path).read_text(encoding=encoding)
+def regular_file_error(path: str | os.PathLike[str], what: str, mode: int) -> PrivregValueError | None:
+    """The one-line error for ``path`` (``what``) whose ``st_mode`` is ``mode`` when it is
+    not a regular file (a folder, a FIFO, a device, a socket), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return PrivregValueError(f"{what} {_name(path)} is a folder; give a file")
+    kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+    return PrivregValueError(f"{what} {_name(path)} is {kind}, not a regular file; give a regular file")
 
 
-def read_bytes(path: str | os.PathLike[str], what: str) -> bytes:
-    """The bytes of ``path``, or a one-line error naming ``what``."""
+def open_regular(path: str | os.PathLike[str], what: str) -> int:
+    """A read-only descriptor of ``path``, refused by type before any byte is read unless
+    it is a regular file: the type is checked before opening, and the open does not
+    block (a FIFO swapped in meanwhile opens at once and is then refused by ``fstat``).
+    Use inside :func:`reading` (an ``OSError`` is the caller's one-line error)."""
+    err = regular_file_error(path, what, os.stat(path).st_mode)
+    if err is not None:
+        raise err
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        err = regular_file_error(path, what, os.fstat(fd).st_mode)
+        if err is not None:
+            raise err
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: str | os.PathLike[str], what: str, *, max_bytes: int = MAX_SMALL_FILE) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`), at most
+    ``max_bytes`` of them; a larger file, a FIFO, a device or a folder is a one-line error
+    naming ``what``, found without reading more than ``max_bytes + 1`` bytes."""
+    with reading(path, what), open(open_regular(path, what), "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PrivregValueError(
+            f"{what} {_name(path)} is larger than {max_bytes} bytes, more than such a file holds; check the path"
+        )
+    return data
+
+
+def read_text(
+    path: str | os.PathLike[str], what: str, *, encoding: str = "utf-8", max_bytes: int = MAX_SMALL_FILE
+) -> str:
+    """The text of ``path`` (UTF-8), bounded as :func:`read_bytes`, or a one-line error
+    naming ``what`` (also for bytes that are not UTF-8)."""
+    data = read_bytes(path, what, max_bytes=max_bytes)
     with reading(path, what):
-        return Path(path).read_bytes()
+        return data.decode(encoding)
 
 
 def _fsync_dir(folder: Path) -> None:

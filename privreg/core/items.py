@@ -21,7 +21,16 @@ from privreg.core.cost import use_limits
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.params import REQUIRED, Param, params_of
 
-__all__ = ["ItemKind", "Citation", "Param", "Example", "RegistryItem", "REQUIRED", "DEFAULT_BUDGET_PARAMS"]
+__all__ = [
+    "ItemKind",
+    "Citation",
+    "Param",
+    "Example",
+    "RegistryItem",
+    "REQUIRED",
+    "DEFAULT_BUDGET_PARAMS",
+    "DEFAULT_MAX_EPSILON",
+]
 
 
 class ItemKind(str, enum.Enum):
@@ -135,6 +144,17 @@ class Example:
 DEFAULT_BUDGET_PARAMS = ("epsilon", "delta")
 
 
+#: The largest epsilon a workflow run spends without ``--allow-large-epsilon``: beyond it
+#: the bound e^epsilon on the likelihood ratio is above 4.8e8, no protection in practice.
+DEFAULT_MAX_EPSILON = 20.0
+
+
+def _max_epsilon(x: Any) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < float("inf"):
+        raise PrivregValueError(f"max_epsilon must be a finite number > 0; got {x!r}")
+    return float(x)
+
+
 def _budget_params(x: Any) -> tuple[str, ...] | None:
     if x is None:
         return None
@@ -184,7 +204,9 @@ class RegistryItem:
     charges nothing; the contract tests hold a workflow to its declaration either way.
     ``neighbouring``: the neighbour relation the item's guarantee holds for
     (``"replace_one"`` for local and shuffled reports); ``privreg run`` opens the workflow's
-    budget with it and ``privreg describe`` shows it.
+    budget with it and ``privreg describe`` shows it. ``max_epsilon`` (workflows): the
+    largest epsilon ``privreg run`` spends without ``--allow-large-epsilon`` (default
+    :data:`DEFAULT_MAX_EPSILON`); above it the guarantee is too weak to be a default.
     """
 
     name: str = attrs.field(converter=_item_name)
@@ -198,6 +220,7 @@ class RegistryItem:
     charges: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     neighbouring: str = attrs.field(default="add_remove", converter=_relation)
     budget_params: tuple[str, ...] = attrs.field(default=None, converter=_budget_params)
+    max_epsilon: float = attrs.field(default=DEFAULT_MAX_EPSILON, converter=_max_epsilon)
 
     def __attrs_post_init__(self) -> None:
         if self.params is None:  # derived once; attrs.evolve (the registry) passes them on

@@ -18,6 +18,8 @@ do not write Params by hand: they are derived from the factory (:func:`params_of
   its signature.
 
 A limit is thus written exactly once and holds for Python callers and the CLI alike.
+Every integer parameter is also held within 64 bits (:data:`INT_LIMIT`), whatever its
+stated maximum, and the CLI reads numbers in ASCII only (:mod:`privreg.core.numtext`).
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ import attrs
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.numtext import parse_float, parse_int
 
 __all__ = [
     "REQUIRED",
+    "INT_LIMIT",
     "POSITIVE",
     "OPEN_UNIT",
     "Param",
@@ -66,6 +70,9 @@ POSITIVE: Mapping[str, Any] = MappingProxyType({"minimum": 0, "exclusive_minimum
 OPEN_UNIT: Mapping[str, Any] = MappingProxyType(
     {"minimum": 0, "exclusive_minimum": True, "maximum": 1, "exclusive_maximum": True}
 )
+
+#: The largest magnitude of any integer parameter: 2**63 - 1.
+INT_LIMIT = (1 << 63) - 1
 
 _TYPES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool", Path: "path"}
 # string annotations (``from __future__ import annotations``) of the parameter types
@@ -170,6 +177,10 @@ class Param:
         if value is None and self.default is None:
             return None
         x = self._coerce(value)
+        if type(x) is int and not -INT_LIMIT <= x <= INT_LIMIT:  # a count past any real size
+            raise PrivregValueError(
+                f"parameter {self.name} must be between -{INT_LIMIT} and {INT_LIMIT} (64-bit); got {value!r}"
+            )
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             too_low = self.minimum is not None and (x <= self.minimum if self.exclusive_minimum else x < self.minimum)
             too_high = self.maximum is not None and (x >= self.maximum if self.exclusive_maximum else x > self.maximum)
@@ -196,12 +207,8 @@ class Param:
                 return self.validate(False)
             raise PrivregValueError(f"parameter {self.name} must be true or false; got {text!r}")
         if self.type in (int, float):
-            try:
-                num = int(text) if self.type is int else float(text)
-            except ValueError:
-                raise PrivregValueError(
-                    f"parameter {self.name} must be {'an integer' if self.type is int else 'a number'}; got {text!r}"
-                ) from None
+            what = f"parameter {self.name}"
+            num = parse_int(what, text) if self.type is int else parse_float(what, text)
             return self.validate(num)
         return self.validate(text)
 

@@ -7,6 +7,7 @@ inputs with the same words.
 
 from __future__ import annotations
 
+import collections
 import math
 import numbers
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 __all__ = [
+    "MAX_COLUMNS",
     "check_real",
     "check_epsilon",
     "check_delta",
@@ -134,16 +136,30 @@ def check_relation(name: str, value: Any) -> str:
     return relation
 
 
+#: The most columns a table's header row (or a list of column names) may have.
+MAX_COLUMNS = 65536
+
+
+def _repeated(names: list[str]) -> list[str]:
+    """The names given more than once, sorted (one pass: linear in the names)."""
+    return sorted(n for n, count in collections.Counter(names).items() if count > 1)
+
+
 def check_header(header: Any, where: str) -> list[str]:
     """The column names of a table's header row, stripped; an empty name or a name given
     twice is refused (which column would a name pick?). Column names are schema, not
     data, so the error may quote them."""
     names = [str(h).strip() for h in header]
+    if len(names) > MAX_COLUMNS:
+        raise PrivregValueError(
+            f"{where} has {len(names)} columns in its header row, more than the {MAX_COLUMNS} a table may have; "
+            f"keep only the columns the analysis needs"
+        )
     if any(not n for n in names):
         raise PrivregValueError(
             f"{where} has an empty column name in its header row; name every column (or remove the empty one)"
         )
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = _repeated(names)
     if dupes:
         raise PrivregValueError(
             f"{where} names column(s) {dupes} more than once in its header row; rename them so each name is unique"
@@ -161,7 +177,7 @@ def split_columns(name: str, text: str) -> list[str]:
         raise PrivregValueError(
             f"parameter {name} has an empty column name in {text!r}; separate non-empty names by single commas"
         )
-    dupes = sorted({c for c in names if names.count(c) > 1})
+    dupes = _repeated(names)
     if dupes:
         raise PrivregValueError(f"parameter {name} names column(s) {dupes} more than once; give each column once")
     return names

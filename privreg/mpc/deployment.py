@@ -37,7 +37,7 @@ from privreg.core.errors import PrivregError, PrivregTypeError, PrivregValueErro
 from privreg.core.files import write_text
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource, SecureRandom
-from privreg.mpc.party_config import PartyConfig
+from privreg.mpc.party_config import PartyConfig, check_output_directory
 from privreg.mpc.runtime import arun_protocol
 from privreg.mpc.transcript import Traffic, Transcript
 from privreg.mpc.transport import InMemoryTransport
@@ -263,6 +263,7 @@ def run_party(deployment: Deployment, config: PartyConfig, *, echo: Callable[[st
             f"{config.path}: [peers] must give the address of every other party {sorted(set(names) - {config.party})}; "
             f"missing {missing}, not parties of this run {unknown}."
         )
+    check_output_directory(config)  # before the inputs are read and anything listens
     timer = _Clock()
     with timer.phase("inputs"):
         instance = _instance(deployment, config, options)
@@ -323,6 +324,8 @@ def simulate(deployment: Deployment, configs: Sequence[PartyConfig]) -> dict[str
     missing = sorted(set(names) - set(by_party))
     if missing:
         raise PrivregValueError(f"simulate needs a configuration for every party; missing {missing}.")
+    for p in names:
+        check_output_directory(by_party[p])
     timer = _Clock()
     with timer.phase("inputs"):
         instances = {p: _instance(deployment, by_party[p], opts[p]) for p in names}

@@ -38,6 +38,8 @@ Relative paths are relative to the configuration file's folder.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,9 +48,11 @@ import attrs
 import tomllib
 
 from privreg.core import validation as v
+from privreg.core.deployment import MAX_TIMEOUT
 from privreg.core.errors import PrivregTypeError, PrivregValueError
+from privreg.core.files import MAX_SMALL_FILE, file_error, make_dir, read_text
 
-__all__ = ["PartyConfig", "load_party_config", "parse_address", "TIMEOUTS"]
+__all__ = ["PartyConfig", "load_party_config", "parse_address", "check_output_directory", "TIMEOUTS", "MAX_TIMEOUT"]
 
 #: ``[timeouts]`` keys and the transport arguments they set.
 TIMEOUTS = {
@@ -73,15 +77,21 @@ _TOP = {
 }
 
 
-def parse_address(name: str, value: Any) -> tuple[str, int]:
-    """``"host:port"`` (or ``"[v6]:port"``) as ``(host, port)``."""
+def parse_address(name: str, value: Any, *, lowest: int = 0) -> tuple[str, int]:
+    """``"host:port"`` (or ``"[v6]:port"``) as ``(host, port)``, the port in
+    ``lowest..65535`` (a peer's port 0 could never be reached: pass ``lowest=1``)."""
     if not isinstance(value, str):
         raise PrivregTypeError(f"{name} must be a 'host:port' string; got {value!r}.")
     host, sep, port = value.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
+    if (
+        not sep
+        or not host
+        or not (port.isascii() and port.isdigit() and len(port) <= 5)
+        or not lowest <= int(port) < 65536
+    ):
         raise PrivregValueError(
-            f"{name} must be 'host:port' with a port in 0..65535; got {value!r}, e.g. '127.0.0.1:7101'."
+            f"{name} must be 'host:port' with a port in {lowest}..65535; got {value!r}, e.g. '127.0.0.1:7101'."
         )
     return host, int(port)
 
@@ -127,12 +137,15 @@ class PartyConfig:
 def load_party_config(path: str | Path) -> PartyConfig:
     """Read and check a party's TOML configuration; every error names the file and key."""
     path = Path(path).resolve()
+    if not (path.exists() or path.is_symlink()):
+        raise PrivregValueError(f"no party configuration at {path}; create one (privreg party init) first.")
+    text = read_text(path, "party configuration", max_bytes=MAX_SMALL_FILE)  # a regular file, bounded, UTF-8
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PrivregValueError(f"no party configuration at {path}; create one (privreg party init) first.") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PrivregValueError(f"{path} is not valid TOML: {exc}.") from None
+    except RecursionError:  # arrays or tables nested past the parser's stack
+        raise PrivregValueError(f"{path} nests arrays or tables too deeply to be a party configuration.") from None
     unknown = sorted(set(data) - _TOP)
     if unknown:
         raise PrivregValueError(f"{path}: unknown keys {unknown}; allowed: {sorted(_TOP)}.")
@@ -143,7 +156,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
     party = v.check_name(f"{path}: party", data["party"])
     listen = parse_address(f"{path}: listen", data["listen"])
     peers = {
-        v.check_name(f"{path}: [peers] name", k): parse_address(f"{path}: [peers] {k}", a)
+        v.check_name(f"{path}: [peers] name", k): parse_address(f"{path}: [peers] {k}", a, lowest=1)
         for k, a in _table(path, data, "peers").items()
     }
     if party in peers:
@@ -195,8 +208,10 @@ def load_party_config(path: str | Path) -> PartyConfig:
         if k not in TIMEOUTS:
             raise PrivregValueError(f"{path}: unknown [timeouts] key {k!r}; allowed: {sorted(TIMEOUTS)}.")
         seconds = v.check_real(f"{path}: [timeouts] {k}", x)
-        if not 0 < seconds < float("inf"):
-            raise PrivregValueError(f"{path}: [timeouts] {k} must be a positive number of seconds; got {x!r}.")
+        if not 0 < seconds <= MAX_TIMEOUT:
+            raise PrivregValueError(
+                f"{path}: [timeouts] {k} must be a number of seconds > 0 and <= {MAX_TIMEOUT:g} (a day); got {x!r}."
+            )
         timeouts[TIMEOUTS[k]] = seconds
     return PartyConfig(
         path=path,
@@ -212,3 +227,23 @@ def load_party_config(path: str | Path) -> PartyConfig:
         seed=seed,
         timeouts=timeouts,
     )
+
+
+def check_output_directory(config: PartyConfig) -> Path:
+    """Create ``config``'s output folder (if missing) and prove it writable by creating
+    and removing a file in it, so that a folder that is a file, read-only or on a full
+    disk is refused before the party listens, not after the protocol ran."""
+    where = f"{config.path}: [outputs] directory"
+    folder = make_dir(config.output_directory, where)
+    probe = folder / f".privreg-write-probe.{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"probe")
+        finally:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(probe)
+    except OSError as exc:
+        raise file_error(exc, folder, where, doing="written") from None
+    return folder

@@ -31,6 +31,7 @@ import attrs
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
+from privreg.core.files import MAX_SMALL_FILE, read_bytes
 
 __all__ = ["PARTY_URI_PREFIX", "PeerIdentity", "TlsConfig", "party_names_of_peer_dict"]
 
@@ -92,13 +93,18 @@ def _frozen_mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _check_file(name: str, path: Path) -> None:
-    if not path.is_file():
+    if not path.is_file():  # a FIFO or a device too: refused by type, never read
         raise PrivregValueError(f"{name} file {str(path)!r} does not exist (or is not a file); pass an existing path.")
+    if path.stat().st_size > MAX_SMALL_FILE:  # OpenSSL reads it whole
+        raise PrivregValueError(
+            f"{name} file {str(path)!r} is larger than {MAX_SMALL_FILE} bytes, more than a PEM file holds; "
+            f"check the path."
+        )
 
 
 def _der_of_pem_file(name: str, path: Path) -> bytes:
     """The DER bytes of the first certificate in a PEM file."""
-    text = path.read_text(encoding="ascii", errors="replace")
+    text = read_bytes(path, f"{name} file", max_bytes=MAX_SMALL_FILE).decode("ascii", errors="replace")
     begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
     start = text.find(begin)
     stop = text.find(end, start)
@@ -127,7 +133,7 @@ def _check_validity(certificate: Path) -> None:
     from cryptography import x509  # loaded only for a TLS configuration
 
     try:
-        cert = x509.load_pem_x509_certificate(certificate.read_bytes())
+        cert = x509.load_pem_x509_certificate(read_bytes(certificate, "certificate file", max_bytes=MAX_SMALL_FILE))
     except ValueError:
         return  # not one PEM certificate: load_cert_chain below names the problem
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.validation import check_header
+from privreg.core.validation import MAX_COLUMNS, check_header
 
 __all__ = [
     "check_columns_given",
@@ -55,6 +55,11 @@ def header_names(row: Sequence[str], path: Path, what: str = "input", *, param: 
     refused (:func:`~privreg.core.validation.check_header`) without quoting the row: in a
     file without a header row it is a record."""
     names = [str(c).strip() for c in row]
+    if len(names) > MAX_COLUMNS:  # the count only: the row may be a record
+        raise PrivregValueError(
+            f"{what} {str(path)!r}: its first row has {len(names)} columns, more than the {MAX_COLUMNS} a table "
+            f"may have; keep only the columns the analysis needs"
+        )
     try:
         return check_header(names, repr(str(path)))
     except PrivregValueError:

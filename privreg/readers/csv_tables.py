@@ -124,7 +124,8 @@ def _chunks(
 def _blocks(
     it: Iterator[list[str]], names: list[str], want: list[str], given: str | None, rows: int, path: Path, what: str
 ) -> Iterator[dict[str, list[str | None]]]:
-    idx = [names.index(c) for c in want]
+    position = {c: j for j, c in enumerate(names)}  # a dict, not names.index: linear in wide files
+    idx = [position[c] for c in want]
     width = len(names)
     first = True
     while True:

@@ -11,13 +11,15 @@ never a line's content (nor its number, unless the caller asks for it).
 from __future__ import annotations
 
 import itertools
-import json
 import math
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from privreg.core import jsontext
 from privreg.core.errors import PrivregValueError
+from privreg.core.validation import MAX_COLUMNS
 from privreg.readers.columns import missing_columns_error
 from privreg.readers.sources import check_file, open_text, reading_input
 
@@ -31,6 +33,9 @@ __all__ = [
     "json_cell",
 ]
 
+#: The deepest nesting read: an object of arrays or objects (refused as cells, but read
+#: whole by callers such as the party inputs).
+_DEPTH = 16
 #: At most this many distinct keys are kept for the missing-column error.
 _KEYS_KEPT = 1000
 
@@ -68,6 +73,20 @@ def _not_object(path: Path, what: str, lineno: int | None) -> PrivregValueError:
     return PrivregValueError(f"{where} is not a JSON object; JSONL input needs one object per line")
 
 
+_KEY = re.compile(r'"(?:[^"\\]|\\.)*"\s*:')
+
+
+def _check_fields(line: str, path: Path, what: str) -> None:
+    """Refuse a line with more than MAX_COLUMNS keys before it is parsed (a 64 MiB line of
+    millions of keys would take gigabytes as a dict). A colon count bounds the keys from
+    above; only a line above the cap by that bound has its keys counted, by a regex."""
+    if line.count(":") > MAX_COLUMNS and sum(1 for _ in _KEY.finditer(line)) > MAX_COLUMNS:
+        raise PrivregValueError(
+            f"{what} {str(path)!r} has a line with more than {MAX_COLUMNS} keys, more than a table may have; keep "
+            f"only the keys the analysis needs"
+        )
+
+
 def jsonl_parse(lines: list[str], path: Path, what: str = "input") -> list[dict[str, Any]]:
     """The JSON object of each non-blank line, parsed line by line (a whole-chunk parse
     would accept a value split over two lines); the first line that is not an object is
@@ -76,8 +95,11 @@ def jsonl_parse(lines: list[str], path: Path, what: str = "input") -> list[dict[
     for line in lines:
         if not line.strip():
             continue
+        _check_fields(line, path, what)
         try:
-            obj = json.loads(line)
+            obj = jsontext.loads(line, f"{what} {str(path)!r}: a line", max_depth=_DEPTH)
+        except PrivregValueError:
+            raise
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
@@ -96,8 +118,10 @@ class JsonlColumns:
 
     def update(self, seen: Sequence[str], keys: Sequence[str]) -> None:
         self.seen.update(seen)
-        if len(self.keys) < _KEYS_KEPT:
-            self.keys.update(keys)
+        for key in keys:  # at most _KEYS_KEPT, however many keys a line has
+            if len(self.keys) >= _KEYS_KEPT:
+                break
+            self.keys.add(key)
 
     def finish(self, path: Path, wanted: Sequence[str], *, what: str = "input", hint: str = "") -> None:
         missing = [c for c in dict.fromkeys(wanted) if c not in self.seen]
@@ -115,7 +139,7 @@ def jsonl_cells(
     keys: list[str] = []
     if len(seen) < len(set(wanted)):
         for obj in objs[:100]:
-            keys.extend(obj)
+            keys.extend(itertools.islice(obj, _KEYS_KEPT))
     return cells, seen, keys
 
 
@@ -161,8 +185,11 @@ def jsonl_objects(
         for no, line in enumerate(fh, 1):
             if not line.strip():
                 continue
+            _check_fields(line, p, what)
             try:
-                obj = json.loads(line)
+                obj = jsontext.loads(line, f"{what} {str(p)!r}: a line", max_depth=_DEPTH)
+            except PrivregValueError:
+                raise
             except ValueError:
                 obj = None
             if not isinstance(obj, dict):

@@ -15,6 +15,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import IO, Any
 
 from privreg.core.cost import capped_reader
 from privreg.core.errors import PrivregTypeError, PrivregValueError
-from privreg.core.files import file_error
+from privreg.core.files import file_error, regular_file_error
 
 __all__ = [
     "FORMATS",
@@ -56,12 +57,19 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
 
 
 def check_file(path: Any, what: str = "input", hint: str = "") -> Path:
-    """``path`` as an existing file, or an error naming ``what`` and the path (and
-    ``hint``, the fix)."""
+    """``path`` as an existing regular file, or an error naming ``what`` and the path (and
+    ``hint``, the fix); a FIFO, a device or a socket is refused by its type."""
     if not isinstance(path, (str, os.PathLike)):
         raise PrivregTypeError(f"{what} must be a str or Path; got {type(path).__name__}")
     p = Path(path)
-    if not p.is_file():
+    if not p.is_file():  # by type, before any read: a FIFO would block, a device never end
+        try:
+            mode: int | None = os.stat(p).st_mode
+        except (OSError, ValueError):
+            mode = None
+        wrong = None if mode is None or stat.S_ISDIR(mode) else regular_file_error(p, what, mode)
+        if wrong is not None:
+            raise PrivregValueError(str(wrong) + (f"; {hint}" if hint else ""))
         raise PrivregValueError(f"{what} {str(p)!r} is not a file" + (f"; {hint}" if hint else ""))
     return p
 
@@ -135,23 +143,27 @@ def compression(path: str | os.PathLike[str], what: str = "input") -> str | None
     return None
 
 
-def open_binary(path: str | os.PathLike[str], what: str = "input") -> IO[bytes]:
+def open_binary(path: str | os.PathLike[str], what: str = "input", *, lines: bool = False) -> IO[bytes]:
     """A binary stream of ``path``'s content, decompressed (:func:`compression`) through
-    :func:`~privreg.core.cost.capped_reader`. Use inside :func:`reading_input` (with the
+    :func:`~privreg.core.cost.capped_reader`; ``lines`` (text): with its line cap and
+    row count too, also for a plain file. Use inside :func:`reading_input` (with the
     same ``what``)."""
     kind = compression(path, what)
     name = repr(os.fspath(path))
     if kind == "gzip":
-        return capped_reader(gzip.open(path, "rb"), name)
+        return capped_reader(gzip.open(path, "rb"), name, lines=lines)
     if kind == "bz2":
-        return capped_reader(bz2.open(path, "rb"), name)
+        return capped_reader(bz2.open(path, "rb"), name, lines=lines)
     if kind == "xz":
-        return capped_reader(lzma.open(path, "rb"), name)
+        return capped_reader(lzma.open(path, "rb"), name, lines=lines)
+    if lines:
+        return capped_reader(open(path, "rb"), name, lines=True, compressed=False)
     return open(path, "rb")
 
 
 def open_text(path: str | os.PathLike[str], what: str = "input", *, newline: str | None = None) -> IO[str]:
     """A UTF-8 text stream of ``path``'s (decompressed) content, a leading byte-order
     mark dropped (spreadsheets write one; it is not part of the first name); ``newline``
-    as :func:`open` (``""`` for CSV). Use inside :func:`reading_input` (same ``what``)."""
-    return io.TextIOWrapper(open_binary(path, what), encoding="utf-8-sig", newline=newline)
+    as :func:`open` (``""`` for CSV). Lines are capped and counted (:func:`open_binary`
+    with ``lines``). Use inside :func:`reading_input` (same ``what``)."""
+    return io.TextIOWrapper(open_binary(path, what, lines=True), encoding="utf-8-sig", newline=newline)

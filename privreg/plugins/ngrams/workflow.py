@@ -13,6 +13,7 @@ from privreg.core.errors import PrivregValueError
 from privreg.core.files import write_text
 from privreg.core.params import POSITIVE, Spec
 from privreg.core.progress import ProgressCallback, silent
+from privreg.core.spark_master import check_master
 from privreg.core.text import escape_controls
 from privreg.core.validation import split_columns
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
@@ -135,6 +136,8 @@ def _check_combination(
         )
     if backend != "spark" and spark_master != "local[2]":
         raise PrivregValueError("parameter spark_master applies only to --backend spark: pass it, or drop it")
+    if backend == "spark":
+        check_master(spark_master)  # malformed or unreachable: refused now, not by Spark minutes later
     if backend != "local" and workers != 1:
         raise PrivregValueError("parameter workers applies only to --backend local (Spark has its own executors)")
     if backend != "local" and columns:

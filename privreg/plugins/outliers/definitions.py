@@ -108,8 +108,15 @@ def _radius(r: Any) -> float:
     return v.check_sensitivity("radius", r)
 
 
+#: The largest k: far above any record count a run can hold, and safe in 64-bit arithmetic.
+MAX_K = 10**9
+
+
 def _k(k: Any) -> int:
-    return v.check_int("k", k, minimum=1)
+    x = v.check_int("k", k, minimum=1)
+    if x > MAX_K:
+        raise PrivregValueError(f"k must be <= {MAX_K}; got {k!r}.")
+    return x
 
 
 def outlier_mask(data: Any, *, k: int, radius: float, subspace: Sequence[int] | None = None) -> np.ndarray:

@@ -99,6 +99,8 @@ def cap_packing_bound(d: int) -> int:
     error can only make it larger (safe)."""
     d = v.check_int("d", d, minimum=2)
     fraction = float(betainc((d - 1) / 2.0, 0.5, 0.25)) / 2.0
+    if not fraction > 1e-300:  # underflow (d above about 1900): any larger bound is still safe
+        return 1 << 1000
     return int(math.floor((1.0 / fraction) * (1.0 + 1e-9)))
 
 

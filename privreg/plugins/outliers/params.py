@@ -8,6 +8,7 @@ from typing import Annotated
 
 from privreg.core.params import OPEN_UNIT, POSITIVE, Spec
 from privreg.plugins.outliers.ball_cover import COVER_METHODS
+from privreg.plugins.outliers.definitions import MAX_K
 
 __all__ = [
     "Epsilon",
@@ -29,7 +30,7 @@ Delta = Annotated[float, Spec(doc="privacy parameter delta, well below 1/n", **O
 WorkflowDelta = Annotated[
     float, Spec(doc="privacy parameter delta, well below 1/n", minimum=0, exclusive_minimum=True, maximum=0.5)
 ]
-K = Annotated[int, Spec(doc="a record is an outlier with fewer than k neighbours", minimum=1)]
+K = Annotated[int, Spec(doc="a record is an outlier with fewer than k neighbours", minimum=1, maximum=MAX_K)]
 Cover = Annotated[
     str,
     Spec(

@@ -26,6 +26,7 @@ from privreg.plugins.outliers.datasets import (
     synthetic_1,
     synthetic_2,
 )
+from privreg.plugins.outliers.definitions import as_dataset
 from privreg.plugins.outliers.params import ColumnNames, Columns, Cover, Epsilon, Input, K, Step, WorkflowDelta
 from privreg.plugins.outliers.params import radius as radius_spec
 from privreg.plugins.outliers.release import DEFAULT_STEP, all_subspaces, outlier_count_mechanism, top_h_subspaces
@@ -98,7 +99,8 @@ def _load(input: Path | None, columns: str, column_names: str, default: str) -> 
         data, source = _default_data(default)
         return data.points, data.columns, source
     points, picked = read_csv_points(input, _columns(columns), column_names=given)
-    return points, picked, str(input)
+    # the range rule before the cost estimate, whose KD-tree overflows past it
+    return as_dataset(points, "the records of --input"), picked, str(input)
 
 
 def _write(context: WorkflowContext, metrics: dict) -> dict[str, Path]:

@@ -25,6 +25,7 @@ from privreg.core.files import read_bytes, write_text
 from privreg.core.params import Spec
 from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.randomness import RandomSource, resolve_random
+from privreg.core.spark_master import check_master
 from privreg.core.workflow import DemoStep, WorkflowContext, WorkflowResult
 from privreg.crypto import MAX_KEY_BITS, MIN_KEY_BITS
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
@@ -296,6 +297,8 @@ def pprl_workflow(
     settings = {k: PAPER_DEFAULTS[k] if x is None else x for k, x in paper.items()}
     if backend != "spark" and spark_master != "local[2]":
         raise PrivregValueError("parameter spark_master applies only to --backend spark: pass it, or drop it")
+    if backend == "spark":
+        check_master(spark_master)  # malformed or unreachable: refused now, not by Spark minutes later
     if backend == "spark" and profile != "recommended":
         raise PrivregValueError("parameter backend=spark applies only to --profile recommended: drop it")
     context.check_workers("workers", workers)

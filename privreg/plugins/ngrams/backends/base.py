@@ -32,6 +32,7 @@ with per-user contribution bounds (set union, heavy hitters, partition selection
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from abc import ABC, abstractmethod
@@ -93,6 +94,18 @@ def contribution_weights(max_keys: int, *, weighting: str = "sqrt", scale: int =
 _PROBES = ("", " ", "a", "ab", "a b", "a'b c.", "A1 b_2, c-d!", "\t\n", "\u00e9t\u00e9 \u4e2d")
 
 
+def _min_width(pattern: str) -> int | None:
+    """The fewest characters a match of ``pattern`` holds, from the regex parser (a
+    lookahead such as ``(?=x)`` matches only the empty string, whatever the text; no
+    probe text can show it for every such pattern); None if this Python's parser is not
+    the one of 3.11-3.13."""
+    try:
+        sre = importlib.import_module("re._parser")  # private, but the parser re itself runs
+        return int(sre.parse(pattern).getwidth()[0])
+    except (ImportError, AttributeError, re.error, TypeError):
+        return None
+
+
 @attrs.frozen(kw_only=True)
 class Tokenizer:
     """Splits text into tokens: every match of the regular expression ``pattern``
@@ -119,7 +132,7 @@ class Tokenizer:
                 f"pattern {value!r} has capturing groups; use (?:...) so that every match is one token"
             )
         for probe in _PROBES:
-            if any(m.end() == m.start() for m in compiled.finditer(probe)):
+            if _min_width(value) == 0 or any(m.end() == m.start() for m in compiled.finditer(probe)):
                 raise PrivregValueError(
                     f"pattern {value!r} can match the empty string (an empty token); use a pattern whose "
                     f"every match holds at least one character, e.g. [\\w']+"

@@ -60,6 +60,14 @@ def require_pyspark() -> Any:
     return pyspark
 
 
+def console_progress() -> str:
+    """``spark.ui.showConsoleProgress``: Spark's redrawn stage bars follow privreg's own
+    progress setting, shown only where privreg would draw bars (``PRIVREG_PROGRESS``
+    unset or ``auto``, stderr a terminal); ``off`` and ``plain`` silence them."""
+    mode = os.environ.get("PRIVREG_PROGRESS") or "auto"
+    return "true" if mode == "auto" and sys.stderr.isatty() else "false"
+
+
 class SparkBackend(Backend):
     """Runs aggregation on Spark. ``spark`` is an existing SparkSession to use (never
     stopped here); otherwise a local session ``master`` (default ``local[2]``) is started
@@ -86,6 +94,7 @@ class SparkBackend(Backend):
                 .config("spark.sql.shuffle.partitions", str(v.check_count("shuffle_partitions", shuffle_partitions)))
                 .config("spark.default.parallelism", str(shuffle_partitions))
                 .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", console_progress())
                 .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                 .config("spark.driver.memory", "2g")
                 .getOrCreate()
