@@ -17,6 +17,7 @@ from privreg.mechanisms.laplace import LaplaceMechanism
 from privreg.mechanisms.randomized_response import RandomizedResponse, category_array
 from privreg.mechanisms.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from privreg.noise import trials
+from privreg.noise.coins import exp_neg_approx, exp_neg_approx_one
 from privreg.noise.exact import bernoulli, bernoulli_exp_neg, bernoulli_exp_neg_ratio
 from privreg.noise.fast import discrete_laplace_many, discrete_laplace_one, laplace_plan_of
 from privreg.noise.gaussian import discrete_gaussian_many, discrete_gaussian_one
@@ -299,3 +300,11 @@ def test_selection_scalar_releases_equal_the_fraction_path(mech, utilities):
         seen.add(got)
     if utilities == [0.0, 1.0, 2.0]:  # close utilities: the draws must vary
         assert len(seen) > 1
+
+
+def test_exp_neg_approx_one_is_the_array_filter_bit_for_bit():
+    """The scalar filter computes the very doubles the array filter computes (same IEEE
+    operations), so the scalar and vector paths decide the same coins."""
+    gen = np.random.default_rng(1)
+    x = np.concatenate([gen.random(20_000) * 70, gen.random(2_000), [0.0, 1.0, 63.999, 64.0, 100.0, 5e-324]])
+    np.testing.assert_array_equal(exp_neg_approx(x), np.array([exp_neg_approx_one(float(v)) for v in x]))

@@ -297,7 +297,6 @@ def exp_neg_approx(x: NDArray[np.float64]) -> NDArray[np.float64]:
     return p
 
 
-_TAYLOR_HORNER = _TAYLOR[-2::-1]
 _EXP_NEG_INT_LIST: list[float] = _EXP_NEG_INT.tolist()
 
 
@@ -306,10 +305,16 @@ def exp_neg_approx_one(x: float) -> float:
     IEEE operations in the same order, hence the very same double (and error bound)."""
     m = float(math.floor(x))
     r = x - m
-    p = _TAYLOR[-1]
-    for a in _TAYLOR_HORNER:
-        p = p * r
-        p = p + a
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = _TAYLOR
+    # Horner unrolled: each step is fl(fl(p * r) + c), as in the array version
+    p = (
+        (
+            (((((((((c12 * r + c11) * r + c10) * r + c9) * r + c8) * r + c7) * r + c6) * r + c5) * r + c4) * r + c3) * r
+            + c2
+        )
+        * r
+        + c1
+    ) * r + c0
     return p * _EXP_NEG_INT_LIST[int(min(m, 64.0))]
 
 
