@@ -16,7 +16,11 @@ and size, measured in the same run. The targets of issue #32 are such CPU ratios
 
 Systems are interleaved: each of ``--rounds`` rounds times every (kind, size, system) once,
 in turn, and a cell is the median over rounds, so a burst of load hits all systems
-alike. Per-sample-loop peers at 1e6 (about 15 s per call) are timed in the first round only.
+alike. To keep a run to minutes on a loaded machine, a cell whose estimated CPU (its cost
+per sample at the previous size times ``n``) exceeds ``--once`` seconds is timed in the
+first round only (marked ``*``), and one beyond ``--skip`` seconds is not timed (``skip``;
+the peers' per-sample loops and OpenDP's list conversion are flat in ``n``, so the 1e5
+column shows their cost).
 
 What is compared: privreg's rows are the real mechanisms with their privacy charge (an
 ``EventLog``), OS CSPRNG noise, exact sampling on an integer grid. numpy's rows are the
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import math
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -193,6 +198,10 @@ def _diffprivlib() -> dict[str, Fn]:
     }
 
 
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _loop(one: Callable[[], object]) -> Fn:
     """A peer without a vector call: ``n`` scalar calls (marked as a loop)."""
 
@@ -204,14 +213,18 @@ def _loop(one: Callable[[], object]) -> Fn:
 
 
 def _calls(n: int, quick: bool) -> int:
-    """Calls per timed cell: about 2e4 samples (2e4 scalar releases at x1), one call beyond."""
-    return max(1, (200 if quick else 20_000) // n)
+    """Calls per timed cell: 5e3 scalar releases at x1, about 1e4 samples at 1e3, one call beyond."""
+    if n == 1:
+        return 200 if quick else 5_000
+    return max(1, (1_000 if quick else 10_000) // n)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median per cell)")
     ap.add_argument("--quick", action="store_true", help="sizes x1 and 1e3 only, few calls")
+    ap.add_argument("--once", type=float, default=1.0, help="estimated CPU s above which a cell runs once")
+    ap.add_argument("--skip", type=float, default=10.0, help="estimated CPU s above which a cell is skipped")
     args = ap.parse_args()
     sizes = SIZES[:2] if args.quick else SIZES
     secure = SecureRandom()
@@ -243,16 +256,28 @@ def main() -> None:
     for fn in {id(f): f for _, _, f in order}.values():  # warm-up: caches, imports, JIT-free first calls
         fn(1)
         fn(1000)
+    estimate: dict[tuple[str, str], float] = {}  # CPU ns per sample at the last size timed
+    skipped: set[tuple[str, str, int]] = set()
+    once: set[tuple[str, str, int]] = set()
     for r in range(args.rounds):
         for n in sizes:
             for kind, label, fn in order:
-                if n >= 1_000_000 and getattr(fn, "loop", False) and r > 0:
-                    continue  # ~15 s per call: first round only
+                cost = estimate.get((kind, label), 0.0) * n * 1e-9
+                if (kind, label, n) in skipped or (r == 0 and n > 1 and cost > args.skip):
+                    skipped.add((kind, label, n))
+                    continue
+                if (kind, label, n) in once or (r == 0 and n > 1 and cost > args.once):
+                    once.add((kind, label, n))
+                    if r > 0:
+                        continue
                 calls = _calls(n, args.quick)
                 with timed(cores=1) as t:
                     for _ in range(calls):
                         fn(n)
-                cells.setdefault((kind, label, n), []).append(t.timing.scaled(1e9 / (calls * n)))
+                per = t.timing.scaled(1e9 / (calls * n))
+                cells.setdefault((kind, label, n), []).append(per)
+                if r == 0:
+                    estimate[(kind, label)] = per.cpu
         print(f"  round {r + 1} of {args.rounds} done", flush=True)
 
     def med(kind: str, label: str, n: int) -> tuple[float, float] | None:
@@ -272,7 +297,8 @@ def main() -> None:
         )
     )
     a, b, c = START_LOAD
-    print(f"[finished {started}; load average at start {a:.2f} / {b:.2f} / {c:.2f}]")
+    print(f"[finished {started}; load average at start {a:.2f} / {b:.2f} / {c:.2f}, at the end {_load()}]")
+    print(f"[* timed in round 1 only (estimated over {args.once:g} CPU s); skip: estimated over {args.skip:g} CPU s]")
     for kind in KINDS:
         print()
         head = [f"{kind}: ns per sample"]
@@ -288,9 +314,10 @@ def main() -> None:
             for n in sizes:
                 got, ref = med(kind, label, n), med(kind, base, n)
                 if got is None:
-                    row += ["-", "-", "-"]
+                    row += ["skip" if (kind, label, n) in skipped else "-", "-", "-"]
                     continue
-                row += [f"{got[0]:,.0f}", f"{got[1]:,.0f}", f"{got[0] / ref[0]:.1f}" if ref else "-"]
+                mark = "*" if (kind, label, n) in once else ""
+                row += [f"{got[0]:,.0f}{mark}", f"{got[1]:,.0f}{mark}", f"{got[0] / ref[0]:.1f}" if ref else "-"]
             lines.append(row)
         widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
         for r in lines:
