@@ -272,8 +272,19 @@ def draw_one(plan: Plan, rng: RandomSource) -> int:
             geo_word = buf[pos + 2 * i] | buf[pos + 2 * i + 1] << 8
             coin_word = buf[coin_pos + 2 * i] | buf[coin_pos + 2 * i + 1] << 8
             negative = bool(buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1)
-            ok, y = _finish(
-                plan, u, _GEOMETRIC_LIST[geo_word], _GEOMETRIC_TIE_LIST[geo_word], geo_word, coin_word, negative, rng
-            )
+            tie = _GEOMETRIC_TIE_LIST[geo_word]
+            if tie or plan.quadratic:
+                ok, y = _finish(plan, u, _GEOMETRIC_LIST[geo_word], tie, geo_word, coin_word, negative, rng)
+            else:  # _finish inlined for the usual Laplace trial (no tie, lambda = u / t)
+                y = (u + t * _GEOMETRIC_LIST[geo_word]) // plan.s
+                if negative and not y:
+                    continue
+                threshold = exp_neg_approx_one(float(u) / plan.t_f) * 65536.0
+                if coin_word + 1 <= threshold - BAND:
+                    ok = True
+                elif coin_word >= threshold + BAND:
+                    ok = False
+                else:
+                    ok = LazyUniform(coin_word, WORD_BITS, rng).below_exp_neg(Fraction(u, t))
             if ok:
                 return -y if negative else y
