@@ -1,34 +1,34 @@
-"""Secure noise cost per sample at 1e5, 1e6 and 1e7 samples per call, against numpy's
-insecure generator (and OpenDP / PyDP where they install), in one run.
+"""Secure noise per release and per sample, privreg against numpy and the DP peers (OpenDP,
+PyDP, diffprivlib, where installed: ``pip install -e '.[bench]'``), in one run.
 
-    python benchmarks/noise.py [--sizes 1e5,1e6,1e7] [--work 1e7] [--quick]
+    python benchmarks/noise.py [--rounds 3] [--quick] [--out FILE]
 
-Every row is timed the same way (benchmarks/timing.py): for each call size ``n`` the row
-is called ``ceil(work / n)`` times (1e7 samples in all by default, so small calls are not
-one noisy measurement), and the table shows, per sample,
+Rows are call sizes: **x1** is one scalar release per call (privreg's ``release``, numpy's
+scalar draw, a peer's scalar measurement), **1e3 / 1e5 / 1e6** are that many samples per
+call (privreg's ``release_many``, numpy's ``size=n``, a peer's vector measurement, or its
+per-sample loop where it has no vector call). For every mechanism kind -- Laplace, discrete
+Laplace, Gaussian, discrete Gaussian, exponential / report-noisy-max (10 candidates) and
+k-RR (k = 10) -- the table shows, per system and call size, CPU ns per sample (this process
+and its children, so other processes on a shared machine do not distort it; every row is
+single-threaded, so it is also the per-core cost), wall ns per sample (which includes
+waiting for the CPU), and **CPU x numpy**: the CPU ratio to numpy's row of the same kind
+and size, measured in the same run. The targets of issue #32 are such CPU ratios.
 
-* **wall ns** -- ``time.perf_counter``: elapsed time, which includes waiting for the CPU;
-* **CPU ns** -- CPU time of this process and its children, so other processes on a
-  shared machine do not distort it;
-* **CPU ns / core** -- CPU ns over the cores the row ran on: one (every sampler here is
-  single-threaded), so the same figure; the goals below use it.
+Systems are interleaved: each of ``--rounds`` rounds times every (kind, size, system) once,
+in turn, and a cell is the median over rounds, so a burst of load hits all systems
+alike. To keep a run to minutes on a loaded machine, a cell whose estimated CPU (its cost
+per sample at the previous size times ``n``) exceeds ``--once`` seconds is timed in the
+first round only (marked ``*``), and one beyond ``--skip`` seconds is not timed (``skip``;
+the peers' per-sample loops and OpenDP's list conversion are flat in ``n``, so the 1e5
+column shows their cost).
 
-privreg's rows go through the real mechanisms where named (snap to the grid, integer noise
-from the OS CSPRNG, ``release_many``) or call the samplers alone: Laplace (epsilon 1,
-sensitivity 1: discrete Laplace of scale 2048 grid units), discrete Laplace (epsilon 1,
-sensitivity 1), Gaussian (epsilon 1, delta 1e-5, sensitivity 1: discrete Gaussian of
-sigma ~3820 grid units). numpy's rows are the real peer numpy (version printed in the
-row), the textbook insecure baseline (PCG64 and a float sample, the Mironov 2012 leak).
-The exact paths (one draw at a time, ~2e4 draws/s) are timed the same way in a second
-table at 1e3 and 1e4 samples per call: 1e7 would take minutes. OpenDP and PyDP are
-measured where they install (pip install opendp python-dp);
-they are not privreg dependencies.
-
-Goals checked at the end: the per-sample CPU cost of each privreg sampler at 1e7 samples
-per call is within 1.15x of its cost at 1e6 (the samplers draw in cache-sized chunks),
-and the Gaussian mechanism's fast path makes at least 1e6 samples/s per core. The
-mechanism rows add the mechanism's own result arrays (first-touch page faults of 80 MB
-arrays at 1e7, about 10 ns per sample and array), shown for information.
+What is compared: privreg's rows are the real mechanisms with their privacy charge (an
+``EventLog``), OS CSPRNG noise, exact sampling on an integer grid. numpy's rows are the
+textbook *insecure* baseline (PCG64, floating-point samples: the Mironov 2012 leak; for the
+discrete kinds, a difference of geometrics and a rounded normal). OpenDP (its Rust
+samplers, exact and secure), PyDP (Google's C++ library) and diffprivlib (IBM, floats) are
+measured through their public APIs at comparable parameters (epsilon 1, sensitivity 1,
+delta 1e-5; discrete Gaussian sigma 10; noisy max scale 2 / sensitivity 1).
 """
 
 from __future__ import annotations
@@ -36,185 +36,293 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import math
+import os
+import statistics
+import sys
 from collections.abc import Callable
-from fractions import Fraction
+from datetime import datetime, timezone
 
 import numpy as np
-from timing import Timing, columns, header, timed
+from timing import START_LOAD, Timing, header, timed
 
 from privreg import EventLog
 from privreg.core.randomness import SecureRandom
+from privreg.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from privreg.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from privreg.mechanisms.gaussian import GaussianMechanism
 from privreg.mechanisms.laplace import LaplaceMechanism
-from privreg.noise.fast import discrete_laplace_many
-from privreg.noise.gaussian import discrete_gaussian_many
+from privreg.mechanisms.randomized_response import RandomizedResponse
+from privreg.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
 
-Row = tuple[str, Callable[[int], object]]
-
-
-def _time(fn: Callable[[int], object], n: int, work: float) -> Timing:
-    """Nanoseconds per sample over ``ceil(work / n)`` calls of ``fn(n)``, on one core."""
-    calls = max(1, math.ceil(work / n))
-    total = Timing(0.0, 0.0)
-    for _ in range(calls):
-        with timed(cores=1) as t:
-            fn(n)
-        total += t.timing
-    return total.scaled(1e9 / (calls * n))
-
-
-def _opendp(kind: str) -> Callable[[int], object] | None:
-    try:
-        import opendp.prelude as dp
-    except ImportError:
-        return None
-    dp.enable_features("contrib")
-    metric = dp.l1_distance(T=float) if kind == "laplace" else dp.l2_distance(T=float)
-    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), metric
-    meas = (dp.m.make_laplace if kind == "laplace" else dp.m.make_gaussian)(*space, scale=1.0)
-    return lambda n: meas([0.0] * n)
-
-
-def _pydp(kind: str) -> Callable[[int], object] | None:
-    try:
-        from pydp.algorithms import numerical_mechanisms as nm
-    except ImportError:
-        return None
-    mech = (
-        nm.LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
-        if kind == "laplace"
-        else nm.GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    )
-    return lambda n: [mech.add_noise(0.0) for _ in range(n)]
+Fn = Callable[[int], object]  # fn(n): n samples (n = 1: one scalar release)
+SIZES = (1, 1_000, 100_000, 1_000_000)
+KINDS = ("laplace", "discrete laplace", "gaussian", "discrete gaussian", "exponential / noisy max", "k-RR (k=10)")
+K = 10  # candidates of the selection rows, categories of k-RR
+SIGMA_DG = 10.0
 
 
 def _version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return "(not installed)"
+        return ""
 
 
-def _size(n: int) -> str:
-    k = round(math.log10(n))
-    return f"1e{k}" if 10**k == n else str(n)
+def _privreg(secure: SecureRandom) -> dict[str, Fn]:
+    log = EventLog()
+    lap = LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
+    dlap = DiscreteLaplaceMechanism(epsilon=1.0, sensitivity=1)
+    gauss = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    dg = DiscreteGaussianMechanism(sigma=SIGMA_DG)
+    expo = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
+    rnm = ReportNoisyMax(epsilon=1.0, sensitivity=1.0)
+    rr = RandomizedResponse(epsilon=1.0, k=K)
+    utilities = [float(i % 3) for i in range(K)]
+
+    def mech(m: object, x: object) -> Fn:
+        def run(n: int) -> object:
+            if n == 1:
+                return m.release(x, charger=log, rng=secure)  # type: ignore[attr-defined]
+            return m.release_many(x, n, charger=log, rng=secure)  # type: ignore[attr-defined]
+
+        return run
+
+    inputs = {n: np.full(n, 3, dtype=np.int64) for n in SIZES}
+    return {
+        "laplace": mech(lap, 0.5),
+        "discrete laplace": mech(dlap, 5),
+        "gaussian": mech(gauss, 0.5),
+        "discrete gaussian": mech(dg, 5),
+        "exponential / noisy max": mech(expo, utilities),
+        "exponential / noisy max (report-noisy-max)": mech(rnm, utilities),
+        "k-RR (k=10)": lambda n: rr.randomize(inputs[n] if n > 1 else [3], charger=log, rng=secure),
+    }
 
 
-def _table(rows: list[Row], sizes: list[int], work: float) -> tuple[list[list[str]], dict[str, list[float]]]:
-    head = ["ns per sample, at n samples per call"] + [
-        f"n={_size(n)} {label}" for n in sizes for label in columns("ns")
-    ]
-    lines, cpu = [head], {}
-    for name, fn in rows:
-        cells, costs = [name], []
-        for n in sizes:
-            t = _time(fn, n, work)
-            cells += t.cells(",.0f")
-            costs.append(t.cpu_per_core)
-        lines.append(cells)
-        cpu[name] = costs
-        print("  measured:", name, flush=True)
-    return lines, cpu
+def _numpy() -> dict[str, Fn]:
+    g = np.random.default_rng()
+    p = 1 - math.exp(-1.0)  # discrete Laplace of epsilon 1: difference of two geometrics
+    utilities = np.array([float(i % 3) for i in range(K)])
+
+    def pick(n: int) -> object:
+        if n == 1:
+            return int(np.argmax(utilities + g.gumbel(scale=2.0, size=K)))
+        return np.argmax(utilities + g.gumbel(scale=2.0, size=(n, K)), axis=1)
+
+    def krr(n: int) -> object:
+        keep_p = math.e / (math.e + K - 1)
+        if n == 1:
+            return 3 if g.random() < keep_p else int(g.integers(K - 1))
+        keep = g.random(n) < keep_p
+        return np.where(keep, 3, g.integers(K - 1, size=n))
+
+    return {
+        "laplace": lambda n: g.laplace() if n == 1 else g.laplace(size=n),
+        "discrete laplace": lambda n: (
+            int(g.geometric(p)) - int(g.geometric(p)) if n == 1 else g.geometric(p, n) - g.geometric(p, n)
+        ),
+        "gaussian": lambda n: g.normal() if n == 1 else g.normal(size=n),
+        "discrete gaussian": lambda n: (
+            round(g.normal(scale=SIGMA_DG)) if n == 1 else np.rint(g.normal(scale=SIGMA_DG, size=n))
+        ),
+        "exponential / noisy max": pick,
+        "k-RR (k=10)": krr,
+    }
 
 
-def _print(lines: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
-    for r in lines:
-        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+def _opendp() -> dict[str, Fn]:
+    try:
+        import opendp.prelude as dp
+    except ImportError:
+        return {}
+    dp.enable_features("contrib")
+    out: dict[str, Fn] = {}
+    for kind, make, t in (
+        ("laplace", dp.m.make_laplace, float),
+        ("discrete laplace", dp.m.make_laplace, int),
+        ("gaussian", dp.m.make_gaussian, float),
+        ("discrete gaussian", dp.m.make_gaussian, int),
+    ):
+        atom = dp.atom_domain(T=t, nan=False) if t is float else dp.atom_domain(T=t)
+        scale = SIGMA_DG if kind == "discrete gaussian" else 1.0
+        one = make(atom, dp.absolute_distance(T=t), scale=scale)
+        vec_metric = dp.l1_distance(T=t) if "laplace" in kind else dp.l2_distance(T=t)
+        vec = make(dp.vector_domain(atom), vec_metric, scale=scale)
+        zero = 0.0 if t is float else 0
+        zeros = {n: [zero] * n for n in SIZES}
+        out[kind] = lambda n, one=one, vec=vec, zero=zero, zeros=zeros: one(zero) if n == 1 else vec(zeros[n])
+    nm = dp.m.make_noisy_max(
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float), dp.max_divergence(), scale=2.0
+    )
+    utilities = [float(i % 3) for i in range(K)]
+    out["exponential / noisy max"] = _loop(lambda: nm(utilities))
+    rr = dp.m.make_randomized_response(list(range(K)), math.e / (math.e + K - 1))
+    out["k-RR (k=10)"] = _loop(lambda: rr(3))
+    return out
+
+
+def _pydp() -> dict[str, Fn]:
+    try:
+        from pydp.algorithms import numerical_mechanisms as nm
+    except ImportError:
+        return {}
+    lap = nm.LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
+    gauss = nm.GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    return {"laplace": _loop(lambda: lap.add_noise(0.0)), "gaussian": _loop(lambda: gauss.add_noise(0.0))}
+
+
+def _diffprivlib() -> dict[str, Fn]:
+    try:  # diffprivlib 0.6.6 imports two names scikit-learn 1.9 removed (see analysis_peers.py)
+        import sklearn.tree._tree as tree
+
+        for name, value in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
+            if not hasattr(tree, name):
+                setattr(tree, name, value)
+    except ImportError:
+        pass
+    try:
+        import diffprivlib.mechanisms as m
+    except ImportError:
+        return {}
+    lap = m.Laplace(epsilon=1.0, sensitivity=1.0)
+    geo = m.Geometric(epsilon=1.0, sensitivity=1)
+    gauss = m.GaussianAnalytic(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    dg = m.GaussianDiscrete(epsilon=1.0, delta=1e-5, sensitivity=1)
+    expo = m.Exponential(epsilon=1.0, sensitivity=1.0, utility=[float(i % 3) for i in range(K)])
+    return {
+        "laplace": _loop(lambda: lap.randomise(0.0)),
+        "discrete laplace": _loop(lambda: geo.randomise(0)),
+        "gaussian": _loop(lambda: gauss.randomise(0.0)),
+        "discrete gaussian": _loop(lambda: dg.randomise(0)),
+        "exponential / noisy max": _loop(expo.randomise),
+    }
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _loop(one: Callable[[], object]) -> Fn:
+    """A peer without a vector call: ``n`` scalar calls (marked as a loop)."""
+
+    def run(n: int) -> object:
+        return [one() for _ in range(n)]
+
+    run.loop = True  # type: ignore[attr-defined]
+    return run
+
+
+def _calls(n: int, quick: bool) -> int:
+    """Calls per timed cell: 5e3 scalar releases at x1, about 1e4 samples at 1e3, one call beyond."""
+    if n == 1:
+        return 200 if quick else 5_000
+    return max(1, (1_000 if quick else 10_000) // n)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", default="1e5,1e6,1e7", help="samples per call, comma-separated")
-    ap.add_argument("--work", type=float, default=1e7, help="samples timed per row and size")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (1e4,1e5 per call, 1e5 samples per row)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median per cell)")
+    ap.add_argument("--quick", action="store_true", help="sizes x1 and 1e3 only, few calls")
+    ap.add_argument("--once", type=float, default=1.0, help="estimated CPU s above which a cell runs once")
+    ap.add_argument("--skip", type=float, default=10.0, help="estimated CPU s above which a cell is skipped")
     args = ap.parse_args()
-    if args.quick:
-        args.sizes, args.work = "1e4,1e5", 1e5
-    sizes = [int(float(x)) for x in args.sizes.split(",")]
+    sizes = SIZES[:2] if args.quick else SIZES
     secure = SecureRandom()
-    laplace = LaplaceMechanism(epsilon=1.0, sensitivity=1.0)
-    dlap = DiscreteLaplaceMechanism(epsilon=1.0, sensitivity=1)
-    gauss = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    sigma = float(gauss.sigma_int)
-    fast: list[Row] = [
-        (
-            "privreg laplace mechanism, fast path (release_many)",
-            lambda n: laplace.release_many(0.0, n, charger=EventLog(), rng=secure),
-        ),
-        (
-            "privreg discrete-laplace mechanism, fast path",
-            lambda n: dlap.release_many(0, n, charger=EventLog(), rng=secure),
-        ),
-        (
-            "privreg discrete_laplace_many alone, scale 2048",
-            lambda n: discrete_laplace_many(laplace.noise_scale, n, secure),
-        ),
-        (
-            f"privreg gaussian mechanism, fast path [sigma {sigma:.0f} grid units]",
-            lambda n: gauss.release_many(0.0, n, charger=EventLog(), rng=secure),
-        ),
+    systems: list[tuple[str, dict[str, Fn]]] = [
+        ("privreg " + _version("privreg"), _privreg(secure)),
+        ("numpy " + np.__version__ + " (insecure)", _numpy()),
     ]
-    for s in (1, 100, 10_000):
-        fast.append(
-            (
-                f"privreg discrete_gaussian_many alone, sigma {s}",
-                lambda n, s=s: discrete_gaussian_many(Fraction(s) ** 2, n, secure),
-            )
-        )
-    peer = f"real peer numpy {np.__version__}"
-    baselines: list[Row] = [
-        (f"{peer} laplace (insecure: PCG64, float leak)", lambda n: np.random.default_rng().laplace(size=n)),
-        (f"{peer} normal (insecure: PCG64, float leak)", lambda n: np.random.default_rng().normal(size=n)),
-    ]
-    for kind in ("laplace", "gaussian"):
-        for name, fn in (
-            (f"real peer OpenDP {_version('opendp')} make_{kind} on a vector", _opendp(kind)),
-            (f"real peer PyDP {_version('python-dp')} {kind.capitalize()}Mechanism.add_noise", _pydp(kind)),
-        ):
-            if fn is not None:
-                baselines.append((name, fn))
-    exact: list[Row] = [
-        (
-            "privreg laplace mechanism, exact path",
-            lambda n: LaplaceMechanism(epsilon=1.0, sensitivity=1.0, path="exact").release_many(
-                0.0, n, charger=EventLog(), rng=secure
-            ),
-        ),
-        (
-            "privreg gaussian mechanism, exact path",
-            lambda n: GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0, path="exact").release_many(
-                0.0, n, charger=EventLog(), rng=secure
-            ),
-        ),
-    ]
+    for label, dist, build in (
+        ("OpenDP", "opendp", _opendp),
+        ("PyDP", "python-dp", _pydp),
+        ("diffprivlib", "diffprivlib", _diffprivlib),
+    ):
+        rows = build()
+        if rows:
+            systems.append((f"{label} {_version(dist)}", rows))
+        else:
+            print(f"({label} not installed: its columns are left out)", flush=True)
+    # every (kind, row label, fn) in table order
+    cells: dict[tuple[str, str, int], list[Timing]] = {}
+    order: list[tuple[str, str, Fn]] = []
+    for kind in KINDS:
+        for sysname, rows in systems:
+            for key, fn in rows.items():
+                if key == kind or key.startswith(kind + " ("):
+                    label = sysname + key[len(kind) :]
+                    if getattr(fn, "loop", False):
+                        label += " [per-sample loop]"
+                    order.append((kind, label, fn))
+    for fn in {id(f): f for _, _, f in order}.values():  # warm-up: caches, imports, JIT-free first calls
+        fn(1)
+        fn(1000)
+    estimate: dict[tuple[str, str], float] = {}  # CPU ns per sample at the last size timed
+    skipped: set[tuple[str, str, int]] = set()
+    once: set[tuple[str, str, int]] = set()
+    for r in range(args.rounds):
+        for n in sizes:
+            for kind, label, fn in order:
+                cost = estimate.get((kind, label), 0.0) * n * 1e-9
+                if (kind, label, n) in skipped or (r == 0 and n > 1 and cost > args.skip):
+                    skipped.add((kind, label, n))
+                    continue
+                if (kind, label, n) in once or (r == 0 and n > 1 and cost > args.once):
+                    once.add((kind, label, n))
+                    if r > 0:
+                        continue
+                calls = _calls(n, args.quick)
+                with timed(cores=1) as t:
+                    for _ in range(calls):
+                        fn(n)
+                per = t.timing.scaled(1e9 / (calls * n))
+                cells.setdefault((kind, label, n), []).append(per)
+                if r == 0:
+                    estimate[(kind, label)] = per.cpu
+        print(f"  round {r + 1} of {args.rounds} done", flush=True)
 
-    lines, cpu = _table(fast + baselines, sizes, args.work)
-    exact_lines, _ = _table(exact, [1000, 10_000], 2e4)
+    def med(kind: str, label: str, n: int) -> tuple[float, float] | None:
+        got = cells.get((kind, label, n))
+        if not got:
+            return None
+        return statistics.median(t.cpu for t in got), statistics.median(t.wall for t in got)
+
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     print()
-    print(header("Noise cost per sample (every row single-threaded)", processes=1, cores=1))
-    _print(lines)
-    print()
-    print(header("Exact paths, timed the same way at 1e3 and 1e4 samples per call", processes=1, cores=1))
-    _print(exact_lines)
-    print()
-    if 1_000_000 in sizes and 10_000_000 in sizes:
-        i6, i7 = sizes.index(1_000_000), sizes.index(10_000_000)
-        for name, _ in fast:
-            ratio = cpu[name][i7] / cpu[name][i6]
-            sampler = "alone" in name  # the goal is the samplers'; mechanisms add their output arrays
-            verdict = ("flat" if ratio <= 1.15 else "GROWS") if sampler else "info"
-            print(f"{verdict}: {name}: CPU per core at 1e7 / at 1e6 = {ratio:.2f}")
-        print(
-            "(info: a mechanism's release_many also allocates its result arrays; at 1e7 they are 80 MB "
-            "each, fresh pages from the OS, about 10 ns per sample per array)"
-        )
-    rate = 1e9 / min(cpu[fast[3][0]])
     print(
-        f"Gaussian mechanism fast path {'meets' if rate >= 1e6 else 'MISSES'} the 1e6 samples/s per core "
-        f"goal ({rate:,.0f}/s per core, from CPU ns / core at the best call size)."
+        header(
+            f"Noise per sample, in ns (CPU, wall; median of {args.rounds} interleaved rounds), "
+            f"and CPU x numpy of the same kind and size",
+            processes=1,
+            cores=1,
+        )
     )
+    a, b, c = START_LOAD
+    print(f"[finished {started}; load average at start {a:.2f} / {b:.2f} / {c:.2f}, at the end {_load()}]")
+    print(f"[* timed in round 1 only (estimated over {args.once:g} CPU s); skip: estimated over {args.skip:g} CPU s]")
+    for kind in KINDS:
+        print()
+        head = [f"{kind}: ns per sample"]
+        for n in sizes:
+            s = "x1" if n == 1 else f"1e{round(math.log10(n))}"
+            head += [f"{s} CPU", f"{s} wall", f"{s} CPU x numpy"]
+        lines = [head]
+        base = next(label for k, label, _ in order if k == kind and label.startswith("numpy"))
+        for k, label, _ in order:
+            if k != kind:
+                continue
+            row = [label]
+            for n in sizes:
+                got, ref = med(kind, label, n), med(kind, base, n)
+                if got is None:
+                    row += ["skip" if (kind, label, n) in skipped else "-", "-", "-"]
+                    continue
+                mark = "*" if (kind, label, n) in once else ""
+                row += [f"{got[0]:,.0f}{mark}", f"{got[1]:,.0f}{mark}", f"{got[0] / ref[0]:.1f}" if ref else "-"]
+            lines.append(row)
+        widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+        for r in lines:
+            print("  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip())
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -273,3 +273,22 @@ def test_a_curve_release_over_the_delta_left_keeps_the_basic_filter_alive(tmp_pa
     s.charge(PureDP(epsilon=1.0), mechanism="m", parameters={})
     assert BudgetSession.open(path).spent() == s.spent()
     assert verify_ledger(path).flags == ()
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_memoized_prices_are_the_computed_ones(name):
+    """A state-free filter memoizes its price per event (shared with its copies); the
+    memoized price is the one a fresh filter computes, and a filter whose price depends on
+    its totals (basic, advanced) computes it each time."""
+    from privreg.core.events import DiscreteGaussian, PureDP
+
+    f = make_filter(name, epsilon=10.0, delta=1e-6, event_delta=1e-7)
+    for event in (PureDP(epsilon=0.5), DiscreteGaussian(sigma=3.0, sensitivity=1)):
+        first = f.price(event)
+        if isinstance(first, str):  # a filter that cannot price it (gdp and pure DP)
+            continue
+        for _ in range(3):
+            f.apply(first)
+        fresh = make_filter(name, epsilon=10.0, delta=1e-6, event_delta=1e-7)
+        assert f.copy().price(event) == fresh.price(event) == f.price(event)
+        assert (f.price(event) is first) == FILTERS[name].state_free

@@ -28,7 +28,7 @@ from scipy import stats
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom, RandomSource
 from privreg.mechanisms.gaussian import GaussianMechanism
-from privreg.noise import coins
+from privreg.noise import coins, trials
 from privreg.noise import gaussian as g
 from privreg.noise.gaussian import discrete_gaussian_many
 
@@ -176,8 +176,8 @@ def test_exact_finishing_alone_gives_the_exact_law(monkeypatch):
     """With the float band widened so that no coin is decided by the filter and every
     geometric word treated as a tie, every trial is finished by LazyUniform: the law must
     still be exact (this checks the rare paths at full rate)."""
-    monkeypatch.setattr(g, "_BAND", 1e9)
-    monkeypatch.setattr(g, "_GEOMETRIC_TIE", np.ones_like(g._GEOMETRIC_TIE))
+    monkeypatch.setattr(trials, "BAND", 1e9)
+    monkeypatch.setattr(trials, "GEOMETRIC_TIE", np.ones_like(trials.GEOMETRIC_TIE))
     sigma2 = Fraction(9, 4)
     z = discrete_gaussian_many(sigma2, 30_000, _rng(16))
     assert _chi2_pvalue(z, sigma2, bins=15) > ALPHA

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -99,6 +100,8 @@ Price = tuple[float, ...] | str
 def price_to_json(price: Price) -> Any:
     """JSON form of a price: a list of numbers (``"inf"`` for an infinite one) or
     ``{"unsupported": reason}``."""
+    if type(price) is tuple and all(type(x) is float and -math.inf < x < math.inf for x in price):
+        return list(price)  # the usual case: finite floats, as they are
     if isinstance(price, str):
         return {"unsupported": price}
     return [x if math.isfinite(x) else ("inf" if x > 0 else "-inf") for x in price]
@@ -124,6 +127,8 @@ def price_from_json(data: Any) -> Price:
 
 
 _R = TypeVar("_R")
+#: Prices a state-free filter memoizes (events of a session repeat a few kinds).
+_PRICE_MEMO = 4096
 
 
 def _memo(fn: Callable[..., _R]) -> Callable[..., _R]:
@@ -237,6 +242,8 @@ class Filter(ABC):
         # spent() of the last totals it was asked about: (those totals, epsilon). One
         # tuple, assigned at once, so a thread never reads one totals' epsilon for others.
         self._spent_memo: tuple[tuple[float, ...] | None, float] = (None, 0.0)
+        # prices of state-free filters, by (event, stated); copies share it (same options)
+        self._prices: dict[tuple[PrivacyEvent, PrivacyEvent | None], Price] = {}
 
     # -- what a subclass defines ----------------------------------------------------------
 
@@ -250,15 +257,34 @@ class Filter(ABC):
         """Epsilon of the totals ``sums`` at this filter's delta."""
 
     def _add(self, sums: tuple[float, ...], inc: tuple[float, ...]) -> tuple[float, ...]:
-        return tuple(a + b for a, b in zip(sums, inc))
+        return tuple(map(operator.add, sums, inc))  # the same sums as a + b, elementwise
 
     # -- pricing and state ----------------------------------------------------------------
+
+    #: True when a price depends on the event and the filter's options only, never on its
+    #: totals: :meth:`price` then memoizes it per filter (and its copies).
+    state_free: ClassVar[bool] = False
 
     def price(self, event: PrivacyEvent, stated: PrivacyEvent | None = None) -> Price:
         """What one release of ``event`` adds now (``stated``: the guarantee the caller
         asked for, e.g. ``ApproxDP(eps, delta)`` of a Gaussian), or why it cannot be priced."""
         if self.dead:
             return self.dead
+        if not self.state_free:
+            return self._price(event, stated)
+        key = (event, stated)
+        try:
+            return self._prices[key]
+        except KeyError:
+            pass
+        except TypeError:  # an event that cannot be hashed (a plugin's, with a mutable field)
+            return self._price(event, stated)
+        price = self._price(event, stated)
+        if len(self._prices) < _PRICE_MEMO:
+            self._prices[key] = price
+        return price
+
+    def _price(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> Price:
         try:
             inc = tuple(float(x) for x in self._increment(event, stated))
         except UnsupportedEventError as exc:
@@ -395,6 +421,7 @@ def _rho(event: PrivacyEvent, neighbouring: str) -> float:
 
 class ZCDPFilter(Filter):
     name = "zcdp"
+    state_free = True
     spent_cost = 3  # dp_accounting's conversion over every order
     citation = "Feldman-Zrnic 2021, Rényi filter, at every order: the interaction is rho-zCDP"
 
@@ -420,6 +447,7 @@ class RDPFilter(Filter):
         f"the {len(FILTER_ORDERS)} orders fixed in advance"
     )
     width = len(FILTER_ORDERS)
+    state_free = True
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         return _rdp_curve(event, self.neighbouring)
@@ -440,6 +468,7 @@ class GDPFilter(Filter):
     """Sums mu_i^2 (Smith-Thakurta 2022); its price of a release is mu_i^2."""
 
     name = "gdp"
+    state_free = True
     spent_cost = 2  # a root search
     citation = "Smith-Thakurta 2022: mu_i^2 add up under fully adaptive composition"
 

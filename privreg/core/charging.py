@@ -49,12 +49,20 @@ class Charger(Protocol):
 def check_charger(charger: Any) -> Charger:
     """``charger`` if it is a :class:`Charger` (what mechanisms and randomizers charge
     releases to), else PrivregTypeError naming what to pass."""
+    if type(charger) in _CHARGER_TYPES:
+        return charger  # type: ignore[no-any-return]
     if not isinstance(charger, Charger):
         raise PrivregTypeError(
             f"charger must have a charge(event, ...) method (a budget session or "
             f"privreg.core.EventLog); got {charger!r}"
         )
+    if callable(getattr(type(charger), "charge", None)):  # a method of the class: every instance has it
+        _CHARGER_TYPES.add(type(charger))
     return charger
+
+
+#: Classes that define ``charge`` (checked once: the runtime Protocol check costs microseconds).
+_CHARGER_TYPES: set[type] = set()
 
 
 def jsonable(value: Any, *, name: str = "value") -> Any:

@@ -47,6 +47,9 @@ class Mechanism(ABC):
     """
 
     name: ClassVar[str] = ""
+    #: True for classes whose instances never change after construction (frozen attrs
+    #: values): their :meth:`parameters` are then computed once and reused per release.
+    _immutable: ClassVar[bool] = False
 
     @abstractmethod
     def privacy_event(self) -> PrivacyEvent:
@@ -82,6 +85,15 @@ class Mechanism(ABC):
 
     def parameters(self) -> dict[str, Any]:
         """The mechanism's configuration as JSON-safe values, for the ledger."""
+        if self._immutable:
+            cached = self.__dict__.get("_parameters_cache")
+            if cached is None:
+                cached = self._parameters()
+                object.__setattr__(self, "_parameters_cache", cached)  # frozen: a cache, not state
+            return dict(cached)
+        return self._parameters()
+
+    def _parameters(self) -> dict[str, Any]:
         cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
         if attrs.has(cls):
             return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(cls)}

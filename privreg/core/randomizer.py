@@ -82,7 +82,20 @@ class Randomizer(ABC):
         """Unbiased aggregate estimate from reports (frequency oracles override this)."""
         raise PrivregError(f"randomizer {self.name!r} has no unbiased aggregate estimator")
 
+    #: True for classes whose instances never change after construction (frozen attrs
+    #: values): their :meth:`parameters` are then computed once and reused per release.
+    _immutable: ClassVar[bool] = False
+
     def parameters(self) -> dict[str, Any]:
+        if self._immutable:
+            cached = self.__dict__.get("_parameters_cache")
+            if cached is None:
+                cached = self._parameters()
+                object.__setattr__(self, "_parameters_cache", cached)  # frozen: a cache, not state
+            return dict(cached)
+        return self._parameters()
+
+    def _parameters(self) -> dict[str, Any]:
         cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
         if attrs.has(cls):
             return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(cls)}

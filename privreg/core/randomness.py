@@ -96,6 +96,8 @@ def resolve_random(rng: RandomSource | None) -> RandomSource:
     """``rng`` itself, or a fresh :class:`SecureRandom` when ``None``."""
     if rng is None:
         return SecureRandom()
+    if type(rng) in _BUILT_IN:  # the usual case, without the ABC instance check
+        return rng
     if not isinstance(rng, RandomSource):
         raise PrivregTypeError(
             f"rng must be a privreg RandomSource (SecureRandom, or InsecureReproducibleRandom "
@@ -103,3 +105,6 @@ def resolve_random(rng: RandomSource | None) -> RandomSource:
             f"they are not cryptographically secure."
         )
     return rng
+
+
+_BUILT_IN = (SecureRandom, InsecureReproducibleRandom)

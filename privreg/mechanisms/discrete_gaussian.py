@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import ClassVar
 
@@ -16,7 +17,8 @@ from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
 from privreg.mechanisms.laws import discrete_gaussian_law
 from privreg.mechanisms.noise_params import PATHS
 from privreg.noise.fast import MAX_PART
-from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
+from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many, discrete_gaussian_one, fast_plan
+from privreg.noise.trials import Plan, draw_one
 
 __all__ = ["DiscreteGaussianMechanism"]
 
@@ -53,12 +55,19 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         default="fast", choices=PATHS, doc="vectorised exact sampler, or one exact rational draw at a time"
     )
 
-    @property
+    _immutable: ClassVar[bool] = True
+
+    # Immutable: sigma^2 and the event are computed once, on first use.
+    @functools.cached_property
     def sigma2(self) -> Fraction:
         return Fraction(self.sigma) ** 2
 
-    def privacy_event(self) -> PrivacyEvent:
+    @functools.cached_property
+    def _event(self) -> PrivacyEvent:
         return DiscreteGaussian(sigma=self.sigma, sensitivity=self.sensitivity, dimension=self.dimension)
+
+    def privacy_event(self) -> PrivacyEvent:
+        return self._event
 
     def coordinate_law(self, center: int) -> DiscreteLaw | None:
         """Discrete Gaussian noise of variance parameter ``sigma**2`` around ``center``."""
@@ -68,3 +77,15 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         if self.path == "fast":
             return discrete_gaussian_many(self.sigma2, count, rng)
         return np.array([discrete_gaussian(self.sigma2, rng) for _ in range(count)], dtype=np.int64)
+
+    @functools.cached_property
+    def _plan(self) -> Plan | None:
+        return fast_plan(self.sigma2)
+
+    def _noise_one(self, rng: RandomSource) -> int:
+        if self.path == "fast":
+            plan = self._plan
+            if plan is not None:
+                return draw_one(plan, rng)
+            return discrete_gaussian_one(self.sigma2, rng)
+        return discrete_gaussian(self.sigma2, rng)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import ClassVar
 
@@ -16,7 +17,8 @@ from privreg.mechanisms.grid_mechanism import IntegerNoiseMechanism
 from privreg.mechanisms.laws import two_sided_geometric_law
 from privreg.mechanisms.noise_params import PATHS, float_at_most, laplace_scale
 from privreg.noise import discrete_laplace
-from privreg.noise.fast import discrete_laplace_many, fast_scale
+from privreg.noise.fast import discrete_laplace_one, discrete_laplace_planned, fast_scale, laplace_plan_of
+from privreg.noise.trials import Plan
 
 __all__ = ["DiscreteLaplaceMechanism"]
 
@@ -52,13 +54,24 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         default="fast", choices=PATHS, doc="vectorised sampler, or one exact rational draw at a time"
     )
 
-    @property
+    _immutable: ClassVar[bool] = True
+
+    # Immutable: the scale, event and sampler plan are computed once, on first use.
+    @functools.cached_property
     def noise_scale(self) -> Fraction:
         exact = laplace_scale(self.sensitivity, self.epsilon)
         return fast_scale(exact) if self.path == "fast" else exact
 
-    def privacy_event(self) -> PrivacyEvent:
+    @functools.cached_property
+    def _event(self) -> PrivacyEvent:
         return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.sensitivity)
+
+    @functools.cached_property
+    def _plan(self) -> Plan:
+        return laplace_plan_of(self.noise_scale)
+
+    def privacy_event(self) -> PrivacyEvent:
+        return self._event
 
     def coordinate_law(self, center: int) -> DiscreteLaw | None:
         """Two-sided geometric noise of the realised scale around ``center``."""
@@ -66,5 +79,10 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":
-            return discrete_laplace_many(self.noise_scale, count, rng)
+            return discrete_laplace_planned(self._plan, count, rng)
         return np.array([discrete_laplace(self.noise_scale, rng) for _ in range(count)], dtype=np.int64)
+
+    def _noise_one(self, rng: RandomSource) -> int:
+        if self.path == "fast":
+            return discrete_laplace_one(self._plan, rng)
+        return discrete_laplace(self.noise_scale, rng)

@@ -27,7 +27,8 @@ from privreg.mechanisms.grid_mechanism import GridMechanism
 from privreg.mechanisms.laws import discrete_gaussian_law
 from privreg.mechanisms.noise_params import PATHS, as_global
 from privreg.noise import Grid
-from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many
+from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many, discrete_gaussian_one, fast_plan
+from privreg.noise.trials import Plan, draw_one
 
 __all__ = ["GaussianMechanism", "as_global_l2", "classic_gaussian_ratio", "CALIBRATIONS"]
 
@@ -212,7 +213,10 @@ class GaussianMechanism(GridMechanism):
             return classic_gaussian_ratio(self.epsilon, self.delta) * self.sensitivity.value
         return calibrate_gaussian_sigma(epsilon=self.epsilon, delta=self.delta, sensitivity=self.sensitivity.value)
 
-    @property
+    _immutable: ClassVar[bool] = True
+
+    # Immutable: the grid, sigma, event and guarantee are computed once, on first use.
+    @functools.cached_property
     def grid(self) -> Grid:
         multiple = self._calibrated()[0]
         return Grid(step=Fraction(self.sensitivity.value) / multiple, multiple=multiple)
@@ -227,7 +231,7 @@ class GaussianMechanism(GridMechanism):
         """The verified sigma of the integer noise actually drawn (grid units)."""
         return self._calibrated()[2]
 
-    @property
+    @functools.cached_property
     def noise_sigma2(self) -> Fraction:
         """sigma_int^2, the exact parameter passed to the discrete Gaussian sampler."""
         return self.sigma_int**2
@@ -240,9 +244,17 @@ class GaussianMechanism(GridMechanism):
     def stated_guarantee(self) -> PrivacyEvent:
         """(epsilon, delta) as asked for: the discrete noise was verified to meet it under
         :attr:`verification_accountant` (a budget charges one release no more than this)."""
+        return self._stated
+
+    @functools.cached_property
+    def _stated(self) -> PrivacyEvent:
         return ApproxDP(epsilon=self.epsilon, delta=self.delta)
 
     def privacy_event(self) -> PrivacyEvent:
+        return self._event
+
+    @functools.cached_property
+    def _event(self) -> PrivacyEvent:
         sigma = float(self.sigma_int)
         if Fraction(sigma) != self.sigma_int:  # dyadic with few bits: exact, never above
             # the charge must be for the very sigma the sampler draws with; a rounded one
@@ -262,3 +274,15 @@ class GaussianMechanism(GridMechanism):
         if self.path == "fast":
             return discrete_gaussian_many(sigma2, count, rng)
         return np.array([discrete_gaussian(sigma2, rng) for _ in range(count)], dtype=np.int64)
+
+    @functools.cached_property
+    def _plan(self) -> Plan | None:
+        return fast_plan(self.noise_sigma2)
+
+    def _noise_one(self, rng: RandomSource) -> int:
+        if self.path == "fast":
+            plan = self._plan
+            if plan is not None:
+                return draw_one(plan, rng)
+            return discrete_gaussian_one(self.noise_sigma2, rng)
+        return discrete_gaussian(self.noise_sigma2, rng)

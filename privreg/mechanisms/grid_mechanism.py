@@ -116,6 +116,13 @@ def integer_array(name: str, value: Any, dimension: int) -> np.ndarray:
     raise _not_integers(name)
 
 
+def round_ratio(num: int, den: int) -> int:
+    """``round(Fraction(num, den))`` (ties to even) for ``den > 0``, in integers."""
+    q, r = divmod(num, den)
+    twice = 2 * r
+    return q + 1 if twice > den or (twice == den and q & 1) else q
+
+
 def _not_integers(name: str) -> PrivregTypeError:
     return PrivregTypeError(
         f"{name} must hold integers (counts), as int or whole floats; use the 'laplace' or "
@@ -199,7 +206,14 @@ class IntegerNoiseMechanism(Mechanism):
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         """``count`` independent integer noise values (int64)."""
 
+    def _noise_one(self, rng: RandomSource) -> int:
+        """One noise value, from the stream exactly as ``_noise(1, rng)`` takes it (the
+        scalar releases' path; override with a path that builds no arrays)."""
+        return int(self._noise(1, rng)[0])
+
     def validate_input(self, value: Any) -> np.ndarray:
+        if type(value) is int and self.dimension == 1 and -MAX_INTEGER_QUERY <= value <= MAX_INTEGER_QUERY:
+            return np.array(value, dtype=np.int64)  # what integer_array returns, without its checks
         return integer_array("value", value, self.dimension)
 
     def coordinate_law(self, center: int) -> DiscreteLaw | None:
@@ -218,9 +232,9 @@ class IntegerNoiseMechanism(Mechanism):
         return noise_law([self.coordinate_law(c) for c in centers], columns, scalar=value.ndim == 0)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        noise = self._noise(self.dimension, rng)
         if value.ndim == 0:
-            return int(value) + int(noise[0])
+            return int(value) + self._noise_one(rng)
+        noise = self._noise(self.dimension, rng)
         return saturate_int64(exact_sum(value.reshape(-1).tolist(), noise))
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
@@ -255,7 +269,14 @@ class GridMechanism(Mechanism):
     def _step(self) -> float:
         return self.sensitivity.value / self.grid.multiple  # type: ignore[attr-defined]
 
+    def _noise_one(self, rng: RandomSource) -> int:
+        """One noise value, from the stream exactly as ``_noise(1, rng)`` takes it (the
+        scalar releases' path; override with a path that builds no arrays)."""
+        return int(self._noise(1, rng)[0])
+
     def validate_input(self, value: Any) -> np.ndarray:
+        if type(value) is float and self.dimension == 1 and math.isfinite(value):
+            return np.array(value + 0.0)  # what finite_array returns, without numpy's checks
         arr = finite_array("value", value)
         size = arr.size if arr.ndim else 1
         if size != self.dimension:
@@ -297,7 +318,16 @@ class GridMechanism(Mechanism):
             factors.append(None if law is None else attrs.evolve(law, encode=scalar_totals))
         return noise_law(factors, totals, scalar=value.ndim == 0)
 
+    def _snap_one(self, x: float) -> int:
+        """``snap_to_grid(x, self.grid)`` in integers (no Fraction): ``x / step =
+        p D / (q N)`` for ``x = p / q`` and ``step = N / D``."""
+        p, q = x.as_integer_ratio()
+        step = self.grid.step
+        return round_ratio(p * step.denominator, q * step.numerator)
+
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
+        if value.shape == ():  # scalar: plain integers, the same value as the array path
+            return grid_to_float(self._snap_one(float(value)) + self._noise_one(rng), self.grid.step)
         totals = exact_sum(self._snap(value), self._noise(self.dimension, rng))
         out = grid_values(totals, self.grid.step)
         return float(out[0]) if value.shape == () else out.reshape(value.shape)
@@ -305,7 +335,8 @@ class GridMechanism(Mechanism):
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
         # In chunks of about _CHUNK values, so that the noise and sum temporaries stay in
         # cache at any count (independent draws per chunk: the same joint law).
-        snapped, dim, step = self._snap(value), self.dimension, self.grid.step
+        dim, step = self.dimension, self.grid.step
+        snapped = [self._snap_one(float(value))] if value.shape == () else self._snap(value)
         out = np.empty((count, dim), dtype=np.float64)
         rows = max(1, _CHUNK // dim)
         for start in range(0, count, rows):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -20,7 +21,8 @@ from privreg.mechanisms.grid_mechanism import GridMechanism
 from privreg.mechanisms.laws import two_sided_geometric_law
 from privreg.mechanisms.noise_params import PATHS, as_global, float_at_most, laplace_scale
 from privreg.noise import Grid, discrete_laplace
-from privreg.noise.fast import discrete_laplace_many, fast_scale
+from privreg.noise.fast import discrete_laplace_one, discrete_laplace_planned, fast_scale, laplace_plan_of
+from privreg.noise.trials import Plan
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 
@@ -45,7 +47,8 @@ class LaplaceMechanism(GridMechanism):
     2012). The charged event is the :class:`~privreg.core.events.DiscreteLaplace` that
     actually happened.
 
-    Paths: ``"fast"`` (default) draws vectorised, about 1.3e6 values per second per core,
+    Paths: ``"fast"`` (default) draws vectorised, about 4e6 values per second per core
+    (``benchmarks/noise.py``; a scalar release takes a plain-Python path with the same values),
     with the integer scale (>= 1024) rounded up by at most a relative 2**-39
     (:func:`privreg.noise.fast.fast_scale`);
     ``"exact"`` draws one value at a time with the exact rational scale (about 2e4/s).
@@ -78,22 +81,34 @@ class LaplaceMechanism(GridMechanism):
         default="fast", choices=PATHS, doc="vectorised sampler, or one exact rational draw at a time"
     )
 
-    @property
+    _immutable: ClassVar[bool] = True
+
+    # Mechanisms are immutable: everything a release needs that does not depend on the
+    # value is computed once, on first use (cached_property), not per release.
+    @functools.cached_property
     def grid(self) -> Grid:
         return Grid.for_query(sensitivity=self.sensitivity.value, epsilon=self.epsilon, dimension=self.dimension)
 
-    @property
+    @functools.cached_property
     def integer_sensitivity(self) -> int:
         return self.grid.integer_sensitivity(self.dimension)
 
-    @property
+    @functools.cached_property
     def noise_scale(self) -> Fraction:
         """Scale of the integer noise actually drawn (grid units)."""
         exact = laplace_scale(self.integer_sensitivity, self.epsilon)
         return fast_scale(exact) if self.path == "fast" else exact
 
-    def privacy_event(self) -> PrivacyEvent:
+    @functools.cached_property
+    def _event(self) -> PrivacyEvent:
         return DiscreteLaplace(scale=float_at_most(self.noise_scale), sensitivity=self.integer_sensitivity)
+
+    @functools.cached_property
+    def _plan(self) -> Plan:
+        return laplace_plan_of(self.noise_scale)
+
+    def privacy_event(self) -> PrivacyEvent:
+        return self._event
 
     def coordinate_law(self, center: int) -> DiscreteLaw | None:
         """Two-sided geometric noise of the realised integer scale around the snapped ``center``."""
@@ -101,5 +116,10 @@ class LaplaceMechanism(GridMechanism):
 
     def _noise(self, count: int, rng: RandomSource) -> np.ndarray:
         if self.path == "fast":
-            return discrete_laplace_many(self.noise_scale, count, rng)
+            return discrete_laplace_planned(self._plan, count, rng)
         return np.array([discrete_laplace(self.noise_scale, rng) for _ in range(count)], dtype=np.int64)
+
+    def _noise_one(self, rng: RandomSource) -> int:
+        if self.path == "fast":
+            return discrete_laplace_one(self._plan, rng)
+        return discrete_laplace(self.noise_scale, rng)

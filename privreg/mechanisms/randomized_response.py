@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from fractions import Fraction
@@ -18,6 +19,7 @@ from privreg.core.randomness import RandomSource
 from privreg.mechanisms.laws import categorical_law
 from privreg.mechanisms.probabilities import exp_lower_bound
 from privreg.noise import uniform_below
+from privreg.noise.vector import uniform_below_one
 
 __all__ = ["RandomizedResponse"]
 
@@ -80,7 +82,9 @@ class RandomizedResponse(Randomizer):
     def epsilon0(self) -> float:
         return self.epsilon
 
-    @property
+    _immutable: ClassVar[bool] = True
+
+    @functools.cached_property
     def keep_numerator(self) -> int:
         """Keep with probability keep_numerator / 2**53: at least 1/k and at most
         L / (L + k - 1) for a certified L <= e^epsilon, so p/q <= e^epsilon and q <= p."""
@@ -93,11 +97,13 @@ class RandomizedResponse(Randomizer):
             )
         return numerator
 
-    @property
+    @functools.cached_property
     def keep_probability(self) -> Fraction:
         return Fraction(self.keep_numerator, 1 << _BITS)
 
     def validate_inputs(self, inputs: Any) -> np.ndarray:
+        if type(inputs) is list and len(inputs) == 1 and type(inputs[0]) is int and 0 <= inputs[0] < self.k:
+            return np.array(inputs, dtype=np.int64)  # what category_array returns, without its checks
         return category_array("inputs", inputs, self.k)
 
     def output_law(self, value: Any) -> OutputLaw | None:
@@ -110,6 +116,11 @@ class RandomizedResponse(Randomizer):
 
     def _randomize(self, inputs: np.ndarray, rng: RandomSource) -> np.ndarray:
         n = inputs.size
+        if n == 1:  # one user: plain integers, the same draws as the array path below
+            keep1 = uniform_below_one(1 << _BITS, rng) < self.keep_numerator
+            other1 = uniform_below_one(self.k - 1, rng)
+            x = int(inputs[0])
+            return np.array([x if keep1 else other1 + (other1 >= x)], dtype=np.int64)
         keep = uniform_below(1 << _BITS, n, rng) < self.keep_numerator
         other = uniform_below(self.k - 1, n, rng)
         other += other >= inputs  # uniform over the k-1 categories != input

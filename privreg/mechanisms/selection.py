@@ -22,6 +22,7 @@ sampler, including CKS's). Run releases where their timing is not observable.
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import abstractmethod
 from fractions import Fraction
@@ -40,6 +41,7 @@ from privreg.core.randomness import RandomSource
 from privreg.mechanisms.laws import categorical_law, exponential_pmf, permute_and_flip_pmf
 from privreg.noise import bernoulli_exp_neg, uniform_below
 from privreg.noise.coins import ExpCoins
+from privreg.noise.exact import bernoulli_exp_neg_ratio
 
 __all__ = [
     "ExponentialMechanism",
@@ -197,6 +199,16 @@ def _exponential_one(gammas: list[Fraction], rng: RandomSource) -> int:
             return i
 
 
+def _exponential_one_ratio(gammas: list[tuple[int, int]], rng: RandomSource) -> int:
+    """:func:`_exponential_one` on ``gamma_i = a_i / b_i`` in lowest terms: the same draws."""
+    k = len(gammas)
+    while True:
+        i = rng.randbelow(k)
+        a, b = gammas[i]
+        if bernoulli_exp_neg_ratio(a, b, rng):
+            return i
+
+
 def exponential_index(gammas: list[Fraction], rng: RandomSource) -> int:
     """One exact draw of an index ``i`` with probability proportional to ``exp(-gamma_i)``,
     for exact rationals ``gamma_i >= 0`` of which at least one is 0 (the maximiser).
@@ -240,6 +252,18 @@ def _permute_and_flip_one(gammas: list[Fraction], rng: RandomSource) -> int:
         j = t + rng.randbelow(len(order) - t)
         order[t], order[j] = order[j], order[t]
         if bernoulli_exp_neg(gammas[order[t]], rng):
+            return order[t]
+    raise AssertionError("unreachable: a maximiser has gamma = 0 and always succeeds")
+
+
+def _permute_and_flip_one_ratio(gammas: list[tuple[int, int]], rng: RandomSource) -> int:
+    """:func:`_permute_and_flip_one` on ``gamma_i = a_i / b_i`` in lowest terms: the same draws."""
+    order = list(range(len(gammas)))
+    for t in range(len(order)):
+        j = t + rng.randbelow(len(order) - t)
+        order[t], order[j] = order[j], order[t]
+        a, b = gammas[order[t]]
+        if bernoulli_exp_neg_ratio(a, b, rng):
             return order[t]
     raise AssertionError("unreachable: a maximiser has gamma = 0 and always succeeds")
 
@@ -298,7 +322,9 @@ class _Selection(Mechanism):
         doc="the neighbour relation the utility sensitivity is proven for; the charged event carries it",
     )
 
-    @property
+    _immutable: ClassVar[bool] = True
+
+    @functools.cached_property
     def weight_exponent(self) -> Fraction:
         """``c`` in the weights ``exp(c u)``: exactly ``epsilon / (2 sensitivity)``, or
         ``epsilon / sensitivity`` when monotonic (as rationals, no rounding)."""
@@ -310,6 +336,10 @@ class _Selection(Mechanism):
         """The ``variant`` of the charged :class:`Exponential` event."""
 
     def privacy_event(self) -> PrivacyEvent:
+        return self._event
+
+    @functools.cached_property
+    def _event(self) -> PrivacyEvent:
         eps = epsilon_spent(
             weight_exponent=self.weight_exponent, sensitivity=self.sensitivity, monotonic=self.monotonic
         )
@@ -334,6 +364,20 @@ class _Selection(Mechanism):
         top = max(us)
         c = self.weight_exponent
         return [c * (top - u) for u in us]
+
+    def gamma_ratios(self, utilities: np.ndarray) -> list[tuple[int, int]]:
+        """:meth:`gammas` as ``(numerator, denominator)`` in lowest terms, computed in
+        integers (the scalar releases' path; the same rationals)."""
+        us = [x.as_integer_ratio() for x in utilities.tolist()]
+        tp, tq = max(us, key=lambda r: Fraction(*r))
+        c = self.weight_exponent
+        cn, cd = c.numerator, c.denominator
+        out = []
+        for p, q in us:
+            num, den = cn * (tp * q - p * tq), cd * tq * q
+            g = math.gcd(num, den)
+            out.append((num // g, den // g))
+        return out
 
 
 @attrs.frozen(kw_only=True)
@@ -372,7 +416,7 @@ class ExponentialMechanism(_Selection):
         return "exponential"
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> int:
-        return _exponential_one(self.gammas(value), rng)
+        return _exponential_one_ratio(self.gamma_ratios(value), rng)
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> list[int]:
         return _exponential_many(self.gammas(value), count, rng).tolist()
@@ -420,7 +464,7 @@ class PermuteAndFlip(_Selection):
         return permute_and_flip_pmf(gammas)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> int:
-        return _permute_and_flip_one(self.gammas(value), rng)
+        return _permute_and_flip_one_ratio(self.gamma_ratios(value), rng)
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> list[int]:
         return _permute_and_flip_many(self.gammas(value), count, rng).tolist()
@@ -470,10 +514,10 @@ class ReportNoisyMax(_Selection):
         return exponential_pmf(gammas) if self.noise == "gumbel" else permute_and_flip_pmf(gammas)
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> int:
-        gammas = self.gammas(value)
+        gammas = self.gamma_ratios(value)
         if self.noise == "gumbel":
-            return _exponential_one(gammas, rng)
-        return _permute_and_flip_one(gammas, rng)
+            return _exponential_one_ratio(gammas, rng)
+        return _permute_and_flip_one_ratio(gammas, rng)
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> list[int]:
         gammas = self.gammas(value)

@@ -30,6 +30,9 @@ __all__ = [
     "exp_neg_bounds",
     "exp_neg_approx",
     "EXP_NEG_APPROX_ERROR",
+    "exp_neg_approx_one",
+    "GEOMETRIC",
+    "GEOMETRIC_TIE",
 ]
 
 _DIGIT_BITS = 62  # uniform_below draws exact uniform integers below 2**62 in one pass
@@ -292,3 +295,57 @@ def exp_neg_approx(x: NDArray[np.float64]) -> NDArray[np.float64]:
         p += a
     p *= _EXP_NEG_INT[np.minimum(m, 64).astype(np.intp)]
     return p
+
+
+_EXP_NEG_INT_LIST: list[float] = _EXP_NEG_INT.tolist()
+
+
+def exp_neg_approx_one(x: float) -> float:
+    """:func:`exp_neg_approx` of one float, in plain Python: the same correctly rounded
+    IEEE operations in the same order, hence the very same double (and error bound)."""
+    m = float(math.floor(x))
+    r = x - m
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = _TAYLOR
+    # Horner unrolled: each step is fl(fl(p * r) + c), as in the array version
+    p = (
+        (
+            (((((((((c12 * r + c11) * r + c10) * r + c9) * r + c8) * r + c7) * r + c6) * r + c5) * r + c4) * r + c3) * r
+            + c2
+        )
+        * r
+        + c1
+    ) * r + c0
+    return p * _EXP_NEG_INT_LIST[int(min(m, 64.0))]
+
+
+_WORD_BITS = 16
+
+
+def _geometric_table() -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """For every 16-bit word ``w``: ``V(w) = #{v >= 1 : b_v > w}`` and whether ``w`` is a
+    tie, where ``b_v = floor(2**16 exp(-v))`` (exact, from :func:`exp_neg_bounds`).
+
+    For ``U`` uniform in ``[w, w + 1) / 2**16``: ``w < b_v`` gives ``U < (w+1)/2**16 <=
+    exp(-v)``, and ``w > b_v`` gives ``U >= w/2**16 > exp(-v)``; so unless ``w = b_v`` for
+    some ``v`` (``w = 0`` is a tie: ``b_v = 0`` for all ``v >= 12``), ``V(w)`` is exactly
+    ``#{v >= 1 : U < exp(-v)}``, whose law is ``P(V >= v) = exp(-v)``: the geometric count
+    of CKS Algorithm 2's ``exp(-1)`` successes.
+    """
+    bounds: list[int] = []
+    while not bounds or bounds[-1]:
+        prec = 64
+        while True:  # exp(-k) 2**16 is irrational, so tight enough bounds agree on its floor
+            lo, hi = exp_neg_bounds(Fraction(len(bounds) + 1), prec)
+            if lo >> (prec - _WORD_BITS) == hi >> (prec - _WORD_BITS):
+                break
+            prec *= 2
+        bounds.append(lo >> (prec - _WORD_BITS))
+    words = np.arange(1 << _WORD_BITS)
+    b = np.array(bounds)
+    count = (b[None, :] > words[:, None]).sum(axis=1)
+    tie = np.isin(words, b)
+    return count.astype(np.int64), tie
+
+
+#: The geometric count of each 16-bit word, and whether the word is a tie (see above).
+GEOMETRIC, GEOMETRIC_TIE = _geometric_table()

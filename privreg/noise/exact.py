@@ -15,7 +15,7 @@ from typing import Any
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource
 
-__all__ = ["bernoulli", "bernoulli_exp_neg", "discrete_laplace"]
+__all__ = ["bernoulli", "bernoulli_exp_neg", "bernoulli_exp_neg_ratio", "discrete_laplace"]
 
 _ONE = Fraction(1)
 _HALF = Fraction(1, 2)
@@ -44,14 +44,28 @@ def bernoulli_exp_neg(gamma: Fraction, rng: RandomSource) -> bool:
     gamma = _rational("gamma", gamma)
     if gamma < 0:
         raise PrivregValueError(f"gamma must be >= 0; got {gamma}")
-    while gamma > 1:  # exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma))
-        if not bernoulli_exp_neg(_ONE, rng):
+    return bernoulli_exp_neg_ratio(gamma.numerator, gamma.denominator, rng)
+
+
+def bernoulli_exp_neg_ratio(a: int, b: int, rng: RandomSource) -> bool:
+    """:func:`bernoulli_exp_neg` of ``gamma = a / b`` (``a >= 0``, ``b > 0``, in lowest
+    terms) in integers: the same draws, without building Fractions.
+
+    ``exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))``, a product of independent
+    coins; each is CKS Algorithm 1: ``K = 1``; while Bernoulli(gamma / K) succeeds,
+    ``K += 1``; true iff ``K`` is odd. Bernoulli(p) for ``p = n / d`` in lowest terms is
+    ``randbelow(d) < n``, exactly :func:`bernoulli`'s draw (a Fraction is in lowest terms)."""
+    while a > b:  # gamma > 1; a - b and b stay coprime
+        if not bernoulli_exp_neg_ratio(1, 1, rng):
             return False
-        gamma -= 1
+        a -= b
     k = 1
-    while bernoulli(gamma / k, rng):
+    while True:
+        den = b * k
+        g = math.gcd(a, den)
+        if rng.randbelow(den // g) >= a // g:
+            return k % 2 == 1
         k += 1
-    return k % 2 == 1
 
 
 def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:

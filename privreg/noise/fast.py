@@ -1,14 +1,14 @@
 """Vectorised secure samplers: many exact draws per call from CSPRNG bytes.
 
-:func:`discrete_laplace_many` runs Canonne-Kamath-Steinke's Algorithms 1-2 (NeurIPS 2020)
-on numpy int64 arrays: every coin is an exact uniform integer from
-:func:`privreg.noise.vector.uniform_below`, so the draws follow the discrete Laplace
-distribution *exactly* -- for the scale it was given. To keep int64 arithmetic, a scale
+:func:`discrete_laplace_many` runs Canonne-Kamath-Steinke's Algorithm 2 (NeurIPS 2020)
+on numpy int64 arrays (:mod:`privreg.noise.trials`): every decision is an exact
+comparison of CSPRNG bits, so the draws follow the discrete Laplace distribution
+*exactly* -- for the scale it was given. To keep int64 arithmetic, a scale
 ``t/s`` whose numerator or denominator exceeds 2**40 is first rounded *up* to a nearby
 rational (:func:`fast_scale`): more noise, hence a realised epsilon at most the nominal
 one. The increase is below ``max(2**-40, 2**-39 * scale)``: negligible in relative terms
-for any scale >= 1 (the mechanisms' grid scales are >= 1024). No floating point touches
-a sample.
+for any scale >= 1 (the mechanisms' grid scales are >= 1024). Floating point only skips
+work whose outcome is already certain (a proven filter, :mod:`privreg.noise.trials`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,17 @@ from numpy.typing import NDArray
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
-from privreg.noise.vector import uniform_below
+from privreg.noise.trials import Plan, draw_many, draw_one, laplace_plan
 
-__all__ = ["discrete_laplace_many", "fast_scale", "MAX_PART", "CHUNK"]
+__all__ = [
+    "discrete_laplace_many",
+    "discrete_laplace_planned",
+    "discrete_laplace_one",
+    "laplace_plan_of",
+    "fast_scale",
+    "MAX_PART",
+    "CHUNK",
+]
 
 #: Largest numerator/denominator used by the vectorised sampler.
 MAX_PART = 1 << 40
@@ -62,35 +70,10 @@ def _approx(x: Fraction) -> str:
         return f"about 1e{len(str(x.numerator // x.denominator)) - 1}"
 
 
-def _bernoulli_exp_neg_fraction(u: NDArray[np.int64], t: int, rng: RandomSource) -> NDArray[np.bool_]:
-    """True with probability exactly exp(-u/t), elementwise, for integers 0 <= u <= t
-    (CKS Algorithm 1: count K while Bernoulli(gamma/K) succeeds; return K odd)."""
-    result = np.zeros(u.size, dtype=bool)
-    active = np.arange(u.size)
-    k = 1
-    while active.size:
-        success = uniform_below(t * k, active.size, rng) < u[active]  # Bernoulli(u / (t k))
-        result[active[~success]] = k % 2 == 1
-        active = active[success]
-        k += 1
-    return result
-
-
-def _geometric_exp_neg_one(size: int, rng: RandomSource) -> NDArray[np.int64]:
-    """Number of successes of Bernoulli(exp(-1)) before the first failure, elementwise."""
-    count = np.zeros(size, dtype=np.int64)
-    active = np.arange(size)
-    while active.size:
-        ones = np.ones(active.size, dtype=np.int64)
-        success = _bernoulli_exp_neg_fraction(ones, 1, rng)
-        count[active[success]] += 1
-        active = active[success]
-    return count
-
-
 def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> NDArray[np.int64]:
     """``size`` independent integers with P(z) proportional to exp(-|z| / scale'), where
-    ``scale' = fast_scale(scale) >= scale``; int64 array (CKS 2020, Algorithm 2).
+    ``scale' = fast_scale(scale) >= scale``; int64 array (CKS 2020, Algorithm 2, as merged
+    trials: :mod:`privreg.noise.trials`, exact in every decision).
 
     The draws are made in chunks of :data:`CHUNK` values, one after the other, so the
     temporaries stay in cache and the cost per value does not grow with ``size``. Each
@@ -99,26 +82,25 @@ def discrete_laplace_many(scale: Fraction, size: int, rng: RandomSource) -> NDAr
     ``size <= CHUNK``; beyond, the stream is consumed chunk by chunk (other values, the
     same law)."""
     size = v.check_int("size", size, minimum=0)
-    scaled = fast_scale(scale)
-    t, s = scaled.numerator, scaled.denominator
+    return discrete_laplace_planned(laplace_plan_of(scale), size, rng)
+
+
+def discrete_laplace_planned(plan: Plan, size: int, rng: RandomSource) -> NDArray[np.int64]:
+    """:func:`discrete_laplace_many` for ``plan = laplace_plan_of(scale)`` (callers cache
+    it) and a validated ``size``: the same values from the same stream."""
     out = np.empty(size, dtype=np.int64)
     for start in range(0, size, CHUNK):
-        _laplace_chunk(out[start : start + CHUNK], t, s, rng)
+        draw_many(plan, out[start : start + CHUNK], rng)
     return out
 
 
-def _laplace_chunk(out: NDArray[np.int64], t: int, s: int, rng: RandomSource) -> None:
-    """Fill ``out`` with discrete Laplace draws of scale ``t / s`` (CKS Algorithm 2)."""
-    pending = np.arange(out.size)
-    while pending.size:
-        u = uniform_below(t, pending.size, rng)
-        keep = _bernoulli_exp_neg_fraction(u, t, rng)
-        kept = np.flatnonzero(keep)
-        x = u[kept] + t * _geometric_exp_neg_one(kept.size, rng)
-        y = x // s
-        negative = uniform_below(2, kept.size, rng).astype(bool)
-        ok = ~(negative & (y == 0))  # zero would otherwise be counted twice
-        out[pending[kept[ok]]] = np.where(negative[ok], -y[ok], y[ok])
-        finished = np.zeros(pending.size, dtype=bool)
-        finished[kept[ok]] = True
-        pending = pending[~finished]
+def laplace_plan_of(scale: Fraction) -> Plan:
+    """The sampler plan of ``fast_scale(scale)`` (validated; cached by the engine)."""
+    scaled = fast_scale(scale)
+    return laplace_plan(scaled.numerator, scaled.denominator)
+
+
+def discrete_laplace_one(plan: Plan, rng: RandomSource) -> int:
+    """``int(discrete_laplace_many(scale, 1, rng)[0])`` for ``plan = laplace_plan_of(scale)``:
+    the same value from the same stream, in plain Python (the scalar releases' path)."""
+    return draw_one(plan, rng)

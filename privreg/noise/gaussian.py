@@ -20,36 +20,27 @@ to skip work whose outcome is already certain (see its docstring for the proof).
 
 from __future__ import annotations
 
-import functools
 import math
 from fractions import Fraction
 from typing import Any
 
-import attrs
 import numpy as np
 from numpy.typing import NDArray
 
 from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.noise.coins import LazyUniform, exp_neg_approx, exp_neg_bounds
+from privreg.noise import coins, trials
+from privreg.noise.coins import GEOMETRIC, GEOMETRIC_TIE
 from privreg.noise.exact import bernoulli_exp_neg, discrete_laplace
 from privreg.noise.fast import MAX_PART
+from privreg.noise.trials import Plan, gaussian_plan
 
-__all__ = ["discrete_gaussian", "discrete_gaussian_many", "check_sigma2"]
+__all__ = ["discrete_gaussian", "discrete_gaussian_many", "discrete_gaussian_one", "check_sigma2"]
 
-#: Trials per vectorised round (bounds memory; small enough to stay in cache).
-_MAX_TRIALS = 1 << 16
-#: Width of the uniform words the fast path compares with exp(-v) and exp(-lambda).
-_WORD_BITS = 16
 #: Below this sigma2 the float filter's range assumptions fail; such (absurdly small) noise
 #: is drawn by the scalar exact sampler instead.
 _MIN_FAST_SIGMA2 = Fraction(1, 1 << 60)
-#: Half-width of the undecided band around the float threshold, in units of 2**-16: far
-#: above the proven float error, 2**16 * 2**-31 = 2**-15 (see discrete_gaussian_many).
-_BAND = 2.0**-8
-#: Trials with a larger geometric count (probability e**-64) decide their coin exactly.
-_MAX_FLOAT_V = 64
 
 
 def check_sigma2(sigma2: Any) -> Fraction:
@@ -93,145 +84,16 @@ def discrete_gaussian(sigma2: Fraction, rng: RandomSource | None) -> int:
 # --- the vectorised sampler -----------------------------------------------------------------
 
 
-def _geometric_table() -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
-    """For every 16-bit word ``w``: ``V(w) = #{v >= 1 : b_v > w}`` and whether ``w`` is a
-    tie, where ``b_v = floor(2**16 exp(-v))`` (exact, from :func:`exp_neg_bounds`).
-
-    For ``U`` uniform in ``[w, w + 1) / 2**16``: ``w < b_v`` gives ``U < (w+1)/2**16 <=
-    exp(-v)``, and ``w > b_v`` gives ``U >= w/2**16 > exp(-v)``; so unless ``w = b_v`` for
-    some ``v`` (``w = 0`` is a tie: ``b_v = 0`` for all ``v >= 12``), ``V(w)`` is exactly
-    ``#{v >= 1 : U < exp(-v)}``, whose law is ``P(V >= v) = exp(-v)``: the geometric count
-    of CKS Algorithm 2's ``exp(-1)`` successes.
-    """
-    bounds: list[int] = []
-    while not bounds or bounds[-1]:
-        prec = 64
-        while True:  # exp(-k) 2**16 is irrational, so tight enough bounds agree on its floor
-            lo, hi = exp_neg_bounds(Fraction(len(bounds) + 1), prec)
-            if lo >> (prec - _WORD_BITS) == hi >> (prec - _WORD_BITS):
-                break
-            prec *= 2
-        bounds.append(lo >> (prec - _WORD_BITS))
-    words = np.arange(1 << _WORD_BITS)
-    b = np.array(bounds)
-    count = (b[None, :] > words[:, None]).sum(axis=1)
-    tie = np.isin(words, b)
-    return count.astype(np.int64), tie
+_geometric_table = coins._geometric_table
+_GEOMETRIC, _GEOMETRIC_TIE = GEOMETRIC, GEOMETRIC_TIE
 
 
-_GEOMETRIC, _GEOMETRIC_TIE = _geometric_table()
-
-
-@attrs.frozen
-class _Plan:
-    """Per-sigma2 constants of the fast path (cached: they cost Fraction arithmetic)."""
-
-    sigma2: Fraction
-    t: int
-    u_bytes: int  # bytes of the word U is masked from (0 when t = 1)
-    u_mask: int
-    shift: Fraction  # sigma2 / t, exact
-    inv2s2: Fraction  # 1 / (2 sigma2), exact
-    shift_f: float  # the same, rounded to nearest double
-    inv2s2_f: float
-    acceptance: float  # estimated P(trial accepted); only sizes batches
-
-
-@functools.lru_cache(maxsize=64)
-def _plan(sigma2: Fraction) -> _Plan:
-    t = _t_of(sigma2)
-    bits = (t - 1).bit_length()
-    u_bytes = 0 if bits == 0 else 2 if bits <= 16 else 4 if bits <= 32 else 8
-    shift, inv2s2 = sigma2 / t, 1 / (2 * sigma2)
-    s2 = float(sigma2)
-    if s2 >= 1:
-        mass = math.sqrt(2 * math.pi * s2)  # sum_y exp(-y^2 / 2 s2), to within exp(-2 pi^2 s2)
-    else:
-        mass = 1 + 2 * sum(math.exp(-y * y / (2 * s2)) for y in range(1, 40))
-    acceptance = (t / (1 << bits)) * (1 - math.exp(-1)) / (2 * t) * math.exp(-s2 / (2 * t * t)) * mass
-    return _Plan(
-        sigma2=sigma2,
-        t=t,
-        u_bytes=u_bytes,
-        u_mask=(1 << bits) - 1,
-        shift=shift,
-        inv2s2=inv2s2,
-        shift_f=float(shift),
-        inv2s2_f=float(inv2s2),
-        acceptance=acceptance,
-    )
-
-
-def _words(buf: bytes, offset: int, nbytes: int, count: int) -> NDArray[np.unsignedinteger[Any]]:
-    dtype = {2: "<u2", 4: "<u4", 8: "<u8"}[nbytes]
-    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
-
-
-def _geometric_exactly(word: int, count: int, rng: RandomSource) -> int:
-    """``#{v >= 1 : U < exp(-v)}`` for the uniform ``U`` whose first 16 bits are the tie
-    word ``word``, exactly; ``U < exp(-v)`` is already certain for ``v <= count``."""
-    geo = LazyUniform(word, _WORD_BITS, rng)
-    while geo.below_exp_neg(Fraction(count + 1)):
-        count += 1
-    return count
-
-
-def _lambda(plan: _Plan, u: int, x: int) -> Fraction:
-    """The trial's exact exponent ``u/t + (x - sigma2/t)^2 / (2 sigma2)``."""
-    return Fraction(u, plan.t) + (x - plan.shift) ** 2 * plan.inv2s2
-
-
-def _lambda_approx(plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64]) -> NDArray[np.float64]:
-    """float64 ``lambda~`` with ``|lambda~ - lambda| <= 8 * 2**-53 (lambda + 1)`` for
-    ``u < t`` and ``0 <= x < 2**47`` (see :func:`discrete_gaussian_many`)."""
-    lam = x.astype(np.float64)
-    lam -= plan.shift_f
-    lam *= lam
-    lam *= plan.inv2s2_f
-    lam += u / float(plan.t)
-    return lam
-
-
-def _coin_filter(
-    plan: _Plan, u: NDArray[np.int64], x: NDArray[np.int64], word: NDArray[np.unsignedinteger[Any]]
-) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-    """``(accept, decided)``: where ``decided``, ``accept`` equals ``U' < exp(-lambda)`` for
-    every uniform ``U'`` in ``[word, word + 1) / 2**16`` (see :func:`discrete_gaussian_many`)."""
-    threshold = exp_neg_approx(_lambda_approx(plan, u, x))
-    threshold *= float(1 << _WORD_BITS)
-    coin = word.astype(np.float64)
-    accept = coin + 1 <= threshold - _BAND
-    decided = accept | (coin >= threshold + _BAND)
-    decided &= x < (_MAX_FLOAT_V + 1) * plan.t  # keeps x exact and within the error analysis
-    return accept & decided, decided
-
-
-def _round(plan: _Plan, trials: int, rng: RandomSource) -> NDArray[np.int64]:
-    """``trials`` independent trials; the accepted values, in trial order."""
-    n, wb = trials, _WORD_BITS // 8
-    buf = rng.random_bytes(n * (plan.u_bytes + 2 * wb) + (n + 7) // 8)
-    if plan.u_bytes:
-        u = (_words(buf, 0, plan.u_bytes, n) & np.uint64(plan.u_mask)).astype(np.int64)
-        valid = u < plan.t  # rejection sampling of the uniform on [0, t)
-    else:
-        u, valid = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
-    pos = n * plan.u_bytes
-    geo_word = _words(buf, pos, wb, n)
-    coin_word = _words(buf, pos + n * wb, wb, n)
-    sign_bytes = np.frombuffer(buf, dtype=np.uint8, offset=pos + 2 * n * wb)
-    negative = np.unpackbits(sign_bytes, count=n).astype(bool)
-    count: NDArray[np.int64] = _GEOMETRIC[geo_word]
-    for i in np.flatnonzero(_GEOMETRIC_TIE[geo_word] & valid).tolist():  # ~2e-4 per trial
-        count[i] = _geometric_exactly(int(geo_word[i]), int(count[i]), rng)
-    x = u + plan.t * count
-    valid &= ~(negative & (x == 0))  # zero would otherwise be counted twice
-    accept, decided = _coin_filter(plan, u, x, coin_word)
-    accept &= valid
-    for i in np.flatnonzero(valid & ~decided).tolist():  # ~2e-5 per trial
-        lam = _lambda(plan, int(u[i]), int(x[i]))
-        accept[i] = LazyUniform(int(coin_word[i]), _WORD_BITS, rng).below_exp_neg(lam)
-    values: NDArray[np.int64] = np.where(negative, -x, x)
-    return values[accept]
+# The engine is shared with the discrete Laplace (privreg.noise.trials); these names keep
+# the Gaussian's pieces where its error analysis (below) and its tests refer to them.
+_plan = gaussian_plan
+_lambda = trials._lambda
+_lambda_approx = trials._lambda_approx
+_coin_filter = trials.coin_filter
 
 
 def discrete_gaussian_many(sigma2: Fraction, size: int, rng: RandomSource | None) -> NDArray[np.int64]:
@@ -301,13 +163,26 @@ def discrete_gaussian_many(sigma2: Fraction, size: int, rng: RandomSource | None
         )
     if sigma2 < _MIN_FAST_SIGMA2:
         return np.array([discrete_gaussian(sigma2, rng) for _ in range(size)], dtype=np.int64)
-    plan = _plan(sigma2)
     out = np.empty(size, dtype=np.int64)
-    filled = 0
-    while filled < size:
-        need = size - filled
-        trials = min(_MAX_TRIALS, int(need / plan.acceptance * 1.03) + 16)
-        got = _round(plan, trials, rng)[:need]
-        out[filled : filled + got.size] = got
-        filled += got.size
+    trials.draw_many(gaussian_plan(sigma2), out, rng)
     return out
+
+
+def fast_plan(sigma2: Fraction) -> Plan | None:
+    """The vectorised sampler's plan for ``sigma2`` (a positive Fraction), or None where
+    it falls back to the scalar exact sampler or refuses (``sigma2 < 2**-60``, ``sigma >= 2**40``)."""
+    if sigma2 < _MIN_FAST_SIGMA2 or _t_of(sigma2) > MAX_PART:
+        return None
+    return gaussian_plan(sigma2)
+
+
+def discrete_gaussian_one(sigma2: Fraction, rng: RandomSource, plan: Plan | None = None) -> int:
+    """``int(discrete_gaussian_many(sigma2, 1, rng)[0])``, the same value from the same
+    stream, computed in plain Python (no arrays): the scalar releases' path. ``sigma2``
+    must be a positive Fraction (unchecked: callers pass a cached, validated one);
+    ``plan``, when given, must be ``fast_plan(sigma2)`` (callers cache it)."""
+    if plan is None:
+        plan = fast_plan(sigma2)
+        if plan is None:
+            return int(discrete_gaussian_many(sigma2, 1, rng)[0])  # the edge cases and errors
+    return trials.draw_one(plan, rng)

@@ -13,7 +13,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
 
-__all__ = ["uniform_below"]
+__all__ = ["uniform_below", "uniform_below_one"]
 
 
 def _words(rng: RandomSource, size: int) -> NDArray[np.uint64]:
@@ -36,3 +36,14 @@ def uniform_below(bound: int, size: int, rng: RandomSource) -> NDArray[np.int64]
         out[todo[ok]] = draw[ok].astype(np.int64)
         todo = todo[~ok]
     return out
+
+
+def uniform_below_one(bound: int, rng: RandomSource) -> int:
+    """``int(uniform_below(bound, 1, rng)[0])`` in plain Python: the same value from the
+    same stream (8-byte little-endian words, masked, rejected at ``bound`` and above).
+    ``bound`` must be an int in ``[1, 2**62]`` (unchecked: callers pass a constant)."""
+    mask = (1 << (bound - 1).bit_length()) - 1
+    while True:
+        draw = int.from_bytes(rng.random_bytes(8), "little") & mask
+        if draw < bound:
+            return draw

@@ -1,0 +1,290 @@
+"""The merged-trial engine behind the fast discrete Laplace and discrete Gaussian samplers,
+vectorised (:func:`draw_many`) and for one value in plain Python (:func:`draw_one`).
+
+A trial (Canonne-Kamath-Steinke 2020, Algorithm 2, with Algorithm 3's coin merged into
+it) draws ``U`` uniform on ``[0, t)`` (masked words; ``U >= t`` rejects the trial),
+``V`` with ``P(V >= v) = exp(-v)``, a sign, and the coin ``U_C < exp(-lambda)`` with
+``lambda = U / t`` (discrete Laplace) or ``U/t + (X - sigma2/t)^2 / (2 sigma2)`` (discrete
+Gaussian), ``X = U + t V``. The value is ``Y = X // s`` (``s = 1`` for the Gaussian); a
+negative sign with ``Y = 0`` rejects the trial (zero would be counted twice). For the
+Laplace, a trial is accepted with value ``y`` with probability
+``sum_{x : x // s = |y|} (1/t) e^(-u/t) (1 - e^-1) e^-v / 2 = C exp(-|y| s / t)``: the
+discrete Laplace of scale ``t / s`` (CKS Algorithm 2); for the Gaussian see
+:func:`privreg.noise.gaussian.discrete_gaussian_many`. Every decision is exact: the
+geometric count comes from a 16-bit table exact except on tie words
+(:data:`privreg.noise.coins.GEOMETRIC_TIE`), the coin from a float filter with a proven
+error far inside its band (:func:`privreg.noise.coins.exp_neg_approx`); ties and undecided
+coins are finished in exact arithmetic on the same uniforms
+(:class:`~privreg.noise.coins.LazyUniform`).
+
+**Scalar and vector paths agree draw for draw.** A round reads all its bulk bytes at once
+(the same layout in both paths) and finishes its rare exact cases (which read further
+``randbits``) trial by trial, in trial order, stopping at the trial that completes the
+values asked for. :func:`draw_one` walks the same trials in plain Python ints and floats
+-- the float filter uses only correctly rounded IEEE operations, so it computes the very
+doubles numpy computes -- and so returns ``draw_many(plan, 1, rng)[0]`` and leaves ``rng``
+in the same state (``tests/test_fast_paths.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+from privreg.core.randomness import RandomSource
+from privreg.noise.coins import (
+    GEOMETRIC,
+    GEOMETRIC_TIE,
+    LazyUniform,
+    exp_neg_approx,
+    exp_neg_approx_one,
+)
+
+__all__ = ["Plan", "laplace_plan", "gaussian_plan", "draw_many", "draw_one"]
+
+#: Trials per vectorised round (bounds memory; small enough to stay in cache).
+MAX_TRIALS = 1 << 16
+#: Width of the uniform words the fast path compares with exp(-v) and exp(-lambda).
+WORD_BITS = 16
+_WORD_BYTES = WORD_BITS // 8
+#: Half-width of the undecided band around the float threshold, in units of 2**-16: far
+#: above the proven float error (2**16 * 2**-31 = 2**-15).
+BAND = 2.0**-8
+#: Gaussian trials with a larger geometric count (probability e**-64) decide their coin exactly.
+MAX_FLOAT_V = 64
+_GEOMETRIC_LIST: list[int] = GEOMETRIC.tolist()
+_GEOMETRIC_TIE_LIST: list[bool] = GEOMETRIC_TIE.tolist()
+
+
+@attrs.frozen
+class Plan:
+    """Per-parameter constants of a sampler (cached: they cost Fraction arithmetic)."""
+
+    t: int
+    s: int  # values are X // s (1 for the Gaussian)
+    u_bytes: int  # bytes of the word U is masked from (0 when t = 1)
+    u_mask: int
+    quadratic: bool  # the Gaussian's (X - shift)^2 / (2 sigma2) term
+    shift: Fraction  # sigma2 / t, exact (Gaussian)
+    inv2s2: Fraction  # 1 / (2 sigma2), exact (Gaussian)
+    shift_f: float  # the same, rounded to nearest double
+    inv2s2_f: float
+    t_f: float
+    x_cap: int  # a Gaussian coin is decided by the filter only for X below this
+    acceptance: float  # estimated P(trial accepted); only sizes rounds
+
+
+def _u_layout(t: int) -> tuple[int, int]:
+    bits = (t - 1).bit_length()
+    return (0 if bits == 0 else 2 if bits <= 16 else 4 if bits <= 32 else 8), (1 << bits) - 1
+
+
+@functools.lru_cache(maxsize=256)
+def laplace_plan(t: int, s: int) -> Plan:
+    """The plan of the discrete Laplace of scale ``t / s`` (``t, s <= 2**40``)."""
+    u_bytes, mask = _u_layout(t)
+    coin = 1.0 if t == 1 else (1 - math.exp(-1)) / (t * -math.expm1(-1 / t))  # E exp(-U/t)
+    zero = -math.expm1(-s / t) / 2  # about P(negative and Y = 0)
+    acceptance = (t / (mask + 1)) * coin * (1 - zero)
+    return Plan(t, s, u_bytes, mask, False, Fraction(0), Fraction(0), 0.0, 0.0, float(t), 0, acceptance)
+
+
+@functools.lru_cache(maxsize=64)
+def gaussian_plan(sigma2: Fraction) -> Plan:
+    """The plan of the discrete Gaussian of parameter ``sigma2`` (CKS Algorithm 3 with
+    ``t = floor(sigma) + 1``)."""
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    u_bytes, mask = _u_layout(t)
+    shift, inv2s2 = sigma2 / t, 1 / (2 * sigma2)
+    s2 = float(sigma2)
+    if s2 >= 1:
+        mass = math.sqrt(2 * math.pi * s2)  # sum_y exp(-y^2 / 2 s2), to within exp(-2 pi^2 s2)
+    else:
+        mass = 1 + 2 * sum(math.exp(-y * y / (2 * s2)) for y in range(1, 40))
+    acceptance = (t / (mask + 1)) * (1 - math.exp(-1)) / (2 * t) * math.exp(-s2 / (2 * t * t)) * mass
+    x_cap = (MAX_FLOAT_V + 1) * t
+    return Plan(t, 1, u_bytes, mask, True, shift, inv2s2, float(shift), float(inv2s2), float(t), x_cap, acceptance)
+
+
+def trials_for(plan: Plan, need: int) -> int:
+    """Trials in a round that still needs ``need`` values (about one round in all)."""
+    return min(MAX_TRIALS, int(need / plan.acceptance * 1.03) + 16)
+
+
+def _lambda(plan: Plan, u: int, x: int) -> Fraction:
+    """A trial's exact exponent."""
+    lam = Fraction(u, plan.t)
+    return lam + (x - plan.shift) ** 2 * plan.inv2s2 if plan.quadratic else lam
+
+
+def _lambda_approx(plan: Plan, u: NDArray[np.int64], x: NDArray[np.int64]) -> NDArray[np.float64]:
+    """float64 approximation of lambda (error analysis: discrete_gaussian_many)."""
+    if not plan.quadratic:
+        out: NDArray[np.float64] = u / plan.t_f
+        return out
+    lam = x.astype(np.float64)
+    lam -= plan.shift_f
+    lam *= lam
+    lam *= plan.inv2s2_f
+    lam += u / plan.t_f
+    return lam
+
+
+def _lambda_approx_one(plan: Plan, u: int, x: int) -> float:
+    """:func:`_lambda_approx` of one trial: the same IEEE operations in the same order."""
+    if not plan.quadratic:
+        return float(u) / plan.t_f
+    lam = float(x) - plan.shift_f
+    lam = lam * lam
+    lam = lam * plan.inv2s2_f
+    return lam + float(u) / plan.t_f
+
+
+def coin_filter(
+    plan: Plan, u: NDArray[np.int64], x: NDArray[np.int64], word: NDArray[np.unsignedinteger[Any]]
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """``(accept, decided)``: where ``decided``, ``accept`` equals ``U' < exp(-lambda)`` for
+    every uniform ``U'`` in ``[word, word + 1) / 2**16``."""
+    threshold = exp_neg_approx(_lambda_approx(plan, u, x))
+    threshold *= float(1 << WORD_BITS)
+    coin = word.astype(np.float64)
+    accept = coin + 1 <= threshold - BAND
+    decided = accept | (coin >= threshold + BAND)
+    if plan.quadratic:
+        decided &= x < plan.x_cap  # keeps x exact and within the error analysis
+    return accept & decided, decided
+
+
+def _coin_one(plan: Plan, u: int, x: int, word: int, rng: RandomSource) -> bool:
+    """One trial's coin: the float filter of :func:`coin_filter`, else exactly."""
+    threshold = exp_neg_approx_one(_lambda_approx_one(plan, u, x)) * float(1 << WORD_BITS)
+    coin = float(word)
+    if not plan.quadratic or x < plan.x_cap:
+        if coin + 1 <= threshold - BAND:
+            return True
+        if coin >= threshold + BAND:
+            return False
+    return LazyUniform(word, WORD_BITS, rng).below_exp_neg(_lambda(plan, u, x))
+
+
+def _geometric_exactly(word: int, count: int, rng: RandomSource) -> int:
+    """``#{v >= 1 : U < exp(-v)}`` for the uniform ``U`` whose first 16 bits are the tie
+    word ``word``, exactly; ``U < exp(-v)`` is already certain for ``v <= count``."""
+    geo = LazyUniform(word, WORD_BITS, rng)
+    while geo.below_exp_neg(Fraction(count + 1)):
+        count += 1
+    return count
+
+
+def _words(buf: bytes, offset: int, nbytes: int, count: int) -> NDArray[np.unsignedinteger[Any]]:
+    dtype = {2: "<u2", 4: "<u4", 8: "<u8"}[nbytes]
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+
+
+def _round_bytes(plan: Plan, n: int) -> int:
+    return n * (plan.u_bytes + 2 * _WORD_BYTES) + (n + 7) // 8
+
+
+def _round(plan: Plan, trials: int, need: int, rng: RandomSource) -> NDArray[np.int64]:
+    """``trials`` independent trials; the first ``need`` (or fewer) accepted values, in
+    trial order. Trials needing exact work are finished in trial order, and only until
+    ``need`` values are accepted (later trials are dropped whatever they would give)."""
+    n = trials
+    buf = rng.random_bytes(_round_bytes(plan, n))
+    if plan.u_bytes:
+        u = (_words(buf, 0, plan.u_bytes, n) & np.uint64(plan.u_mask)).astype(np.int64)
+        u_ok = u < plan.t  # rejection sampling of the uniform on [0, t)
+    else:
+        u, u_ok = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
+    pos = n * plan.u_bytes
+    geo_word = _words(buf, pos, _WORD_BYTES, n)
+    coin_word = _words(buf, pos + n * _WORD_BYTES, _WORD_BYTES, n)
+    sign_bytes = np.frombuffer(buf, dtype=np.uint8, offset=pos + 2 * n * _WORD_BYTES)
+    negative = np.unpackbits(sign_bytes, count=n).astype(bool)
+    count: NDArray[np.int64] = GEOMETRIC[geo_word]
+    tie = GEOMETRIC_TIE[geo_word]
+    x = u + plan.t * count
+    y = x // plan.s if plan.s != 1 else x
+    valid = u_ok & ~(negative & (y == 0))  # zero would otherwise be counted twice
+    accept, decided = coin_filter(plan, u, x, coin_word)
+    exact = tie | ~decided
+    accept &= valid & ~exact
+    late = np.flatnonzero(exact & u_ok)  # rare: ~2e-4 per trial
+    if late.size:
+        before = np.cumsum(accept)
+        extra = 0
+        for i in late.tolist():
+            if (int(before[i - 1]) if i else 0) + extra >= need:
+                break  # trials from here on are dropped
+            geo, coin, neg = int(geo_word[i]), int(coin_word[i]), bool(negative[i])
+            ok, value = _finish(plan, int(u[i]), int(count[i]), bool(tie[i]), geo, coin, neg, rng)
+            accept[i], y[i] = ok, value
+            extra += ok
+    values: NDArray[np.int64] = np.where(negative, -y, y)
+    return values[accept][:need]
+
+
+def _finish(
+    plan: Plan, u: int, count: int, tie: bool, geo_word: int, coin_word: int, negative: bool, rng: RandomSource
+) -> tuple[bool, int]:
+    """One trial of a valid ``u`` from its geometric count on, exactly as :func:`draw_one`
+    runs it: ``(accepted, |value|)``."""
+    if tie:
+        count = _geometric_exactly(geo_word, count, rng)
+    x = u + plan.t * count
+    y = x // plan.s
+    if negative and y == 0:
+        return False, 0
+    return _coin_one(plan, u, x, coin_word, rng), y
+
+
+def draw_many(plan: Plan, out: NDArray[np.int64], rng: RandomSource) -> None:
+    """Fill ``out`` with independent draws of ``plan``'s law."""
+    filled, size = 0, out.size
+    while filled < size:
+        need = size - filled
+        got = _round(plan, trials_for(plan, need), need, rng)
+        out[filled : filled + got.size] = got
+        filled += got.size
+
+
+def draw_one(plan: Plan, rng: RandomSource) -> int:
+    """One draw of ``plan``'s law in plain Python: the value and the stream consumed are
+    those of :func:`draw_many` filling one value."""
+    n = trials_for(plan, 1)
+    ub, mask, t = plan.u_bytes, plan.u_mask, plan.t
+    pos = n * ub
+    coin_pos = pos + n * _WORD_BYTES
+    sign_pos = coin_pos + n * _WORD_BYTES
+    from_bytes = int.from_bytes
+    while True:
+        buf = rng.random_bytes(_round_bytes(plan, n))
+        for i in range(n):
+            u = from_bytes(buf[i * ub : i * ub + ub], "little") & mask if ub else 0
+            if u >= t:
+                continue
+            geo_word = buf[pos + 2 * i] | buf[pos + 2 * i + 1] << 8
+            coin_word = buf[coin_pos + 2 * i] | buf[coin_pos + 2 * i + 1] << 8
+            negative = bool(buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1)
+            tie = _GEOMETRIC_TIE_LIST[geo_word]
+            if tie or plan.quadratic:
+                ok, y = _finish(plan, u, _GEOMETRIC_LIST[geo_word], tie, geo_word, coin_word, negative, rng)
+            else:  # _finish inlined for the usual Laplace trial (no tie, lambda = u / t)
+                y = (u + t * _GEOMETRIC_LIST[geo_word]) // plan.s
+                if negative and not y:
+                    continue
+                threshold = exp_neg_approx_one(float(u) / plan.t_f) * 65536.0
+                if coin_word + 1 <= threshold - BAND:
+                    ok = True
+                elif coin_word >= threshold + BAND:
+                    ok = False
+                else:
+                    ok = LazyUniform(coin_word, WORD_BITS, rng).below_exp_neg(Fraction(u, t))
+            if ok:
+                return -y if negative else y
