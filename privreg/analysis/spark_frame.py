@@ -210,7 +210,10 @@ class SparkFrame(Frame):
             .where(F.col(_RANK) <= F.lit(int(k)))
             .drop(_MSG, _DUP, _RANK)
         )
-        return SparkFrame(kept, self.unit, checked=True)
+        # every statistic of the query reads these rows: keep them rather than re-running the
+        # tagging windows per statistic (the result is the same either way: the tags are a
+        # deterministic function of the rows and the key)
+        return SparkFrame(kept.cache(), self.unit, checked=True)
 
     # --- aggregates --------------------------------------------------------------------------
 
