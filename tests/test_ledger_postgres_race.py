@@ -45,28 +45,41 @@ def head(url: str) -> int:
         return ledger.head()[0]
 
 
-def wait_for(url: str, rows: int, procs: list[subprocess.Popen[str]]) -> None:
-    """Until the ledger holds ``rows`` rows (a state, not a time; bounded for a hung run)."""
-    deadline = time.monotonic() + 300
-    while head(url) < rows:
-        assert time.monotonic() < deadline, f"the ledger never reached {rows} rows"
-        assert any(p.poll() is None for p in procs), "every worker ended early"
-        time.sleep(0.02)
+class Freezer:
+    """One connection that takes and releases the lock every append takes (as a
+    superuser): while it is held, all appends wait."""
 
+    def __init__(self, url: str) -> None:
+        import psycopg
 
-@contextlib.contextmanager
-def frozen(url: str) -> Iterator[None]:
-    """Hold the lock every append takes (as a superuser), so that all appends wait."""
-    import psycopg
+        conninfo, name, _ = parse_url(url)
+        self._conn = psycopg.connect(conninfo)
+        self._lock = f'LOCK TABLE "{schema_of(name)}".charges IN SHARE ROW EXCLUSIVE MODE'
 
-    conninfo, name, _ = parse_url(url)
-    conn = psycopg.connect(conninfo)
-    try:
-        conn.execute(f'LOCK TABLE "{schema_of(name)}".charges IN SHARE ROW EXCLUSIVE MODE')
-        yield
-    finally:
+    def freeze(self) -> None:
+        self._conn.execute(self._lock)  # starts a transaction that holds the lock
+
+    def thaw(self) -> None:
+        self._conn.commit()
+
+    def close(self) -> None:
+        import psycopg
+
         with contextlib.suppress(psycopg.Error):
-            conn.close()
+            self._conn.close()
+
+    def until(self, url: str, rows: int, procs: list[subprocess.Popen[str]]) -> None:
+        """Frozen, with the ledger holding at least ``rows`` rows: it lets the appends run
+        a few milliseconds at a time and reads the head only while frozen (a state, not a
+        time: however fast the server commits, the run cannot end in between)."""
+        deadline = time.monotonic() + 300
+        self.freeze()
+        while head(url) < rows:
+            assert time.monotonic() < deadline, f"the ledger never reached {rows} rows"
+            assert any(p.poll() is None for p in procs), "every worker ended early"
+            self.thaw()
+            time.sleep(0.005)
+            self.freeze()
 
 
 def start(url: str, *names: str) -> list[subprocess.Popen[str]]:
@@ -106,23 +119,24 @@ def race(server: str, folder: str) -> None:
     assert main(["ledger", "init", url, "--epsilon", str(EPSILON), "--delta", "0"]) == 0
     expected = admitted()
     names = [f"w{i}" for i in range(8)]
+    freezer = Freezer(url)
+    freezer.freeze()  # the workers start against a held lock
     procs = dict(zip(names, start(url, *names)))
-    wait_for(url, expected // 8, list(procs.values()))
     killed = ["w1", "w4", "w6"]
-    with frozen(url):  # every append waits on the budget's lock: the run cannot end meanwhile
-        assert head(url) < expected
-        for name in killed:
-            assert procs[name].poll() is None  # still charging (or waiting inside an append) when killed
-            procs[name].send_signal(signal.SIGKILL)
-        for name in killed:
-            procs[name].wait()
+    freezer.until(url, expected // 8, list(procs.values()))  # every append waits: the run cannot end
+    assert head(url) < expected
+    for name in killed:
+        assert procs[name].poll() is None  # still charging (or waiting inside an append) when killed
+        procs[name].send_signal(signal.SIGKILL)
+    for name in killed:
+        procs[name].wait()
     spares = [f"{name}b" for name in killed]  # replacements keep the load
     procs.update(zip(spares, start(url, *spares)))
-    wait_for(url, expected // 3, list(procs.values()))
-    with frozen(url):
-        before = head(url)
-        assert before < expected  # the restart lands mid-run, appends waiting in their transactions
-        restart_server(folder)  # ends every connection, the lock's too
+    freezer.until(url, expected // 3, list(procs.values()))
+    before = head(url)
+    assert before < expected  # the restart lands mid-run, appends waiting in their transactions
+    restart_server(folder)  # ends every connection, the lock's too
+    freezer.close()
     print(f"server restarted at row {before} of {expected}")
     procs["w7"].send_signal(signal.SIGKILL)  # and a kill while the sessions reconnect
     outputs = {}
