@@ -231,11 +231,12 @@ def _sum_acc(mech: _SumMech, level: float, unit: str) -> tuple[float, Accuracy]:
     return laplace_accuracy(mech, level, unit)
 
 
-def _sensitivity(statistic: str, bounds: tuple[float, float], k: int, epsilon: float, *, centred: bool) -> float:
+def _sensitivity(statistic: str, bounds: tuple[float, float], k: int, divisor: float, *, centred: bool) -> float:
     """The L1 sensitivity of a sum over ``bounds`` (``k max(|lower|, |upper|)``), or of a
     sum centred at their midpoint (``k (upper - lower) / 2``), refused when the statistic
     is built if its arithmetic leaves the float range: the midpoint ``(lower + upper) / 2``,
-    the sensitivity, or the noise scale ``sensitivity / epsilon``. Public inputs only, so
+    the sensitivity, or the noise scale ``sensitivity / divisor`` (:func:`_divisor`: the
+    part's epsilon, or ``sqrt(2 rho)`` for the Gaussian). Public inputs only, so
     the refusal tells nothing about the data, and nothing after it can overflow to inf."""
     lower, upper = bounds
     fix = "Declare narrower bounds, rescale the column (e.g. to other units), or pass a larger epsilon."
@@ -245,10 +246,10 @@ def _sensitivity(statistic: str, bounds: tuple[float, float], k: int, epsilon: f
             f"{statistic}'s centred sums cannot be computed; {fix}"
         )
     sens = k * ((upper - lower) / 2 if centred else max(abs(lower), abs(upper)))
-    if not (math.isfinite(sens) and math.isfinite(sens / epsilon)):
+    if not (math.isfinite(sens) and math.isfinite(sens / divisor)):
         raise PrivregValueError(
-            f"bounds={list(bounds)!r} with max_rows_per_user={k} and epsilon={epsilon!r}: {statistic}'s "
-            f"sensitivity or noise scale (sensitivity / epsilon) overflows the float range; {fix}"
+            f"bounds={list(bounds)!r} with max_rows_per_user={k}: {statistic}'s sensitivity or its noise "
+            f"scale (sensitivity / {divisor:g}, the part's epsilon or sqrt(2 rho)) overflows the float range; {fix}"
         )
     return sens
 
