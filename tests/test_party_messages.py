@@ -1,0 +1,127 @@
+"""Issue #31, item 6: a party certificate without the party's SAN, and a missing peer,
+are reported by party name, with the fix."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.x509.oid import NameOID
+from party_helpers import free_base_port
+
+from privreg.cli.main import main
+from privreg.core.errors import ProtocolError
+from privreg.mpc.tls import TlsConfig
+
+
+def _one_error(err: str) -> str:
+    assert "Traceback" not in err, err
+    errors = [line for line in err.strip().splitlines() if line.startswith("privreg:")]
+    assert len(errors) == 1 and errors[0].startswith("privreg: error: "), err
+    return errors[0]
+
+
+def _init(tmp_path: Path, *extra: str) -> Path:
+    run = tmp_path / "run"
+    base = free_base_port(4)
+    argv = ["party", "init", "mp-spprl", str(run), "--base-port", str(base), "--option", "max_records=20", *extra]
+    assert main(argv) == 0
+    return run
+
+
+def _reissue(run: Path, party: str, san: list[str] | None) -> None:
+    """Replace ``party``'s certificate by one from the same CA and key, with ``san`` as
+    its SAN URIs (None: no SAN at all, as ``openssl x509 -req`` without
+    ``-copy_extensions copy`` issues it)."""
+    certs = run / "certs"
+    ca = x509.load_pem_x509_certificate((certs / "ca.pem").read_bytes())
+    ca_key = serialization.load_pem_private_key((certs / "ca.key").read_bytes(), None)
+    key = serialization.load_pem_private_key((certs / f"{party}.key").read_bytes(), None)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())  # type: ignore[arg-type]
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+    if san is not None:
+        names = [x509.UniformResourceIdentifier(u) for u in san]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    (certs / f"{party}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+@pytest.mark.parametrize(
+    ("san", "named"),
+    [(None, "no party (no urn:privreg:party: SAN URI)"), (["urn:privreg:party:P2"], "'P2'")],
+    ids=["no-san", "wrong-san"],
+)
+def test_a_certificate_without_the_party_san_is_refused_before_listening_with_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], san: list[str] | None, named: str
+) -> None:
+    run = _init(tmp_path)
+    _reissue(run, "P1", san)
+    capsys.readouterr()
+    assert main(["party", "run", str(run / "P1.toml")]) == 2
+    line = _one_error(capsys.readouterr().err)
+    assert f"names {named}, not party 'P1'" in line
+    assert "subjectAltName URI:urn:privreg:party:P1" in line
+    assert "-copy_extensions copy" in line and "docs/deploy.md" in line
+    assert not (run / "out" / "P1").exists() or not any((run / "out" / "P1").iterdir())
+
+
+class _FakeSsl:
+    """What a verified TLS connection reports of the peer's certificate."""
+
+    def __init__(self, pem: bytes) -> None:
+        self._der = x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
+        cert = x509.load_pem_x509_certificate(pem)
+        try:
+            uris = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            self._san = tuple(("URI", u) for u in uris.get_values_for_type(x509.UniformResourceIdentifier))
+        except x509.ExtensionNotFound:
+            self._san = ()
+
+    def getpeercert(self, binary_form: bool = False) -> object:
+        return self._der if binary_form else ({"subjectAltName": self._san} if self._san else {"subject": ()})
+
+
+def test_a_peer_without_the_expected_san_is_refused_naming_it_and_the_fix(tmp_path: Path) -> None:
+    run = _init(tmp_path)
+    _reissue(run, "P2", None)
+    tls = TlsConfig(certificate=run / "certs" / "P1.pem", key=run / "certs" / "P1.key", ca=run / "certs" / "ca.pem")
+    peer = _FakeSsl((run / "certs" / "P2.pem").read_bytes())
+    with pytest.raises(ProtocolError) as info:
+        tls.check_peer(peer, ["P2"], where="the peer at 127.0.0.1:1")
+    msg = str(info.value)
+    assert "presented a certificate for no party, expected 'P2'" in msg
+    assert "subjectAltName URI:urn:privreg:party:P2" in msg and "-copy_extensions copy" in msg
+
+
+def test_a_party_waiting_for_a_missing_peer_names_it_and_so_does_its_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # P1 alone: nobody else is started, so every peer is missing until connect times out
+    run = _init(tmp_path, "--connect-timeout", "2")
+    ports = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r'^(\w+) = "127\.0\.0\.1:(\d+)"$', (run / "P1.toml").read_text(), re.M)
+    }
+    capsys.readouterr()
+    assert main(["party", "run", str(run / "P1.toml")]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    for peer in ("linkage_unit", "P2", "P3"):
+        assert f"party P1: waiting for party '{peer}' at 127.0.0.1:{ports[peer]} (" in err, err
+    failed = [line for line in err.splitlines() if line.startswith("privreg: party P1 failed:")]
+    assert len(failed) == 1, err
+    m = re.search(r"cannot connect to party '(\w+)' at 127\.0\.0\.1:(\d+) within connect_timeout=2\.0s", failed[0])
+    assert m is not None and ports[m.group(1)] == m.group(2), failed[0]
+    assert "start that party's process" in failed[0]
