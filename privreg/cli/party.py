@@ -9,6 +9,8 @@ Sub-commands:
 - ``run CONFIG``: run the configured party (mutual TLS unless the file opts out).
 - ``simulate CONFIG...``: every party of those configurations in one process, in memory
   (the same outputs as separate processes on the same inputs and seeds).
+- ``score CONFIG... --truth FILE``: a finished run's outputs against a truth file
+  (evaluation on test data: recall and precision, or accuracy for spam-filter).
 
 Exit codes: 0 done, 2 bad input or configuration, 4 the protocol run failed (a peer
 refused, broke off or misbehaved; the message names it).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -209,6 +212,46 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from privreg.core.files import regular_file_error
+    from privreg.core.registry import default_registry
+    from privreg.mpc.deployment import options_digest
+    from privreg.mpc.party_config import load_party_config
+
+    truth = Path(args.truth)
+    if not truth.exists():
+        raise PrivregValueError(f"--truth: no file at {truth}; give the run's truth file (e.g. inputs/truth.csv).")
+    err = regular_file_error(truth, "--truth", truth.stat().st_mode)
+    if err is not None:
+        raise err
+    configs = [load_party_config(c) for c in args.configs]
+    protocols = sorted({c.protocol for c in configs})
+    if len(protocols) != 1:
+        raise PrivregValueError(f"the configurations name different protocols {protocols}; give those of one run.")
+    dep = default_registry().deployment(protocols[0])
+    outputs: dict[str, Path] = {}
+    digests = set()
+    options: dict[str, Any] = {}
+    for c in configs:
+        if c.party in outputs:
+            raise PrivregValueError(f"two configurations for party {c.party!r}; give each party's once.")
+        outputs[c.party] = c.output_directory
+        options = dep.options(c.options)
+        digests.add(options_digest(dep, options))
+    if len(digests) != 1:
+        raise PrivregValueError("the configurations give different [options]; give those of one run.")
+    rows = dep.score(outputs=outputs, truth=truth, options=options)
+    print(f"{dep.name}: {', '.join(sorted(outputs))} against {truth}")
+    print(fmt.table([("measure", "value"), *((name, _shown(value)) for name, value in rows)]))
+    return 0
+
+
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``party`` and its sub-commands to the privreg parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -261,4 +304,13 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     q = sub.add_parser("simulate", help="run every party of these configurations in one process (in memory)")
     q.add_argument("configs", nargs="+", help="one TOML configuration per party")
     q.set_defaults(func=cmd_simulate)
+
+    q = sub.add_parser("score", help="score a finished run's outputs against a truth file (test data only)")
+    q.add_argument("configs", nargs="+", help="the configurations of the parties whose outputs are scored")
+    q.add_argument(
+        "--truth",
+        required=True,
+        help="linkage: CSV party,id,entity (party init writes inputs/truth.csv); spam-filter: carol's labelled JSONL",
+    )
+    q.set_defaults(func=cmd_score)
     return p
