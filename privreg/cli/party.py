@@ -106,6 +106,35 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_certificates(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, dict[str, Path]] | None:
+    """``--ca`` and ``--certs``: the organisation's CA and every party's ``<party>.pem``
+    and ``<party>.key``, each certificate checked to name its party (a SAN URI)."""
+    if args.ca is None and args.certs is None:
+        return None
+    if args.ca is None or args.certs is None:
+        raise PrivregValueError("--ca and --certs go together: give your CA file and the folder of party certificates.")
+    if args.insecure_plaintext:
+        raise PrivregValueError("--insecure-plaintext runs without certificates; drop it or drop --ca and --certs.")
+    from privreg.mpc.tls import TlsConfig, san_fix
+
+    ca, folder = Path(args.ca), Path(args.certs)
+    if not ca.is_file():
+        raise PrivregValueError(f"--ca: no file at {ca}; give your CA's certificate (PEM).")
+    out: dict[str, dict[str, Path]] = {"ca": {"certificate": ca}}
+    for p in names:
+        cert, key = folder / f"{p}.pem", folder / f"{p}.key"
+        for f in (cert, key):
+            if not f.is_file():
+                raise PrivregValueError(
+                    f"--certs: no file {f}; give {p}.pem and {p}.key for every party {list(names)}."
+                )
+        tls = TlsConfig(certificate=cert, key=key, ca=ca)  # checks the files and the key's permissions
+        if p not in tls.own_parties():
+            raise PrivregValueError(f"--certs: {cert} does not name party {p!r}; {san_fix([p])}.")
+        out[p] = {"certificate": cert, "key": key}
+    return out
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from privreg.core.registry import default_registry
 
@@ -120,8 +149,11 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"--base-port {args.base_port} leaves no port for all {len(names)} parties (ports end at 65535); "
             f"pass --base-port {65536 - len(names)} or lower"
         )
+    own = _own_certificates(args, names)  # checked before anything is written
     inputs = dep.example(directory / "inputs", options=options, seed=args.data_seed)
-    if not args.insecure_plaintext:
+    if own is not None:
+        pki = own
+    elif not args.insecure_plaintext:
         from privreg.mpc.certs import create_test_pki
 
         pki = create_test_pki(directory / "certs", list(names))
@@ -139,9 +171,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.insecure_plaintext:
             lines.append("insecure_plaintext = true  # TESTS ONLY: no TLS")
         else:
+            tls_note = (
+                "your CA (--ca) and this party's certificate and key (--certs)"
+                if own is not None
+                else "a throw-away TEST CA made by privreg party init; use your organisation's CA in production"
+            )
             lines += [
                 "",
-                "[tls]  # a throw-away TEST CA made by privreg party init; use your organisation's CA in production",
+                f"[tls]  # {tls_note}",
                 f"ca = {_toml_value(_rel(pki['ca']['certificate'], directory))}",
                 f"certificate = {_toml_value(_rel(pki[p]['certificate'], directory))}",
                 f"key = {_toml_value(_rel(pki[p]['key'], directory))}",
@@ -289,6 +326,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     )
     q.add_argument("--seed", type=_SEED_ARG, help="TESTS ONLY: reproducible protocol randomness in every config")
     q.add_argument("--insecure-plaintext", action="store_true", help="TESTS ONLY: configs without TLS")
+    q.add_argument("--ca", help="your organisation's CA certificate (PEM) instead of a throw-away test CA")
+    q.add_argument("--certs", help="with --ca: the folder of every party's PARTY.pem and PARTY.key (docs/deploy.md)")
     q.add_argument(
         "--connect-timeout",
         type=float_arg("--connect-timeout", 0.0, MAX_TIMEOUT, open_below=True),
