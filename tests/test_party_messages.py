@@ -15,6 +15,8 @@ from party_helpers import free_base_port
 
 from privreg.cli.main import main
 from privreg.core.errors import ProtocolError
+from privreg.mpc.certs import create_test_pki
+from privreg.mpc.party_config import load_party_config
 from privreg.mpc.tls import TlsConfig
 
 
@@ -33,11 +35,11 @@ def _init(tmp_path: Path, *extra: str) -> Path:
     return run
 
 
-def _reissue(run: Path, party: str, san: list[str] | None) -> None:
+def _reissue(run: Path, party: str, san: list[str] | None, *, certs: Path | None = None) -> None:
     """Replace ``party``'s certificate by one from the same CA and key, with ``san`` as
     its SAN URIs (None: no SAN at all, as ``openssl x509 -req`` without
     ``-copy_extensions copy`` issues it)."""
-    certs = run / "certs"
+    certs = certs or run / "certs"
     ca = x509.load_pem_x509_certificate((certs / "ca.pem").read_bytes())
     ca_key = serialization.load_pem_private_key((certs / "ca.key").read_bytes(), None)
     key = serialization.load_pem_private_key((certs / f"{party}.key").read_bytes(), None)
@@ -125,3 +127,56 @@ def test_a_party_waiting_for_a_missing_peer_names_it_and_so_does_its_timeout(
     m = re.search(r"cannot connect to party '(\w+)' at 127\.0\.0\.1:(\d+) within connect_timeout=2\.0s", failed[0])
     assert m is not None and ports[m.group(1)] == m.group(2), failed[0]
     assert "start that party's process" in failed[0]
+
+
+@pytest.mark.parametrize(
+    "case", ["ca-alone", "certs-alone", "no-ca-file", "missing-cert", "no-san", "open-key", "plaintext"]
+)
+def test_party_init_with_own_certificates_refuses_bad_ones_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    org = tmp_path / "org"
+    create_test_pki(org, ["linkage_unit", "P1", "P2", "P3"])
+    run = tmp_path / "run"
+    flags = ["--ca", str(org / "ca.pem"), "--certs", str(org)]
+    expected = {
+        "ca-alone": "--ca and --certs go together",
+        "certs-alone": "--ca and --certs go together",
+        "no-ca-file": "--ca: no file at",
+        "missing-cert": "--certs: no file",
+        "no-san": "does not name party 'P1'; its certificate needs the subjectAltName URI:urn:privreg:party:P1",
+        "open-key": "P2.key",
+        "plaintext": "--insecure-plaintext runs without certificates",
+    }[case]
+    if case == "ca-alone":
+        flags = flags[:2]
+    elif case == "certs-alone":
+        flags = flags[2:]
+    elif case == "no-ca-file":
+        flags[1] = str(org / "nothing.pem")
+    elif case == "missing-cert":
+        (org / "P3.pem").unlink()
+    elif case == "no-san":
+        _reissue(tmp_path, "P1", None, certs=org)
+    elif case == "open-key":
+        (org / "P2.key").chmod(0o644)
+    elif case == "plaintext":
+        flags.append("--insecure-plaintext")
+    capsys.readouterr()
+    assert main(["party", "init", "mp-spprl", str(run), "--option", "max_records=20", *flags]) == 2
+    line = _one_error(capsys.readouterr().err)
+    assert expected in line, line
+    assert not run.exists()
+
+
+def test_party_init_with_own_certificates_writes_them_into_every_config(tmp_path: Path) -> None:
+    org = tmp_path / "org"
+    create_test_pki(org, ["linkage_unit", "P1", "P2", "P3"])
+    run = tmp_path / "run"
+    assert main(["party", "init", "mp-spprl", str(run), "--ca", str(org / "ca.pem"), "--certs", str(org)]) == 0
+    assert not (run / "certs").exists()  # no test CA of its own
+    for p in ("linkage_unit", "P1", "P2", "P3"):
+        config = load_party_config(run / f"{p}.toml")
+        assert config.tls.ca == (org / "ca.pem").resolve()
+        assert config.tls.certificate == (org / f"{p}.pem").resolve()
+        assert config.tls.key == (org / f"{p}.key").resolve()
