@@ -3,6 +3,7 @@ are reported by party name, with the fix."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from privreg.cli.main import main
 from privreg.core.errors import ProtocolError
 from privreg.mpc.certs import create_test_pki
 from privreg.mpc.party_config import load_party_config
+from privreg.mpc.tcp import TcpTransport
 from privreg.mpc.tls import TlsConfig
 
 
@@ -105,6 +107,19 @@ def test_a_peer_without_the_expected_san_is_refused_naming_it_and_the_fix(tmp_pa
     msg = str(info.value)
     assert "presented a certificate for no party, expected 'P2'" in msg
     assert "subjectAltName URI:urn:privreg:party:P2" in msg and "-copy_extensions copy" in msg
+
+
+def test_a_transport_whose_own_certificate_lacks_the_san_names_it_and_the_fix(tmp_path: Path) -> None:
+    run = _init(tmp_path)
+    _reissue(run, "P1", None)
+    tls = TlsConfig(certificate=run / "certs" / "P1.pem", key=run / "certs" / "P1.key", ca=run / "certs" / "ca.pem")
+    transport = TcpTransport(local=["P1"], peers={"P2": ("127.0.0.1", 1)}, tls=tls)
+    with pytest.raises(ProtocolError) as info:
+        asyncio.run(transport.start(["P1", "P2"]))
+    msg = str(info.value)
+    assert "this process hosts ['P1'], but its certificate" in msg
+    assert "names no party (no urn:privreg:party: SAN URI)" in msg
+    assert "subjectAltName URI:urn:privreg:party:P1" in msg and "-copy_extensions copy" in msg
 
 
 def test_a_party_waiting_for_a_missing_peer_names_it_and_so_does_its_timeout(
