@@ -9,6 +9,8 @@ Sub-commands:
 - ``run CONFIG``: run the configured party (mutual TLS unless the file opts out).
 - ``simulate CONFIG...``: every party of those configurations in one process, in memory
   (the same outputs as separate processes on the same inputs and seeds).
+- ``score CONFIG... --truth FILE``: a finished run's outputs against a truth file
+  (evaluation on test data: recall and precision, or accuracy for spam-filter).
 
 Exit codes: 0 done, 2 bad input or configuration, 4 the protocol run failed (a peer
 refused, broke off or misbehaved; the message names it).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -103,6 +106,35 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_certificates(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, dict[str, Path]] | None:
+    """``--ca`` and ``--certs``: the organisation's CA and every party's ``<party>.pem``
+    and ``<party>.key``, each certificate checked to name its party (a SAN URI)."""
+    if args.ca is None and args.certs is None:
+        return None
+    if args.ca is None or args.certs is None:
+        raise PrivregValueError("--ca and --certs go together: give your CA file and the folder of party certificates.")
+    if args.insecure_plaintext:
+        raise PrivregValueError("--insecure-plaintext runs without certificates; drop it or drop --ca and --certs.")
+    from privreg.mpc.tls import TlsConfig, san_fix
+
+    ca, folder = Path(args.ca), Path(args.certs)
+    if not ca.is_file():
+        raise PrivregValueError(f"--ca: no file at {ca}; give your CA's certificate (PEM).")
+    out: dict[str, dict[str, Path]] = {"ca": {"certificate": ca}}
+    for p in names:
+        cert, key = folder / f"{p}.pem", folder / f"{p}.key"
+        for f in (cert, key):
+            if not f.is_file():
+                raise PrivregValueError(
+                    f"--certs: no file {f}; give {p}.pem and {p}.key for every party {list(names)}."
+                )
+        tls = TlsConfig(certificate=cert, key=key, ca=ca)  # checks the files and the key's permissions
+        if p not in tls.own_parties():
+            raise PrivregValueError(f"--certs: {cert} does not name party {p!r}; {san_fix([p])}.")
+        out[p] = {"certificate": cert, "key": key}
+    return out
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from privreg.core.registry import default_registry
 
@@ -117,8 +149,11 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"--base-port {args.base_port} leaves no port for all {len(names)} parties (ports end at 65535); "
             f"pass --base-port {65536 - len(names)} or lower"
         )
+    own = _own_certificates(args, names)  # checked before anything is written
     inputs = dep.example(directory / "inputs", options=options, seed=args.data_seed)
-    if not args.insecure_plaintext:
+    if own is not None:
+        pki = own
+    elif not args.insecure_plaintext:
         from privreg.mpc.certs import create_test_pki
 
         pki = create_test_pki(directory / "certs", list(names))
@@ -136,9 +171,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.insecure_plaintext:
             lines.append("insecure_plaintext = true  # TESTS ONLY: no TLS")
         else:
+            tls_note = (
+                "your CA (--ca) and this party's certificate and key (--certs)"
+                if own is not None
+                else "a throw-away TEST CA made by privreg party init; use your organisation's CA in production"
+            )
             lines += [
                 "",
-                "[tls]  # a throw-away TEST CA made by privreg party init; use your organisation's CA in production",
+                f"[tls]  # {tls_note}",
                 f"ca = {_toml_value(_rel(pki['ca']['certificate'], directory))}",
                 f"certificate = {_toml_value(_rel(pki[p]['certificate'], directory))}",
                 f"key = {_toml_value(_rel(pki[p]['key'], directory))}",
@@ -209,6 +249,46 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from privreg.core.files import regular_file_error
+    from privreg.core.registry import default_registry
+    from privreg.mpc.deployment import options_digest
+    from privreg.mpc.party_config import load_party_config
+
+    truth = Path(args.truth)
+    if not truth.exists():
+        raise PrivregValueError(f"--truth: no file at {truth}; give the run's truth file (e.g. inputs/truth.csv).")
+    err = regular_file_error(truth, "--truth", truth.stat().st_mode)
+    if err is not None:
+        raise err
+    configs = [load_party_config(c) for c in args.configs]
+    protocols = sorted({c.protocol for c in configs})
+    if len(protocols) != 1:
+        raise PrivregValueError(f"the configurations name different protocols {protocols}; give those of one run.")
+    dep = default_registry().deployment(protocols[0])
+    outputs: dict[str, Path] = {}
+    digests = set()
+    options: dict[str, Any] = {}
+    for c in configs:
+        if c.party in outputs:
+            raise PrivregValueError(f"two configurations for party {c.party!r}; give each party's once.")
+        outputs[c.party] = c.output_directory
+        options = dep.options(c.options)
+        digests.add(options_digest(dep, options))
+    if len(digests) != 1:
+        raise PrivregValueError("the configurations give different [options]; give those of one run.")
+    rows = dep.score(outputs=outputs, truth=truth, options=options)
+    print(f"{dep.name}: {', '.join(sorted(outputs))} against {truth}")
+    print(fmt.table([("measure", "value"), *((name, _shown(value)) for name, value in rows)]))
+    return 0
+
+
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``party`` and its sub-commands to the privreg parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -246,6 +326,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     )
     q.add_argument("--seed", type=_SEED_ARG, help="TESTS ONLY: reproducible protocol randomness in every config")
     q.add_argument("--insecure-plaintext", action="store_true", help="TESTS ONLY: configs without TLS")
+    q.add_argument("--ca", help="your organisation's CA certificate (PEM) instead of a throw-away test CA")
+    q.add_argument("--certs", help="with --ca: the folder of every party's PARTY.pem and PARTY.key (docs/deploy.md)")
     q.add_argument(
         "--connect-timeout",
         type=float_arg("--connect-timeout", 0.0, MAX_TIMEOUT, open_below=True),
@@ -261,4 +343,13 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     q = sub.add_parser("simulate", help="run every party of these configurations in one process (in memory)")
     q.add_argument("configs", nargs="+", help="one TOML configuration per party")
     q.set_defaults(func=cmd_simulate)
+
+    q = sub.add_parser("score", help="score a finished run's outputs against a truth file (test data only)")
+    q.add_argument("configs", nargs="+", help="the configurations of the parties whose outputs are scored")
+    q.add_argument(
+        "--truth",
+        required=True,
+        help="linkage: CSV party,id,entity (party init writes inputs/truth.csv); spam-filter: carol's labelled JSONL",
+    )
+    q.set_defaults(func=cmd_score)
     return p

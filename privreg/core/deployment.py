@@ -69,3 +69,12 @@ class Deployment(ABC):
         """Write example inputs for every party under ``directory`` (``privreg party
         init``); returns ``{party: {input name: path}}``. Default: none are offered."""
         raise PrivregValueError(f"deployment {self.name!r} offers no example inputs; write the input files yourself.")
+
+    def score(
+        self, *, outputs: Mapping[str, Path], truth: Path, options: Mapping[str, Any]
+    ) -> list[tuple[str, float | int]]:
+        """Score a finished run against a truth file (``privreg party score``, for
+        evaluation on test data only): ``outputs`` is ``{party: its output folder}`` for the
+        parties given; returns ``(measure, value)`` rows in a fixed order. Default: no
+        scoring is offered."""
+        raise PrivregValueError(f"deployment {self.name!r} offers no scoring against a truth file.")

@@ -244,13 +244,28 @@ def _write_record(
     return files
 
 
+def _check_own_certificate(config: PartyConfig) -> None:
+    """The party's own certificate names it (a SAN URI), checked before anything listens."""
+    if config.tls is None:
+        return
+    from privreg.mpc.tls import san_fix
+
+    own = config.tls.own_parties()
+    if config.party not in own:
+        named = ", ".join(repr(p) for p in sorted(own)) or "no party (no urn:privreg:party: SAN URI)"
+        raise PrivregValueError(
+            f"{config.path}: [tls] certificate {str(config.tls.certificate)!r} names {named}, not party "
+            f"{config.party!r}; {san_fix([config.party])}."
+        )
+
+
 def run_party(deployment: Deployment, config: PartyConfig, *, echo: Callable[[str], None] | None = None) -> PartyRun:
     """Run ``config.party`` of ``deployment`` in this process, reaching the other parties
     at their configured addresses; writes the party's outputs, transcript and run record.
 
     Security: mutual TLS with the configured CA and certificates, unless the configuration
     opts into plaintext (``insecure_plaintext = true``, recorded in every output).
-    ``echo`` is told once the party listens.
+    ``echo`` is told once the party listens, and while it waits for a peer (naming it).
     """
     from privreg.mpc.tcp import TcpTransport
 
@@ -264,6 +279,7 @@ def run_party(deployment: Deployment, config: PartyConfig, *, echo: Callable[[st
             f"missing {missing}, not parties of this run {unknown}."
         )
     check_output_directory(config)  # before the inputs are read and anything listens
+    _check_own_certificate(config)
     timer = _Clock()
     with timer.phase("inputs"):
         instance = _instance(deployment, config, options)
@@ -285,6 +301,7 @@ def run_party(deployment: Deployment, config: PartyConfig, *, echo: Callable[[st
         ) from None
     if echo is not None:
         echo(f"party {config.party} of {deployment.name}: listening on {transport.address[0]}:{transport.address[1]}")
+        transport.on_wait = lambda line: echo(f"party {config.party}: {line}")
     with timer.phase("protocol"):
         result = asyncio.run(arun_protocol(proto, transport=transport))
     output = result.outputs[config.party]

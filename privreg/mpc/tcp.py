@@ -135,12 +135,12 @@ import ssl
 import struct
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from privreg.core import validation as v
 from privreg.core.errors import DeadlockError, PrivregTypeError, PrivregValueError, ProtocolError
-from privreg.mpc.tls import TlsConfig
+from privreg.mpc.tls import TlsConfig, san_fix
 from privreg.mpc.transcript import Message, count_ciphertexts
 from privreg.mpc.transport import STEP_MAX_CHARS, InMemoryTransport, QueuedMessage, check_step, is_step, shown_step
 from privreg.mpc.wire import decode, encode
@@ -169,6 +169,8 @@ MAX_FRAME_LIMIT = 1024 * 1024 * 1024
 MESSAGE_OVERHEAD = 256
 #: Default cap on the received, unread messages per connection (``max_queued_messages``).
 DEFAULT_MAX_QUEUED_MESSAGES = 4096
+#: Seconds between two "waiting for party ..." notes (:attr:`TcpTransport.on_wait`).
+WAIT_NOTE_SECONDS = 30.0
 
 _HEAD = struct.Struct(">IQ")
 _VERSION = 1
@@ -440,6 +442,10 @@ class TcpTransport(InMemoryTransport):
     (SHA-256 hex) or None in plaintext}``), ``message_limit`` (bytes), ``address``.
     """
 
+    #: Told (one line) while this process waits to reach a peer: at the first failed
+    #: attempt, then every :data:`WAIT_NOTE_SECONDS`; the line names the party and address.
+    on_wait: Callable[[str], None] | None = None
+
     def __init__(
         self,
         *,
@@ -547,9 +553,10 @@ class TcpTransport(InMemoryTransport):
         own = self._tls.own_parties()
         missing = sorted(self._local - own)
         if missing:
+            named = ", ".join(repr(p) for p in sorted(own)) or "no party (no urn:privreg:party: SAN URI)"
             raise ProtocolError(
-                f"this process hosts {missing}, but its certificate {str(self._tls.certificate)!r} names only "
-                f"{sorted(own)}; use a certificate that names every local party"
+                f"this process hosts {missing}, but its certificate {str(self._tls.certificate)!r} names "
+                f"{named}; {san_fix(missing)}"
             )
 
     async def _start(self, parties: Sequence[str], protocol_limit: int | None) -> None:
@@ -648,16 +655,23 @@ class TcpTransport(InMemoryTransport):
 
     async def _connect(self, addr: tuple[str, int], parties: list[str], deadline: float) -> _Out:
         last: BaseException | None = None
+        who = f"{'party' if len(parties) == 1 else 'parties'} {', '.join(map(repr, parties))} at {addr[0]}:{addr[1]}"
+        note_due = 0.0
         while True:
             try:
                 return await self._try_connect(addr, parties)
             except _Retry as exc:
                 last = exc.__cause__ or exc
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if self.on_wait is not None and now >= note_due:  # the first failure is always told
+                note_due = now + WAIT_NOTE_SECONDS
+                left = f"{max(0.0, deadline - now):.0f} s left of connect_timeout={self.connect_timeout:g}s"
+                self.on_wait(f"waiting for {who} ({left})")
+            if now >= deadline:
                 why = f"{type(last).__name__}: {last}" if last is not None else "no answer"
                 raise ProtocolError(
-                    f"cannot connect to peer at {addr[0]}:{addr[1]} within connect_timeout={self.connect_timeout}s "
-                    f"({why})"
+                    f"cannot connect to {who} within connect_timeout={self.connect_timeout}s ({why}); start that "
+                    f"party's process, or check its address in [peers] and the firewall"
                 ) from last
             await asyncio.sleep(0.05)
 

@@ -33,10 +33,21 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.files import MAX_SMALL_FILE, read_bytes
 
-__all__ = ["PARTY_URI_PREFIX", "PeerIdentity", "TlsConfig", "party_names_of_peer_dict"]
+__all__ = ["PARTY_URI_PREFIX", "PeerIdentity", "TlsConfig", "party_names_of_peer_dict", "san_fix"]
 
 #: A certificate names party ``p`` as the SubjectAlternativeName URI ``PARTY_URI_PREFIX + p``.
 PARTY_URI_PREFIX = "urn:privreg:party:"
+
+
+def san_fix(parties: Collection[str]) -> str:
+    """How to issue a certificate that names ``parties``: the SubjectAlternativeName
+    entries it needs and the OpenSSL flags that keep them (for error messages)."""
+    san = ",".join(f"URI:{PARTY_URI_PREFIX}{p}" for p in sorted(parties))
+    return (
+        f"its certificate needs the subjectAltName {san}: put -addext 'subjectAltName={san}' in the request and "
+        f"sign it with 'openssl x509 -req ... -copy_extensions copy' (x509 -req drops the request's extensions "
+        f"without it), or with -extfile giving subjectAltName = {san} (docs/deploy.md)"
+    )
 
 
 def party_names_of_peer_dict(info: Mapping[str, Any]) -> frozenset[str]:
@@ -301,7 +312,8 @@ class TlsConfig:
         if not set(expected) <= ident.parties:
             got = ", ".join(repr(p) for p in sorted(ident.parties)) or "no party"
             want = ", ".join(repr(p) for p in expected)
-            raise ProtocolError(f"{where} presented a certificate for {got}, expected {want}")
+            missing = sorted(set(expected) - ident.parties)
+            raise ProtocolError(f"{where} presented a certificate for {got}, expected {want}; {san_fix(missing)}")
         for party in expected:
             pin = self._all_pins.get(party)
             if pin is not None and pin != ident.fingerprint:

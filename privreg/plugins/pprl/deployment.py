@@ -227,6 +227,16 @@ class PPRLDeployment(Deployment):
         )
         return {"links": links, "result": result}
 
+    def score(
+        self, *, outputs: Mapping[str, Path], truth: Path, options: Mapping[str, Any]
+    ) -> list[tuple[str, float | int]]:
+        """Group and pairwise recall/precision of the data parties' ``links.csv`` against
+        a truth CSV (party, id, entity); groups hold one record of every data party (paper 004's true groups)
+        (:func:`~privreg.plugins.pprl.scoring.score_linkage`)."""
+        from privreg.plugins.pprl.scoring import score_linkage
+
+        return score_linkage(outputs=outputs, truth=truth, parties=options["parties"], full_groups=True)
+
     def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
         """Synthetic FEBRL-like records for every data party (30 % corrupted), a shared
         secret, and ``truth.csv`` (for evaluation only; no party reads it)."""

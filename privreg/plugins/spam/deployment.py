@@ -313,6 +313,21 @@ class SpamDeployment(Deployment):
         _write_json(result, summary)
         return {"labels": labels, "result": result}
 
+    def score(
+        self, *, outputs: Mapping[str, Path], truth: Path, options: Mapping[str, Any]
+    ) -> list[tuple[str, float | int]]:
+        """Carol's ``labels.csv`` against the true labels: ``truth`` is her messages file
+        with a ``"label"`` on every line (the example ``carol.jsonl`` has them). Accuracy,
+        and precision and recall of the spam class; no AUC, since Carol learns labels,
+        not scores."""
+        from privreg.plugins.spam.scoring import score_labels
+
+        if CAROL not in outputs:
+            raise PrivregValueError(
+                f"spam-filter is scored on {CAROL}'s labels.csv; add {CAROL}'s configuration to privreg party score."
+            )
+        return score_labels(outputs[CAROL] / "labels.csv", truth, count=options["test"])
+
     def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
         """``alice.jsonl`` (``train`` labelled messages) and ``carol.jsonl`` (``test``
         messages, labelled so that Carol's result reports her accuracy) drawn with ``seed``
