@@ -118,6 +118,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"pass --base-port {65536 - len(names)} or lower"
         )
     inputs = dep.example(directory / "inputs", options=options, seed=args.data_seed)
+    options = dep.example_options(options, inputs)  # the run's declared sizes (records per party, ...)
     if not args.insecure_plaintext:
         from privreg.mpc.certs import create_test_pki
 

@@ -86,7 +86,8 @@ from privreg.plugins.pprl.bands import (
     recommended_bands,
     union_pairs,
 )
-from privreg.plugins.pprl.protocol import LINKAGE_UNIT, data_party_names
+from privreg.plugins.pprl.message_bounds import OVERHEAD, ciphertext_bytes, header_bytes, public_key_bytes, step_kind
+from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
@@ -173,6 +174,12 @@ class DiceLinkageProtocol(Protocol):
         rng: randomness (keys, seeds, masks); default the OS CSPRNG. ``workers``:
             processes for the comparisons (None: automatic).
         max_records: public cap on a data party's records (bounds every message).
+        record_counts: ``{data party: records}``, the run's declared record counts (the
+            same at every party); a hosted party must hold exactly that many. With them
+            (else with ``max_records``) every message is bounded per kind
+            (:meth:`message_bound`, formulas in :mod:`~privreg.plugins.pprl.message_bounds`).
+        exact_passes: at most this many exact blocking passes per record (the tokens
+            message; the deployment gives its schema's count).
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
             this process). The exact passes are joined in this process.
@@ -233,6 +240,8 @@ class DiceLinkageProtocol(Protocol):
         max_records: int | None = None,
         blocking_backend: Any = None,
         progress: ProgressCallback | None = None,
+        record_counts: Mapping[str, int] | None = None,
+        exact_passes: int = 16,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -273,7 +282,19 @@ class DiceLinkageProtocol(Protocol):
         self.rng = rng
         self.workers = None if workers is None else v.check_int("workers", workers, minimum=1)
         self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
+        self.record_counts = check_record_counts(record_counts, self.names, self.max_records)
+        self.exact_passes = v.check_int("exact_passes", exact_passes, minimum=0)
         for p, rec in self.records.items():
+            if self.record_counts is not None and len(rec) != self.record_counts[p]:
+                raise PrivregValueError(
+                    f"party {p!r} holds {len(rec)} records but its declared record count is {self.record_counts[p]}; "
+                    f"declare {len(rec)} at every party."
+                )
+            exact = rec.exact_keys
+            if exact is not None and exact.shape[1] > self.exact_passes:
+                raise PrivregValueError(
+                    f"party {p!r} has {exact.shape[1]} exact blocking passes, above exact_passes={self.exact_passes}."
+                )
             if rec.match_filters.shape[1] != self.length:
                 raise PrivregValueError(
                     f"party {p!r} has {rec.match_filters.shape[1]}-bit filters; the protocol expects "
@@ -296,18 +317,77 @@ class DiceLinkageProtocol(Protocol):
         self.blocking_backend = blocking_backend
         self.progress = check_progress("progress", progress)
 
-    def max_message_bytes(self) -> int | None:
-        """With ``max_records`` set: ``64 KiB + m (8 L + 8 J + 64) + P (24 + c)`` bytes for
-        ``m = max_records``, ``P = m * J`` candidate pairs at most (a record shares tokens with
-        at most one record per band key and band... bounded by the band blocks' product cap),
-        ``c`` the bytes of a ciphertext; a run beyond it fails naming the message."""
-        if self.max_records is None:
-            return None
-        m = self.max_records
+    def _counts(self) -> dict[str, int] | None:
+        """Records per data party that bound the messages: the declared counts, else
+        ``max_records`` for every party, else None (no bound)."""
+        if self.record_counts is not None:
+            return dict(self.record_counts)
+        if self.max_records is not None:
+            return dict.fromkeys(self.names, self.max_records)
+        return None
+
+    def _kind_bound(self, kind: str, sender: str, receiver: str, counts: Mapping[str, int]) -> int:
+        kb, lu, n = self.key_bits, self.linkage_unit, len(self.names)
+        c, h = ciphertext_bytes(kb), header_bytes(kb)
         J = self.bands.bands if self.bands is not None else _MAX_BANDS
-        pairs = m * J
-        c = 2 * self.key_bits // 8 + 16
-        return (64 << 10) + m * (8 * self.length + 8 * J + 64) + pairs * (24 + c)
+        dgk = (self.x_bits + 1) * ciphertext_bytes(kb)  # DGK ciphertexts per decision, generously sized
+
+        def decisions(p: str, q: str) -> int:
+            return min(counts[p] * counts[q], BATCH_DECISIONS)
+
+        if sender == lu and receiver in counts:
+            m, others = counts[receiver], [q for q in counts if q != receiver]
+            pairs = sum(m * counts[q] for q in others)
+            if kind == "bits":
+                return max(decisions(receiver, q) for q in others) * dgk + h + OVERHEAD
+            return {
+                "keys": public_key_bytes(kb),
+                "keys-dgk": public_key_bytes(kb, integers=4),
+                "deal": 24 * pairs + len(others) * OVERHEAD,
+                "refine": 8 * pairs + n * OVERHEAD,
+                "result": 16 * m + OVERHEAD,
+            }.get(kind, 0)
+        if receiver == lu and sender in counts:
+            others = [q for q in counts if q != sender]
+            d = max(decisions(sender, q) for q in others)
+            return {
+                "tokens": 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
+                "masked": d * c + h + OVERHEAD,
+                "terms": d * dgk + h + OVERHEAD,
+            }.get(kind, 0)
+        if sender in counts and receiver in counts and sender != receiver:
+            return {
+                "popcount": 64,
+                "masked": counts[sender] * (8 * self.length + 8) + OVERHEAD,
+                "shares": decisions(sender, receiver) * c + h + OVERHEAD,
+            }.get(kind, 0)
+        return 0
+
+    @staticmethod
+    def _kind(step: str) -> str:
+        if step.startswith("cmp-"):
+            return step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms
+        return step_kind(step, {"shares-": "shares"})
+
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of a message of ``step`` from ``sender`` to ``receiver``, from the
+        declared record counts (else ``max_records``), the filter length, the key size and
+        the bands: the formulas of :mod:`~privreg.plugins.pprl.message_bounds`; 0 for a
+        message the protocol never sends (it is refused). None without record counts."""
+        counts = self._counts()
+        if counts is None:
+            return None
+        return self._kind_bound(self._kind(step), sender, receiver, counts)
+
+    def max_message_bytes(self) -> int | None:
+        """The largest :meth:`message_bound` of any message of the run (None without
+        declared record counts or ``max_records``)."""
+        counts = self._counts()
+        if counts is None:
+            return None
+        kinds = ("keys", "keys-dgk", "deal", "refine", "result", "bits", "tokens", "masked", "terms", "popcount")
+        everyone = [self.linkage_unit, *self.names]
+        return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
 
     def parties(self) -> Sequence[Party]:
         out: list[Party] = [RoleParty(self.linkage_unit, self._run_linkage_unit)]

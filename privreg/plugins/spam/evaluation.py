@@ -213,6 +213,28 @@ class PrivateEvaluation(Protocol):
         ]
         return ms.with_margin(max(sizes))
 
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of the message of ``step``: Bob's key and ``E[w]`` (Bob to Carol), and
+        every message of a comparison batch (``eval.sign.*``, either way) at most the
+        batch's largest (see :meth:`max_message_bytes`); 0 for another step, None without
+        ``key_bits``."""
+        if self.key_bits is None:
+            return None
+        c, kb = self.config, self.key_bits
+        parties = {self.bob, self.carol}
+        if sender not in parties or receiver not in parties or sender == receiver:
+            return 0
+        if step.startswith("eval.sign."):
+            b = min(self.count, c.batch)
+            return ms.with_margin(max(ms.vector_bytes(b * (c.bits + 1), kb), ms.int_list_bytes(b, 1)))
+        if sender != self.bob:
+            return 0
+        if step == "eval.public-key":
+            return ms.with_margin(ms.public_key_bytes(kb))
+        if step == "eval.1.E[w]":
+            return ms.with_margin(ms.vector_bytes(c.d, kb))
+        return 0
+
     def learns(self) -> Mapping[str, str]:
         return {
             self.carol: "the label of each of her messages ([w.x' >= 0] of the quantised model), nothing else about w",
