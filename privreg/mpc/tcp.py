@@ -48,7 +48,13 @@ Resource bounds (every length is checked before anything is allocated for it):
   1 GiB, :data:`MAX_FRAME_LIMIT`), whatever the protocol says. ``M`` = 8 KiB
   (:data:`META_LIMIT`), the largest ``meta`` of a run frame. A larger message is refused
   by the sender; a larger length prefix from a peer breaks that connection before its
-  payload is read. A payload above 1 MiB is read in chunks of 1 MiB, each allocated
+  payload is read. Per message kind the bound is tighter: once a frame's ``meta`` (at
+  most ``M`` bytes) names its step, sender and receiver, a payload length above the
+  protocol's :meth:`~privreg.core.protocol.Protocol.message_bound` for that kind (at
+  most ``L``; the deployments derive both from the sizes declared in the run's options,
+  see :mod:`privreg.mpc.deployment`) breaks the connection, with one error naming the
+  peer party, the step, the declared length and the bound, before the payload is read.
+  A payload above 1 MiB is read in chunks of 1 MiB, each allocated
   when the previous one is full: a peer that announces ``L`` bytes and sends fewer makes
   this process hold what it sent (plus one chunk), not ``L``.
 - Steps: the step of a message is a name of at most 128 ASCII letters, digits, '-',
@@ -114,7 +120,8 @@ Caveats:
       ports can read, forge, replay (within a run) and impersonate parties. For tests on
       loopback only.
     - A malicious peer with a valid certificate can send malformed messages or messages
-      up to the limit ``L`` (so the memory bound above is reached), make a receiving
+      up to the bound of their kind (at most ``L``, so the memory bound above is
+      reached; with a deployment ``L`` follows from the run's declared sizes), make a receiving
       party spend the decoding time :mod:`privreg.mpc.wire` documents (about 2 s of CPU
       per message at worst, blocking the event loop meanwhile), stall until
       ``recv_timeout``, and deviate from the protocol in any way: the protocols are
