@@ -74,7 +74,7 @@ from privreg.crypto.dgk import (
     send_dgk_public_key,
 )
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
-from privreg.crypto.threshold import slot_layout, threshold_holder, threshold_keyholder
+from privreg.crypto.threshold import DIGIT_BITS, slot_layout, threshold_holder, threshold_keyholder
 from privreg.crypto.vector import encrypt
 from privreg.plugins.pprl.bands import (
     MIN_SHARED,
@@ -316,6 +316,9 @@ class DiceLinkageProtocol(Protocol):
             )
         self.blocking_backend = blocking_backend
         self.progress = check_progress("progress", progress)
+        # candidate pairs per pair of parties, once this process knows them (the linkage
+        # unit after blocking, a data party from its deal): they tighten later bounds
+        self._known_pairs: dict[frozenset[str], int] = {}
 
     def _counts(self) -> dict[str, int] | None:
         """Records per data party that bound the messages: the declared counts, else
@@ -330,16 +333,22 @@ class DiceLinkageProtocol(Protocol):
         kb, lu, n = self.key_bits, self.linkage_unit, len(self.names)
         c, h = ciphertext_bytes(kb), header_bytes(kb)
         J = self.bands.bands if self.bands is not None else _MAX_BANDS
-        dgk = (self.x_bits + 1) * ciphertext_bytes(kb)  # DGK ciphertexts per decision, generously sized
+        # per decision: D = ceil(l / k) digits of k = DIGIT_BITS bits; the thermometers take
+        # 2^k - 1 DGK ciphertexts (below n: ceil(key_bits / 8) bytes) per digit, the terms one
+        digits, dgk_ct = -(-self.x_bits // DIGIT_BITS), (kb + 7) // 8
+        thermometer, terms = digits * (2**DIGIT_BITS - 1) * dgk_ct, digits * dgk_ct
+
+        def pairs_of(p: str, q: str) -> int:
+            return self._known_pairs.get(frozenset((p, q)), counts[p] * counts[q])
 
         def decisions(p: str, q: str) -> int:
-            return min(counts[p] * counts[q], BATCH_DECISIONS)
+            return min(pairs_of(p, q), BATCH_DECISIONS)
 
         if sender == lu and receiver in counts:
             m, others = counts[receiver], [q for q in counts if q != receiver]
-            pairs = sum(m * counts[q] for q in others)
+            pairs = sum(pairs_of(receiver, q) for q in others)
             if kind == "bits":
-                return max(decisions(receiver, q) for q in others) * dgk + h + OVERHEAD
+                return max(decisions(receiver, q) for q in others) * thermometer + h + OVERHEAD
             return {
                 "keys": public_key_bytes(kb),
                 "keys-dgk": public_key_bytes(kb, integers=4),
@@ -353,12 +362,12 @@ class DiceLinkageProtocol(Protocol):
             return {
                 "tokens": 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
                 "masked": d * c + h + OVERHEAD,
-                "terms": d * dgk + h + OVERHEAD,
+                "terms": d * terms + h + OVERHEAD,
             }.get(kind, 0)
         if sender in counts and receiver in counts and sender != receiver:
             return {
                 "popcount": 64,
-                "masked": counts[sender] * (8 * self.length + 8) + OVERHEAD,
+                "masked": min(counts[sender], pairs_of(sender, receiver)) * (8 * self.length + 8) + OVERHEAD,
                 "shares": decisions(sender, receiver) * c + h + OVERHEAD,
             }.get(kind, 0)
         return 0
@@ -419,6 +428,7 @@ class DiceLinkageProtocol(Protocol):
     # ------------------------------------------------------------------ linkage unit
 
     async def _run_linkage_unit(self, ch: Channel) -> dict[str, Any]:
+        self._known_pairs.clear()  # this run's candidate counts only
         rng = resolve_random(self.rng)
         timer = PhaseTimer()
         names = self.names
@@ -451,8 +461,11 @@ class DiceLinkageProtocol(Protocol):
                     raise ProtocolError(
                         f"{p!r} sent tokens for {tok.shape[1]} bands; expected {want or 'the same as all'}"
                     )
-                if self.max_records is not None and tok.shape[0] > self.max_records:
-                    raise ProtocolError(f"{p!r} sent tokens for {tok.shape[0]} records, above max_records")
+                counts = self._counts()
+                if counts is not None and tok.shape[0] > counts[p]:
+                    raise ProtocolError(
+                        f"{p!r} sent tokens for {tok.shape[0]} records, above its declared record count {counts[p]}"
+                    )
                 tokens.append(tok)
             # candidate pairs and the Beaver deal, per pair of parties
             plan: list[dict[str, Any]] = []
@@ -488,6 +501,7 @@ class DiceLinkageProtocol(Protocol):
                 w_left, w_right = beaver.dealer_shares(u, vm, cands, rng=rng)
                 del u, vm
                 plan.append({"left": left, "right": right, "pairs": cands})
+                self._known_pairs[frozenset((names[left], names[right]))] = int(cands.shape[0])
                 deals[left].append({"peer": names[right], "role": "left", "seed": su, "pairs": cands, "w": w_left})
                 deals[right].append({"peer": names[left], "role": "right", "seed": sv, "pairs": cands, "w": w_right})
                 blocked.advance()
@@ -622,6 +636,7 @@ class DiceLinkageProtocol(Protocol):
     # ------------------------------------------------------------------ data party
 
     async def _run_party(self, ch: Channel, me: str) -> dict[str, Any]:
+        self._known_pairs.clear()  # this run's candidate counts only (every role starts before any deal)
         rec = require_input(self.records.get(me), f"records[{me!r}]", me)
         secret = require_input(self.secret, "secret", me)
         rng = resolve_random(self.rng)
@@ -645,6 +660,8 @@ class DiceLinkageProtocol(Protocol):
         timer.lap("tokens")
         deals = await ch.recv(self.linkage_unit, step="deal")
         entries = self._check_deals(deals, me, m)
+        for e in entries:  # the later messages of this pair are bounded by its candidate count
+            self._known_pairs[frozenset((me, e["peer"]))] = int(e["pairs"].shape[0])
         # exchange masked CLKs, then compute the inner-product shares
         masks = {}
         for e in entries:
