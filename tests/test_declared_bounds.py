@@ -220,3 +220,46 @@ def test_options_without_declared_counts_are_refused_naming_the_option(
     cfg.write_text(cfg.read_text().replace(_records_line(cfg) + "\n", ""))
     assert main(["party", "run", str(cfg)]) == 2
     assert "options.records is missing" in capsys.readouterr().err
+
+
+def _largest_per_kind(monkeypatch: pytest.MonkeyPatch, run: Path) -> dict[str, tuple[int, int]]:
+    """Simulate the run's four parties, recording per message kind the largest message and
+    its bound (the sender's transport checks every message against its bound)."""
+    from privreg.mpc.transport import InMemoryTransport
+
+    seen: dict[str, tuple[int, int]] = {}
+    check = InMemoryTransport._check_size
+
+    def recording(self, sender, receiver, step, size):
+        if step.startswith("cmp-"):
+            kind = "cmp." + step.rsplit(".", 1)[1]  # cmp-<level>[.batch].bits
+        else:
+            kind = step.rstrip("0123456789.").split("-r")[0]  # encrypted-filters-r1
+        bound = self.bound_for(sender, receiver, step)
+        if kind not in seen or size > seen[kind][0]:
+            seen[kind] = (size, bound)
+        return check(self, sender, receiver, step, size)
+
+    monkeypatch.setattr(InMemoryTransport, "_check_size", recording)
+    assert main(["party", "simulate", *(str(run / f"{p}.toml") for p in PARTIES)]) == 0
+    return seen
+
+
+def test_the_largest_mp_spprl_messages_come_close_to_their_bounds(tmp_path, monkeypatch) -> None:
+    seen = _largest_per_kind(monkeypatch, _init(tmp_path))
+    for kind, ratio in [("signatures", 1.05), ("encrypted-filters", 3.0), ("keys", 3.0)]:
+        size, bound = seen[kind]
+        assert size <= bound <= ratio * size, (kind, size, bound)
+
+
+def test_the_largest_clk_dice_messages_come_close_to_their_bounds(tmp_path, monkeypatch) -> None:
+    """After blocking the bounds follow the candidate counts: the comparison messages are
+    within 1.5x of their bounds (the worst case of the declared counts alone is ~100x)."""
+    run = tmp_path / "run"
+    argv = ["party", "init", "clk-dice", str(run), "--seed", "13", "--base-port", str(free_base_port(4))]
+    opts = ["key_bits=512", "insecure_small_keys=true", "max_records=300"]
+    assert main([*argv, "--insecure-plaintext", *(x for o in opts for x in ("--option", o))]) == 0
+    seen = _largest_per_kind(monkeypatch, run)
+    for kind in ("masked", "cmp.bits", "cmp.terms", "deal"):
+        size, bound = seen[kind]
+        assert size <= bound <= 1.5 * size, (kind, size, bound)

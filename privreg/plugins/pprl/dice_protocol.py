@@ -215,7 +215,10 @@ class DiceLinkageProtocol(Protocol):
         "candidate pairs. "
         "Network: over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate "
         "counts), no content. Malicious parties can corrupt decisions undetected; every received message is "
-        "type- and range-checked and a malformed one stops the run naming its sender."
+        "type- and range-checked and a malformed one stops the run naming its sender; every message kind is capped "
+        "in size (message_bound: from the declared record counts, the CLK length and the key size, and after "
+        "blocking from the candidate counts), so a peer can make a party allocate no more than a legitimate "
+        "message of the run takes; the declared record counts are public to every party."
     )
 
     @check_params

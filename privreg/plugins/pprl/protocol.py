@@ -243,7 +243,9 @@ class PPRLProtocol(Protocol):
         "party's filters without the linkage unit's key. A malicious linkage unit can ask parties to encrypt or "
         "compare any of their records (they comply) and learns the Hamming distances it asks for, and it sees "
         "which record ids each party links. Every received message is type- and range-checked and capped in size "
-        "(max_message_bytes), so a malformed or oversized message stops the run with an error naming the sender."
+        "per kind (message_bound: from the declared record counts, filter bits and key size, so a peer can make a "
+        "party allocate no more than a legitimate message of the run takes; the declared counts are public to every "
+        "party), so a malformed or oversized message stops the run with an error naming the sender."
     )
 
     @check_params
