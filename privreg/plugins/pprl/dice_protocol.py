@@ -741,6 +741,7 @@ class DiceLinkageProtocol(Protocol):
         for p in others:
             await ch.send(p, mine, step="popcount")
         medians, counts = [mine[0]], [mine[1]]
+        declared = self._counts() if self.record_counts is not None else None
         for p in others:
             x = await ch.recv(p, step="popcount")
             if (
@@ -753,6 +754,8 @@ class DiceLinkageProtocol(Protocol):
                 raise ProtocolError(
                     f"{p!r} sent a malformed median popcount and record count (expected [0..{self.length}, count])"
                 )
+            if declared is not None and x[1] != declared[p]:
+                raise ProtocolError(f"{p!r} sent a record count other than its declared one ({declared[p]})")
             medians.append(x[0])
             counts.append(x[1])
         return recommended_bands(filter_length=self.length, popcount=max(1, *medians), records=max(1, *counts))
