@@ -65,4 +65,4 @@ def test_unknown_option_names_the_allowed_ones(tmp_path: Path, capsys: pytest.Ca
     run = tmp_path / "run"
     code = main(["party", "init", "clk-dice", str(run), "--option", "lsh_groups=3"])
     assert code == 2
-    assert "the options of clk-dice are: parties, threshold" in capsys.readouterr().err
+    assert "the options of clk-dice are: parties, records, threshold" in capsys.readouterr().err

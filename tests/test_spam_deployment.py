@@ -248,6 +248,13 @@ def test_messages_stay_within_the_bounds_and_the_bounds_are_tight(size):
     assert train_max <= train_bound <= 4 * train_max
     assert eval_max <= eval_bound <= 4 * eval_max
     assert proto.max_message_bytes() == max(train_bound, eval_bound, 4096)
+    # per message kind (issue #31): each kind's bound holds it, and is not much larger
+    for m in res.transcript.messages:
+        bound = proto.message_bound(sender=m.sender, receiver=m.receiver, step=m.step)
+        assert m.size_bytes <= bound <= proto.max_message_bytes()
+        if m.size_bytes == largest[m.step]:
+            assert bound <= 4 * m.size_bytes + 4096, (m.step, m.size_bytes, bound)
+    assert proto.message_bound(sender="carol", receiver="bob", step="eval.1.E[w]") == 0  # never sent that way
     # the sub-protocols' steps are told apart by name
     steps = set(largest)
     assert {s for s in steps if s.startswith("eval.")} and {s for s in steps if not s.startswith("eval.")}

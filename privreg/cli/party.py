@@ -151,6 +151,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
     own = _own_certificates(args, names)  # checked before anything is written
     inputs = dep.example(directory / "inputs", options=options, seed=args.data_seed)
+    options = dep.example_options(options, inputs)  # the run's declared sizes (records per party, ...)
     if own is not None:
         pki = own
     elif not args.insecure_plaintext:

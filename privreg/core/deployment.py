@@ -65,6 +65,11 @@ class Deployment(ABC):
         returns ``{name: path}`` of the files written. Writes nothing about other parties
         that the party did not learn."""
 
+    def example_options(self, options: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Path]]) -> dict[str, Any]:
+        """``options`` completed with the sizes a run on the example ``inputs`` (from
+        :meth:`example`) declares, for ``privreg party init`` to write. Default: unchanged."""
+        return dict(options)
+
     def example(self, directory: Path, *, options: Mapping[str, Any], seed: int) -> dict[str, dict[str, Path]]:
         """Write example inputs for every party under ``directory`` (``privreg party
         init``); returns ``{party: {input name: path}}``. Default: none are offered."""

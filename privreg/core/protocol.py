@@ -81,6 +81,16 @@ class Protocol(ABC):
         honest party hold."""
         return None
 
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """An upper bound, in bytes of the :mod:`privreg.mpc.wire` encoding, on one
+        message of ``step`` from ``sender`` to ``receiver``, derived from the run's
+        declared public sizes (records, filter bits, key size, ...); at most
+        :meth:`max_message_bytes`. A network transport checks a peer's frame against it
+        as soon as the frame names its step, before reading the payload. ``step`` is
+        chosen by the peer: a step the protocol does not name gets
+        :meth:`max_message_bytes` (the default for every step)."""
+        return self.max_message_bytes()
+
     def checked_party_names(self, parties: Sequence[Party]) -> list[str]:
         """The names of ``parties``, checked: valid, unique, and each covered by
         :meth:`learns` (a run of a protocol that hides what a party learns is an error)."""

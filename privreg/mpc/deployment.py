@@ -12,7 +12,17 @@ messages may differ).
 Options check: before its role starts, every party sends every other party the SHA-256
 digest of the run's public options (step ``"deployment.options"``) and compares the digests
 it receives with its own; a party configured with other options stops the run with an
-error naming it, before any protocol message is sent.
+error naming it, before any protocol message is sent. The options hold the run's declared
+sizes (record counts, filter bits, key size, feature space and message counts, by
+deployment), so every party has committed to them before the protocol starts.
+
+Message bounds: every message of the run is bounded by its kind's
+:meth:`~privreg.core.protocol.Protocol.message_bound`, which each deployment's protocol
+derives from those declared sizes (see each deployment's formulas); the options check's
+own message is :data:`OPTIONS_MESSAGE_BYTES` (66) bytes. Over TCP a peer's frame above
+the bound of its kind is refused from its header, before its payload is read
+(:mod:`privreg.mpc.tcp`), so what a peer with a valid certificate can make a party
+allocate is set by the run's legitimate sizes, not by the deployment's maxima.
 
 Each party writes only its own outputs (the deployment's files), its transcript (every
 message it sent or received: step, peer, bytes, ciphertexts) and ``run.json`` (options,
@@ -41,10 +51,13 @@ from privreg.mpc.party_config import PartyConfig, check_output_directory
 from privreg.mpc.runtime import arun_protocol
 from privreg.mpc.transcript import Traffic, Transcript
 from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.wire import encode
 
 __all__ = ["PartyRun", "options_digest", "party_rng", "run_party", "simulate"]
 
 OPTIONS_STEP = "deployment.options"
+#: The encoded size of the options check's message: a 64-character hex digest.
+OPTIONS_MESSAGE_BYTES = len(encode("0" * 64))
 
 
 def party_rng(seed: int | None, party: str) -> RandomSource:
@@ -117,7 +130,13 @@ class _Federation(Protocol):
         return self._first.learns()
 
     def max_message_bytes(self) -> int | None:
-        return self._first.max_message_bytes()
+        inner = self._first.max_message_bytes()
+        return None if inner is None else max(inner, OPTIONS_MESSAGE_BYTES)
+
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        if step == OPTIONS_STEP:
+            return OPTIONS_MESSAGE_BYTES
+        return self._first.message_bound(sender=sender, receiver=receiver, step=step)
 
 
 @attrs.frozen(kw_only=True)

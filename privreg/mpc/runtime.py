@@ -2,7 +2,8 @@
 
 :func:`run_protocol` (or :func:`arun_protocol` inside a running event loop) checks that
 the protocol documents what every party learns, starts the transport (passing it the
-protocol's bound on one message, :meth:`~privreg.core.protocol.Protocol.max_message_bytes`), runs every party
+protocol's bound on one message, :meth:`~privreg.core.protocol.Protocol.max_message_bytes`, and per
+message kind, :meth:`~privreg.core.protocol.Protocol.message_bound`), runs every party
 the transport hosts in this process, each with a :class:`TransportChannel`, and returns
 their outputs with the transcript. A party's failure fails the run with the root cause
 (a deadlock is usually the echo of another party's failure).
@@ -64,7 +65,7 @@ async def arun_protocol(protocol: Protocol, *, transport: Transport | None = Non
     parties = list(protocol.parties())
     names = protocol.checked_party_names(parties)
     transport = transport or InMemoryTransport()
-    await transport.start(names, max_message_bytes=protocol.max_message_bytes())
+    await transport.start(names, max_message_bytes=protocol.max_message_bytes(), message_bound=protocol.message_bound)
     try:
         hosted = set(transport.hosted(names))
         local = [p for p in parties if p.name in hosted]

@@ -48,7 +48,13 @@ Resource bounds (every length is checked before anything is allocated for it):
   1 GiB, :data:`MAX_FRAME_LIMIT`), whatever the protocol says. ``M`` = 8 KiB
   (:data:`META_LIMIT`), the largest ``meta`` of a run frame. A larger message is refused
   by the sender; a larger length prefix from a peer breaks that connection before its
-  payload is read. A payload above 1 MiB is read in chunks of 1 MiB, each allocated
+  payload is read. Per message kind the bound is tighter: once a frame's ``meta`` (at
+  most ``M`` bytes) names its step, sender and receiver, a payload length above the
+  protocol's :meth:`~privreg.core.protocol.Protocol.message_bound` for that kind (at
+  most ``L``; the deployments derive both from the sizes declared in the run's options,
+  see :mod:`privreg.mpc.deployment`) breaks the connection, with one error naming the
+  peer party, the step, the declared length and the bound, before the payload is read.
+  A payload above 1 MiB is read in chunks of 1 MiB, each allocated
   when the previous one is full: a peer that announces ``L`` bytes and sends fewer makes
   this process hold what it sent (plus one chunk), not ``L``.
 - Steps: the step of a message is a name of at most 128 ASCII letters, digits, '-',
@@ -114,7 +120,8 @@ Caveats:
       ports can read, forge, replay (within a run) and impersonate parties. For tests on
       loopback only.
     - A malicious peer with a valid certificate can send malformed messages or messages
-      up to the limit ``L`` (so the memory bound above is reached), make a receiving
+      up to the bound of their kind (at most ``L``, so the memory bound above is
+      reached; with a deployment ``L`` follows from the run's declared sizes), make a receiving
       party spend the decoding time :mod:`privreg.mpc.wire` documents (about 2 s of CPU
       per message at worst, blocking the event loop meanwhile), stall until
       ``recv_timeout``, and deviate from the protocol in any way: the protocols are
@@ -142,7 +149,15 @@ from privreg.core import validation as v
 from privreg.core.errors import DeadlockError, PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.mpc.tls import TlsConfig, san_fix
 from privreg.mpc.transcript import Message, count_ciphertexts
-from privreg.mpc.transport import STEP_MAX_CHARS, InMemoryTransport, QueuedMessage, check_step, is_step, shown_step
+from privreg.mpc.transport import (
+    STEP_MAX_CHARS,
+    InMemoryTransport,
+    MessageBound,
+    QueuedMessage,
+    check_step,
+    is_step,
+    shown_step,
+)
 from privreg.mpc.wire import decode, encode
 
 __all__ = [
@@ -537,12 +552,18 @@ class TcpTransport(InMemoryTransport):
     def hosted(self, parties: Sequence[str]) -> tuple[str, ...]:
         return tuple(p for p in parties if p in self._local)
 
-    async def start(self, parties: Sequence[str], *, max_message_bytes: int | None = None) -> None:
+    async def start(
+        self,
+        parties: Sequence[str],
+        *,
+        max_message_bytes: int | None = None,
+        message_bound: MessageBound | None = None,
+    ) -> None:
         if self._used:
             raise ProtocolError("a TcpTransport serves one run; create a new transport for the next run")
         self._used = True
         try:
-            await self._start(parties, max_message_bytes)
+            await self._start(parties, max_message_bytes, message_bound)
         except BaseException:
             await self.stop()
             raise
@@ -559,8 +580,8 @@ class TcpTransport(InMemoryTransport):
                 f"{named}; {san_fix(missing)}"
             )
 
-    async def _start(self, parties: Sequence[str], protocol_limit: int | None) -> None:
-        await super().start(parties, max_message_bytes=protocol_limit)
+    async def _start(self, parties: Sequence[str], protocol_limit: int | None, bound: MessageBound | None) -> None:
+        await super().start(parties, max_message_bytes=protocol_limit, message_bound=bound)
         limit = min(self.max_message_bytes or self.message_limit or DEFAULT_MESSAGE_LIMIT, self.max_frame_bytes)
         self.message_limit = limit
         self._frame_limit = limit
@@ -769,19 +790,27 @@ class TcpTransport(InMemoryTransport):
         del self._refusals[:-_MAX_ERRORS]
 
     async def _read_frame(
-        self, conn: _Conn, *, meta_limit: int, data_limit: int
+        self,
+        conn: _Conn,
+        *,
+        meta_limit: int,
+        data_limit: int,
+        check: Callable[[tuple[Any, ...], int], None] | None = None,
     ) -> tuple[tuple[Any, ...], bytes, int] | None:
         """The next frame (``meta``, ``data``, the length of the encoded ``meta``), or None
         at end of stream. ``meta`` is decoded without registered types: cheap, whatever
-        the peer put in it."""
+        the peer put in it; ``check(meta, data length)`` then runs before the payload is
+        read (and may refuse it)."""
         head = await conn.read_exactly(_HEAD.size)
         if head is None:
             return None
         meta_len, data_len = _HEAD.unpack(head)
         if meta_len > meta_limit or data_len > data_limit:
+            who = f"party {', '.join(map(repr, conn.hosted))}" if conn.hosted else f"the peer at {conn.peer}"
             raise ProtocolError(
-                f"a frame of {meta_len} + {data_len} bytes is above the limit of {meta_limit} + {data_limit} "
-                f"(frame header and payload); refused unread"
+                f"{who} declared a frame of {meta_len} + {data_len} bytes, above the limit of {meta_limit} + "
+                f"{data_limit} (frame header and payload; the payload limit is the largest message of any kind "
+                f"this run's declared sizes allow); refused unread"
             )
         body = await conn.read_exactly(meta_len)
         if body is None:
@@ -790,6 +819,8 @@ class TcpTransport(InMemoryTransport):
         del body
         if not isinstance(meta, tuple) or not meta or not isinstance(meta[0], str):
             raise ProtocolError("malformed frame: its header is not a tuple starting with a kind")
+        if check is not None:
+            check(meta, data_len)
         data = b""
         if data_len:
             got = await conn.read_exactly(data_len)
@@ -910,7 +941,12 @@ class TcpTransport(InMemoryTransport):
                             f"its unread messages stayed at max_queued_bytes={self._queue_limit} or "
                             f"max_queued_messages={self.max_queued_messages} for recv_timeout={self.recv_timeout}s"
                         ) from None
-                frame = await self._read_frame(conn, meta_limit=META_LIMIT, data_limit=self._frame_limit)
+                frame = await self._read_frame(
+                    conn,
+                    meta_limit=META_LIMIT,
+                    data_limit=self._frame_limit,
+                    check=lambda meta, size: self._check_header(conn, meta, size),
+                )
                 if frame is None:
                     break
                 meta, data, meta_len = frame
@@ -948,6 +984,25 @@ class TcpTransport(InMemoryTransport):
 
     def _queue_full(self, conn: _Conn) -> bool:
         return conn.queued >= self._queue_limit or conn.count >= self.max_queued_messages
+
+    def _check_header(self, conn: _Conn, meta: tuple[Any, ...], size: int) -> None:
+        """Refuse a run frame whose payload (``size`` bytes, not read yet) is above the
+        bound of its message kind (:meth:`bound_for`), or that carries a payload although
+        its kind has none."""
+        if meta[0] != "M" or len(meta) != 6:
+            if size:
+                raise ProtocolError(f"a frame of kind {_clean(meta[0], 8)!r} declared a payload; refused unread")
+            return
+        step, sender, receiver = meta[3:]
+        if not is_step(step) or sender not in conn.hosted or receiver not in self._local:
+            return  # refused by _handle, with its own message, before the payload is used
+        bound = self.bound_for(sender, receiver, step)
+        if bound is not None and size > bound:
+            raise ProtocolError(
+                f"party {sender!r} declared a {size}-byte message to {receiver!r} at step {step!r}, above this run's "
+                f"bound of {bound} bytes for that message kind (the protocol's message_bound(), from the sizes "
+                f"declared in the run's options); refused unread"
+            )
 
     def _handle(self, conn: _Conn, meta: tuple[Any, ...], data: bytes, meta_len: int) -> None:
         kind = meta[0]
@@ -1063,7 +1118,7 @@ class TcpTransport(InMemoryTransport):
             return
         check_step(step)
         data = encode(payload)
-        self._check_size(sender, step, len(data))
+        self._check_size(sender, receiver, step, len(data))
         self._seq += 1
         self.transcript.record(
             Message(

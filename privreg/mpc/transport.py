@@ -14,7 +14,7 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
@@ -24,12 +24,17 @@ from privreg.mpc.wire import decode, encode
 __all__ = [
     "STEP_MAX_CHARS",
     "InMemoryTransport",
+    "MessageBound",
     "QueuedMessage",
     "Transport",
     "check_step",
     "is_step",
     "shown_step",
 ]
+
+#: A protocol's bound per message kind: ``bound(sender=..., receiver=..., step=...)`` in
+#: bytes, or None (:meth:`privreg.core.protocol.Protocol.message_bound`).
+MessageBound = Callable[..., "int | None"]
 
 #: The longest step name a message may carry.
 STEP_MAX_CHARS = 128
@@ -75,11 +80,19 @@ class Transport(ABC):
     def open(self, parties: Sequence[str]) -> None:
         """Prepare for a run between ``parties``."""
 
-    async def start(self, parties: Sequence[str], *, max_message_bytes: int | None = None) -> None:
+    async def start(
+        self,
+        parties: Sequence[str],
+        *,
+        max_message_bytes: int | None = None,
+        message_bound: MessageBound | None = None,
+    ) -> None:
         """Prepare for a run inside the event loop that will run it (default: :meth:`open`).
 
         ``max_message_bytes`` is the protocol's bound on one encoded message
-        (:meth:`privreg.core.protocol.Protocol.max_message_bytes`), or None."""
+        (:meth:`privreg.core.protocol.Protocol.max_message_bytes`), or None;
+        ``message_bound`` its bound per message kind
+        (:meth:`~privreg.core.protocol.Protocol.message_bound`), or None."""
         self.open(parties)
 
     def hosted(self, parties: Sequence[str]) -> tuple[str, ...]:
@@ -131,6 +144,17 @@ def _checked_limit(value: Any) -> int | None:
     return value
 
 
+def _checked_bound(value: Any, step: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProtocolError(
+            f"the protocol's message_bound() gave {value!r} for step {shown_step(step)}; it must return None or an "
+            f"int >= 0 (bytes)"
+        )
+    return value
+
+
 class InMemoryTransport(Transport):
     """All parties in one event loop. Detects deadlock: if every live party is waiting
     for a message that nobody can send, each waiting party gets a ProtocolError saying
@@ -139,20 +163,29 @@ class InMemoryTransport(Transport):
     A message is encoded once and decoded once (the receiver's copy); with
     ``keep_payloads=True`` it is decoded a second time for the transcript, so that what
     the receiver does with its copy cannot alter the record. When the run's protocol
-    bounds its messages (:meth:`~privreg.core.protocol.Protocol.max_message_bytes`), a
-    larger message fails its sender, as it would on a network transport. A step must be
+    bounds its messages (:meth:`~privreg.core.protocol.Protocol.max_message_bytes`, and per
+    kind :meth:`~privreg.core.protocol.Protocol.message_bound`), a larger message fails
+    its sender, as it would on a network transport. A step must be
     a short name (:func:`check_step`), as a network transport requires on the wire.
     """
 
     def __init__(self, *, keep_payloads: bool = True) -> None:
         self.keep_payloads = keep_payloads
         self.message_limit: int | None = None
+        self.message_bound: MessageBound | None = None
         self.open(())
 
-    async def start(self, parties: Sequence[str], *, max_message_bytes: int | None = None) -> None:
+    async def start(
+        self,
+        parties: Sequence[str],
+        *,
+        max_message_bytes: int | None = None,
+        message_bound: MessageBound | None = None,
+    ) -> None:
         limit = _checked_limit(max_message_bytes)
         self.open(parties)
         self.message_limit = limit
+        self.message_bound = message_bound
 
     def open(self, parties: Sequence[str]) -> None:
         """Start a fresh run: empty queues, a new transcript."""
@@ -198,13 +231,25 @@ class InMemoryTransport(Transport):
         """The payload the receiver gets for ``item`` (hook: decode when read)."""
         return item.payload
 
-    def _check_size(self, sender: str, step: str, size: int) -> None:
+    def bound_for(self, sender: str, receiver: str, step: str) -> int | None:
+        """The largest message of ``step`` from ``sender`` to ``receiver`` this run
+        accepts: the protocol's :meth:`~privreg.core.protocol.Protocol.message_bound`
+        for it, at most the run's message limit (None: no bound)."""
         limit = self.message_limit
+        if self.message_bound is None:
+            return limit
+        bound = _checked_bound(self.message_bound(sender=sender, receiver=receiver, step=step), step)
+        if bound is None:
+            return limit
+        return bound if limit is None else min(bound, limit)
+
+    def _check_size(self, sender: str, receiver: str, step: str, size: int) -> None:
+        limit = self.bound_for(sender, receiver, step)
         if limit is not None and size > limit:
             raise ProtocolError(
-                f"party {sender!r} sent a {size}-byte message at step {step!r}, above the run's message limit of "
-                f"{limit} bytes (the protocol's max_message_bytes() or the transport's max_message_bytes); "
-                f"raise the limit or send smaller messages"
+                f"party {sender!r} sent a {size}-byte message to {receiver!r} at step {step!r}, above the run's "
+                f"bound of {limit} bytes for that message (the protocol's message_bound(), from the run's declared "
+                f"sizes, or the transport's max_message_bytes); declare the run's true sizes or send smaller messages"
             )
 
     async def send(self, *, sender: str, receiver: str, step: str, payload: Any) -> None:
@@ -214,7 +259,7 @@ class InMemoryTransport(Transport):
         if sender == receiver:
             raise ProtocolError(f"party {sender!r} sent a message to itself at step {step!r}")
         data = encode(payload)
-        self._check_size(sender, step, len(data))
+        self._check_size(sender, receiver, step, len(data))
         self._deliver(sender=sender, receiver=receiver, step=step, data=data)
         await asyncio.sleep(0)  # let the receiver run: keeps interleavings fair
 

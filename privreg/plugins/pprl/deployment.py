@@ -8,6 +8,16 @@ unit). The linkage unit has no input. Outputs: each data party ``links.csv`` (gr
 its own record id), the linkage unit ``groups.csv`` (group id and one record index per
 party) and ``result.json`` (counts, blocking statistics and phase timings) -- what each
 learns by :meth:`PPRLProtocol.learns`, nothing more.
+
+Declared sizes: ``options.records`` lists every data party's record count (in the order
+of ``options.parties``; each party's input must hold exactly its count, and
+``max_records`` caps them). Like every option it is in the options digest the parties
+compare before the protocol starts, so a party that declares other counts is refused
+there; every message is then bounded per kind by formulas in these counts, the filter
+bits and the key size (:mod:`~privreg.plugins.pprl.message_bounds`), and a peer's larger
+frame is refused from its header. So the record counts are public to every party of the
+run (the linkage unit learned them from the signatures anyway; each data party now also
+learns the others').
 """
 
 from __future__ import annotations
@@ -39,7 +49,16 @@ from privreg.plugins.pprl.protocol import LINKAGE_UNIT, PPRLProtocol
 from privreg.plugins.pprl.schema import FEBRL_SCHEMA
 from privreg.readers import read_table
 
-__all__ = ["PPRLDeployment", "example_parties", "party_list", "read_records"]
+__all__ = [
+    "PPRLDeployment",
+    "check_record_count",
+    "declared_records",
+    "example_parties",
+    "example_record_counts",
+    "party_list",
+    "read_records",
+    "record_counts",
+]
 
 ID_COLUMN = "id"
 
@@ -56,6 +75,57 @@ def party_list(parties: Any) -> list[str]:
     return names
 
 
+def declared_records(value: Any, names: Sequence[str], max_records: int) -> list[int] | None:
+    """``options.records``: the run's declared record count of every data party, in the
+    order of ``options.parties`` (None: not declared yet), each 1..``max_records``."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != len(names):
+        raise PrivregValueError(
+            f"options.records must list the record count of every data party, in the order of options.parties "
+            f"{list(names)}: {len(names)} counts, e.g. records = [120, 98, 131]."
+        )
+    out = []
+    for p, n in zip(names, value):
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_records:
+            raise PrivregValueError(
+                f"options.records gives party {p!r} {n!r} records; give a count from 1 to options.max_records = "
+                f"{max_records}."
+            )
+        out.append(n)
+    return out
+
+
+def record_counts(options: Mapping[str, Any]) -> dict[str, int]:
+    """``{data party: declared records}`` of a run's options; an error names the fix when
+    the options declare none."""
+    if options.get("records") is None:
+        raise PrivregValueError(
+            "options.records is missing: declare every data party's record count, in the order of options.parties "
+            "(e.g. records = [120, 98, 131]), the same at every party; the run's message bounds are derived from "
+            "it. privreg party init writes it for its example inputs."
+        )
+    return dict(zip(options["parties"], options["records"]))
+
+
+def check_record_count(frame_rows: int, party: str, options: Mapping[str, Any]) -> None:
+    """A data party's input holds exactly its declared record count."""
+    declared = record_counts(options)[party]
+    if frame_rows != declared:
+        raise PrivregValueError(
+            f"inputs.records holds {frame_rows} records, but options.records declares {declared} for {party!r}; "
+            f"declare {frame_rows} for {party!r} in options.records at every party."
+        )
+
+
+def example_record_counts(options: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Path]]) -> dict[str, Any]:
+    """``options`` with ``records`` set to the example inputs' record counts."""
+    counts = [len(read_records(Path(inputs[p]["records"]))) for p in options["parties"]]
+    out = dict(options)
+    out["records"] = declared_records(counts, options["parties"], options["max_records"])
+    return out
+
+
 @check_params
 def _options(
     *,
@@ -69,7 +139,7 @@ def _options(
     key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier modulus bits")] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")] = False,
     max_records: Annotated[
-        int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may hold (bounds every message)")
+        int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may declare (options.records)")
     ] = 10_000,
     max_block_products: Annotated[int | None, Spec(minimum=1, doc="skip larger final blocks")] = 10_000,
 ) -> dict[str, Any]:
@@ -123,15 +193,21 @@ class PPRLDeployment(Deployment):
             raise PrivregTypeError(f"[options] must be a table; got {raw!r}.")
         rest = dict(raw)
         names = party_list(rest.pop("parties", ["P1", "P2", "P3"]))
+        records = rest.pop("records", None)
         try:
-            return {"parties": names, **_options(**rest)}
+            options = {"parties": names, **_options(**rest)}
         except TypeError as exc:  # an unknown keyword: name the allowed ones
             if "unexpected keyword" not in str(exc):
                 raise
             raise PrivregValueError(
-                f"[options]: {exc}; the options of mp-spprl are: parties, threshold, rule, lsh_groups, lsh_bits, "
-                f"suffix_count, lmin, window, key_bits, insecure_small_keys, max_records, max_block_products."
+                f"[options]: {exc}; the options of mp-spprl are: parties, records, threshold, rule, lsh_groups, "
+                f"lsh_bits, suffix_count, lmin, window, key_bits, insecure_small_keys, max_records, max_block_products."
             ) from None
+        options["records"] = declared_records(records, names, options["max_records"])
+        return options
+
+    def example_options(self, options: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Path]]) -> dict[str, Any]:
+        return example_record_counts(options, inputs)
 
     def parties(self, options: Mapping[str, Any]) -> tuple[str, ...]:
         return (LINKAGE_UNIT, *options["parties"])
@@ -153,11 +229,7 @@ class PPRLDeployment(Deployment):
             # the same rule as the pprl workflow's --secret-file: 32-4096 random bytes, not text
             secret = check_secret_file(read_bytes(inputs["secret"], "inputs.secret"), name="inputs.secret")
             frame = read_records(Path(inputs["records"]))
-            if len(frame) > options["max_records"]:
-                raise PrivregValueError(
-                    f"inputs.records holds {len(frame)} records, above options.max_records = "
-                    f"{options['max_records']}; raise max_records at every party."
-                )
+            check_record_count(len(frame), party, options)
             records[party] = encode_records(frame, schema=FEBRL_SCHEMA, secret=secret, party=party)
         blocking = BlockingConfig(
             lsh_groups=options["lsh_groups"],
@@ -177,6 +249,7 @@ class PPRLDeployment(Deployment):
             insecure_allow_small_keys=options["insecure_small_keys"],
             max_block_products=options["max_block_products"],
             max_records=options["max_records"],
+            record_counts=record_counts(options),
             max_filter_bits=max(FEBRL_SCHEMA.blocking.filter_length, FEBRL_SCHEMA.matching.filter_length),
             rng=rng,
             workers=1,

@@ -8,6 +8,12 @@ to the linkage unit). The linkage unit has no input. Outputs: each data party
 ``links.csv`` (group id, its own record id) and ``result.json``; the linkage unit
 ``groups.csv`` (group id, party, record index) and ``result.json`` (counts and phase
 timings) -- what each learns by :meth:`DiceLinkageProtocol.learns`, nothing more.
+
+Declared sizes: ``options.records`` lists every data party's record count, as for
+``mp-spprl`` (:mod:`~privreg.plugins.pprl.deployment`): it is in the options digest, each
+party's input must hold exactly its count, and every message is bounded per kind from
+these counts, the CLK length and the key size
+(:mod:`~privreg.plugins.pprl.message_bounds`).
 """
 
 from __future__ import annotations
@@ -29,13 +35,21 @@ from privreg.core.randomness import RandomSource
 from privreg.crypto import MIN_KEY_BITS
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
-from privreg.plugins.pprl.deployment import example_parties, party_list, read_records
+from privreg.plugins.pprl.deployment import (
+    check_record_count,
+    declared_records,
+    example_parties,
+    example_record_counts,
+    party_list,
+    read_records,
+    record_counts,
+)
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol
 from privreg.plugins.pprl.kdf import check_secret_file
 
 __all__ = ["DiceDeployment"]
 
-_OPTIONS = ("parties", "threshold", "key_bits", "insecure_small_keys", "max_records")
+_OPTIONS = ("parties", "records", "threshold", "key_bits", "insecure_small_keys", "max_records")
 
 
 @check_params
@@ -48,7 +62,7 @@ def _options(
     key_bits: Annotated[int, Spec(minimum=MIN_INSECURE_KEY_BITS, doc="Paillier and DGK modulus bits")] = MIN_KEY_BITS,
     insecure_small_keys: Annotated[bool, Spec(doc="allow keys below 2048 bits (INSECURE; tests only)")] = False,
     max_records: Annotated[
-        int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may hold (bounds every message)")
+        int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may declare (options.records)")
     ] = 10_000,
 ) -> dict[str, Any]:
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
@@ -74,12 +88,18 @@ class DiceDeployment(Deployment):
             raise PrivregTypeError(f"[options] must be a table; got {raw!r}.")
         rest = dict(raw)
         names = party_list(rest.pop("parties", ["P1", "P2", "P3"]))
+        records = rest.pop("records", None)
         try:
-            return {"parties": names, **_options(**rest)}
+            options = {"parties": names, **_options(**rest)}
         except TypeError as exc:  # an unknown keyword: name the allowed ones
             if "unexpected keyword" not in str(exc):
                 raise
             raise PrivregValueError(f"[options]: {exc}; the options of clk-dice are: {', '.join(_OPTIONS)}.") from None
+        options["records"] = declared_records(records, names, options["max_records"])
+        return options
+
+    def example_options(self, options: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Path]]) -> dict[str, Any]:
+        return example_record_counts(options, inputs)
 
     def parties(self, options: Mapping[str, Any]) -> tuple[str, ...]:
         return (LINKAGE_UNIT, *options["parties"])
@@ -100,11 +120,7 @@ class DiceDeployment(Deployment):
         if party != LINKAGE_UNIT:
             secret = check_secret_file(read_bytes(inputs["secret"], "inputs.secret"), name="inputs.secret")
             frame = read_records(Path(inputs["records"]), FEBRL_CLK_SCHEMA.columns)
-            if len(frame) > options["max_records"]:
-                raise PrivregValueError(
-                    f"inputs.records holds {len(frame)} records, above options.max_records = "
-                    f"{options['max_records']}; raise max_records at every party."
-                )
+            check_record_count(len(frame), party, options)
             records[party] = encode_clks(frame, schema=FEBRL_CLK_SCHEMA, secret=secret, party=party)
         return DiceLinkageProtocol(
             parties=options["parties"],
@@ -115,6 +131,8 @@ class DiceDeployment(Deployment):
             key_bits=options["key_bits"],
             insecure_allow_small_keys=options["insecure_small_keys"],
             max_records=options["max_records"],
+            record_counts=record_counts(options),
+            exact_passes=len(FEBRL_CLK_SCHEMA.exact),
             rng=rng,
             workers=1,
         )

@@ -74,7 +74,7 @@ from privreg.crypto.dgk import (
     send_dgk_public_key,
 )
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
-from privreg.crypto.threshold import slot_layout, threshold_holder, threshold_keyholder
+from privreg.crypto.threshold import DIGIT_BITS, slot_layout, threshold_holder, threshold_keyholder
 from privreg.crypto.vector import encrypt
 from privreg.plugins.pprl.bands import (
     MIN_SHARED,
@@ -86,7 +86,8 @@ from privreg.plugins.pprl.bands import (
     recommended_bands,
     union_pairs,
 )
-from privreg.plugins.pprl.protocol import LINKAGE_UNIT, data_party_names
+from privreg.plugins.pprl.message_bounds import OVERHEAD, ciphertext_bytes, header_bytes, public_key_bytes, step_kind
+from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
@@ -173,6 +174,12 @@ class DiceLinkageProtocol(Protocol):
         rng: randomness (keys, seeds, masks); default the OS CSPRNG. ``workers``:
             processes for the comparisons (None: automatic).
         max_records: public cap on a data party's records (bounds every message).
+        record_counts: ``{data party: records}``, the run's declared record counts (the
+            same at every party); a hosted party must hold exactly that many. With them
+            (else with ``max_records``) every message is bounded per kind
+            (:meth:`message_bound`, formulas in :mod:`~privreg.plugins.pprl.message_bounds`).
+        exact_passes: at most this many exact blocking passes per record (the tokens
+            message; the deployment gives its schema's count).
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
             this process). The exact passes are joined in this process.
@@ -208,7 +215,10 @@ class DiceLinkageProtocol(Protocol):
         "candidate pairs. "
         "Network: over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate "
         "counts), no content. Malicious parties can corrupt decisions undetected; every received message is "
-        "type- and range-checked and a malformed one stops the run naming its sender."
+        "type- and range-checked and a malformed one stops the run naming its sender; every message kind is capped "
+        "in size (message_bound: from the declared record counts, the CLK length and the key size, and after "
+        "blocking from the candidate counts), so a peer can make a party allocate no more than a legitimate "
+        "message of the run takes; the declared record counts are public to every party."
     )
 
     @check_params
@@ -233,6 +243,8 @@ class DiceLinkageProtocol(Protocol):
         max_records: int | None = None,
         blocking_backend: Any = None,
         progress: ProgressCallback | None = None,
+        record_counts: Mapping[str, int] | None = None,
+        exact_passes: int = 16,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -273,7 +285,19 @@ class DiceLinkageProtocol(Protocol):
         self.rng = rng
         self.workers = None if workers is None else v.check_int("workers", workers, minimum=1)
         self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
+        self.record_counts = check_record_counts(record_counts, self.names, self.max_records)
+        self.exact_passes = v.check_int("exact_passes", exact_passes, minimum=0)
         for p, rec in self.records.items():
+            if self.record_counts is not None and len(rec) != self.record_counts[p]:
+                raise PrivregValueError(
+                    f"party {p!r} holds {len(rec)} records but its declared record count is {self.record_counts[p]}; "
+                    f"declare {len(rec)} at every party."
+                )
+            exact = rec.exact_keys
+            if exact is not None and exact.shape[1] > self.exact_passes:
+                raise PrivregValueError(
+                    f"party {p!r} has {exact.shape[1]} exact blocking passes, above exact_passes={self.exact_passes}."
+                )
             if rec.match_filters.shape[1] != self.length:
                 raise PrivregValueError(
                     f"party {p!r} has {rec.match_filters.shape[1]}-bit filters; the protocol expects "
@@ -295,19 +319,87 @@ class DiceLinkageProtocol(Protocol):
             )
         self.blocking_backend = blocking_backend
         self.progress = check_progress("progress", progress)
+        # candidate pairs per pair of parties, once this process knows them (the linkage
+        # unit after blocking, a data party from its deal): they tighten later bounds
+        self._known_pairs: dict[frozenset[str], int] = {}
+
+    def _counts(self) -> dict[str, int] | None:
+        """Records per data party that bound the messages: the declared counts, else
+        ``max_records`` for every party, else None (no bound)."""
+        if self.record_counts is not None:
+            return dict(self.record_counts)
+        if self.max_records is not None:
+            return dict.fromkeys(self.names, self.max_records)
+        return None
+
+    def _kind_bound(self, kind: str, sender: str, receiver: str, counts: Mapping[str, int]) -> int:
+        kb, lu, n = self.key_bits, self.linkage_unit, len(self.names)
+        c, h = ciphertext_bytes(kb), header_bytes(kb)
+        J = self.bands.bands if self.bands is not None else _MAX_BANDS
+        # per decision: D = ceil(l / k) digits of k = DIGIT_BITS bits; the thermometers take
+        # 2^k - 1 DGK ciphertexts (below n: ceil(key_bits / 8) bytes) per digit, the terms one
+        digits, dgk_ct = -(-self.x_bits // DIGIT_BITS), (kb + 7) // 8
+        thermometer, terms = digits * (2**DIGIT_BITS - 1) * dgk_ct, digits * dgk_ct
+
+        def pairs_of(p: str, q: str) -> int:
+            return self._known_pairs.get(frozenset((p, q)), counts[p] * counts[q])
+
+        def decisions(p: str, q: str) -> int:
+            return min(pairs_of(p, q), BATCH_DECISIONS)
+
+        if sender == lu and receiver in counts:
+            m, others = counts[receiver], [q for q in counts if q != receiver]
+            pairs = sum(pairs_of(receiver, q) for q in others)
+            if kind == "bits":
+                return max(decisions(receiver, q) for q in others) * thermometer + h + OVERHEAD
+            return {
+                "keys": public_key_bytes(kb),
+                "keys-dgk": public_key_bytes(kb, integers=4),
+                "deal": 24 * pairs + len(others) * OVERHEAD,
+                "refine": 8 * pairs + n * OVERHEAD,
+                "result": 16 * m + OVERHEAD,
+            }.get(kind, 0)
+        if receiver == lu and sender in counts:
+            others = [q for q in counts if q != sender]
+            d = max(decisions(sender, q) for q in others)
+            return {
+                "tokens": 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
+                "masked": d * c + h + OVERHEAD,
+                "terms": d * terms + h + OVERHEAD,
+            }.get(kind, 0)
+        if sender in counts and receiver in counts and sender != receiver:
+            return {
+                "popcount": 64,
+                "masked": min(counts[sender], pairs_of(sender, receiver)) * (8 * self.length + 8) + OVERHEAD,
+                "shares": decisions(sender, receiver) * c + h + OVERHEAD,
+            }.get(kind, 0)
+        return 0
+
+    @staticmethod
+    def _kind(step: str) -> str:
+        if step.startswith("cmp-"):
+            return step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms
+        return step_kind(step, {"shares-": "shares"})
+
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of a message of ``step`` from ``sender`` to ``receiver``, from the
+        declared record counts (else ``max_records``), the filter length, the key size and
+        the bands: the formulas of :mod:`~privreg.plugins.pprl.message_bounds`; 0 for a
+        message the protocol never sends (it is refused). None without record counts."""
+        counts = self._counts()
+        if counts is None:
+            return None
+        return self._kind_bound(self._kind(step), sender, receiver, counts)
 
     def max_message_bytes(self) -> int | None:
-        """With ``max_records`` set: ``64 KiB + m (8 L + 8 J + 64) + P (24 + c)`` bytes for
-        ``m = max_records``, ``P = m * J`` candidate pairs at most (a record shares tokens with
-        at most one record per band key and band... bounded by the band blocks' product cap),
-        ``c`` the bytes of a ciphertext; a run beyond it fails naming the message."""
-        if self.max_records is None:
+        """The largest :meth:`message_bound` of any message of the run (None without
+        declared record counts or ``max_records``)."""
+        counts = self._counts()
+        if counts is None:
             return None
-        m = self.max_records
-        J = self.bands.bands if self.bands is not None else _MAX_BANDS
-        pairs = m * J
-        c = 2 * self.key_bits // 8 + 16
-        return (64 << 10) + m * (8 * self.length + 8 * J + 64) + pairs * (24 + c)
+        kinds = ("keys", "keys-dgk", "deal", "refine", "result", "bits", "tokens", "masked", "terms", "popcount")
+        everyone = [self.linkage_unit, *self.names]
+        return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
 
     def parties(self) -> Sequence[Party]:
         out: list[Party] = [RoleParty(self.linkage_unit, self._run_linkage_unit)]
@@ -339,6 +431,7 @@ class DiceLinkageProtocol(Protocol):
     # ------------------------------------------------------------------ linkage unit
 
     async def _run_linkage_unit(self, ch: Channel) -> dict[str, Any]:
+        self._known_pairs.clear()  # this run's candidate counts only
         rng = resolve_random(self.rng)
         timer = PhaseTimer()
         names = self.names
@@ -371,8 +464,11 @@ class DiceLinkageProtocol(Protocol):
                     raise ProtocolError(
                         f"{p!r} sent tokens for {tok.shape[1]} bands; expected {want or 'the same as all'}"
                     )
-                if self.max_records is not None and tok.shape[0] > self.max_records:
-                    raise ProtocolError(f"{p!r} sent tokens for {tok.shape[0]} records, above max_records")
+                counts = self._counts()
+                if counts is not None and tok.shape[0] > counts[p]:
+                    raise ProtocolError(
+                        f"{p!r} sent tokens for {tok.shape[0]} records, above its declared record count {counts[p]}"
+                    )
                 tokens.append(tok)
             # candidate pairs and the Beaver deal, per pair of parties
             plan: list[dict[str, Any]] = []
@@ -408,6 +504,7 @@ class DiceLinkageProtocol(Protocol):
                 w_left, w_right = beaver.dealer_shares(u, vm, cands, rng=rng)
                 del u, vm
                 plan.append({"left": left, "right": right, "pairs": cands})
+                self._known_pairs[frozenset((names[left], names[right]))] = int(cands.shape[0])
                 deals[left].append({"peer": names[right], "role": "left", "seed": su, "pairs": cands, "w": w_left})
                 deals[right].append({"peer": names[left], "role": "right", "seed": sv, "pairs": cands, "w": w_right})
                 blocked.advance()
@@ -542,6 +639,7 @@ class DiceLinkageProtocol(Protocol):
     # ------------------------------------------------------------------ data party
 
     async def _run_party(self, ch: Channel, me: str) -> dict[str, Any]:
+        self._known_pairs.clear()  # this run's candidate counts only (every role starts before any deal)
         rec = require_input(self.records.get(me), f"records[{me!r}]", me)
         secret = require_input(self.secret, "secret", me)
         rng = resolve_random(self.rng)
@@ -565,6 +663,8 @@ class DiceLinkageProtocol(Protocol):
         timer.lap("tokens")
         deals = await ch.recv(self.linkage_unit, step="deal")
         entries = self._check_deals(deals, me, m)
+        for e in entries:  # the later messages of this pair are bounded by its candidate count
+            self._known_pairs[frozenset((me, e["peer"]))] = int(e["pairs"].shape[0])
         # exchange masked CLKs, then compute the inner-product shares
         masks = {}
         for e in entries:
@@ -641,6 +741,7 @@ class DiceLinkageProtocol(Protocol):
         for p in others:
             await ch.send(p, mine, step="popcount")
         medians, counts = [mine[0]], [mine[1]]
+        declared = self._counts() if self.record_counts is not None else None
         for p in others:
             x = await ch.recv(p, step="popcount")
             if (
@@ -653,6 +754,8 @@ class DiceLinkageProtocol(Protocol):
                 raise ProtocolError(
                     f"{p!r} sent a malformed median popcount and record count (expected [0..{self.length}, count])"
                 )
+            if declared is not None and x[1] != declared[p]:
+                raise ProtocolError(f"{p!r} sent a record count other than its declared one ({declared[p]})")
             medians.append(x[0])
             counts.append(x[1])
         return recommended_bands(filter_length=self.length, popcount=max(1, *medians), records=max(1, *counts))

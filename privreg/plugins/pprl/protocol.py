@@ -83,6 +83,7 @@ from privreg.crypto.hamming import (
 from privreg.crypto.keys import MIN_INSECURE_KEY_BITS, MIN_KEY_BITS, PaillierKeypair, generate_paillier_keypair
 from privreg.plugins.pprl.assignment import METHODS, assign_encryptors, group_units
 from privreg.plugins.pprl.matching import RULES, ComparisonRound, MatchingSession, check_rule
+from privreg.plugins.pprl.message_bounds import OVERHEAD, ciphertext_bytes, header_bytes, public_key_bytes, step_kind
 from privreg.plugins.pprl.records import EncodedRecords, Signatures, check_party_records
 from privreg.timing import PhaseTimer
 
@@ -151,6 +152,27 @@ class _Planner:
         return self.row[p][pos]
 
 
+def check_record_counts(counts: Any, names: Sequence[str], max_records: int | None) -> dict[str, int] | None:
+    """``counts`` as ``{data party: records}`` for exactly the data parties ``names``, each
+    a positive int (at most ``max_records`` when given); None stays None."""
+    if counts is None:
+        return None
+    if not isinstance(counts, Mapping) or set(counts) != set(names):
+        raise PrivregValueError(
+            f"record_counts must give the record count of every data party {list(names)} and no other; got the "
+            f"parties {sorted(map(str, counts)) if isinstance(counts, Mapping) else type(counts).__name__}."
+        )
+    top = max_records if max_records is not None else None
+    out = {}
+    for p in names:
+        out[p] = v.check_int(f"record_counts[{p!r}]", counts[p], minimum=1)
+        if top is not None and out[p] > top:
+            raise PrivregValueError(
+                f"record_counts[{p!r}] = {out[p]} is above max_records = {top}; raise max_records at every party."
+            )
+    return out
+
+
 # the registry's parameters of PPRLProtocol (the other arguments are for Python callers)
 _Parties = Annotated[int | Sequence[str], Spec(type=int, minimum=2, doc="number of data parties (P1..Pn)")]
 _Threshold = Annotated[int, Spec(minimum=0, doc="T: largest Hamming distance of a match")]
@@ -189,6 +211,10 @@ class PPRLProtocol(Protocol):
         max_records, max_filter_bits: public caps on a data party's records and filter
             length; with ``max_records`` the protocol bounds every message
             (:meth:`max_message_bytes`) and the linkage unit refuses signatures beyond it.
+        record_counts: ``{data party: records}``, the run's declared record counts (every
+            party gives the same); a hosted party must hold exactly that many. They bound
+            every message per kind (:meth:`message_bound`, formulas in
+            :mod:`~privreg.plugins.pprl.message_bounds`), tighter than ``max_records``.
         progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
             unit runs: phases ``"MP-SPPRL setup"`` (keys, blocking, assignment) and
             ``"matching rounds"`` (Algorithm 1's rounds and the completion batch).
@@ -217,7 +243,9 @@ class PPRLProtocol(Protocol):
         "party's filters without the linkage unit's key. A malicious linkage unit can ask parties to encrypt or "
         "compare any of their records (they comply) and learns the Hamming distances it asks for, and it sees "
         "which record ids each party links. Every received message is type- and range-checked and capped in size "
-        "(max_message_bytes), so a malformed or oversized message stops the run with an error naming the sender."
+        "per kind (message_bound: from the declared record counts, filter bits and key size, so a peer can make a "
+        "party allocate no more than a legitimate message of the run takes; the declared counts are public to every "
+        "party), so a malformed or oversized message stops the run with an error naming the sender."
     )
 
     @check_params
@@ -247,6 +275,7 @@ class PPRLProtocol(Protocol):
         max_records: int | None = None,
         max_filter_bits: int = 4096,
         progress: ProgressCallback | None = None,
+        record_counts: Mapping[str, int] | None = None,
     ) -> None:
         from privreg.plugins.pprl.blocking import check_blocking
         from privreg.plugins.pprl.kdf import check_secret
@@ -300,7 +329,13 @@ class PPRLProtocol(Protocol):
         self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
         self.max_filter_bits = v.check_int("max_filter_bits", max_filter_bits, minimum=1)
         self.progress = check_progress("progress", progress)
+        self.record_counts = check_record_counts(record_counts, self.names, self.max_records)
         for p, rec in self.records.items():
+            if self.record_counts is not None and len(rec) != self.record_counts[p]:
+                raise PrivregValueError(
+                    f"party {p!r} holds {len(rec)} records but its declared record count is {self.record_counts[p]}; "
+                    f"declare {len(rec)} at every party."
+                )
             if self.max_records is not None and len(rec) > self.max_records:
                 raise PrivregValueError(
                     f"party {p!r} holds {len(rec)} records, above max_records={self.max_records}; raise max_records "
@@ -312,21 +347,77 @@ class PPRLProtocol(Protocol):
                     f"party."
                 )
 
-    def max_message_bytes(self) -> int | None:
-        """With ``max_records`` set: ``64 KiB + max_records * ((L + 2 w (n + 1)) c + 48 J x + 64)``
-        bytes, ``L`` = ``max_filter_bits``, ``w`` the merge window, ``n`` data parties, ``c`` the
-        bytes of one ciphertext (``2 key_bits / 8 + 16``), ``J x`` signatures per record:
-        encrypted filters are at most ``L`` ciphertexts per record (``layout="bits"``),
-        distances at most one ciphertext per compared pair, and a record meets at most
-        ``2 w (n + 1)`` others in its merged blocks' candidate groups per round (an
-        engineering bound; a run that exceeds it fails with an error naming the message)."""
-        if self.max_records is None:
+    def _counts(self) -> dict[str, int] | None:
+        """Records per data party that bound the messages: the declared counts, else
+        ``max_records`` for every party, else None (no bound)."""
+        if self.record_counts is not None:
+            return dict(self.record_counts)
+        if self.max_records is not None:
+            return dict.fromkeys(self.names, self.max_records)
+        return None
+
+    def _units(self, m: int) -> int:
+        """Ciphertext units of a party of ``m`` records (see message_bounds)."""
+        if self.layout == "bits":
+            return m
+        slot_bits = 8 * -(-(self.max_filter_bits.bit_length() + 1 + self.sigma) // 8)
+        per = max(1, (self.key_bits // 2 - 1) // slot_bits)
+        return min(m, -(-m // per) + len(self.names) + 1)
+
+    def _kind_bound(self, kind: str, sender: str, receiver: str, counts: Mapping[str, int]) -> int | None:
+        n, kb, L = len(self.names), self.key_bits, self.max_filter_bits
+        c, h = ciphertext_bytes(kb), header_bytes(kb)
+        J, x = self.blocking.lsh_groups, self.blocking.suffix_count
+        lu = self.linkage_unit
+        if sender == lu and receiver in counts:
+            m = counts[receiver]
+            q = 2 * self.window * (n + 1) * m
+            return {
+                "keys": public_key_bytes(kb),
+                "lmin": OVERHEAD,
+                "groups": 8 * m + OVERHEAD,
+                "requests": 8 * m + 8 * (n - 1) * self._units(m) + 16 * q + n * OVERHEAD,
+                "result": 16 * m + OVERHEAD,
+            }.get(kind, 0)
+        if receiver == lu and sender in counts:
+            m = counts[sender]
+            q = 2 * self.window * (n + 1) * m
+            return {
+                "dispersion": 8 * J * m + OVERHEAD,
+                "signatures": 40 * J * x * m + OVERHEAD,
+                "distances": q * (c + 16) + n * (h + OVERHEAD),
+            }.get(kind, 0)
+        if sender in counts and receiver in counts and kind == "encrypted-filters":
+            return self._units(counts[sender]) * (L * c + 16) + h + OVERHEAD
+        return 0
+
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of a message of ``step`` from ``sender`` to ``receiver``, from the
+        declared record counts (else ``max_records``), ``max_filter_bits``, the key size
+        and the blocking parameters: the formulas of
+        :mod:`~privreg.plugins.pprl.message_bounds`; 0 for a message the protocol never
+        sends (it is refused). None when no record count is known."""
+        counts = self._counts()
+        if counts is None:
             return None
-        c = 2 * self.key_bits // 8 + 16
-        n = len(self.names)
-        per_record = (self.max_filter_bits + 2 * self.window * (n + 1)) * c
-        per_record += 48 * self.blocking.lsh_groups * self.blocking.suffix_count + 64
-        return (64 << 10) + self.max_records * per_record
+        kind = step_kind(
+            step,
+            {"requests-": "requests", "encrypted-filters-": "encrypted-filters", "distances-": "distances"},
+        )
+        return self._kind_bound(kind, sender, receiver, counts)
+
+    def max_message_bytes(self) -> int | None:
+        """The largest :meth:`message_bound` of any message of the run (None without
+        declared record counts or ``max_records``)."""
+        counts = self._counts()
+        if counts is None:
+            return None
+        kinds = ("keys", "lmin", "groups", "requests", "result", "dispersion", "signatures", "distances")
+        everyone = [self.linkage_unit, *self.names]
+        return max(
+            max(self._kind_bound(k, s, r, counts) or 0 for s in everyone for r in everyone if s != r)
+            for k in (*kinds, "encrypted-filters")
+        )
 
     # ------------------------------------------------------------------ Protocol API
 
@@ -677,9 +768,12 @@ class PPRLProtocol(Protocol):
         rec, grp, slen = arrays["record"], arrays["lsh_group"], arrays["suffix_len"]
         if not rec.size:
             return
-        top = self.max_records if self.max_records is not None else np.iinfo(np.int64).max
+        counts = self._counts()
+        top = counts[p] if counts is not None else np.iinfo(np.int64).max
         if int(rec.min()) < 0 or int(rec.max()) >= top:
-            raise ProtocolError(f"{p!r} sent signatures of record indices outside 0..{top - 1} (max_records).")
+            raise ProtocolError(
+                f"{p!r} sent signatures of record indices outside 0..{top - 1} (its declared record count)."
+            )
         if int(grp.min()) < 0 or int(grp.max()) >= self.blocking.lsh_groups:
             raise ProtocolError(f"{p!r} sent signatures of LSH groups outside 0..{self.blocking.lsh_groups - 1}.")
         if int(slen.min()) < 0 or int(slen.max()) > 64:

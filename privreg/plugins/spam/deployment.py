@@ -20,6 +20,14 @@ data or need a public seed this format does not carry) and differential privacy 
 charges a budget session, which a party process does not hold); use the ``spam-filter``
 workflow for both. The evaluation's weight bound is derived from the public training plan
 (:func:`~privreg.plugins.spam.pipeline.evaluation_w_bound`), identically at Bob and Carol.
+
+Message bounds: the run's sizes (``train``, ``test``, ``space``, ``max_active``,
+``batch_size``, ``harmonics``, ``key_bits``) are options, so in the options digest every
+party checks before the protocol starts; each message kind is bounded from them
+(:meth:`SpamPipeline.message_bound`, formulas in
+:mod:`~privreg.plugins.spam.message_size`), and over TCP a peer's frame above its kind's
+bound is refused from its header: a peer can make a party allocate no more than the
+largest legitimate message of that kind.
 """
 
 from __future__ import annotations

@@ -213,6 +213,33 @@ class PrivateEvaluation(Protocol):
         ]
         return ms.with_margin(max(sizes))
 
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of the message of ``step``: Bob's key and ``E[w]`` (Bob to Carol), and
+        per comparison batch of ``b`` messages (``eval.sign.*``) the masked values (``b``
+        ciphertexts), the DGK bits and blinded terms (``b (l + 1)``) and the result shares
+        (``b`` small integers), as in :meth:`max_message_bytes`; 0 for another step, None
+        without ``key_bits``."""
+        if self.key_bits is None:
+            return None
+        c, kb = self.config, self.key_bits
+        parties = {self.bob, self.carol}
+        if sender not in parties or receiver not in parties or sender == receiver:
+            return 0
+        if step.startswith("eval.sign."):  # per batch of b messages
+            b = min(self.count, c.batch)
+            if step.endswith(".share"):  # the result shares: b small integers
+                return ms.with_margin(ms.int_list_bytes(b, 1))
+            if step.endswith(".masked"):  # one masked value per message
+                return ms.with_margin(ms.vector_bytes(b, kb))
+            return ms.with_margin(ms.vector_bytes(b * (c.bits + 1), kb))  # the DGK bits and blinded terms
+        if sender != self.bob:
+            return 0
+        if step == "eval.public-key":
+            return ms.with_margin(ms.public_key_bytes(kb))
+        if step == "eval.1.E[w]":
+            return ms.with_margin(ms.vector_bytes(c.d, kb))
+        return 0
+
     def learns(self) -> Mapping[str, str]:
         return {
             self.carol: "the label of each of her messages ([w.x' >= 0] of the quantised model), nothing else about w",

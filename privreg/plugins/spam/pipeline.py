@@ -180,6 +180,13 @@ class SpamPipeline(Protocol):
         """The larger of the sub-protocols' bounds (see theirs), at least 4 KiB."""
         return max(4096, self._train.max_message_bytes() or 0, self._eval.max_message_bytes() or 0)
 
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of the sub-protocol that sends ``step`` (evaluation steps start with
+        ``eval.``), from the run's public sizes (``train``, ``test``, ``space``,
+        ``key_bits``, ...): see theirs."""
+        sub = self._eval if step.startswith("eval.") else self._train
+        return sub.message_bound(sender=sender, receiver=receiver, step=step)
+
     def learns(self) -> Mapping[str, str]:
         t, e = self._train.learns(), self._eval.learns()
         return {

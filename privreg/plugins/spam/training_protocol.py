@@ -277,6 +277,36 @@ class PrivateTraining(Protocol):
         self.alice, self.bob = v.check_name("alice", alice), v.check_name("bob", bob)
         self.progress = check_progress("progress", progress)
 
+    def _step_bounds(self, kb: int) -> dict[tuple[str, str], int]:
+        """``{(step, direction): bound}`` under a ``kb``-bit key, direction ``"b>a"`` (Bob
+        to Alice) or ``"a>b"``."""
+        c, plan = self.config, self.plan
+        k = max(e - s for s, e in plan.batch_bounds)
+        m = int(c.link.harmonics.size)
+        g = plan.g_bound + plan.noise_bound + (2**plan.gmask_bits if c.reveal == "final" else 0)
+        out = {
+            ("setup.public-key", "b>a"): ms.public_key_bytes(kb),
+            ("1.E[w]", "b>a"): ms.vector_bytes(c.d, kb),
+            ("3.masked-inner-products", "a>b"): ms.vector_bytes(
+                ms.packed_count(k, plan.u_bound + 2**plan.mask_bits, kb), kb
+            ),
+            ("5.E[trig]", "b>a"): ms.vector_bytes(2 * m * k, kb),
+            ("11.E[gradient]", "a>b"): ms.vector_bytes(ms.packed_count(c.d, g, kb), kb),
+        }
+        if c.reveal == "final":
+            out[("12.final-share", "a>b")] = ms.int_list_bytes(c.d, plan.share_bound)
+        return {key: ms.with_margin(x) for key, x in out.items()}
+
+    def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
+        """The bound of the message of ``step`` (see :meth:`max_message_bytes` for each
+        term): from the run's public sizes (``d``, ``n``, the batch size, the harmonics,
+        ``key_bits``); 0 for a step Alice and Bob never send that way, None without
+        ``key_bits``."""
+        if self.key_bits is None:
+            return None
+        way = "b>a" if (sender, receiver) == (self.bob, self.alice) else "a>b" if sender == self.alice else ""
+        return self._step_bounds(self.key_bits).get((step, way), 0)
+
     def max_message_bytes(self) -> int | None:
         """With ``key_bits`` known: the largest of Bob's key, ``E[w]`` (``d`` ciphertexts),
         the packed masked inner products (``K`` values of ``|U + R| <= u_bound + 2^mask``),
