@@ -1079,7 +1079,8 @@ class TcpTransport(InMemoryTransport):
         self._check_deadlock()
 
     def _gone(self, receiver: str, sender: str) -> str:
-        return f"deadlock: {receiver} waits for {sender}, a remote party {self._remote_done[sender]} without sending it"
+        # Not a deadlock of the protocol: the peer stopped, and its reason is the cause.
+        return f"{receiver} waits for {sender}, a remote party {self._remote_done[sender]} without sending it"
 
     # ------------------------------------------------------------------ writing
 
