@@ -190,3 +190,10 @@ def test_record_counts_are_exchanged(run):
                 assert m.payload[1] == len(frames[m.sender])
     view = lk.linkage_unit_view(res.transcript, names, LINKAGE_UNIT)
     assert [view[p]["tokens"].shape[0] for p in names] == [len(frames[p]) for p in names]
+
+
+def test_learns_states_the_measured_leakage():
+    learns = DiceLinkageProtocol(parties=3).learns()
+    assert "estimates their Dice similarity" in learns[LINKAGE_UNIT] and "record count" in learns[LINKAGE_UNIT]
+    assert "record count" in learns["P1"] and "holds the person" in learns["P1"]
+    assert "never learns" not in learns[LINKAGE_UNIT] and "a similarity" not in DiceLinkageProtocol.caveats

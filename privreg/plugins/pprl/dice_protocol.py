@@ -97,11 +97,15 @@ __all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES"]
 DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 #: What the linkage unit sees (for reports).
 LU_SEES = (
-    "keyed band tokens and keyed exact-field tokens (which records share a band key, a date of birth, an id), the "
-    "candidate pairs, one decision Dice >= threshold per "
+    "every data party's record count; keyed band tokens and keyed exact-field tokens (which records share a band "
+    "key, a date of birth, an id, within a party too), the candidate pairs, one decision Dice >= threshold per "
     "candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; without explicit "
-    "bands, the number of bands (a function of the data parties' largest median popcount); never a filter, a "
-    "record's popcount, a distance or a similarity"
+    "bands, the number of bands (a function of the data parties' largest median popcount). Never a filter or a "
+    "record's popcount, but the number of band tokens two records share estimates their Dice similarity: on FEBRL 4 "
+    "(3 x 5,000) Spearman 0.983 over 15,661 candidate pairs, mean absolute error 0.002 for pairs sharing >= 5 "
+    "bands, and all 11,199 pairs sharing >= 10 bands are true matches (benchmarks/pprl_leakage.py); the same for "
+    "near-duplicates within one party. The decrypted values add nothing to this (a private-blocking mode is "
+    "tracked in #33)"
 )
 _SIGMA = 40
 #: DGK subgroup size t: 224 bits match a 2048-bit modulus (112-bit security; the best
@@ -194,9 +198,16 @@ class DiceLinkageProtocol(Protocol):
         "party, which of the stricter levels they reach; the masked values it decrypts are within 2^-40 "
         "statistical distance of independent of the similarities, and the DGK tests show only zero or not; "
         "without explicit bands, the number of bands tells it about the data parties' largest median popcount. It "
-        "never learns a filter, a record's popcount, a Hamming distance or a similarity. A data party learns, per "
+        "never receives a filter, a record's popcount or a Hamming distance, but it can estimate every candidate "
+        "pair's similarity from the number of band tokens the two records share (measured on FEBRL 4, 3 x 5,000: "
+        "Spearman 0.983 with the true Dice, error 0.002 for pairs sharing >= 5 bands; every pair sharing >= 10 bands "
+        "is a true match; benchmarks/pprl_leakage.py, tests/test_pprl_leakage.py), and find near-duplicates within "
+        "one party the same way. It learns every data party's record count. A data party learns every other data "
+        "party's record count (sent with the median popcount when the bands are agreed) and, per "
         "other party, which of its records are candidates with which of the other's record indices (opaque "
-        "positions) and, as its output, which of its records were linked and under which group id (random); from "
+        "positions): a record with a candidate at a party predicts that this party holds the person (measured on "
+        "FEBRL 4, 3 x 5,000 with 30 % of people held by some parties only: true-positive rate 1.000, false-positive "
+        "rate 0.307), and, as its output, which of its records were linked and under which group id (random); from "
         "the refine message, which of its candidate pairs were accepted and lie in a conflicting cluster; without "
         "explicit bands, the other data parties' median popcount; from its candidates, whether each exact pass was "
         "kept for that pair of parties (it is dropped when it yields more than 1.5 pairs per record of the smaller "
@@ -317,13 +328,16 @@ class DiceLinkageProtocol(Protocol):
 
     def learns(self) -> Mapping[str, str]:
         party = (
-            "the linkage unit's public keys; per other party, its candidate pairs with that party (the other's "
-            "record indices are opaque positions), a mask seed and its Beaver shares (uniform), the other's masked "
-            "CLKs (one-time padded), Paillier ciphertexts under the linkage unit's key; its output: which of its "
-            "records were linked, under which group id; from the refine message, which of its candidate pairs were "
-            "accepted at the threshold and lie in a cluster with two records of one party; without explicit bands, "
-            "the other data parties' median popcount; from its candidates, whether each exact pass was kept for "
-            "that pair of parties (dropped above 1.5 pairs per record of the smaller party)"
+            "the linkage unit's public keys; without explicit bands, every other data party's record count; per "
+            "other party, its candidate pairs with that party (the other's record indices are opaque positions; "
+            "whether a record has a candidate there predicts whether that party holds the person: true-positive "
+            "rate 1.000, false-positive rate 0.307 measured on FEBRL 4, 3 x 5,000, benchmarks/pprl_leakage.py), a"
+            " mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded), Paillier "
+            "ciphertexts under the linkage unit's key; its output: which of its records were linked, under which "
+            "group id; from the refine message, which of its candidate pairs were accepted at the threshold and "
+            "lie in a cluster with two records of one party; without explicit bands, the other data parties' "
+            "median popcount; from its candidates, whether each exact pass was kept for that pair of parties "
+            "(dropped above 1.5 pairs per record of the smaller party)"
         )
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
