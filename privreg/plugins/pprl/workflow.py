@@ -639,8 +639,8 @@ def _demo_step(ctx: WorkflowContext) -> str:
         f"(Paillier + DGK, 2048 bits):\n"
         f"  {m['candidates']} candidate pairs, {m['linked_groups']} groups linked of {m['true_groups']} true, recall "
         f"{m['recall']:.2f}, precision {m['precision']:.2f}, in {m['protocol_seconds']:.1f} s\n"
-        f"  (the paper's MP-SPPRL: --profile paper). The linkage unit learned the decisions only: never a filter,\n"
-        f"  a popcount, a distance or a similarity (tests/test_pprl_dice_protocol.py walks what it received)."
+        f"  (the paper's MP-SPPRL: --profile paper). The linkage unit received no filter, popcount or distance,\n"
+        f"  but the band tokens two records share estimate their similarity (tests/test_pprl_leakage.py)."
     )
 
 
