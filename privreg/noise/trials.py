@@ -41,6 +41,7 @@ from privreg.core.randomness import RandomSource
 from privreg.noise.coins import (
     GEOMETRIC,
     GEOMETRIC_TIE,
+    TAYLOR,
     LazyUniform,
     exp_neg_approx,
     exp_neg_approx_one,
@@ -272,19 +273,23 @@ def draw_one(plan: Plan, rng: RandomSource) -> int:
     sign_pos = coin_pos + n * _WORD_BYTES
     from_bytes = int.from_bytes
     geometric, ties = _GEOMETRIC_LIST, _GEOMETRIC_TIE_LIST
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = TAYLOR
     while True:
         buf = rng.random_bytes(nbytes)
         for i in range(n):
-            u = from_bytes(buf[i * ub : i * ub + ub], "little") & mask if ub else 0
+            if ub == 2:  # the usual word: two bytes, little-endian (as numpy reads '<u2')
+                u = (buf[2 * i] | buf[2 * i + 1] << 8) & mask
+            else:
+                u = from_bytes(buf[i * ub : i * ub + ub], "little") & mask if ub else 0
             if u >= t:
                 continue
             geo_word = buf[pos + 2 * i] | buf[pos + 2 * i + 1] << 8
             coin_word = buf[coin_pos + 2 * i] | buf[coin_pos + 2 * i + 1] << 8
-            negative = bool(buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1)
+            negative = buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1
             tie = ties[geo_word]
             x = u + t * geometric[geo_word]
             if tie or (quadratic and x >= x_cap):
-                ok, y = _finish(plan, u, geometric[geo_word], tie, geo_word, coin_word, negative, rng)
+                ok, y = _finish(plan, u, geometric[geo_word], tie, geo_word, coin_word, bool(negative), rng)
             else:  # _finish and _coin_one inlined for the usual trial (no tie, filter applies)
                 y = x // s
                 if negative and not y:
@@ -294,7 +299,12 @@ def draw_one(plan: Plan, rng: RandomSource) -> int:
                     lam = d * d * inv2s2_f + float(u) / t_f
                 else:
                     lam = float(u) / t_f
-                threshold = exp_neg_approx_one(lam) * 65536.0
+                if lam < 1.0:  # exp_neg_approx_one(lam) inlined: floor 0, so it is P(lam) * 1.0 = P(lam)
+                    p = ((((((c12 * lam + c11) * lam + c10) * lam + c9) * lam + c8) * lam + c7) * lam + c6) * lam + c5
+                    p = ((((p * lam + c4) * lam + c3) * lam + c2) * lam + c1) * lam + c0
+                    threshold = p * 65536.0
+                else:
+                    threshold = exp_neg_approx_one(lam) * 65536.0
                 if coin_word + 1 <= threshold - BAND:
                     ok = True
                 elif coin_word >= threshold + BAND:
