@@ -106,7 +106,8 @@ def main() -> None:
     print()
     print(header("CPU and wall us per charge (median of interleaved rounds)", processes=1, cores=1))
     a, b, c = START_LOAD
-    print(f"[load average at start {a:.2f} / {b:.2f} / {c:.2f}, at the end {' / '.join(f'{x:.2f}' for x in os.getloadavg())}]")
+    end = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"[load average at start {a:.2f} / {b:.2f} / {c:.2f}, at the end {end}]")
     print(f"[memory = BudgetSession's default ledger, here {_memory_kind()}; {rounds} rounds x {n} charges]")
     head = ["store", "filters"] + [f"{col} {k}" for col in columns for k in ("CPU us", "wall us")]
     lines = [head]
