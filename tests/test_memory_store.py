@@ -207,3 +207,19 @@ def test_refusals_charge_nothing_and_spending_is_finite():
     with pytest.raises(BudgetExceededError):
         s.charge(PureDP(epsilon=0.2), mechanism="m", parameters={})
     assert s.ledger.head()[0] == 1 and math.isclose(float(s.spent()), 0.9)
+
+
+def test_encoded_prices_are_read_only_and_equal_to_their_dict():
+    from privreg.budget.ledger import EncodedPrices
+
+    s = _charged(1)
+    data = {"basic": [0.1, 0.0], "gdp": {"unsupported": "why"}}
+    encoded = EncodedPrices(data)
+    row = s.ledger.try_append(
+        Charge(timestamp=1.0, mechanism="m", parameters={}, event=PureDP(epsilon=0.1)), expected_seq=1, prices=encoded
+    )
+    assert row.prices == data and row.prices is encoded and encoded.text == _dumps(data)
+    row.prices["basic"].append(9.0)  # a copy: the encoded value and the stored text stay
+    assert encoded == data and s.ledger.rows()[-1].prices == data
+    with pytest.raises(TypeError):
+        hash(encoded)

@@ -315,6 +315,11 @@ class EncodedPrices(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._data)
 
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == other if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a dict, so unhashable like one
+
 
 @attrs.frozen(kw_only=True)
 class LedgerRow:
@@ -812,7 +817,7 @@ class Ledger:
             _parameters_json(charge.parameters),
             _event_to_json(charge.event),
             charge.label,
-            _dumps(jsonable(charge.randomness)) if charge.randomness else "{}",
+            _parameters_json(charge.randomness) if charge.randomness else "{}",
         )
         if not self.priced:
             digest = _row_hash(self._key, prev, seq + 1, *fields)
@@ -821,13 +826,18 @@ class Ledger:
                     "INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, *fields, prev, digest)
                 )
             return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
-        text = prices.text if type(prices) is EncodedPrices else _dumps(dict(prices or {}))
+        stored: Mapping[str, Any]
+        if type(prices) is EncodedPrices:  # read-only, encoded once: kept as it is
+            stored, text = prices, prices.text
+        else:
+            stored = dict(prices or {})
+            text = _dumps(stored)
         priced = ("" if charge.stated is None else _event_to_json(charge.stated), text)
         state = None if checkpoint is None else _dumps(dict(checkpoint))
         digest = _row_hash(self._key, prev, seq + 1, *fields, *priced, *(() if state is None else (state,)))
         with self._sql("appending a charge"):
             self._insert_row((seq + 1, *fields, prev, digest, *priced), state)
-        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=dict(prices or {}))
+        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=stored)
 
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
         """Write a format-3 row ``values`` (seq, fields, prev_hash, hash, stated, prices)
