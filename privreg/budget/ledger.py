@@ -855,9 +855,14 @@ class Ledger:
 
     def _checkpoint_link(self, seq: int, row_hash: str, text: str) -> tuple[str, str]:
         """(prev_hash, hash) of a new checkpoint at row ``seq``, after the newest stored one."""
-        last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
-        prev = self.genesis() if last is None else str(last[0])
+        last = self._last_checkpoint_hash()
+        prev = self.genesis() if last is None else last
         return prev, _checkpoint_hash(self._key, prev, seq, row_hash, text)
+
+    def _last_checkpoint_hash(self) -> str | None:
+        """The hash of the newest stored checkpoint, None if there is none."""
+        last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if last is None else str(last[0])
 
     # -- run ends (outside the chain: see privreg.budget.run_log) ---------------------------
 

@@ -17,6 +17,7 @@ the Ledger's turn lock; a write inside :meth:`transaction` is undone if the bloc
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,8 +29,6 @@ from privreg.budget.ledger import (
     LedgerError,
     LedgerIntegrityError,
     LedgerRow,
-    _checkpoint_hash,
-    _dumps,
 )
 from privreg.core.charging import Charge
 from privreg.core.errors import PrivregValueError
@@ -53,7 +52,7 @@ class MemoryLedger(Ledger):
         self._open = True
         self._in_tx = 0
         # the metadata goes through JSON as SQLite stores it: the same meta, the same genesis
-        self._read_meta([(k, _dumps(value)) for k, value in full.items()])
+        self._read_meta([(k, json.dumps(value, allow_nan=False)) for k, value in full.items()])
         self.priced = True
 
     # -- storage ----------------------------------------------------------------------------
@@ -94,9 +93,8 @@ class MemoryLedger(Ledger):
             seq, digest = values[0], values[8]
             self._checkpoint_rows.append((seq, state, *self._checkpoint_link(seq, digest, state)))
 
-    def _checkpoint_link(self, seq: int, row_hash: str, text: str) -> tuple[str, str]:
-        prev = self._checkpoint_rows[-1][3] if self._checkpoint_rows else self._genesis
-        return prev, _checkpoint_hash(self._key, prev, seq, row_hash, text)
+    def _last_checkpoint_hash(self) -> str | None:
+        return self._checkpoint_rows[-1][3] if self._checkpoint_rows else None
 
     # -- writing ----------------------------------------------------------------------------
 
