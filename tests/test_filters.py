@@ -278,8 +278,9 @@ def test_a_curve_release_over_the_delta_left_keeps_the_basic_filter_alive(tmp_pa
 @pytest.mark.parametrize("name", sorted(FILTERS))
 def test_memoized_prices_are_the_computed_ones(name):
     """A state-free filter memoizes its price per event (shared with its copies); the
-    memoized price is the one a fresh filter computes, and a filter whose price depends on
-    its totals (basic, advanced) computes it each time."""
+    memoized price is the one a fresh filter computes. A pair filter (basic, advanced),
+    whose price depends on its totals through the delta it has left, reuses a price only
+    while that delta is unchanged (a pure-DP release) and computes it again otherwise."""
     from privreg.core.events import DiscreteGaussian, PureDP
 
     f = make_filter(name, epsilon=10.0, delta=1e-6, event_delta=1e-7)
@@ -291,4 +292,13 @@ def test_memoized_prices_are_the_computed_ones(name):
             f.apply(first)
         fresh = make_filter(name, epsilon=10.0, delta=1e-6, event_delta=1e-7)
         assert f.copy().price(event) == fresh.price(event) == f.price(event)
-        assert (f.price(event) is first) == FILTERS[name].state_free
+        pair = name in ("basic", "advanced")
+        assert (f.price(event) is first) == (FILTERS[name].state_free or (pair and first[1] == 0.0))
+        if pair and first[1] > 0:  # its delta left moves: priced afresh, as a fresh filter with it would
+            g = make_filter(name, epsilon=10.0, delta=2.1e-6 if name == "advanced" else 1.05e-6, event_delta=1e-7)
+            start = g.price(event)
+            while g._delta_left() >= start[1]:
+                g.apply(g.price(event))
+            twin = make_filter(name, epsilon=10.0, delta=g.delta, event_delta=1e-7)
+            twin.sums = g.sums
+            assert twin.price(event) == g.price(event) != start  # now priced at the delta left (5e-8)

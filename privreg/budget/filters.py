@@ -242,8 +242,9 @@ class Filter(ABC):
         # spent() of the last totals it was asked about: (those totals, epsilon). One
         # tuple, assigned at once, so a thread never reads one totals' epsilon for others.
         self._spent_memo: tuple[tuple[float, ...] | None, float] = (None, 0.0)
-        # prices of state-free filters, by (event, stated); copies share it (same options)
-        self._prices: dict[tuple[PrivacyEvent, PrivacyEvent | None], Price] = {}
+        # prices of state-free filters by (event, stated), of pair filters by (event, stated,
+        # delta left); copies share it (same options)
+        self._prices: dict[tuple[Any, ...], Price] = {}
 
     # -- what a subclass defines ----------------------------------------------------------
 
@@ -362,6 +363,25 @@ class _PairFilter(Filter):
 
     def _delta_left(self) -> float:
         return self.delta - self.sums[1]
+
+    def price(self, event: PrivacyEvent, stated: PrivacyEvent | None = None) -> Price:
+        """:meth:`Filter.price`, memoized by ``(event, stated, delta left)``: a pair
+        filter's price depends on its totals only through the delta it has left (its
+        options are fixed), so a release that leaves delta alone -- every pure-DP one --
+        is priced once. (+0.0 and -0.0 left, which share a key, give the same price.)"""
+        if self.dead:
+            return self.dead
+        key = (event, stated, self._delta_left())
+        try:
+            return self._prices[key]
+        except KeyError:
+            pass
+        except TypeError:  # an event that cannot be hashed
+            return self._price(event, stated)
+        price = self._price(event, stated)
+        if len(self._prices) < _PRICE_MEMO:
+            self._prices[key] = price
+        return price
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         pair = _best_pair(

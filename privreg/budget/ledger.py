@@ -48,6 +48,7 @@ import functools
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import sqlite3
@@ -70,6 +71,7 @@ __all__ = [
     "Ledger",
     "LedgerRow",
     "Checkpoint",
+    "EncodedPrices",
     "LedgerError",
     "LedgerFormatError",
     "LedgerBusyError",
@@ -173,6 +175,48 @@ def _event_to_json(event: PrivacyEvent) -> str:
         return event.to_json()
 
 
+def _plain_key(mapping: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A key that determines ``_dumps(jsonable(mapping))`` exactly, for a dict of str keys
+    and str, int, bool, None, float (a zero with its sign) or such dicts as values; None
+    for anything else (then the text is computed, not looked up)."""
+    items: list[Any] = []
+    for k, x in mapping.items():
+        t = type(x)
+        if type(k) is not str:
+            return None
+        if t is str or t is int or t is bool or x is None:
+            items.append((k, t, x))
+        elif t is float:
+            items.append((k, t, x, math.copysign(1.0, x)) if x == 0 else (k, t, x))
+        elif t is dict:
+            sub = _plain_key(x)
+            if sub is None:
+                return None
+            items.append((k, t, sub))
+        else:
+            return None
+    return tuple(items)
+
+
+_PARAMETERS_MEMO: dict[tuple[Any, ...], str] = {}
+_PARAMETERS_MEMO_SIZE = 1024
+
+
+def _parameters_json(parameters: Mapping[str, Any]) -> str:
+    """``_dumps(jsonable(parameters))``, looked up by :func:`_plain_key` when it has one:
+    the releases of a session repeat a few mechanisms' parameters."""
+    key = _plain_key(parameters) if type(parameters) is dict else None
+    if key is None:
+        return _dumps(jsonable(parameters))
+    text = _PARAMETERS_MEMO.get(key)
+    if text is None:
+        text = _dumps(jsonable(parameters))
+        if len(_PARAMETERS_MEMO) >= _PARAMETERS_MEMO_SIZE:
+            _PARAMETERS_MEMO.clear()
+        _PARAMETERS_MEMO[key] = text
+    return text
+
+
 #: event_from_json, cached: a ledger's rows repeat a few kinds of release, and events are frozen.
 _event_from_json = functools.lru_cache(maxsize=1024)(event_from_json)
 
@@ -248,6 +292,33 @@ def parse_head(text: str, name: str = "expect_head") -> tuple[int | None, str]:
             f"(e.g. 12:{'3fa9' * 16}) or the 64-hex-digit hash alone"
         )
     return (int(seq_text) if seq_text else None), digest
+
+
+class EncodedPrices(Mapping[str, Any]):
+    """A row's prices (filter name -> JSON form of its price) with their ledger text,
+    ``_dumps`` of them, encoded once: a session reuses one for every charge of the same
+    prices, so the ledger does not encode the same numbers again. Read-only."""
+
+    __slots__ = ("_data", "text")
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+        self.text = _dumps(self._data)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._data[key]  # a copy: the encoded value is shared by many rows
+        return list(value) if type(value) is list else dict(value) if type(value) is dict else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == other if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a dict, so unhashable like one
 
 
 @attrs.frozen(kw_only=True)
@@ -743,10 +814,10 @@ class Ledger:
         fields = (
             float(charge.timestamp),
             charge.mechanism,
-            _dumps(jsonable(charge.parameters)),
+            _parameters_json(charge.parameters),
             _event_to_json(charge.event),
             charge.label,
-            _dumps(jsonable(charge.randomness)) if charge.randomness else "{}",
+            _parameters_json(charge.randomness) if charge.randomness else "{}",
         )
         if not self.priced:
             digest = _row_hash(self._key, prev, seq + 1, *fields)
@@ -755,12 +826,18 @@ class Ledger:
                     "INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, *fields, prev, digest)
                 )
             return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest)
-        priced = ("" if charge.stated is None else charge.stated.to_json(), _dumps(dict(prices or {})))
+        stored: Mapping[str, Any]
+        if type(prices) is EncodedPrices:  # read-only, encoded once: kept as it is
+            stored, text = prices, prices.text
+        else:
+            stored = dict(prices or {})
+            text = _dumps(stored)
+        priced = ("" if charge.stated is None else _event_to_json(charge.stated), text)
         state = None if checkpoint is None else _dumps(dict(checkpoint))
         digest = _row_hash(self._key, prev, seq + 1, *fields, *priced, *(() if state is None else (state,)))
         with self._sql("appending a charge"):
             self._insert_row((seq + 1, *fields, prev, digest, *priced), state)
-        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=dict(prices or {}))
+        return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=stored)
 
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
         """Write a format-3 row ``values`` (seq, fields, prev_hash, hash, stated, prices)
@@ -778,9 +855,14 @@ class Ledger:
 
     def _checkpoint_link(self, seq: int, row_hash: str, text: str) -> tuple[str, str]:
         """(prev_hash, hash) of a new checkpoint at row ``seq``, after the newest stored one."""
-        last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
-        prev = self.genesis() if last is None else str(last[0])
+        last = self._last_checkpoint_hash()
+        prev = self.genesis() if last is None else last
         return prev, _checkpoint_hash(self._key, prev, seq, row_hash, text)
+
+    def _last_checkpoint_hash(self) -> str | None:
+        """The hash of the newest stored checkpoint, None if there is none."""
+        last = self._db.execute("SELECT hash FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if last is None else str(last[0])
 
     # -- run ends (outside the chain: see privreg.budget.run_log) ---------------------------
 
@@ -868,7 +950,7 @@ class Ledger:
         """Rows with seq > ``after``, in order: O(log n + new rows). With ``verify``, a
         broken chain raises (a keyed ledger needs its key to verify)."""
         with self._sql("reading rows"):
-            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+            raw = self._raw_rows(after)
             if verify:
                 if self._key_problem is not None:
                     raise LedgerIntegrityError(f"{self._key_problem} (or read with verify=False)")
@@ -884,6 +966,17 @@ class Ledger:
         for row in self.rows():
             accountant.compose(row.charge.event)
         return accountant
+
+    def _raw_rows(self, after: int) -> list[tuple[Any, ...]]:
+        """The stored rows with seq > ``after``, in order, as tuples of their columns."""
+        return cast(
+            list[tuple[Any, ...]], self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+        )
+
+    def _seq_of_hash(self, digest: str) -> int | None:
+        """The seq of the row whose hash is ``digest``, None if there is none."""
+        row = self._db.execute("SELECT seq FROM charges WHERE hash = ?", (digest,)).fetchone()
+        return None if row is None else int(row[0])
 
     def _hash_at(self, seq: int) -> str:
         row = self._db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()
@@ -935,7 +1028,7 @@ class Ledger:
         problems = [self._key_problem] if self._key_problem is not None else []
         contents = self._key_problem is None
         with self._sql("verifying"):
-            raw = self._db.execute(f"{self._select} ORDER BY seq").fetchall()
+            raw = self._raw_rows(0)
             problems += self._check(raw, self.genesis(), 0, self._key, self._checkpoint_texts(0), contents=contents)
             if anchor is not None:
                 problems += self._anchor_problems(*anchor)
@@ -952,7 +1045,7 @@ class Ledger:
         problems = [self._key_problem] if self._key_problem is not None else []
         start = max(0, after - 1)  # row `after` too: its hash covers the checkpoint stored with it
         with self._sql("verifying"):
-            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (start,)).fetchall()
+            raw = self._raw_rows(start)
             prev = self.genesis() if start == 0 else self._hash_at(start)
             texts = self._checkpoint_texts(start)
             problems += self._check(raw, prev, start, self._key, texts, contents=self._key_problem is None)
@@ -977,7 +1070,7 @@ class Ledger:
         contents = self._key_problem is None
         with self._sql("verifying"):
             after = max(0, seq - 1)
-            raw = self._db.execute(f"{self._select} WHERE seq > ? ORDER BY seq", (after,)).fetchall()
+            raw = self._raw_rows(after)
             prev = self.genesis() if after == 0 else self._hash_at(after)
             problems += self._check(raw, prev, after, self._key, self._checkpoint_texts(after), contents=contents)
             problems += self._anchor_problems(*anchor)
@@ -988,8 +1081,7 @@ class Ledger:
         if digest == self.genesis():
             found: int | None = 0
         else:
-            row = self._db.execute("SELECT seq FROM charges WHERE hash = ?", (digest,)).fetchone()
-            found = None if row is None else int(row[0])
+            found = self._seq_of_hash(digest)
         shown = format_head((seq, digest[:16] + "...")) if seq is not None else digest[:16] + "..."
         if found is not None:
             if seq is None or seq == found:

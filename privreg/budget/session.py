@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ import attrs
 
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import FILTERS, Filter, Price, make_filter, price_from_json, price_to_json
-from privreg.budget.ledger import Ledger, LedgerIntegrityError, LedgerRow
+from privreg.budget.ledger import EncodedPrices, Ledger, LedgerIntegrityError, LedgerRow
+from privreg.budget.memory_store import MEMORY, MemoryLedger
 from privreg.budget.store import LedgerStore, is_postgres_url, open_readonly
 from privreg.core import validation as v
 from privreg.core.charging import Charge
@@ -156,8 +158,11 @@ class Quote:
 class BudgetSession:
     """A budget over a persistent ledger; thread-safe and process-safe.
 
-    ``ledger`` is a SQLite path (``":memory:"``: private to this session) or any
-    :class:`~privreg.budget.store.LedgerStore`. ``filters`` names the filters to consult
+    ``ledger`` is a SQLite path, ``":memory:"`` (the default: a ledger private to this
+    session, kept in Python lists by :class:`~privreg.budget.memory_store.MemoryLedger`
+    with the same rows, hashes and verification) or any
+    :class:`~privreg.budget.store.LedgerStore` (``Ledger(":memory:", meta=...)`` for an
+    SQLite one in memory). ``filters`` names the filters to consult
     (:data:`DEFAULT_FILTERS`); ``event_delta`` lets the ``basic`` and ``advanced`` filters
     price curve events (a Gaussian, shuffled reports) at that delta -- a release that
     states its own (epsilon, delta) is priced at that point without it. ``plan`` instead
@@ -216,6 +221,8 @@ class BudgetSession:
             from privreg.budget.store_postgres import PostgresLedger
 
             self._ledger: LedgerStore = PostgresLedger(str(ledger), key=key, busy_timeout=self._busy_timeout)
+        elif isinstance(ledger, str) and ledger == MEMORY:  # private: lists in memory, no SQL per charge
+            self._ledger = MemoryLedger(meta=meta, key=key, busy_timeout=self._busy_timeout)
         elif isinstance(ledger, (str, Path)):
             self._ledger = Ledger(ledger, meta=meta, key=key, busy_timeout=self._busy_timeout)
         elif isinstance(ledger, LedgerStore):
@@ -244,6 +251,9 @@ class BudgetSession:
                 if stored.get(part) != meta[part]:
                     self._mismatch(self._ledger.path, part, stored.get(part), meta[part])
         self._filters = self._fresh_filters()
+        self._encoded_memo: dict[tuple[Any, ...], EncodedPrices] = {}
+        #: indices of the filters, cheapest spent() first (the order the granted check asks them)
+        self._cheap_first = sorted(range(len(self._filters)), key=lambda i: self._filters[i].spent_cost)
         self._lock = threading.RLock()
         self._seen = 0
         self._started = False
@@ -466,7 +476,7 @@ class BudgetSession:
         trial, prices = self._priced(event, stated)
         # granted iff some filter vouches after it: ask the cheap ones first, and leave
         # the others' epsilon to be computed (once per state) when someone asks for it
-        if any(f.vouches() for f in sorted(trial, key=lambda f: f.spent_cost)):
+        if any(trial[i].vouches() for i in self._cheap_first):
             return trial, prices
         quote = self._quote(event, stated, (trial, prices))[0]
         remaining = max(0.0, self.budget.epsilon - self._best())
@@ -588,10 +598,32 @@ class BudgetSession:
             self._seen = row.seq
 
     def _append(self, charge: Charge, trial: Sequence[Filter], prices: Sequence[Price]) -> LedgerRow | None:
-        stored = {f.name: price_to_json(p) for f, p in zip(trial, prices)}
+        stored = self._encoded(trial, prices)
         seq = self._seen + 1
         checkpoint = {f.name: f.state() for f in trial} if self._plan is None and seq % CHECKPOINT_EVERY == 0 else None
         return self._ledger.try_append(charge, expected_seq=self._seen, prices=stored, checkpoint=checkpoint)
+
+    def _encoded(self, filters: Sequence[Filter], prices: Sequence[Price]) -> EncodedPrices:
+        """The prices as a row stores them, encoded once per distinct prices (a session
+        repeats a few kinds of release, and state-free filters price each kind once)."""
+        key: tuple[Any, ...] = tuple(prices)
+        # 0.0 == -0.0 but their texts differ: a price holding a zero also keys by its bits
+        zeros = [array("d", p).tobytes() for p in key if type(p) is tuple and 0.0 in p]
+        if zeros:
+            key = (*key, *zeros)
+        try:
+            return self._encoded_memo[key]
+        except KeyError:
+            pass
+        encoded = EncodedPrices({f.name: price_to_json(p) for f, p in zip(filters, prices)})
+        if len(self._encoded_memo) >= _ENCODED_MEMO:
+            self._encoded_memo.clear()
+        self._encoded_memo[key] = encoded
+        return encoded
+
+
+#: Distinct encoded prices a session keeps (cleared when full).
+_ENCODED_MEMO = 1024
 
 
 def rule_text(filters: Sequence[str], delta: float) -> str:

@@ -65,6 +65,10 @@ def check_charger(charger: Any) -> Charger:
 _CHARGER_TYPES: set[type] = set()
 
 
+#: Exact types :func:`jsonable` returns as they are (none is an event or an enum).
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def jsonable(value: Any, *, name: str = "value") -> Any:
     """A JSON-safe rendering of a parameter or metric value (ledger, ``run.json``): events
     and attrs values as dicts, enums as their values, paths as strings, numpy scalars as
@@ -72,6 +76,10 @@ def jsonable(value: Any, *, name: str = "value") -> Any:
     ``"<callable NAME>"`` (lossy). Any other type is refused with a PrivregTypeError
     naming where it sits in ``name`` (e.g. ``parameters.input``), never written as its
     ``repr``."""
+    if type(value) in _PLAIN:  # the usual leaf, before the (slower) ABC and enum checks
+        return value
+    if type(value) is dict:  # the usual mapping (what the Mapping branch below does)
+        return {str(k): jsonable(x, name=f"{name}.{k}") for k, x in value.items()}
     if isinstance(value, PrivacyEvent):
         return value.to_dict()
     if isinstance(value, enum.Enum):
@@ -146,6 +154,9 @@ class EventLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._charges: list[Charge] = []
+        #: charges not yet built into Charge values: (timestamp, mechanism, parameters,
+        #: event, label, randomness, stated) -- built when read, so a charge costs a tuple
+        self._pending: list[tuple[Any, ...]] = []
 
     def charge(
         self,
@@ -159,21 +170,19 @@ class EventLog:
     ) -> None:
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
-        entry = Charge(
-            timestamp=time.time(),
-            mechanism=mechanism,
-            parameters=dict(parameters),
-            event=event,
-            label=label,
-            randomness=dict(randomness or {}),
-            stated=stated,
-        )
+        entry = (time.time(), mechanism, dict(parameters), event, label, dict(randomness or {}), stated)
         with self._lock:
-            self._charges.append(entry)
+            self._pending.append(entry)
 
     @property
     def charges(self) -> tuple[Charge, ...]:
         with self._lock:
+            if self._pending:
+                self._charges.extend(
+                    Charge(timestamp=t, mechanism=m, parameters=p, event=e, label=lb, randomness=r, stated=st)
+                    for t, m, p, e, lb, r, st in self._pending
+                )
+                self._pending.clear()
             return tuple(self._charges)
 
     @property

@@ -9,6 +9,7 @@ leaves the mechanism unaccounted for and nothing is released when the charge is 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -157,13 +158,28 @@ class Mechanism(ABC):
         charger = check_charger(charger)
         canonical = self.validate_input(value)
         rng = resolve_random(rng)
-        guarantee = self.stated_guarantee() if stated else None
+        name, parameters, extra = self._charge_fields(stated)
         charger.charge(
             event,
-            mechanism=self._label_name,
-            parameters=self.parameters(),
+            mechanism=name,
+            parameters=dict(parameters),  # a copy per charge: a charger may keep or change it
             label=label,
             randomness=rng.describe(),
-            **({} if guarantee is None else {"stated": guarantee}),
+            **extra,
         )
         return canonical, rng
+
+    def _charge_fields(self, stated: bool) -> tuple[str, Mapping[str, Any], dict[str, PrivacyEvent]]:
+        """``(name, parameters, {"stated": guarantee} or {})`` of a charge: computed once
+        for an immutable mechanism (none depends on the value), per call otherwise."""
+        if self._immutable:
+            cache = self.__dict__.get("_charge_fields_cache")
+            if cache is None:
+                cache = {s: self._compute_charge_fields(s) for s in (False, True)}
+                object.__setattr__(self, "_charge_fields_cache", cache)  # frozen: a cache, not state
+            return cache[stated]  # type: ignore[no-any-return]
+        return self._compute_charge_fields(stated)
+
+    def _compute_charge_fields(self, stated: bool) -> tuple[str, Mapping[str, Any], dict[str, PrivacyEvent]]:
+        guarantee = self.stated_guarantee() if stated else None
+        return self._label_name, self.parameters(), ({} if guarantee is None else {"stated": guarantee})

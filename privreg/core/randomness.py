@@ -9,6 +9,7 @@ so tests and benchmarks can be reproducible; it must be created explicitly by it
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 from abc import ABC, abstractmethod
@@ -49,15 +50,23 @@ class RandomSource(ABC):
 
 
 class SecureRandom(RandomSource):
-    """The OS CSPRNG via :mod:`secrets`. The default everywhere."""
+    """The OS CSPRNG: ``os.urandom``, which :mod:`secrets` reads. The default everywhere.
+
+    ``randbits(k)`` is what ``secrets.randbits`` computes (``random.SystemRandom``: the
+    top ``k`` bits of ``ceil(k / 8)`` OS bytes, big-endian), without its two extra Python
+    calls; ``random_bytes`` is ``os.urandom`` (``secrets.token_bytes`` without the
+    wrapper). A scalar release makes one or two such calls."""
 
     reproducible = False
 
     def randbits(self, k: int) -> int:
-        return secrets.randbits(k) if k > 0 else 0
+        if k <= 0:
+            return 0
+        nbytes = (k + 7) >> 3
+        return int.from_bytes(os.urandom(nbytes), "big") >> (nbytes * 8 - k)
 
     def random_bytes(self, n: int) -> bytes:
-        return secrets.token_bytes(n)
+        return os.urandom(n)
 
     def randbelow(self, n: int) -> int:
         return secrets.randbelow(v.check_int("n", n, minimum=1))

@@ -14,6 +14,7 @@ anything else before the charge, so ``k + z`` fits int64 whenever ``|z| <= 2**62
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from abc import abstractmethod
@@ -325,9 +326,22 @@ class GridMechanism(Mechanism):
         step = self.grid.step
         return round_ratio(p * step.denominator, q * step.numerator)
 
+    @functools.cached_property
+    def _step_ratio(self) -> tuple[int, int]:
+        """``(N, D)`` of the grid step ``N / D`` (the grid is public and fixed: computed once)."""
+        step = self.grid.step
+        return step.numerator, step.denominator
+
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
         if value.shape == ():  # scalar: plain integers, the same value as the array path
-            return grid_to_float(self._snap_one(float(value)) + self._noise_one(rng), self.grid.step)
+            # _snap_one and grid_to_float inlined, with the step's parts cached
+            n, d = self._step_ratio
+            p, q = float(value).as_integer_ratio()
+            total = (round_ratio(p * d, q * n) + self._noise_one(rng)) * n
+            try:
+                return total / d  # int / int: correctly rounded
+            except OverflowError:
+                return math.inf if total > 0 else -math.inf
         totals = exact_sum(self._snap(value), self._noise(self.dimension, rng))
         out = grid_values(totals, self.grid.step)
         return float(out[0]) if value.shape == () else out.reshape(value.shape)

@@ -252,8 +252,8 @@ class LazyUniform:
 #: Float64 filter for exp(-lam) (see exp_neg_approx): Taylor degree, coefficients
 #: (-1)**k / k! rounded to nearest, and exp(-m) for m = 0..63 rounded to nearest (from
 #: exact bounds tight enough that both round to the same double), then 0 for m >= 64.
-_TAYLOR_DEGREE = 12
-_TAYLOR = tuple(float(Fraction((-1) ** k, math.factorial(k))) for k in range(_TAYLOR_DEGREE + 1))
+TAYLOR_DEGREE = 12
+TAYLOR = tuple(float(Fraction((-1) ** k, math.factorial(k))) for k in range(TAYLOR_DEGREE + 1))
 #: Proven bound on |exp_neg_approx(x) - exp(-x)| for every float x >= 0.
 EXP_NEG_APPROX_ERROR = 2.0**-32
 
@@ -289,8 +289,8 @@ def exp_neg_approx(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """
     m = np.floor(x)
     r = x - m
-    p = np.full(x.shape, _TAYLOR[-1])
-    for a in _TAYLOR[-2::-1]:
+    p = np.full(x.shape, TAYLOR[-1])
+    for a in TAYLOR[-2::-1]:
         p *= r
         p += a
     p *= _EXP_NEG_INT[np.minimum(m, 64).astype(np.intp)]
@@ -305,7 +305,7 @@ def exp_neg_approx_one(x: float) -> float:
     IEEE operations in the same order, hence the very same double (and error bound)."""
     m = float(math.floor(x))
     r = x - m
-    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = _TAYLOR
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = TAYLOR
     # Horner unrolled: each step is fl(fl(p * r) + c), as in the array version
     p = (
         (

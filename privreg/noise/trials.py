@@ -41,6 +41,7 @@ from privreg.core.randomness import RandomSource
 from privreg.noise.coins import (
     GEOMETRIC,
     GEOMETRIC_TIE,
+    TAYLOR,
     LazyUniform,
     exp_neg_approx,
     exp_neg_approx_one,
@@ -78,6 +79,13 @@ class Plan:
     t_f: float
     x_cap: int  # a Gaussian coin is decided by the filter only for X below this
     acceptance: float  # estimated P(trial accepted); only sizes rounds
+    one_trials: int = attrs.field(init=False)  # trials_for(self, 1), cached for draw_one
+    one_bytes: int = attrs.field(init=False)  # the bytes of such a round
+
+    def __attrs_post_init__(self) -> None:
+        n = trials_for(self, 1)
+        object.__setattr__(self, "one_trials", n)
+        object.__setattr__(self, "one_bytes", _round_bytes(self, n))
 
 
 def _u_layout(t: int) -> tuple[int, int]:
@@ -257,34 +265,51 @@ def draw_many(plan: Plan, out: NDArray[np.int64], rng: RandomSource) -> None:
 def draw_one(plan: Plan, rng: RandomSource) -> int:
     """One draw of ``plan``'s law in plain Python: the value and the stream consumed are
     those of :func:`draw_many` filling one value."""
-    n = trials_for(plan, 1)
-    ub, mask, t = plan.u_bytes, plan.u_mask, plan.t
+    n, nbytes = plan.one_trials, plan.one_bytes
+    ub, mask, t, s, t_f = plan.u_bytes, plan.u_mask, plan.t, plan.s, plan.t_f
+    quadratic, shift_f, inv2s2_f, x_cap = plan.quadratic, plan.shift_f, plan.inv2s2_f, plan.x_cap
     pos = n * ub
     coin_pos = pos + n * _WORD_BYTES
     sign_pos = coin_pos + n * _WORD_BYTES
     from_bytes = int.from_bytes
+    geometric, ties = _GEOMETRIC_LIST, _GEOMETRIC_TIE_LIST
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = TAYLOR
     while True:
-        buf = rng.random_bytes(_round_bytes(plan, n))
+        buf = rng.random_bytes(nbytes)
         for i in range(n):
-            u = from_bytes(buf[i * ub : i * ub + ub], "little") & mask if ub else 0
+            if ub == 2:  # the usual word: two bytes, little-endian (as numpy reads '<u2')
+                u = (buf[2 * i] | buf[2 * i + 1] << 8) & mask
+            else:
+                u = from_bytes(buf[i * ub : i * ub + ub], "little") & mask if ub else 0
             if u >= t:
                 continue
             geo_word = buf[pos + 2 * i] | buf[pos + 2 * i + 1] << 8
             coin_word = buf[coin_pos + 2 * i] | buf[coin_pos + 2 * i + 1] << 8
-            negative = bool(buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1)
-            tie = _GEOMETRIC_TIE_LIST[geo_word]
-            if tie or plan.quadratic:
-                ok, y = _finish(plan, u, _GEOMETRIC_LIST[geo_word], tie, geo_word, coin_word, negative, rng)
-            else:  # _finish inlined for the usual Laplace trial (no tie, lambda = u / t)
-                y = (u + t * _GEOMETRIC_LIST[geo_word]) // plan.s
+            negative = buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1
+            tie = ties[geo_word]
+            x = u + t * geometric[geo_word]
+            if tie or (quadratic and x >= x_cap):
+                ok, y = _finish(plan, u, geometric[geo_word], tie, geo_word, coin_word, bool(negative), rng)
+            else:  # _finish and _coin_one inlined for the usual trial (no tie, filter applies)
+                y = x // s
                 if negative and not y:
                     continue
-                threshold = exp_neg_approx_one(float(u) / plan.t_f) * 65536.0
+                if quadratic:  # _lambda_approx_one: the same IEEE operations in the same order
+                    d = float(x) - shift_f
+                    lam = d * d * inv2s2_f + float(u) / t_f
+                else:
+                    lam = float(u) / t_f
+                if lam < 1.0:  # exp_neg_approx_one(lam) inlined: floor 0, so it is P(lam) * 1.0 = P(lam)
+                    p = ((((((c12 * lam + c11) * lam + c10) * lam + c9) * lam + c8) * lam + c7) * lam + c6) * lam + c5
+                    p = ((((p * lam + c4) * lam + c3) * lam + c2) * lam + c1) * lam + c0
+                    threshold = p * 65536.0
+                else:
+                    threshold = exp_neg_approx_one(lam) * 65536.0
                 if coin_word + 1 <= threshold - BAND:
                     ok = True
                 elif coin_word >= threshold + BAND:
                     ok = False
                 else:
-                    ok = LazyUniform(coin_word, WORD_BITS, rng).below_exp_neg(Fraction(u, t))
+                    ok = LazyUniform(coin_word, WORD_BITS, rng).below_exp_neg(_lambda(plan, u, x))
             if ok:
                 return -y if negative else y
