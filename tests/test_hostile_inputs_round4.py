@@ -151,3 +151,19 @@ def test_a_plot_that_is_not_an_image_name_is_refused_before_anything_is_written(
     line = refused(capsys, "ledger", "verify", str(ledger), "--plot", target)
     assert "--plot" in line and ".png" in line
     assert (ledger.read_bytes(), data.read_bytes()) == before
+
+
+def test_ngrams_refuses_one_column_as_both_user_and_text(capsys, tmp_path):
+    """Each text would count as its own user: the per-user bound would bound nothing."""
+    data = tmp_path / "t.csv"
+    data.write_text("user_id,text\n1,hello world\n2,hello there\n", encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["run", "ngrams", "--input", str(data), "--user-column", "text", "--text-column", "text"]
+    line = refused(capsys, *argv, "-o", str(out), out=out)
+    assert "user_column and text_column both name column 'text'" in line
+
+
+def test_audit_mechanism_refuses_a_neighbour_with_too_many_digits(capsys):
+    """5,000 digits: past Python's 4,300-digit limit, a plain ValueError (exit 1) before."""
+    line = refused(capsys, "audit-mechanism", "laplace", "--samples", "1000", "--neighbours", "9" * 5000, "1")
+    assert "--neighbours FIRST" in line and "too many digits" in line and len(line) < 300
