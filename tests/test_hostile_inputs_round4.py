@@ -167,3 +167,12 @@ def test_audit_mechanism_refuses_a_neighbour_with_too_many_digits(capsys):
     """5,000 digits: past Python's 4,300-digit limit, a plain ValueError (exit 1) before."""
     line = refused(capsys, "audit-mechanism", "laplace", "--samples", "1000", "--neighbours", "9" * 5000, "1")
     assert "--neighbours FIRST" in line and "too many digits" in line and len(line) < 300
+
+
+@pytest.mark.parametrize("epsilon", ["1e-300", "5e-324", "1e-9"])
+def test_bounded_mean_names_the_flag_when_epsilon_is_too_small(capsys, tmp_path, epsilon):
+    """The refusal said "use path='exact' on the mechanisms" (a Python remedy), or "epsilon
+    must be > 0; got 0.0" for 5e-324 (epsilon / 2 underflowed)."""
+    out = tmp_path / "out"
+    line = refused(capsys, "run", "bounded-mean", "--epsilon", epsilon, "-o", str(out), out=out)
+    assert "is too small for the bounds" in line and "raise --epsilon" in line and "path=" not in line
