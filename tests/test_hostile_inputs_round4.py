@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs_round3 import _ledger_rows, refused
+from test_hostile_inputs_round3 import _ledger_rows, refused, refused_in_child
 
 from privreg.cli.main import main
 
@@ -176,3 +176,13 @@ def test_bounded_mean_names_the_flag_when_epsilon_is_too_small(capsys, tmp_path,
     out = tmp_path / "out"
     line = refused(capsys, "run", "bounded-mean", "--epsilon", epsilon, "-o", str(out), out=out)
     assert "is too small for the bounds" in line and "raise --epsilon" in line and "path=" not in line
+
+
+@pytest.mark.parametrize("vocabulary", ["2", "6"])
+def test_oov_discovery_with_too_small_a_vocabulary_is_refused_not_a_hang(tmp_path, vocabulary):
+    """A law of a few short words has fewer one-letter edits than the 1,000 personal words
+    drawn: the draw looped (over 180 s). In a child under 1 GiB and 60 s: a hang fails."""
+    out = tmp_path / "out"
+    argv = ["run", "oov-discovery", "--vocabulary", vocabulary, "--known-words", "0", "--users-per-layer", "10"]
+    line = refused_in_child(*argv, "--depth", "8", "--passes", "1", "-o", str(out), cwd=tmp_path, out=out)
+    assert "--vocabulary" in line and "one-letter edits" in line
