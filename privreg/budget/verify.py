@@ -50,6 +50,7 @@ __all__ = [
     "release_table",
     "format_report",
     "plot_report",
+    "PLOT_FORMATS",
     "RUN_KEY",
     "run_summaries",
 ]
@@ -597,7 +598,8 @@ def format_report(report: AuditReport) -> str:
     return "\n".join(out)
 
 
-_PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+#: The image formats ``plot_report`` writes, by the suffix of its path.
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
 
 
 def plot_report(report: AuditReport, path: str | Path) -> Path:
@@ -631,7 +633,7 @@ def plot_report(report: AuditReport, path: str | Path) -> Path:
     suffix = Path(path).suffix.lower().lstrip(".")
     try:  # written atomically: never a half-written image
         with atomic_write(path, "--plot file", mode="wb") as fh:
-            fig.savefig(fh, dpi=120, format=suffix if suffix in _PLOT_FORMATS else "png")
+            fig.savefig(fh, dpi=120, format=suffix if suffix in PLOT_FORMATS else "png")
     finally:
         plt.close(fig)
     return Path(path)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import Any
 
 from privreg.core.errors import PrivregValueError
 from privreg.core.numtext import parse_float, parse_int
 from privreg.core.params import INT_LIMIT
 
-__all__ = ["INF", "SEED", "int_arg", "float_arg", "parse_int", "parse_float"]
+__all__ = ["INF", "SEED", "StoreOnce", "int_arg", "float_arg", "parse_int", "parse_float"]
 
 INF = math.inf
 
@@ -53,3 +54,24 @@ def float_arg(what: str, minimum: float, maximum: float, *, open_below: bool = F
 
 #: ``--insecure-seed``: any 64-bit integer.
 SEED = int_arg("--insecure-seed", -INT_LIMIT, INT_LIMIT)
+
+
+class StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, refusing an option given twice: the last one would win
+    silently (``ledger init --epsilon 1 ... --epsilon 10`` fixes a budget for good)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._seen: set[int] = set()  # the namespaces this option was stored in
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if option_string is not None and id(namespace) in self._seen:
+            raise argparse.ArgumentError(self, "given twice; give it once")
+        self._seen.add(id(namespace))
+        super().__call__(parser, namespace, values, option_string)

@@ -185,9 +185,13 @@ def cmd_audit_mechanism(args: argparse.Namespace) -> int:
 def _parse_value(text: str, which: str) -> Any:
     try:
         value = jsontext.loads(text, f"--neighbours {which}", max_depth=_NEIGHBOUR_DEPTH)
-    except json.JSONDecodeError as exc:
+    except PrivregValueError:
+        raise
+    except ValueError as exc:  # not JSON, or an integer longer than Python reads (4300 digits)
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "a number with too many digits"
+        shown = text if len(text) <= 80 else text[:80] + "..."
         raise PrivregValueError(
-            f'--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{"a": 3}}); got {text!r}: {exc.msg}'
+            f'--neighbours {which} must be a JSON value (e.g. 0.5, [1, 2] or {{"a": 3}}); got {shown!r}: {why}'
         ) from None
     if isinstance(value, list):
         import numpy as np

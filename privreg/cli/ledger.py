@@ -179,6 +179,19 @@ def _read_key_file(path: str | None) -> bytes | None:
     return files.read_bytes(path, "--key-file")
 
 
+def _check_plot_name(plot: str) -> None:
+    """``--plot`` replaces its file with an image, so it must be named as one: a swapped
+    argument (``--plot ledger.sqlite``) or a typo never overwrites a ledger or a data file."""
+    from privreg.budget.verify import PLOT_FORMATS
+
+    if Path(plot).suffix.lower().lstrip(".") not in PLOT_FORMATS:
+        raise PrivregValueError(
+            f"--plot {plot!r} must name an image file ending in ."
+            + ", .".join(PLOT_FORMATS)
+            + " (e.g. --plot cumulative.png)"
+        )
+
+
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     """``privreg ledger verify LEDGER`` (alias ``privreg audit LEDGER``): exit 3 if flagged."""
     from privreg.budget.verify import format_report, plot_report, report_json, verify_ledger
@@ -188,9 +201,11 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
         print(f"privreg: warning: {failure}", file=sys.stderr)
     if args.since is not None and args.expect_head is not None:
         raise PrivregValueError("--since already checks its head is in the chain: drop --expect-head")
+    if args.plot is not None:
+        _check_plot_name(args.plot)
     report = verify_ledger(args.path, expect_head=args.expect_head, key=_read_key_file(args.key_file), since=args.since)
     print(report_json(report) if args.json else format_report(report))
-    if args.plot:
+    if args.plot is not None:
         path = plot_report(report, args.plot)
         if not args.json:
             print(f"\nplot written to {path}")

@@ -61,6 +61,11 @@ def demo_budget() -> PrivacyBudget:
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, cli_args.StoreOnce)  # an option given twice is refused
+        self.register("action", "store", cli_args.StoreOnce)
+
     def error(self, message: str) -> NoReturn:
         raise PrivregValueError(f"{message} (see '{self.prog} --help')")
 
@@ -154,6 +159,7 @@ _LIMITS_USAGE = "[--max-memory-gib G] [--max-seconds S] [--max-input-gib G] [--m
 def _split_run_options(args: argparse.Namespace) -> None:
     """Move the run options given after WORKFLOW out of the workflow's parameters."""
     rest: list[str] = []
+    given: set[str] = set()
     args.limits = {}
     tokens = list(args.params)
     i = 0
@@ -162,6 +168,11 @@ def _split_run_options(args: argparse.Namespace) -> None:
         if tokens[i] in _RUN_FLAGS:
             setattr(args, tokens[i][2:].replace("-", "_"), True)
         elif key in _RUN_OPTIONS:
+            dest = Limits.OPTIONS.get(key) or ("output" if key == "-o" else key[2:].replace("-", "_"))
+            before = key not in Limits.OPTIONS and getattr(args, dest, None) is not None  # before WORKFLOW
+            if dest in given or before:
+                raise PrivregValueError(f"{key} given twice; give it once")
+            given.add(dest)
             if not eq:
                 if i + 1 >= len(tokens):
                     raise PrivregValueError(f"{key} needs a value")

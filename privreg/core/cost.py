@@ -39,6 +39,8 @@ from privreg.core.numtext import parse_float, parse_int
 
 __all__ = [
     "GIB",
+    "MAX_GIB",
+    "MAX_SECONDS",
     "MAX_WORKERS",
     "MAX_LINE_BYTES",
     "ROW_BYTES",
@@ -108,7 +110,14 @@ class Cost:
         return f"about {format_bytes(self.memory_bytes)} of memory and {format_seconds(self.seconds)}"
 
 
-def _positive(name: str, x: Any) -> float:
+#: The largest ``--max-memory-gib`` and ``--max-input-gib`` (1 PiB): a byte count above it
+#: overflows the integer sizes a read takes.
+MAX_GIB = float(1 << 20)
+#: The largest ``--max-seconds`` (about 32 years).
+MAX_SECONDS = 1e9
+
+
+def _positive(name: str, x: Any, maximum: float) -> float:
     if isinstance(x, str):
         y = parse_float(f"--{name}", x)
     else:
@@ -116,21 +125,21 @@ def _positive(name: str, x: Any) -> float:
             y = float(x)
         except (TypeError, ValueError):
             raise PrivregValueError(f"--{name} must be a number; got {x!r}") from None
-    if not math.isfinite(y) or y <= 0:
-        raise PrivregValueError(f"--{name} must be a finite number > 0; got {x!r}")
+    if not math.isfinite(y) or y <= 0 or y > maximum:
+        raise PrivregValueError(f"--{name} must be a finite number > 0 and at most {maximum:.12g}; got {x!r}")
     return y
 
 
 def _memory_gib(x: Any) -> float:
-    return _positive("max-memory-gib", x)
+    return _positive("max-memory-gib", x, MAX_GIB)
 
 
 def _seconds(x: Any) -> float:
-    return _positive("max-seconds", x)
+    return _positive("max-seconds", x, MAX_SECONDS)
 
 
 def _input_gib(x: Any) -> float:
-    return _positive("max-input-gib", x)
+    return _positive("max-input-gib", x, MAX_GIB)
 
 
 def _workers(x: Any) -> int:

@@ -16,6 +16,7 @@ from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 __all__ = [
     "MAX_COLUMNS",
+    "MAX_NAME_LENGTH",
     "check_real",
     "check_epsilon",
     "check_delta",
@@ -109,13 +110,23 @@ def check_count(name: str, value: Any) -> int:
     return check_int(name, value, minimum=1)
 
 
+#: The longest registry or party name: a party's name is a file name and a certificate's
+#: DNS name (whose labels hold at most 63 characters).
+MAX_NAME_LENGTH = 63
+
+
 def check_name(name: str, value: Any) -> str:
-    """Validate a registry or party name: a non-empty str of letters, digits, '-', '_' or '.'."""
+    """Validate a registry or party name: 1 to :data:`MAX_NAME_LENGTH` ASCII letters,
+    digits, '-', '_' or '.'."""
     if not isinstance(value, str):
         raise PrivregTypeError(f"{name} must be a str; got {value!r} of type {type(value).__name__}.")
     if not value or not value.isascii() or not all(c.isalnum() or c in "-_." for c in value):
         raise PrivregValueError(
             f"{name} must be non-empty and use only ASCII letters, digits, '-', '_' or '.'; got {value!r}."
+        )
+    if len(value) > MAX_NAME_LENGTH:
+        raise PrivregValueError(
+            f"{name} must be at most {MAX_NAME_LENGTH} characters; got {len(value)} ({value[:20]!r}...)."
         )
     return value
 

@@ -92,7 +92,7 @@ def smooth_gaussian_parameters(*, epsilon: float, delta: float) -> tuple[float, 
 
 def _tau(sigma: float) -> float:
     """Upper bound on ``Zn(sigma) / (sqrt(2 pi) sigma) - 1`` (Poisson summation)."""
-    r = math.exp(-2.0 * math.pi**2 * sigma**2)
+    r = math.exp(-2.0 * math.pi**2 * sigma * sigma)  # inf for a huge sigma (not OverflowError): r = 0
     return 2.0 * r / (1.0 - r) if r < 1.0 else math.inf
 
 

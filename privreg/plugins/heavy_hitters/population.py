@@ -44,6 +44,8 @@ from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 __all__ = ["WordLaw", "english_word_law", "english_words_loaded", "PopulationModel"]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
+#: Rounds of edits without a new word after which the pool is taken to be exhausted.
+_STALLED_ROUNDS = 64
 
 
 def _words(xs: Iterable[str]) -> tuple[str, ...]:
@@ -136,7 +138,14 @@ class PopulationModel:
         law_words = set(self.law.words)
         weights = self.law.frequencies / self.law.frequencies.sum()
         pool: dict[str, None] = {}
+        stalled = 0  # rounds that found no new word: a small law has only so many edits
         while len(pool) < self.personal_pool:
+            if stalled == _STALLED_ROUNDS:
+                raise PrivregValueError(
+                    f"the law's {len(self.law.words)} words have fewer one-letter edits than the "
+                    f"{self.personal_pool} personal words the model draws; use a larger vocabulary (--vocabulary)"
+                )
+            before = len(pool)
             need = self.personal_pool - len(pool)
             bases = gen.choice(len(self.law.words), size=2 * need, p=weights)
             kinds = gen.integers(0, 4, size=2 * need)
@@ -146,6 +155,7 @@ class PopulationModel:
                 word = _edit(self.law.words[b], int(kind), float(spot), _LETTERS[letter])
                 if word and word not in law_words:
                     pool[word] = None
+            stalled = stalled + 1 if len(pool) == before else 0
         return tuple(pool)[: self.personal_pool]
 
     @cached_property

@@ -155,7 +155,7 @@ def _candidates(
 def estimate_valid_count(prev: Level, *, pruning: str, rate: float | None, rng: RandomSource) -> int:
     """EstimateValidKgrams (paper 002, Algorithm 3): draw ``N = ceil(p |S_1| |S_{k-1}|)``
     pairs (x, w) uniformly from S_1 x S_{k-1}, count the valid candidates, return
-    ``ceil(count / p)``. ``rate`` is p (default: enough for ~2^20 draws, at most 1)."""
+    ``ceil(count / p)``, at most ``|S_1| |S_{k-1}|``. ``rate`` is p (default: enough for ~2^20 draws, at most 1)."""
     check_pruning(pruning)
     total = prev.n1 * prev.size
     if total == 0:
@@ -169,7 +169,8 @@ def estimate_valid_count(prev: Level, *, pruning: str, rate: float | None, rng: 
         x = uniform_below(prev.n1, size, rng)
         w = uniform_below(prev.size, size, rng)
         count += int(_candidates(x, w, prev, pruning, table)[1].sum())
-    return math.ceil(count / p)
+    estimate = count / p  # inf for a tiny p: never more than the |S_1| |S_{k-1}| candidates
+    return total if estimate >= total else math.ceil(estimate)
 
 
 def valid_keys(prev: Level, *, pruning: str, limit: int) -> np.ndarray:

@@ -321,6 +321,11 @@ def ngrams_workflow(
     sizes of the released sets, so an observer of the running time learns the corpus's
     scale. Run where timing is not observable.
     """
+    if user_column == text_column:  # each text would be its own user: no per-user bound at all
+        raise PrivregValueError(
+            f"parameters user_column and text_column both name column {user_column!r}; name the column of user "
+            f"ids and the column of texts"
+        )
     _check_combination(
         method=method,
         length=length,

@@ -324,6 +324,10 @@ def outlier_subspaces_workflow(
         ),
     )
     candidates = all_subspaces(points.shape[1], dimension)
+    if count_eps > 0:  # the counts' (epsilon, delta) are refused, if at all, before the selection charges
+        outlier_count_mechanism(
+            epsilon=count_eps / h, delta=delta / h, k=k, radius=radius, subspace=candidates[0], cover=cover
+        )
     chosen = top_h_subspaces(
         points,
         k=k,

@@ -196,11 +196,16 @@ def bounded_mean(
     names = split_columns("columns", columns) or None
     context.require("bounded-mean", estimate_bounded_mean(input))
     # both mechanisms are public: the budget is asked for them before the data are read
-    count_mech, sum_mech = mean_mechanisms(epsilon, lower, upper)
+    try:  # each noise scale is computed now, so neither release can fail on it after a charge
+        count_mech, sum_mech = mean_mechanisms(epsilon, lower, upper)
+        events = (count_mech.privacy_event(), sum_mech.privacy_event())
+    except PrivregValueError:  # a noise scale past the sampler's, or epsilon / 2 underflowing to 0
+        raise PrivregValueError(
+            f"--epsilon {epsilon:g} is too small for the bounds [--lower, --upper] = [{lower:g}, {upper:g}]: the "
+            f"noise scales it needs exceed the sampler's 2**40 grid steps; raise --epsilon"
+        ) from None
     can_afford = getattr(context.charger, "can_afford", None)
-    if can_afford is not None and not can_afford(
-        Composed(events=(count_mech.privacy_event(), sum_mech.privacy_event()))
-    ):
+    if can_afford is not None and not can_afford(Composed(events=events)):
         raise BudgetExceededError(
             f"bounded-mean: the budget cannot grant the count and the sum at --epsilon {epsilon:g} together; "
             f"nothing was read, released or charged. Pass a smaller --epsilon, or use a ledger with more left."
