@@ -186,3 +186,24 @@ def test_oov_discovery_with_too_small_a_vocabulary_is_refused_not_a_hang(tmp_pat
     argv = ["run", "oov-discovery", "--vocabulary", vocabulary, "--known-words", "0", "--users-per-layer", "10"]
     line = refused_in_child(*argv, "--depth", "8", "--passes", "1", "-o", str(out), cwd=tmp_path, out=out)
     assert "--vocabulary" in line and "one-letter edits" in line
+
+
+# -- party init --host: an address or a host name, never text spliced into a config ----------
+
+
+@pytest.mark.parametrize("host", ["", "not a host!", "a\nb", 'x"y', "a..b", "-a.example", "a" * 64, "é.example"])
+def test_party_init_refuses_a_host_that_is_no_address_or_name(capsys, tmp_path, host):
+    line = refused(capsys, "party", "init", "clk-dice", str(tmp_path / "run"), f"--host={host}")
+    assert "--host" in line and "IPv4 or IPv6 address or a DNS host name" in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("host, listen", [("::1", '"[::1]:7100"'), ("p1.example.org", '"p1.example.org:7100"')])
+def test_party_init_writes_ipv6_and_host_names_as_addresses_party_run_reads(tmp_path, host, listen):
+    from privreg.mpc.party_config import load_party_config
+
+    run = tmp_path / "run"
+    assert main(["party", "init", "clk-dice", str(run), f"--host={host}", "--insecure-plaintext"]) == 0
+    text = (run / "linkage_unit.toml").read_text(encoding="utf-8")
+    assert f"listen = {listen}" in text
+    assert load_party_config(run / "linkage_unit.toml").listen == (host, 7100)

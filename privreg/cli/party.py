@@ -19,8 +19,10 @@ refused, broke off or misbehaved; the message names it).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import math
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -135,6 +137,29 @@ def _own_certificates(args: argparse.Namespace, names: tuple[str, ...]) -> dict[
     return out
 
 
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(\.{_LABEL})*\.?\Z")
+
+
+def _host_arg(value: str) -> str:
+    """``--host``: an IP address or an RFC 1123 host name, checked before a config is
+    written (a quote or a newline would otherwise end up inside the TOML)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if value.isascii() and _HOSTNAME.match(value):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"--host must be an IPv4 or IPv6 address or a DNS host name (letters, digits, '-' and '.'); "
+        f"got {value!r}, e.g. --host 10.0.0.11 or --host p1.example.org"
+    )
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from privreg.core.registry import default_registry
 
@@ -165,7 +190,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"# party {p} of {dep.name}: run with  privreg party run {p}.toml",
             f"protocol = {_toml_value(dep.name)}",
             f"party = {_toml_value(p)}",
-            f'listen = "{args.host}:{ports[p]}"',
+            f'listen = "{_address(args.host, ports[p])}"',
         ]
         if args.seed is not None:
             lines.append(f"seed = {args.seed}  # TESTS ONLY: reproducible randomness")
@@ -185,7 +210,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                 f"key = {_toml_value(_rel(pki[p]['key'], directory))}",
             ]
         lines += ["", "[peers]"]
-        lines += [f'{q} = "{args.host}:{ports[q]}"' for q in names if q != p]
+        lines += [f'{q} = "{_address(args.host, ports[q])}"' for q in names if q != p]
         lines += ["", "[inputs]"]
         lines += [f"{k} = {_toml_value(_rel(path, directory))}" for k, path in inputs.get(p, {}).items()]
         lines += ["", "[outputs]", f"directory = {_toml_value(f'out/{p}')}", "", "[options]"]
@@ -311,7 +336,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     q = sub.add_parser("init", help="example inputs, test certificates and configs for a run on this machine")
     q.add_argument("protocol", help="deployment name (privreg party list)")
     q.add_argument("directory", help="new folder for the run")
-    q.add_argument("--host", default="127.0.0.1", help="address every party listens on (default 127.0.0.1)")
+    q.add_argument(
+        "--host",
+        type=_host_arg,
+        default="127.0.0.1",
+        help="address every party listens on: an IPv4 or IPv6 address or a DNS name (default 127.0.0.1)",
+    )
     q.add_argument(
         "--base-port",
         type=int_arg("--base-port", 1, 65535),
