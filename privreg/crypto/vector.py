@@ -42,6 +42,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
 from privreg.crypto import parallel
+from privreg.crypto.binary_dot import plan_blocks, shared_binary_dot
 from privreg.crypto.counting import add_count
 from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array, decode_scaled
 from privreg.crypto.errors import PlaintextOverflowError
@@ -379,7 +380,10 @@ class EncryptedVector:
             new_bound, public = row_l1 * self.bound, False
         new_bound = check_bound(self.public_key, new_bound, "an inner product")
         w = parallel.resolve_workers(sum(len(r[0]) for r in rows), workers)
-        if w == 1:
+        plan = plan_blocks([idx for idx, _ in rows], ncols) if all(k is None for _, k in rows) else None
+        if plan is not None:  # binary rows sharing columns: shared partial products
+            out = shared_binary_dot(int(self.public_key.n2), self._c, plan, w)
+        elif w == 1:
             out = _dot_chunk(int(self.public_key.n2), self._c, rows)
         else:
             chunks = [_localised(int(self.public_key.n2), self._c, part) for part in parallel.split(rows, w)]
