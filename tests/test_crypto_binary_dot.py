@@ -1,6 +1,8 @@
-"""Binary matrix products with shared partial products (privreg.crypto.binary_dot):
+"""Binary matrix products with shared partial products (privreg.crypto.binary_dot) and
+simultaneous powers (privreg.crypto.modarith.multi_pow):
 the same ciphertexts as the row-by-row products, and a plan only where it saves work."""
 
+import gmpy2
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,7 +12,7 @@ from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import decrypt, encrypt
 from privreg.crypto import vector as vector_module
 from privreg.crypto.binary_dot import plan_blocks, shared_binary_dot
-from privreg.crypto.modarith import prod_mod
+from privreg.crypto.modarith import multi_pow, prod_mod
 
 
 def _matrix(rows: int, cols: int, seed: int) -> sp.csr_matrix:
@@ -57,3 +59,16 @@ def test_small_or_unshared_products_keep_the_row_products():
     assert plan_blocks([[0, 1, 2]] * 10, 3) is None  # below the size where a plan pays
     # rows with disjoint columns share nothing: no plan saves 10%
     assert plan_blocks([[2 * i, 2 * i + 1] for i in range(3000)], 6000) is None
+
+
+@pytest.mark.parametrize(
+    "exps",
+    [[5, -3, 0, 1, -1, 2**24 + 3, -(2**23)], [7], [-9], [0, 0], [1, 1, 1], [-(2**30), 2**30 - 1, 12345]],
+)
+def test_multi_pow_is_the_product_of_the_powers(exps):
+    kp = cached_keypair()
+    n2 = kp.public_key.n2
+    enc = encrypt(kp.private_key, list(range(len(exps))), bound=64, rng=InsecureReproducibleRandom(seed=5), workers=1)
+    bases = enc.ciphertexts
+    expected = prod_mod([gmpy2.powmod(c, k, n2) for c, k in zip(bases, exps)], n2)
+    assert multi_pow(bases, exps, n2) == expected

@@ -47,7 +47,7 @@ from privreg.crypto.counting import add_count
 from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array, decode_scaled
 from privreg.crypto.errors import PlaintextOverflowError
 from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey, lookup_public_key
-from privreg.crypto.modarith import mulmod_chunk, powmod_chunk, prod_mod
+from privreg.crypto.modarith import mulmod_chunk, multi_pow, powmod_chunk, prod_mod
 from privreg.crypto.obfuscation import ObfuscatorPool, draw_obfuscators
 from privreg.mpc.wire import register_type
 
@@ -111,13 +111,7 @@ def _dot_chunk(n2: int, cts: Sequence[mpz], rows: Sequence[tuple[Sequence[int], 
         if coefs is None:
             out.append(prod_mod([cts[j] for j in idx], n2))
             continue
-        terms = []
-        for j, k in zip(idx, coefs):
-            if k == 1:
-                terms.append(cts[j])
-            elif k != 0:
-                terms.append(gmpy2.powmod(cts[j], k, n2))  # gmpy2 inverts for k < 0
-        out.append(prod_mod(terms, n2))
+        out.append(multi_pow([cts[j] for j in idx], coefs, n2))  # squarings shared by the row's terms
     return out
 
 
