@@ -357,7 +357,10 @@ class EncryptedVector:
         plaintext ``matrix`` (a 1-D array gives one inner product).
 
         ``matrix`` may be a numpy array (integer, bool or real) or a scipy.sparse matrix;
-        binary rows cost one multiplication per nonzero. ``bound``: a public bound on
+        binary rows cost at most one multiplication per nonzero (rows that share columns
+        share partial products: :mod:`~privreg.crypto.binary_dot`), other rows one
+        simultaneous exponentiation (:func:`~privreg.crypto.modarith.multi_pow`); the
+        ciphertexts are the products of the terms' powers either way. ``bound``: a public bound on
         ``|matrix entries|``; the result's bound is then ``bound * ncols * self.bound``
         and public, otherwise it is computed from the rows and private.
         """
