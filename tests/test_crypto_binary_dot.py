@@ -72,3 +72,18 @@ def test_multi_pow_is_the_product_of_the_powers(exps):
     bases = enc.ciphertexts
     expected = prod_mod([gmpy2.powmod(c, k, n2) for c, k in zip(bases, exps)], n2)
     assert multi_pow(bases, exps, n2) == expected
+
+
+def test_a_sparse_matrix_with_repeated_entries_counts_them_all():
+    """A CSR matrix holding (row, column) twice means the sum of the entries (here 2)."""
+    kp = cached_keypair()
+    m = _matrix(600, 150, 7)
+    per_row = [np.r_[r, r[:2]] for r in _rows(m)]  # each row's first two columns twice
+    indptr = np.r_[0, np.cumsum([r.size for r in per_row])]
+    indices = np.concatenate(per_row).astype(np.int64)
+    dup = sp.csr_matrix((np.ones(indices.size, np.int64), indices, indptr), shape=m.shape)
+    assert not dup.has_canonical_format
+    assert plan_blocks([r.tolist() for r in per_row], 150) is not None  # large enough for shared products
+    x = np.arange(150)
+    enc = encrypt(kp.private_key, x.tolist(), bound=150, rng=InsecureReproducibleRandom(seed=8), workers=1)
+    np.testing.assert_array_equal(decrypt(kp.private_key, enc.dot(dup, bound=2, workers=1)), dup.toarray() @ x)

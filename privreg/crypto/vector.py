@@ -395,6 +395,9 @@ class EncryptedVector:
             sp = None
         if sp is not None and sp.issparse(matrix):
             csr = sp.csr_matrix(matrix)
+            if not csr.has_canonical_format:  # one entry per (row, column), the caller's matrix untouched
+                csr = csr.copy()
+                csr.sum_duplicates()
             csr.eliminate_zeros()
             real = csr.dtype.kind == "f"
             ncols = csr.shape[1]
