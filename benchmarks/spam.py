@@ -2,7 +2,7 @@
 protocol against a naive element-wise python-paillier (phe) implementation of the same step.
 
     python benchmarks/spam.py [--n 1000] [--d 10000] [--bits 2048] [--naive-docs 12] [--naive-coords 200]
-                              [--quick]
+                              [--rounds 3] [--quick]
 
 One training step = steps 1-12 of privreg.plugins.spam.training_protocol on one batch of ``n``
 messages with ``d`` binary hashed 4-gram features (real SpamAssassin messages when
@@ -24,11 +24,15 @@ Measurements (benchmarks/timing.py; every row has wall, CPU and CPU per core):
     ``--naive-coords`` coordinates; both are linear, so the per-message time at ``n`` is
     per-message + per-coordinate * d / n, for wall and CPU time alike.
 
+Rounds: privreg's step then the phe baseline, ``--rounds`` times in turn (the load of a
+shared machine changes within minutes); every round's rows and speed-ups are printed and
+the median CPU speed-up is the result (target, issue #32: >= 12x in CPU per message).
+
 Target (issue #8): at most 30 ms per message on 2 cores at 2048 bits, d = 10^4, n = 1000,
 judged by the measured wall time (inflated on a loaded machine: the load is printed);
 naive phe is about 300 ms. The paper's 41 s per message at 256-bit keys (2011 hardware,
 Table 2) is the historical anchor. ``--quick``: n = 40, d = 400, 1024-bit (insecure,
-benchmark-only) keys, 2 naive messages and 10 naive coordinates.
+benchmark-only) keys, 2 naive messages and 10 naive coordinates, one round.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import math
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -138,10 +143,12 @@ def main() -> None:
     ap.add_argument("--bits", type=int, default=2048)
     ap.add_argument("--naive-docs", type=int, default=12)
     ap.add_argument("--naive-coords", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of privreg then phe (median reported)")
     ap.add_argument("--quick", action="store_true", help="n 40, d 400, 1024-bit keys, 2 docs, 10 coords naive")
     args = ap.parse_args()
     if args.quick:
         args.n, args.d, args.bits, args.naive_docs, args.naive_coords = 40, 400, 1024, 2, 10
+        args.rounds = 1
     X, y, source = _data(args.n, args.d)
     print(
         f"data: {source}; n = {args.n} messages, d = {args.d} features, "
@@ -149,36 +156,52 @@ def main() -> None:
         f"{parallel.usable_cores()} usable cores"
     )
     kp = generate_paillier_keypair(n_bits=args.bits, insecure_allow_small_keys=args.bits < 2048)
-    fast = fast_step(X, y, kp, args.d)
-    naive = naive_step(X, y, kp, args.d, fast["cfg"], args.naive_docs, args.naive_coords)
     n, d = args.n, args.d
-    fast_ms = fast["time"].scaled(1e3 / n)
-    naive_ms = (naive["per_doc"] + naive["per_coord"].scaled(d / n)).scaled(1e3)
-    print("\nprivreg, one training step, time per step (paper 000 Table 4 rows):")
+    rounds = []  # (privreg ms/msg, phe ms/msg, privreg step, phe parts, load average at the round's start)
+    for _ in range(max(1, args.rounds)):
+        load = os.getloadavg()[0]
+        fast = fast_step(X, y, kp, args.d)
+        naive = naive_step(X, y, kp, args.d, fast["cfg"], args.naive_docs, args.naive_coords)
+        naive_ms = (naive["per_doc"] + naive["per_coord"].scaled(d / n)).scaled(1e3)
+        rounds.append((fast["time"].scaled(1e3 / n), naive_ms, fast, naive, load))
+    order = sorted(range(len(rounds)), key=lambda r: rounds[r][1].cpu / rounds[r][0].cpu)
+    fast_ms, naive_ms, fast, naive, _ = rounds[order[len(order) // 2]]  # the round of median CPU speed-up
+    print("\nprivreg, one training step, time per step (paper 000 Table 4 rows; the median round):")
     print(fast["table"])
     cores = fast["time"].cores
     peer = f"phe {importlib.metadata.version('phe')}"
     print()
     print(
         header(
-            "One training step per message",
+            f"One training step per message, {len(rounds)} interleaved round(s) (privreg then phe, same key, "
+            f"same process)",
             processes=f"privreg 1 + {cores} workers, {peer} 1",
             cores=f"privreg {cores}, {peer} 1",
         )
     )
     cols = columns("ms/msg")
-    print(f"{'implementation':<48}{cols[0]:>14}{cols[1]:>14}{cols[2]:>20}")
-    for name, t in (
-        (f"privreg (packing, DJN/CRT, pool), {cores} cores", fast_ms),
-        (f"real peer {peer}, element-wise, 1 core", naive_ms),
-    ):
-        w, c, pc = t.cells(".1f")
-        print(f"{name:<48}{w:>14}{c:>14}{pc:>20}")
+    print(f"{'round':<6}{'implementation':<56}{cols[0]:>14}{cols[1]:>14}{cols[2]:>20}{'load avg':>10}")
+    for r, (f_ms, p_ms, _, _, load) in enumerate(rounds, 1):
+        for name, t in (
+            (f"privreg (packing, DJN/CRT, shared products), {cores} cores", f_ms),
+            (f"naive phe: real peer {peer}, element-wise, 1 core", p_ms),
+        ):
+            w, c, pc = t.cells(".1f")
+            print(f"{r:<6}{name:<56}{w:>14}{c:>14}{pc:>20}{load:>10.1f}")
+        cpu_x, wall_x = p_ms.cpu / f_ms.cpu, p_ms.wall / f_ms.wall
+        print(f"{'':<6}{'speed-up over naive phe (CPU, wall)':<56}{cpu_x:>13.1f}x{wall_x:>13.1f}x")
     print(
-        f"  {peer} parts: {1e3 * naive['per_doc'].cpu:.1f} ms CPU per message + "
+        f"  {peer} parts (median round): {1e3 * naive['per_doc'].cpu:.1f} ms CPU per message + "
         f"{1e3 * naive['per_coord'].cpu:.2f} ms CPU per coordinate x d/n = {d / n:g}"
     )
-    print(f"\nspeed-up (CPU): {naive_ms.cpu / fast_ms.cpu:.1f}x; (wall): {naive_ms.wall / fast_ms.wall:.1f}x")
+    cpu_ratios = sorted(p.cpu / f.cpu for f, p, *_ in rounds)
+    wall_ratios = sorted(p.wall / f.wall for f, p, *_ in rounds)
+    print(
+        f"\nspeed-up over naive phe, median of {len(rounds)} round(s): CPU {naive_ms.cpu / fast_ms.cpu:.1f}x "
+        f"(range {cpu_ratios[0]:.1f}-{cpu_ratios[-1]:.1f}x); wall {wall_ratios[len(wall_ratios) // 2]:.1f}x "
+        f"(range {wall_ratios[0]:.1f}-{wall_ratios[-1]:.1f}x); target (issue #32): >= 12x CPU per message "
+        f"(load average now {os.getloadavg()[0]:.1f})"
+    )
     print(
         f"target <= 30 ms/msg wall on 2 cores: {'met' if fast_ms.wall <= 30 else 'NOT met'} "
         f"({fast_ms.wall:.1f} ms/msg wall on {cores} cores of this shared machine; "

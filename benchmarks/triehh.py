@@ -30,9 +30,11 @@ D = 15, two passes, 15M simulated users (wordfreq English, 100k words, the top 5
 T = 60 days). ``full`` (default) runs the 30 layers for real; ``sample`` runs every kind
 of layer once at full size -- the population draw of a layer, layer 1 and layer 2 (whose
 candidates already number eta_max |X|, like every later layer) -- and adds up
-2 x (layer 1 + 14 x layer 2) + 30 population draws. Target (issue #6): >= 5e5 users/s
-per core, production under 5 minutes (wall) on 2 cores; the production run uses one
-process on one core. ``--quick``: 20,000 users, 2,000 in the per-report row, loops of at
+2 x (layer 1 + 14 x layer 2) + 30 population draws. Either way a table gives every layer's
+own time (LDPTrieHH's layer timer, which starts when the layer's users arrive) and users
+per CPU second. Targets: >= 5e5 users/s per core in every layer (issues #6, #32),
+production under 5 minutes (wall) on 2 cores; the production run uses one process on
+one core. ``--quick``: 20,000 users, 2,000 in the per-report row, loops of at
 most 50 users or 1 s, no production run.
 """
 
@@ -206,6 +208,7 @@ def production(mode: str) -> None:
         )
         result = trie.run(model.groups(n, 30, rng), model.lexicon, model.known, charger=EventLog(), rng=rng, echo=print)
         whole.__exit__()
+        _layer_table(result.layers)
         t = whole.timing
         print(
             f"measured: {t.wall:.0f} s wall, {t.cpu:.0f} s CPU, {t.cpu_per_core:.0f} s CPU / core (one core) for "
@@ -228,6 +231,7 @@ def production(mode: str) -> None:
     result = trie.run(
         iter([group, model.sample(n, rng)]), model.lexicon, model.known, charger=EventLog(), rng=rng, echo=print
     )
+    _layer_table(result.layers)
     first, deep = result.layers
     wall = 2 * (first.seconds + 14 * deep.seconds) + 30 * population
     cpu_total = 2 * (first.cpu_seconds + 14 * deep.cpu_seconds) + 30 * population_cpu
@@ -247,6 +251,24 @@ def production(mode: str) -> None:
         f"load average {os.getloadavg()[0]:.1f})"
     )
     print("target: under 5 minutes wall on 2 cores; the estimate above is of one process on one core")
+
+
+def _layer_table(layers) -> None:
+    """Every layer's own time (LDPTrieHH's timer: from the arrival of its group, so the
+    population draw is not in it) and users per CPU second (one core)."""
+    wall_s, cpu_s, _ = columns("s")
+    print(f"{'pass':>4} {'layer':>5} {'|Z_i|':>9} {'d':>3} {'users':>7} {wall_s:>8} {cpu_s:>8} {'users/CPU s':>12}")
+    for s in layers:
+        print(
+            f"{s.pass_index:>4} {s.layer:>5} {s.candidates:>9} {s.subset_size:>3} {s.users:>7} {s.seconds:>8.3f} "
+            f"{s.cpu_seconds:>8.3f} {s.users / s.cpu_seconds:>12.4g}"
+        )
+    slowest = min(layers, key=lambda s: s.users / s.cpu_seconds)
+    print(
+        f"slowest layer: pass {slowest.pass_index} layer {slowest.layer}, "
+        f"{slowest.users / slowest.cpu_seconds:.3g} users per CPU s (target >= 5e5 in every layer; "
+        f"load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 def main() -> None:

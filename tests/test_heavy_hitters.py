@@ -4,6 +4,7 @@ Statistical tests are seeded (InsecureReproducibleRandom), hence deterministic; 
 states the false-alarm rate it would have with a fresh seed.
 """
 
+import hashlib
 import string
 
 import numpy as np
@@ -22,7 +23,7 @@ from privreg import (
 )
 from privreg.core.registry import load_registry
 from privreg.mechanisms.subset_selection import SubsetSelection
-from privreg.plugins.heavy_hitters import hooks
+from privreg.plugins.heavy_hitters import hooks, sampling
 from privreg.plugins.heavy_hitters.alphabet import END, Alphabet
 from privreg.plugins.heavy_hitters.population import PopulationModel, WordLaw, english_word_law
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
@@ -177,6 +178,40 @@ def test_contribution_counts_are_the_histogram_of_the_selected_inputs(sampler):
             assert counts.sum() == 310 * bound
 
 
+@pytest.mark.parametrize("order", ["grouped", "shuffled"])
+@pytest.mark.parametrize(("dummy", "min_block_bits"), [(50, 6), (3_000_000, 6), (3_000_000, 20), (3_000_000, 45)])
+def test_counts_fast_path_agrees_with_the_per_report_path_across_blocks(order, dummy, min_block_bits, monkeypatch):
+    """Owners spread over many blocks of the blockwise sort (and some with no pairs at
+    all), keys of int32 (min_block_bits 6) or int64 (20: the 22 code bits leave too few
+    int32 bits), or codes too wide for blocks (45: the global sort), owners grouped (the
+    fast path) or not (the global sort): the same counts as the reports."""
+    monkeypatch.setattr(sampling, "_MIN_BLOCK_BITS", min_block_bits)
+    gen = np.random.default_rng(5)  # test data only
+    owners = np.sort(gen.integers(0, 20_000, 60_000)) * 3 + 7
+    prefixes = gen.integers(0, 40, owners.size)  # few codes: many repeated pairs
+    prefixes[::7] = gen.integers(0, dummy, prefixes[::7].size)
+    if order == "shuffled":
+        perm = gen.permutation(owners.size)
+        owners, prefixes = owners[perm], prefixes[perm]
+    weights = gen.integers(1, 5, owners.size)
+    for bound in (2, 60):
+        opts = dict(num_users=60_010, bound=bound, sampler="greedy", dummy=dummy)
+        inputs = sample_contributions(owners, prefixes, weights, rng=seeded(6), **opts)
+        counts = contribution_counts(owners, prefixes, weights, rng=seeded(6), **opts)
+        np.testing.assert_array_equal(counts, np.bincount(inputs, minlength=dummy + 1))
+
+
+def test_counts_fast_path_keeps_pairs_of_owners_alike_modulo_the_block():
+    """Owners 2048 ids apart (one per block of the blockwise sort, with equal places in
+    their blocks) sharing a prefix are distinct pairs, not repeats."""
+    owners = np.array([5, 5, 2053, 4101, 4101, 4102])
+    prefixes = np.array([3, 3, 3, 3, 9, 3])
+    counts = contribution_counts(
+        owners, prefixes, np.ones(6, np.int64), num_users=5000, bound=4, sampler="greedy", dummy=50, rng=seeded(0)
+    )
+    assert counts[3] == 4 and counts[9] == 1 and counts.sum() == 5000 * 4
+
+
 @pytest.mark.parametrize("votes", ["aggregate", "reports"])
 def test_with_a_huge_epsilon_every_word_above_the_threshold_is_found(votes):
     """eps = 60: each report keeps its prefix except with probability below 2e-22, so the
@@ -277,6 +312,42 @@ def test_runs_replay_under_a_seed():
 
     a, b = once(), once()
     assert a.heavy_hitters == b.heavy_hitters and a.layers[-1].threshold == b.layers[-1].threshold
+
+
+# Recorded with the per-layer code before the fast counting path (he32, commit da5ab4d):
+# (real reports, tau, kept) per layer and a SHA-256 prefix of the heavy hitters in order.
+_RECORDED = {
+    ("greedy", 3): (
+        [(15000, 322, 60), (14957, 317, 60), (11684, 318, 60), (7636, 313, 60), (3693, 310, 60), (1678, 311, 60)]
+        + [(15000, 319, 60), (14955, 318, 60), (10727, 317, 60), (5638, 312, 60), (2525, 310, 60), (1355, 309, 60)],
+        "74fdec66acbd7305",
+    ),
+    ("random", 3): (
+        [(15000, 323, 60), (14994, 317, 60), (11151, 316, 60), (7312, 313, 60), (2899, 310, 60), (781, 307, 60)]
+        + [(15000, 322, 60), (14981, 317, 60), (10949, 319, 60), (6821, 312, 60), (3459, 310, 60), (1578, 308, 60)],
+        "fdb8dce59e63f013",
+    ),
+    ("greedy", 60): (
+        [(78558, 5650, 60), (52555, 5610, 60), (12897, 5597, 60), (1841, 5569, 60), (239, 5594, 60), (0, 5582, 60)]
+        + [(78139, 5641, 60), (52085, 5612, 60), (11078, 5598, 60), (1797, 5584, 60), (454, 5583, 60), (0, 5592, 60)],
+        "489a54d393055061",
+    ),
+}
+
+
+@pytest.mark.parametrize(("sampler", "bound"), sorted(_RECORDED))
+def test_runs_match_the_outputs_recorded_before_the_fast_path(sampler, bound):
+    """The same seed gives the same tries as the code before the fast counting path: users
+    above B (bound 3: they choose, drawing tie-breaks) and below it (bound 60)."""
+    model = PopulationModel(law=english_word_law(3000), known_words=100, depth=6, personal_pool=500)
+    trie = LDPTrieHH(
+        epsilon=4.0, users_per_layer=5000, contribution_bound=bound, max_prefixes=60, depth=6, passes=2, sampler=sampler
+    )
+    rng = seeded(11)
+    got = trie.run(model.groups(5000, 12, rng), model.lexicon, model.known, charger=EventLog(), rng=rng)
+    layers, digest = _RECORDED[sampler, bound]
+    assert [(s.real_reports, s.threshold, s.kept) for s in got.layers] == layers
+    assert hashlib.sha256("\n".join(got.heavy_hitters).encode()).hexdigest()[:16] == digest
 
 
 def test_parameters_are_validated_early():

@@ -379,12 +379,13 @@ def test_obfuscator_pool_hands_out_each_obfuscator_once(kp):
             attempt(pool)
 
 
-def test_fixed_base_table_matches_powmod():
+@pytest.mark.parametrize("window", [8, 10, 5])
+def test_fixed_base_table_matches_powmod(window):
     rng = InsecureReproducibleRandom(seed=3)
     mod = gmpy2.next_prime(gmpy2.mpz(rng.randbits(300))) * gmpy2.next_prime(gmpy2.mpz(rng.randbits(300)))
     base = rng.randbits(500)
-    table = FixedBaseTable(base, mod, 130)
-    for a in [0, 1, 255, 256, 2**130 - 1, 2**64 + 17] + [rng.randbits(130) for _ in range(20)]:
+    table = FixedBaseTable(base, mod, 130, window)
+    for a in [0, 1, 255, 256, 1023, 1024, 2**130 - 1, 2**64 + 17] + [rng.randbits(130) for _ in range(20)]:
         assert table.pow(a) == gmpy2.powmod(base, a, mod)
 
 

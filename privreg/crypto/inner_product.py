@@ -2,8 +2,8 @@
 
 The key holder has a Paillier key pair and a vector ``u``; the data holder has a
 plaintext matrix ``X`` (one row per inner product). The key holder sends ``E[u]``; the
-data holder computes ``E[X u]`` homomorphically (one multiplication per nonzero binary
-entry, an exponentiation per other entry), adds a mask if the result is to be shared,
+data holder computes ``E[X u]`` homomorphically (at most one multiplication per nonzero
+binary entry, an exponentiation per other entry), adds a mask if the result is to be shared,
 re-randomises, and sends it back; the key holder decrypts.
 
 Two outputs:

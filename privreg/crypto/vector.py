@@ -42,11 +42,12 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
 from privreg.crypto import parallel
+from privreg.crypto.binary_dot import plan_blocks, shared_binary_dot
 from privreg.crypto.counting import add_count
 from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array, decode_scaled
 from privreg.crypto.errors import PlaintextOverflowError
 from privreg.crypto.keys import PaillierPrivateKey, PaillierPublicKey, lookup_public_key
-from privreg.crypto.modarith import mulmod_chunk, powmod_chunk, prod_mod
+from privreg.crypto.modarith import mulmod_chunk, multi_pow, powmod_chunk, prod_mod
 from privreg.crypto.obfuscation import ObfuscatorPool, draw_obfuscators
 from privreg.mpc.wire import register_type
 
@@ -110,13 +111,7 @@ def _dot_chunk(n2: int, cts: Sequence[mpz], rows: Sequence[tuple[Sequence[int], 
         if coefs is None:
             out.append(prod_mod([cts[j] for j in idx], n2))
             continue
-        terms = []
-        for j, k in zip(idx, coefs):
-            if k == 1:
-                terms.append(cts[j])
-            elif k != 0:
-                terms.append(gmpy2.powmod(cts[j], k, n2))  # gmpy2 inverts for k < 0
-        out.append(prod_mod(terms, n2))
+        out.append(multi_pow([cts[j] for j in idx], coefs, n2))  # squarings shared by the row's terms
     return out
 
 
@@ -362,7 +357,10 @@ class EncryptedVector:
         plaintext ``matrix`` (a 1-D array gives one inner product).
 
         ``matrix`` may be a numpy array (integer, bool or real) or a scipy.sparse matrix;
-        binary rows cost one multiplication per nonzero. ``bound``: a public bound on
+        binary rows cost at most one multiplication per nonzero (rows that share columns
+        share partial products: :mod:`~privreg.crypto.binary_dot`), other rows one
+        simultaneous exponentiation (:func:`~privreg.crypto.modarith.multi_pow`); the
+        ciphertexts are the products of the terms' powers either way. ``bound``: a public bound on
         ``|matrix entries|``; the result's bound is then ``bound * ncols * self.bound``
         and public, otherwise it is computed from the rows and private.
         """
@@ -379,7 +377,10 @@ class EncryptedVector:
             new_bound, public = row_l1 * self.bound, False
         new_bound = check_bound(self.public_key, new_bound, "an inner product")
         w = parallel.resolve_workers(sum(len(r[0]) for r in rows), workers)
-        if w == 1:
+        plan = plan_blocks([idx for idx, _ in rows], ncols) if all(k is None for _, k in rows) else None
+        if plan is not None:  # binary rows sharing columns: shared partial products
+            out = shared_binary_dot(int(self.public_key.n2), self._c, plan, w)
+        elif w == 1:
             out = _dot_chunk(int(self.public_key.n2), self._c, rows)
         else:
             chunks = [_localised(int(self.public_key.n2), self._c, part) for part in parallel.split(rows, w)]
@@ -394,6 +395,9 @@ class EncryptedVector:
             sp = None
         if sp is not None and sp.issparse(matrix):
             csr = sp.csr_matrix(matrix)
+            if not csr.has_canonical_format:  # one entry per (row, column), the caller's matrix untouched
+                csr = csr.copy()
+                csr.sum_duplicates()
             csr.eliminate_zeros()
             real = csr.dtype.kind == "f"
             ncols = csr.shape[1]

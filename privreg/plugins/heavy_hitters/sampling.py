@@ -41,6 +41,9 @@ SAMPLERS = ("greedy", "random")
 # random tie-break bits in the packed sort key; two pairs of one user tie with probability
 # 2^-30 at most, and a tie is then broken by position instead of at random
 _MIN_RANDOM_BITS = 30
+# owner ids per sorted block in _distinct_counts: at least 2^6 (else the global sort),
+# at most 2^11 (a block of a layer's pairs then stays in the CPU cache)
+_MIN_BLOCK_BITS, _MAX_BLOCK_BITS = 6, 11
 
 
 def sample_contributions(
@@ -87,11 +90,61 @@ def contribution_counts(
     num_users, bound = _check(owners, prefixes, sampler, num_users, bound, dummy)
     counts = np.zeros(dummy + 1, dtype=np.int64)
     if owners.size:
-        _, code, _ = _selected(
-            owners, prefixes, weights, num_users=num_users, bound=bound, sampler=sampler, rng=rng, layout=False
-        )
-        counts[:dummy] = np.bincount(code, minlength=dummy)
+        # users with at most `bound` entries send all their distinct prefixes and draw
+        # nothing; only the others go through the sampler (the same draws, in the same order)
+        heavy_user = np.bincount(owners, minlength=num_users) > bound
+        if heavy_user.any():
+            heavy = heavy_user[owners]
+            _, code, _ = _selected(
+                owners[heavy],
+                prefixes[heavy],
+                weights[heavy],
+                num_users=num_users,
+                bound=bound,
+                sampler=sampler,
+                rng=rng,
+                layout=False,
+            )
+            light = ~heavy
+            counts[:dummy] = _distinct_counts(owners[light], prefixes[light], dummy) + np.bincount(
+                code, minlength=dummy
+            )
+        else:
+            counts[:dummy] = _distinct_counts(owners, prefixes, dummy)
     counts[dummy] = num_users * bound - counts[:dummy].sum()
+    return counts
+
+
+def _distinct_counts(owners: np.ndarray, prefixes: np.ndarray, size: int) -> np.ndarray:
+    """How many distinct owners contributed each prefix code (length ``size``): the
+    histogram of the distinct (owner, prefix) pairs. Owners in non-decreasing order (a
+    layer's users in CSR order) only need sorting within blocks of ``2^k`` consecutive
+    owner ids, by a key narrow enough for int32 where the codes allow (about half the
+    cost of one global int64 sort); other inputs take the global sort."""
+    if owners.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    code_bits = max(size - 1, 1).bit_length()
+    if owners.size < 2 or code_bits > 62 - _MIN_BLOCK_BITS or not bool((owners[1:] >= owners[:-1]).all()):
+        _, code, _ = _merge_pairs(owners, prefixes, None)
+        return np.bincount(code, minlength=size)
+    narrow = code_bits <= 31 - _MIN_BLOCK_BITS and int(owners[-1]) < 1 << 31
+    word, dtype = (31, np.int32) if narrow else (63, np.int64)
+    block_bits = min(word - code_bits, _MAX_BLOCK_BITS)
+    span = 1 << block_bits
+    lowest = int(owners[0]) - int(owners[0]) % span
+    starts = np.searchsorted(owners, np.arange(lowest, int(owners[-1]) + 1, span)).tolist()
+    keys: np.ndarray = owners.astype(dtype)  # the owner's place in its block, then the code (in place)
+    np.bitwise_and(keys, span - 1, out=keys)
+    np.left_shift(keys, code_bits, out=keys)
+    np.bitwise_or(keys, prefixes, out=keys, casting="unsafe")  # prefixes < 2^code_bits
+    for a, b in zip(starts, [*starts[1:], keys.size]):
+        keys[a:b].sort()
+    repeat = np.zeros(keys.size, dtype=bool)
+    np.equal(keys[1:], keys[:-1], out=repeat[1:])
+    repeat[starts] = False  # a block's first pair is another owner's than the previous block's
+    counts = np.bincount(prefixes, minlength=size)
+    if repeat.any():
+        counts -= np.bincount(keys[repeat] & ((1 << code_bits) - 1), minlength=size)
     return counts
 
 

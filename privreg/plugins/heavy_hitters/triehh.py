@@ -139,8 +139,8 @@ class LayerStats:
     threshold: int  # tau_i: the eta_max-th largest vote (0 if fewer candidates)
     kept: int  # |P_i|
     new_words: int  # kept prefixes ending in the end symbol
-    seconds: float  # wall clock
-    cpu_seconds: float  # this process's CPU time
+    seconds: float  # wall clock, from the arrival of the layer's group to its decision
+    cpu_seconds: float  # this process's CPU time over the same span
 
 
 @attrs.frozen(kw_only=True)
@@ -354,8 +354,8 @@ class LDPTrieHH:
         for layer in range(1, self.depth + 1):
             if not names:
                 break
-            timer.mark()
             group = next(stream, None)
+            timer.mark()  # a layer's time starts when its users arrive (drawing them is the caller's)
             if not isinstance(group, UserWords) or group.num_users != self.users_per_layer:
                 raise PrivregValueError(
                     f"pass {pass_index} layer {layer}: groups must yield a UserWords of exactly "
@@ -369,8 +369,9 @@ class LDPTrieHH:
             candidates = len(names) * size
             symbol = codes[:, layer].astype(np.int64)
             word_code = np.where((node >= 0) & (symbol >= 0), node * size + symbol, -1)
-            entry_code = word_code[group.words]
-            valid = (entry_code >= 0) & ~known[group.words]
+            # known words contribute nothing: folded into the per-word table, not per entry
+            entry_code = np.where(known, -1, word_code)[group.words]
+            valid = entry_code >= 0
             ss = self.randomizer(candidates)
             tag = f"{label or _NAME} pass {pass_index} layer {layer}"
             pairs = (group.owners[valid], entry_code[valid], group.counts[valid])

@@ -23,7 +23,8 @@ learns ``w(t+1)`` after every batch, as in step 12.
 
 1. Bob encrypts his share and sends ``E[W_B]`` (d encryptions, key holder's CRT path).
 2. Alice computes ``E[W] = E[W_B] + W_A`` and the inner products ``E[U_i] = E[W] . x_i``
-   (one multiplication per nonzero binary feature).
+   (at most one multiplication per nonzero binary feature: messages sharing features
+   share partial products, :mod:`privreg.crypto.binary_dot`).
 3. Alice adds masks ``R_i`` uniform in ``[0, 2^(l + 1 + sigma))``, ``2^l > |U_i|`` (public
    bound from ``|w| <= W_max`` and ``||x||_1``), packs several per ciphertext,
    re-randomises and sends ``E[V_i] = E[U_i + R_i]``.
