@@ -87,6 +87,7 @@ from privreg.plugins.pprl.bands import (
     union_pairs,
 )
 from privreg.plugins.pprl.message_bounds import OVERHEAD, ciphertext_bytes, header_bytes, public_key_bytes, step_kind
+from privreg.plugins.pprl.padding import check_pad, pad_candidates
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
@@ -96,6 +97,8 @@ __all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES"]
 
 #: The stricter thresholds at which conflicting pairs are decided again.
 DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
+#: The fraction of candidate-less records given dummy candidates (:mod:`padding`).
+DEFAULT_PAD = 0.0
 #: What the linkage unit sees (for reports).
 LU_SEES = (
     "every data party's record count; keyed band tokens and keyed exact-field tokens (which records share a "
@@ -256,6 +259,7 @@ class DiceLinkageProtocol(Protocol):
         progress: ProgressCallback | None = None,
         record_counts: Mapping[str, int] | None = None,
         exact_passes: int = 16,
+        pad: float = DEFAULT_PAD,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -298,6 +302,7 @@ class DiceLinkageProtocol(Protocol):
         self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
         self.record_counts = check_record_counts(record_counts, self.names, self.max_records)
         self.exact_passes = v.check_int("exact_passes", exact_passes, minimum=0)
+        self.pad = check_pad(pad)
         for p, rec in self.records.items():
             if self.record_counts is not None and len(rec) != self.record_counts[p]:
                 raise PrivregValueError(
@@ -515,9 +520,13 @@ class DiceLinkageProtocol(Protocol):
                 label = f"{names[left]}/{names[right]}"
                 u = beaver.expand_masks(su, rows=tokens[left].shape[0], length=self.length, label="u/" + label)
                 vm = beaver.expand_masks(sv, rows=tokens[right].shape[0], length=self.length, label="v/" + label)
+                real = cands.shape[0]
+                cands, dummy = pad_candidates(
+                    cands, rows=(tokens[left].shape[0], tokens[right].shape[0]), pad=self.pad, rng=rng
+                )
                 w_left, w_right = beaver.dealer_shares(u, vm, cands, rng=rng)
                 del u, vm
-                plan.append({"left": left, "right": right, "pairs": cands})
+                plan.append({"left": left, "right": right, "pairs": cands, "dummy": dummy, "real": real})
                 self._known_pairs[frozenset((names[left], names[right]))] = int(cands.shape[0])
                 deals[left].append({"peer": names[right], "role": "left", "seed": su, "pairs": cands, "w": w_left})
                 deals[right].append({"peer": names[left], "role": "right", "seed": sv, "pairs": cands, "w": w_right})
@@ -586,8 +595,9 @@ class DiceLinkageProtocol(Protocol):
             "groups": [[(names[p], r) for p, r in g] for g in groups],
             "group_indices": groups,
             "group_ids": ids,
-            "candidates": {(names[it["left"]], names[it["right"]]): it["pairs"] for it in plan},
-            "candidate_count": int(sum(it["pairs"].shape[0] for it in plan)),
+            "candidates": {(names[it["left"]], names[it["right"]]): it["pairs"][~it["dummy"]] for it in plan},
+            "candidate_count": int(sum(it["real"] for it in plan)),
+            "dummy_pairs": int(sum(int(it["dummy"].sum()) for it in plan)),
             "accepted": len(edges),
             "refined": refined,
             "skipped_blocks": skipped,
@@ -639,7 +649,7 @@ class DiceLinkageProtocol(Protocol):
         rows: list[np.ndarray] = []
         where: list[tuple[int, int]] = []
         for k, (item, ok) in enumerate(zip(plan, decisions)):
-            idx = np.flatnonzero(ok)
+            idx = np.flatnonzero(ok & ~item["dummy"])  # a dummy's decision is discarded
             p = item["pairs"][idx]
             rows.append(
                 np.column_stack(

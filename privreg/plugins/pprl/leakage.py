@@ -44,6 +44,7 @@ __all__ = [
     "similarity_leakage",
     "frequency_classes",
     "membership",
+    "count_advantage",
     "linkage_unit_view",
     "candidates_received",
     "within_party_pairs",
@@ -190,6 +191,31 @@ def membership(candidates: Mapping[tuple[str, str], np.ndarray], entities: Mappi
     return Membership(
         tpr=tp / pos if pos else float("nan"), fpr=fp / neg if neg else float("nan"), positives=pos, negatives=neg
     )
+
+
+def count_advantage(
+    candidates: Mapping[tuple[str, str], np.ndarray], entities: Mapping[str, Sequence[Any]]
+) -> tuple[float, int]:
+    """``(advantage, t)``: the best membership test on candidate *counts*, "my record has at
+    least ``t`` candidates at Q" for "Q holds this person", maximising TPR - FPR over ``t``
+    (pooled over ordered pairs of parties). ``candidates[(p, q)]``: ``p``'s row of each of
+    its candidate pairs at ``q`` (repeats count). With padding (:mod:`padding`), "has a
+    candidate" (``t = 1``) says nothing; this is what a party can still read off the counts."""
+    score: list[np.ndarray] = []
+    truth: list[np.ndarray] = []
+    for (p, q), rows in candidates.items():
+        held = set(entities[q])
+        truth.append(np.array([e in held for e in entities[p]], dtype=bool))
+        score.append(np.bincount(np.asarray(rows, dtype=np.int64), minlength=len(entities[p])))
+    c, y = np.concatenate(score), np.concatenate(truth)
+    if y.all() or not y.any():
+        raise PrivregValueError("membership needs records whose person the peer holds and records it does not")
+    best, arg = 0.0, 1
+    for t in range(1, int(c.max(initial=0)) + 2):
+        adv = float((c[y] >= t).mean() - (c[~y] >= t).mean())
+        if adv > best:
+            best, arg = adv, t
+    return best, arg
 
 
 def linkage_unit_view(transcript: Any, parties: Sequence[str], linkage_unit: str) -> dict[str, dict[str, np.ndarray]]:
