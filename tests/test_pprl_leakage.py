@@ -1,6 +1,8 @@
 """What the recommended profile's messages let each party infer (issue #33), computed from
 the transcript of a small real run with the default blocking (bands agreed by the data
-parties, exact passes on soc_sec_id and date of birth).
+parties, exact passes on soc_sec_id and date of birth), without membership padding
+(``pad=0``: the control, today's transcript-level behaviour before padding) and with the
+default padding (``pad=1``, :mod:`privreg.plugins.pprl.padding`).
 
 The figures document today's leakage, which the README and ``DiceLinkageProtocol.learns``
 state; a change to the blocking moves them and fails this test. A private-blocking mode
@@ -11,7 +13,9 @@ overlap 0.7, 30 % of records corrupted (seed 32), plus 12 near-duplicates added 
 P1. Measured today: Spearman 0.996 between the shared-band estimate and the true Dice over
 736 candidate pairs, MAE 0.008 (0.002 for pairs sharing >= 5 bands), all 702 pairs sharing
 >= 10 bands true matches; membership TPR 1.00, FPR 0.04 (6 of 157); every injected
-near-duplicate found by the linkage unit.
+near-duplicate found by the linkage unit. With the default padding: 161 dummy pairs (980 ->
+1,141 secure decisions, 1.16x), membership TPR = FPR = 1.00 (advantage 0 from 0.96), the
+best test on candidate counts an advantage of 0.02, and the same linked groups.
 Deterministic: fixed seeds and keys, so the figures are exact for this code and the
 tolerances only allow for small changes of the generator.
 """
@@ -52,8 +56,7 @@ def _frames():
     return data.parties, frames
 
 
-@pytest.fixture(scope="module")
-def run():
+def _run(**pad):
     names, frames = _frames()
     records = {
         p: encode_clks(frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY) for p in names
@@ -70,9 +73,22 @@ def run():
         insecure_allow_small_keys=True,
         workers=1,
         rng=InsecureReproducibleRandom(seed=1),
+        **pad,
     )
     res = run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
     return names, frames, records, res
+
+
+@pytest.fixture(scope="module")
+def run():
+    """Without membership padding: the blocking leakage as before padding existed."""
+    return _run(pad=0.0)
+
+
+@pytest.fixture(scope="module")
+def padded():
+    """The default profile, membership padding included (same seeds, keys and secret)."""
+    return _run()
 
 
 def _entities(frames, p):
@@ -197,3 +213,72 @@ def test_learns_states_the_measured_leakage():
     assert "estimates their Dice similarity" in learns[LINKAGE_UNIT] and "record count" in learns[LINKAGE_UNIT]
     assert "record count" in learns["P1"] and "holds the person" in learns["P1"]
     assert "never learns" not in learns[LINKAGE_UNIT] and "a similarity" not in DiceLinkageProtocol.caveats
+
+
+def _membership(run):
+    names, frames, _, res = run
+    cands = lk.candidates_received(res.transcript, names, LINKAGE_UNIT)
+    ent = {p: _entities(frames, p) for p in names}
+    return lk.membership({k: np.unique(v[:, 0]) for k, v in cands.items()}, ent), lk.count_advantage(
+        {k: v[:, 0] for k, v in cands.items()}, ent
+    )
+
+
+def test_padding_hides_who_the_peers_hold(run, padded):
+    (plain, (plain_count, _)), (pad, (pad_count, _)) = _membership(run), _membership(padded)
+    assert pad.positives == plain.positives and pad.negatives == plain.negatives > 100
+    # the deals differ only by dummies: every real candidate is still there
+    assert padded[3].outputs[LINKAGE_UNIT]["candidate_count"] == run[3].outputs[LINKAGE_UNIT]["candidate_count"]
+    # at pad=1 every record without a real candidate gets at least one dummy: "has a
+    # candidate" no longer separates (exact: no sampling in whether a record is padded)
+    assert plain.tpr - plain.fpr >= 0.9
+    assert pad.tpr == 1.0 and pad.fpr == 1.0
+    # counts keep a little: dummy counts follow all candidate-holding records' counts;
+    # measured 0.02 here from 0.96 (tolerance: a change of the dummy draws moves it by a few hundredths)
+    assert pad_count <= 0.15 < 0.9 <= plain_count
+
+
+def test_padding_costs_one_decision_per_dummy(run, padded):
+    base, pad = run[3].outputs[LINKAGE_UNIT], padded[3].outputs[LINKAGE_UNIT]
+    assert base["dummy_pairs"] == 0 and pad["dummy_pairs"] > 50
+    assert pad["decisions"] == base["decisions"] + pad["dummy_pairs"]  # dummies are never refined
+    assert pad["decisions"] <= 1.5 * base["decisions"]
+
+
+def test_padding_changes_no_output(run, padded):
+    """Same records, secret and seed: the same linked groups (the group ids are random)."""
+
+    def groups(r):
+        names, _, _, res = r
+        lu = res.outputs[LINKAGE_UNIT]
+        by_party = {}
+        for p in names:
+            for gid, rec in res.outputs[p]["links"].tolist():
+                by_party.setdefault(gid, set()).add((p, rec))
+        return sorted(sorted(g) for g in lu["groups"]), lu["accepted"], sorted(sorted(g) for g in by_party.values())
+
+    assert groups(run) == groups(padded)
+    assert groups(run)[1] > 100
+
+
+def test_a_dummy_pair_is_never_linked(padded):
+    """Every dummy pair dealt is absent from the accepted edges, and no dummy is a real
+    candidate (the linkage unit's real candidates against what the parties were dealt)."""
+    names, _, _, res = padded
+    lu = res.outputs[LINKAGE_UNIT]
+    dealt = lk.candidates_received(res.transcript, names, LINKAGE_UNIT)
+    dummies = 0
+    linked = {frozenset(g) for g in lu["groups"]}
+    members = {}
+    for k, g in enumerate(linked):
+        for x in g:
+            members[x] = k
+    for (p, q), real in lu["candidates"].items():
+        got = {tuple(x) for x in dealt[(p, q)].tolist()}
+        fake = got - {tuple(x) for x in real.tolist()}
+        assert {tuple(x) for x in real.tolist()} <= got
+        dummies += len(fake)
+        for i, j in fake:  # a dummy's own record has no real candidate, so never a group with the partner
+            a, b = members.get((p, i)), members.get((q, j))
+            assert a is None or a != b
+    assert dummies == lu["dummy_pairs"] > 50

@@ -14,6 +14,10 @@ Declared sizes: ``options.records`` lists every data party's record count, as fo
 party's input must hold exactly its count, and every message is bounded per kind from
 these counts, the CLK length and the key size
 (:mod:`~privreg.plugins.pprl.message_bounds`).
+
+``options.pad`` (default :data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_PAD`): the
+fraction of records with no candidate at a peer that the linkage unit gives dummy
+candidates (:mod:`~privreg.plugins.pprl.padding`); in the options digest like the rest.
 """
 
 from __future__ import annotations
@@ -44,12 +48,12 @@ from privreg.plugins.pprl.deployment import (
     read_records,
     record_counts,
 )
-from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol
+from privreg.plugins.pprl.dice_protocol import DEFAULT_PAD, LINKAGE_UNIT, DiceLinkageProtocol
 from privreg.plugins.pprl.kdf import check_secret_file
 
 __all__ = ["DiceDeployment"]
 
-_OPTIONS = ("parties", "records", "threshold", "key_bits", "insecure_small_keys", "max_records")
+_OPTIONS = ("parties", "records", "threshold", "key_bits", "insecure_small_keys", "max_records", "pad")
 
 
 @check_params
@@ -64,6 +68,14 @@ def _options(
     max_records: Annotated[
         int, Spec(minimum=1, maximum=1_000_000, doc="most records a data party may declare (options.records)")
     ] = 10_000,
+    pad: Annotated[
+        float,
+        Spec(
+            minimum=0,
+            maximum=1,
+            doc="fraction of records with no candidate at a peer given dummy candidates (membership padding)",
+        ),
+    ] = DEFAULT_PAD,
 ) -> dict[str, Any]:
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
@@ -74,6 +86,7 @@ def _options(
         "key_bits": key_bits,
         "insecure_small_keys": insecure_small_keys,
         "max_records": max_records,
+        "pad": pad,
     }
 
 
@@ -133,6 +146,7 @@ class DiceDeployment(Deployment):
             max_records=options["max_records"],
             record_counts=record_counts(options),
             exact_passes=len(FEBRL_CLK_SCHEMA.exact),
+            pad=options["pad"],
             rng=rng,
             workers=1,
         )
@@ -149,6 +163,7 @@ class DiceDeployment(Deployment):
             summary = {
                 "linked_groups": len(output["groups"]),
                 "candidates": output["candidate_count"],
+                "dummy_pairs": output["dummy_pairs"],
                 "accepted_pairs": output["accepted"],
                 "refined_pairs": output["refined"],
                 "decisions": output["decisions"],

@@ -11,7 +11,10 @@ Flow (transcript step names in quotes):
    band token (:mod:`bands`), and per exact blocking pass a keyed token of the pass's
    values (:func:`clk.exact_keys`). No filter leaves a party.
 3. The linkage unit forms the candidate pairs of every pair of parties (records sharing
-   at least ``min_shared`` band tokens, or an exact-pass token) and deals, per pair of parties, the correlated
+   at least ``min_shared`` band tokens, or an exact-pass token), pads them with dummy pairs
+   for records with no candidate (``pad``, :mod:`padding`: a data party cannot tell from
+   its deal which of its records have a real candidate; the linkage unit discards the
+   dummies' decisions) and deals, per pair of parties, the correlated
    randomness of a Beaver inner product (:mod:`privreg.crypto.beaver`): ``"deal"`` gives
    each party a 32-byte mask seed and, per candidate pair, its share of ``<u_a, v_b>``.
 4. ``"masked"``: the two parties of each pair exchange their masked CLKs peer to peer
@@ -98,7 +101,7 @@ __all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES"]
 #: The stricter thresholds at which conflicting pairs are decided again.
 DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 #: The fraction of candidate-less records given dummy candidates (:mod:`padding`).
-DEFAULT_PAD = 0.0
+DEFAULT_PAD = 1.0
 #: What the linkage unit sees (for reports).
 LU_SEES = (
     "every data party's record count; keyed band tokens and keyed exact-field tokens (which records share a "
@@ -187,6 +190,14 @@ class DiceLinkageProtocol(Protocol):
             (:meth:`message_bound`, formulas in :mod:`~privreg.plugins.pprl.message_bounds`).
         exact_passes: at most this many exact blocking passes per record (the tokens
             message; the deployment gives its schema's count).
+        pad: the fraction of records with no candidate at a peer that get dummy candidates
+            (:mod:`~privreg.plugins.pprl.padding`), in [0, 1]; default :data:`DEFAULT_PAD`
+            = 1: every record has a candidate at every peer. Cost: one secure decision per
+            dummy, measured 1.15x the base decisions on FEBRL 4, 3 x 5,000 (2,409 dummies
+            over 16,333 candidate pairs; 1.20x on the synthetic data of
+            ``benchmarks/pprl_padding.py``); membership advantage (TPR - FPR of "has a
+            candidate") 0.65 at 0, 0.31 at 0.5, 0 at 1, and 0.05 for the best test on
+            candidate counts at 1. Dummies are drawn from ``rng`` (the OS CSPRNG by default).
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
             this process). The exact passes are joined in this process.
@@ -215,9 +226,14 @@ class DiceLinkageProtocol(Protocol):
         "tests/test_pprl_leakage.py), and find near-duplicates within one party the same way. It learns every "
         "data party's record count. A data party learns every other data party's record count (sent with the "
         "median popcount when the bands are agreed) and, per other party, which of its records are candidates "
-        "with which of the other's record indices (opaque positions): a record with a candidate at a party "
-        "predicts that this party holds the person (measured on FEBRL 4, 3 x 5,000 with 30 % of people held by "
-        "some parties only: true-positive rate 1.000, false-positive rate 0.31-0.38), and, as its output, which"
+        "with which of the other's record indices (opaque positions), real and dummy alike: without padding "
+        "(pad=0) a record with a candidate at a party predicts that this party holds the person (measured on "
+        "FEBRL 4, 3 x 5,000 with 30 % of people held by some parties only: true-positive rate 1.000, "
+        "false-positive rate 0.31-0.38); at the default pad=1 the linkage unit gives every record with no "
+        "candidate at a peer dummy candidates (as many as a random candidate-holding record's real ones, decided "
+        "securely like the real ones and then discarded; 1.15x the base secure decisions on that data), so every "
+        "record has a candidate (true- and false-positive rate 1.000) and the best test on candidate counts keeps "
+        "an advantage TPR - FPR of 0.05 (from 0.65; benchmarks/pprl_padding.py), and, as its output, which"
         " of its records were linked and under which group id (random); from the refine message, which of its "
         "candidate pairs were accepted and lie in a conflicting cluster; without explicit bands, the other data"
         " parties' median popcount; from its candidates, whether each exact pass was kept for that pair of "
@@ -426,13 +442,16 @@ class DiceLinkageProtocol(Protocol):
     def learns(self) -> Mapping[str, str]:
         party = (
             "the linkage unit's public keys; without explicit bands, every other data party's record count; per "
-            "other party, its candidate pairs with that party (the other's record indices are opaque positions; "
-            "whether a record has a candidate there predicts whether that party holds the person: true-positive "
-            "rate 1.000, false-positive rate 0.31-0.38 measured on FEBRL 4, 3 x 5,000, benchmarks/pprl_leakage.py), a"
-            " mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded), Paillier "
-            "ciphertexts under the linkage unit's key; its output: which of its records were linked, under which "
-            "group id; from the refine message, which of its candidate pairs were accepted at the threshold and "
-            "lie in a cluster with two records of one party; without explicit bands, the other data parties' "
+            "other party, its candidate pairs with that party, real and dummy alike (the other's record indices are "
+            "opaque positions). Without padding (pad=0) whether a record has a candidate there predicts whether "
+            "that party holds the person: true-positive rate 1.000, false-positive rate 0.31-0.38 measured on FEBRL "
+            "4, 3 x 5,000 (benchmarks/pprl_leakage.py); at the default pad=1 every record has a candidate at every "
+            "peer (true- and false-positive rate 1.000: no advantage) and the best test on the number of candidates "
+            "has an advantage TPR - FPR of 0.05 (0.65 unpadded; benchmarks/pprl_padding.py), at 1.15x the secure "
+            "decisions; a mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded), "
+            "Paillier ciphertexts under the linkage unit's key; its output: which of its records were linked, under "
+            "which group id; from the refine message, which of its candidate pairs were accepted at the threshold "
+            "and lie in a cluster with two records of one party; without explicit bands, the other data parties' "
             "median popcount; from its candidates, whether each exact pass was kept for that pair of parties "
             "(dropped above 1.5 pairs per record of the smaller party)"
         )
