@@ -533,6 +533,7 @@ def _link_here(
             "accepted_pairs": lu["accepted"],
             "refined_pairs": lu["refined"],
             "decisions": lu["decisions"],
+            "dummy_pairs": lu["dummy_pairs"],  # membership padding: decided, then discarded
             "skipped_blocks": lu["skipped_blocks"],
             # K is agreed by the data parties (the linkage unit sees only J token columns)
             "bands": {"bands": lu["bands"], "bits": result.outputs[parties[0]]["band_bits"], "min_shared": MIN_SHARED},
