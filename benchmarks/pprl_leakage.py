@@ -21,9 +21,11 @@ Table: candidate pairs; Spearman rank correlation between the linkage unit's Dic
 from the shared band count and the true Dice; its mean absolute error (all pairs, pairs
 sharing >= 5 bands); pairs sharing >= 10 bands and the fraction of them that are true
 matches; pairs of one party's records sharing >= 2 bands (and >= 10: near-duplicates);
-membership TPR and FPR of "my record has a candidate at Q" for "Q holds this
-person"; date-of-birth frequency classes (records whose date of birth is unique among all
-parties' records); wall and CPU of the secure run and of the measurement.
+membership TPR and FPR of "my record has a candidate at Q" for "Q holds this person"
+(from the deals, dummy candidates included: the default pads, ``--pad``), and the best
+membership test on candidate counts (``leakage.count_advantage``); date-of-birth
+frequency classes (records whose date of birth is unique among all parties' records); wall
+and CPU of the secure run and of the measurement.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, febrl_population, make_parties, synthetic_population
-from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol
+from privreg.plugins.pprl.dice_protocol import DEFAULT_PAD, LINKAGE_UNIT, DiceLinkageProtocol
 
 FEBRL_COLUMNS = [
     "given_name",
@@ -66,7 +68,7 @@ def parties(name: str, records: int, overlap: float, seed: int) -> tuple[tuple[s
     return data.parties, dict(data.frames)
 
 
-def secure_run(names, frames, key_bits: int):
+def secure_run(names, frames, key_bits: int, pad: float = DEFAULT_PAD):
     secret = secrets.token_bytes(32)
     records = {
         p: encode_clks(frames[p], schema=FEBRL_CLK_SCHEMA, secret=secret, party=p, entity_column=ENTITY) for p in names
@@ -78,6 +80,7 @@ def secure_run(names, frames, key_bits: int):
         key_bits=key_bits,
         insecure_allow_small_keys=key_bits < 2048,
         workers=1,
+        pad=pad,
     )
     return records, run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
 
@@ -93,15 +96,16 @@ def measure_leakage(names, frames, records, res) -> dict:
         bands, filter_length=L, records=max(v["tokens"].shape[0] for v in view.values())
     )
     shared, truth, match = [], [], []
-    for (p, q), pairs in cands.items():
-        if names.index(p) < names.index(q):
-            shared.append(lk.shared_bands(view[p]["tokens"], view[q]["tokens"], pairs))
-            truth.append(lk.true_dice(records[p].match_filters, records[q].match_filters, pairs))
-            match.append(ent[p][pairs[:, 0]] == ent[q][pairs[:, 1]])
+    # the linkage unit's real candidates (it knows which dealt pairs are dummies)
+    for (p, q), pairs in res.outputs[LINKAGE_UNIT]["candidates"].items():
+        shared.append(lk.shared_bands(view[p]["tokens"], view[q]["tokens"], pairs))
+        truth.append(lk.true_dice(records[p].match_filters, records[q].match_filters, pairs))
+        match.append(ent[p][pairs[:, 0]] == ent[q][pairs[:, 1]])
     s = np.concatenate(shared)
     est = lk.estimate_dice(s, bands=bands, bits=bits, filter_length=L, popcount=popcount)
     sim = lk.similarity_leakage(s, est, np.concatenate(truth), np.concatenate(match))
     mem = lk.membership({k: np.unique(v[:, 0]) for k, v in cands.items()}, ent)
+    count_adv, _ = lk.count_advantage({k: v[:, 0] for k, v in cands.items()}, ent)
     dob = [c for (c,) in FEBRL_CLK_SCHEMA.exact].index("date_of_birth")
     classes = lk.frequency_classes([view[p]["exact"][:, dob] for p in names])
     within, strong = 0, 0
@@ -113,6 +117,7 @@ def measure_leakage(names, frames, records, res) -> dict:
     return {
         "sim": sim,
         "mem": mem,
+        "count_adv": count_adv,
         "unique_dob": classes.get(1, 0) / max(1, sum(classes.values())),
         "bands": bands,
         "within": within,
@@ -127,6 +132,7 @@ def main() -> None:
     ap.add_argument("--overlap", type=float, default=0.7, help="fraction of people every party holds")
     ap.add_argument("--seed", type=int, default=1, help="seeds the benchmark data only")
     ap.add_argument("--key-bits", type=int, default=2048, help="Paillier and DGK bits (< 2048: insecure)")
+    ap.add_argument("--pad", type=float, default=DEFAULT_PAD, help="membership padding (0: none)")
     ap.add_argument("--runs", type=int, default=1, help="runs, each with a fresh secret (the figures vary with it)")
     args = ap.parse_args()
     if args.runs < 1:
@@ -147,6 +153,7 @@ def main() -> None:
         "within-party pairs (>= 10 bands)",
         "membership TPR",
         "membership FPR",
+        "count advantage",
         "unique DOB",
         *(f"run {c}" for c in columns("s")),
         *(f"measure {c}" for c in columns("s")),
@@ -154,7 +161,7 @@ def main() -> None:
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for k in range(args.runs):
-        run_t, (records, res) = measure(lambda: secure_run(names, frames, args.key_bits))
+        run_t, (records, res) = measure(lambda: secure_run(names, frames, args.key_bits, args.pad))
         meas_t, got = measure(lambda records=records, res=res: measure_leakage(names, frames, records, res))
         del res
         sim, mem = got["sim"], got["mem"]
@@ -169,14 +176,15 @@ def main() -> None:
             f"{got['within']} ({got['within_strong']})",
             f"{mem.tpr:.3f}",
             f"{mem.fpr:.3f}",
+            f"{got['count_adv']:.3f}",
             f"{got['unique_dob']:.3f}",
             *run_t.cells(".1f"),
             *meas_t.cells(".2f"),
         ]
         print("| " + " | ".join(cells) + " |", flush=True)
     print(
-        f"\nkey bits {args.key_bits}; each run draws a fresh secret (band positions, CLK keys); membership over "
-        f"{mem.positives} positives and {mem.negatives} negatives"
+        f"\nkey bits {args.key_bits}; pad {args.pad:g}; each run draws a fresh secret (band positions, CLK keys); "
+        f"membership over {mem.positives} positives and {mem.negatives} negatives"
     )
 
 
