@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privreg.core.errors import PrivregValueError
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.plugins.pprl.dice_protocol import DiceLinkageProtocol
 from privreg.plugins.pprl.padding import pad_candidates
@@ -79,6 +79,19 @@ def test_the_linkage_unit_discards_every_dummy_decision():
 
 @pytest.mark.parametrize("pad", [-0.1, 1.5, float("nan"), "1"])
 def test_pad_is_a_probability(pad):
-    with pytest.raises((PrivregValueError, TypeError)) as err:
+    with pytest.raises((PrivregValueError, PrivregTypeError)) as err:
         DiceLinkageProtocol(parties=3, pad=pad)
     assert "pad" in str(err.value)
+
+
+def test_pad_is_a_public_deployment_option_in_the_digest():
+    from privreg.mpc.deployment import options_digest
+    from privreg.plugins.pprl.dice_deployment import DiceDeployment
+
+    dep = DiceDeployment()
+    default = dep.options({"records": [10, 10, 10]})
+    off = dep.options({"records": [10, 10, 10], "pad": 0})
+    assert default["pad"] == 1.0 and off["pad"] == 0.0
+    assert options_digest(dep, default) != options_digest(dep, off)  # parties with other pads refuse each other
+    with pytest.raises(PrivregValueError, match="pad"):
+        dep.options({"records": [10, 10, 10], "pad": 2})

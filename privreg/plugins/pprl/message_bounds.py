@@ -31,7 +31,9 @@ compares in a round (an engineering bound: a run above it fails naming the messa
     result      LU -> p    16 m_p + O
 
 clk-dice (:class:`~privreg.plugins.pprl.dice_protocol.DiceLinkageProtocol`): ``P_pq =
-m_p m_q`` candidate pairs of parties ``p, q`` at most, ``D_pq = min(P_pq, 16384)``
+m_p m_q`` candidate pairs of parties ``p, q`` at most (dummy pairs of the membership
+padding included: they are unique and distinct from the real ones; after blocking, the
+dealt count, dummies included, replaces ``P_pq``), ``D_pq = min(P_pq, 16384)``
 decisions per batch message, ``l`` the comparison bits, ``J`` the bands (given, else
 1024), ``F`` the exact passes, ``d = ceil(key_bits / 8)`` bytes of a DGK ciphertext::
 
