@@ -282,3 +282,11 @@ def test_a_dummy_pair_is_never_linked(padded):
             a, b = members.get((p, i)), members.get((q, j))
             assert a is None or a != b
     assert dummies == lu["dummy_pairs"] > 50
+
+
+def test_without_padding_the_deals_are_the_real_candidates(run):
+    """The control: at pad=0 every dealt pair is a real candidate (today's transcript)."""
+    names, _, _, res = run
+    dealt = lk.candidates_received(res.transcript, names, LINKAGE_UNIT)
+    for (p, q), real in res.outputs[LINKAGE_UNIT]["candidates"].items():
+        assert np.array_equal(dealt[(p, q)], real)
