@@ -44,6 +44,7 @@ Cover = Annotated[
 # a grid far below 2^-30 makes the exact scale's fraction overflow a float, one far above
 # 2^20 makes the interval infinite: both found only after the charge, so refused here
 Step = Annotated[float, Spec(doc="public output grid of the released count", minimum=2.0**-30, maximum=2.0**20)]
+# (the same range as release.STEP_RANGE, which the mechanism checks when built directly)
 Subspace = Annotated[str, Spec(doc="comma-separated attribute indices of the subspace S (empty: all attributes)")]
 Input = Annotated[
     Path | None,

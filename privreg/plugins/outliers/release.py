@@ -41,6 +41,9 @@ __all__ = [
 #: Public output grid of released counts (a count is an integer; 2^-10 keeps the grid
 #: far below the noise).
 DEFAULT_STEP = 2.0**-10
+#: The grid's documented range: far below 2^-30 the exact scale's fraction overflows a
+#: float, far above 2^20 the released interval is infinite (both only after the charge).
+STEP_RANGE = (2.0**-30, 2.0**20)
 
 
 def outlier_count_mechanism(
@@ -65,6 +68,12 @@ def outlier_count_mechanism(
     units divided by ``sqrt(|S|)``: scale attributes with public constants, never with
     statistics of the data (that would change the neighbour relation the proof is about).
     """
+    step = v.check_real("step", step)
+    if not STEP_RANGE[0] <= step <= STEP_RANGE[1]:
+        raise PrivregValueError(
+            f"step must lie in [2^-30, 2^20] (the output grid of the released count); got {step!r}; "
+            f"pass a grid such as {DEFAULT_STEP!r}"
+        )
     _, beta = smooth_gaussian_parameters(epsilon=epsilon, delta=delta)
     query = OutlierCountQuery(k=k, radius=radius, subspace=subspace)
     sensitivity = OutlierCountSmoothSensitivity(
