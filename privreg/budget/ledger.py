@@ -236,8 +236,22 @@ def _row_hash(
     """A row's hash; ``priced`` (stated guarantee and prices, then the state of the
     checkpoint stored with the row, if any) only in a format-3 ledger. Covering the
     checkpoint makes every later row, and so an anchored head, commit to it."""
-    body = _dumps([seq, repr(timestamp), mechanism, parameters, event, label, randomness, *priced])
+    # The text is _dumps([seq, repr(timestamp), mechanism, ..., *priced]); all but the
+    # first two repeat across a loop of releases, so their encoded tail is memoised.
+    tail_key = (mechanism, parameters, event, label, randomness, *priced)
+    tail = _ROW_TAIL_MEMO.get(tail_key)
+    if tail is None:
+        tail = _dumps(list(tail_key))[1:]
+        if len(_ROW_TAIL_MEMO) >= _ROW_TAIL_MEMO_SIZE:
+            _ROW_TAIL_MEMO.clear()
+        _ROW_TAIL_MEMO[tail_key] = tail
+    body = f"[{_dumps(seq)},{_dumps(repr(timestamp))},{tail}"
     return _digest(key, prev_hash + body)
+
+
+#: Encoded row tails (every field after seq and timestamp) by their texts (cleared when full).
+_ROW_TAIL_MEMO: dict[tuple[str, ...], str] = {}
+_ROW_TAIL_MEMO_SIZE = 1024
 
 
 def _checkpoint_hash(key: bytes | None, prev_hash: str, seq: int, row_hash: str, state: str) -> str:
