@@ -273,7 +273,10 @@ class Filter(ABC):
             return self.dead
         if not self.state_free:
             return self._price(event, stated)
-        key = (event, stated)
+        return self._memoised((event, stated), event, stated)
+
+    def _memoised(self, key: tuple[Any, ...], event: PrivacyEvent, stated: PrivacyEvent | None) -> Price:
+        """``self._price(event, stated)``, kept under ``key`` (which must determine it)."""
         try:
             return self._prices[key]
         except KeyError:
@@ -371,17 +374,7 @@ class _PairFilter(Filter):
         is priced once. (+0.0 and -0.0 left, which share a key, give the same price.)"""
         if self.dead:
             return self.dead
-        key = (event, stated, self._delta_left())
-        try:
-            return self._prices[key]
-        except KeyError:
-            pass
-        except TypeError:  # an event that cannot be hashed
-            return self._price(event, stated)
-        price = self._price(event, stated)
-        if len(self._prices) < _PRICE_MEMO:
-            self._prices[key] = price
-        return price
+        return self._memoised((event, stated, self._delta_left()), event, stated)
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         pair = _best_pair(

@@ -758,6 +758,14 @@ class Ledger:
                         self._db.execute("ROLLBACK")
                 raise
 
+    def _check_append(self, expected_seq: int) -> None:
+        """Before any append: ``expected_seq`` is a row number and the ledger is writable."""
+        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
+            raise PrivregValueError(
+                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
+            )
+        self._writable()
+
     def try_append(
         self,
         charge: Charge,
@@ -772,11 +780,7 @@ class Ledger:
         retry, holding :meth:`turn` to keep your place). ``prices``: what each filter
         charged for it; ``checkpoint``: every filter's state after it, stored in the same
         transaction. Raises LedgerBusyError after ``busy_timeout`` seconds of waiting."""
-        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
-            raise PrivregValueError(
-                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
-            )
-        self._writable()
+        self._check_append(expected_seq)
         if self._in_my_transaction():  # called inside transaction(): the lock is ours already
             head = self.head()
             if head[0] != expected_seq:

@@ -31,7 +31,6 @@ from privreg.budget.ledger import (
     LedgerRow,
 )
 from privreg.core.charging import Charge
-from privreg.core.errors import PrivregValueError
 
 __all__ = ["MemoryLedger", "MEMORY"]
 
@@ -127,11 +126,7 @@ class MemoryLedger(Ledger):
     ) -> LedgerRow | None:
         """:meth:`Ledger.try_append`, under the turn lock alone (there is no file to lock
         and no queue of other processes)."""
-        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
-            raise PrivregValueError(
-                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
-            )
-        self._writable()
+        self._check_append(expected_seq)
         if not self._thread_lock.acquire(timeout=self.busy_timeout):
             raise self._busy("another thread of this process holds its turn")
         try:

@@ -535,11 +535,7 @@ class PostgresLedger(Ledger):
         ``expected_seq``, in one transaction of the budget's ``append`` function; None
         (nothing written) if another writer appended since. After a lost connection the
         outcome is read back (see the module docstring): never twice, never lost."""
-        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
-            raise PrivregValueError(
-                f"expected_seq must be an int >= 0 (the seq of the last row you read, 0 for none); got {expected_seq!r}"
-            )
-        self._writable()
+        self._check_append(expected_seq)
         head = self.head()
         if head[0] != expected_seq:
             return None
