@@ -183,6 +183,10 @@ def test_cached_values_are_the_computed_ones():
     params = a.parameters()
     params["epsilon"] = 99.0  # a caller's copy: the cache is not changed through it
     assert a.parameters()["epsilon"] == 0.5
+    rr = RandomizedResponse(epsilon=0.5, k=4)
+    first = rr.parameters()
+    first["k"] = 99  # the same for a randomizer's cached parameters
+    assert rr.parameters() == RandomizedResponse(epsilon=0.5, k=4).parameters() and rr.parameters()["k"] == 4
 
 
 @pytest.mark.parametrize("bound", [1, 2, 3, 9, 1 << 53, (1 << 62) - 1, 1 << 62])

@@ -12,7 +12,7 @@ import enum
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,6 +67,27 @@ _CHARGER_TYPES: set[type] = set()
 
 #: Exact types :func:`jsonable` returns as they are (none is an event or an enum).
 _PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
+def field_parameters(obj: Any) -> dict[str, Any]:
+    """``obj``'s attrs fields as JSON-safe values (``{}`` for a class without attrs): the
+    default ``parameters`` a mechanism or randomizer records in the ledger."""
+    cls = type(obj)  # a name, so that attrs.has narrows it for attrs.fields
+    if attrs.has(cls):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in attrs.fields(cls)}
+    return {}
+
+
+def memoised_parameters(obj: Any, compute: Callable[[], dict[str, Any]], *, immutable: bool) -> dict[str, Any]:
+    """``compute()``, computed once per object when ``immutable`` (a frozen value never
+    changes, so its parameters are reused per release); a fresh copy every call."""
+    if not immutable:
+        return compute()
+    cached = obj.__dict__.get("_parameters_cache")
+    if cached is None:
+        cached = compute()
+        object.__setattr__(obj, "_parameters_cache", cached)  # frozen: a cache, not state
+    return dict(cached)
 
 
 def jsonable(value: Any, *, name: str = "value") -> Any:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from privreg.core.charging import Charger, check_charger, jsonable
+from privreg.core.charging import Charger, check_charger, field_parameters, memoised_parameters
 from privreg.core.events import PrivacyEvent, SelfComposed
 from privreg.core.randomness import RandomSource, resolve_random
 from privreg.core.validation import check_count
@@ -86,19 +86,10 @@ class Mechanism(ABC):
 
     def parameters(self) -> dict[str, Any]:
         """The mechanism's configuration as JSON-safe values, for the ledger."""
-        if self._immutable:
-            cached = self.__dict__.get("_parameters_cache")
-            if cached is None:
-                cached = self._parameters()
-                object.__setattr__(self, "_parameters_cache", cached)  # frozen: a cache, not state
-            return dict(cached)
-        return self._parameters()
+        return memoised_parameters(self, self._parameters, immutable=self._immutable)
 
     def _parameters(self) -> dict[str, Any]:
-        cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
-        if attrs.has(cls):
-            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(cls)}
-        return {}
+        return field_parameters(self)
 
     def release(
         self,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from privreg.core.charging import Charger, check_charger, jsonable
+from privreg.core.charging import Charger, check_charger, field_parameters, memoised_parameters
 from privreg.core.errors import PrivregError
 from privreg.core.events import LocalDP, PrivacyEvent, Shuffled
 from privreg.core.randomness import RandomSource, resolve_random
@@ -87,19 +87,10 @@ class Randomizer(ABC):
     _immutable: ClassVar[bool] = False
 
     def parameters(self) -> dict[str, Any]:
-        if self._immutable:
-            cached = self.__dict__.get("_parameters_cache")
-            if cached is None:
-                cached = self._parameters()
-                object.__setattr__(self, "_parameters_cache", cached)  # frozen: a cache, not state
-            return dict(cached)
-        return self._parameters()
+        return memoised_parameters(self, self._parameters, immutable=self._immutable)
 
     def _parameters(self) -> dict[str, Any]:
-        cls = type(self)  # a name, so that attrs.has narrows it for attrs.fields
-        if attrs.has(cls):
-            return {f.name: jsonable(getattr(self, f.name)) for f in attrs.fields(cls)}
-        return {}
+        return field_parameters(self)
 
     def privacy_event(self, *, num_reports: int | None = None, shuffled: bool = False) -> PrivacyEvent:
         """``LocalDP(epsilon0)``; ``Shuffled(LocalDP, num_reports)`` when shuffled."""
