@@ -207,3 +207,11 @@ def test_party_init_writes_ipv6_and_host_names_as_addresses_party_run_reads(tmp_
     text = (run / "linkage_unit.toml").read_text(encoding="utf-8")
     assert f"listen = {listen}" in text
     assert load_party_config(run / "linkage_unit.toml").listen == (host, 7100)
+
+
+def test_a_one_class_test_split_names_its_flag_before_training(capsys, tmp_path):
+    """Four test messages of the bundled slice are all ham: the AUC cannot be computed,
+    which was an error without a flag, after the training had run."""
+    out = tmp_path / "out"
+    line = refused(capsys, "run", "spam-filter", "--bundled", "--train", "4", "--test", "4", "-o", str(out), out=out)
+    assert "only one class" in line and "--test" in line

@@ -269,3 +269,13 @@ def test_a_smooth_release_is_a_replace_one_guarantee_and_budgets_treat_it_so() -
     )
     _median_mech().release(data, charger=replace, rng=InsecureReproducibleRandom(seed=1))
     assert replace.spent().by_filter["basic"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "epsilon, delta, fix",
+    [(50.0, 1e-6, "use a smaller epsilon"), (8.0, 0.1, "use a smaller epsilon"), (1e-6, 1e-9, "use a larger epsilon")],
+)
+def test_an_uncertifiable_epsilon_is_told_which_way_to_move(epsilon: float, delta: float, fix: str) -> None:
+    """The lemma fails at both ends; the remedy names the direction that certifies."""
+    with pytest.raises(PrivregValueError, match=fix):
+        _median_mech(epsilon=epsilon, delta=delta)

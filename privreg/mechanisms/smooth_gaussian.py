@@ -204,10 +204,15 @@ class SmoothGaussianMechanism(Mechanism):
             )
         if not certifies(epsilon=self.epsilon, delta=self.delta):
             loss = privacy_loss_bound(alpha=alpha, beta=beta, delta=self.delta)
+            # the lemma fails at both ends: tiny epsilons (the bound's constant terms) and large ones
+            fix = (
+                "use a larger epsilon"
+                if any(certifies(epsilon=self.epsilon * 2.0**k, delta=self.delta) for k in range(1, 40))
+                else "use a smaller epsilon or delta"
+            )
             raise PrivregValueError(
                 f"epsilon = {self.epsilon:g}, delta = {self.delta:g}: the privacy loss bound "
-                f"{loss:.4g} exceeds epsilon, so this configuration cannot be certified; "
-                f"use a smaller epsilon or delta"
+                f"{loss:.4g} exceeds epsilon, so this configuration cannot be certified; {fix}"
             )
 
     @property

@@ -271,6 +271,11 @@ def run_spam(
     hasher = NgramHasher(space=space, hash=hash, max_active=max_active)
     Xtr, Xte = hasher.transform(tr), hasher.transform(te)
     ytr, yte = labels_of(tr), labels_of(te)
+    if len(set(yte.tolist())) < 2:  # the evaluation's AUC would fail only after training
+        raise PrivregValueError(
+            f"the {len(te)} test messages hold only one class (spam or ham), and the AUC needs both; "
+            f"use a larger --test (test= in Python)"
+        )
     reducer = make_reducer(reduction, k=reduced_dim)
     real = False
     if reducer is not None:
