@@ -51,7 +51,7 @@ import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     path = None if args.quick else (args.data or (FULL if FULL.is_file() else None))
     repeats = 2 if args.quick else max(1, args.repeats)
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     t0 = time.perf_counter()
     df = pd.DataFrame(load_adult(path))
     there = {"privreg": True, "diffprivlib": tools is not None, "OpenDP": dp is not None}

@@ -40,7 +40,7 @@ import os
 import statistics
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 from timing import START_LOAD, Timing, header, timed
@@ -286,7 +286,7 @@ def main() -> None:
             return None
         return statistics.median(t.cpu for t in got), statistics.median(t.wall for t in got)
 
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     print()
     print(
         header(

@@ -38,7 +38,7 @@ import os
 import platform
 import signal
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import scipy
@@ -98,7 +98,7 @@ def _conditions(argv: list[str]) -> list[str]:
     cpu = _cpu_name()
     return [
         f"Command: `python {' '.join(argv)}`",
-        f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {cpu}, {os.cpu_count()} cores "
+        f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {cpu}, {os.cpu_count()} cores "
         f"(shared with other jobs), load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at start; "
         f"Python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}",
         f"beta = {BETA:.4f} (epsilon 0.5, delta 0.01, Theorem 2), k = 3; limit per cell and method as given "

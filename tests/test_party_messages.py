@@ -45,7 +45,7 @@ def _reissue(run: Path, party: str, san: list[str] | None, *, certs: Path | None
     ca = x509.load_pem_x509_certificate((certs / "ca.pem").read_bytes())
     ca_key = serialization.load_pem_private_key((certs / "ca.key").read_bytes(), None)
     key = serialization.load_pem_private_key((certs / f"{party}.key").read_bytes(), None)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party)]))

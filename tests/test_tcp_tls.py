@@ -322,7 +322,7 @@ def test_an_own_certificate_outside_its_validity_is_refused_at_load(pki, tmp_pat
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "alice")])
-    past = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    past = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -25,10 +25,9 @@ import math
 import re
 import shlex
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from privreg.cli import format as fmt
 from privreg.cli.args import float_arg, int_arg

@@ -98,7 +98,7 @@ def _name_from_uri(uri: str) -> str | None:
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _check_days(days: Any) -> int:

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
-import tomllib
 
 from privreg.core import validation as v
 from privreg.core.deployment import MAX_TIMEOUT

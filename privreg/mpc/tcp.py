@@ -636,7 +636,7 @@ class TcpTransport(InMemoryTransport):
             await asyncio.gather(*tasks, return_exceptions=True)
         try:
             await asyncio.wait_for(self._all_claimed.wait(), max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             missing = sorted(self._remote - set(self._claims))
             refused = f"; refused connections: {self._refusals[-3:]}" if self._refusals else ""
             raise ProtocolError(
@@ -718,7 +718,7 @@ class TcpTransport(InMemoryTransport):
             if isinstance(exc, ssl.SSLEOFError):
                 raise _Retry from exc
             raise ProtocolError(f"TLS with {where} failed ({exc.reason or exc})") from None
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise _Retry from exc
         try:
             fingerprint = None
@@ -734,7 +734,7 @@ class TcpTransport(InMemoryTransport):
             if isinstance(exc, ssl.SSLEOFError):
                 raise _Retry from exc
             raise ProtocolError(f"{where} refused this process's TLS certificate ({exc.reason or exc})") from None
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             writer.close()
             raise _Retry from exc
         except BaseException:
@@ -856,7 +856,7 @@ class TcpTransport(InMemoryTransport):
         try:
             await asyncio.wait_for(self._authenticate(conn), self.handshake_timeout)
             return True
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             _forget_frames(exc)
             self._pending.pop(conn, None)
             self._refuse_note(f"{conn.peer}: no TLS handshake and hello within {self.handshake_timeout}s")
@@ -936,7 +936,7 @@ class TcpTransport(InMemoryTransport):
                     conn.room.clear()
                     try:
                         await asyncio.wait_for(conn.room.wait(), self.recv_timeout)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         raise ProtocolError(
                             f"its unread messages stayed at max_queued_bytes={self._queue_limit} or "
                             f"max_queued_messages={self.max_queued_messages} for recv_timeout={self.recv_timeout}s"
@@ -1097,7 +1097,7 @@ class TcpTransport(InMemoryTransport):
             if data:
                 writer.write(data)
             await asyncio.wait_for(writer.drain(), self.recv_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ProtocolError(
                 f"peer {out.addr[0]}:{out.addr[1]} accepted no data for recv_timeout={self.recv_timeout}s"
             ) from None
@@ -1145,7 +1145,7 @@ class TcpTransport(InMemoryTransport):
             raise DeadlockError(self._gone(receiver, sender))
         try:
             await asyncio.wait_for(fut, self.recv_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._waiting.pop(receiver, None)
             extra = f"; connection errors: {self._connection_errors}" if self._connection_errors else ""
             raise ProtocolError(

@@ -147,7 +147,7 @@ def _check_validity(certificate: Path) -> None:
         cert = x509.load_pem_x509_certificate(read_bytes(certificate, "certificate file", max_bytes=MAX_SMALL_FILE))
     except ValueError:
         return  # not one PEM certificate: load_cert_chain below names the problem
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     if now < cert.not_valid_before_utc or now > cert.not_valid_after_utc:
         raise PrivregValueError(
             f"the certificate {str(certificate)!r} is valid from {cert.not_valid_before_utc:%Y-%m-%d %H:%M} to "
