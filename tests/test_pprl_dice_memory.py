@@ -143,3 +143,33 @@ def test_chunked_exchange_gives_the_same_decisions(records, keys, monkeypatch):
                 got.update({int(r): x.tobytes() for r, x in zip(m.payload["rows"], m.payload["masked"])})
         rows_of[id(res)] = got
     assert rows_of[id(whole)] == rows_of[id(chunked)]
+
+
+def test_memory_estimate_covers_the_measured_exchange_and_fits_3_x_1m(monkeypatch):
+    from privreg.plugins.pprl.dice_memory import memory_estimate
+
+    monkeypatch.setattr(beaver, "CHUNK_PAIRS", 256)
+    measured, _ = _exchange_peak(40_000, 2_000)  # both parties of the pair in this process
+    est = memory_estimate(records=40_000, parties=2, candidates_per_record=2_000 / 40_000, chunk_pairs=256)
+    assert measured <= 2 * est.data_party_transient["masked exchange"]
+    big = memory_estimate(records=1_000_000, parties=3, candidates_per_record=3, bands=64)
+    assert big.data_party_peak < 16e9  # the target: 3 x 1M within 16 GB per data party
+    assert big.data_party_transient["masked exchange"] == est.data_party_transient["masked exchange"]
+    # the masks no longer scale with the records: full masks would be 8 GiB per peer
+    assert big.data_party_peak - sum(big.data_party_held.values()) < 2e9
+
+
+def test_band_tokens_in_chunks_are_the_same_tokens(monkeypatch):
+    import privreg.plugins.pprl.bands as bands
+
+    bits = np.random.default_rng(4).random((300, 1024)) < 0.3
+    whole, _ = bands.band_tokens(bits, config=BANDS, secret=SECRET)
+    monkeypatch.setattr(bands, "TOKEN_CHUNK", 7 * BANDS.bands)  # 7 records per chunk
+    tracemalloc.start()
+    try:
+        chunked, _ = bands.band_tokens(bits, config=BANDS, secret=SECRET)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(whole, chunked) and len(np.unique(whole)) > 0.5 * whole.size
+    assert peak < whole.nbytes + (1 << 20)  # the output plus one small chunk's temporaries
