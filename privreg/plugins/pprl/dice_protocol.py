@@ -40,7 +40,9 @@ Flow (transcript step names in quotes):
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
 ``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
-(``b = 16`` at the default levels: ``2^-43``; 18 bits for a threshold such as 0.77). Such
+(``b = 14`` at the default threshold 0.75: ``2^-45``; at most 16 at the default levels:
+``2^-43``; 18 bits for a threshold such as 0.77). Each level is compared on its own ``b``
+bits (``_x_bits`` of that level: fewer DGK digits for coarser levels). Such
 a wrap makes the packed sum ``2^60`` too small, which shows up in the next slot of the
 same ciphertext (a wrong decision there) or, in the last slot, as a ProtocolError.
 
@@ -463,10 +465,10 @@ class DiceLinkageProtocol(Protocol):
 
     # ------------------------------------------------------------------ helpers
 
-    def _layout(self, public_key: Any) -> tuple[int, int]:
-        """``(slot bits, pairs per ciphertext)``: a right share (``SHARE_BITS`` bits) must not
-        push the packed plaintext past the layout's capacity."""
-        s, r = slot_layout(public_key, bits=self.x_bits, sigma=_SIGMA)
+    def _layout(self, public_key: Any, bits: int) -> tuple[int, int]:
+        """``(slot bits, pairs per ciphertext)`` for ``bits``-bit values: a right share
+        (``SHARE_BITS`` bits) must not push the packed plaintext past the layout's capacity."""
+        s, r = slot_layout(public_key, bits=bits, sigma=_SIGMA)
         extra = max(0, beaver.SHARE_BITS + 1 - s)
         return s, max(1, r - -(-extra // s))
 
@@ -643,7 +645,8 @@ class DiceLinkageProtocol(Protocol):
     ) -> np.ndarray:
         if count == 0:
             return np.zeros(0, dtype=bool)
-        _, per = self._layout(kp.public_key)
+        bits = _x_bits((level,), self.length)  # fewer DGK digits at a coarser level
+        _, per = self._layout(kp.public_key, bits)
         _, _, _, c = _level_terms(level, self.length)
         outs = []
         for k, (lo, hi) in enumerate(_batches(count, per)):
@@ -655,7 +658,7 @@ class DiceLinkageProtocol(Protocol):
                 dgk_private_key=dk.private_key,
                 count=-(-(hi - lo) // per),
                 wanted=wanted,
-                bits=self.x_bits,
+                bits=bits,
                 threshold=c,
                 sigma=_SIGMA,
                 step=_batch_step(f"cmp-{tag}", k),
@@ -864,7 +867,7 @@ class DiceLinkageProtocol(Protocol):
         :data:`BATCH_DECISIONS` decisions (bounded memory at every party)."""
         pairs = e["pairs"] if sel is None else e["pairs"][sel]
         ab = share if sel is None else share[sel]
-        _, per = self._layout(pk)
+        _, per = self._layout(pk, _x_bits((level,), self.length))
         for k, (lo, hi) in enumerate(_batches(pairs.shape[0], per)):
             await self._share_batch(ch, e, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, pk, dpk, rng)
 
@@ -887,7 +890,8 @@ class DiceLinkageProtocol(Protocol):
         count = pairs.shape[0]
         scale, num, off, c = _level_terms(level, self.length)
         mod = 1 << beaver.SHARE_BITS
-        s, per = self._layout(pk)
+        bits = _x_bits((level,), self.length)
+        s, per = self._layout(pk, bits)
         if e["role"] == "right":
             own = pop[pairs[:, 1]]
             x = [(scale * int(a) - num * int(p) + off) % mod for a, p in zip(ab.tolist(), own.tolist())]
@@ -918,7 +922,7 @@ class DiceLinkageProtocol(Protocol):
             public_key=pk,
             dgk_key=dpk,
             wanted=[(i // per, i % per) for i in range(count)],
-            bits=self.x_bits,
+            bits=bits,
             threshold=c,
             sigma=_SIGMA,
             step=_batch_step(f"cmp-{tag}", k),
