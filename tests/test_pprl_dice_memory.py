@@ -57,9 +57,8 @@ def _run(records, keys, **kw):
         dgk_keypair=dk,
         insecure_allow_small_keys=True,
         workers=1,
-        levels=(),
         rng=InsecureReproducibleRandom(seed=1),
-        **kw,
+        **{"levels": (), **kw},
     )
     return run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
 
@@ -173,3 +172,20 @@ def test_band_tokens_in_chunks_are_the_same_tokens(monkeypatch):
         tracemalloc.stop()
     assert np.array_equal(whole, chunked) and len(np.unique(whole)) > 0.5 * whole.size
     assert peak < whole.nbytes + (1 << 20)  # the output plus one small chunk's temporaries
+
+
+def test_base_decisions_use_the_base_levels_bits(records, keys):
+    from privreg.crypto.dgk import DgkCiphertexts
+
+    # with a 0.85 level the run's widest comparison has 16 bits (6 digits, a thermometer of
+    # 36 DGK ciphertexts), but the base decisions at 0.75 need 14: 4 digits of 3 bits and one
+    # of 2, 4 x 7 + 3 = 31 ciphertexts and 5 terms per decision
+    res = _run(records, keys, pad=1.0, levels=(0.85,))
+    lu = res.outputs[LINKAGE_UNIT]
+    sent = [m for m in res.transcript.received_by(PARTIES[0]) if m.step.startswith("cmp-base")]
+    sent += [m for m in res.transcript.received_by(PARTIES[1]) if m.step.startswith("cmp-base")]
+    therm = sum(len(m.payload) for m in sent if isinstance(m.payload, DgkCiphertexts))
+    base = lu["candidate_count"] + lu["dummy_pairs"]
+    assert therm == 31 * base > 0
+    got = [m for m in res.transcript.received_by(LINKAGE_UNIT) if m.step.startswith("cmp-base") and "terms" in m.step]
+    assert sum(len(m.payload["terms"]) for m in got) == 5 * base
