@@ -23,7 +23,7 @@ from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl.bands import BandConfig, band_tokens, candidate_pairs, pair_orientation
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, dice, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
-from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, _roles
+from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, _roles, _x_bits
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 
 SECRET = bytes(range(7, 39))  # tests only: a real run draws secrets.token_bytes(32)
@@ -159,6 +159,14 @@ def _true_values(records):
     return out
 
 
+def _level_bits(step):
+    """The comparison bits of a ``cmp-<tag>...`` message: each level packs its own width
+    (14 bits at 0.75 and 0.8, 15 at 0.9, 16 at 0.85 and 0.95 for 1,024-bit filters)."""
+    tag = step.split(".")[0].removeprefix("cmp-")
+    level = 0.75 if tag == "base" else (0.8, 0.85, 0.9, 0.95)[int(tag[1:]) - 1]
+    return _x_bits((Fraction(level).limit_denominator(100),), 1024)
+
+
 def test_the_linkage_unit_learns_only_threshold_decisions(records, keys, run):
     kp, dk = keys
     received = run.transcript.received_by(LINKAGE_UNIT)
@@ -184,14 +192,14 @@ def test_the_linkage_unit_learns_only_threshold_decisions(records, keys, run):
                     assert not any(np.packbits(r.astype(bool)).tobytes() in rows for r in node)
             elif isinstance(node, EncryptedVector):
                 kp.public_key.check_same(node.public_key, "a received vector")
-                paillier.extend(node.ciphertexts)
+                paillier.extend((_level_bits(m.step), c) for c in node.ciphertexts)
             elif isinstance(node, DgkCiphertexts):
                 terms.extend(dk.private_key.decrypt(node))
     assert walked >= len(received) - 3
     # decrypt what the linkage unit received under its Paillier key: every slot is masked
-    s, per = slot_layout(kp.public_key, bits=16, sigma=40)
     slots = []
-    for c in paillier:
+    for bits, c in paillier:
+        s, per = slot_layout(kp.public_key, bits=bits, sigma=40)
         (m,) = kp.private_key.raw_decrypt([c])
         m = int(m)
         slots.extend((m >> (s * r)) & ((1 << s) - 1) for r in range(per))

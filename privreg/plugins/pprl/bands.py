@@ -155,6 +155,10 @@ def band_positions(config: BandConfig, *, filter_length: int, secret: bytes) -> 
     return out
 
 
+#: Band tokens computed at once by :func:`band_tokens` (bounds its temporaries).
+TOKEN_CHUNK = 1 << 20
+
+
 def band_tokens(filters: np.ndarray, *, config: BandConfig, secret: bytes) -> tuple[np.ndarray, np.ndarray]:
     """(m, J) uint64 tokens of every record and band, and the positions used.
 
@@ -166,12 +170,17 @@ def band_tokens(filters: np.ndarray, *, config: BandConfig, secret: bytes) -> tu
     positions = band_positions(config, filter_length=L, secret=secret)
     if m == 0:
         return np.zeros((0, config.bands), dtype=np.uint64), positions
-    keys = pack_bits(f[:, positions])  # (m, J)
     J = config.bands
-    band = np.broadcast_to(np.arange(J, dtype=np.uint64), (m, J)).reshape(-1)
-    rows = np.stack([band, np.full(m * J, config.bits, dtype=np.uint64), keys.reshape(-1)], axis=1)
-    tokens = prf_words(derive_key(check_secret(secret), info="clk-lsh/token"), rows)
-    return tokens.reshape(m, J), positions
+    key = derive_key(check_secret(secret), info="clk-lsh/token")
+    tokens = np.empty((m, J), dtype=np.uint64)
+    step = max(1, TOKEN_CHUNK // J)  # records per chunk: bounded temporaries (~340 B per token)
+    for lo in range(0, m, step):
+        keys = pack_bits(f[lo : lo + step, positions])  # (rows, J)
+        k = keys.shape[0]
+        band = np.broadcast_to(np.arange(J, dtype=np.uint64), (k, J)).reshape(-1)
+        rows = np.stack([band, np.full(k * J, config.bits, dtype=np.uint64), keys.reshape(-1)], axis=1)
+        tokens[lo : lo + k] = prf_words(key, rows).reshape(k, J)
+    return tokens, positions
 
 
 def candidate_pairs(

@@ -17,9 +17,12 @@ Flow (transcript step names in quotes):
    dummies' decisions) and deals, per pair of parties, the correlated
    randomness of a Beaver inner product (:mod:`privreg.crypto.beaver`): ``"deal"`` gives
    each party a 32-byte mask seed and, per candidate pair, its share of ``<u_a, v_b>``.
-4. ``"masked"``: the two parties of each pair exchange their masked CLKs peer to peer
-   (``a + u_a mod 2^60``, a one-time pad) and compute additive shares of ``<a, b>`` for
-   each candidate pair.
+4. ``"masked"`` (then ``"masked.<k>"``): the two parties of each pair exchange their
+   masked CLKs peer to peer (``a + u_a mod 2^60``, a one-time pad) and compute additive
+   shares of ``<a, b>`` for each candidate pair, a chunk of
+   :data:`~privreg.crypto.beaver.CHUNK_PAIRS` candidate pairs at a time: masks are
+   expanded only for the chunk's rows (the dealer's too), so no party holds a mask per
+   record (memory: :mod:`~privreg.plugins.pprl.dice_memory`).
 5. ``"shares-<level>"`` and ``"cmp-<level>"``: per pair of parties, the *right* party
    packs its shares of ``x = 2 den <a, b> - num (|a| + |b|) + 2 num L`` (``Dice >= num /
    den`` iff ``x >= 2 num L``; ``|a|, |b|`` never leave their owners) into Paillier
@@ -37,7 +40,9 @@ Flow (transcript step names in quotes):
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
 ``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
-(``b = 16`` at the default levels: ``2^-43``; 18 bits for a threshold such as 0.77). Such
+(``b = 14`` at the default threshold 0.75: ``2^-45``; at most 16 at the default levels:
+``2^-43``; 18 bits for a threshold such as 0.77). Each level is compared on its own ``b``
+bits (``_x_bits`` of that level: fewer DGK digits for coarser levels). Such
 a wrap makes the packed sum ``2^60`` too small, which shows up in the next slot of the
 same ciphertext (a wrong decision there) or, in the last slot, as a ProtocolError.
 
@@ -402,7 +407,8 @@ class DiceLinkageProtocol(Protocol):
         if sender in counts and receiver in counts and sender != receiver:
             return {
                 "popcount": 64,
-                "masked": min(counts[sender], pairs_of(sender, receiver)) * (8 * self.length + 8) + OVERHEAD,
+                "masked": min(counts[sender], pairs_of(sender, receiver), beaver.CHUNK_PAIRS) * (8 * self.length + 8)
+                + OVERHEAD,
                 "shares": decisions(sender, receiver) * c + h + OVERHEAD,
             }.get(kind, 0)
         return 0
@@ -411,7 +417,7 @@ class DiceLinkageProtocol(Protocol):
     def _kind(step: str) -> str:
         if step.startswith("cmp-"):
             return step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms
-        return step_kind(step, {"shares-": "shares"})
+        return step_kind(step, {"shares-": "shares", "masked.": "masked"})
 
     def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
         """The bound of a message of ``step`` from ``sender`` to ``receiver``, from the
@@ -459,10 +465,10 @@ class DiceLinkageProtocol(Protocol):
 
     # ------------------------------------------------------------------ helpers
 
-    def _layout(self, public_key: Any) -> tuple[int, int]:
-        """``(slot bits, pairs per ciphertext)``: a right share (``SHARE_BITS`` bits) must not
-        push the packed plaintext past the layout's capacity."""
-        s, r = slot_layout(public_key, bits=self.x_bits, sigma=_SIGMA)
+    def _layout(self, public_key: Any, bits: int) -> tuple[int, int]:
+        """``(slot bits, pairs per ciphertext)`` for ``bits``-bit values: a right share
+        (``SHARE_BITS`` bits) must not push the packed plaintext past the layout's capacity."""
+        s, r = slot_layout(public_key, bits=bits, sigma=_SIGMA)
         extra = max(0, beaver.SHARE_BITS + 1 - s)
         return s, max(1, r - -(-extra // s))
 
@@ -537,14 +543,14 @@ class DiceLinkageProtocol(Protocol):
                 skipped += sk
                 su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
                 label = f"{names[left]}/{names[right]}"
-                u = beaver.expand_masks(su, rows=tokens[left].shape[0], length=self.length, label="u/" + label)
-                vm = beaver.expand_masks(sv, rows=tokens[right].shape[0], length=self.length, label="v/" + label)
                 real = cands.shape[0]
                 cands, dummy = pad_candidates(
                     cands, rows=(tokens[left].shape[0], tokens[right].shape[0]), pad=self.pad, rng=rng
                 )
-                w_left, w_right = beaver.dealer_shares(u, vm, cands, rng=rng)
-                del u, vm
+                # masks of the candidate rows only, a chunk of pairs at a time
+                w_left, w_right = beaver.dealer_shares_from_seeds(
+                    su, sv, cands, length=self.length, labels=("u/" + label, "v/" + label), rng=rng
+                )
                 plan.append({"left": left, "right": right, "pairs": cands, "dummy": dummy, "real": real})
                 self._known_pairs[frozenset((names[left], names[right]))] = int(cands.shape[0])
                 deals[left].append({"peer": names[right], "role": "left", "seed": su, "pairs": cands, "w": w_left})
@@ -639,7 +645,8 @@ class DiceLinkageProtocol(Protocol):
     ) -> np.ndarray:
         if count == 0:
             return np.zeros(0, dtype=bool)
-        _, per = self._layout(kp.public_key)
+        bits = _x_bits((level,), self.length)  # fewer DGK digits at a coarser level
+        _, per = self._layout(kp.public_key, bits)
         _, _, _, c = _level_terms(level, self.length)
         outs = []
         for k, (lo, hi) in enumerate(_batches(count, per)):
@@ -651,7 +658,7 @@ class DiceLinkageProtocol(Protocol):
                 dgk_private_key=dk.private_key,
                 count=-(-(hi - lo) // per),
                 wanted=wanted,
-                bits=self.x_bits,
+                bits=bits,
                 threshold=c,
                 sigma=_SIGMA,
                 step=_batch_step(f"cmp-{tag}", k),
@@ -708,37 +715,8 @@ class DiceLinkageProtocol(Protocol):
         entries = self._check_deals(deals, me, m)
         for e in entries:  # the later messages of this pair are bounded by its candidate count
             self._known_pairs[frozenset((me, e["peer"]))] = int(e["pairs"].shape[0])
-        # exchange masked CLKs, then compute the inner-product shares
-        masks = {}
-        for e in entries:
-            left, right = (me, e["peer"]) if e["role"] == "left" else (e["peer"], me)
-            label = ("u/" if e["role"] == "left" else "v/") + f"{left}/{right}"
-            mask = beaver.expand_masks(e["seed"], rows=m, length=self.length, label=label)
-            col = 0 if e["role"] == "left" else 1
-            rows = np.unique(e["pairs"][:, col]) if e["pairs"].size else np.zeros(0, dtype=np.int64)
-            await ch.send(e["peer"], {"rows": rows, "masked": beaver.mask_bits(bits[rows], mask[rows])}, step="masked")
-            if e["role"] == "left":  # only the left share needs the mask again (memory: 8 L bytes per record)
-                masks[e["peer"]] = mask
-            del mask
-        shares: dict[str, np.ndarray] = {}
-        for e in entries:
-            got = await ch.recv(e["peer"], step="masked")
-            rows = _array(got, "rows", e["peer"], kind="i", ndim=1)
-            masked = _array(got, "masked", e["peer"], kind="u", ndim=2)
-            col = 1 if e["role"] == "left" else 0
-            need = np.unique(e["pairs"][:, col]) if e["pairs"].size else np.zeros(0, dtype=np.int64)
-            if not np.array_equal(rows, need) or masked.shape != (rows.size, self.length):
-                raise ProtocolError(f"{e['peer']!r} sent masked filters for other records than the candidate pairs")
-            local = (
-                np.column_stack([e["pairs"][:, 1 - col], np.searchsorted(rows, e["pairs"][:, col])])
-                if e["pairs"].size
-                else np.zeros((0, 2), dtype=np.int64)
-            )
-            if e["role"] == "left":
-                shares[e["peer"]] = beaver.left_share(masks.pop(e["peer"]), masked, local, e["w"])
-            else:
-                shares[e["peer"]] = beaver.right_share(masked, bits, local[:, [1, 0]], e["w"])
-            del got, masked
+        # exchange masked CLKs chunk by chunk, then compute the inner-product shares
+        shares = {e["peer"]: await self._masked_exchange(ch, me, e, bits) for e in entries}
         timer.lap("shares")
         pop = bits.sum(axis=1).astype(np.int64)
         # an empty CLK (every field missing) has Dice 0 with anything (clk.dice), but x
@@ -832,6 +810,45 @@ class DiceLinkageProtocol(Protocol):
             raise ProtocolError(f"{self.linkage_unit!r} sent deals for {[e['peer'] for e in out]}; expected {expected}")
         return out
 
+    async def _masked_exchange(self, ch: Channel, me: str, e: dict[str, Any], bits: np.ndarray) -> np.ndarray:
+        """This party's Beaver shares of ``<a, b>`` for the candidate pairs with ``e["peer"]``.
+
+        Per chunk of :data:`beaver.CHUNK_PAIRS` pairs (message ``"masked"``, then
+        ``"masked.<k>"``) each party expands the masks of only its rows in the chunk, sends
+        them masked, and turns the peer's masked rows into shares: at most ``2 C L`` mask
+        words are held per party (``C = CHUNK_PAIRS``), whatever the record count. The
+        parties run their pairs in the deal order, the same at both, so no two wait on
+        each other."""
+        left = e["role"] == "left"
+        pairs, w = e["pairs"], e["w"]
+        col = 0 if left else 1
+        names = (me, e["peer"]) if left else (e["peer"], me)
+        label = ("u/" if left else "v/") + "/".join(names)
+        out = np.empty(pairs.shape[0], dtype=np.uint64)
+        for k, (lo, hi) in enumerate(beaver.pair_chunks(pairs.shape[0])):
+            part = pairs[lo:hi]
+            mine, mine_at = np.unique(part[:, col], return_inverse=True)
+            mask = beaver.mask_rows(e["seed"], mine, length=self.length, label=label)
+            step = _batch_step("masked", k)
+            await ch.send(e["peer"], {"rows": mine, "masked": beaver.mask_bits(bits[mine], mask)}, step=step)
+            if not left:  # only the left share needs the mask again
+                del mask
+            got = await ch.recv(e["peer"], step=step)
+            rows = _array(got, "rows", e["peer"], kind="i", ndim=1)
+            masked = _array(got, "masked", e["peer"], kind="u", ndim=2)
+            need, need_at = np.unique(part[:, 1 - col], return_inverse=True)
+            if not np.array_equal(rows, need) or masked.shape != (rows.size, self.length):
+                raise ProtocolError(f"{e['peer']!r} sent masked filters for other records than the candidate pairs")
+            if left:
+                local = np.column_stack([mine_at.ravel(), need_at.ravel()])
+                out[lo:hi] = beaver.left_share(mask, masked, local, w[lo:hi])
+                del mask
+            else:
+                local = np.column_stack([need_at.ravel(), part[:, col]])
+                out[lo:hi] = beaver.right_share(masked, bits, local, w[lo:hi])
+            del got, masked
+        return out
+
     async def _share_round(
         self,
         ch: Channel,
@@ -850,7 +867,7 @@ class DiceLinkageProtocol(Protocol):
         :data:`BATCH_DECISIONS` decisions (bounded memory at every party)."""
         pairs = e["pairs"] if sel is None else e["pairs"][sel]
         ab = share if sel is None else share[sel]
-        _, per = self._layout(pk)
+        _, per = self._layout(pk, _x_bits((level,), self.length))
         for k, (lo, hi) in enumerate(_batches(pairs.shape[0], per)):
             await self._share_batch(ch, e, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, pk, dpk, rng)
 
@@ -873,7 +890,8 @@ class DiceLinkageProtocol(Protocol):
         count = pairs.shape[0]
         scale, num, off, c = _level_terms(level, self.length)
         mod = 1 << beaver.SHARE_BITS
-        s, per = self._layout(pk)
+        bits = _x_bits((level,), self.length)
+        s, per = self._layout(pk, bits)
         if e["role"] == "right":
             own = pop[pairs[:, 1]]
             x = [(scale * int(a) - num * int(p) + off) % mod for a, p in zip(ab.tolist(), own.tolist())]
@@ -904,7 +922,7 @@ class DiceLinkageProtocol(Protocol):
             public_key=pk,
             dgk_key=dpk,
             wanted=[(i // per, i % per) for i in range(count)],
-            bits=self.x_bits,
+            bits=bits,
             threshold=c,
             sigma=_SIGMA,
             step=_batch_step(f"cmp-{tag}", k),

@@ -41,7 +41,7 @@ decisions per batch message, ``l`` the comparison bits, ``J`` the bands (given, 
     popcount          p -> q     O
     tokens            p -> LU    8 (J + F) m_p + O
     deal              LU -> p    sum over q of (24 P_pq + O)
-    masked            p -> q     (8 L + 8) m_p + O
+    masked(.k)        p -> q     (8 L + 8) min(m_p, P_pq, C) + O   (C = beaver.CHUNK_PAIRS pairs per chunk)
     shares-*          right -> left   D_pq c + H + O
     cmp-*.masked      left -> LU      D_pq c + H + O
     cmp-*.bits        LU -> left      D_pq (l + 1) d + H + O

@@ -1,0 +1,139 @@
+"""A memory estimate of clk-dice (:mod:`~privreg.plugins.pprl.dice_protocol`) per role.
+
+:func:`memory_estimate` adds, per role, what is held for the whole run and the largest
+transient of one phase (phases do not overlap). ``m`` records per data party, ``n``
+parties, ``c`` dealt candidate pairs per record and peer (dummies included; at least 1
+at the default ``pad=1``), ``L`` filter bits, ``J`` bands, ``F`` exact passes, ``C`` =
+:data:`~privreg.crypto.beaver.CHUNK_PAIRS`, ``B`` = ``BATCH_DECISIONS``:
+
+Data party, held: the CLKs (``m L`` bytes, numpy booleans; the block filters are the same
+array), popcounts (``8 m``), per peer the deal (pairs and Beaver shares, ``24 c m``) and
+its inner-product shares (``8 c m``). Transient, the largest of: blocking (the band
+tokens' computation, measured :data:`BAND_TOKEN_BYTES` per token of a chunk of
+:data:`~privreg.plugins.pprl.bands.TOKEN_CHUNK` tokens, plus the tokens message
+``8 (J + F) m``); the masked exchange (per chunk its own masks, the masked rows sent and
+received, ``3 x 8 L C``, and the pairwise products, 32 MiB); a threshold batch (``B``
+decisions of ``D (2^k - 1) + D`` DGK ciphertexts, each held as a Python integer and once
+serialised, :func:`ciphertext_held_bytes`).
+
+Linkage unit, held: every party's tokens (``8 (J + F) m n``) and per pair of parties its
+deal (pairs, dummy flags and both Beaver shares, ``33 c m``) and decisions (``c m``).
+Transient, the largest of: the candidate join of one pair of parties (measured
+:data:`JOIN_BYTES` per token of both parties), the dealer's chunk (``2 x 8 L C`` plus
+products) and a threshold batch.
+
+The measured constants come from ``tracemalloc`` on this repository's blocking
+(``band_tokens``, ``candidate_pairs``: 20,000 records per party, ``J = 40``); the other
+terms are array sizes. ``benchmarks/pprl_decisions.py`` prints the estimate next to a
+run's measured peak. At 3 x 1M records, ``c = 3``, ``J = 64``, ``F = 16``, ``L = 1024``
+(``J`` is 51-113 for median popcounts 250-450 at 1M records): a data party needs about
+2.2 GB (CLKs 1.0, deals and shares 0.2, the largest transient 1.0: the tokens), within
+16 GB; the linkage unit about 16.3 GB, of which 14.1 GB is the candidate join's transient
+(:func:`~privreg.plugins.pprl.bands.candidate_pairs` over 2 x 64 M tokens) and 1.9 GB the
+tokens. Before masks were expanded per chunk, every party held ``8 L`` bytes per record
+and peer (8 GiB per peer at 1M records) and the dealer twice that per pair of parties.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from privreg.core import validation as v
+from privreg.core.errors import PrivregValueError
+from privreg.crypto import beaver
+from privreg.crypto.threshold import DIGIT_BITS
+from privreg.plugins.pprl.bands import TOKEN_CHUNK
+
+__all__ = ["BAND_TOKEN_BYTES", "JOIN_BYTES", "ciphertext_held_bytes", "MemoryEstimate", "memory_estimate"]
+
+#: Peak bytes per band token while a data party computes its tokens (measured).
+BAND_TOKEN_BYTES = 340
+#: Peak bytes per token (of both parties) of the linkage unit's candidate join (measured).
+JOIN_BYTES = 110
+#: Bytes per DGK ciphertext in flight: a Python integer of the key size (``k / 8 + 48``)
+#: and its serialised copy (``k / 8``).
+CIPHERTEXT_HELD_BYTES_EXTRA = 48
+_PRODUCTS = 32 << 20  # two chunks of pairwise products in beaver._pair_dots
+
+
+def ciphertext_held_bytes(key_bits: int) -> int:
+    """Bytes per DGK ciphertext held in a threshold batch (integer and serialised copy)."""
+    return 2 * (key_bits // 8) + CIPHERTEXT_HELD_BYTES_EXTRA
+
+
+@attrs.frozen(kw_only=True)
+class MemoryEstimate:
+    """Bytes per role: ``held`` for the whole run, ``transient`` per phase (the largest
+    counts), and ``peak`` = held + largest transient."""
+
+    data_party_held: dict[str, int]
+    data_party_transient: dict[str, int]
+    linkage_unit_held: dict[str, int]
+    linkage_unit_transient: dict[str, int]
+
+    @property
+    def data_party_peak(self) -> int:
+        return sum(self.data_party_held.values()) + max(self.data_party_transient.values())
+
+    @property
+    def linkage_unit_peak(self) -> int:
+        return sum(self.linkage_unit_held.values()) + max(self.linkage_unit_transient.values())
+
+
+def memory_estimate(
+    *,
+    records: int,
+    parties: int = 3,
+    candidates_per_record: float = 3.0,
+    filter_length: int = 1024,
+    bands: int = 64,
+    exact_passes: int = 16,
+    key_bits: int = 2048,
+    comparison_bits: int = 16,
+    batch_decisions: int = 16_384,
+    chunk_pairs: int | None = None,
+) -> MemoryEstimate:
+    """The memory of each role of a clk-dice run (module docstring), in bytes.
+
+    ``records`` per data party; ``candidates_per_record``: dealt pairs per record and peer
+    (dummies included); ``comparison_bits``: the protocol's ``x_bits`` (16 at the default
+    levels); ``chunk_pairs``: default :data:`~privreg.crypto.beaver.CHUNK_PAIRS`."""
+    m = v.check_int("records", records, minimum=1)
+    n = v.check_int("parties", parties, minimum=2)
+    c = v.check_real("candidates_per_record", candidates_per_record)
+    if c < 0:
+        raise PrivregValueError(f"candidates_per_record must be >= 0; got {c}; pass the dealt pairs per record")
+    L = v.check_int("filter_length", filter_length, minimum=1)
+    J = v.check_int("bands", bands, minimum=1)
+    F = v.check_int("exact_passes", exact_passes, minimum=0)
+    kb = v.check_int("key_bits", key_bits, minimum=1)
+    bits = v.check_int("comparison_bits", comparison_bits, minimum=1)
+    B = v.check_int("batch_decisions", batch_decisions, minimum=1)
+    C = beaver.CHUNK_PAIRS if chunk_pairs is None else v.check_int("chunk_pairs", chunk_pairs, minimum=1)
+    pairs = int(c * m)  # per pair of parties
+    digits = -(-bits // DIGIT_BITS)
+    batch = B * digits * 2**DIGIT_BITS * ciphertext_held_bytes(kb)  # thermometer + terms
+    tokens = 8 * (J + F) * m
+    return MemoryEstimate(
+        data_party_held={
+            "clks": m * L,
+            "popcounts": 8 * m,
+            "deals": 24 * pairs * (n - 1),
+            "shares": 8 * pairs * (n - 1),
+        },
+        data_party_transient={
+            "blocking": BAND_TOKEN_BYTES * min(J * m, TOKEN_CHUNK) + tokens,
+            "masked exchange": 3 * 8 * L * min(C, pairs) + _PRODUCTS,
+            "threshold batch": batch,
+        },
+        linkage_unit_held={
+            "tokens": n * tokens,
+            "deals": 33 * pairs * n * (n - 1) // 2,
+            "decisions": pairs * n * (n - 1) // 2,
+        },
+        linkage_unit_transient={
+            "candidate join": JOIN_BYTES * 2 * J * m,
+            "dealer chunk": 2 * 8 * L * min(C, pairs) + _PRODUCTS,
+            "threshold batch": batch,
+        },
+    )
