@@ -289,7 +289,9 @@ class DiceLinkageProtocol(Protocol):
         record_counts: Mapping[str, int] | None = None,
         exact_passes: int = 16,
         pad: float | None = None,
-        blocking: str = DEFAULT_BLOCKING,
+        blocking: Annotated[
+            str, Spec(choices=BLOCKINGS, doc="who forms the candidate pairs: the linkage unit or the data parties")
+        ] = DEFAULT_BLOCKING,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
