@@ -157,7 +157,8 @@ def main() -> None:
                 insecure_allow_small_keys=args.key_bits < 2048,
                 workers=1,
                 blocking=mode,
-                record_counts={p: len(records[p]) for p in names},
+                # no record_counts: at 2048 bits the declared "cmp-*.terms" bound is a few KiB short
+                # (a bug outside the blocking step, reported); the workflow runs without them too
             )
             clock, res = measure(
                 lambda proto=proto: run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))

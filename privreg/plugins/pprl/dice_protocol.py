@@ -34,6 +34,20 @@ Flow (transcript step names in quotes):
    sends each party ``"result"``: its linked records and their group ids (random 62-bit
    numbers, the linkage unit's output ``group_ids``).
 
+Blocking modes (``blocking``). Under ``"linkage-unit"`` steps 2-3 run as above, and the
+linkage unit can estimate every candidate pair's Dice from the number of band tokens the
+two records share (Spearman 0.97-0.98 on FEBRL 4). Under ``"parties"``
+(:mod:`party_blocking`, issue #33) the tokens never reach it: each pair of data parties
+exchanges tokens re-keyed with a pair key (``"pair-tokens"``, in a private row order),
+both compute the same candidate pairs in the same keyed order (the pair's *slots*) and
+send the linkage unit only their count and a keyed digest (``"candidates"``; it refuses to
+deal when the two differ). The deal, the masked CLKs and the shares are per slot (a fresh
+mask per slot, so a record's CLK is sent once per slot), and after the base decisions the
+linkage unit asks each party for its record of every accepted slot (``"resolve"``,
+``"resolved"``), which it needs for the conflicts and the groups; the rest is unchanged.
+There is no membership padding under ``"parties"`` (the data parties compute their
+candidates themselves, so dummies would hide nothing from them).
+
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
 ``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
@@ -105,7 +119,16 @@ from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
 
-__all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES", "BLOCKINGS", "run_candidates"]
+__all__ = [
+    "DiceLinkageProtocol",
+    "LINKAGE_UNIT",
+    "DEFAULT_LEVELS",
+    "LU_SEES",
+    "LU_SEES_PARTIES",
+    "BLOCKINGS",
+    "DEFAULT_BLOCKING",
+    "run_candidates",
+]
 
 #: The stricter thresholds at which conflicting pairs are decided again.
 DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
@@ -126,6 +149,18 @@ LU_SEES = (
     "error 0.002 for pairs sharing >= 5 bands, and all of the about 11,200 pairs sharing >= 10 bands are true "
     "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The decrypted values "
     "add nothing to this (a private-blocking mode is tracked in #33)"
+)
+#: What the linkage unit sees under ``blocking="parties"``.
+LU_SEES_PARTIES = (
+    "every data party's record count (declared); per pair of data parties the number of candidate pairs and a "
+    "keyed digest of their list, no token and no record of any candidate; one decision Dice >= threshold per "
+    "candidate (an opaque slot in a keyed pseudorandom order), then the two records of every accepted slot only "
+    "(to form the groups it outputs) and, for pairs in conflicting clusters, which stricter levels they reach. "
+    "Before the decisions the best estimator of Dice from what it holds (a slot's position) has Spearman 0.00-0.02"
+    " over the candidate pairs, beyond the decisions the degrees of the accepted graph rank the accepted pairs "
+    "with Spearman below 0.1 (benchmarks/pprl_blocking.py, tests/test_pprl_party_blocking.py); the decision "
+    "itself ranks them as a threshold does. It links two records of one party only through accepted pairs with"
+    " a common record of another party (a conflict)"
 )
 _SIGMA = 40
 #: DGK subgroup size t: 224 bits match a 2048-bit modulus (112-bit security; the best
@@ -214,6 +249,11 @@ class DiceLinkageProtocol(Protocol):
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
             this process). The exact passes are joined in this process.
+        blocking: who forms the candidate pairs (:data:`BLOCKINGS`; module docstring):
+            ``"linkage-unit"`` from every party's band tokens, or ``"parties"``, each pair
+            of data parties among themselves (the linkage unit gets only counts and digests;
+            the data parties see each other's re-keyed tokens: the caveats). ``pad`` is for
+            ``"linkage-unit"`` only (default 1 there, 0 and refused otherwise under ``"parties"``).
         progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
             unit runs: phases ``"blocking"`` (pairs of parties), ``"secure decisions"``
             and ``"stricter levels"`` (decisions, reported after each batch of
@@ -261,7 +301,15 @@ class DiceLinkageProtocol(Protocol):
         "range-checked and a malformed one stops the run naming its sender; every message kind is capped in size "
         "(message_bound: from the declared record counts, the CLK length and the key size, and after blocking "
         "from the candidate counts), so a peer can make a party allocate no more than a legitimate message of "
-        "the run takes; the declared record counts are public to every party."
+        "the run takes; the declared record counts are public to every party. Under blocking='parties' the "
+        "linkage unit receives no token and no candidate's records (LU_SEES_PARTIES), but every data party "
+        "receives each peer's band and exact tokens re-keyed for their pair: holding the secret, it can invert a "
+        "16-bit band token by trying 2^16 values and so read the bits of every peer CLK at the band positions "
+        "(64-95 % of the 1,024 positions at 63-180 bands), estimate the Dice of every pair of its and the peer's "
+        "records as the linkage unit can under 'linkage-unit' (Spearman 0.97-0.98), find near-duplicates within "
+        "the peer, recover the peer's dates of birth and, by trying every id, id numbers from the exact tokens, "
+        "and test any guessed identity against the peer's records (a dictionary attack); it knows its real "
+        "candidates (membership as at pad=0) and, from the resolve message, which of them were accepted."
     )
 
     @check_params
@@ -413,7 +461,7 @@ class DiceLinkageProtocol(Protocol):
             return {
                 "keys": public_key_bytes(kb),
                 "keys-dgk": public_key_bytes(kb, integers=4),
-                "deal": 24 * pairs + len(others) * OVERHEAD,
+                "deal": (8 if self.blocking == "parties" else 24) * pairs + len(others) * OVERHEAD,  # w (+ pairs)
                 "refine": 8 * pairs + n * OVERHEAD,
                 "resolve": 8 * pairs + n * OVERHEAD if self.blocking == "parties" else 0,
                 "result": 16 * m + OVERHEAD,
@@ -490,6 +538,22 @@ class DiceLinkageProtocol(Protocol):
             "median popcount; from its candidates, whether each exact pass was kept for that pair of parties "
             "(dropped above 1.5 pairs per record of the smaller party)"
         )
+        if self.blocking == "parties":
+            party = (
+                "the linkage unit's public keys; every other data party's record count and, per other party, its "
+                "band and exact-pass tokens re-keyed for the pair (in a private row order): with the secret it can "
+                "invert them (2^16 tries per band token; a date of birth or id by trying every value), so it reads "
+                "the peer CLKs' bits at the band positions, the peer's dates of birth and id numbers, estimates the "
+                "Dice of every pair of its and the peer's records (Spearman 0.97-0.98 on FEBRL 4), finds "
+                "near-duplicates within the peer and can test a guessed identity against the peer's records; its "
+                "real candidate pairs (whether a record has a candidate at a peer predicts that the peer holds the "
+                "person as without padding: true-positive rate 1.000, false-positive rate 0.31-0.38 on FEBRL 4); "
+                "from the resolve message, which of them passed the threshold; a mask seed and its Beaver shares "
+                "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
+                "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; "
+                "its output: which of its records were linked, under which group id"
+            )
+            return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, party)}
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
     # ------------------------------------------------------------------ helpers

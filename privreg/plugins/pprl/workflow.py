@@ -42,7 +42,7 @@ from privreg.plugins.pprl.datasets import (
     make_parties,
     synthetic_population,
 )
-from privreg.plugins.pprl.dice_protocol import LU_SEES, DiceLinkageProtocol, run_candidates
+from privreg.plugins.pprl.dice_protocol import DiceLinkageProtocol, run_candidates
 from privreg.plugins.pprl.encoding import encode_records
 from privreg.plugins.pprl.kdf import MAX_SECRET_FILE_BYTES, check_secret_file
 from privreg.plugins.pprl.matching import RULES
@@ -543,7 +543,7 @@ def _link_here(
             },
             "dice_threshold": float(proto.threshold),
             "levels": [float(x) for x in proto.levels],
-            "linkage_unit_sees": LU_SEES,
+            "linkage_unit_sees": proto.learns()[LINKAGE_UNIT],
         }
         return metrics, result.transcript
     linked = linkage_quality(lu["links"], entities=entities, parties=parties)
