@@ -137,7 +137,7 @@ DEFAULT_PAD = 1.0
 #: Where the candidate pairs are formed: by the linkage unit from every party's band
 #: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
 BLOCKINGS = ("linkage-unit", "parties")
-DEFAULT_BLOCKING = "linkage-unit"
+DEFAULT_BLOCKING = "parties"
 #: What the linkage unit sees (for reports).
 LU_SEES = (
     "every data party's record count; keyed band tokens and keyed exact-field tokens (which records share a "
@@ -461,7 +461,11 @@ class DiceLinkageProtocol(Protocol):
             return {
                 "keys": public_key_bytes(kb),
                 "keys-dgk": public_key_bytes(kb, integers=4),
-                "deal": (8 if self.blocking == "parties" else 24) * pairs + len(others) * OVERHEAD,  # w (+ pairs)
+                # per peer: w (and the pairs under "linkage-unit"); a parties-mode entry holds w, a name
+                # (<= MAX_NAME_LENGTH), a role and a 32-byte seed: 512 bytes cover its keys and headers
+                "deal": 8 * pairs + len(others) * 512
+                if self.blocking == "parties"
+                else 24 * pairs + len(others) * OVERHEAD,
                 "refine": 8 * pairs + n * OVERHEAD,
                 "resolve": 8 * pairs + n * OVERHEAD if self.blocking == "parties" else 0,
                 "result": 16 * m + OVERHEAD,
@@ -551,7 +555,8 @@ class DiceLinkageProtocol(Protocol):
                 "from the resolve message, which of them passed the threshold; a mask seed and its Beaver shares "
                 "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
                 "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; "
-                "its output: which of its records were linked, under which group id"
+                "its output: which of its records were linked, under which group id; without explicit bands, the "
+                "other data parties' median popcount"
             )
             return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, party)}
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}

@@ -54,7 +54,7 @@ them (its ``tokens`` bound is 0: refused); ``P_pq`` counts the pair's slots, and
 
     pair-tokens       p -> q     8 (J + F) m_p + O
     candidates        p -> LU    256 n + O             (per peer: name, count, 32-byte digest)
-    deal              LU -> p    sum over q of (8 P_pq + O)
+    deal              LU -> p    sum over q of (8 P_pq + 512)   (w, a name, a role, a seed)
     masked            p -> q     (8 L + 8) P_pq + O    (one masked CLK per slot)
     resolve           LU -> p    8 sum over q of P_pq + n O
     resolved          p -> LU    8 sum over q of P_pq + n O
