@@ -140,7 +140,8 @@ BLOCKINGS = ("linkage-unit", "parties")
 DEFAULT_BLOCKING = "parties"
 #: What the linkage unit sees (for reports).
 LU_SEES = (
-    "every data party's record count; keyed band tokens and keyed exact-field tokens (which records share a "
+    "under blocking='linkage-unit' (not the default): every data party's record count; keyed band tokens and "
+    "keyed exact-field tokens (which records share a "
     "band key, a date of birth, an id, within a party too), the candidate pairs, one decision Dice >= threshold"
     " per candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; without "
     "explicit bands, the number of bands (a function of the data parties' largest median popcount). Never a "
@@ -148,7 +149,7 @@ LU_SEES = (
     "similarity: on FEBRL 4 (3 x 5,000) Spearman 0.97-0.98 over about 16,000 candidate pairs, mean absolute "
     "error 0.002 for pairs sharing >= 5 bands, and all of the about 11,200 pairs sharing >= 10 bands are true "
     "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The decrypted values "
-    "add nothing to this (a private-blocking mode is tracked in #33)"
+    "add nothing to this (the default blocking='parties' gives it none of this: LU_SEES_PARTIES)"
 )
 #: What the linkage unit sees under ``blocking="parties"``.
 LU_SEES_PARTIES = (
@@ -239,8 +240,9 @@ class DiceLinkageProtocol(Protocol):
         exact_passes: at most this many exact blocking passes per record (the tokens
             message; the deployment gives its schema's count).
         pad: the fraction of records with no candidate at a peer that get dummy candidates
-            (:mod:`~privreg.plugins.pprl.padding`), in [0, 1]; default :data:`DEFAULT_PAD`
-            = 1: every record has a candidate at every peer. Cost: one secure decision per
+            (:mod:`~privreg.plugins.pprl.padding`), in [0, 1], under
+            ``blocking="linkage-unit"`` only; default there :data:`DEFAULT_PAD` = 1: every
+            record has a candidate at every peer. Cost: one secure decision per
             dummy, measured 1.15x the base decisions on FEBRL 4, 3 x 5,000 (2,409 dummies
             over 16,333 candidate pairs; 1.20x on the synthetic data of
             ``benchmarks/pprl_padding.py``); membership advantage (TPR - FPR of "has a
@@ -265,7 +267,9 @@ class DiceLinkageProtocol(Protocol):
         "Semi-honest parties; the linkage unit colludes with no data party: it deals the masks of the Beaver "
         "inner products, so with the peer's masked CLK a colluding party could unmask the other's CLK, and a "
         "data party holding its shares under the linkage unit's key could have them decrypted. The data parties"
-        " share the CLK and band secret. The linkage unit learns which records of which parties share a keyed "
+        " share the CLK and band secret. Under blocking='linkage-unit' (not the default; the end of this text says "
+        "what changes under the default 'parties') the linkage unit learns which records of which parties share a "
+        "keyed "
         "band token (equality patterns of K-bit projections of the CLKs, and the records per party) or an "
         "exact-pass token (equal dates of birth or id numbers, within a party too: frequency classes, not "
         "values), the candidate pairs, one decision [Dice >= threshold] per candidate pair and, for pairs in a "
