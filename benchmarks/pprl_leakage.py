@@ -81,6 +81,7 @@ def secure_run(names, frames, key_bits: int, pad: float = DEFAULT_PAD):
         insecure_allow_small_keys=key_bits < 2048,
         workers=1,
         pad=pad,
+        blocking="linkage-unit",  # the mode whose token leakage this measures (not the default)
     )
     return records, run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
 
