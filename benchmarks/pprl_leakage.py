@@ -12,7 +12,8 @@ membership has negatives) and 30 % of each party's records corrupted on any FEBR
 ``synthetic``: datasets.synthetic_population in the same way. Ground truth: entity_id.
 
 The run: DiceLinkageProtocol with ``blocking="linkage-unit"`` (not the default, whose linkage
-unit gets no token: benchmarks/pprl_blocking.py; bands agreed by the data parties, exact passes on soc_sec_id and date of birth, threshold 0.75), with an
+unit gets no token: benchmarks/pprl_blocking.py; bands agreed by the data parties, exact
+passes on soc_sec_id and date of birth, threshold 0.75), with an
 in-memory transport that keeps the payloads. ``--key-bits`` below 2048 needs no flag here
 but is marked insecure: the leakage figures depend only on the tokens and the candidate
 pairs, never on the key size, which changes only the CPU of the run.
