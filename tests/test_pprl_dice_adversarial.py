@@ -184,7 +184,7 @@ def test_learns_names_what_refine_and_popcount_messages_tell_the_parties(keys):
     got = [m for m in out.transcript.received_by("P2") if m.step == "refine"]
     assert [r.tolist() for r in got[0].payload] == [[0, 1]]  # both pairs: accepted, in conflict
     assert any(m.step == "popcount" for m in out.transcript.received_by("P2"))
-    proto = protocol(recs, keys)
+    proto = protocol(recs, keys, blocking="linkage-unit")  # the number of bands: only its tokens show it
     learns = proto.learns()
     assert "accepted" in learns["P2"] and "median popcount" in learns["P2"]
     assert "number of bands" in learns[LINKAGE_UNIT]

@@ -53,6 +53,9 @@ def keys():
 def protocol(records, keys, **kw):
     kp, dk = keys
     kw.setdefault("rng", InsecureReproducibleRandom(seed=1))
+    kw.setdefault(
+        "blocking", "linkage-unit"
+    )  # these tests read the tokens; tests/test_pprl_party_blocking.py: "parties"
     return DiceLinkageProtocol(
         parties=PARTIES,
         records=records,

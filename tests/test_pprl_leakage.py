@@ -64,7 +64,8 @@ def _run(**pad):
     dk = generate_dgk_keypair(
         n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
     )
-    proto = DiceLinkageProtocol(  # the default profile: no explicit bands, default threshold and levels
+    proto = DiceLinkageProtocol(  # the default profile under linkage-unit blocking (the leakage it documents)
+        blocking="linkage-unit",
         parties=names,
         records=records,
         secret=SECRET,
@@ -209,7 +210,7 @@ def test_record_counts_are_exchanged(run):
 
 
 def test_learns_states_the_measured_leakage():
-    learns = DiceLinkageProtocol(parties=3).learns()
+    learns = DiceLinkageProtocol(parties=3, blocking="linkage-unit").learns()
     assert "estimates their Dice similarity" in learns[LINKAGE_UNIT] and "record count" in learns[LINKAGE_UNIT]
     assert "record count" in learns["P1"] and "holds the person" in learns["P1"]
     assert "never learns" not in learns[LINKAGE_UNIT] and "a similarity" not in DiceLinkageProtocol.caveats

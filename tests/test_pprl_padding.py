@@ -89,9 +89,9 @@ def test_pad_is_a_public_deployment_option_in_the_digest():
     from privreg.plugins.pprl.dice_deployment import DiceDeployment
 
     dep = DiceDeployment()
-    default = dep.options({"records": [10, 10, 10]})
-    off = dep.options({"records": [10, 10, 10], "pad": 0})
+    default = dep.options({"records": [10, 10, 10], "blocking": "linkage-unit"})
+    off = dep.options({"records": [10, 10, 10], "blocking": "linkage-unit", "pad": 0})
     assert default["pad"] == 1.0 and off["pad"] == 0.0
     assert options_digest(dep, default) != options_digest(dep, off)  # parties with other pads refuse each other
     with pytest.raises(PrivregValueError, match="pad"):
-        dep.options({"records": [10, 10, 10], "pad": 2})
+        dep.options({"records": [10, 10, 10], "blocking": "linkage-unit", "pad": 2})

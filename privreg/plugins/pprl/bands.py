@@ -25,7 +25,9 @@ above the threshold (2,847 against 2,850 of about 2,946 on FEBRL 3) with a third
 candidates (3,339 against 10,790 per 2,000 x 3,000 records; 8,362 against 38,770 per
 5,000 x 5,000 synthetic records).
 
-What the linkage unit learns from the tokens: which records (of any parties, the same
+What the linkage unit learns from the tokens when it receives them (``clk-dice`` with
+``blocking="linkage-unit"``; under ``"parties"`` only the data parties of a pair
+exchange them, :mod:`party_blocking`): which records (of any parties, the same
 party included) share a band key -- equality patterns of ``J K``-bit projections of the
 CLKs -- and the number of records per party; not the bits. The number of keys two records
 share estimates their Dice similarity (Spearman 0.97-0.98 on FEBRL 4: :mod:`leakage`,

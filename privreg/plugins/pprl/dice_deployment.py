@@ -15,9 +15,14 @@ party's input must hold exactly its count, and every message is bounded per kind
 these counts, the CLK length and the key size
 (:mod:`~privreg.plugins.pprl.message_bounds`).
 
-``options.pad`` (default :data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_PAD`): the
-fraction of records with no candidate at a peer that the linkage unit gives dummy
-candidates (:mod:`~privreg.plugins.pprl.padding`); in the options digest like the rest.
+``options.pad`` (default :data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_PAD` under
+``blocking = "linkage-unit"``, 0 under ``"parties"``, where it must stay 0): the fraction
+of records with no candidate at a peer that the linkage unit gives dummy candidates
+(:mod:`~privreg.plugins.pprl.padding`); ``options.blocking`` (default
+:data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_BLOCKING`): who forms the candidate
+pairs, the linkage unit from every party's band tokens or each pair of data parties among
+themselves (:mod:`~privreg.plugins.pprl.party_blocking`); both in the options digest like
+the rest.
 """
 
 from __future__ import annotations
@@ -48,12 +53,18 @@ from privreg.plugins.pprl.deployment import (
     read_records,
     record_counts,
 )
-from privreg.plugins.pprl.dice_protocol import DEFAULT_PAD, LINKAGE_UNIT, DiceLinkageProtocol
+from privreg.plugins.pprl.dice_protocol import (
+    BLOCKINGS,
+    DEFAULT_BLOCKING,
+    DEFAULT_PAD,
+    LINKAGE_UNIT,
+    DiceLinkageProtocol,
+)
 from privreg.plugins.pprl.kdf import check_secret_file
 
 __all__ = ["DiceDeployment"]
 
-_OPTIONS = ("parties", "records", "threshold", "key_bits", "insecure_small_keys", "max_records", "pad")
+_OPTIONS = ("parties", "records", "threshold", "key_bits", "insecure_small_keys", "max_records", "pad", "blocking")
 
 
 @check_params
@@ -76,10 +87,18 @@ def _options(
             doc="fraction of records with no candidate at a peer given dummy candidates (membership padding)",
         ),
     ] = DEFAULT_PAD,
+    blocking: Annotated[
+        str, Spec(choices=BLOCKINGS, doc="who forms the candidate pairs: the linkage unit or the data parties")
+    ] = DEFAULT_BLOCKING,
 ) -> dict[str, Any]:
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
             f"options.key_bits = {key_bits} is below {MIN_KEY_BITS}; set insecure_small_keys = true for tests only."
+        )
+    if blocking == "parties" and pad:
+        raise PrivregValueError(
+            f"options.pad = {pad} applies to blocking = 'linkage-unit' only (under 'parties' the data parties compute "
+            f"their candidates themselves, so dummies hide nothing); set pad = 0 or leave it out."
         )
     return {
         "threshold": threshold,
@@ -87,6 +106,7 @@ def _options(
         "insecure_small_keys": insecure_small_keys,
         "max_records": max_records,
         "pad": pad,
+        "blocking": blocking,
     }
 
 
@@ -102,6 +122,8 @@ class DiceDeployment(Deployment):
         rest = dict(raw)
         names = party_list(rest.pop("parties", ["P1", "P2", "P3"]))
         records = rest.pop("records", None)
+        if rest.get("blocking", DEFAULT_BLOCKING) == "parties":
+            rest.setdefault("pad", 0.0)  # padding is for linkage-unit blocking only
         try:
             options = {"parties": names, **_options(**rest)}
         except TypeError as exc:  # an unknown keyword: name the allowed ones
@@ -147,6 +169,7 @@ class DiceDeployment(Deployment):
             record_counts=record_counts(options),
             exact_passes=len(FEBRL_CLK_SCHEMA.exact),
             pad=options["pad"],
+            blocking=options["blocking"],
             rng=rng,
             workers=1,
         )

@@ -37,6 +37,20 @@ Flow (transcript step names in quotes):
    sends each party ``"result"``: its linked records and their group ids (random 62-bit
    numbers, the linkage unit's output ``group_ids``).
 
+Blocking modes (``blocking``). Under ``"linkage-unit"`` steps 2-3 run as above, and the
+linkage unit can estimate every candidate pair's Dice from the number of band tokens the
+two records share (Spearman 0.97-0.98 on FEBRL 4). Under ``"parties"``
+(:mod:`party_blocking`, issue #33) the tokens never reach it: each pair of data parties
+exchanges tokens re-keyed with a pair key (``"pair-tokens"``, in a private row order),
+both compute the same candidate pairs in the same keyed order (the pair's *slots*) and
+send the linkage unit only their count and a keyed digest (``"candidates"``; it refuses to
+deal when the two differ). The deal, the masked CLKs and the shares are per slot (a fresh
+mask per slot, so a record's CLK is sent once per slot), and after the base decisions the
+linkage unit asks each party for its record of every accepted slot (``"resolve"``,
+``"resolved"``), which it needs for the conflicts and the groups; the rest is unchanged.
+There is no membership padding under ``"parties"`` (the data parties compute their
+candidates themselves, so dummies would hide nothing from them).
+
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
 ``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
@@ -96,20 +110,43 @@ from privreg.plugins.pprl.bands import (
 )
 from privreg.plugins.pprl.message_bounds import OVERHEAD, ciphertext_bytes, header_bytes, public_key_bytes, step_kind
 from privreg.plugins.pprl.padding import check_pad, pad_candidates
+from privreg.plugins.pprl.party_blocking import (
+    DIGEST_BYTES,
+    check_pair_tokens,
+    pair_key,
+    pair_tokens,
+    private_order,
+    slot_digest,
+    slot_order,
+)
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
 
-__all__ = ["DiceLinkageProtocol", "LINKAGE_UNIT", "DEFAULT_LEVELS", "LU_SEES"]
+__all__ = [
+    "DiceLinkageProtocol",
+    "LINKAGE_UNIT",
+    "DEFAULT_LEVELS",
+    "LU_SEES",
+    "LU_SEES_PARTIES",
+    "BLOCKINGS",
+    "DEFAULT_BLOCKING",
+    "run_candidates",
+]
 
 #: The stricter thresholds at which conflicting pairs are decided again.
 DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 #: The fraction of candidate-less records given dummy candidates (:mod:`padding`).
 DEFAULT_PAD = 1.0
+#: Where the candidate pairs are formed: by the linkage unit from every party's band
+#: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
+BLOCKINGS = ("linkage-unit", "parties")
+DEFAULT_BLOCKING = "linkage-unit"
 #: What the linkage unit sees (for reports).
 LU_SEES = (
-    "every data party's record count; keyed band tokens and keyed exact-field tokens (which records share a "
+    "under blocking='linkage-unit' (the default): every data party's record count; keyed band tokens and "
+    "keyed exact-field tokens (which records share a "
     "band key, a date of birth, an id, within a party too), the candidate pairs, one decision Dice >= threshold"
     " per candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; without "
     "explicit bands, the number of bands (a function of the data parties' largest median popcount). Never a "
@@ -117,7 +154,20 @@ LU_SEES = (
     "similarity: on FEBRL 4 (3 x 5,000) Spearman 0.97-0.98 over about 16,000 candidate pairs, mean absolute "
     "error 0.002 for pairs sharing >= 5 bands, and all of the about 11,200 pairs sharing >= 10 bands are true "
     "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The decrypted values "
-    "add nothing to this (a private-blocking mode is tracked in #33)"
+    "add nothing to this (blocking='parties' gives it none of this, at a cost to the data parties: LU_SEES_PARTIES)"
+)
+#: What the linkage unit sees under ``blocking="parties"``.
+LU_SEES_PARTIES = (
+    "every data party's record count (declared); per pair of data parties the number of candidate pairs and a "
+    "keyed digest of their list, no token and no record of any candidate; one decision Dice >= threshold per "
+    "candidate (an opaque slot in a keyed pseudorandom order), then the two records of every accepted slot only "
+    "(to form the groups it outputs) and, for pairs in conflicting clusters, which stricter levels they reach. "
+    "Before the decisions the best estimator of Dice from what it holds (a slot's position) has Spearman -0.005 and"
+    " 0.004 over the candidate pairs on FEBRL 4's two files and 3 x 5,000 (-0.08 on the test's synthetic data), "
+    "and beyond the decisions the degrees of the accepted graph rank the accepted pairs with Spearman 0.008 and "
+    "0.004 (benchmarks/pprl_blocking.py, tests/test_pprl_party_blocking.py); the decision itself ranks them as a"
+    " threshold does (Spearman 0.69-0.70 there, in either mode). It links two records of one party only through "
+    "accepted pairs with a common record of another party (a conflict)"
 )
 _SIGMA = 40
 #: DGK subgroup size t: 224 bits match a 2048-bit modulus (112-bit security; the best
@@ -196,8 +246,9 @@ class DiceLinkageProtocol(Protocol):
         exact_passes: at most this many exact blocking passes per record (the tokens
             message; the deployment gives its schema's count).
         pad: the fraction of records with no candidate at a peer that get dummy candidates
-            (:mod:`~privreg.plugins.pprl.padding`), in [0, 1]; default :data:`DEFAULT_PAD`
-            = 1: every record has a candidate at every peer. Cost: one secure decision per
+            (:mod:`~privreg.plugins.pprl.padding`), in [0, 1], under
+            ``blocking="linkage-unit"`` only; default there :data:`DEFAULT_PAD` = 1: every
+            record has a candidate at every peer. Cost: one secure decision per
             dummy, measured 1.15x the base decisions on FEBRL 4, 3 x 5,000 (2,409 dummies
             over 16,333 candidate pairs; 1.20x on the synthetic data of
             ``benchmarks/pprl_padding.py``); membership advantage (TPR - FPR of "has a
@@ -206,6 +257,11 @@ class DiceLinkageProtocol(Protocol):
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
             this process). The exact passes are joined in this process.
+        blocking: who forms the candidate pairs (:data:`BLOCKINGS`; module docstring):
+            ``"linkage-unit"`` from every party's band tokens, or ``"parties"``, each pair
+            of data parties among themselves (the linkage unit gets only counts and digests;
+            the data parties see each other's re-keyed tokens: the caveats). ``pad`` is for
+            ``"linkage-unit"`` only (default 1 there, 0 and refused otherwise under ``"parties"``).
         progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
             unit runs: phases ``"blocking"`` (pairs of parties), ``"secure decisions"``
             and ``"stricter levels"`` (decisions, reported after each batch of
@@ -217,7 +273,9 @@ class DiceLinkageProtocol(Protocol):
         "Semi-honest parties; the linkage unit colludes with no data party: it deals the masks of the Beaver "
         "inner products, so with the peer's masked CLK a colluding party could unmask the other's CLK, and a "
         "data party holding its shares under the linkage unit's key could have them decrypted. The data parties"
-        " share the CLK and band secret. The linkage unit learns which records of which parties share a keyed "
+        " share the CLK and band secret. Under blocking='linkage-unit' (the default; the end of this text says "
+        "what changes under 'parties') the linkage unit learns which records of which parties share a "
+        "keyed "
         "band token (equality patterns of K-bit projections of the CLKs, and the records per party) or an "
         "exact-pass token (equal dates of birth or id numbers, within a party too: frequency classes, not "
         "values), the candidate pairs, one decision [Dice >= threshold] per candidate pair and, for pairs in a "
@@ -253,7 +311,15 @@ class DiceLinkageProtocol(Protocol):
         "range-checked and a malformed one stops the run naming its sender; every message kind is capped in size "
         "(message_bound: from the declared record counts, the CLK length and the key size, and after blocking "
         "from the candidate counts), so a peer can make a party allocate no more than a legitimate message of "
-        "the run takes; the declared record counts are public to every party."
+        "the run takes; the declared record counts are public to every party. Under blocking='parties' the "
+        "linkage unit receives no token and no candidate's records (LU_SEES_PARTIES), but every data party "
+        "receives each peer's band and exact tokens re-keyed for their pair: holding the secret, it can invert a "
+        "16-bit band token by trying 2^16 values and so read the bits of every peer CLK at the band positions "
+        "(64-95 % of the 1,024 positions at 63-180 bands), estimate the Dice of every pair of its and the peer's "
+        "records as the linkage unit can under 'linkage-unit' (Spearman 0.97-0.98), find near-duplicates within "
+        "the peer, recover the peer's dates of birth and, by trying every id, id numbers from the exact tokens, "
+        "and test any guessed identity against the peer's records (a dictionary attack); it knows its real "
+        "candidates (membership as at pad=0) and, from the resolve message, which of them were accepted."
     )
 
     @check_params
@@ -280,7 +346,10 @@ class DiceLinkageProtocol(Protocol):
         progress: ProgressCallback | None = None,
         record_counts: Mapping[str, int] | None = None,
         exact_passes: int = 16,
-        pad: float = DEFAULT_PAD,
+        pad: float | None = None,
+        blocking: Annotated[
+            str, Spec(choices=BLOCKINGS, doc="who forms the candidate pairs: the linkage unit or the data parties")
+        ] = DEFAULT_BLOCKING,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -323,7 +392,17 @@ class DiceLinkageProtocol(Protocol):
         self.max_records = None if max_records is None else v.check_int("max_records", max_records, minimum=1)
         self.record_counts = check_record_counts(record_counts, self.names, self.max_records)
         self.exact_passes = v.check_int("exact_passes", exact_passes, minimum=0)
-        self.pad = check_pad(pad)
+        if blocking not in BLOCKINGS:
+            raise PrivregValueError(f"blocking must be one of {', '.join(map(repr, BLOCKINGS))}; got {blocking!r}")
+        self.blocking = blocking
+        pad = None if pad is None else check_pad(pad)
+        if blocking == "parties" and pad:
+            raise PrivregValueError(
+                f"pad={pad!r} applies to blocking='linkage-unit' only: under blocking='parties' the data parties "
+                f"compute their candidate pairs themselves, so dummies would hide nothing from them; pass pad=0 or "
+                f"leave it unset."
+            )
+        self.pad = (DEFAULT_PAD if blocking == "linkage-unit" else 0.0) if pad is None else pad
         for p, rec in self.records.items():
             if self.record_counts is not None and len(rec) != self.record_counts[p]:
                 raise PrivregValueError(
@@ -392,22 +471,34 @@ class DiceLinkageProtocol(Protocol):
             return {
                 "keys": public_key_bytes(kb),
                 "keys-dgk": public_key_bytes(kb, integers=4),
-                "deal": 24 * pairs + len(others) * OVERHEAD,
+                # per peer: w (and the pairs under "linkage-unit"); a parties-mode entry holds w, a name
+                # (<= MAX_NAME_LENGTH), a role and a 32-byte seed: 512 bytes cover its keys and headers
+                "deal": 8 * pairs + len(others) * 512
+                if self.blocking == "parties"
+                else 24 * pairs + len(others) * OVERHEAD,
                 "refine": 8 * pairs + n * OVERHEAD,
+                "resolve": 8 * pairs + n * OVERHEAD if self.blocking == "parties" else 0,
                 "result": 16 * m + OVERHEAD,
             }.get(kind, 0)
         if receiver == lu and sender in counts:
             others = [q for q in counts if q != sender]
             d = max(decisions(sender, q) for q in others)
+            mine = self.blocking == "parties"
             return {
-                "tokens": 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
+                "tokens": 0 if mine else 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
+                "candidates": n * 256 + OVERHEAD if mine else 0,  # per peer: its name, a count and a digest
+                "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
                 "masked": d * c + h + OVERHEAD,
                 "terms": d * terms + h + OVERHEAD,
             }.get(kind, 0)
         if sender in counts and receiver in counts and sender != receiver:
+            slots = self.blocking == "parties"  # masked CLKs per slot, tokens peer to peer
             return {
                 "popcount": 64,
-                "masked": min(counts[sender], pairs_of(sender, receiver), beaver.CHUNK_PAIRS) * (8 * self.length + 8)
+                "pair-tokens": 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD if slots else 0,
+                # rows per chunk: one per slot under "parties", one per candidate record otherwise
+                "masked": min(pairs_of(sender, receiver), beaver.CHUNK_PAIRS, *(() if slots else (counts[sender],)))
+                * (8 * self.length + 8)
                 + OVERHEAD,
                 "shares": decisions(sender, receiver) * c + h + OVERHEAD,
             }.get(kind, 0)
@@ -435,7 +526,8 @@ class DiceLinkageProtocol(Protocol):
         counts = self._counts()
         if counts is None:
             return None
-        kinds = ("keys", "keys-dgk", "deal", "refine", "result", "bits", "tokens", "masked", "terms", "popcount")
+        kinds: tuple[str, ...] = ("keys", "keys-dgk", "deal", "refine", "result", "bits", "tokens", "masked")
+        kinds += ("terms", "popcount", "pair-tokens", "candidates", "resolve", "resolved")
         everyone = [self.linkage_unit, *self.names]
         return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
 
@@ -461,6 +553,23 @@ class DiceLinkageProtocol(Protocol):
             "median popcount; from its candidates, whether each exact pass was kept for that pair of parties "
             "(dropped above 1.5 pairs per record of the smaller party)"
         )
+        if self.blocking == "parties":
+            party = (
+                "the linkage unit's public keys; every other data party's record count and, per other party, its "
+                "band and exact-pass tokens re-keyed for the pair (in a private row order): with the secret it can "
+                "invert them (2^16 tries per band token; a date of birth or id by trying every value), so it reads "
+                "the peer CLKs' bits at the band positions, the peer's dates of birth and id numbers, estimates the "
+                "Dice of every pair of its and the peer's records (Spearman 0.97-0.98 on FEBRL 4), finds "
+                "near-duplicates within the peer and can test a guessed identity against the peer's records; its "
+                "real candidate pairs (whether a record has a candidate at a peer predicts that the peer holds the "
+                "person as without padding: true-positive rate 1.000, false-positive rate 0.31-0.38 on FEBRL 4); "
+                "from the resolve message, which of them passed the threshold; a mask seed and its Beaver shares "
+                "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
+                "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; "
+                "its output: which of its records were linked, under which group id; without explicit bands, the "
+                "other data parties' median popcount"
+            )
+            return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, party)}
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
     # ------------------------------------------------------------------ helpers
@@ -496,7 +605,7 @@ class DiceLinkageProtocol(Protocol):
             timer.lap("keys")
             tokens: list[np.ndarray] = []
             exact: list[np.ndarray] = []
-            for p in names:
+            for p in names if self.blocking == "linkage-unit" else ():  # "parties": no tokens reach it
                 msg = await ch.recv(p, step="tokens")
                 tok = _array(msg, "tokens", p, kind="u", ndim=2)
                 ex = _array(msg, "exact", p, kind="u", ndim=2)
@@ -520,26 +629,11 @@ class DiceLinkageProtocol(Protocol):
             skipped = 0
             orientation = pair_orientation(names)
             blocked = PhaseProgress(self.progress, "blocking", total=len(orientation), unit="party pair")
-            for i, j in orientation:
+            if self.blocking == "parties":
+                await self._deal_slots(ch, rng, plan, deals, blocked)
+            for i, j in orientation if self.blocking == "linkage-unit" else ():
                 left, right = _roles(i, j)
-                if self.blocking_backend is None:
-                    cands, sk = candidate_pairs(
-                        tokens[left],
-                        tokens[right],
-                        max_block_pairs=self._cfg.max_block_pairs,
-                        min_shared=self._cfg.min_shared,
-                        exact_a=exact[left],
-                        exact_b=exact[right],
-                    )
-                else:
-                    lsh, sk = self.blocking_backend.candidate_pairs(
-                        tokens[left],
-                        tokens[right],
-                        max_block_pairs=self._cfg.max_block_pairs,
-                        min_shared=self._cfg.min_shared,
-                    )
-                    ex, sk2 = exact_pairs(exact[left], exact[right], max_block_pairs=self._cfg.max_block_pairs)
-                    cands, sk = union_pairs(lsh, ex), sk + sk2
+                cands, sk = self._candidates(tokens[left], tokens[right], exact[left], exact[right])
                 skipped += sk
                 su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
                 label = f"{names[left]}/{names[right]}"
@@ -569,6 +663,8 @@ class DiceLinkageProtocol(Protocol):
                         ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown
                     )
                 )
+            if self.blocking == "parties":  # the records of the accepted slots, for the groups
+                await self._resolve(ch, plan, decisions)
             edges, where = self._edges(plan, decisions)
             timer.lap("matching")
             levels = np.zeros(len(edges), dtype=np.int64)
@@ -616,11 +712,16 @@ class DiceLinkageProtocol(Protocol):
                 await ch.send(p, np.array(rows, dtype=np.int64).reshape(-1, 2), step="result")
             timer.lap("result")
         return {
-            "bands": int(tokens[0].shape[1]),
+            "bands": int(tokens[0].shape[1]) if tokens else None,  # "parties": the linkage unit never sees J
             "groups": [[(names[p], r) for p, r in g] for g in groups],
             "group_indices": groups,
             "group_ids": ids,
-            "candidates": {(names[it["left"]], names[it["right"]]): it["pairs"][~it["dummy"]] for it in plan},
+            # "parties": the linkage unit knows no candidate pair (run_candidates joins the parties' slots)
+            "candidates": (
+                {(names[it["left"]], names[it["right"]]): it["pairs"][~it["dummy"]] for it in plan}
+                if self.blocking == "linkage-unit"
+                else None
+            ),
             "candidate_count": int(sum(it["real"] for it in plan)),
             "dummy_pairs": int(sum(int(it["dummy"].sum()) for it in plan)),
             "accepted": len(edges),
@@ -630,6 +731,96 @@ class DiceLinkageProtocol(Protocol):
             "timings": dict(timer.wall),
             "operations": ops.as_dict(),
         }
+
+    def _candidates(self, a: np.ndarray, b: np.ndarray, ex_a: np.ndarray, ex_b: np.ndarray) -> tuple[np.ndarray, int]:
+        """The candidate pairs of two token matrices (left, right) and the skipped blocks."""
+        cfg = self._cfg
+        if self.blocking_backend is None:
+            return candidate_pairs(
+                a, b, max_block_pairs=cfg.max_block_pairs, min_shared=cfg.min_shared, exact_a=ex_a, exact_b=ex_b
+            )
+        lsh, sk = self.blocking_backend.candidate_pairs(
+            a, b, max_block_pairs=cfg.max_block_pairs, min_shared=cfg.min_shared
+        )
+        ex, sk2 = exact_pairs(ex_a, ex_b, max_block_pairs=cfg.max_block_pairs)
+        return union_pairs(lsh, ex), sk + sk2
+
+    async def _deal_slots(
+        self,
+        ch: Channel,
+        rng: RandomSource,
+        plan: list[dict[str, Any]],
+        deals: dict[int, list[dict[str, Any]]],
+        blocked: PhaseProgress,
+    ) -> None:
+        """``blocking="parties"``: check that both parties of every pair sent the same slot
+        count and digest, then deal the Beaver masks per slot (no record index involved)."""
+        names, counts = self.names, self._counts()
+        got: dict[str, dict[str, tuple[int, bytes]]] = {}
+        for p in names:
+            msg = await ch.recv(p, step="candidates")
+            if not isinstance(msg, list) or len(msg) != len(names) - 1:
+                raise ProtocolError(f"{p!r} sent a malformed candidates message (one entry per other party)")
+            mine: dict[str, tuple[int, bytes]] = {}
+            for d in msg:
+                peer = d.get("peer") if isinstance(d, Mapping) else None
+                if peer not in names or peer == p or peer in mine:
+                    raise ProtocolError(f"{p!r} sent a candidates entry naming an unknown or repeated peer")
+                k, digest = d.get("count"), d.get("digest")
+                if (
+                    not isinstance(k, int)
+                    or isinstance(k, bool)
+                    or k < 0
+                    or not isinstance(digest, bytes)
+                    or len(digest) != DIGEST_BYTES
+                ):
+                    raise ProtocolError(f"{p!r} sent a malformed candidate count or digest for peer {peer!r}")
+                if counts is not None and k > counts[p] * counts[peer]:
+                    raise ProtocolError(f"{p!r} sent more candidate pairs for peer {peer!r} than the two hold")
+                mine[peer] = (k, digest)
+            got[p] = mine
+        for i, j in pair_orientation(names):
+            left, right = _roles(i, j)
+            a, b = names[left], names[right]
+            if got[a][b] != got[b][a]:
+                raise ProtocolError(
+                    f"{a!r} and {b!r} sent different candidate lists for their pair ({got[a][b][0]} and "
+                    f"{got[b][a][0]} pairs, or different digests); refusing to deal"
+                )
+            k = got[a][b][0]
+            su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
+            slot = np.arange(k, dtype=np.int64)
+            w_left, w_right = beaver.dealer_shares_from_seeds(  # a chunk of slots' masks at a time
+                su, sv, np.column_stack([slot, slot]), length=self.length, labels=(f"u/{a}/{b}", f"v/{a}/{b}"), rng=rng
+            )
+            # the records of a slot stay unknown (-1) unless it is accepted (_resolve)
+            pairs = np.full((k, 2), -1, dtype=np.int64)
+            plan.append({"left": left, "right": right, "pairs": pairs, "dummy": np.zeros(k, dtype=bool), "real": k})
+            self._known_pairs[frozenset((a, b))] = k
+            deals[left].append({"peer": b, "role": "left", "seed": su, "w": w_left})
+            deals[right].append({"peer": a, "role": "right", "seed": sv, "w": w_right})
+            blocked.advance()
+
+    async def _resolve(self, ch: Channel, plan: list[dict[str, Any]], decisions: list[np.ndarray]) -> None:
+        """``blocking="parties"``: ask each party for its record of every accepted slot."""
+        asked = [np.flatnonzero(ok).astype(np.int64) for ok in decisions]
+        counts = self._counts()
+        for i, p in enumerate(self.names):
+            await ch.send(p, [asked[k] for k, it in enumerate(plan) if i in (it["left"], it["right"])], step="resolve")
+        for i, p in enumerate(self.names):
+            got = await ch.recv(p, step="resolved")
+            mine = [k for k, it in enumerate(plan) if i in (it["left"], it["right"])]
+            if not isinstance(got, list) or len(got) != len(mine):
+                raise ProtocolError(f"{p!r} sent a malformed resolved message")
+            for k, rows in zip(mine, got):
+                if (
+                    not isinstance(rows, np.ndarray)
+                    or rows.shape != asked[k].shape
+                    or (rows.size and (rows.dtype.kind != "i" or rows.min() < 0))
+                    or (rows.size and counts is not None and rows.max() >= counts[p])
+                ):
+                    raise ProtocolError(f"{p!r} sent records outside its own for the accepted slots")
+                plan[k]["pairs"][asked[k], 0 if plan[k]["left"] == i else 1] = rows
 
     async def _decide(
         self,
@@ -709,22 +900,31 @@ class DiceLinkageProtocol(Protocol):
             raw = rng.random_bytes(8 * empty.size * tok.shape[1])
             tok[empty] = np.frombuffer(raw, dtype="<u8").reshape(empty.size, tok.shape[1])
         exact = rec.exact_keys if rec.exact_keys is not None else np.zeros((m, 0), dtype=np.uint64)
-        await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
+        slots: dict[str, np.ndarray] | None = None
+        if self.blocking == "parties":
+            slots = await self._block_with_peers(ch, me, secret, tok, exact, rng)
+        else:
+            await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
         timer.lap("tokens")
         deals = await ch.recv(self.linkage_unit, step="deal")
-        entries = self._check_deals(deals, me, m)
-        for e in entries:  # the later messages of this pair are bounded by its candidate count
-            self._known_pairs[frozenset((me, e["peer"]))] = int(e["pairs"].shape[0])
-        # exchange masked CLKs chunk by chunk, then compute the inner-product shares
-        shares = {e["peer"]: await self._masked_exchange(ch, me, e, bits) for e in entries}
-        timer.lap("shares")
+        entries = self._check_deals(deals, me, m, slots)
         pop = bits.sum(axis=1).astype(np.int64)
         # an empty CLK (every field missing) has Dice 0 with anything (clk.dice), but x
         # would be 2 num L >= the threshold; with popcount L instead x = num (L - |b|) or 0,
         # below every level and still in [0, 2 den L]
         pop[pop == 0] = self.length
+        for e in entries:  # "parties": this party's CLK and popcount per slot
+            own = e.get("own")
+            e["bits"], e["pop"] = (bits, pop) if own is None else (bits[own], pop[own])
+        for e in entries:  # the later messages of this pair are bounded by its candidate count
+            self._known_pairs[frozenset((me, e["peer"]))] = int(e["pairs"].shape[0])
+        # exchange masked CLKs chunk by chunk ("parties": per slot), then compute the inner-product shares
+        shares = {e["peer"]: await self._masked_exchange(ch, me, e, e["bits"]) for e in entries}
+        timer.lap("shares")
         for e in entries:
-            await self._share_round(ch, me, e, shares[e["peer"]], pop, None, self.threshold, "base", pk, dpk, rng)
+            await self._share_round(ch, me, e, shares[e["peer"]], e["pop"], None, self.threshold, "base", pk, dpk, rng)
+        if self.blocking == "parties":
+            await self._resolve_slots(ch, entries)
         refine = await ch.recv(self.linkage_unit, step="refine")
         if not isinstance(refine, list) or len(refine) != len(entries):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed refine message")
@@ -737,7 +937,7 @@ class DiceLinkageProtocol(Protocol):
                 raise ProtocolError(f"{self.linkage_unit!r} sent malformed refinement indices")
             if sel.size:
                 for t, lv in enumerate(self.levels):
-                    await self._share_round(ch, me, e, shares[e["peer"]], pop, sel, lv, f"l{t + 1}", pk, dpk, rng)
+                    await self._share_round(ch, me, e, shares[e["peer"]], e["pop"], sel, lv, f"l{t + 1}", pk, dpk, rng)
         timer.lap("matching")
         links = await ch.recv(self.linkage_unit, step="result")
         if (
@@ -747,7 +947,15 @@ class DiceLinkageProtocol(Protocol):
             or (links.size and (links.dtype.kind != "i" or links.min() < 0 or links[:, 1].max() >= m))
         ):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed result")
-        return {"links": links, "ids": rec.ids, "timings": dict(timer.wall), "band_bits": config.bits}
+        return {
+            "links": links,
+            "ids": rec.ids,
+            "timings": dict(timer.wall),
+            "band_bits": config.bits,
+            "bands": config.bands,
+            # "parties": this party's record of each slot per peer (run_candidates joins them)
+            "slots": slots,
+        }
 
     @property
     def _cfg(self) -> BandConfig:
@@ -781,7 +989,60 @@ class DiceLinkageProtocol(Protocol):
             counts.append(x[1])
         return recommended_bands(filter_length=self.length, popcount=max(1, *medians), records=max(1, *counts))
 
-    def _check_deals(self, deals: Any, me: str, m: int) -> list[dict[str, Any]]:
+    async def _block_with_peers(
+        self, ch: Channel, me: str, secret: bytes, tok: np.ndarray, exact: np.ndarray, rng: RandomSource
+    ) -> dict[str, np.ndarray]:
+        """``blocking="parties"`` (:mod:`party_blocking`): exchange re-keyed tokens with every
+        peer in a private row order, form the pair's slots and send the linkage unit their
+        count and keyed digest; returns this party's record of each slot per peer."""
+        counts = self._counts()
+        peers = [q for q in self.names if q != me]
+        sent: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for q in peers:
+            i, j = sorted((self.names.index(me), self.names.index(q)))
+            perm = private_order(tok.shape[0], rng)
+            t, x = pair_tokens(tok[perm], exact[perm], pair_key(secret, self.names[i], self.names[j], "tokens"))
+            await ch.send(q, {"tokens": t, "exact": x}, step="pair-tokens")
+            sent[q] = (perm, t, x)
+        out: dict[str, np.ndarray] = {}
+        summary = []
+        for q in peers:
+            got = await ch.recv(q, step="pair-tokens")
+            t_q, x_q = check_pair_tokens(
+                got, q, bands=tok.shape[1], exact=exact.shape[1], rows=None if counts is None else counts[q]
+            )
+            i, j = sorted((self.names.index(me), self.names.index(q)))
+            perm, t, x = sent.pop(q)
+            left = self.names[_roles(i, j)[0]] == me
+            cands, _ = self._candidates(t, t_q, x, x_q) if left else self._candidates(t_q, t, x_q, x)
+            key = pair_key(secret, self.names[i], self.names[j], "slots")
+            order = slot_order(cands, key)
+            out[q] = perm[order[:, 0 if left else 1]]
+            summary.append({"peer": q, "count": int(order.shape[0]), "digest": slot_digest(order, key)})
+        await ch.send(self.linkage_unit, summary, step="candidates")
+        return out
+
+    async def _resolve_slots(self, ch: Channel, entries: list[dict[str, Any]]) -> None:
+        """``blocking="parties"``: this party's record of each accepted slot the linkage unit asks for."""
+        ask = await ch.recv(self.linkage_unit, step="resolve")
+        if not isinstance(ask, list) or len(ask) != len(entries):
+            raise ProtocolError(f"{self.linkage_unit!r} sent a malformed resolve message")
+        out = []
+        for e, sel in zip(entries, ask):
+            k = e["own"].shape[0]
+            if (
+                not isinstance(sel, np.ndarray)
+                or sel.ndim != 1
+                or (sel.size and (sel.dtype.kind != "i" or sel.min() < 0 or sel.max() >= k))
+                or np.any(np.diff(sel) <= 0)
+            ):
+                raise ProtocolError(f"{self.linkage_unit!r} asked for slots outside the pair's candidates")
+            out.append(e["own"][sel])
+        await ch.send(self.linkage_unit, out, step="resolved")
+
+    def _check_deals(
+        self, deals: Any, me: str, m: int, slots: Mapping[str, np.ndarray] | None = None
+    ) -> list[dict[str, Any]]:
         if not isinstance(deals, list):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed deal")
         out = []
@@ -797,8 +1058,24 @@ class DiceLinkageProtocol(Protocol):
                     f"{self.linkage_unit!r} sent a deal with role {d['role']!r} for peer {d['peer']!r}; the roles are "
                     f"fixed by the party order and this party is {role!r}"
                 )
-            pairs = _array(d, "pairs", self.linkage_unit, kind="i", ndim=2)
             w = _array(d, "w", self.linkage_unit, kind="u", ndim=1)
+            if slots is not None:  # "parties": one share per slot, no record index
+                own = slots[d["peer"]]
+                if w.shape[0] != own.shape[0]:
+                    raise ProtocolError(f"{self.linkage_unit!r} sent {w.shape[0]} shares for {own.shape[0]} slots")
+                slot = np.arange(own.shape[0], dtype=np.int64)
+                out.append(
+                    {
+                        "peer": d["peer"],
+                        "role": d["role"],
+                        "seed": d["seed"],
+                        "pairs": np.column_stack([slot, slot]),
+                        "w": w,
+                        "own": own,
+                    }
+                )
+                continue
+            pairs = _array(d, "pairs", self.linkage_unit, kind="i", ndim=2)
             col = 0 if d["role"] == "left" else 1
             if pairs.size and (pairs.shape[1] != 2 or pairs.min() < 0 or pairs[:, col].max() >= m):
                 raise ProtocolError(f"{self.linkage_unit!r} sent candidate pairs outside this party's records")
@@ -939,3 +1216,21 @@ def _batches(count: int, per: int) -> list[tuple[int, int]]:
 
 def _batch_step(step: str, k: int) -> str:
     return step if k == 0 else f"{step}.{k}"
+
+
+def run_candidates(
+    outputs: Mapping[str, Any], names: Sequence[str], linkage_unit: str = LINKAGE_UNIT
+) -> dict[tuple[str, str], np.ndarray]:
+    """The run's real candidate pairs ``{(left, right): (k, 2) rows}`` (for evaluation,
+    where every party's output is at hand): the linkage unit's under
+    ``blocking="linkage-unit"``; under ``"parties"``, the join of the two parties' records
+    of each slot (no single party knows both), sorted."""
+    lu = outputs[linkage_unit]
+    if lu["candidates"] is not None:
+        return dict(lu["candidates"])
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for i, j in pair_orientation(names):
+        left, right = (names[k] for k in _roles(i, j))
+        pairs = np.column_stack([outputs[left]["slots"][right], outputs[right]["slots"][left]]).astype(np.int64)
+        out[(left, right)] = union_pairs(pairs)
+    return out

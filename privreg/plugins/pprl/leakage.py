@@ -16,7 +16,12 @@ measure them (issue #33):
   similarity must drive it towards 0 for this same estimator;
 * the exact-pass tokens' frequency classes (equal dates of birth, equal id numbers);
 * a data party's membership inference: "my record has a candidate at party Q" as a
-  predictor of "Q holds this person".
+  predictor of "Q holds this person";
+* under ``blocking="parties"`` (:mod:`party_blocking`), what the linkage unit holds of a
+  candidate slot: its position in the pair's keyed order before the decisions
+  (:func:`slot_view`, :func:`slot_truth`) and, after them, the records of the accepted
+  slots; :func:`bucket_spearman` is the best estimator of Dice from such discrete
+  features (cross-fitted bucket means).
 
 Every function is a measurement for tests and benchmarks (it needs the ground truth); none
 runs inside the protocol.
@@ -48,6 +53,10 @@ __all__ = [
     "linkage_unit_view",
     "candidates_received",
     "within_party_pairs",
+    "SlotView",
+    "slot_view",
+    "slot_truth",
+    "bucket_spearman",
 ]
 
 #: Pairs sharing at least this many bands are the "strong" pairs of the report.
@@ -248,3 +257,66 @@ def within_party_pairs(tokens: np.ndarray, *, min_shared: int) -> np.ndarray:
 
     pairs, _ = candidate_pairs(tokens, tokens, min_shared=min_shared)
     return pairs[pairs[:, 0] < pairs[:, 1]]
+
+
+@attrs.frozen(kw_only=True)
+class SlotView:
+    """What the linkage unit received under ``blocking="parties"``: per data party and
+    peer the slot count and digest (``summaries[p][q] = (count, digest)``), the slots it
+    asked to resolve (``asked[(p, q)]``, its accepted slots) and the records it got back
+    (``resolved[(p, q)]``: p's record of each asked slot)."""
+
+    summaries: dict[str, dict[str, tuple[int, bytes]]]
+    asked: dict[tuple[str, str], np.ndarray]
+    resolved: dict[tuple[str, str], np.ndarray]
+    steps: frozenset[str]
+
+
+def slot_view(transcript: Any, parties: Sequence[str], linkage_unit: str) -> SlotView:
+    """The linkage unit's view of a ``blocking="parties"`` run (payloads kept)."""
+    got = transcript.received_by(linkage_unit)
+    summaries = {
+        m.sender: {d["peer"]: (int(d["count"]), bytes(d["digest"])) for d in m.payload}
+        for m in got
+        if m.step == "candidates"
+    }
+    if sorted(summaries) != sorted(parties):
+        raise PrivregValueError("the transcript lacks some party's candidates message; run with keep_payloads=True")
+    asked: dict[tuple[str, str], np.ndarray] = {}
+    resolved: dict[tuple[str, str], np.ndarray] = {}
+    for p in parties:
+        peers = [q for q in parties if q != p]  # the pairs' order: the peers in run order
+        (ask,) = [m.payload for m in transcript.received_by(p) if m.step == "resolve" and m.sender == linkage_unit]
+        (rows,) = [m.payload for m in got if m.step == "resolved" and m.sender == p]
+        for q, a, r in zip(peers, ask, rows):
+            asked[(p, q)] = np.asarray(a, dtype=np.int64)
+            resolved[(p, q)] = np.asarray(r, dtype=np.int64)
+    return SlotView(summaries=summaries, asked=asked, resolved=resolved, steps=frozenset(m.step for m in got))
+
+
+def slot_truth(outputs: Mapping[str, Any], left: str, right: str) -> np.ndarray:
+    """``(k, 2)`` (left record, right record) of each slot of the pair, in slot order, from
+    the two data parties' outputs (ground truth: no single party knows both columns)."""
+    return np.column_stack([outputs[left]["slots"][right], outputs[right]["slots"][left]]).astype(np.int64)
+
+
+def bucket_spearman(features: np.ndarray, truth: np.ndarray, *, folds: int = 2, seed: int = 0) -> float:
+    """Spearman between the true Dice and the best estimator of it from discrete
+    ``features`` ((k, f) integers): each pair's estimate is the mean truth of the pairs with
+    the same feature values in the other folds (cross-fitted, so an estimator cannot
+    memorise the truth; unseen values get the fold's mean). 0 for a constant estimate."""
+    x = np.asarray(features, dtype=np.int64).reshape(len(truth), -1)
+    t = np.asarray(truth, dtype=np.float64)
+    if t.size < 2 * folds:
+        raise PrivregValueError(f"need at least {2 * folds} pairs; got {t.size}")
+    _, key = np.unique(x, axis=0, return_inverse=True)
+    key = key.reshape(-1)
+    fold = np.random.default_rng(seed).integers(0, folds, t.size)
+    est = np.empty(t.size)
+    for f in range(folds):
+        train, test = fold != f, fold == f
+        sums = np.bincount(key[train], weights=t[train], minlength=key.max() + 1)
+        n = np.bincount(key[train], minlength=key.max() + 1)
+        mean = t[train].mean() if train.any() else 0.0
+        est[test] = np.where(n[key[test]] > 0, sums[key[test]] / np.maximum(n[key[test]], 1), mean)
+    return float(spearmanr(est, t).statistic) if np.ptp(est) and np.ptp(t) else 0.0

@@ -48,6 +48,16 @@ decisions per batch message, ``l`` the comparison bits, ``J`` the bands (given, 
     cmp-*.terms       left -> LU      D_pq (l + 1) d + H + O
     refine            LU -> p    8 sum over q of P_pq + n O
     result            LU -> p    16 m_p + O
+
+With ``blocking="parties"`` the tokens go peer to peer and the linkage unit never gets
+them (its ``tokens`` bound is 0: refused); ``P_pq`` counts the pair's slots, and::
+
+    pair-tokens       p -> q     8 (J + F) m_p + O
+    candidates        p -> LU    256 n + O             (per peer: name, count, 32-byte digest)
+    deal              LU -> p    sum over q of (8 P_pq + 512)   (w, a name, a role, a seed)
+    masked            p -> q     (8 L + 8) min(P_pq, C) + O  (one masked CLK per slot, C per chunk)
+    resolve           LU -> p    8 sum over q of P_pq + n O
+    resolved          p -> LU    8 sum over q of P_pq + n O
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from privreg.plugins.pprl.datasets import (
     make_parties,
     synthetic_population,
 )
-from privreg.plugins.pprl.dice_protocol import LU_SEES, DiceLinkageProtocol
+from privreg.plugins.pprl.dice_protocol import DiceLinkageProtocol, run_candidates
 from privreg.plugins.pprl.encoding import encode_records
 from privreg.plugins.pprl.kdf import MAX_SECRET_FILE_BYTES, check_secret_file
 from privreg.plugins.pprl.matching import RULES
@@ -514,7 +514,7 @@ def _link_here(
         idx = {p: i for i, p in enumerate(parties)}
         cands: dict[tuple[int, int], np.ndarray] = {
             (min(idx[a], idx[b]), max(idx[a], idx[b])): _oriented(c, idx[a] > idx[b])
-            for (a, b), c in lu["candidates"].items()
+            for (a, b), c in run_candidates(result.outputs, parties).items()
         }
         gq = group_quality(lu["group_indices"], entities=entities, parties=parties)
         cq = candidate_pair_quality(cands, entities=entities, parties=parties)
@@ -536,10 +536,14 @@ def _link_here(
             "dummy_pairs": lu["dummy_pairs"],  # membership padding: decided, then discarded
             "skipped_blocks": lu["skipped_blocks"],
             # K is agreed by the data parties (the linkage unit sees only J token columns)
-            "bands": {"bands": lu["bands"], "bits": result.outputs[parties[0]]["band_bits"], "min_shared": MIN_SHARED},
+            "bands": {
+                "bands": result.outputs[parties[0]]["bands"],
+                "bits": result.outputs[parties[0]]["band_bits"],
+                "min_shared": MIN_SHARED,
+            },
             "dice_threshold": float(proto.threshold),
             "levels": [float(x) for x in proto.levels],
-            "linkage_unit_sees": LU_SEES,
+            "linkage_unit_sees": proto.learns()[LINKAGE_UNIT],
         }
         return metrics, result.transcript
     linked = linkage_quality(lu["links"], entities=entities, parties=parties)

@@ -1,0 +1,244 @@
+"""clk-dice with ``blocking="parties"`` (issue #33): the data parties block among
+themselves, the linkage unit receives per pair of parties only a slot count and a keyed
+digest, and resolves the records of the accepted slots.
+
+Data: test_pprl_leakage's (300 synthetic people at 3 parties, 12 near-duplicates inside
+P1), fixed secret, keys and seeds, so every run is deterministic. Statistical checks: under
+independence, Spearman's rho over n pairs is about normal with sd 1/sqrt(n - 1); with
+n >= 600 real candidate pairs (0.041) the bound 0.3 is more than 7 sd away (false-alarm
+probability below 1e-12 per check), and per pair of parties (n >= 150, sd <= 0.082) the
+bound 0.4 is more than 4.8 sd away (below 2e-6).
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+import numpy as np
+import pytest
+from crypto_keys import cached_keypair
+from scipy.stats import spearmanr
+from test_pprl_leakage import SECRET, _frames
+
+from privreg.core.errors import PrivregValueError, ProtocolError
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.crypto import beaver
+from privreg.crypto.dgk import generate_dgk_keypair
+from privreg.mpc.runtime import run_protocol
+from privreg.mpc.transport import InMemoryTransport
+from privreg.plugins.pprl import leakage as lk
+from privreg.plugins.pprl.bands import pair_orientation
+from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
+from privreg.plugins.pprl.datasets import ENTITY
+from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
+
+L = FEBRL_CLK_SCHEMA.filter_length
+
+
+def _records():
+    names, frames = _frames()
+    return (
+        names,
+        frames,
+        {
+            p: encode_clks(frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+            for p in names
+        },
+    )
+
+
+def _proto(cls=DiceLinkageProtocol, **kw):
+    names, _, records = _records()
+    dk = generate_dgk_keypair(
+        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
+    )
+    return cls(
+        parties=names,
+        records=records,
+        secret=SECRET,
+        keypair=cached_keypair(512, 4),
+        dgk_keypair=dk,
+        insecure_allow_small_keys=True,
+        workers=1,
+        rng=InsecureReproducibleRandom(seed=1),
+        record_counts={p: len(r) for p, r in records.items()},  # every message is checked against its bound
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {
+        mode: run_protocol(_proto(blocking=mode, pad=0), transport=InMemoryTransport(keep_payloads=True))
+        for mode in ("linkage-unit", "parties")
+    }
+
+
+def _left_right(names, i, j):
+    return (names[i], names[j]) if (i + j) % 2 == 0 else (names[j], names[i])
+
+
+def test_the_candidate_pairs_and_groups_equal_the_linkage_unit_modes(runs):
+    names, _, _ = _records()
+    old, new = runs["linkage-unit"].outputs, runs["parties"].outputs
+    a, b = run_candidates(old, names), run_candidates(new, names)
+    assert sorted(a) == sorted(b) and sum(len(c) for c in a.values()) > 600
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert new[LINKAGE_UNIT]["candidates"] is None  # the linkage unit itself never knows them
+    assert sorted(map(sorted, old[LINKAGE_UNIT]["groups"])) == sorted(map(sorted, new[LINKAGE_UNIT]["groups"]))
+    assert old[LINKAGE_UNIT]["accepted"] == new[LINKAGE_UNIT]["accepted"]
+    for p in names:
+        np.testing.assert_array_equal(old[p]["links"][:, 1], new[p]["links"][:, 1])
+
+
+def _truth(runs):
+    """Per real candidate slot (pairs of parties in run order): the slot's position decile,
+    its true Dice, whether it was accepted (the linkage unit's resolve request) and its two
+    records' degrees in the accepted graph the linkage unit builds from the resolved rows."""
+    names, _, records = _records()
+    res = runs["parties"]
+    view = lk.slot_view(res.transcript, names, LINKAGE_UNIT)
+    rows = []
+    for i, j in pair_orientation(names):
+        left, right = _left_right(names, i, j)
+        pairs = lk.slot_truth(res.outputs, left, right)
+        k = pairs.shape[0]
+        dice = lk.true_dice(records[left].match_filters, records[right].match_filters, pairs)
+        acc = view.asked[(left, right)]
+        np.testing.assert_array_equal(acc, view.asked[(right, left)])
+        accepted = np.zeros(k, dtype=bool)
+        accepted[acc] = True
+        deg = np.zeros((k, 2), dtype=np.int64)
+        for c, who in enumerate((left, right)):
+            r = view.resolved[(who, right if who == left else left)]
+            _, inv, cnt = np.unique(r, return_inverse=True, return_counts=True)
+            deg[acc, c] = np.minimum(cnt[inv], 4)
+        rows.append((np.arange(k) * 10 // k, dice, accepted, deg, pairs))
+    return rows
+
+
+def test_the_linkage_unit_cannot_estimate_similarity(runs):
+    rows = _truth(runs)
+    decile = np.concatenate([r[0] for r in rows])
+    dice = np.concatenate([r[1] for r in rows])
+    accepted = np.concatenate([r[2] for r in rows])
+    deg = np.concatenate([r[3] for r in rows])
+    assert dice.size > 600
+    # before the decisions it holds a slot's position in a keyed order, nothing else
+    assert abs(lk.bucket_spearman(decile[:, None], dice)) <= 0.3
+    assert abs(spearmanr(np.concatenate([np.arange(r[0].size) for r in rows]), dice).statistic) <= 0.3
+    # the decisions are exact (they are what it is meant to learn) ...
+    np.testing.assert_array_equal(accepted, dice >= 0.75)
+    # ... and beyond them, the accepted graph of the resolved records ranks the accepted pairs no better
+    assert abs(lk.bucket_spearman(deg[accepted], dice[accepted])) <= 0.3
+    # control: the linkage-unit mode's estimator on the same pairs reads them off the tokens
+    names, _, _ = _records()
+    view = lk.linkage_unit_view(runs["linkage-unit"].transcript, names, LINKAGE_UNIT)
+    shared = np.concatenate(
+        [
+            lk.shared_bands(
+                view[_left_right(names, i, j)[0]]["tokens"], view[_left_right(names, i, j)[1]]["tokens"], r[4]
+            )
+            for (i, j), r in zip(pair_orientation(names), rows)
+        ]
+    )
+    assert spearmanr(shared, dice).statistic >= 0.9
+    assert lk.bucket_spearman(np.minimum(shared, 200)[:, None], dice) >= 0.8
+
+
+def test_no_record_is_joined_across_party_pairs_from_the_linkage_units_view(runs):
+    names, _, _ = _records()
+    res = runs["parties"]
+    view = lk.slot_view(res.transcript, names, LINKAGE_UNIT)
+    # no band or exact token reaches it: nothing to link records within or across parties
+    assert {s for s in view.steps if not s.startswith("cmp-")} == {"candidates", "resolved"}
+    for p in names:
+        (msg,) = [
+            m.payload for m in res.transcript.received_by(LINKAGE_UNIT) if m.step == "candidates" and m.sender == p
+        ]
+        assert all(set(d) == {"peer", "count", "digest"} for d in msg)
+    rows = _truth(runs)
+    for (i, j), (_, _, accepted, _, pairs) in zip(pair_orientation(names), rows):
+        left, right = _left_right(names, i, j)
+        # it learns records only of the accepted slots, and exactly those
+        np.testing.assert_array_equal(view.resolved[(left, right)], pairs[accepted, 0])
+        np.testing.assert_array_equal(view.resolved[(right, left)], pairs[accepted, 1])
+        # a slot's position is keyed, not ordered by either party's record numbers
+        for c in (0, 1):
+            assert abs(spearmanr(np.arange(len(pairs)), pairs[:, c]).statistic) <= 0.4
+    # the rejected candidates' records never reach it
+    rejected = sum(int((~r[2]).sum()) for r in rows)
+    received = sum(v.size for v in view.resolved.values())
+    assert rejected > 10 and received == 2 * sum(int(r[2].sum()) for r in rows)
+
+
+_ME: contextvars.ContextVar[str] = contextvars.ContextVar("me", default="")
+
+
+class _DropsOnePair(DiceLinkageProtocol):
+    """P2 computes one candidate pair fewer with each peer than its peer does."""
+
+    async def _block_with_peers(self, ch, me, secret, tok, exact, rng):
+        _ME.set(me)
+        return await super()._block_with_peers(ch, me, secret, tok, exact, rng)
+
+    def _candidates(self, a, b, ex_a, ex_b):
+        pairs, skipped = super()._candidates(a, b, ex_a, ex_b)
+        return (pairs[1:], skipped) if _ME.get() == "P2" else (pairs, skipped)
+
+
+def test_a_mismatch_between_the_parties_candidate_lists_is_refused():
+    with pytest.raises(ProtocolError, match="sent different candidate lists for their pair") as err:
+        run_protocol(_proto(_DropsOnePair, blocking="parties"), transport=InMemoryTransport())
+    assert "'P2'" in str(err.value)
+
+
+def test_blocking_is_validated_and_pad_belongs_to_linkage_unit_blocking():
+    with pytest.raises(PrivregValueError, match="blocking"):
+        DiceLinkageProtocol(blocking="peers")
+    with pytest.raises(PrivregValueError, match=r"pad=0\.5 applies to blocking='linkage-unit' only"):
+        DiceLinkageProtocol(blocking="parties", pad=0.5)
+    assert DiceLinkageProtocol(blocking="parties").pad == 0.0
+    assert DiceLinkageProtocol(blocking="linkage-unit").pad == 1.0
+
+
+def test_message_bounds_follow_the_mode():
+    kw = {"record_counts": {"P1": 100, "P2": 120, "P3": 90}, "exact_passes": 2}
+    old, new = DiceLinkageProtocol(blocking="linkage-unit", **kw), DiceLinkageProtocol(blocking="parties", **kw)
+    # tokens go to the linkage unit in one mode, peer to peer in the other; 1,024 bands at most
+    assert old.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="tokens") == 8 * 1026 * 100 + 1024
+    assert new.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="tokens") == 0
+    assert new.message_bound(sender="P1", receiver="P2", step="pair-tokens") == 8 * 1026 * 100 + 1024
+    assert old.message_bound(sender="P1", receiver="P2", step="pair-tokens") == 0
+    assert new.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="candidates") == 3 * 256 + 1024
+    # masked CLKs per slot: up to every pair of the two parties before the deal, a chunk at a time
+    chunk = min(100 * 120, beaver.CHUNK_PAIRS)
+    assert new.message_bound(sender="P1", receiver="P2", step="masked") == chunk * (8 * 1024 + 8) + 1024
+    assert old.message_bound(sender="P1", receiver="P2", step="masked") == 100 * (8 * 1024 + 8) + 1024
+    assert (
+        new.message_bound(sender=LINKAGE_UNIT, receiver="P1", step="resolve") == 8 * (100 * 120 + 100 * 90) + 3 * 1024
+    )
+
+
+def test_blocking_is_a_deployment_option_in_the_digest():
+    from privreg.mpc.deployment import options_digest
+    from privreg.plugins.pprl.dice_deployment import DiceDeployment
+
+    dep = DiceDeployment()
+    old = dep.options({"records": [10, 10, 10], "blocking": "linkage-unit"})
+    new = dep.options({"records": [10, 10, 10], "blocking": "parties"})
+    assert new["pad"] == 0.0 and old["pad"] == 1.0
+    assert options_digest(dep, old) != options_digest(dep, new)
+    with pytest.raises(PrivregValueError, match=r"options\.pad"):
+        dep.options({"records": [10, 10, 10], "blocking": "parties", "pad": 1})
+    with pytest.raises(PrivregValueError, match="blocking"):
+        dep.options({"records": [10, 10, 10], "blocking": "nobody"})
+
+
+def test_linkage_unit_blocking_stays_the_default():
+    """'parties' lets every data party read much of its peers' records (README, #33), so it is opt-in."""
+    from privreg.plugins.pprl.dice_deployment import DiceDeployment
+
+    assert DiceLinkageProtocol().blocking == "linkage-unit" and DiceLinkageProtocol().pad == 1.0
+    assert DiceDeployment().options({"records": [10, 10, 10]})["blocking"] == "linkage-unit"
