@@ -489,7 +489,7 @@ class DiceLinkageProtocol(Protocol):
                 "candidates": n * 256 + OVERHEAD if mine else 0,  # per peer: its name, a count and a digest
                 "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
                 "masked": d * c + h + OVERHEAD,
-                "terms": d * terms + h + OVERHEAD,
+                "terms": d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
             }.get(kind, 0)
         if sender in counts and receiver in counts and sender != receiver:
             slots = self.blocking == "parties"  # masked CLKs per slot, tokens peer to peer

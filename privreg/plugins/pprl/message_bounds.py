@@ -44,8 +44,8 @@ decisions per batch message, ``l`` the comparison bits, ``J`` the bands (given, 
     masked(.k)        p -> q     (8 L + 8) min(m_p, P_pq, C) + O   (C = beaver.CHUNK_PAIRS pairs per chunk)
     shares-*          right -> left   D_pq c + H + O
     cmp-*.masked      left -> LU      D_pq c + H + O
-    cmp-*.bits        LU -> left      D_pq (l + 1) d + H + O
-    cmp-*.terms       left -> LU      D_pq (l + 1) d + H + O
+    cmp-*.bits        LU -> left      D_pq ceil(l / k) (2^k - 1) d + H + O   (k = threshold.DIGIT_BITS)
+    cmp-*.terms       left -> LU      D_pq (ceil(l / k) d + 1) + H + O       (and a share byte per decision)
     refine            LU -> p    8 sum over q of P_pq + n O
     result            LU -> p    16 m_p + O
 
