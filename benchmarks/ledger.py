@@ -1,11 +1,18 @@
-"""Privacy ledger at production size: reopen, charge and verify at 1e3, 1e5 and 1e6 rows.
+"""Privacy ledger at production size: reopen, charge and verify at 1e3, 1e5 and 1e6 rows;
+then one budget on PostgreSQL beside the SQLite file.
 
     python benchmarks/ledger.py [--sizes 1000,100000,1000000] [--charges 400] [--quick]
                                 [--cache DIR] [--rebuild] [--verify-timeout S] [--results FILE]
+                                [--postgres URL | --no-postgres] [--processes 16]
+                                [--budget-charges 4000]
 
 Targets (issue #28, item 3): reopening <= 50 ms at 1e6 rows; a charge <= 0.3 ms CPU above
 the bare SQLite insert of an equal row, at any size; verification of 1e5 rows <= 10 s,
-and incremental verification from a checkpoint.
+and incremental verification from a checkpoint. Issue #34, item 5 (tables 4 and 5, from
+benchmarks/ledger_postgres.py, which describes them): a charge on PostgreSQL <= 5 ms wall
+on a local server; 16 analysts (processes) >= 500 charges per second in total on one
+budget, without overspend. The server: ``--postgres`` (default ``$PRIVREG_TEST_POSTGRES``),
+else a throwaway one from ``scripts/postgres-dev``; without one the tables say so.
 
 Ledgers. For each size and filter set -- the session's default filters (basic + rdp +
 gdp) and the basic filter alone -- a ledger of a realistic mix of releases: Laplace and
@@ -63,6 +70,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ledger_postgres
 from timing import Timing, columns, header, measure, timed
 
 import privreg
@@ -396,9 +404,14 @@ def main() -> None:
     parser.add_argument("--verify-timeout", type=float, default=60.0, help="stop a verification after S s")
     parser.add_argument("--results", help="also write the tables to this Markdown file")
     parser.add_argument("--quick", action="store_true", help="1e3 rows only, 40 charges (smoke run)")
+    parser.add_argument("--postgres", default=os.environ.get("PRIVREG_TEST_POSTGRES"), help="server for tables 4-5")
+    parser.add_argument("--no-postgres", action="store_true", help="skip tables 4 and 5")
+    parser.add_argument("--processes", type=int, default=16, help="analysts in table 5 (default 16)")
+    parser.add_argument("--budget-charges", type=int, default=4000, help="charges table 5's budget admits")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.charges, args.reopens = "1000", 40, 5
+        args.processes, args.budget_charges = 4, 400
     sizes = [int(s) for s in args.sizes.split(",")]
     cache = Path(args.cache) if args.cache else Path(tempfile.gettempdir()) / "privreg-ledger-bench"
     cache.mkdir(parents=True, exist_ok=True)
@@ -442,6 +455,15 @@ def main() -> None:
     for n in sizes:
         rows += verify_rows(built[n, "basic+rdp+gdp"], n, "basic+rdp+gdp", args.verify_timeout)[0]
     say(_table(rows) + "\n")
+    if not args.no_postgres:
+        ledger_postgres.tables(
+            say,
+            url=args.postgres,
+            server_dir=os.environ.get("PRIVREG_POSTGRES_DIR"),
+            charges=args.charges,
+            processes=args.processes,
+            budget_charges=args.budget_charges,
+        )
     a, b, c = os.getloadavg()
     say(f"load average at end: {a:.2f} / {b:.2f} / {c:.2f} (1, 5, 15 min)")
     if args.results:

@@ -15,7 +15,7 @@ from postgres_helpers import as_role, fresh, server_url, sql
 from privreg.budget import session as session_module
 from privreg.budget.ledger import LedgerError
 from privreg.budget.session import BudgetSession, PrivacyBudget
-from privreg.budget.store_postgres import PostgresLedger, grant_sql, parse_url
+from privreg.budget.store_postgres import PostgresLedger, _Connection, grant_sql, parse_url
 from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
 from privreg.core import PureDP
@@ -176,6 +176,35 @@ def test_checkpoints_and_stored_prices_as_on_sqlite(server, monkeypatch):
     assert report.flags == () and len(report.rows) == granted == 10
 
 
+def test_a_charge_after_others_catches_up_from_its_append_and_decides_as_a_fresh_session(server, monkeypatch):
+    """A charge sends its append at once; when others appended since, that call returns
+    their rows, the turn's call the rows after them, and the session folds them with no
+    other query. Its state is then exactly what a session opened afresh folds."""
+    monkeypatch.setattr(session_module, "CHECKPOINT_EVERY", 4)  # a checkpoint among the rows caught up
+    url = f"{server}#{fresh('calls').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "1", "--delta", "1e-6")
+    real, calls = _Connection.execute, []
+
+    def execute(self, sql_text, params=(), *, retry=True):
+        calls.append(sql_text.split("(")[0].removeprefix("SELECT * FROM ").removeprefix("SELECT "))
+        return real(self, sql_text, params, retry=retry)
+
+    with BudgetSession.open(url) as a, BudgetSession.open(url) as b:
+        charge(a, 1, "a")
+        charge(b, 4, "b")  # rows 2-5, a checkpoint at row 4
+        monkeypatch.setattr(_Connection, "execute", execute)
+        charge(a, 1, "a-after-b")
+        assert calls == ["append", "wait_turn", "append"]  # the first append returned b's rows
+        calls.clear()
+        charge(a, 1, "a-alone")
+        assert calls == ["append"]  # nothing new: one round trip
+        monkeypatch.setattr(_Connection, "execute", real)
+        with BudgetSession.open(url) as fresh_session:
+            assert fresh_session.spent() == a.spent() and fresh_session.remaining() == a.remaining()
+            assert [f.state() for f in fresh_session.filters] == [f.state() for f in a.filters]
+    assert verify_ledger(url).flags == ()
+
+
 def test_urls_and_missing_budgets_are_refused_clearly(server, capsys):
     with pytest.raises(PrivregValueError, match="names no budget: add #NAME"):
         PostgresLedger(server)
@@ -204,6 +233,7 @@ def test_grant_prints_the_roles_rights():
     text = grant_sql("postgresql://db.example/prod#b", analysts=("ann",), auditors=("cy",), owners=("o",))
     assert 'GRANT CREATE ON DATABASE "prod" TO "o";' in text
     assert 'GRANT EXECUTE ON FUNCTION "privreg_b".append(' in text and ') TO "ann";' in text
+    assert 'GRANT EXECUTE ON FUNCTION "privreg_b".wait_turn(bigint) TO "ann";' in text
     assert text.count('GRANT SELECT ON ALL TABLES IN SCHEMA "privreg_b"') == 2
     assert '"cy"' not in text.split("-- auditor")[0]  # the auditor gets no EXECUTE
     assert "UPDATE" not in text and "DELETE" not in text and "INSERT" not in text

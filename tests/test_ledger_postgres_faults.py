@@ -45,7 +45,7 @@ def cut_at_append(monkeypatch, *, after_commit: bool) -> list[str]:
     real, log = _Connection.execute, []
 
     def execute(self, sql_text, params=(), *, retry=True):
-        if sql_text.startswith("SELECT append(") and not log:
+        if sql_text.startswith("SELECT * FROM append(") and not log:
             if after_commit:
                 real(self, sql_text, params, retry=retry)
                 log.append("committed")

@@ -335,6 +335,37 @@ class EncodedPrices(Mapping[str, Any]):
     __hash__ = None  # type: ignore[assignment]  # equal to a dict, so unhashable like one
 
 
+class StoredPrices(EncodedPrices):
+    """A row's prices decoded from ``text``, the text the ledger stores: rows with the
+    same text share one (:func:`_stored_prices`), so a reader decodes each text once.
+    Read-only, as :class:`EncodedPrices`."""
+
+    __slots__ = ()
+
+    def __init__(self, data: Mapping[str, Any], text: str) -> None:
+        self._data = dict(data)
+        self.text = text
+
+
+_STORED_PRICES: dict[str, StoredPrices] = {}
+_STORED_PRICES_SIZE = 1024
+
+
+def _stored_prices(text: str) -> StoredPrices:
+    """The prices stored as ``text``, decoded once per distinct text (ValueError if they
+    are not a mapping): the rows of a ledger repeat a few kinds of release."""
+    found = _STORED_PRICES.get(text)
+    if found is None:
+        decoded = json.loads(text)
+        if not isinstance(decoded, dict):
+            raise ValueError("its prices are not a mapping")
+        found = StoredPrices(decoded, text)
+        if len(_STORED_PRICES) >= _STORED_PRICES_SIZE:
+            _STORED_PRICES.clear()
+        _STORED_PRICES[text] = found
+    return found
+
+
 @attrs.frozen(kw_only=True)
 class LedgerRow:
     """A stored charge with its position and hashes. ``prices``: what each filter charged
@@ -1134,9 +1165,7 @@ class Ledger:
                 randomness={} if rnd == "{}" else json.loads(rnd),
                 stated=_event_from_json(stated) if stated else None,
             )
-            decoded = None if prices is None else json.loads(prices)
-            if decoded is not None and not isinstance(decoded, dict):
-                raise ValueError("its prices are not a mapping")
+            decoded = None if prices is None else _stored_prices(prices)
         except (ValueError, TypeError) as exc:
             raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} cannot be decoded: {exc}") from exc
         return LedgerRow(seq=seq, charge=charge, prev_hash=prev_hash, hash=digest, prices=decoded)

@@ -6,14 +6,19 @@ rows, stored prices, checkpoints and hash chain are those of :class:`Ledger`, an
 reading, decoding and verifying them is :class:`Ledger`'s code. URLs name it as
 ``postgresql://[user@]host[:port]/db[?host=/socket/dir]#NAME``.
 
-Admission: a session prices a charge under every filter outside any lock (as on SQLite),
-then calls the schema's ``append`` function, which in one statement (one transaction)
-locks the budget's rows against other appenders (``LOCK TABLE ... SHARE ROW EXCLUSIVE``:
-readers never wait) and appends only if the head is still the row the session priced
-after. Two sessions that both read row ``n`` cannot both append row ``n + 1``, on any
-number of machines, so no interleaving overspends. A session whose head moved catches up,
-decides again and retries, holding its *turn*: a PostgreSQL advisory lock (first come,
-first served), released by the server when the connection ends.
+Admission: a session prices a charge under every filter on the rows it knows, outside
+any lock, and calls the schema's ``append`` function: one round trip, one transaction,
+which locks the budget's rows against other appenders (``LOCK TABLE ... SHARE ROW
+EXCLUSIVE``: readers never wait) and appends only if the head is still the row the
+session priced after. Two sessions that both read row ``n`` cannot both append row
+``n + 1``, on any number of machines, so no interleaving overspends. When the head moved,
+the call writes nothing and returns the rows the session missed; the session then takes
+its *turn* (``wait_turn``: a PostgreSQL advisory lock, waiters blocked in the server,
+first come first served, released by the server when the connection ends), which returns
+the rows appended since, decides again on them (each distinct stored price text decoded
+once) and appends; that append gives the turn back. An append out of turn yields to a
+writer in its turn, so no writer waits for ever; a writer that found others ahead of it
+waits for its turn before pricing its next charge.
 
 Faults: a connection lost during ``append`` (server restart, network) leaves the outcome
 unknown to the client; the store reconnects, ends its old server process if it is still
@@ -25,8 +30,9 @@ nothing: the server rolls its transaction back.
 Trust model, enforced by the server (:func:`schema_sql`, :func:`grant_sql`):
 
 - the **owner** (the role that ran ``privreg ledger init``) owns the schema;
-- an **analyst** reads the ledger and appends only through ``append`` (``SECURITY
-  DEFINER``): no INSERT, UPDATE or DELETE on the tables;
+- an **analyst** reads the ledger and appends only through ``append`` (and waits for
+  its turn through ``wait_turn``; both ``SECURITY DEFINER``): no INSERT, UPDATE or
+  DELETE on the tables;
 - an **auditor** reads only;
 - triggers refuse every UPDATE, DELETE and TRUNCATE of ``charges``, ``checkpoints`` and
   ``meta``, whoever asks, even a role granted too much by mistake. Only the schema's owner
@@ -43,6 +49,7 @@ change them. psycopg 3 is the client, imported only when a URL is opened (``pip 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -60,6 +67,7 @@ from privreg.budget.ledger import (
     LedgerBusyError,
     LedgerError,
     LedgerFormatError,
+    LedgerIntegrityError,
     LedgerRow,
 )
 from privreg.budget.store import is_postgres_url
@@ -71,8 +79,22 @@ __all__ = ["PostgresLedger", "parse_url", "schema_of", "schema_sql", "grant_sql"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,54}")
 _LEDGER_TABLES = ("charges", "checkpoints", "meta")  # append-only
 #: The argument types of a budget's ``append`` function, as GRANT names it.
-APPEND_ARGS = "bigint, double precision, text, text, text, text, text, text, text, text, text, text, text, text"
+APPEND_ARGS = (
+    "bigint, double precision, text, text, text, text, text, text, text, text, text, text, text, text, boolean"
+)
 _RUN_END_ARGS = "text, double precision, text, bigint"
+#: What ``append`` and ``wait_turn`` return: whether it appended, then rows as stored
+#: (with the state of the checkpoint at each row, if any).
+_RESULT = (
+    "r_appended boolean, r_seq bigint, r_timestamp double precision, r_mechanism text, r_parameters text, "
+    "r_event text, r_label text, r_randomness text, r_prev_hash text, r_hash text, r_stated text, "
+    "r_prices text, r_state text"
+)
+_APPEND_CALL = "SELECT * FROM append(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ROWS_FROM = (
+    "c.seq, c.timestamp, c.mechanism, c.parameters, c.event, c.label, c.randomness, c.prev_hash, c.hash, "
+    "c.stated, c.prices, k.state FROM charges c LEFT JOIN checkpoints k ON k.seq = c.seq WHERE c.seq >="
+)
 
 
 def _psycopg() -> ModuleType:
@@ -125,7 +147,8 @@ def schema_of(name: str) -> str:
 def schema_sql(schema: str) -> list[str]:
     """The statements creating a budget's schema: tables as in the SQLite ledger, the
     append-only triggers, the ``append`` and ``record_run_end`` functions (``SECURITY
-    DEFINER``: they run with the owner's rights, the only way an analyst writes), and no
+    DEFINER``: they run with the owner's rights, the only way an analyst writes), the
+    ``wait_turn`` function (the writers' queue), and no
     right for anyone else until :func:`grant_sql`."""
     s = _ident(schema)
     out = [
@@ -167,31 +190,55 @@ def schema_sql(schema: str) -> list[str]:
         f"""CREATE FUNCTION {s}.append(
             p_seq bigint, p_timestamp double precision, p_mechanism text, p_parameters text, p_event text,
             p_label text, p_randomness text, p_prev_hash text, p_hash text, p_stated text, p_prices text,
-            p_state text, p_cp_prev text, p_cp_hash text) RETURNS boolean
+            p_state text, p_cp_prev text, p_cp_hash text, p_in_turn boolean)
+        RETURNS TABLE ({_RESULT})
         LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
         DECLARE
             head_seq bigint;
             head_hash text;
             cp_last text;
         BEGIN
+            -- a writer out of turn yields to one in its turn (no one waits for ever)
+            IF NOT p_in_turn AND NOT pg_try_advisory_lock({_lock_id(schema, "turn")}) THEN
+                RETURN QUERY SELECT false, {_ROWS_FROM} p_seq - 1 ORDER BY c.seq;
+                RETURN;
+            END IF;
             -- one appender at a time on this budget (readers never wait); each statement
             -- after the lock reads what committed before it (READ COMMITTED)
             LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
-            SELECT seq, hash INTO head_seq, head_hash FROM charges ORDER BY seq DESC LIMIT 1;
+            SELECT c.seq, c.hash INTO head_seq, head_hash FROM charges c ORDER BY c.seq DESC LIMIT 1;
             IF coalesce(head_seq, 0) <> p_seq - 1 OR (head_seq IS NOT NULL AND head_hash <> p_prev_hash) THEN
-                RETURN false;  -- the head moved since the caller priced: nothing written
+                IF NOT p_in_turn THEN
+                    PERFORM pg_advisory_unlock({_lock_id(schema, "turn")});
+                END IF;
+                -- the head moved since the caller priced: nothing written; the caller gets
+                -- row p_seq - 1 and the rows after it, to decide again on
+                RETURN QUERY SELECT false, {_ROWS_FROM} p_seq - 1 ORDER BY c.seq;
+                RETURN;
             END IF;
             INSERT INTO charges VALUES (p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label,
                 p_randomness, p_prev_hash, p_hash, p_stated, p_prices);
             IF p_state IS NOT NULL THEN
-                SELECT hash INTO cp_last FROM checkpoints ORDER BY seq DESC LIMIT 1;
+                SELECT k.hash INTO cp_last FROM checkpoints k ORDER BY k.seq DESC LIMIT 1;
                 IF cp_last IS NOT NULL AND cp_last <> p_cp_prev THEN
                     RAISE EXCEPTION 'privreg ledger %: the checkpoint does not follow the last one', {_lit(schema)};
                 END IF;
                 INSERT INTO checkpoints VALUES (p_seq, p_state, p_cp_prev, p_cp_hash);
             END IF;
-            RETURN true;
+            -- the caller's turn ends with its append (one round trip less)
+            PERFORM pg_advisory_unlock({_lock_id(schema, "turn")});
+            RETURN QUERY SELECT true, p_seq, NULL::double precision, NULL::text, NULL::text, NULL::text,
+                NULL::text, NULL::text, NULL::text, p_hash, NULL::text, NULL::text, NULL::text;
         END $f$""",  # noqa: S608
+        f"""CREATE FUNCTION {s}.wait_turn(p_after bigint) RETURNS TABLE ({_RESULT})
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
+        BEGIN
+            -- the turn: writers queue here, blocked in the server, first come first served
+            PERFORM pg_advisory_lock({_lock_id(schema, "turn")});
+            -- an append in flight commits first: then row p_after and the rows after it
+            LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
+            RETURN QUERY SELECT false, {_ROWS_FROM} p_after ORDER BY c.seq;
+        END $f$""",
         f"""CREATE FUNCTION {s}.record_run_end(p_id text, p_ended double precision, p_status text, p_releases bigint)
         RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
             INSERT INTO runs VALUES (p_id, p_ended, p_status, p_releases) ON CONFLICT (id) DO UPDATE
@@ -239,6 +286,7 @@ def grant_sql(
             f"GRANT USAGE ON SCHEMA {s} TO {r};",
             f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.append({APPEND_ARGS}) TO {r};",
+            f"GRANT EXECUTE ON FUNCTION {s}.wait_turn(bigint) TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.record_run_end({_RUN_END_ARGS}) TO {r};",
         ]
     for role in auditors:
@@ -414,6 +462,9 @@ class PostgresLedger(Ledger):
         self._setup(shown, key=key, busy_timeout=busy_timeout, readonly=readonly)
         self.schema = schema_of(self.name)
         self._lock_id = _lock_id(self.schema, "turn")
+        self._in_turn = False  # this connection holds the turn (a session advisory lock)
+        self._held: list[tuple[Any, ...]] | None = None  # rows a conflicting append returned
+        self._known: tuple[int, str] = (-1, "")  # (seq, hash) of the newest row we know
         self._pg = _Connection(conninfo, self.schema, readonly=readonly, busy_timeout=self.busy_timeout, shown=shown)
         self._db = cast(sqlite3.Connection, self._pg)  # duck-typed: execute(sql, params).fetchone/fetchall
         try:
@@ -489,11 +540,64 @@ class PostgresLedger(Ledger):
             stored = self._db.execute("SELECT key, value FROM meta").fetchall()
         self._read_meta(stored)
 
+    #: A conflicting :meth:`try_append` returns the rows the caller missed (read with
+    #: :meth:`rows` in the turn that follows, no query): a session prices on what it knows
+    #: and catches up only then.
+    catches_up_on_append = True
+    #: Whether others appended while this writer last charged: its next charge then waits
+    #: for the turn first, not to price on rows it would surely miss.
+    contended = False
+
+    def _held_rows(self, after: int) -> list[tuple[Any, ...]] | None:
+        """The rows after ``after`` that this writer's turn began with (or a conflicting
+        append in it returned), if they reach back to row ``after``."""
+        held = self._held
+        if held is None or not self._in_turn or after > held[-1][0]:
+            return None
+        if held[0][0] > after and not (after == 0 and held[0][0] == 1):
+            return None
+        return [r for r in held if r[0] > after]
+
+    def _hash_held(self, seq: int) -> str:
+        return str(next(r[8] for r in cast(list[tuple[Any, ...]], self._held) if r[0] == seq))
+
+    def head(self) -> tuple[int, str]:
+        """:meth:`Ledger.head`; in a turn, the newest row its rows hold (an append that
+        slipped in before it conflicts, and returns the rows again)."""
+        held = self._held if self._in_turn else None
+        if held is not None:
+            return int(held[-1][0]), str(held[-1][8])
+        head = super().head()
+        self._known = head
+        return head
+
+    def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
+        """:meth:`Ledger.rows`; in a turn, from the rows it began with when they reach
+        back to ``after`` (their chain checked the same way)."""
+        raw = self._held_rows(after)
+        if raw is None:
+            rows = super().rows(after=after, verify=verify)
+            if rows:
+                self._known = (rows[-1].seq, rows[-1].hash)
+            return rows
+        if verify:
+            if self._key_problem is not None:
+                raise LedgerIntegrityError(f"{self._key_problem} (or read with verify=False)")
+            prev = self.genesis() if after == 0 else self._hash_held(after)
+            states = {int(r[0]): str(r[11]) for r in raw if r[11] is not None}
+            problems = self._check([r[:11] for r in raw], prev, after, self._key, states, contents=True)
+            if problems:
+                raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
+        return [self._decode(r[:11]) for r in raw]
+
     @contextmanager
     def turn(self) -> Iterator[None]:
         """This writer's turn among all writers of the budget, on any machine: a session
-        advisory lock (waiters are served in order; the server releases it when the
-        connection ends). Re-entrant within a thread."""
+        advisory lock taken by the budget's ``wait_turn`` function (waiters block in the
+        server, served in order), which returns the rows since the newest one this writer
+        knows, so the catch-up in the turn reads nothing more. An append in the turn gives
+        it back as it writes; else it is given back as the turn ends (the server releases
+        it when the connection ends). Re-entrant within a thread."""
         self._writable()
         if not self._thread_lock.acquire(timeout=self.busy_timeout):
             raise LedgerBusyError(
@@ -501,20 +605,47 @@ class PostgresLedger(Ledger):
                 f"{self.busy_timeout:g} s; retry later or pass a larger busy_timeout"
             )
         try:
-            first = self._turn_depth == 0
-            if first:
-                with self._sql("waiting for its turn"):
-                    self._db.execute("SELECT pg_advisory_lock(?)", (self._lock_id,)).fetchall()
+            if self._turn_depth == 0 and not self._in_turn:
+                self._take_turn()
             self._turn_depth += 1
             try:
                 yield
             finally:
                 self._turn_depth -= 1
-                if first and not self._pg.lost():
-                    with self._sql("ending its turn"):
-                        self._pg.execute("SELECT pg_advisory_unlock(?)", (self._lock_id,), retry=False).fetchall()
+                if self._turn_depth == 0:
+                    self._end_turn()
         finally:
             self._thread_lock.release()
+
+    def _take_turn(self) -> None:
+        after = self._known[0]
+        # rows a conflicting append returned just before: the turn's rows continue them
+        earlier = self._held if self._held is not None and self._held[-1][0] == after else []
+        self._held = None
+        self._in_turn = True  # a session lock outlives a failed call: give it back below
+        try:
+            with self._sql("waiting for its turn"):
+                if after < 0:  # nothing known yet: the turn alone
+                    self._db.execute("SELECT pg_advisory_lock(?)", (self._lock_id,)).fetchall()
+                    return
+                found = self._db.execute("SELECT * FROM wait_turn(?)", (after,)).fetchall()
+        except BaseException:
+            with contextlib.suppress(PrivregError, self._pg.psycopg.Error):
+                self._end_turn()
+            raise
+        self.contended = len(found) > 1  # rows since the newest one we knew
+        if found:
+            self._held = earlier[:-1] + [r[1:] for r in found]
+            self._known = (int(found[-1][1]), str(found[-1][9]))
+
+    def _end_turn(self) -> None:
+        """Give the turn back, if an append did not (one round trip)."""
+        self._held = None
+        if self._in_turn:
+            self._in_turn = False
+            if not self._pg.lost():
+                with self._sql("ending its turn"):
+                    self._pg.execute("SELECT pg_advisory_unlock(?)", (self._lock_id,), retry=False).fetchall()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -532,13 +663,20 @@ class PostgresLedger(Ledger):
         checkpoint: Mapping[str, Any] | None = None,
     ) -> LedgerRow | None:
         """Append ``charge`` (with its prices and checkpoint) if the head is still row
-        ``expected_seq``, in one transaction of the budget's ``append`` function; None
-        (nothing written) if another writer appended since. After a lost connection the
-        outcome is read back (see the module docstring): never twice, never lost."""
+        ``expected_seq``, in one call of the budget's ``append`` function (one round trip,
+        one transaction); None (nothing written) if another writer appended since: the
+        call returned the rows since ``expected_seq``, which the :meth:`turn` taken next
+        continues. After a lost connection the outcome is read back (see the module
+        docstring): never twice, never lost."""
         self._check_append(expected_seq)
-        head = self.head()
-        if head[0] != expected_seq:
-            return None
+        if self._known[0] == expected_seq:
+            head = self._known
+        elif self._held_rows(expected_seq) is not None:
+            head = (expected_seq, self._hash_held(expected_seq))
+        else:
+            head = self.head()
+            if head[0] != expected_seq:
+                return None
         try:
             return self._append_after(head, charge, prices=prices, checkpoint=checkpoint)
         except _HeadMoved:
@@ -547,16 +685,24 @@ class PostgresLedger(Ledger):
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
         seq, digest = values[0], values[8]
         link = (None, None) if state is None else self._checkpoint_link(seq, digest, state)
-        args = (*values, state, *link)
+        args = (*values, state, *link, self._in_turn)
         try:
-            done = self._pg.execute(f"SELECT append({', '.join('?' * 14)})", args, retry=False).fetchone()[0]
+            found = self._pg.execute(_APPEND_CALL, args, retry=False).fetchall()
         except self._pg.psycopg.OperationalError:
             if not self._pg.lost():
                 raise
+            self._in_turn, self._held = False, None  # the server ended the turn with the connection
             self._pg.reconnect()  # ends the old server process first: its outcome is final
-            done = self._db.execute("SELECT 1 FROM charges WHERE hash = ?", (digest,)).fetchone() is not None
-        if not done:
-            raise _HeadMoved
+            written = self._db.execute("SELECT 1 FROM charges WHERE hash = ?", (digest,)).fetchone() is not None
+            found = [(True,)] if written else []
+        if found and found[0][0]:
+            self._in_turn, self._held = False, None  # the append gave the turn back as it wrote
+            self._known = (seq, digest)
+            return
+        self.contended = True
+        self._held = [r[1:] for r in found] or None  # the rows since: decide again on them
+        self._known = (int(found[-1][1]), str(found[-1][9])) if found else (-1, "")
+        raise _HeadMoved
 
     def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
         """Record that run ``run_id`` ended, through the budget's ``record_run_end``."""
