@@ -455,3 +455,18 @@ def test_audit_changes_nothing_in_the_file(tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # not switched to WAL
     db.close()
+
+
+@pytest.mark.parametrize("timestamp", [0.0, -0.0, 1732870000.25, 5e-324, 1.7976931348623157e308, 1e21, 1.0e-7])
+@pytest.mark.parametrize("key", [None, b"k" * 32])
+def test_row_hash_is_the_documented_json_text(timestamp, key):
+    """A row's hash is SHA-256 (or HMAC) of prev_hash + the compact JSON list of its fields,
+    the timestamp as its repr: the fast path that writes seq and timestamp directly must
+    give the same text as the JSON encoder."""
+    import hmac
+
+    fields = ["laplace", '{"epsilon":1.0}', '{"kind":"pure_dp"}', 'lbl \u00e9"', "{}", "", '{"basic":[1.0,0.0]}']
+    text = "prev" + json.dumps([123, repr(timestamp), *fields], separators=(",", ":"), ensure_ascii=True)
+    data = text.encode()
+    want = hmac.new(key, data, hashlib.sha256).hexdigest() if key else hashlib.sha256(data).hexdigest()
+    assert _row_hash(key, "prev", 123, timestamp, *fields) == want

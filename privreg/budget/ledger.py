@@ -245,8 +245,11 @@ def _row_hash(
         if len(_ROW_TAIL_MEMO) >= _ROW_TAIL_MEMO_SIZE:
             _ROW_TAIL_MEMO.clear()
         _ROW_TAIL_MEMO[tail_key] = tail
-    body = f"[{_dumps(seq)},{_dumps(repr(timestamp))},{tail}"
-    return _digest(key, prev_hash + body)
+    # an int's and a float repr's JSON texts are their plain digits (a repr never needs escaping)
+    head = f'[{seq},"{timestamp!r}",' if type(seq) is int and type(timestamp) is float else None
+    if head is None:
+        head = f"[{_dumps(seq)},{_dumps(repr(timestamp))},"
+    return _digest(key, prev_hash + head + tail)
 
 
 #: Encoded row tails (every field after seq and timestamp) by their texts (cleared when full).
