@@ -14,10 +14,9 @@ import importlib.metadata as md
 import importlib.util
 import inspect
 import logging
+import tomllib
 from pathlib import Path
 from types import ModuleType
-
-import tomllib
 
 from privreg.core.items import ItemKind, Param, RegistryItem
 from privreg.core.registry import ENTRY_POINT_GROUP, Registry, load_registry
