@@ -13,6 +13,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from crypto_keys import cached_dgk_keypair
 from party_helpers import free_base_port
 from tcp_helpers import HEAD, FakePeer, FnProtocol, honest, run_all, tls_for
 
@@ -272,14 +273,11 @@ def test_a_full_batch_of_clk_dice_terms_fits_its_bound():
     import numpy as np
     from gmpy2 import mpz
 
-    from privreg.core.randomness import InsecureReproducibleRandom
-    from privreg.crypto.dgk import DgkCiphertexts, generate_dgk_keypair
+    from privreg.crypto.dgk import DgkCiphertexts
     from privreg.crypto.threshold import DIGIT_BITS
     from privreg.plugins.pprl.dice_protocol import BATCH_DECISIONS, DiceLinkageProtocol
 
-    dk = generate_dgk_keypair(
-        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
-    )
+    dk = cached_dgk_keypair()
     proto = DiceLinkageProtocol(
         parties=2, record_counts={"P1": 200, "P2": 200}, key_bits=512, insecure_allow_small_keys=True
     )

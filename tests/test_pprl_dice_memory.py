@@ -9,12 +9,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from crypto_keys import cached_keypair
+from crypto_keys import cached_dgk_keypair, cached_keypair
 
 from privreg.core.protocol import Channel
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import beaver
-from privreg.crypto.dgk import generate_dgk_keypair
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl.bands import BandConfig
@@ -40,9 +39,7 @@ def records():
 @pytest.fixture(scope="module")
 def keys():
     kp = cached_keypair(512, 4)
-    dk = generate_dgk_keypair(
-        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
-    )
+    dk = cached_dgk_keypair()
     return kp, dk
 
 

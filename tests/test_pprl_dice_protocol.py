@@ -11,11 +11,11 @@ from fractions import Fraction
 import attrs
 import numpy as np
 import pytest
-from crypto_keys import cached_keypair
+from crypto_keys import cached_dgk_keypair, cached_keypair
 
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.crypto.dgk import DgkCiphertexts, generate_dgk_keypair
+from privreg.crypto.dgk import DgkCiphertexts
 from privreg.crypto.threshold import slot_layout
 from privreg.crypto.vector import EncryptedVector
 from privreg.mpc.runtime import run_protocol
@@ -44,9 +44,7 @@ def records():
 @pytest.fixture(scope="module")
 def keys():
     kp = cached_keypair(512, 4)
-    dk = generate_dgk_keypair(
-        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
-    )
+    dk = cached_dgk_keypair()
     return kp, dk
 
 

@@ -25,10 +25,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from crypto_keys import cached_keypair
+from crypto_keys import cached_dgk_keypair, cached_keypair
 
 from privreg.core.randomness import InsecureReproducibleRandom
-from privreg.crypto.dgk import generate_dgk_keypair
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
@@ -61,9 +60,7 @@ def _run(**pad):
     records = {
         p: encode_clks(frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY) for p in names
     }
-    dk = generate_dgk_keypair(
-        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
-    )
+    dk = cached_dgk_keypair()
     proto = DiceLinkageProtocol(  # the default profile under linkage-unit blocking (the leakage it documents)
         blocking="linkage-unit",
         parties=names,

@@ -16,14 +16,13 @@ import contextvars
 
 import numpy as np
 import pytest
-from crypto_keys import cached_keypair
+from crypto_keys import cached_dgk_keypair, cached_keypair
 from scipy.stats import spearmanr
 from test_pprl_leakage import SECRET, _frames
 
 from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import beaver
-from privreg.crypto.dgk import generate_dgk_keypair
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
@@ -49,9 +48,7 @@ def _records():
 
 def _proto(cls=DiceLinkageProtocol, **kw):
     names, _, records = _records()
-    dk = generate_dgk_keypair(
-        n_bits=512, t=40, comparison_bits=16, insecure_allow_small_keys=True, rng=InsecureReproducibleRandom(seed=5)
-    )
+    dk = cached_dgk_keypair()
     return cls(
         parties=names,
         records=records,
