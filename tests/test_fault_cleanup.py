@@ -298,7 +298,10 @@ def test_sigterm_runs_cleanups(tmp_path):
         def slow(args):
             with files.temporary_dir("term"):
                 print("ready", flush=True)
-                time.sleep(60)
+                # Short steps: a signal landing between the interpreter's last check
+                # and the start of a long sleep would wait out the whole sleep.
+                for _ in range(6000):
+                    time.sleep(0.01)
             return 0
 
         cli.cmd_plugins = slow
@@ -313,7 +316,7 @@ def test_sigterm_runs_cleanups(tmp_path):
         assert proc.stdout.readline().strip() == "ready"
         assert len(list(tmp.iterdir())) == 1
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 143
+        assert proc.wait(timeout=50) == 143
         assert proc.stderr.read().strip() == "privreg: terminated"
         assert list(tmp.iterdir()) == []
     finally:
