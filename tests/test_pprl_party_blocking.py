@@ -26,10 +26,13 @@ from privreg.crypto import beaver
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
-from privreg.plugins.pprl.bands import pair_orientation
+from privreg.plugins.pprl.bands import MIN_SHARED, BandConfig, band_positions, pair_orientation
+from privreg.plugins.pprl.blocking import pack_bits, prf_words
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
+from privreg.plugins.pprl.kdf import derive_key
+from privreg.plugins.pprl.party_blocking import pair_key
 
 L = FEBRL_CLK_SCHEMA.filter_length
 
@@ -239,3 +242,34 @@ def test_linkage_unit_blocking_stays_the_default():
 
     assert DiceLinkageProtocol().blocking == "linkage-unit" and DiceLinkageProtocol().pad == 1.0
     assert DiceDeployment().options({"records": [10, 10, 10]})["blocking"] == "linkage-unit"
+
+
+def test_a_data_party_reads_its_peers_clk_bits_off_the_pair_tokens(runs):
+    """The leakage to data parties that party_blocking's docstring states, and the reason
+    it is not the default: a party holds the secret, so from a peer's pair tokens alone it
+    recovers, by trying all 2^K values of each band, the peer's exact CLK bits at every
+    band position (the peer's rows in its private order, compared here as a multiset).
+    Deterministic: fixed secret and seeds, an exact equality."""
+    names, _, records = _records()
+    res = runs["parties"]
+    me, peer = names[0], names[1]
+    (msg,) = [m.payload for m in res.transcript.received_by(me) if m.step == "pair-tokens" and m.sender == peer]
+    got = msg["tokens"]
+    cfg = BandConfig(bands=res.outputs[me]["bands"], bits=res.outputs[me]["band_bits"], min_shared=MIN_SHARED)
+    positions = band_positions(cfg, filter_length=L, secret=SECRET)
+    band_key, pkey = derive_key(SECRET, info="clk-lsh/token"), pair_key(SECRET, me, peer, "tokens")
+    values = np.arange(2**cfg.bits, dtype=np.uint64)
+    recovered = np.empty(got.shape, dtype=np.uint64)
+    for j in range(cfg.bands):  # the attack: every value of band j, tokenised as the peer did
+        rows = np.stack([np.full(values.size, j, np.uint64), np.full(values.size, cfg.bits, np.uint64), values], 1)
+        column = np.full(values.size, j, dtype=np.uint64)
+        table = prf_words(pkey, np.stack([column, prf_words(band_key, rows)], axis=1))
+        order = np.argsort(table)
+        at = np.searchsorted(table[order], got[:, j])
+        assert np.all(table[order][np.minimum(at, values.size - 1)] == got[:, j])  # every token inverted
+        recovered[:, j] = values[order[at]]
+    truth = np.stack([pack_bits(records[peer].match_filters[:, p]) for p in positions], axis=1)
+    assert sorted(map(tuple, recovered.tolist())) == sorted(map(tuple, truth.tolist()))
+    read = np.unique(positions).size / L  # the share of every CLK's bits the party now reads
+    print(f"the party reads {read:.0%} of every peer CLK's bits")
+    assert read >= 0.6, read

@@ -14,7 +14,8 @@ masks per slot, so it holds no record index, no pair structure and no per-pair s
 before the decisions. Afterwards it asks each party for its record of every *accepted*
 slot only (to form groups: what the output shows anyway).
 
-Leakage to the data parties (measured in ``benchmarks/pprl_blocking.py``): each receives
+Leakage to the data parties (measured in ``benchmarks/pprl_blocking.py``; the inversion is
+run on a transcript in ``tests/test_pprl_party_blocking.py``): each receives
 its peers' keyed tokens. It holds the secret, so it can invert a 16-bit band token by
 trying the ``2^16`` band values and read about 85 % of every peer CLK's bits, estimate the
 Dice of every pair of its and the peer's records (Spearman 0.97-0.98 on FEBRL 4 like the
