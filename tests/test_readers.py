@@ -397,6 +397,17 @@ def test_a_csv_header_is_never_quoted_and_a_byte_order_mark_is_not_a_name(tmp_pa
     assert read_table(jl, ["age"])["age"] == ["30"]
 
 
+def test_an_unterminated_csv_quote_is_refused_not_read_to_the_end(tmp_path):
+    """Lenient CSV would read everything after a stray quote as one cell (rows lost in
+    silence); the error names the file and the rule, never the cells."""
+    bad = _write(tmp_path / "q.csv", 'age,hours\n30,40\n"31 secret,41\n32,42\n')
+    with pytest.raises(PrivregValueError, match=r"not a readable CSV file .*unexpected end of data") as err:
+        read_table(bad, ["age", "hours"])
+    assert "secret" not in str(err.value) and "q.csv" in str(err.value)
+    ok = _write(tmp_path / "ok.csv", 'age,hours\n"30",40\n"3""1",41\n')
+    assert read_table(ok, ["age", "hours"])["age"] == ["30", '3"1']
+
+
 def test_a_jsonl_value_split_over_two_lines_is_refused(tmp_path):
     """Neither line is an object; parsed together as one array they would be."""
     glued = _write(tmp_path / "g.jsonl", '{"age": ["30"\n"40"]}\n')

@@ -37,7 +37,7 @@ def _reader(path: Path, what: str) -> Iterator[Iterator[list[str]]]:
     csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
     with reading_input(path, what), open_text(path, what, newline="") as fh:
         try:
-            yield csv.reader(fh)
+            yield csv.reader(fh, strict=True)  # an unterminated quote is an error, not the rest of the file
         except csv.Error as exc:  # e.g. "line contains NUL": the rule, not the content
             raise PrivregValueError(
                 f"{what} {str(path)!r} is not a readable CSV file ({exc}); check the file"
