@@ -170,7 +170,7 @@ def test_checkpoints_and_stored_prices_as_on_sqlite(server, monkeypatch):
         assert [c.seq for c in ledger.checkpoints()] == [4, 8]
         assert all(row.prices for row in ledger.rows())
         assert ledger.verify() == []
-    with BudgetSession.open(url) as again:  # starts from the checkpoint, decides the same
+    with BudgetSession.open(url) as again:  # replays the stored prices (checkpoints untrusted), decides the same
         assert not again.can_afford(PureDP(epsilon=0.01))
     report = verify_ledger(url)
     assert report.flags == () and len(report.rows) == granted == 10

@@ -544,6 +544,12 @@ class PostgresLedger(Ledger):
     #: :meth:`rows` in the turn that follows, no query): a session prices on what it knows
     #: and catches up only then.
     catches_up_on_append = True
+    #: Whether a session may start from the last checkpoint. Not here: any analyst writes
+    #: checkpoints through ``append``, and the server cannot check a filter state, so one
+    #: forged state would reset the budget for every session opened after it. Sessions
+    #: replay the stored prices from row 1 instead (rows are immutable; an analyst can
+    #: misprice only her own releases, which she could also leave uncharged).
+    trusts_checkpoints = False
     #: Whether others appended while this writer last charged: its next charge then waits
     #: for the turn first, not to price on rows it would surely miss.
     contended = False
