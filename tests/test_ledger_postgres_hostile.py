@@ -16,7 +16,7 @@ from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
 from privreg.core import PureDP
 from privreg.core.charging import Charge
-from privreg.core.errors import BudgetExceededError
+from privreg.core.errors import BudgetExceededError, PrivregValueError
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +69,17 @@ def test_a_checkpoint_forged_through_append_does_not_reset_the_budget(team, caps
         assert again.spent().epsilon >= 1.0 - 1e-9
         assert grants(again, "after") == 0
     assert any("checkpoint at row 11" in f for f in verify_ledger(urls["bob"]).flags)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://alice:s3cr%ZZet@localhost:1/db#b",  # a password libpq cannot decode
+        "postgresql://alice:s3cret@localhost:1/db?PASSWORD=s3cret#b",  # an option libpq does not know
+    ],
+)
+def test_a_url_libpq_refuses_is_an_error_without_its_password(url):
+    with pytest.raises(PrivregValueError, match="is not a valid PostgreSQL URL") as info:
+        PostgresLedger(url, busy_timeout=0)
+    assert "s3cr" not in str(info.value)
+    assert main(["ledger", "verify", url]) == 2  # a clear error, not an internal one

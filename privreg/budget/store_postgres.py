@@ -121,7 +121,7 @@ def parse_url(url: str, option: str = "ledger") -> tuple[str, str, str]:
     parts = urllib.parse.urlsplit(conninfo)
     netloc = parts.netloc.rpartition("@")
     user = netloc[0].partition(":")[0]
-    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k.lower() != "password"]
     query_text = urllib.parse.urlencode(query, safe="/")
     shown = f"{parts.scheme}://{user + '@' if user else ''}{netloc[2]}{parts.path}" + (
         f"?{query_text}" if query_text else ""
@@ -322,6 +322,18 @@ def run_turn(url: str, *, waiting: str) -> Iterator[None]:
         pg.close()  # ends the session: the lock is released with it
 
 
+def _first_line(exc: BaseException, conninfo: str) -> str:
+    """The first line of ``exc``'s message, any password of ``conninfo`` masked."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    parts = urllib.parse.urlsplit(conninfo)
+    userinfo = parts.netloc.rpartition("@")[0]
+    secrets = [userinfo.partition(":")[2]] if ":" in userinfo else []
+    secrets += [v for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k.lower() == "password"]
+    for secret in sorted({x for s in secrets for x in (s, urllib.parse.unquote(s)) if x}, key=len, reverse=True):
+        first = first.replace(secret, "***")
+    return first
+
+
 class _HeadMoved(Exception):
     """The append function found a newer head: nothing was written."""
 
@@ -350,12 +362,17 @@ class _Connection:
                 break
             except self.psycopg.OperationalError as exc:
                 if time.monotonic() >= deadline:
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                     raise LedgerError(
-                        f"ledger {self.shown!r}: cannot connect to the PostgreSQL server ({first}); check the "
-                        f"URL, that the server runs, and the role's password"
+                        f"ledger {self.shown!r}: cannot connect to the PostgreSQL server "
+                        f"({_first_line(exc, self.conninfo)}); check the URL, that the server runs, and the "
+                        f"role's password"
                     ) from None
                 time.sleep(0.1)
+            except self.psycopg.Error as exc:  # libpq cannot parse the URL: its message may quote the password
+                raise PrivregValueError(
+                    f"ledger {self.shown!r} is not a valid PostgreSQL URL ({_first_line(exc, self.conninfo)}); "
+                    f"give postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB#BUDGET, with '%' in a password as %25"
+                ) from None
         ms = int(self.busy_timeout * 1000)
         conn.execute(f"SET search_path = pg_catalog, {_ident(self.schema)}")  # built-ins cannot be shadowed
         conn.execute("SET default_transaction_isolation = 'read committed'")
