@@ -11,7 +11,7 @@ from postgres_helpers import as_role, fresh, server_url, sql
 from privreg.budget.filters import price_to_json
 from privreg.budget.ledger import EncodedPrices
 from privreg.budget.session import BudgetSession
-from privreg.budget.store_postgres import PostgresLedger
+from privreg.budget.store_postgres import APPEND_ARGS, PostgresLedger
 from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
 from privreg.core import PureDP
@@ -83,3 +83,87 @@ def test_a_url_libpq_refuses_is_an_error_without_its_password(url):
         PostgresLedger(url, busy_timeout=0)
     assert "s3cr" not in str(info.value)
     assert main(["ledger", "verify", url]) == 2  # a clear error, not an internal one
+
+
+def _charged_budget(team, capsys) -> tuple[dict[str, str], str, str]:
+    """A budget with two rows, its owner's connection string and its quoted schema."""
+    urls = new_budget(team, capsys)
+    with BudgetSession.open(urls["bob"]) as bob:
+        for label in ("a", "b"):
+            bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label=label)
+    owner = as_role(team["server"], team["roles"]["owner"])
+    return urls, owner, '"privreg_' + urls["bob"].rpartition("#")[2] + '"'
+
+
+def _deployment_flags(url: str) -> list[str]:
+    with PostgresLedger(url, readonly=True) as ledger:
+        return ledger.deployment_problems()
+
+
+# each: a mistake by the owner (or a superuser) that leaves the rows open to change or
+# hides them, what it runs ({s}: the schema, {r}: mallory, {o}: the owner), and what
+# verification must then say
+MISTAKES = {
+    "column-insert": (
+        "owner",
+        ["GRANT INSERT (seq, label) ON {s}.charges TO {r}"],
+        "role {m} may INSERT columns label, seq of table charges directly",
+    ),
+    "member-of-owner": ("server", ["GRANT {o} TO {r}"], "role {m} is a member of the owner"),
+    "trigger-narrowed": (
+        "owner",
+        [
+            "DROP TRIGGER append_only ON {s}.charges",
+            "CREATE TRIGGER append_only BEFORE TRUNCATE ON {s}.charges FOR EACH STATEMENT "
+            "EXECUTE FUNCTION {s}.refuse_change()",
+        ],
+        "table charges: trigger append_only does not refuse every UPDATE, DELETE and TRUNCATE",
+    ),
+    "trigger-origin-only": (
+        "owner",
+        ["ALTER TABLE {s}.charges ENABLE TRIGGER append_only"],
+        "table charges: trigger append_only fires only in origin mode",
+    ),
+    "function-replaced": (
+        "owner",
+        [
+            "CREATE OR REPLACE FUNCTION {s}.refuse_change() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RETURN NULL; END $$"
+        ],
+        "function refuse_change was changed",
+    ),
+    "search-path-reset": (
+        "owner",
+        [f"ALTER FUNCTION {{s}}.append({APPEND_ARGS}) RESET search_path"],
+        "function append was changed",
+    ),
+    "row-security": (
+        "owner",
+        ["ALTER TABLE {s}.charges ENABLE ROW LEVEL SECURITY", "CREATE POLICY p ON {s}.charges USING (seq <= 1)"],
+        "table charges has row-level security",
+    ),
+    "rule": (
+        "owner",
+        ["CREATE RULE r AS ON INSERT TO {s}.checkpoints DO INSTEAD NOTHING"],
+        "table checkpoints has rule r",
+    ),
+    "schema-create": ("owner", ["GRANT CREATE ON SCHEMA {s} TO {r}"], "role {m} may CREATE in schema"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_verification_reports_each_deployment_mistake(team, capsys, mistake):
+    urls, owner, schema = _charged_budget(team, capsys)
+    assert _deployment_flags(urls["bob"]) == []  # clean first
+    who, statements, wanted = MISTAKES[mistake]
+    mallory, owner_role = team["roles"]["mallory"], team["roles"]["owner"]
+    try:
+        sql(
+            owner if who == "owner" else team["server"],
+            *(x.format(s=schema, r=f'"{mallory}"', o=f'"{owner_role}"') for x in statements),
+        )
+        flags = _deployment_flags(team["server"] + "#" + urls["bob"].rpartition("#")[2])
+        assert any(wanted.format(m=mallory) in f for f in flags), flags
+    finally:
+        if mistake == "member-of-owner":
+            sql(team["server"], f'REVOKE "{owner_role}" FROM "{mallory}"')

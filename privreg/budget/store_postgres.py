@@ -185,6 +185,8 @@ def schema_sql(schema: str) -> list[str]:
             f"CREATE TRIGGER append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON {s}.{table} "
             f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_change()"
         )
+        # ALWAYS: also under session_replication_role = replica, which skips ordinary triggers
+        out.append(f"ALTER TABLE {s}.{table} ENABLE ALWAYS TRIGGER append_only")
     out += [
         # identifiers come from a checked budget name, quoted: no SQL is built from data
         f"""CREATE FUNCTION {s}.append(
@@ -332,6 +334,20 @@ def _first_line(exc: BaseException, conninfo: str) -> str:
     for secret in sorted({x for s in secrets for x in (s, urllib.parse.unquote(s)) if x}, key=len, reverse=True):
         first = first.replace(secret, "***")
     return first
+
+
+#: pg_trigger.tgtype of append_only: BEFORE (2), DELETE (8), UPDATE (16), TRUNCATE (32), per statement.
+_TRIGGER_TYPE = 2 | 8 | 16 | 32
+
+
+def _function_bodies(schema: str) -> dict[str, tuple[str, bool]]:
+    """``name -> (body, SECURITY DEFINER)`` of each function :func:`schema_sql` creates."""
+    out = {}
+    for stmt in schema_sql(schema):
+        if stmt.startswith("CREATE FUNCTION"):
+            name = stmt[len(f"CREATE FUNCTION {_ident(schema)}.") :].partition("(")[0]
+            out[name] = (stmt.split("$f$")[1], "SECURITY DEFINER" in stmt.split("$f$")[0])
+    return out
 
 
 class _HeadMoved(Exception):
@@ -735,39 +751,124 @@ class PostgresLedger(Ledger):
 
     def deployment_problems(self) -> list[str]:
         """What the server lets happen that the trust model forbids: an append-only
-        trigger missing or disabled, and every role other than the owner (or PUBLIC) that
-        may INSERT, UPDATE, DELETE or TRUNCATE a ledger table directly."""
-        problems = []
+        trigger missing, disabled, firing only in origin mode or not on every UPDATE,
+        DELETE and TRUNCATE; a function of the budget changed since it was created (its
+        body, rights or search_path); every role other than the owner (or PUBLIC) that may
+        INSERT, UPDATE, DELETE or TRUNCATE a ledger table or some of its columns directly,
+        may CREATE in the schema, or is a member of the owner (and so may drop the
+        triggers); row-level security or rules on a ledger table (readers may be shown
+        some rows only, or writes redirected). Superusers can do all of it: not listed."""
         with self._sql("reading its triggers and rights"):
             triggers = self._db.execute(
-                "SELECT c.relname, t.tgname, t.tgenabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND NOT t.tgisinternal",
+                "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype, p.proname, pn.nspname FROM pg_trigger t "
+                "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_namespace pn ON pn.oid = p.pronamespace "
+                "WHERE n.nspname = ? AND NOT t.tgisinternal",
                 (self.schema,),
             ).fetchall()
             grants = self._db.execute(
-                "SELECT c.relname, a.grantee, a.privilege_type FROM pg_class c JOIN pg_namespace n "
+                "SELECT c.relname, a.grantee, a.privilege_type, '' FROM pg_class c JOIN pg_namespace n "
                 "ON n.oid = c.relnamespace CROSS JOIN LATERAL aclexplode(c.relacl) a WHERE n.nspname = ? "
                 "AND c.relkind = 'r' AND a.grantee <> c.relowner "
-                "AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE') ORDER BY 1, 2, 3",
+                "AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE') "
+                "UNION ALL SELECT c.relname, a.grantee, a.privilege_type, t.attname FROM pg_attribute t "
+                "JOIN pg_class c ON c.oid = t.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "CROSS JOIN LATERAL aclexplode(t.attacl) a WHERE n.nspname = ? AND c.relkind = 'r' "
+                "AND a.grantee <> c.relowner AND a.privilege_type IN ('INSERT', 'UPDATE') ORDER BY 1, 2, 3, 4",
+                (self.schema, self.schema),
+            ).fetchall()
+            creators = self._db.execute(
+                "SELECT a.grantee FROM pg_namespace n CROSS JOIN LATERAL aclexplode(n.nspacl) a "
+                "WHERE n.nspname = ? AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE'",
+                (self.schema,),
+            ).fetchall()
+            members = self._db.execute(
+                "SELECT DISTINCT r.rolname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "JOIN pg_roles r ON r.oid <> c.relowner AND NOT r.rolsuper AND pg_has_role(r.oid, c.relowner, "
+                "'MEMBER') WHERE n.nspname = ? AND c.relkind = 'r' ORDER BY 1",
+                (self.schema,),
+            ).fetchall()
+            guarded = self._db.execute(
+                "SELECT c.relname, c.relrowsecurity FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = ? AND c.relkind = 'r'",
+                (self.schema,),
+            ).fetchall()
+            rules = self._db.execute(
+                "SELECT tablename, rulename FROM pg_rules WHERE schemaname = ? ORDER BY 1, 2", (self.schema,)
+            ).fetchall()
+            functions = self._db.execute(
+                "SELECT p.proname, p.prosrc, p.prosecdef, p.proconfig, p.proowner = n.nspowner FROM pg_proc p "
+                "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ?",
                 (self.schema,),
             ).fetchall()
             names = dict(self._db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
-        enabled = {(str(t), str(g)): str(e) for t, g, e in triggers}
+        problems = self._trigger_problems(triggers) + self._function_problems(functions)
+
+        def who(grantee: Any) -> str:
+            return "PUBLIC" if int(grantee) == 0 else str(names.get(grantee, grantee))
+
+        rights: dict[tuple[str, str, str], list[str]] = {}
+        for table, grantee, right, column in grants:
+            rights.setdefault((who(grantee), str(table), str(right) if column else ""), []).append(
+                str(column) if column else str(right)
+            )
+        for (role, table, right), what in sorted(rights.items()):
+            may = f"{right} columns {', '.join(what)} of" if right else ", ".join(what)
+            problems.append(
+                f"role {role} may {may} table {table} directly (granted too much: only the owner should; "
+                f"analysts append through append())"
+            )
+        problems += [f"role {who(g)} may CREATE in schema {self.schema} (granted too much)" for (g,) in creators]
+        problems += [
+            f"role {m} is a member of the owner of the ledger's tables: it may drop or disable their triggers"
+            for (m,) in members
+        ]
+        problems += [
+            f"table {t} has row-level security: readers may be shown some of its rows only"
+            for t, on in sorted(guarded)
+            if on
+        ]
+        problems += [f"table {t} has rule {r}: writes to it may be redirected" for t, r in rules]
+        return problems
+
+    def _trigger_problems(self, triggers: list[tuple[Any, ...]]) -> list[str]:
+        found = {(str(t), str(g)): (str(e), int(kind), str(f), str(ns)) for t, g, e, kind, f, ns in triggers}
+        problems = []
         for table in _LEDGER_TABLES:
-            state = enabled.get((table, "append_only"))
+            state = found.get((table, "append_only"))
             if state is None:
                 problems.append(f"table {table}: trigger append_only is missing: its rows can be changed")
-            elif state not in ("O", "A"):  # origin or always; D: disabled, R: replica only
+                continue
+            enabled, kind, function, namespace = state
+            if enabled == "D":
                 problems.append(f"table {table}: trigger append_only is disabled: its rows can be changed")
-        rights: dict[tuple[str, str], list[str]] = {}
-        for table, grantee, right in grants:
-            who = "PUBLIC" if int(grantee) == 0 else str(names.get(grantee, grantee))
-            rights.setdefault((who, str(table)), []).append(str(right))
-        for (who, table), what in sorted(rights.items()):
-            problems.append(
-                f"role {who} may {', '.join(what)} table {table} directly (granted too much: only the owner "
-                f"should; analysts append through append())"
-            )
+            elif enabled != "A":  # O: origin only, R: replica only
+                problems.append(
+                    f"table {table}: trigger append_only fires only in {'origin' if enabled == 'O' else 'replica'} "
+                    f"mode: a session that sets session_replication_role can change its rows (ENABLE ALWAYS it)"
+                )
+            if kind != _TRIGGER_TYPE or (function, namespace) != ("refuse_change", self.schema):
+                problems.append(
+                    f"table {table}: trigger append_only does not refuse every UPDATE, DELETE and TRUNCATE "
+                    f"through {self.schema}.refuse_change(): its rows can be changed"
+                )
+        return problems
+
+    def _function_problems(self, functions: list[tuple[Any, ...]]) -> list[str]:
+        expected = _function_bodies(self.schema)
+        path = f"search_path=pg_catalog, {_ident(self.schema)}, pg_temp"
+        have = {str(r[0]): r[1:] for r in functions}
+        problems = []
+        for name, (body, definer) in sorted(expected.items()):
+            got = have.get(name)
+            config = [path] if definer else None
+            if got is None:
+                problems.append(f"function {name} is missing: the budget is incomplete")
+            elif (str(got[0]), bool(got[1]), got[2], bool(got[3])) != (body, definer, config, True):
+                problems.append(
+                    f"function {name} was changed since the budget was created (its body, SECURITY DEFINER, "
+                    f"search_path or owner): it may let rows be changed or appended unchecked"
+                )
         return problems
 
     def scan(
