@@ -11,7 +11,7 @@ from postgres_helpers import as_role, fresh, server_url, sql
 from privreg.budget.filters import price_to_json
 from privreg.budget.ledger import EncodedPrices
 from privreg.budget.session import BudgetSession
-from privreg.budget.store_postgres import APPEND_ARGS, PostgresLedger
+from privreg.budget.store_postgres import APPEND_ARGS, PostgresLedger, grant_sql
 from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
 from privreg.core import PureDP
@@ -167,3 +167,11 @@ def test_verification_reports_each_deployment_mistake(team, capsys, mistake):
     finally:
         if mistake == "member-of-owner":
             sql(team["server"], f'REVOKE "{owner_role}" FROM "{mallory}"')
+
+
+@pytest.mark.parametrize("option", ["analysts", "auditors", "owners"])
+def test_a_role_name_cannot_break_out_of_the_printed_grant_script(option):
+    hostile = 'eve\nDROP SCHEMA "privreg_b" CASCADE; --'
+    with pytest.raises(PrivregValueError, match="no control characters"):
+        grant_sql("postgresql://h/db#b", **{option: (hostile,)})
+    assert "DROP" not in grant_sql("postgresql://h/db#b", **{option: ('eve "the analyst"',)})

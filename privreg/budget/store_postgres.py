@@ -258,8 +258,12 @@ def _lit(text: str) -> str:
 
 
 def _role(name: str, option: str) -> str:
-    if not isinstance(name, str) or not name or "\x00" in name or len(name.encode()) > 63:
-        raise PrivregValueError(f"{option} {name!r} is not a role name: give 1 to 63 bytes, e.g. {option} alice")
+    # no control character: a line break would end the SQL comment naming the role in the
+    # printed script, and what follows would run as the owner
+    if not isinstance(name, str) or not name or not name.isprintable() or len(name.encode()) > 63:
+        raise PrivregValueError(
+            f"{option} {name!r} is not a role name: give 1 to 63 bytes, no control characters, e.g. {option} alice"
+        )
     return _ident(name)
 
 
