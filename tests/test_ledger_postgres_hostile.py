@@ -9,7 +9,7 @@ import pytest
 from postgres_helpers import as_role, fresh, server_url, sql
 
 from privreg.budget.filters import price_to_json
-from privreg.budget.ledger import EncodedPrices
+from privreg.budget.ledger import EncodedPrices, LedgerError
 from privreg.budget.session import BudgetSession
 from privreg.budget.store_postgres import APPEND_ARGS, PostgresLedger, grant_sql
 from privreg.budget.verify import verify_ledger
@@ -175,3 +175,26 @@ def test_a_role_name_cannot_break_out_of_the_printed_grant_script(option):
     with pytest.raises(PrivregValueError, match="no control characters"):
         grant_sql("postgresql://h/db#b", **{option: (hostile,)})
     assert "DROP" not in grant_sql("postgresql://h/db#b", **{option: ('eve "the analyst"',)})
+
+
+def test_a_session_whose_server_was_away_too_long_recovers_when_it_is_back(team, capsys, monkeypatch):
+    import psycopg
+
+    urls = new_budget(team, capsys)
+    with BudgetSession.open(urls["bob"]) as bob:
+        bob.ledger.busy_timeout = bob.ledger._pg.busy_timeout = 0.3
+        bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="before")
+        pid = bob.ledger._pg.backend[0]
+        sql(team["server"], f"SELECT pg_terminate_backend({pid}, 10000)")  # the connection is lost...
+
+        def down(*args, **kwargs):
+            raise psycopg.OperationalError("connection refused")
+
+        monkeypatch.setattr(psycopg, "connect", down)  # ...and the server stays away past busy_timeout
+        with pytest.raises(LedgerError, match="cannot connect to the PostgreSQL server"):
+            bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="while-down")
+        monkeypatch.undo()  # back: the same session charges again, once
+        bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="after")
+        assert bob.ledger.head()[0] == 2 and abs(bob.spent().epsilon - 0.2) < 1e-9
+    report = verify_ledger(urls["bob"])
+    assert report.integrity == () and [r.charge.label for r in report.rows] == ["before", "after"]

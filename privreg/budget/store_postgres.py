@@ -366,6 +366,8 @@ class _Connection:
     REPEATABLE READ snapshot, so that a verification reads one state of the ledger."""
 
     in_transaction = False
+    #: close() was called (a lost connection is not closed: a writer reconnects)
+    closed = False
 
     def __init__(self, conninfo: str, schema: str, *, readonly: bool, busy_timeout: float, shown: str) -> None:
         self.psycopg = _psycopg()
@@ -428,6 +430,10 @@ class _Connection:
         """Run ``sql`` (``?`` placeholders); a writer retries once on a new connection
         when the server went away (reads and locks only: ``retry=False`` for writes)."""
         sql = sql.replace("?", "%s")
+        if self.conn is None:  # closed, or a reconnect found no server in time
+            if self.closed or self.readonly:
+                raise LedgerError(f"ledger {self.shown!r} is closed; open it again")
+            self.reconnect()  # the server may be back: this writer carries on
         try:
             return self.conn.execute(sql, tuple(params))
         except self.psycopg.OperationalError:
@@ -437,6 +443,7 @@ class _Connection:
         return self.conn.execute(sql, tuple(params))
 
     def close(self) -> None:
+        self.closed = True
         if self.conn is not None:
             self.conn.close()
             self.conn = None
