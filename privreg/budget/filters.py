@@ -299,14 +299,19 @@ class Filter(ABC):
 
     def apply(self, price: Price) -> None:
         """Add a price from :meth:`price` (or as stored in a ledger) to the totals."""
+        self.sums, self.dead = self.after(price)
+
+    def after(self, price: Price) -> tuple[tuple[float, ...], str]:
+        """The totals and :attr:`dead` once ``price`` is added, computed as :meth:`apply`
+        adds it but leaving the filter as it is (a session decides a release on these, and
+        sets them only once its row is stored)."""
         if self.dead:
-            return
+            return self.sums, self.dead
         if isinstance(price, str):
-            self.dead = price
-            return
+            return self.sums, price
         if len(price) != self.width:
             raise PrivregValueError(f"a {self.name} filter's price has {self.width} number(s); got {len(price)}")
-        self.sums = self._add(self.sums, price)
+        return self._add(self.sums, price), ""
 
     def add(self, event: PrivacyEvent, count: int = 1, stated: PrivacyEvent | None = None) -> None:
         """Price and apply ``count`` separate releases of ``event``, one after another."""
@@ -320,9 +325,14 @@ class Filter(ABC):
     def spent(self) -> float:
         """Epsilon of the totals at this filter's delta (inf once dead, or if not finite).
         Computed once per totals: a session asks for it before and after every release."""
-        if self.dead:
+        return self.spent_at(self.sums, self.dead)
+
+    def spent_at(self, sums: tuple[float, ...], dead: str = "") -> float:
+        """:meth:`spent` of the totals ``sums`` and dead reason ``dead`` (from
+        :meth:`after`), the filter left as it is. Remembered for the latest totals asked
+        about, by identity (the memo holds them, so no other tuple can take their id)."""
+        if dead:
             return math.inf
-        sums = self.sums
         memo_sums, memo = self._spent_memo
         if memo_sums is sums:
             return memo
@@ -338,6 +348,10 @@ class Filter(ABC):
     def vouches(self) -> bool:
         return self.spent() <= self.epsilon
 
+    def vouches_at(self, sums: tuple[float, ...], dead: str = "") -> bool:
+        """:meth:`vouches` at the totals and dead reason from :meth:`after`."""
+        return self.spent_at(sums, dead) <= self.epsilon
+
     def copy(self) -> Filter:
         new = object.__new__(type(self))
         vars(new).update(vars(self))
@@ -345,7 +359,11 @@ class Filter(ABC):
 
     def state(self) -> dict[str, Any]:
         """The totals, as a checkpoint stores them."""
-        return {"sums": price_to_json(self.sums), "dead": self.dead}
+        return self.state_at(self.sums, self.dead)
+
+    def state_at(self, sums: tuple[float, ...], dead: str = "") -> dict[str, Any]:
+        """:meth:`state` of the totals and dead reason from :meth:`after`."""
+        return {"sums": price_to_json(sums), "dead": dead}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore totals saved by :meth:`state` (ValueError if malformed)."""
