@@ -273,7 +273,11 @@ class Filter(ABC):
             return self.dead
         if not self.state_free:
             return self._price(event, stated)
-        return self._memoised((event, stated), event, stated)
+        key = (event, stated)
+        try:  # the memo's hit, inline (every charge asks every filter)
+            return self._prices[key]
+        except (KeyError, TypeError):
+            return self._memoised(key, event, stated)
 
     def _memoised(self, key: tuple[Any, ...], event: PrivacyEvent, stated: PrivacyEvent | None) -> Price:
         """``self._price(event, stated)``, kept under ``key`` (which must determine it)."""
@@ -392,7 +396,11 @@ class _PairFilter(Filter):
         is priced once. (+0.0 and -0.0 left, which share a key, give the same price.)"""
         if self.dead:
             return self.dead
-        return self._memoised((event, stated, self._delta_left()), event, stated)
+        key = (event, stated, self._delta_left())
+        try:  # the memo's hit, inline (every charge asks every filter)
+            return self._prices[key]
+        except (KeyError, TypeError):
+            return self._memoised(key, event, stated)
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         pair = _best_pair(

@@ -236,9 +236,13 @@ def _row_hash(
     """A row's hash; ``priced`` (stated guarantee and prices, then the state of the
     checkpoint stored with the row, if any) only in a format-3 ledger. Covering the
     checkpoint makes every later row, and so an anchored head, commit to it."""
+    return _hash_row_tail(key, prev_hash, seq, timestamp, (mechanism, parameters, event, label, randomness, *priced))
+
+
+def _hash_row_tail(key: bytes | None, prev_hash: str, seq: int, timestamp: float, tail_key: tuple[str, ...]) -> str:
+    """:func:`_row_hash` of the row whose fields after seq and timestamp are ``tail_key``."""
     # The text is _dumps([seq, repr(timestamp), mechanism, ..., *priced]); all but the
     # first two repeat across a loop of releases, so their encoded tail is memoised.
-    tail_key = (mechanism, parameters, event, label, randomness, *priced)
     tail = _ROW_TAIL_MEMO.get(tail_key)
     if tail is None:
         tail = _dumps(list(tail_key))[1:]
@@ -246,10 +250,12 @@ def _row_hash(
             _ROW_TAIL_MEMO.clear()
         _ROW_TAIL_MEMO[tail_key] = tail
     # an int's and a float repr's JSON texts are their plain digits (a repr never needs escaping)
-    head = f'[{seq},"{timestamp!r}",' if type(seq) is int and type(timestamp) is float else None
-    if head is None:
-        head = f"[{_dumps(seq)},{_dumps(repr(timestamp))},"
-    return _digest(key, prev_hash + head + tail)
+    if type(seq) is int and type(timestamp) is float:
+        text = f'{prev_hash}[{seq},"{timestamp!r}",{tail}'
+    else:
+        text = f"{prev_hash}[{_dumps(seq)},{_dumps(repr(timestamp))},{tail}"
+    data = text.encode()
+    return hmac.new(key, data, hashlib.sha256).hexdigest() if key is not None else hashlib.sha256(data).hexdigest()
 
 
 #: Encoded row tails (every field after seq and timestamp) by their texts (cleared when full).
@@ -884,11 +890,15 @@ class Ledger:
         else:
             stored = dict(prices or {})
             text = _dumps(stored)
-        priced = ("" if charge.stated is None else _event_to_json(charge.stated), text)
-        state = None if checkpoint is None else _dumps(dict(checkpoint))
-        digest = _row_hash(self._key, prev, seq + 1, *fields, *priced, *(() if state is None else (state,)))
+        stated = "" if charge.stated is None else _event_to_json(charge.stated)
+        tail: tuple[str, ...] = (*fields[1:], stated, text)
+        state = None
+        if checkpoint is not None:
+            state = _dumps(dict(checkpoint))
+            tail = (*tail, state)
+        digest = _hash_row_tail(self._key, prev, seq + 1, fields[0], tail)
         with self._sql("appending a charge"):
-            self._insert_row((seq + 1, *fields, prev, digest, *priced), state)
+            self._insert_row((seq + 1, *fields, prev, digest, stated, text), state)
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=stored)
 
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:

@@ -528,7 +528,10 @@ class BudgetSession:
         after = [f.after(p) for f, p in zip(filters, prices)]
         # granted iff some filter vouches after it: ask the cheap ones first, and leave
         # the others' epsilon to be computed (once per state) when someone asks for it
-        if not any(filters[i].vouches_at(*after[i]) for i in self._cheap_first):
+        for i in self._cheap_first:
+            if filters[i].vouches_at(*after[i]):
+                break
+        else:
             raise self._refusal(event, stated, what, self._priced(event, stated))
         row = self._append(charge, filters, prices, after)
         if row is not None:  # stored: only now do the filters hold it
