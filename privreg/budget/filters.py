@@ -245,6 +245,9 @@ class Filter(ABC):
         # prices of state-free filters by (event, stated), of pair filters by (event, stated,
         # delta left); copies share it (same options)
         self._prices: dict[tuple[Any, ...], Price] = {}
+        # the last memo hit: (event, stated, delta left, price), matched by identity first.
+        # Only a hit is kept, so its event hashed: it is frozen, as the memo needs anyway.
+        self._last: tuple[Any, Any, float, Price] | None = None
 
     # -- what a subclass defines ----------------------------------------------------------
 
@@ -273,11 +276,16 @@ class Filter(ABC):
             return self.dead
         if not self.state_free:
             return self._price(event, stated)
+        last = self._last
+        if last is not None and last[0] is event and last[1] is stated:
+            return last[3]  # the very objects of the last release (a loop repeats one)
         key = (event, stated)
-        try:  # the memo's hit, inline (every charge asks every filter)
-            return self._prices[key]
+        try:
+            price = self._prices[key]
         except (KeyError, TypeError):
             return self._memoised(key, event, stated)
+        self._last = (event, stated, 0.0, price)
+        return price
 
     def _memoised(self, key: tuple[Any, ...], event: PrivacyEvent, stated: PrivacyEvent | None) -> Price:
         """``self._price(event, stated)``, kept under ``key`` (which must determine it)."""
@@ -311,6 +319,8 @@ class Filter(ABC):
         sets them only once its row is stored)."""
         if self.dead:
             return self.sums, self.dead
+        if type(price) is tuple and len(price) == self.width:  # the usual case, first
+            return self._add(self.sums, price), ""
         if isinstance(price, str):
             return self.sums, price
         if len(price) != self.width:
@@ -396,11 +406,17 @@ class _PairFilter(Filter):
         is priced once. (+0.0 and -0.0 left, which share a key, give the same price.)"""
         if self.dead:
             return self.dead
-        key = (event, stated, self._delta_left())
-        try:  # the memo's hit, inline (every charge asks every filter)
-            return self._prices[key]
+        left = self._delta_left()
+        last = self._last
+        if last is not None and last[0] is event and last[1] is stated and last[2] == left:
+            return last[3]  # the very objects of the last release, the same delta left
+        key = (event, stated, left)
+        try:
+            price = self._prices[key]
         except (KeyError, TypeError):
             return self._memoised(key, event, stated)
+        self._last = (event, stated, left, price)
+        return price
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         pair = _best_pair(

@@ -169,10 +169,19 @@ _cached_event_json = functools.lru_cache(maxsize=1024)(PrivacyEvent.to_json)
 
 def _event_to_json(event: PrivacyEvent) -> str:
     """``event.to_json()``, cached: equal events give equal strings, and a ledger repeats a few."""
+    last = _LAST_EVENT_JSON[0]
+    if last[0] is event:  # the very event of the last call (a loop repeats one)
+        return last[1]
     try:
-        return _cached_event_json(event)
+        text = _cached_event_json(event)
     except TypeError:  # an event that cannot be hashed
         return event.to_json()
+    _LAST_EVENT_JSON[0] = (event, text)  # kept only once hashed: a frozen event, as the cache needs
+    return text
+
+
+#: The last hashable event :func:`_event_to_json` encoded, with its text (one tuple, set at once).
+_LAST_EVENT_JSON: list[tuple[object, str]] = [(None, "")]
 
 
 def _plain_key(mapping: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -891,14 +900,14 @@ class Ledger:
             stored = dict(prices or {})
             text = _dumps(stored)
         stated = "" if charge.stated is None else _event_to_json(charge.stated)
-        tail: tuple[str, ...] = (*fields[1:], stated, text)
-        state = None
-        if checkpoint is not None:
-            state = _dumps(dict(checkpoint))
-            tail = (*tail, state)
-        digest = _hash_row_tail(self._key, prev, seq + 1, fields[0], tail)
+        timestamp, mechanism, parameters, event, label, randomness = fields
+        state = None if checkpoint is None else _dumps(dict(checkpoint))
+        tail = (mechanism, parameters, event, label, randomness, stated, text)
+        digest = _hash_row_tail(self._key, prev, seq + 1, timestamp, tail if state is None else (*tail, state))
         with self._sql("appending a charge"):
-            self._insert_row((seq + 1, *fields, prev, digest, stated, text), state)
+            self._insert_row(
+                (seq + 1, timestamp, mechanism, parameters, event, label, randomness, prev, digest, stated, text), state
+            )
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=stored)
 
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
