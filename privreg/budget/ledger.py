@@ -263,8 +263,7 @@ def _hash_row_tail(key: bytes | None, prev_hash: str, seq: int, timestamp: float
         text = f'{prev_hash}[{seq},"{timestamp!r}",{tail}'
     else:
         text = f"{prev_hash}[{_dumps(seq)},{_dumps(repr(timestamp))},{tail}"
-    data = text.encode()
-    return hmac.new(key, data, hashlib.sha256).hexdigest() if key is not None else hashlib.sha256(data).hexdigest()
+    return _digest(key, text)
 
 
 #: Encoded row tails (every field after seq and timestamp) by their texts (cleared when full).
