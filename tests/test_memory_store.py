@@ -99,10 +99,22 @@ def _play(s: BudgetSession, seed: int):
     return out
 
 
+def _on_copies(self, charge, event, stated, what):
+    """A charge decided on copies of the filters, which replace them once the row is
+    stored (the session's way before it decided on ``Filter.after``)."""
+    trial, prices = self._trial(event, stated, what)
+    row = self._append(charge, trial, prices)
+    if row is not None:
+        self._filters = trial
+    return row
+
+
 def _without_memos(monkeypatch):
-    """Price every release afresh and encode every row's prices and parameters again, as
-    the session did before their memos: the reference decisions and texts."""
+    """Price every release afresh, decide it on copies of the filters, and encode every
+    row's prices and parameters again, as the session did before its memos and
+    ``Filter.after``: the reference decisions and texts."""
     monkeypatch.setattr(filters_module, "_PRICE_MEMO", 0)
+    monkeypatch.setattr(BudgetSession, "_charge_once", _on_copies)
     monkeypatch.setattr(
         BudgetSession, "_encoded", lambda self, fs, prices: {f.name: price_to_json(p) for f, p in zip(fs, prices)}
     )

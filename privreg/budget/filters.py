@@ -245,6 +245,9 @@ class Filter(ABC):
         # prices of state-free filters by (event, stated), of pair filters by (event, stated,
         # delta left); copies share it (same options)
         self._prices: dict[tuple[Any, ...], Price] = {}
+        # the last memo hit: (event, stated, delta left, price), matched by identity first.
+        # Only a hit is kept, so its event hashed: it is frozen, as the memo needs anyway.
+        self._last: tuple[Any, Any, float, Price] | None = None
 
     # -- what a subclass defines ----------------------------------------------------------
 
@@ -273,7 +276,16 @@ class Filter(ABC):
             return self.dead
         if not self.state_free:
             return self._price(event, stated)
-        return self._memoised((event, stated), event, stated)
+        last = self._last
+        if last is not None and last[0] is event and last[1] is stated:
+            return last[3]  # the very objects of the last release (a loop repeats one)
+        key = (event, stated)
+        try:
+            price = self._prices[key]
+        except (KeyError, TypeError):
+            return self._memoised(key, event, stated)
+        self._last = (event, stated, 0.0, price)
+        return price
 
     def _memoised(self, key: tuple[Any, ...], event: PrivacyEvent, stated: PrivacyEvent | None) -> Price:
         """``self._price(event, stated)``, kept under ``key`` (which must determine it)."""
@@ -299,14 +311,21 @@ class Filter(ABC):
 
     def apply(self, price: Price) -> None:
         """Add a price from :meth:`price` (or as stored in a ledger) to the totals."""
+        self.sums, self.dead = self.after(price)
+
+    def after(self, price: Price) -> tuple[tuple[float, ...], str]:
+        """The totals and :attr:`dead` once ``price`` is added, computed as :meth:`apply`
+        adds it but leaving the filter as it is (a session decides a release on these, and
+        sets them only once its row is stored)."""
         if self.dead:
-            return
+            return self.sums, self.dead
+        if type(price) is tuple and len(price) == self.width:  # the usual case, first
+            return self._add(self.sums, price), ""
         if isinstance(price, str):
-            self.dead = price
-            return
+            return self.sums, price
         if len(price) != self.width:
             raise PrivregValueError(f"a {self.name} filter's price has {self.width} number(s); got {len(price)}")
-        self.sums = self._add(self.sums, price)
+        return self._add(self.sums, price), ""
 
     def add(self, event: PrivacyEvent, count: int = 1, stated: PrivacyEvent | None = None) -> None:
         """Price and apply ``count`` separate releases of ``event``, one after another."""
@@ -320,9 +339,14 @@ class Filter(ABC):
     def spent(self) -> float:
         """Epsilon of the totals at this filter's delta (inf once dead, or if not finite).
         Computed once per totals: a session asks for it before and after every release."""
-        if self.dead:
+        return self.spent_at(self.sums, self.dead)
+
+    def spent_at(self, sums: tuple[float, ...], dead: str = "") -> float:
+        """:meth:`spent` of the totals ``sums`` and dead reason ``dead`` (from
+        :meth:`after`), the filter left as it is. Remembered for the latest totals asked
+        about, by identity (the memo holds them, so no other tuple can take their id)."""
+        if dead:
             return math.inf
-        sums = self.sums
         memo_sums, memo = self._spent_memo
         if memo_sums is sums:
             return memo
@@ -338,6 +362,10 @@ class Filter(ABC):
     def vouches(self) -> bool:
         return self.spent() <= self.epsilon
 
+    def vouches_at(self, sums: tuple[float, ...], dead: str = "") -> bool:
+        """:meth:`vouches` at the totals and dead reason from :meth:`after`."""
+        return self.spent_at(sums, dead) <= self.epsilon
+
     def copy(self) -> Filter:
         new = object.__new__(type(self))
         vars(new).update(vars(self))
@@ -345,7 +373,11 @@ class Filter(ABC):
 
     def state(self) -> dict[str, Any]:
         """The totals, as a checkpoint stores them."""
-        return {"sums": price_to_json(self.sums), "dead": self.dead}
+        return self.state_at(self.sums, self.dead)
+
+    def state_at(self, sums: tuple[float, ...], dead: str = "") -> dict[str, Any]:
+        """:meth:`state` of the totals and dead reason from :meth:`after`."""
+        return {"sums": price_to_json(sums), "dead": dead}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore totals saved by :meth:`state` (ValueError if malformed)."""
@@ -374,7 +406,17 @@ class _PairFilter(Filter):
         is priced once. (+0.0 and -0.0 left, which share a key, give the same price.)"""
         if self.dead:
             return self.dead
-        return self._memoised((event, stated, self._delta_left()), event, stated)
+        left = self._delta_left()
+        last = self._last
+        if last is not None and last[0] is event and last[1] is stated and last[2] == left:
+            return last[3]  # the very objects of the last release, the same delta left
+        key = (event, stated, left)
+        try:
+            price = self._prices[key]
+        except (KeyError, TypeError):
+            return self._memoised(key, event, stated)
+        self._last = (event, stated, left, price)
+        return price
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         pair = _best_pair(

@@ -169,10 +169,19 @@ _cached_event_json = functools.lru_cache(maxsize=1024)(PrivacyEvent.to_json)
 
 def _event_to_json(event: PrivacyEvent) -> str:
     """``event.to_json()``, cached: equal events give equal strings, and a ledger repeats a few."""
+    last = _LAST_EVENT_JSON[0]
+    if last[0] is event:  # the very event of the last call (a loop repeats one)
+        return last[1]
     try:
-        return _cached_event_json(event)
+        text = _cached_event_json(event)
     except TypeError:  # an event that cannot be hashed
         return event.to_json()
+    _LAST_EVENT_JSON[0] = (event, text)  # kept only once hashed: a frozen event, as the cache needs
+    return text
+
+
+#: The last hashable event :func:`_event_to_json` encoded, with its text (one tuple, set at once).
+_LAST_EVENT_JSON: list[tuple[object, str]] = [(None, "")]
 
 
 def _plain_key(mapping: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -236,9 +245,13 @@ def _row_hash(
     """A row's hash; ``priced`` (stated guarantee and prices, then the state of the
     checkpoint stored with the row, if any) only in a format-3 ledger. Covering the
     checkpoint makes every later row, and so an anchored head, commit to it."""
+    return _hash_row_tail(key, prev_hash, seq, timestamp, (mechanism, parameters, event, label, randomness, *priced))
+
+
+def _hash_row_tail(key: bytes | None, prev_hash: str, seq: int, timestamp: float, tail_key: tuple[str, ...]) -> str:
+    """:func:`_row_hash` of the row whose fields after seq and timestamp are ``tail_key``."""
     # The text is _dumps([seq, repr(timestamp), mechanism, ..., *priced]); all but the
     # first two repeat across a loop of releases, so their encoded tail is memoised.
-    tail_key = (mechanism, parameters, event, label, randomness, *priced)
     tail = _ROW_TAIL_MEMO.get(tail_key)
     if tail is None:
         tail = _dumps(list(tail_key))[1:]
@@ -246,10 +259,11 @@ def _row_hash(
             _ROW_TAIL_MEMO.clear()
         _ROW_TAIL_MEMO[tail_key] = tail
     # an int's and a float repr's JSON texts are their plain digits (a repr never needs escaping)
-    head = f'[{seq},"{timestamp!r}",' if type(seq) is int and type(timestamp) is float else None
-    if head is None:
-        head = f"[{_dumps(seq)},{_dumps(repr(timestamp))},"
-    return _digest(key, prev_hash + head + tail)
+    if type(seq) is int and type(timestamp) is float:
+        text = f'{prev_hash}[{seq},"{timestamp!r}",{tail}'
+    else:
+        text = f"{prev_hash}[{_dumps(seq)},{_dumps(repr(timestamp))},{tail}"
+    return _digest(key, text)
 
 
 #: Encoded row tails (every field after seq and timestamp) by their texts (cleared when full).
@@ -884,11 +898,15 @@ class Ledger:
         else:
             stored = dict(prices or {})
             text = _dumps(stored)
-        priced = ("" if charge.stated is None else _event_to_json(charge.stated), text)
+        stated = "" if charge.stated is None else _event_to_json(charge.stated)
+        timestamp, mechanism, parameters, event, label, randomness = fields
         state = None if checkpoint is None else _dumps(dict(checkpoint))
-        digest = _row_hash(self._key, prev, seq + 1, *fields, *priced, *(() if state is None else (state,)))
+        tail = (mechanism, parameters, event, label, randomness, stated, text)
+        digest = _hash_row_tail(self._key, prev, seq + 1, timestamp, tail if state is None else (*tail, state))
         with self._sql("appending a charge"):
-            self._insert_row((seq + 1, *fields, prev, digest, *priced), state)
+            self._insert_row(
+                (seq + 1, timestamp, mechanism, parameters, event, label, randomness, prev, digest, stated, text), state
+            )
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=stored)
 
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from privreg.budget.ledger import (
@@ -36,6 +36,8 @@ __all__ = ["MemoryLedger", "MEMORY"]
 
 #: The path a memory ledger shows (and the ``ledger`` argument that asks for one).
 MEMORY = ":memory:"
+#: What ``_sql`` returns: the ledger's steps wrap their statements in it, and there are none here.
+_NO_SQL = nullcontext()
 
 
 class MemoryLedger(Ledger):
@@ -55,6 +57,9 @@ class MemoryLedger(Ledger):
         self.priced = True
 
     # -- storage ----------------------------------------------------------------------------
+
+    def _sql(self, doing: str) -> AbstractContextManager[None]:
+        return _NO_SQL  # lists, not SQL: nothing to translate
 
     def _live(self) -> None:
         if not self._open:
@@ -130,9 +135,11 @@ class MemoryLedger(Ledger):
         if not self._thread_lock.acquire(timeout=self.busy_timeout):
             raise self._busy("another thread of this process holds its turn")
         try:
-            head = self.head()
-            if head[0] != expected_seq:
+            self._live()
+            rows = self._rows
+            if len(rows) != expected_seq:
                 return None
+            head = (expected_seq, rows[-1][8] if rows else self._genesis)
             return self._append_after(head, charge, prices=prices, checkpoint=checkpoint)
         finally:
             self._thread_lock.release()

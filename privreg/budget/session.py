@@ -36,6 +36,7 @@ from row 1 instead (``trusts_checkpoints``): about 60 us a row.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 import time
 from array import array
@@ -254,6 +255,8 @@ class BudgetSession:
                     self._mismatch(self._ledger.path, part, stored.get(part), meta[part])
         self._filters = self._fresh_filters()
         self._encoded_memo: dict[tuple[Any, ...], EncodedPrices] = {}
+        #: the prices of the last charge and their encoding (compared by identity first)
+        self._last_encoded: tuple[tuple[Price, ...], EncodedPrices] | None = None
         #: each filter's price, by the stored text of a row's prices (catching up on rows
         #: that repeat a release decodes its text once)
         self._prices_memo: dict[str, list[Price]] = {}
@@ -496,12 +499,48 @@ class BudgetSession:
         # the others' epsilon to be computed (once per state) when someone asks for it
         if any(trial[i].vouches() for i in self._cheap_first):
             return trial, prices
-        quote = self._quote(event, stated, (trial, prices))[0]
+        raise self._refusal(event, stated, what, (trial, prices))
+
+    def _refusal(
+        self, event: PrivacyEvent, stated: PrivacyEvent | None, what: str, priced: tuple[list[Filter], list[Price]]
+    ) -> BudgetExceededError:
+        """The one-line refusal of a release no filter vouches for, the filters as they stand."""
+        quote = self._quote(event, stated, priced)[0]
         remaining = max(0.0, self.budget.epsilon - self._best())
-        raise BudgetExceededError(
+        return BudgetExceededError(
             f"{what} refused by every filter of the budget (epsilon {self.budget.epsilon:g}, delta "
             f"{self.budget.delta:g}, {remaining:.6g} left): {quote.reason}. Nothing was released or charged."
         )
+
+    def _charge_once(
+        self, charge: Charge, event: PrivacyEvent, stated: PrivacyEvent | None, what: str
+    ) -> LedgerRow | None:
+        """Decide ``event`` on the filters as they stand and, if granted, append it and
+        then set the filters to hold it. Return None (another writer appended first) or
+        raise (refused, or the append failed) with the filters' totals as they were.
+
+        Every charge takes this path, so the release is decided on each filter's totals
+        after it (:meth:`~Filter.after`: the same prices, added as :meth:`_priced` adds
+        them) instead of on copies of the filters; the totals are set only once the row
+        is stored."""
+        if self._plan is not None:
+            trial, prices = self._trial(event, stated, what)
+            return self._append(charge, trial, prices)
+        filters = self._filters
+        prices = [f.price(event, stated) for f in filters]  # all from the state before
+        after = [f.after(p) for f, p in zip(filters, prices)]
+        # granted iff some filter vouches after it: ask the cheap ones first, and leave
+        # the others' epsilon to be computed (once per state) when someone asks for it
+        for i in self._cheap_first:
+            if filters[i].vouches_at(*after[i]):
+                break
+        else:
+            raise self._refusal(event, stated, what, self._priced(event, stated))
+        row = self._append(charge, filters, prices, after)
+        if row is not None:  # stored: only now do the filters hold it
+            for f, (sums, dead) in zip(filters, after):
+                f.sums, f.dead = sums, dead
+        return row
 
     def _spending(self, filters: Sequence[Filter], total: float) -> tuple[dict[str, float | None], str, float]:
         by: dict[str, float | None] = {f.name: (None if f.dead else f.spent()) for f in filters}
@@ -600,52 +639,64 @@ class BudgetSession:
         what = label or mechanism
         stated = self._storable(stated)
         with self._lock:
+            # each _charge_once leaves the filters as they were unless its row is stored
             row = None
             if not self._optimistic:
                 self._catch_up()
-                trial, prices = self._trial(event, stated, what)  # decided outside the write lock
-                row = self._append(charge, trial, prices)
+                row = self._charge_once(charge, event, stated, what)  # decided outside the write lock
             elif not getattr(self._ledger, "contended", False):  # else straight to the turn
                 try:  # the append reports what we missed: price on what we know
-                    trial, prices = self._trial(event, stated, what)
+                    row = self._charge_once(charge, event, stated, what)
                 except BudgetExceededError:  # decide a refusal on the ledger as it is now
                     self._catch_up()
-                    trial, prices = self._trial(event, stated, what)
-                row = self._append(charge, trial, prices)
+                    row = self._charge_once(charge, event, stated, what)
             if row is None:  # another writer charged first: keep our place in line, decide again
                 with self._ledger.turn():
                     self._catch_up()
-                    trial, prices = self._trial(event, stated, what)
-                    row = self._append(charge, trial, prices)
+                    row = self._charge_once(charge, event, stated, what)
                     while row is None:  # only a writer bypassing the queue gets here
                         self._catch_up()
-                        trial, prices = self._trial(event, stated, what)
-                        row = self._append(charge, trial, prices)
-            self._filters = trial  # only after the commit succeeded
+                        row = self._charge_once(charge, event, stated, what)
             self._seen = row.seq
 
-    def _append(self, charge: Charge, trial: Sequence[Filter], prices: Sequence[Price]) -> LedgerRow | None:
-        stored = self._encoded(trial, prices)
+    def _append(
+        self,
+        charge: Charge,
+        filters: Sequence[Filter],
+        prices: Sequence[Price],
+        after: Sequence[tuple[tuple[float, ...], str]] | None = None,
+    ) -> LedgerRow | None:
+        """Append ``charge`` with its ``prices`` after row ``_seen``, and a checkpoint of the
+        ``filters`` holding it (their totals ``after`` it, else their own) when one is due."""
+        stored = self._encoded(filters, prices)
         seq = self._seen + 1
-        checkpoint = {f.name: f.state() for f in trial} if self._plan is None and seq % CHECKPOINT_EVERY == 0 else None
+        checkpoint = None
+        if self._plan is None and seq % CHECKPOINT_EVERY == 0:
+            states = after if after is not None else [(f.sums, f.dead) for f in filters]
+            checkpoint = {f.name: f.state_at(*st) for f, st in zip(filters, states)}
         return self._ledger.try_append(charge, expected_seq=self._seen, prices=stored, checkpoint=checkpoint)
 
     def _encoded(self, filters: Sequence[Filter], prices: Sequence[Price]) -> EncodedPrices:
         """The prices as a row stores them, encoded once per distinct prices (a session
         repeats a few kinds of release, and state-free filters price each kind once)."""
+        last = self._last_encoded
+        if last is not None and len(last[0]) == len(prices) and all(map(operator.is_, last[0], prices)):
+            return last[1]  # the very price objects of the last charge (a filter's memo): same bits
         key: tuple[Any, ...] = tuple(prices)
         # 0.0 == -0.0 but their texts differ: a price holding a zero also keys by its bits
         zeros = [array("d", p).tobytes() for p in key if type(p) is tuple and 0.0 in p]
         if zeros:
             key = (*key, *zeros)
         try:
-            return self._encoded_memo[key]
+            encoded = self._encoded_memo[key]
         except KeyError:
-            pass
-        encoded = EncodedPrices({f.name: price_to_json(p) for f, p in zip(filters, prices)})
-        if len(self._encoded_memo) >= _ENCODED_MEMO:
-            self._encoded_memo.clear()
-        self._encoded_memo[key] = encoded
+            encoded = None
+        if encoded is None:
+            encoded = EncodedPrices({f.name: price_to_json(p) for f, p in zip(filters, prices)})
+            if len(self._encoded_memo) >= _ENCODED_MEMO:
+                self._encoded_memo.clear()
+            self._encoded_memo[key] = encoded
+        self._last_encoded = (tuple(prices), encoded)  # holds the prices: their ids stay theirs
         return encoded
 
 
