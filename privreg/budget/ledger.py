@@ -436,6 +436,14 @@ class Ledger:
     # Declared here: _setup assigns them, but the checker reads __init__ first.
     #: The connection; unset until opened (close() copes: opening can fail).
     _db: sqlite3.Connection
+    #: How a session uses this store (PostgresLedger overrides them; a third-party
+    #: LedgerStore may omit them, and a session then assumes these defaults).
+    #: A conflicting try_append returns the rows the caller missed (priced after, not before).
+    catches_up_on_append: bool = False
+    #: A session may start from the last checkpoint (no writer can forge one).
+    trusts_checkpoints: bool = True
+    #: Others appended during this writer's last charge (its next one waits for the turn).
+    contended: bool = False
     busy_timeout: float
 
     def __init__(

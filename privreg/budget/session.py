@@ -267,6 +267,7 @@ class BudgetSession:
         self._started = False
         #: the store returns the rows a conflicting append missed (PostgreSQL): a charge
         #: skips the read before it, and its append's head check stands for that read
+        # optional store flags, declared on Ledger (a third-party LedgerStore may omit them)
         self._optimistic = bool(getattr(self._ledger, "catches_up_on_append", False))
         with self._lock:
             self._catch_up()
