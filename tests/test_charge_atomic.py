@@ -13,6 +13,7 @@ from privreg.budget.ledger import LedgerError, _dumps
 from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.core import BudgetExceededError, Gaussian, PureDP
 from privreg.core.charging import jsonable
+from privreg.core.errors import PrivregTypeError, PrivregValueError
 
 
 def _states(s: BudgetSession):
@@ -109,3 +110,25 @@ def test_a_mutated_parameters_dict_is_encoded_again():
     stored = [r[3] for r in s.ledger._raw_rows(0)]
     assert stored == seen and len(set(seen)) == len(seen)
     assert '"epsilon":-0.0' in stored[4] and '"dimension":true' in stored[5]
+
+
+@pytest.mark.parametrize(
+    ("label", "error", "match"),
+    [
+        (5, PrivregTypeError, "label must be a str; got 'int'"),
+        ("night\x00run", PrivregValueError, "label contains a NUL character"),
+        ("night\ud800run", PrivregValueError, "label contains a lone surrogate"),
+    ],
+)
+def test_a_label_no_ledger_can_store_is_refused_before_the_charge(label, error, match):
+    """PostgreSQL's text refuses NUL, UTF-8 a lone surrogate: every store refuses them
+    alike, naming the argument, never quoting it, and nothing is charged."""
+    s = BudgetSession(budget=PrivacyBudget(epsilon=1.0, delta=1e-6))
+    with pytest.raises(error, match=match) as err:
+        s.charge(PureDP(epsilon=0.1), mechanism="m", parameters={}, label=label)
+    assert "night" not in str(err.value)
+    assert s.ledger.head()[0] == 0
+    with pytest.raises(PrivregValueError, match="mechanism contains a NUL"):
+        s.charge(PureDP(epsilon=0.1), mechanism="m\x00", parameters={})
+    s.charge(PureDP(epsilon=0.1), mechanism="m", parameters={}, label="night run ü")
+    assert s.ledger.head()[0] == 1

@@ -84,6 +84,21 @@ CHECKPOINT_EVERY = 512
 
 
 # Converters of PrivacyBudget's fields (named: the attrs plugin cannot type a lambda's).
+def _check_text(name: str, value: Any) -> None:
+    """``value`` is text every store keeps as it is: a str with no NUL (PostgreSQL's text
+    refuses it) and no lone surrogate (not UTF-8). Errors never quote the text."""
+    if not isinstance(value, str):
+        raise PrivregTypeError(f"{name} must be a str; got {type(value).__name__!r}: pass its text")
+    if "\x00" in value:
+        raise PrivregValueError(f"{name} contains a NUL character, which a ledger cannot store; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PrivregValueError(
+            f"{name} contains a lone surrogate, which is not Unicode text; decode its bytes properly first"
+        ) from None
+
+
 def _epsilon(x: Any) -> float:
     return v.check_epsilon("epsilon", x)
 
@@ -628,6 +643,8 @@ class BudgetSession:
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
         if stated is not None and not isinstance(stated, PrivacyEvent):
             raise PrivregTypeError(f"stated must be a PrivacyEvent (e.g. ApproxDP) or None; got {stated!r}")
+        _check_text("mechanism", mechanism)
+        _check_text("label", label)
         charge = Charge(
             timestamp=time.time(),
             mechanism=mechanism,
