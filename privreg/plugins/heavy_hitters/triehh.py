@@ -119,6 +119,17 @@ def layer_votes(
     return votes
 
 
+def _layer_pairs(group: UserWords, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(owner, prefix code, count)`` of the entries of ``group`` whose word has a code in
+    ``table`` (``-1``: none), in entry order. One pass over the entries picks them; the
+    owners come from the CSR offsets, so the others are never gathered (deep layers keep a
+    few percent of them)."""
+    at = np.flatnonzero((table >= 0)[group.words])
+    per_user = np.diff(np.searchsorted(at, group.offsets))
+    owners = np.repeat(np.arange(group.num_users, dtype=np.int64), per_user)
+    return owners, table[group.words[at]], group.counts[at]
+
+
 def _votes(x: Any) -> str:
     if x not in VOTE_METHODS:
         raise PrivregValueError(f"votes must be one of {VOTE_METHODS}; got {x!r}")
@@ -370,11 +381,10 @@ class LDPTrieHH:
             symbol = codes[:, layer].astype(np.int64)
             word_code = np.where((node >= 0) & (symbol >= 0), node * size + symbol, -1)
             # known words contribute nothing: folded into the per-word table, not per entry
-            entry_code = np.where(known, -1, word_code)[group.words]
-            valid = entry_code >= 0
+            table = np.where(known, -1, word_code)
             ss = self.randomizer(candidates)
             tag = f"{label or _NAME} pass {pass_index} layer {layer}"
-            pairs = (group.owners[valid], entry_code[valid], group.counts[valid])
+            pairs = _layer_pairs(group, table)
             if self.votes == "aggregate":
                 counts = contribution_counts(
                     *pairs,
