@@ -54,6 +54,9 @@ from privreg.timing import PhaseTimer, process_cpu_seconds
 __all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "VOTE_METHODS", "layer_votes"]
 
 _NAME = "ldp-triehh"
+# share of a group's entries above which _layer_pairs compresses whole arrays by a mask
+# (cheaper than gathering by index when most entries stay)
+_DENSE_SHARE = 0.5
 
 
 def _ignore(message: str) -> None:
@@ -121,10 +124,13 @@ def layer_votes(
 
 def _layer_pairs(group: UserWords, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(owner, prefix code, count)`` of the entries of ``group`` whose word has a code in
-    ``table`` (``-1``: none), in entry order. One pass over the entries picks them; the
-    owners come from the CSR offsets, so the others are never gathered (deep layers keep a
-    few percent of them)."""
-    at = np.flatnonzero((table >= 0)[group.words])
+    ``table`` (``-1``: none), in entry order. Where most entries have one (the first
+    layers) the arrays are compressed by a mask; where few do (deep layers) only those
+    entries are gathered, their owners counted from the CSR offsets."""
+    valid = (table >= 0)[group.words]
+    if np.count_nonzero(valid) > _DENSE_SHARE * valid.size:
+        return group.owners[valid], table[group.words[valid]], group.counts[valid]
+    at = np.flatnonzero(valid)
     per_user = np.diff(np.searchsorted(at, group.offsets))
     owners = np.repeat(np.arange(group.num_users, dtype=np.int64), per_user)
     return owners, table[group.words[at]], group.counts[at]
