@@ -206,9 +206,17 @@ def production(mode: str) -> None:
             sampler="greedy",
             chunk_size=1 << 16,
         )
-        result = trie.run(model.groups(n, 30, rng), model.lexicon, model.known, charger=EventLog(), rng=rng, echo=print)
+        split = _CpuSplit()
+        result = trie.run(
+            split.groups(model.groups(n, 30, rng)),
+            model.lexicon,
+            model.known,
+            charger=EventLog(),
+            rng=rng,
+            echo=split.echo,
+        )
         whole.__exit__()
-        _layer_table(result.layers)
+        _layer_table(result.layers, split)
         t = whole.timing
         print(
             f"measured: {t.wall:.0f} s wall, {t.cpu:.0f} s CPU, {t.cpu_per_core:.0f} s CPU / core (one core) for "
@@ -228,10 +236,16 @@ def production(mode: str) -> None:
         sampler="greedy",
         chunk_size=1 << 16,
     )
+    split = _CpuSplit()
     result = trie.run(
-        iter([group, model.sample(n, rng)]), model.lexicon, model.known, charger=EventLog(), rng=rng, echo=print
+        split.groups(iter([group, model.sample(n, rng)])),
+        model.lexicon,
+        model.known,
+        charger=EventLog(),
+        rng=rng,
+        echo=split.echo,
     )
-    _layer_table(result.layers)
+    _layer_table(result.layers, split)
     first, deep = result.layers
     wall = 2 * (first.seconds + 14 * deep.seconds) + 30 * population
     cpu_total = 2 * (first.cpu_seconds + 14 * deep.cpu_seconds) + 30 * population_cpu
@@ -253,15 +267,44 @@ def production(mode: str) -> None:
     print("target: under 5 minutes wall on 2 cores; the estimate above is of one process on one core")
 
 
-def _layer_table(layers) -> None:
+class _CpuSplit:
+    """User and system CPU seconds of each layer (``os.times``), read when LDPTrieHH takes
+    the layer's group (its layer timer starts right after) and when it reports the layer
+    (right after the timer stops): the system part is mostly the kernel handing the layer
+    fresh memory pages, the term that varies most between runs."""
+
+    def __init__(self) -> None:
+        self.starts: list[os.times_result] = []
+        self.ends: list[os.times_result] = []
+
+    def groups(self, groups):
+        for group in groups:
+            self.starts.append(os.times())
+            yield group
+
+    def echo(self, message: str) -> None:
+        self.ends.append(os.times())
+        print(message)
+
+    def layer(self, k: int) -> tuple[float, float]:
+        a, b = self.starts[k], self.ends[k]
+        return b.user - a.user, b.system - a.system
+
+
+def _layer_table(layers, split: _CpuSplit) -> None:
     """Every layer's own time (LDPTrieHH's timer: from the arrival of its group, so the
-    population draw is not in it) and users per CPU second (one core)."""
+    population draw is not in it), its CPU split into user and system time (os.times,
+    10 ms ticks) and users per CPU second (one core)."""
     wall_s, cpu_s, _ = columns("s")
-    print(f"{'pass':>4} {'layer':>5} {'|Z_i|':>9} {'d':>3} {'users':>7} {wall_s:>8} {cpu_s:>8} {'users/CPU s':>12}")
-    for s in layers:
+    print(
+        f"{'pass':>4} {'layer':>5} {'|Z_i|':>9} {'d':>3} {'users':>7} {wall_s:>8} {cpu_s:>8} {'user s':>7} "
+        f"{'sys s':>6} {'users/CPU s':>12}"
+    )
+    for k, s in enumerate(layers):
+        user, system = split.layer(k)
         print(
             f"{s.pass_index:>4} {s.layer:>5} {s.candidates:>9} {s.subset_size:>3} {s.users:>7} {s.seconds:>8.3f} "
-            f"{s.cpu_seconds:>8.3f} {s.users / s.cpu_seconds:>12.4g}"
+            f"{s.cpu_seconds:>8.3f} {user:>7.2f} {system:>6.2f} {s.users / s.cpu_seconds:>12.4g}"
         )
     slowest = min(layers, key=lambda s: s.users / s.cpu_seconds)
     print(

@@ -23,11 +23,11 @@ from privreg import (
 )
 from privreg.core.registry import load_registry
 from privreg.mechanisms.subset_selection import SubsetSelection
-from privreg.plugins.heavy_hitters import hooks, sampling
+from privreg.plugins.heavy_hitters import hooks, sampling, triehh
 from privreg.plugins.heavy_hitters.alphabet import END, Alphabet
 from privreg.plugins.heavy_hitters.population import PopulationModel, WordLaw, english_word_law
 from privreg.plugins.heavy_hitters.sampling import contribution_counts, sample_contributions
-from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _LayerAllowance, layer_votes
+from privreg.plugins.heavy_hitters.triehh import LDPTrieHH, _layer_pairs, _LayerAllowance, layer_votes
 from privreg.plugins.heavy_hitters.users import Lexicon, UserWords
 from privreg.testing import CountingRandom, SpyCharger
 
@@ -176,6 +176,24 @@ def test_contribution_counts_are_the_histogram_of_the_selected_inputs(sampler):
             counts = contribution_counts(owners, prefixes, weights, rng=seeded(3), **opts)
             np.testing.assert_array_equal(counts, np.bincount(inputs, minlength=51))
             assert counts.sum() == 310 * bound
+
+
+@pytest.mark.parametrize("dense_share", [0.0, 1.0])
+def test_layer_pairs_are_the_entries_with_a_prefix_in_entry_order(dense_share, monkeypatch):
+    """Users without entries, without valid entries, and valid entries first and last in
+    the CSR arrays: the owners, codes and counts of the entries whose word has a code,
+    by the mask (dense share 0) and by the index path (dense share 1)."""
+    monkeypatch.setattr(triehh, "_DENSE_SHARE", dense_share)
+    group = UserWords.from_mappings([{}, {0: 2, 1: 1}, {}, {1: 4}, {2: 1, 3: 5}, {}, {4: 3, 0: 1}, {}])
+    table = np.array([7, -1, 3, -1, 9])  # words 1 and 3 have no prefix in the layer
+    owners, codes, counts = _layer_pairs(group, table)
+    np.testing.assert_array_equal(owners, [1, 4, 6, 6])
+    np.testing.assert_array_equal(codes, [7, 3, 9, 7])
+    np.testing.assert_array_equal(counts, [2, 1, 3, 1])
+    naive = table[group.words] >= 0
+    np.testing.assert_array_equal(owners, group.owners[naive])
+    owners, codes, counts = _layer_pairs(group, np.full(5, -1))
+    assert owners.size == codes.size == counts.size == 0
 
 
 @pytest.mark.parametrize("order", ["grouped", "shuffled"])

@@ -60,52 +60,88 @@ MAX_REPORTS = 10**9 - 1
 _FINISH_WIDTH = 32  # pure reports in nodes this small are finished directly (_finish_pure)
 
 
-def _split_pvals(pop: int, succ: int, needs: np.ndarray) -> np.ndarray:
+def _split_pvals(pop: int, succ: int, needs: np.ndarray, memo: dict[tuple[int, int, int], np.ndarray]) -> np.ndarray:
     """Row ``j``: the law of the number of items among ``succ`` marked ones when
     ``needs[j]`` items are drawn without replacement from ``pop`` (hypergeometric),
     over ``0..max(needs)``. Built from the ratios ``P(i+1)/P(i)``, each a quotient of
-    integer products, so the relative error stays near ``r 2^-53``."""
+    integer products, so the relative error stays near ``r 2^-53``. ``memo`` keeps the
+    rows already computed (the two keep classes of a level ask for the same ones)."""
     width = int(needs.max()) + 1 if needs.size else 1
     out = np.zeros((needs.size, width))
-    fail = pop - succ
-    for j, r in enumerate(needs.tolist()):
-        lo, hi = max(0, r - fail), min(r, succ)
-        if lo > hi:
-            raise AssertionError(f"subset_histogram: a node of {pop} items cannot supply {r}")
-        i = np.arange(lo, hi, dtype=np.float64)
-        step = np.log((r - i) * (succ - i)) - np.log((i + 1) * (fail - r + i + 1))
-        logw = np.concatenate([[0.0], np.cumsum(step)])
-        w = np.exp(logw - logw.max())
-        out[j, lo : hi + 1] = w / w.sum()
+    wanted = needs.tolist()
+    missing = [r for r in wanted if (pop, succ, r) not in memo]
+    if missing:
+        for r, row in zip(missing, _split_rows(pop, succ, missing)):
+            memo[pop, succ, r] = row
+    for j, r in enumerate(wanted):
+        row = memo[pop, succ, r]
+        out[j, : row.size] = row
     return out
 
 
+def _split_rows(pop: int, succ: int, needs: list[int]) -> list[np.ndarray]:
+    """The laws of :func:`_split_pvals` for the given needs, row ``r`` over ``0..r``.
+    The ratios, their logs and running sums are computed for all needs at once, each
+    element by the same operations as one need at a time; each row is then normalised by
+    its own sum over its own support (the float results do not depend on the batching)."""
+    fail = pop - succ
+    r = np.array(needs, dtype=np.int64)
+    lo, hi = np.maximum(0, r - fail), np.minimum(r, succ)
+    if (lo > hi).any():
+        raise AssertionError(f"subset_histogram: a node of {pop} items cannot supply {int(r[lo > hi][0])}")
+    steps = hi - lo
+    i = (lo[:, None] + np.arange(int(steps.max()))).astype(np.float64)
+    rr = r[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):  # past a row's support: unused
+        step = np.log((rr - i) * (succ - i)) - np.log((i + 1) * (fail - rr + i + 1))
+    logw = np.zeros((r.size, i.shape[1] + 1))
+    np.cumsum(step, axis=1, out=logw[:, 1:])
+    rows = []
+    for j, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        lw = logw[j, : b - a + 1]
+        w = np.exp(lw - lw.max())
+        row = np.zeros(b + 1)
+        row[a:] = w / w.sum()
+        rows.append(row)
+    return rows
+
+
 def _scatter(target: np.ndarray, rows: np.ndarray, cols: np.ndarray, counts: np.ndarray) -> None:
-    """``target[rows, cols] += counts`` with repeated cells (exact: counts < 2**53)."""
-    keep = counts > 0
-    flat = rows[keep] * target.shape[1] + cols[keep]
-    target += np.bincount(flat, weights=counts[keep], minlength=target.size).reshape(target.shape).astype(np.int64)
+    """``target[rows, cols] += counts`` with repeated cells (integer adds, exact)."""
+    if not target.flags.c_contiguous:  # reshape would add into a copy
+        raise AssertionError("subset_histogram: _scatter needs a C-contiguous target")
+    np.add.at(target.reshape(-1), rows * target.shape[1] + cols, counts)
 
 
 def _split_picks(
-    gen: np.random.Generator, hist: np.ndarray, width: np.ndarray, pop_less: int, succ_less: int
+    gen: np.random.Generator,
+    hist: np.ndarray,
+    width: np.ndarray,
+    pop_less: int,
+    succ_less: int,
+    memo: dict[tuple[int, int, int], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Split every report of ``hist`` (nodes x need) between the two children:
     ``(node, left need, need, count)`` rows; the right child gets ``need - left need``.
-    The population is ``width - pop_less`` with ``width // 2 - succ_less`` on the left."""
+    The population is ``width - pop_less`` with ``width // 2 - succ_less`` on the left
+    (``memo``: see :func:`_split_pvals`)."""
     node, need = np.nonzero(hist)
     counts = hist[node, need]
     nodes, lefts, outs, needs_out = [], [], [], []
-    for w in np.unique(width[node]).tolist():
-        at = width[node] == w
+    widths = width[node]
+    for w in np.unique(widths).tolist():  # two widths per level at most
+        at = widths == w
         pop, succ = w - pop_less, w // 2 - succ_less
-        uniq, inv = np.unique(need[at], return_inverse=True)
-        pvals = _split_pvals(pop, succ, uniq)[inv]
+        needs = need[at]
+        uniq = np.flatnonzero(np.bincount(needs))  # np.unique of small integers, by counting
+        inv = np.zeros(uniq[-1] + 1, dtype=np.int64)
+        inv[uniq] = np.arange(uniq.size)
+        pvals = _split_pvals(pop, succ, uniq, memo)[inv[needs]]
         drawn = gen.multinomial(counts[at], pvals)
         n_idx, i_idx = np.nonzero(drawn)
         nodes.append(node[at][n_idx])
         lefts.append(i_idx)
-        needs_out.append(need[at][n_idx])
+        needs_out.append(needs[n_idx])
         outs.append(drawn[n_idx, i_idx])
     if not nodes:
         z = np.zeros(0, dtype=np.int64)
@@ -120,7 +156,8 @@ def _owner_split(gen: np.random.Generator, hist: np.ndarray, left: np.ndarray) -
     out = np.zeros_like(hist)
     rest = hist.sum(axis=1)
     want = left.astype(np.int64).copy()
-    for r in range(hist.shape[1]):
+    # an empty column draws nothing and leaves `rest` as it is: skipping it keeps the draws
+    for r in np.flatnonzero(hist.any(axis=0)).tolist():
         good = hist[:, r]
         live = (want > 0) & (good > 0)
         if live.any():
@@ -150,7 +187,11 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float, 
     n = int(c.sum())
     if n > MAX_REPORTS:
         raise PrivregValueError(f"at most {MAX_REPORTS} reports per histogram: split them into batches")
-    kept = gen.binomial(c, keep_probability)
+    # numpy's binomial returns 0 for n = 0 without consuming the stream, so drawing only
+    # for the non-zero counts (a few percent of a TrieHH layer) gives the same values
+    kept = np.zeros_like(c)
+    held = np.flatnonzero(c)
+    kept[held] = gen.binomial(c[held], keep_probability)
     votes = kept.copy()
     own = np.stack([kept, c - kept])  # class 0 needs d - 1 other items, class 1 needs d
     prefix = np.zeros((2, s + 1), dtype=np.int64)
@@ -161,6 +202,7 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float, 
     pure = np.zeros((1, d + 1), dtype=np.int64)
     mixed = np.zeros((2, 1, d + 1), dtype=np.int64)
     mixed[0, 0, d - 1], mixed[1, 0, d] = prefix[0, s], prefix[1, s]
+    memo: dict[tuple[int, int, int], np.ndarray] = {}  # split laws by (population, successes, need)
     while lo.size:
         small = width <= _FINISH_WIDTH
         if small.any():
@@ -177,16 +219,16 @@ def subset_histogram(counts: Any, *, subset_size: int, keep_probability: float, 
         need = pure.shape[1]
         nxt_pure = np.zeros((2 * lo.size, need), dtype=np.int64)
         nxt_mixed = np.zeros((2, 2 * lo.size, need), dtype=np.int64)
-        node, left, r, x = _split_picks(gen, pure, width, 0, 0)
+        node, left, r, x = _split_picks(gen, pure, width, 0, 0, memo)
         _scatter(nxt_pure, 2 * node, left, x)
         _scatter(nxt_pure, 2 * node + 1, r - left, x)
         for cls in (0, 1):
             on_left = _owner_split(gen, mixed[cls], prefix[cls, mid] - prefix[cls, lo])
             # item in the left child: one fewer success on the left
-            node, left, r, x = _split_picks(gen, on_left, width, 1, 1)
+            node, left, r, x = _split_picks(gen, on_left, width, 1, 1, memo)
             _scatter(nxt_mixed[cls], 2 * node, left, x)
             _scatter(nxt_pure, 2 * node + 1, r - left, x)
-            node, left, r, x = _split_picks(gen, mixed[cls] - on_left, width, 1, 0)
+            node, left, r, x = _split_picks(gen, mixed[cls] - on_left, width, 1, 0, memo)
             _scatter(nxt_pure, 2 * node, left, x)
             _scatter(nxt_mixed[cls], 2 * node + 1, r - left, x)
         nxt_pure[:, 0] = 0  # a pure report that needs nothing more is done
@@ -214,7 +256,9 @@ def _finish_pure(
             rows = np.repeat(np.arange(base.size), hist[:, r])
             if rows.size:
                 pick = _distinct(gen, rows.size, r, w)
-                votes += np.bincount((base[rows][:, None] + pick).ravel(), minlength=votes.size)
+                first = int(base.min())  # votes land in first .. first + hits.size - 1
+                hits = np.bincount((base[rows][:, None] + (pick - first)).ravel())
+                votes[first : first + hits.size] += hits
 
 
 def _distinct(gen: np.random.Generator, m: int, r: int, w: int) -> np.ndarray:

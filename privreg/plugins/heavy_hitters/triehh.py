@@ -54,6 +54,9 @@ from privreg.timing import PhaseTimer, process_cpu_seconds
 __all__ = ["LDPTrieHH", "LayerStats", "TrieHHResult", "VOTE_METHODS", "layer_votes"]
 
 _NAME = "ldp-triehh"
+# share of a group's entries above which _layer_pairs compresses whole arrays by a mask
+# (cheaper than gathering by index when most entries stay)
+_DENSE_SHARE = 0.5
 
 
 def _ignore(message: str) -> None:
@@ -117,6 +120,20 @@ def layer_votes(
         out = randomizer.randomize(inputs[start : start + chunk_size], charger=charger, rng=rng, label=label)
         votes += np.bincount(out.reports.ravel(), minlength=randomizer.s)
     return votes
+
+
+def _layer_pairs(group: UserWords, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(owner, prefix code, count)`` of the entries of ``group`` whose word has a code in
+    ``table`` (``-1``: none), in entry order. Where most entries have one (the first
+    layers) the arrays are compressed by a mask; where few do (deep layers) only those
+    entries are gathered, their owners counted from the CSR offsets."""
+    valid = (table >= 0)[group.words]
+    if np.count_nonzero(valid) > _DENSE_SHARE * valid.size:
+        return group.owners[valid], table[group.words[valid]], group.counts[valid]
+    at = np.flatnonzero(valid)
+    per_user = np.diff(np.searchsorted(at, group.offsets))
+    owners = np.repeat(np.arange(group.num_users, dtype=np.int64), per_user)
+    return owners, table[group.words[at]], group.counts[at]
 
 
 def _votes(x: Any) -> str:
@@ -370,11 +387,10 @@ class LDPTrieHH:
             symbol = codes[:, layer].astype(np.int64)
             word_code = np.where((node >= 0) & (symbol >= 0), node * size + symbol, -1)
             # known words contribute nothing: folded into the per-word table, not per entry
-            entry_code = np.where(known, -1, word_code)[group.words]
-            valid = entry_code >= 0
+            table = np.where(known, -1, word_code)
             ss = self.randomizer(candidates)
             tag = f"{label or _NAME} pass {pass_index} layer {layer}"
-            pairs = (group.owners[valid], entry_code[valid], group.counts[valid])
+            pairs = _layer_pairs(group, table)
             if self.votes == "aggregate":
                 counts = contribution_counts(
                     *pairs,
