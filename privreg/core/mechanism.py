@@ -106,10 +106,21 @@ class Mechanism(ABC):
         sensitivity. ``rng`` defaults to the OS CSPRNG. If ``charger.charge`` raises,
         the exception propagates and no noise is drawn.
         """
+        # _charge inlined (the scalar releases' hot path): validate, charge, only then sample
         event = self.privacy_event()
-        canonical, rng = self._charge(value, event, charger, rng, label)
-        output = self._sample(canonical, rng, data)
-        return Release(output=output, event=event, mechanism=self._label_name)
+        charger = check_charger(charger)
+        canonical = self.validate_input(value)
+        rng = resolve_random(rng)
+        name, parameters, extra = self._charge_fields(True)
+        charger.charge(
+            event,
+            mechanism=name,
+            parameters=dict(parameters),  # a copy per charge: a charger may keep or change it
+            label=label,
+            randomness=rng.describe(),
+            **extra,
+        )
+        return Release(output=self._sample(canonical, rng, data), event=event, mechanism=name)
 
     def release_many(
         self,
