@@ -8,6 +8,7 @@ Chargers record events; they never ask a mechanism what it "spent".
 
 from __future__ import annotations
 
+import collections
 import enum
 import json
 import threading
@@ -173,11 +174,12 @@ class EventLog:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # for readers; a charge only appends to the deque
         self._charges: list[Charge] = []
         #: charges not yet built into Charge values: (timestamp, mechanism, parameters,
-        #: event, label, randomness, stated) -- built when read, so a charge costs a tuple
-        self._pending: list[tuple[Any, ...]] = []
+        #: event, label, randomness, stated) -- built when read, so a charge costs a tuple.
+        #: A deque: append and popleft are atomic, so charges need no lock and none is lost.
+        self._pending: collections.deque[tuple[Any, ...]] = collections.deque()
 
     def charge(
         self,
@@ -191,19 +193,17 @@ class EventLog:
     ) -> None:
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
-        entry = (time.time(), mechanism, dict(parameters), event, label, dict(randomness or {}), stated)
-        with self._lock:
-            self._pending.append(entry)
+        self._pending.append((time.time(), mechanism, dict(parameters), event, label, dict(randomness or {}), stated))
 
     @property
     def charges(self) -> tuple[Charge, ...]:
         with self._lock:
-            if self._pending:
-                self._charges.extend(
+            pending = self._pending
+            while pending:  # in charge order; a charge landing meanwhile is taken too, or next time
+                t, m, p, e, lb, r, st = pending.popleft()
+                self._charges.append(
                     Charge(timestamp=t, mechanism=m, parameters=p, event=e, label=lb, randomness=r, stated=st)
-                    for t, m, p, e, lb, r, st in self._pending
                 )
-                self._pending.clear()
             return tuple(self._charges)
 
     @property
