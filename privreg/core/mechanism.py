@@ -107,11 +107,15 @@ class Mechanism(ABC):
         the exception propagates and no noise is drawn.
         """
         # _charge inlined (the scalar releases' hot path): validate, charge, only then sample
-        event = self.privacy_event()
+        fields = self.__dict__.get("_release_fields") if self._immutable else None
+        if fields is None:  # an immutable mechanism's event and charge fields never change: kept
+            fields = (self.privacy_event(), *self._charge_fields(True))
+            if self._immutable:
+                object.__setattr__(self, "_release_fields", fields)  # frozen: a cache, not state
+        event, name, parameters, extra = fields
         charger = check_charger(charger)
         canonical = self.validate_input(value)
         rng = resolve_random(rng)
-        name, parameters, extra = self._charge_fields(True)
         charger.charge(
             event,
             mechanism=name,
