@@ -8,7 +8,6 @@ Chargers record events; they never ask a mechanism what it "spent".
 
 from __future__ import annotations
 
-import collections
 import enum
 import json
 import threading
@@ -174,12 +173,14 @@ class EventLog:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # for readers; a charge only appends to the deque
+        self._lock = threading.Lock()
         self._charges: list[Charge] = []
-        #: charges not yet built into Charge values: (timestamp, mechanism, parameters,
-        #: event, label, randomness, stated) -- built when read, so a charge costs a tuple.
-        #: A deque: append and popleft are atomic, so charges need no lock and none is lost.
-        self._pending: collections.deque[tuple[Any, ...]] = collections.deque()
+        #: charges not yet built into Charge values, one list per field (timestamp,
+        #: mechanism, parameters, event, label, randomness, stated), built when read: a
+        #: charge then leaves one new object for the garbage collector to trace (its
+        #: parameters), not a tuple as well. Measured on a scalar Laplace release into a
+        #: growing log: the collector's share fell from about 2.7 to 1.4 us per release.
+        self._pending: tuple[list[Any], ...] = tuple([] for _ in range(7))
 
     def charge(
         self,
@@ -193,17 +194,28 @@ class EventLog:
     ) -> None:
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
-        self._pending.append((time.time(), mechanism, dict(parameters), event, label, dict(randomness or {}), stated))
+        params, rand, now = dict(parameters), dict(randomness or {}), time.time()
+        t, m, p, e, lb, r, st = self._pending
+        with self._lock:
+            t.append(now)
+            m.append(mechanism)
+            p.append(params)
+            e.append(event)
+            lb.append(label)
+            r.append(rand)
+            st.append(stated)
 
     @property
     def charges(self) -> tuple[Charge, ...]:
         with self._lock:
             pending = self._pending
-            while pending:  # in charge order; a charge landing meanwhile is taken too, or next time
-                t, m, p, e, lb, r, st = pending.popleft()
-                self._charges.append(
+            if pending[0]:
+                self._charges.extend(
                     Charge(timestamp=t, mechanism=m, parameters=p, event=e, label=lb, randomness=r, stated=st)
+                    for t, m, p, e, lb, r, st in zip(*pending, strict=True)
                 )
+                for column in pending:
+                    column.clear()
             return tuple(self._charges)
 
     @property
