@@ -2,6 +2,7 @@
 the values of the general array path under the same seed, and leave the stream in the
 same state; the rare exact finishing paths included (forced here at full rate)."""
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -312,3 +313,98 @@ def test_exp_neg_approx_one_is_the_array_filter_bit_for_bit():
     gen = np.random.default_rng(1)
     x = np.concatenate([gen.random(20_000) * 70, gen.random(2_000), [0.0, 1.0, 63.999, 64.0, 100.0, 5e-324]])
     np.testing.assert_array_equal(exp_neg_approx(x), np.array([exp_neg_approx_one(float(v)) for v in x]))
+
+
+class _Crafted(trials.RandomSource):
+    """Bytes laid out by the test (one round per call; ``randbits``, for exact finishes,
+    from a seeded stream): it shows which trial draw_one accepted."""
+
+    def __init__(self, rounds):
+        self.rounds = list(rounds)
+        self._rest = _rng(0)
+
+    def random_bytes(self, n):
+        buf = self.rounds.pop(0)
+        assert len(buf) == n
+        return buf
+
+    def randbits(self, k):
+        return self._rest.randbits(k)
+
+
+def _round_with(plan, first):
+    """draw_one's round of ``plan`` (``t = 1000``, two-byte words) whose first trial has
+    ``first = (u, geometric word, coin word)`` and a positive sign, and every later trial
+    ``u = 1023 >= t`` (rejected before its coin)."""
+    n = plan.one_trials
+    us = [first[0]] + [1023] * (n - 1)
+    geos = [first[1]] + [0] * (n - 1)
+    coins = [first[2]] + [0] * (n - 1)
+    words = b"".join(w.to_bytes(2, "little") for w in us + geos + coins)
+    return words + bytes((n + 7) // 8)
+
+
+def _geometric_word(count):
+    """A 16-bit word giving geometric count ``count`` without a tie."""
+    return int(np.flatnonzero((count == trials.GEOMETRIC) & ~trials.GEOMETRIC_TIE)[0])
+
+
+@pytest.mark.parametrize(
+    ("plan", "counts"),
+    [
+        (trials.laplace_plan(1000, 1), [1]),  # lambda = u / 1000 in [0, 1)
+        (trials.gaussian_plan(Fraction(999**2)), [0, 1, 2, 3, 5]),  # lambda up to about 8
+    ],
+    ids=["laplace", "gaussian"],
+)
+def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, monkeypatch):
+    """draw_one settles most coins by Taylor bounds before the float filter: it must
+    decide exactly as the filter does (accept, reject, or leave it to the exact finish),
+    at uniforms across the plan and coin words across the range, near the filter's
+    threshold and near the bounds' edges. An accepted first trial gives its value ``x >
+    0``; a rejected one falls through to a second round whose first trial surely gives 0."""
+    assert plan.t == 1000 and plan.s == 1
+    sure = _round_with(plan, (0, _geometric_word(0), 0))  # lambda < 1, coin 0: accepted, value 0
+    finished = []
+
+    class Counting(trials.LazyUniform):
+        def below_exp_neg(self, lam):
+            finished.append(lam)
+            return super().below_exp_neg(lam)
+
+    monkeypatch.setattr(trials, "LazyUniform", Counting)
+    polynomial = []
+    real_polynomial, real_filter = trials._taylor_below_one, trials.exp_neg_approx_one
+    monkeypatch.setattr(trials, "_taylor_below_one", lambda lam: polynomial.append(lam) or real_polynomial(lam))
+    monkeypatch.setattr(trials, "exp_neg_approx_one", lambda lam: polynomial.append(lam) or real_filter(lam))
+    checked = uniform = trials_made = 0
+    lams = set()
+    for count in counts:
+        geo = _geometric_word(count)
+        for u in range(1 if count == 0 else 0, 1000, 7):
+            x = u + 1000 * count
+            lam = trials._lambda_approx_one(plan, u, x)
+            lams.add(int(lam))
+            threshold = real_filter(lam) * 65536.0
+            m, r = math.floor(lam), lam - math.floor(lam)
+            low = 65536.0 * math.exp(-m) * (1 - r + r**2 / 2 - r**3 / 6)
+            high = low + 65536.0 * math.exp(-m) * r**4 / 24
+            spread = list(range(u % 97, 1 << 16, 997))  # coin words across the range
+            near = [int(v) + d for v in (threshold, low, high) for d in range(-3, 4)]
+            for coin in spread + [c for c in near if 0 <= c < 1 << 16]:
+                rng = _Crafted([_round_with(plan, (u, geo, coin)), sure])
+                finished.clear()
+                value = trials.draw_one(plan, rng)
+                if coin + 1 <= threshold - trials.BAND:
+                    assert (value, finished) == (x, []), (u, count, coin)
+                elif coin >= threshold + trials.BAND:
+                    assert (value, finished) == (0, []), (u, count, coin)
+                else:  # the filter leaves it open: the exact finish must decide it
+                    assert finished == [trials._lambda(plan, u, x)], (u, count, coin)
+                checked += 1
+            uniform += len(spread)
+            trials_made += 1
+    # the bounds settle most coins: the polynomial ran for the near words (21 per uniform
+    # at most) and few of the spread ones; the Gaussian's reach exp(-m) factors m >= 1
+    assert checked > 10_000 and len(polynomial) < 0.1 * uniform + 21 * trials_made
+    assert max(lams) >= (4 if plan.quadratic else 0)

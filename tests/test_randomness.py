@@ -8,12 +8,20 @@ only checked with assertions that hold for every possible output (ranges, types)
 
 from __future__ import annotations
 
+import copy
+import os
+import pickle
 import random
+import select
+import signal
+import sys
+import threading
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from privreg.core import randomness
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import (
     InsecureReproducibleRandom,
@@ -195,3 +203,129 @@ def test_custom_source_gets_exact_randbelow_from_randbits():
     assert c.next == 9
     assert c.reproducible is False
     assert c.describe() == {"source": "Counting", "reproducible": False}
+
+
+# ----------------------------------------------------------------- SecureRandom's pool
+
+
+@pytest.fixture
+def counted_os(monkeypatch):
+    """os.urandom replaced by a counting stream (byte i of the OS stream is i % 251), and
+    an empty pool: what the pool hands out can be traced to OS bytes."""
+    calls = []
+    offset = [0]
+
+    def urandom(n):
+        calls.append(n)
+        start = offset[0]
+        offset[0] += n
+        return bytes((start + i) % 251 for i in range(n))
+
+    monkeypatch.setattr(randomness.os, "urandom", urandom)
+    monkeypatch.setattr(randomness, "_pool", b"")
+    monkeypatch.setattr(randomness, "_pool_pos", 0)
+    return calls
+
+
+def _os_bytes(start, n):
+    return bytes((start + i) % 251 for i in range(n))
+
+
+def test_pool_hands_out_each_os_byte_once_in_order(counted_os):
+    s, t = SecureRandom(), SecureRandom()
+    assert s.random_bytes(10) == _os_bytes(0, 10)
+    assert counted_os == [randomness.POOL_BYTES]  # one read ahead
+    assert t.random_bytes(20) == _os_bytes(10, 20)  # instances share the pool: no byte twice
+    assert s.randbits(12) == int.from_bytes(_os_bytes(30, 2), "big") >> 4  # top bits, big-endian
+    assert s.random_bytes(0) == b""
+    big = randomness.POOL_MAX_REQUEST + 1
+    assert s.random_bytes(big) == _os_bytes(randomness.POOL_BYTES, big)  # straight from the OS
+    assert counted_os == [randomness.POOL_BYTES, big]
+    assert s.random_bytes(1) == _os_bytes(32, 1)  # the pool went on where it was
+    # a request longer than what is left: the rest is dropped (never handed out), a new read
+    pos = 33
+    while randomness.POOL_BYTES - pos >= 500:
+        assert s.random_bytes(500) == _os_bytes(pos, 500)
+        pos += 500
+    left = randomness.POOL_BYTES - pos
+    assert s.random_bytes(left + 1) == _os_bytes(randomness.POOL_BYTES + big, left + 1)
+    assert counted_os == [randomness.POOL_BYTES, big, randomness.POOL_BYTES]
+
+
+def test_secure_random_refuses_a_negative_byte_count():
+    with pytest.raises(ValueError, match="negative"):
+        SecureRandom().random_bytes(-1)
+
+
+def test_copies_and_pickles_share_no_bytes():
+    s = SecureRandom()
+    s.random_bytes(1)
+    for other in (copy.copy(s), copy.deepcopy(s), pickle.loads(pickle.dumps(s))):  # noqa: S301 -- our own object
+        assert other.random_bytes(32) != s.random_bytes(32)
+
+
+def test_threads_never_get_the_same_bytes():
+    """Eight threads draw 8-byte words from one pool while switching threads every
+    microsecond: every word is distinct (two equal words among 4e4 have probability below
+    1e-10 from a correct source; a race handing out a slice twice repeats it at once)."""
+    s = SecureRandom()
+    out: list[list[bytes]] = [[] for _ in range(8)]
+
+    def work(mine):
+        for _ in range(5000):
+            mine.append(s.random_bytes(8))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(mine,)) for mine in out]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    words = [w for mine in out for w in mine]
+    assert len(words) == 40_000 and len(set(words)) == len(words)
+
+
+def _child_bytes(s, *, hold_lock):
+    """64 bytes drawn by a forked child (None if it hung for a minute), and the parent's
+    next 64 bytes, from the same SecureRandom ``s``."""
+    read, write = os.pipe()
+    lock = randomness._pool_lock if hold_lock else threading.Lock()
+    with lock:  # held at the fork (hold_lock): the child must not wait for it
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                os.write(write, s.random_bytes(64))
+            finally:
+                os._exit(0)
+    os.close(write)
+    parent = s.random_bytes(64)
+    ready, _, _ = select.select([read], [], [], 60)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64) if ready else None
+    os.close(read)
+    return child, parent
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_reuses_the_parents_pool():
+    """After a fork the child starts from an empty pool: its bytes are not the parent's
+    next ones (which a copied pool would give it, byte for byte)."""
+    s = SecureRandom()
+    s.random_bytes(1)  # the pool now holds unread bytes
+    child, parent = _child_bytes(s, hold_lock=False)
+    assert child is not None and len(child) == 64 and child != parent
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_wait_for_the_pools_lock():
+    """The child gets a fresh lock: it draws even if another thread held the pool's lock
+    at the fork (the holder does not exist in the child, so it would wait forever)."""
+    child, parent = _child_bytes(SecureRandom(), hold_lock=True)
+    assert child is not None, "the child hung on the pool's lock"
+    assert child != parent

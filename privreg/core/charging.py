@@ -175,9 +175,12 @@ class EventLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._charges: list[Charge] = []
-        #: charges not yet built into Charge values: (timestamp, mechanism, parameters,
-        #: event, label, randomness, stated) -- built when read, so a charge costs a tuple
-        self._pending: list[tuple[Any, ...]] = []
+        #: charges not yet built into Charge values, one list per field (timestamp,
+        #: mechanism, parameters, event, label, randomness, stated), built when read: a
+        #: charge then leaves one new object for the garbage collector to trace (its
+        #: parameters), not a tuple as well. Measured on a scalar Laplace release into a
+        #: growing log: the collector's share fell from about 2.7 to 1.4 us per release.
+        self._pending: tuple[list[Any], ...] = tuple([] for _ in range(7))
 
     def charge(
         self,
@@ -191,19 +194,28 @@ class EventLog:
     ) -> None:
         if not isinstance(event, PrivacyEvent):
             raise PrivregTypeError(f"event must be a PrivacyEvent; got {event!r}")
-        entry = (time.time(), mechanism, dict(parameters), event, label, dict(randomness or {}), stated)
+        params, rand, now = dict(parameters), dict(randomness or {}), time.time()
+        t, m, p, e, lb, r, st = self._pending
         with self._lock:
-            self._pending.append(entry)
+            t.append(now)
+            m.append(mechanism)
+            p.append(params)
+            e.append(event)
+            lb.append(label)
+            r.append(rand)
+            st.append(stated)
 
     @property
     def charges(self) -> tuple[Charge, ...]:
         with self._lock:
-            if self._pending:
+            pending = self._pending
+            if pending[0]:
                 self._charges.extend(
                     Charge(timestamp=t, mechanism=m, parameters=p, event=e, label=lb, randomness=r, stated=st)
-                    for t, m, p, e, lb, r, st in self._pending
+                    for t, m, p, e, lb, r, st in zip(*pending, strict=True)
                 )
-                self._pending.clear()
+                for column in pending:
+                    column.clear()
             return tuple(self._charges)
 
     @property

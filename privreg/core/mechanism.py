@@ -106,10 +106,25 @@ class Mechanism(ABC):
         sensitivity. ``rng`` defaults to the OS CSPRNG. If ``charger.charge`` raises,
         the exception propagates and no noise is drawn.
         """
-        event = self.privacy_event()
-        canonical, rng = self._charge(value, event, charger, rng, label)
-        output = self._sample(canonical, rng, data)
-        return Release(output=output, event=event, mechanism=self._label_name)
+        # _charge inlined (the scalar releases' hot path): validate, charge, only then sample
+        fields = self.__dict__.get("_release_fields") if self._immutable else None
+        if fields is None:  # an immutable mechanism's event and charge fields never change: kept
+            fields = (self.privacy_event(), *self._charge_fields(True))
+            if self._immutable:
+                object.__setattr__(self, "_release_fields", fields)  # frozen: a cache, not state
+        event, name, parameters, extra = fields
+        charger = check_charger(charger)
+        canonical = self.validate_input(value)
+        rng = resolve_random(rng)
+        charger.charge(
+            event,
+            mechanism=name,
+            parameters=dict(parameters),  # a copy per charge: a charger may keep or change it
+            label=label,
+            randomness=rng.describe(),
+            **extra,
+        )
+        return Release(output=self._sample(canonical, rng, data), event=event, mechanism=name)
 
     def release_many(
         self,

@@ -1,7 +1,7 @@
 """Sources of randomness for noise and for cryptography.
 
 Privacy noise and protocol randomness must come from a cryptographically secure source:
-:class:`SecureRandom` draws from ``secrets`` (the OS CSPRNG). A seeded source exists only
+:class:`SecureRandom` draws from the OS CSPRNG (``os.urandom``). A seeded source exists only
 so tests and benchmarks can be reproducible; it must be created explicitly by its name,
 :class:`InsecureReproducibleRandom`, and every charge made with it is flagged
 ``reproducible=True`` in the ledger.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
+import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -49,13 +49,56 @@ class RandomSource(ABC):
         return {"source": type(self).__name__, "reproducible": self.reproducible}
 
 
-class SecureRandom(RandomSource):
-    """The OS CSPRNG: ``os.urandom``, which :mod:`secrets` reads. The default everywhere.
+#: Bytes the process-wide pool of :class:`SecureRandom` reads from the OS at a time.
+POOL_BYTES = 4096
+#: Requests up to this many bytes are served from the pool; larger ones read the OS directly.
+POOL_MAX_REQUEST = 512
 
-    ``randbits(k)`` is what ``secrets.randbits`` computes (``random.SystemRandom``: the
-    top ``k`` bits of ``ceil(k / 8)`` OS bytes, big-endian), without its two extra Python
-    calls; ``random_bytes`` is ``os.urandom`` (``secrets.token_bytes`` without the
-    wrapper). A scalar release makes one or two such calls."""
+# The pool: OS CSPRNG bytes read ahead in one syscall, handed out in order, each byte
+# once. One per process, under a lock (threads never get the same bytes), emptied in a
+# forked child (os.register_at_fork), so parent and child never share a byte.
+_pool_lock = threading.Lock()
+_pool = b""
+_pool_pos = 0
+
+
+def _pooled(n: int) -> bytes:
+    """The next ``n <= POOL_MAX_REQUEST`` bytes of the pool (refilled from the OS when short;
+    a remainder too short for the request is discarded, never handed out twice)."""
+    global _pool, _pool_pos
+    with _pool_lock:
+        pos = _pool_pos
+        end = pos + n
+        if end > len(_pool):
+            _pool, pos, end = os.urandom(POOL_BYTES), 0, n
+        _pool_pos = end
+        return _pool[pos:end]
+
+
+def _empty_pool_in_child() -> None:
+    """After a fork, the child drops the parent's unread bytes (the parent hands them
+    out itself) and takes a fresh lock (another thread may have held it at the fork)."""
+    global _pool, _pool_pos, _pool_lock
+    _pool, _pool_pos, _pool_lock = b"", 0, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_empty_pool_in_child)
+
+
+class SecureRandom(RandomSource):
+    """The OS CSPRNG (``os.urandom``, which :mod:`secrets` reads). The default everywhere.
+
+    Small requests (at most :data:`POOL_MAX_REQUEST` bytes, e.g. one scalar release) are
+    served from a process-wide pool of OS bytes read :data:`POOL_BYTES` at a time, so a
+    release costs a slice instead of a syscall; every byte is still an ``os.urandom``
+    byte, handed out once, in order, under a lock, and a forked child empties the pool
+    (``os.register_at_fork``), so no two threads or processes get the same byte. Instances
+    hold no state (copies and pickles share nothing). Unread pool bytes sit in process
+    memory until used, like any key material the process holds.
+
+    ``randbits(k)`` is what ``secrets.randbits`` computes (the top ``k`` bits of
+    ``ceil(k / 8)`` CSPRNG bytes, big-endian); ``randbelow`` is exact rejection sampling on
+    it (:meth:`RandomSource.randbelow`)."""
 
     reproducible = False
 
@@ -63,13 +106,11 @@ class SecureRandom(RandomSource):
         if k <= 0:
             return 0
         nbytes = (k + 7) >> 3
-        return int.from_bytes(os.urandom(nbytes), "big") >> (nbytes * 8 - k)
+        raw = _pooled(nbytes) if nbytes <= POOL_MAX_REQUEST else os.urandom(nbytes)
+        return int.from_bytes(raw, "big") >> (nbytes * 8 - k)
 
     def random_bytes(self, n: int) -> bytes:
-        return os.urandom(n)
-
-    def randbelow(self, n: int) -> int:
-        return secrets.randbelow(v.check_int("n", n, minimum=1))
+        return _pooled(n) if 0 <= n <= POOL_MAX_REQUEST else os.urandom(n)  # os.urandom refuses n < 0
 
 
 class InsecureReproducibleRandom(RandomSource):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from fractions import Fraction
 from typing import ClassVar
 
@@ -89,3 +90,14 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
                 return draw_one(plan, rng)
             return discrete_gaussian_one(self.sigma2, rng)
         return discrete_gaussian(self.sigma2, rng)
+
+    def _scalar_noise(self) -> Callable[[RandomSource], int]:
+        # the sampler _noise_one calls, bound to its cached parameter: the same value, one call
+        if self.path != "fast":
+            return self._noise_one
+        plan = self._plan
+        return (
+            functools.partial(draw_one, plan)
+            if plan is not None
+            else functools.partial(discrete_gaussian_one, self.sigma2)
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -286,3 +287,14 @@ class GaussianMechanism(GridMechanism):
                 return draw_one(plan, rng)
             return discrete_gaussian_one(self.noise_sigma2, rng)
         return discrete_gaussian(self.noise_sigma2, rng)
+
+    def _scalar_noise(self) -> Callable[[RandomSource], int]:
+        # the sampler _noise_one calls, bound to its cached parameter: the same value, one call
+        if self.path != "fast":
+            return self._noise_one
+        plan = self._plan
+        return (
+            functools.partial(draw_one, plan)
+            if plan is not None
+            else functools.partial(discrete_gaussian_one, self.noise_sigma2)
+        )

@@ -18,6 +18,7 @@ import functools
 import math
 import numbers
 from abc import abstractmethod
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -232,9 +233,18 @@ class IntegerNoiseMechanism(Mechanism):
 
         return noise_law([self.coordinate_law(c) for c in centers], columns, scalar=value.ndim == 0)
 
+    def _scalar_noise(self) -> Callable[[RandomSource], int]:
+        """The sampler of one noise value, called as ``f(rng)``: :meth:`_noise_one`, or a
+        subclass's direct sampler drawing the same value from the same stream."""
+        return self._noise_one
+
+    @functools.cached_property
+    def _scalar_sampler(self) -> Callable[[RandomSource], int]:
+        return self._scalar_noise()  # fixed per mechanism: computed once
+
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
         if value.ndim == 0:
-            return int(value) + self._noise_one(rng)
+            return int(value) + self._scalar_sampler(rng)
         noise = self._noise(self.dimension, rng)
         return saturate_int64(exact_sum(value.reshape(-1).tolist(), noise))
 
@@ -326,18 +336,29 @@ class GridMechanism(Mechanism):
         step = self.grid.step
         return round_ratio(p * step.denominator, q * step.numerator)
 
+    def _scalar_noise(self) -> Callable[[RandomSource], int]:
+        """The sampler of one noise value, called as ``f(rng)``: :meth:`_noise_one`, or a
+        subclass's direct sampler drawing the same value from the same stream (one call
+        instead of a chain of wrappers on the scalar path)."""
+        return self._noise_one
+
     @functools.cached_property
-    def _step_ratio(self) -> tuple[int, int]:
-        """``(N, D)`` of the grid step ``N / D`` (the grid is public and fixed: computed once)."""
+    def _scalar_parts(self) -> tuple[int, int, Callable[[RandomSource], int]]:
+        """``(N, D, noise)``: the grid step ``N / D`` and :meth:`_scalar_noise` (public and
+        fixed: computed once)."""
         step = self.grid.step
-        return step.numerator, step.denominator
+        return step.numerator, step.denominator, self._scalar_noise()
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
         if value.shape == ():  # scalar: plain integers, the same value as the array path
-            # _snap_one and grid_to_float inlined, with the step's parts cached
-            n, d = self._step_ratio
+            # _snap_one (round_ratio) and grid_to_float inlined, with the step's parts cached
+            n, d, noise = self._scalar_parts
             p, q = float(value).as_integer_ratio()
-            total = (round_ratio(p * d, q * n) + self._noise_one(rng)) * n
+            num, den = p * d, q * n
+            k, r = divmod(num, den)
+            if 2 * r > den or (2 * r == den and k & 1):  # round half to even
+                k += 1
+            total = (k + noise(rng)) * n
             try:
                 return total / d  # int / int: correctly rounded
             except OverflowError:

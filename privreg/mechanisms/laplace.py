@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -22,7 +23,7 @@ from privreg.mechanisms.laws import two_sided_geometric_law
 from privreg.mechanisms.noise_params import PATHS, as_global, float_at_most, laplace_scale
 from privreg.noise import Grid, discrete_laplace
 from privreg.noise.fast import discrete_laplace_one, discrete_laplace_planned, fast_scale, laplace_plan_of
-from privreg.noise.trials import Plan
+from privreg.noise.trials import Plan, draw_one
 
 __all__ = ["LaplaceMechanism", "as_global_l1"]
 
@@ -123,3 +124,7 @@ class LaplaceMechanism(GridMechanism):
         if self.path == "fast":
             return discrete_laplace_one(self._plan, rng)
         return discrete_laplace(self.noise_scale, rng)
+
+    def _scalar_noise(self) -> Callable[[RandomSource], int]:
+        # draw_one itself, bound to the cached plan: the value _noise_one draws, one call
+        return functools.partial(draw_one, self._plan) if self.path == "fast" else self._noise_one

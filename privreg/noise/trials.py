@@ -63,6 +63,11 @@ _GEOMETRIC_LIST: list[int] = GEOMETRIC.tolist()
 _GEOMETRIC_TIE_LIST: list[bool] = GEOMETRIC_TIE.tolist()
 
 
+#: (trials, bytes, u_bytes, u_mask, t, s, t_f, quadratic, shift_f, inv2s2_f, x_cap, and the
+#: offsets of the geometric words, coin words and sign bits in a round)
+_OneConsts = tuple[int, int, int, int, int, int, float, bool, float, float, int, int, int, int]
+
+
 @attrs.frozen
 class Plan:
     """Per-parameter constants of a sampler (cached: they cost Fraction arithmetic)."""
@@ -81,11 +86,20 @@ class Plan:
     acceptance: float  # estimated P(trial accepted); only sizes rounds
     one_trials: int = attrs.field(init=False)  # trials_for(self, 1), cached for draw_one
     one_bytes: int = attrs.field(init=False)  # the bytes of such a round
+    #: draw_one's constants in one tuple (one attribute read per draw instead of a dozen)
+    one_consts: _OneConsts = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         n = trials_for(self, 1)
+        nbytes = _round_bytes(self, n)
         object.__setattr__(self, "one_trials", n)
-        object.__setattr__(self, "one_bytes", _round_bytes(self, n))
+        object.__setattr__(self, "one_bytes", nbytes)
+        pos = n * self.u_bytes
+        consts: _OneConsts = (
+            *(n, nbytes, self.u_bytes, self.u_mask, self.t, self.s, self.t_f, self.quadratic),
+            *(self.shift_f, self.inv2s2_f, self.x_cap, pos, pos + n * _WORD_BYTES, pos + 2 * n * _WORD_BYTES),
+        )
+        object.__setattr__(self, "one_consts", consts)
 
 
 def _u_layout(t: int) -> tuple[int, int]:
@@ -262,18 +276,34 @@ def draw_many(plan: Plan, out: NDArray[np.int64], rng: RandomSource) -> None:
         filled += got.size
 
 
+#: Margin (in units of 2**-16) of draw_one's Taylor-bound pre-decision, above BAND: it
+#: covers the filter's proven error (2**16 * EXP_NEG_APPROX_ERROR = 2**-16) and the float
+#: rounding of the bounds (below 2**-30 in these units) many times over.
+_TAYLOR_MARGIN = 2.0**-10
+#: 2**16 exp(-m) for m = 0..63, exp(-m) as the filter rounds it (its value at m: P(0) = 1)
+_SCALED_EXP_NEG: list[float] = [exp_neg_approx_one(float(m)) * 65536.0 for m in range(64)]
+
+
 def draw_one(plan: Plan, rng: RandomSource) -> int:
     """One draw of ``plan``'s law in plain Python: the value and the stream consumed are
-    those of :func:`draw_many` filling one value."""
-    n, nbytes = plan.one_trials, plan.one_bytes
-    ub, mask, t, s, t_f = plan.u_bytes, plan.u_mask, plan.t, plan.s, plan.t_f
-    quadratic, shift_f, inv2s2_f, x_cap = plan.quadratic, plan.shift_f, plan.inv2s2_f, plan.x_cap
-    pos = n * ub
-    coin_pos = pos + n * _WORD_BYTES
-    sign_pos = coin_pos + n * _WORD_BYTES
+    those of :func:`draw_many` filling one value.
+
+    Most coins are settled before the float filter, by bounds on ``exp(-l) = exp(-m)
+    exp(-r)`` (``m = floor(l) < 64``, ``r = l - m``): ``1 - r + r^2/2 - r^3/6 <= exp(-r) <=
+    1 - r + r^2/2 - r^3/6 + r^4/24`` (true for every ``r >= 0``: the Lagrange remainders
+    alternate in sign), times ``exp(-m)`` as the filter rounds it -- and only where the
+    filter itself is certain to give the same answer: a word below the lower bound by more
+    than ``BAND`` plus a margin is below the filter's threshold minus ``BAND`` (the
+    threshold is within ``2**-16`` of ``2**16 exp(-l)``,
+    :data:`~privreg.noise.coins.EXP_NEG_APPROX_ERROR`), so the filter accepts it too;
+    likewise above the upper bound. So the decisions, hence the values and the bytes read,
+    are the filter's (``tests/test_fast_paths.py``); the bounds only skip its degree-12
+    polynomial for about 95% of the coins."""
+    n, nbytes, ub, mask, t, s, t_f, quadratic, shift_f, inv2s2_f, x_cap, pos, coin_pos, sign_pos = plan.one_consts
     from_bytes = int.from_bytes
     geometric, ties = _GEOMETRIC_LIST, _GEOMETRIC_TIE_LIST
-    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = TAYLOR
+    sure_above = BAND + _TAYLOR_MARGIN  # read per call, so that tests can widen BAND
+    sure_below = 1.0 + sure_above  # word + 1 <= low - BAND - margin; word >= high + BAND + margin
     while True:
         buf = rng.random_bytes(nbytes)
         for i in range(n):
@@ -299,10 +329,21 @@ def draw_one(plan: Plan, rng: RandomSource) -> int:
                     lam = d * d * inv2s2_f + float(u) / t_f
                 else:
                     lam = float(u) / t_f
-                if lam < 1.0:  # exp_neg_approx_one(lam) inlined: floor 0, so it is P(lam) * 1.0 = P(lam)
-                    p = ((((((c12 * lam + c11) * lam + c10) * lam + c9) * lam + c8) * lam + c7) * lam + c6) * lam + c5
-                    p = ((((p * lam + c4) * lam + c3) * lam + c2) * lam + c1) * lam + c0
-                    threshold = p * 65536.0
+                if lam < 64.0:
+                    # exp(-l) = exp(-m) exp(-r), m = floor(l), r = l - m (exact); bounds on
+                    # 2**16 exp(-l): E (1 - r + r^2/2 - r^3/6), then + E r^4/24 (E = 2**16 exp(-m))
+                    if lam < 1.0:
+                        r, e = lam, 65536.0
+                    else:
+                        m = int(lam)
+                        r, e = lam - m, _SCALED_EXP_NEG[m]
+                    low = e - r * (e - r * (e * 0.5 - r * (e * 0.16666666666666666)))
+                    if coin_word + sure_below <= low:
+                        return -y if negative else y  # the filter accepts: ok
+                    sq = r * r
+                    if coin_word >= low + sq * sq * (e * 0.041666666666666664) + sure_above:
+                        continue  # the filter rejects
+                    threshold = (_taylor_below_one(lam) if lam < 1.0 else exp_neg_approx_one(lam)) * 65536.0
                 else:
                     threshold = exp_neg_approx_one(lam) * 65536.0
                 if coin_word + 1 <= threshold - BAND:
@@ -313,3 +354,11 @@ def draw_one(plan: Plan, rng: RandomSource) -> int:
                     ok = LazyUniform(coin_word, WORD_BITS, rng).below_exp_neg(_lambda(plan, u, x))
             if ok:
                 return -y if negative else y
+
+
+def _taylor_below_one(lam: float) -> float:
+    """:func:`~privreg.noise.coins.exp_neg_approx_one` of ``0 <= lam < 1`` (floor 0, so it
+    is ``P(lam) * 1.0 = P(lam)``): the same IEEE operations, the same double."""
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = TAYLOR
+    p = ((((((c12 * lam + c11) * lam + c10) * lam + c9) * lam + c8) * lam + c7) * lam + c6) * lam + c5
+    return ((((p * lam + c4) * lam + c3) * lam + c2) * lam + c1) * lam + c0
