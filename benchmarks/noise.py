@@ -14,6 +14,11 @@ single-threaded, so it is also the per-core cost), wall ns per sample (which inc
 waiting for the CPU), and **CPU x numpy**: the CPU ratio to numpy's row of the same kind
 and size, measured in the same run. The targets of issue #32 are such CPU ratios.
 
+Before each cell the garbage collector collects and freezes what exists (``gc.freeze``):
+a full collection over earlier cells' objects (privreg's ``EventLog`` holds every charge
+of the run) would otherwise land on whichever cell runs (about 50 ms, up to 10 us per x1
+release); each cell's own garbage is collected as usual.
+
 Systems are interleaved: each of ``--rounds`` rounds times every (kind, size, system) once,
 in turn, and a cell is the median over rounds, so a burst of load hits all systems
 alike. To keep a run to minutes on a loaded machine, a cell whose estimated CPU (its cost
@@ -34,6 +39,7 @@ delta 1e-5; discrete Gaussian sigma 10; noisy max scale 2 / sensitivity 1).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.metadata
 import math
 import os
@@ -271,6 +277,11 @@ def main() -> None:
                     if r > 0:
                         continue
                 calls = _calls(n, args.quick)
+                # earlier cells' objects (privreg's EventLog of every release so far) are
+                # frozen, so a full collection over them does not land on this cell; this
+                # cell's own garbage is still collected within it
+                gc.collect()
+                gc.freeze()
                 with timed(cores=1) as t:
                     for _ in range(calls):
                         fn(n)
