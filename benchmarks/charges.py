@@ -23,11 +23,15 @@ a whole ``LaplaceMechanism.release`` (x1) into the same session.
 Cells are microseconds of CPU (this process) and wall per charge, the median over
 ``--rounds`` interleaved rounds of ``--charges`` charges each (rows take turns, so a
 burst of load hits all of them alike). Budgets are large enough that nothing is refused.
+Before each cell the garbage collector collects and freezes what exists (``gc.freeze``),
+so a full collection over the rows of every earlier cell (the in-memory ledgers hold them
+all) does not land on whichever cell runs; a cell's own garbage is collected within it.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import tempfile
@@ -96,6 +100,8 @@ def main() -> None:
             for (st, f), s in sessions.items():
                 k = n if st != "sqlite file" else max(10, n // 20)  # fsync'd: milliseconds each
                 for col, fn in columns.items():
+                    gc.collect()  # as benchmarks/noise.py: earlier cells' rows are frozen, so a
+                    gc.freeze()  # full collection over them does not land on this cell
                     with timed(cores=1) as t:
                         for _ in range(k):
                             fn(s)
