@@ -11,7 +11,7 @@ from crypto_keys import cached_keypair
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import decrypt, encrypt
 from privreg.crypto import vector as vector_module
-from privreg.crypto.binary_dot import plan_blocks, shared_binary_dot
+from privreg.crypto.binary_dot import CsrRows, plan_blocks, shared_binary_dot
 from privreg.crypto.modarith import multi_pow, prod_mod
 
 
@@ -53,6 +53,17 @@ def test_dot_uses_the_plan_and_decrypts_to_the_plaintext_product(monkeypatch):
     plain = enc.dot(m, bound=1, workers=1)
     assert shared.ciphertexts == plain.ciphertexts
     np.testing.assert_array_equal(decrypt(kp.private_key, shared), m @ x)
+
+
+def test_a_plan_from_csr_arrays_is_the_plan_from_row_lists():
+    m = _matrix(400, 130, 9)
+    lists = plan_blocks(_rows(m), 130)
+    arrays = plan_blocks(CsrRows(m.indptr, m.indices), 130)
+    assert lists is not None and arrays is not None
+    assert (arrays.cost, arrays.width, arrays.blocks) == (lists.cost, lists.width, lists.blocks)
+    np.testing.assert_array_equal(arrays.patterns, lists.patterns)
+    small = sp.csr_matrix(np.eye(10, dtype=np.int64))
+    assert plan_blocks(CsrRows(small.indptr, small.indices), 10) is None
 
 
 def test_small_or_unshared_products_keep_the_row_products():

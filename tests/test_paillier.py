@@ -195,6 +195,17 @@ def test_sparse_and_bool_matrices(kp):
     enc = encrypt(pk, u, bound=5)
     assert decrypt(sk, enc.dot(X, bound=1)).tolist() == (X.astype(int) @ u).tolist()
     assert decrypt(sk, enc.dot(sp.csr_matrix(X.astype(np.int8)), bound=1)).tolist() == (X.astype(int) @ u).tolist()
+    # a sparse 0/1 matrix takes the array path: the same ciphertexts and private bound as dense rows
+    dense, sparse = enc.dot(X.astype(np.int64)), enc.dot(sp.csr_matrix(X.astype(np.int64)))
+    assert sparse.ciphertexts == dense.ciphertexts and sparse.bound == dense.bound == 4 * 5
+    assert not sparse.bound_public
+    # one entry of 2: the general path, whose bound counts it
+    X2 = sp.csr_matrix(X.astype(np.int64))
+    X2.data[0] = 2
+    assert enc.dot(X2).bound == enc.dot(X2.toarray()).bound == 5 * 5
+    assert decrypt(sk, enc.dot(X2, bound=2)).tolist() == (X2.toarray() @ u).tolist()
+    with pytest.raises(PlaintextOverflowError, match="declared bound"):
+        enc.dot(X2, bound=1)
     assert decrypt(sk, enc[np.array([True, False] * 5)]).tolist() == u[::2].tolist()
 
 
@@ -387,6 +398,23 @@ def test_fixed_base_table_matches_powmod(window):
     table = FixedBaseTable(base, mod, 130, window)
     for a in [0, 1, 255, 256, 1023, 1024, 2**130 - 1, 2**64 + 17] + [rng.randbits(130) for _ in range(20)]:
         assert table.pow(a) == gmpy2.powmod(base, a, mod)
+
+
+@pytest.mark.parametrize("window", [8, 10, 5])
+def test_fixed_base_pow_many_is_pow_over_batches(window):
+    """Row by row over batches (more exponents than one batch, zero digits, the extremes):
+    the same residues as one exponentiation at a time."""
+    rng = InsecureReproducibleRandom(seed=4)
+    mod = gmpy2.next_prime(gmpy2.mpz(rng.randbits(300))) * gmpy2.next_prime(gmpy2.mpz(rng.randbits(300)))
+    base = rng.randbits(500)
+    table = FixedBaseTable(base, mod, 130, window)
+    exps = [0, 1, 2**130 - 1, 2**64] + [rng.randbits(rng.randbelow(131)) for _ in range(600)]
+    assert table.pow_many(exps) == [gmpy2.powmod(base, a, mod) for a in exps]
+    assert table.pow_many([]) == []
+    top = window * table.ndigits  # the table's reach: 2^130 for 8 and 10 bits, 2^130 for 5
+    for bad in (-1, 2**top):
+        with pytest.raises(PrivregValueError, match="outside"):
+            table.pow_many([3, bad])
 
 
 # ------------------------------------------------------------------ wire and transcripts

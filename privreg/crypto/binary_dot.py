@@ -23,14 +23,14 @@ distribution or the protocol's messages changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gmpy2 import mpz
 
 from privreg.crypto import parallel
 
-__all__ = ["BlockPlan", "plan_blocks", "shared_binary_dot"]
+__all__ = ["BlockPlan", "CsrRows", "plan_blocks", "shared_binary_dot"]
 
 _WIDTHS = (6, 8, 10, 12)  # block widths tried; wider tables rarely pay at these sizes
 _MIN_TERMS = 4096  # below this many nonzeros the plain row products are used
@@ -70,19 +70,34 @@ def _multi(keys: np.ndarray, width: int) -> int:
     return int(np.count_nonzero(low & (low - 1)))
 
 
-def plan_blocks(rows: Sequence[Sequence[int]], ncols: int) -> BlockPlan | None:
+class CsrRows(NamedTuple):
+    """Rows of a binary matrix in compressed sparse row form: row ``i`` uses the columns
+    ``indices[indptr[i]:indptr[i + 1]]`` (distinct), so no Python list per row is built."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+
+
+def plan_blocks(rows: Sequence[Sequence[int]] | CsrRows, ncols: int) -> BlockPlan | None:
     """The cheapest block plan for ``rows`` (lists of distinct column indices below
-    ``ncols``), or None when the plain row products are as cheap (within 10%). The cost
-    counted per width is exact: one multiplication per distinct pattern of two or more
-    columns in a block (those rows use and those they are built from) plus one per block
-    a row touches beyond its first."""
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    ``ncols``, or :class:`CsrRows`), or None when the plain row products are as cheap
+    (within 10%). The cost counted per width is exact: one multiplication per distinct
+    pattern of two or more columns in a block (those rows use and those they are built
+    from) plus one per block a row touches beyond its first."""
+    if isinstance(rows, CsrRows):
+        lengths: np.ndarray = np.diff(np.asarray(rows.indptr, dtype=np.int64)).astype(np.int64)
+    else:
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    nrows = lengths.size
     terms = int(lengths.sum())
     plain = terms - int(np.count_nonzero(lengths))
-    if terms < _MIN_TERMS or len(rows) < 2:
+    if terms < _MIN_TERMS or nrows < 2:
         return None
-    cols = np.fromiter((j for r in rows for j in r), dtype=np.int64, count=terms)
-    row_of = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+    if isinstance(rows, CsrRows):
+        cols = np.asarray(rows.indices, dtype=np.int64)
+    else:
+        cols = np.fromiter((j for r in rows for j in r), dtype=np.int64, count=terms)
+    row_of = np.repeat(np.arange(nrows, dtype=np.int64), lengths)
     use = np.bincount(cols, minlength=ncols)
     used = int(np.count_nonzero(use))
     order = np.argsort(-use, kind="stable")[:used]  # most used columns first: their patterns repeat
@@ -93,7 +108,7 @@ def plan_blocks(rows: Sequence[Sequence[int]], ncols: int) -> BlockPlan | None:
     candidates = []  # (lower bound on the cost, width, patterns, distinct (block, pattern) keys)
     for width in _WIDTHS:
         nblocks = -(-used // width)
-        patterns = _patterns(row_of, pos, len(rows), width, nblocks)
+        patterns = _patterns(row_of, pos, nrows, width, nblocks)
         cells = patterns.ravel()
         live = np.flatnonzero(cells)
         keys = _distinct((live % nblocks << width) | cells[live])

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gmpy2
+import numpy as np
 from gmpy2 import mpz
 
 from privreg.core import validation as v
@@ -65,6 +66,9 @@ _WINDOW = 8  # bits per table row: exponent bytes index the rows directly
 # the key holder's tables modulo p^2 and q^2 (half-size residues, one pair per key and
 # process: ~30 MB each at 2048 bits): 10-bit digits, 102 instead of 127 multiplications
 _CRT_WINDOW = 10
+# exponents per pass of FixedBaseTable.pow_many: their accumulators and one table row
+# (256 KB at 2048 bits) stay in the level-2 cache while the row is read
+_BATCH = 256
 
 
 class FixedBaseTable:
@@ -105,8 +109,41 @@ class FixedBaseTable:
                 acc = row[digit] if acc is None else acc * row[digit] % mod
         return mpz(1) if acc is None else acc
 
+    def digits(self, exps: Sequence[int]) -> np.ndarray:
+        """The ``window``-bit digits of ``exps`` as a ``(ndigits, len(exps))`` array, least
+        significant first; raises PrivregValueError for an exponent outside ``[0, 2^(w ndigits))``."""
+        w, nd = self.window, self.ndigits
+        nbytes = (w * nd + 7) // 8
+        outside = PrivregValueError(
+            f"a fixed-base exponent lies outside [0, 2^{w * nd}); reduce it modulo the group order first"
+        )
+        try:
+            raw = b"".join(int(a).to_bytes(nbytes, "little") for a in exps)
+        except OverflowError:
+            raise outside from None
+        octets = np.frombuffer(raw, dtype=np.uint8).reshape(len(exps), nbytes)
+        if w == 8:
+            return np.ascontiguousarray(octets.T.astype(np.int64))
+        bits = np.unpackbits(octets, axis=1, bitorder="little")
+        if np.any(bits[:, w * nd :]):
+            raise outside
+        digits = bits[:, : w * nd].reshape(len(exps), nd, w).astype(np.int64) @ (1 << np.arange(w, dtype=np.int64))
+        return np.ascontiguousarray(digits.T)
+
     def pow_many(self, exps: Sequence[int]) -> list[mpz]:
-        return [self.pow(a) for a in exps]
+        """``[self.pow(a) for a in exps]``, the same residues, computed row by row over
+        batches of :data:`_BATCH` exponents: each table row is read for a whole batch while
+        it sits in the cache, instead of one random row entry per exponent from a table of
+        tens of megabytes (at 2048-bit keys this saves about a third of the time)."""
+        mod, rows = self.modulus, self.rows
+        out: list[mpz] = []
+        for start in range(0, len(exps), _BATCH):
+            digits = self.digits(exps[start : start + _BATCH])
+            acc = [rows[0][d] for d in digits[0].tolist()]  # rows[i][0] is 1: no digit, no product
+            for row, column in zip(rows[1:], digits[1:]):
+                acc = [a * row[d] % mod if d else a for a, d in zip(acc, column.tolist())]
+            out.extend(acc)
+        return out
 
 
 _TABLES: OrderedDict[tuple[int, int, int, int], FixedBaseTable] = OrderedDict()
@@ -147,7 +184,8 @@ def _djn_crt_chunk(hp: int, hq: int, p: int, q: int, q2_inv: int, exps: Sequence
     tp = fixed_base_table(hp, p2, pm1.bit_length(), _CRT_WINDOW)
     tq = fixed_base_table(hq, q2, qm1.bit_length(), _CRT_WINDOW)
     q2_inv = mpz(q2_inv)
-    return [_crt(tp.pow(a % pm1), tq.pow(a % qm1), p2, q2, q2_inv) for a in exps]
+    xp, xq = tp.pow_many([a % pm1 for a in exps]), tq.pow_many([a % qm1 for a in exps])
+    return [_crt(a, b, p2, q2, q2_inv) for a, b in zip(xp, xq)]
 
 
 def _standard_chunk(n: int, n2: int, rs: Sequence[int]) -> list[mpz]:

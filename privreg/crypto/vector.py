@@ -28,6 +28,7 @@ be forwarded unchanged either.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregTypeError, PrivregValueError, SerializationError
 from privreg.core.randomness import RandomSource
 from privreg.crypto import parallel
-from privreg.crypto.binary_dot import plan_blocks, shared_binary_dot
+from privreg.crypto.binary_dot import CsrRows, plan_blocks, shared_binary_dot
 from privreg.crypto.counting import add_count
 from privreg.crypto.encoding import FixedPoint, as_int_list, as_real_array, decode_scaled
 from privreg.crypto.errors import PlaintextOverflowError
@@ -376,19 +377,29 @@ class EncryptedVector:
         else:
             new_bound, public = row_l1 * self.bound, False
         new_bound = check_bound(self.public_key, new_bound, "an inner product")
-        w = parallel.resolve_workers(sum(len(r[0]) for r in rows), workers)
-        plan = plan_blocks([idx for idx, _ in rows], ncols) if all(k is None for _, k in rows) else None
+        if isinstance(rows, CsrRows):  # a binary sparse matrix: no Python list per row
+            terms = int(rows.indices.size)
+            plan = plan_blocks(rows, ncols)
+        else:
+            terms = sum(len(r[0]) for r in rows)
+            plan = plan_blocks([idx for idx, _ in rows], ncols) if all(k is None for _, k in rows) else None
+        w = parallel.resolve_workers(terms, workers)
         if plan is not None:  # binary rows sharing columns: shared partial products
             out = shared_binary_dot(int(self.public_key.n2), self._c, plan, w)
-        elif w == 1:
+            return self._like(out, bound=new_bound, power=self.power + power_add, bound_public=public)
+        if isinstance(rows, CsrRows):
+            rows = [(rows.indices[a:b].tolist(), None) for a, b in itertools.pairwise(rows.indptr.tolist())]
+        if w == 1:
             out = _dot_chunk(int(self.public_key.n2), self._c, rows)
         else:
             chunks = [_localised(int(self.public_key.n2), self._c, part) for part in parallel.split(rows, w)]
             out = parallel.run_chunks(_dot_chunk, chunks, w)
         return self._like(out, bound=new_bound, power=self.power + power_add, bound_public=public)
 
-    def _rows(self, matrix: Any) -> tuple[list[tuple[list[int], list[int] | None]], int, int, int, int, bool]:
-        """Rows as (column indices, scaled coefficients or None for all-ones)."""
+    def _rows(self, matrix: Any) -> tuple[list[tuple[list[int], list[int] | None]] | CsrRows, int, int, int, int, bool]:
+        """Rows as (column indices, scaled coefficients or None for all-ones), or, for a
+        sparse matrix of ones, its :class:`~privreg.crypto.binary_dot.CsrRows` (every
+        check done on the arrays: no Python step per nonzero)."""
         try:
             import scipy.sparse as sp
         except ImportError:  # pragma: no cover - scipy is a dependency
@@ -402,6 +413,10 @@ class EncryptedVector:
             real = csr.dtype.kind == "f"
             ncols = csr.shape[1]
             indptr, indices, data = csr.indptr, csr.indices, csr.data
+            if csr.dtype.kind in "biu" and bool(np.all(data == 1)):
+                longest = int(np.max(np.diff(indptr), initial=0))
+                ones = CsrRows(np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64))
+                return ones, ncols, 0, longest, 1 if data.size else 0, False
             pieces = [
                 (indices[indptr[i] : indptr[i + 1]], data[indptr[i] : indptr[i + 1]]) for i in range(csr.shape[0])
             ]
