@@ -198,3 +198,12 @@ def test_a_session_whose_server_was_away_too_long_recovers_when_it_is_back(team,
         assert bob.ledger.head()[0] == 2 and abs(bob.spent().epsilon - 0.2) < 1e-9
     report = verify_ledger(urls["bob"])
     assert report.integrity == () and [r.charge.label for r in report.rows] == ["before", "after"]
+
+
+def test_deployment_problems_come_in_a_canonical_order(team, capsys):
+    urls, owner, schema = _charged_budget(team, capsys)
+    # each ALTER rewrites the table's catalogue row, so the server's own scan order is
+    # the order of these statements, not the names'
+    sql(owner, *(f"ALTER TABLE {schema}.{t} ENABLE ROW LEVEL SECURITY" for t in ("meta", "checkpoints", "charges")))
+    flags = [f for f in _deployment_flags(team["server"] + "#" + urls["bob"].rpartition("#")[2]) if "row-level" in f]
+    assert [f.split()[1] for f in flags] == ["charges", "checkpoints", "meta"]

@@ -790,7 +790,7 @@ class PostgresLedger(Ledger):
             ).fetchall()
             creators = self._db.execute(
                 "SELECT a.grantee FROM pg_namespace n CROSS JOIN LATERAL aclexplode(n.nspacl) a "
-                "WHERE n.nspname = ? AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE'",
+                "WHERE n.nspname = ? AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE' ORDER BY 1",
                 (self.schema,),
             ).fetchall()
             members = self._db.execute(
@@ -801,7 +801,7 @@ class PostgresLedger(Ledger):
             ).fetchall()
             guarded = self._db.execute(
                 "SELECT c.relname, c.relrowsecurity FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = ? AND c.relkind = 'r'",
+                "WHERE n.nspname = ? AND c.relkind = 'r' ORDER BY 1",
                 (self.schema,),
             ).fetchall()
             rules = self._db.execute(
@@ -829,15 +829,14 @@ class PostgresLedger(Ledger):
                 f"role {role} may {may} table {table} directly (granted too much: only the owner should; "
                 f"analysts append through append())"
             )
-        problems += [f"role {who(g)} may CREATE in schema {self.schema} (granted too much)" for (g,) in creators]
+        creating = sorted(who(g) for (g,) in creators)
+        problems += [f"role {r} may CREATE in schema {self.schema} (granted too much)" for r in creating]
         problems += [
             f"role {m} is a member of the owner of the ledger's tables: it may drop or disable their triggers"
             for (m,) in members
         ]
         problems += [
-            f"table {t} has row-level security: readers may be shown some of its rows only"
-            for t, on in sorted(guarded)
-            if on
+            f"table {t} has row-level security: readers may be shown some of its rows only" for t, on in guarded if on
         ]
         problems += [f"table {t} has rule {r}: writes to it may be redirected" for t, r in rules]
         return problems
