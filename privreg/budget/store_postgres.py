@@ -881,13 +881,6 @@ class PostgresLedger(Ledger):
                 )
         return problems
 
-    def scan(
-        self, *, after: int = 0, expect_head: str | None = None, name: str = "expect_head"
-    ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """:meth:`Ledger.scan`, plus :meth:`deployment_problems`."""
-        problems, raw = super().scan(after=after, expect_head=expect_head, name=name)
-        return problems + self.deployment_problems(), raw
-
     def verify(self, expect_head: str | None = None) -> list[str]:
         """:meth:`Ledger.verify`, plus :meth:`deployment_problems`."""
         return super().verify(expect_head) + self.deployment_problems()

@@ -160,6 +160,9 @@ class AuditReport:
     nonadaptive: dict[str, float | None]
     integrity: tuple[str, ...]
     flags: tuple[str, ...]
+    #: what the server lets happen that the trust model forbids (a budget on PostgreSQL:
+    #: :meth:`~privreg.budget.store_postgres.PostgresLedger.deployment_problems`)
+    deployment: tuple[str, ...] = ()
     head: str = ""  # "SEQ:HASH" of the last row: keep it elsewhere, pass it as expect_head
     unsupported: dict[str, dict[str, str]] = attrs.field(factory=lambda: {"rule": {}, "nonadaptive": {}})
     #: per release, what each filter charged for it in epsilon (its rise at the filter's
@@ -214,6 +217,7 @@ class AuditReport:
             "unsupported": {k: dict(reasons) for k, reasons in self.unsupported.items()},
             "runs": self.runs(),
             "integrity_problems": list(self.integrity),
+            "deployment_problems": list(self.deployment),
             "flags": list(self.flags),
             "head": self.head,
         }
@@ -342,6 +346,8 @@ def verify_ledger(
         else:
             problems, raw = ledger.scan(expect_head=expect_head)
         integrity = tuple(problems) + tuple(checkpoint_problems)
+        # what the server lets roles do (PostgreSQL): not the chain's problems, reported apart
+        deployment = tuple(getattr(ledger, "deployment_problems", list)())
         try:
             rows = tuple(ledger.decode(raw))
         except LedgerIntegrityError as exc:
@@ -356,7 +362,8 @@ def verify_ledger(
                 best=[],
                 nonadaptive={},
                 integrity=integrity + (str(exc),),
-                flags=(str(exc),),
+                flags=(str(exc),) + tuple(f"deployment: {p}" for p in deployment),
+                deployment=deployment,
                 head=head,
             )
     finally:
@@ -365,7 +372,7 @@ def verify_ledger(
     rule = _rule_of(meta)
     event_delta = rule.get("event_delta")
     events = [r.charge.event for r in rows]
-    flags = [f"hash chain: {p}" for p in integrity]
+    flags = [f"hash chain: {p}" for p in integrity] + [f"deployment: {p}" for p in deployment]
     if start is None and len(events) <= NONADAPTIVE_MAX_ROWS:
         nonadaptive, nonadaptive_why = _nonadaptive(events, delta, neighbouring, event_delta)
     else:  # information only, and costly on long ledgers: left out
@@ -497,6 +504,7 @@ def verify_ledger(
         best=best,
         nonadaptive=nonadaptive,
         integrity=integrity,
+        deployment=deployment,
         flags=tuple(flags),
         head=head,
         unsupported=unsupported,
