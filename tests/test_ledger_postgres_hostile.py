@@ -207,3 +207,23 @@ def test_deployment_problems_come_in_a_canonical_order(team, capsys):
     sql(owner, *(f"ALTER TABLE {schema}.{t} ENABLE ROW LEVEL SECURITY" for t in ("meta", "checkpoints", "charges")))
     flags = [f for f in _deployment_flags(team["server"] + "#" + urls["bob"].rpartition("#")[2]) if "row-level" in f]
     assert [f.split()[1] for f in flags] == ["charges", "checkpoints", "meta"]
+
+
+def test_an_analyst_cannot_rewrite_another_runs_end(team, capsys):
+    urls, owner, schema = _charged_budget(team, capsys)
+    with PostgresLedger(urls["bob"]) as bob:
+        bob.record_run_end("run-b", ended=1.0, status="complete", releases=2)
+    with PostgresLedger(urls["mallory"]) as mallory:  # the same id, another status: no change
+        mallory.record_run_end("run-b", ended=2.0, status="failed", releases=0)
+        assert mallory.run_end_rows() == [("run-b", 1.0, "complete", 2)]
+    import psycopg
+
+    for statement in (f"UPDATE {schema}.runs SET status = 'failed'", f"DELETE FROM {schema}.runs"):
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            sql(owner, statement)  # not even the owner changes a recorded end
+    with PostgresLedger(urls["bob"], readonly=True) as again:
+        assert again.run_end_rows() == [("run-b", 1.0, "complete", 2)]
+    # a budget whose runs table lost its trigger is reported
+    sql(owner, f"DROP TRIGGER append_only ON {schema}.runs")
+    flags = _deployment_flags(urls["bob"])
+    assert "table runs: trigger append_only is missing: its rows can be changed" in flags

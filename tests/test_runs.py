@@ -470,3 +470,17 @@ def test_a_replace_one_workflow_under_an_add_remove_budget_is_refused_for_that(t
     assert "replace_one" in msg and "neighbouring='replace_one'" in msg and "at most 5" not in msg
     assert "Nothing was released or charged" in msg
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory"])
+def test_a_run_end_is_recorded_once(tmp_path, store):
+    """A second end for the same run (a retry, or another writer's) never replaces the
+    first, as on PostgreSQL (tests/test_ledger_postgres_hostile.py)."""
+    from privreg.budget.memory_store import MemoryLedger
+
+    meta = {"format": 3, "budget": {"epsilon": 1.0, "delta": 0.0}}
+    ledger = Ledger(tmp_path / "l.sqlite", meta=meta) if store == "sqlite" else MemoryLedger(meta=meta)
+    ledger.record_run_end("r1", ended=1.0, status="complete", releases=3)
+    ledger.record_run_end("r1", ended=2.0, status="failed", releases=0)
+    ledger.record_run_end("r0", ended=3.0, status="failed", releases=1)
+    assert ledger.run_end_rows() == [("r0", 3.0, "failed", 1), ("r1", 1.0, "complete", 3)]

@@ -946,10 +946,11 @@ class Ledger:
 
     def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
         """Record that run ``run_id`` ended (``status``, ``releases`` charged), in one
-        short write transaction in this writer's turn."""
+        short write transaction in this writer's turn; once: a later call for the same run
+        changes nothing (the first end stands, as on PostgreSQL)."""
         with self.transaction() as db:
             db.execute(_RUNS_SCHEMA)
-            db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?)", (run_id, ended, status, releases))
+            db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?)", (run_id, ended, status, releases))
 
     def run_end_rows(self) -> list[tuple[str, float, str, int]]:
         """``(id, ended, status, releases)`` of every recorded run end."""

@@ -147,7 +147,7 @@ class MemoryLedger(Ledger):
     def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
         with self.turn():
             self._live()
-            self._runs[run_id] = (run_id, float(ended), status, int(releases))
+            self._runs.setdefault(run_id, (run_id, float(ended), status, int(releases)))  # once, as Ledger
 
     def run_end_rows(self) -> list[tuple[str, float, str, int]]:
         self._live()

@@ -34,11 +34,11 @@ Trust model, enforced by the server (:func:`schema_sql`, :func:`grant_sql`):
   its turn through ``wait_turn``; both ``SECURITY DEFINER``): no INSERT, UPDATE or
   DELETE on the tables;
 - an **auditor** reads only;
-- triggers refuse every UPDATE, DELETE and TRUNCATE of ``charges``, ``checkpoints`` and
-  ``meta``, whoever asks, even a role granted too much by mistake. Only the schema's owner
-  or a superuser can drop them; :meth:`PostgresLedger.deployment_problems` (part of
-  verification) reports missing or disabled triggers and every role other than the owner
-  that may write the tables directly.
+- triggers refuse every UPDATE, DELETE and TRUNCATE of ``charges``, ``checkpoints``,
+  ``meta`` and ``runs`` (a run's end is recorded once), whoever asks, even a role granted
+  too much by mistake. Only the schema's owner or a superuser can drop them;
+  :meth:`PostgresLedger.deployment_problems` (part of verification) reports missing or
+  disabled triggers and every role other than the owner that may write the tables directly.
 
 What the chain cannot show on SQLite (a full rewrite by someone able to recompute it) it
 cannot show here either; the roles make it the owner's or a superuser's act, not an
@@ -77,7 +77,7 @@ from privreg.core.errors import PrivregError, PrivregValueError
 __all__ = ["PostgresLedger", "parse_url", "schema_of", "schema_sql", "grant_sql", "run_turn", "APPEND_ARGS"]
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,54}")
-_LEDGER_TABLES = ("charges", "checkpoints", "meta")  # append-only
+_LEDGER_TABLES = ("charges", "checkpoints", "meta", "runs")  # append-only
 #: The argument types of a budget's ``append`` function, as GRANT names it.
 APPEND_ARGS = (
     "bigint, double precision, text, text, text, text, text, text, text, text, text, text, text, text, boolean"
@@ -243,8 +243,8 @@ def schema_sql(schema: str) -> list[str]:
         END $f$""",
         f"""CREATE FUNCTION {s}.record_run_end(p_id text, p_ended double precision, p_status text, p_releases bigint)
         RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
-            INSERT INTO runs VALUES (p_id, p_ended, p_status, p_releases) ON CONFLICT (id) DO UPDATE
-            SET ended = excluded.ended, status = excluded.status, releases = excluded.releases
+            -- recorded once: a later call for the same run (anyone's) changes nothing
+            INSERT INTO runs VALUES (p_id, p_ended, p_status, p_releases) ON CONFLICT (id) DO NOTHING
         $f$""",  # noqa: S608
         f"REVOKE ALL ON SCHEMA {s} FROM PUBLIC",
         f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM PUBLIC",
@@ -755,7 +755,8 @@ class PostgresLedger(Ledger):
         raise _HeadMoved
 
     def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
-        """Record that run ``run_id`` ended, through the budget's ``record_run_end``."""
+        """Record that run ``run_id`` ended, through the budget's ``record_run_end``; once:
+        a later call for the same run changes nothing (the first end stands)."""
         self._writable()
         with self._sql("recording a run's end"):
             self._db.execute("SELECT record_run_end(?, ?, ?, ?)", (run_id, ended, status, releases)).fetchall()
