@@ -3,6 +3,7 @@ write must not make other analysts' sessions overspend, and errors never quote a
 password. Needs a server (tests/postgres_helpers.py: skipped loudly without one, failed
 under CI=true)."""
 
+import json
 import time
 
 import pytest
@@ -227,3 +228,135 @@ def test_an_analyst_cannot_rewrite_another_runs_end(team, capsys):
     sql(owner, f"DROP TRIGGER append_only ON {schema}.runs")
     flags = _deployment_flags(urls["bob"])
     assert "table runs: trigger append_only is missing: its rows can be changed" in flags
+
+
+def _row_args(url: str, schema: str, **change) -> tuple[list, str]:
+    """The arguments of ``append`` for an honest next row of the budget (its hashes
+    computed as a client does), with ``change`` applied before hashing; and its label."""
+    from privreg.budget.ledger import GENESIS_TAG, _checkpoint_hash, _dumps, _row_hash
+
+    with PostgresLedger(url, readonly=True) as ledger:
+        seq, prev = ledger.head()
+        prices = ledger._db.execute("SELECT prices FROM charges ORDER BY seq LIMIT 1").fetchone()[0]
+        genesis = ledger.genesis()
+        assert genesis == __import__("hashlib").sha256((GENESIS_TAG + _dumps(ledger.meta)).encode()).hexdigest()
+    row = {
+        "seq": seq + 1,
+        "timestamp": time.time(),
+        "mechanism": "laplace",
+        "parameters": '{"scale":10}',
+        "event": PureDP(epsilon=0.1).to_json(),
+        "label": "mallory's",
+        "randomness": "{}",
+        "prev_hash": prev,
+        "stated": "",
+        "prices": prices,
+        "state": None,
+        "cp_prev": genesis,
+    }
+    if "basic" in change:  # the basic filter's price, in the text given; the others' honest
+        honest = json.loads(prices)
+        basic = change.pop("basic")
+        prices = "{" + ",".join(f'"{k}":' + (basic if k == "basic" else json.dumps(honest[k])) for k in honest) + "}"
+        row["prices"] = prices
+    row.update(change)
+    fields = [row[k] for k in ("mechanism", "parameters", "event", "label", "randomness", "stated", "prices")]
+    extra = [] if row["state"] is None else [row["state"]]
+    digest = change.get("hash") or _row_hash(None, row["prev_hash"], row["seq"], row["timestamp"], *fields, *extra)
+    cp_hash = None
+    if row["state"] is not None:
+        cp_hash = change.get("cp_hash") or _checkpoint_hash(None, row["cp_prev"], row["seq"], digest, row["state"])
+    args = [row["seq"], row["timestamp"], *fields[:5], row["prev_hash"], digest, *fields[5:]]
+    return args + [row["state"], row["cp_prev"] if row["state"] is not None else None, cp_hash, False], row["label"]
+
+
+def _call_append(url: str, schema: str, args: list) -> None:
+    import psycopg
+
+    with psycopg.connect(url.partition("#")[0], autocommit=True) as conn:
+        conn.execute(f"SELECT * FROM {schema}.append({', '.join(['%s'] * len(args))})", args).fetchall()
+
+
+SECRET = "s3cret-value"
+# each: what mallory changes in an otherwise honest row (hashed after the change, so the
+# server's only reason to refuse is the one named), and the cause the refusal names
+MALFORMED = {
+    "parameters-not-json": ({"parameters": '{"' + SECRET + '":'}, "its parameters is not valid JSON"),
+    "parameters-a-list": ({"parameters": f'["{SECRET}"]'}, "its parameters are not a JSON object"),
+    "randomness-not-json": ({"randomness": SECRET}, "its randomness is not valid JSON"),
+    "event-not-an-event": ({"event": f'{{"{SECRET}":1}}'}, "its event is not an event"),
+    "stated-not-json": ({"stated": SECRET}, "its stated event is not valid JSON"),
+    "prices-not-json": ({"prices": SECRET}, "its prices is not valid JSON"),
+    "prices-missing-a-filter": ({"prices": "{}"}, "its price for filter basic is missing or not a price"),
+    "price-too-short": ({"basic": "[0.1]"}, "its price for filter basic is missing or not a price"),
+    "price-negative": ({"basic": "[-1.0,0.0]"}, "its price for filter basic is missing or not a price"),
+    "price-a-string": ({"basic": f'["{SECRET}",0.0]'}, "its price for filter basic is missing or not a price"),
+    "price-unsupported-not-text": ({"basic": '{"unsupported":1}'}, "its price for filter basic is missing or not a"),
+    "price-out-of-range": ({"basic": "[1e1000000,0.0]"}, "its prices is not valid JSON"),
+    "state-not-json": ({"state": SECRET}, "its checkpoint state is not valid JSON"),
+    "prev-hash-format": ({"prev_hash": SECRET}, "its prev_hash is not 64 lowercase hex digits"),
+    "hash-format": ({"hash": SECRET.upper()}, "its hash is not 64 lowercase hex digits"),
+    "hash-not-of-contents": ({"hash": "ab" * 32}, "its hash is not the hash of its contents"),
+    "checkpoint-hash-format": ({"state": "{}", "cp_hash": "AB" * 32}, "checkpoint's hash is not 64 lowercase"),
+    "checkpoint-hash-wrong": ({"state": "{}", "cp_hash": "ab" * 32}, "checkpoint's hash is not the hash of its"),
+    "checkpoint-not-after-genesis": ({"state": "{}", "cp_prev": "ab" * 32}, "checkpoint's prev_hash is not the budg"),
+    "timestamp-not-a-time": ({"timestamp": 1e300}, "its timestamp is not a time"),
+    "timestamp-nan": ({"timestamp": float("nan")}, "its timestamp is not a time"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_append_refuses_a_row_no_session_could_read_back(team, capsys, case):
+    """Before, any of these rows (appended by one analyst) made every session refuse
+    until the owner repaired the budget; now the server refuses it, naming the cause and
+    not quoting the data, and the budget goes on."""
+    import psycopg
+
+    urls, _, schema = _charged_budget(team, capsys)
+    change, cause = MALFORMED[case]
+    args, _ = _row_args(urls["bob"], schema, **change)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="row 3 refused: ") as info:
+        _call_append(urls["mallory"], schema, args)
+    assert cause in str(info.value) and SECRET not in str(info.value) and SECRET.upper() not in str(info.value)
+    with BudgetSession.open(urls["bob"]) as bob:  # nothing was written: the budget goes on
+        assert bob.ledger.head()[0] == 2
+        bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="c")
+    assert verify_ledger(urls["bob"]).flags == ()
+
+
+def test_append_takes_an_honest_row_written_by_hand_and_any_label(team, capsys):
+    """The server's checks refuse nothing a client writes: the same row made by hand as
+    the cases above make theirs, and labels and parameters with every kind of character
+    (JSON escapes, DEL, non-ASCII, beyond the BMP) through a session."""
+    urls, _, schema = _charged_budget(team, capsys)
+    args, _ = _row_args(urls["bob"], schema)  # (a checkpoint's hash: the forged-checkpoint test)
+    _call_append(urls["mallory"], schema, args)
+    nasty = 'q"\\/\b\f\n\r\t\x01\x1f\x7f \xe9 \u2713 \U0001d518 \u2028 end'
+    with BudgetSession.open(urls["bob"]) as bob:
+        assert bob.ledger.head()[0] == 3
+        bob.charge(PureDP(epsilon=0.1), mechanism=nasty, parameters={nasty: [nasty, -0.0, 1e-7]}, label=nasty)
+    report = verify_ledger(urls["bob"])
+    assert report.flags == () and report.rows[-1].charge.label == nasty
+
+
+def test_a_row_one_for_row_one_must_follow_the_genesis(team, capsys):
+    import psycopg
+
+    urls = new_budget(team, capsys)
+    schema = '"privreg_' + urls["bob"].rpartition("#")[2] + '"'
+    with BudgetSession.open(urls["bob"]) as bob:  # an honest first row, for its stored prices
+        bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="a")
+    other = new_budget(team, capsys)  # an empty budget of the same rule
+    other_schema = '"privreg_' + other["bob"].rpartition("#")[2] + '"'
+    args, _ = _row_args(urls["bob"], schema, seq=1, prev_hash="ab" * 32)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="row 1 refused: its prev_hash is not the budget"):
+        _call_append(other["mallory"], other_schema, args)
+
+
+def test_a_refused_row_is_a_clear_ledger_error(team, capsys):
+    urls = _charged_budget(team, capsys)[0]
+    with PostgresLedger(urls["mallory"]) as ledger:
+        far = Charge(timestamp=1e300, mechanism="m", parameters={}, event=PureDP(epsilon=0.1), label="", randomness={})
+        with pytest.raises(LedgerError, match=r"the server refused appending a charge: .*row 3 refused: its timestamp"):
+            ledger.try_append(far, expected_seq=2, prices=None)
+        assert ledger.head()[0] == 2

@@ -40,6 +40,20 @@ Trust model, enforced by the server (:func:`schema_sql`, :func:`grant_sql`):
   :meth:`PostgresLedger.deployment_problems` (part of verification) reports missing or
   disabled triggers and every role other than the owner that may write the tables directly.
 
+What an analyst appends is checked by the server first (``check_row``, called at the top
+of ``append``), since a row no session can read back makes every session on the budget
+refuse: JSON fields that do not parse or are not of their kind (parameters, randomness
+and checkpoint state objects, events objects with a kind), a price for every filter of
+the rule as a session reads it (its width, non-negative numbers or ``{"unsupported": ...}``),
+hashes of 64 lowercase hex digits, row 1 and the first checkpoint after the genesis, a
+timestamp below 1e15 s, and, on an unkeyed chain, the row's and the checkpoint's hashes
+recomputed from the same text (the server holds no HMAC key: a keyed chain's hashes are
+the key holders' to check). The server cannot decode events (their kinds and fields are
+privreg's), nor re-price a row: a session takes a row's stored prices as they are, so an
+analyst who misprices her own release under-charges it (as leaving it uncharged would) or
+spends the budget faster (as an honest large release would); verification re-prices every
+row and flags a stored price that differs.
+
 What the chain cannot show on SQLite (a full rewrite by someone able to recompute it) it
 cannot show here either; the roles make it the owner's or a superuser's act, not an
 analyst's. Keep anchors (``privreg ledger verify --expect-head``) where the owner cannot
@@ -62,6 +76,7 @@ from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType, TracebackType
 from typing import Any, cast
 
+from privreg.budget.filters import FILTERS
 from privreg.budget.ledger import (
     Ledger,
     LedgerBusyError,
@@ -187,6 +202,7 @@ def schema_sql(schema: str) -> list[str]:
         )
         # ALWAYS: also under session_replication_role = replica, which skips ordinary triggers
         out.append(f"ALTER TABLE {s}.{table} ENABLE ALWAYS TRIGGER append_only")
+    out += _check_sql(schema)
     out += [
         # identifiers come from a checked budget name, quoted: no SQL is built from data
         f"""CREATE FUNCTION {s}.append(
@@ -200,6 +216,8 @@ def schema_sql(schema: str) -> list[str]:
             head_hash text;
             cp_last text;
         BEGIN
+            PERFORM check_row(p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label, p_randomness,
+                p_prev_hash, p_hash, p_stated, p_prices, p_state, p_cp_prev, p_cp_hash);
             -- a writer out of turn yields to one in its turn (no one waits for ever)
             IF NOT p_in_turn AND NOT pg_try_advisory_lock({_lock_id(schema, "turn")}) THEN
                 RETURN QUERY SELECT false, {_ROWS_FROM} p_seq - 1 ORDER BY c.seq;
@@ -251,6 +269,150 @@ def schema_sql(schema: str) -> list[str]:
         f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {s} FROM PUBLIC",  # functions are PUBLIC by default
     ]
     return out
+
+
+#: Each filter's price width (numbers per release), which a stored price must have.
+_WIDTHS = {name: cls.width for name, cls in sorted(FILTERS.items())}
+
+
+def _check_sql(schema: str) -> list[str]:
+    """``json_text`` (Python's ``json.dumps`` of one string, ASCII-only) and ``check_row``,
+    which ``append`` calls first: it refuses a row a session could not read back, which
+    would make every session on the budget refuse (see :func:`schema_sql`)."""
+    s, where = _ident(schema), _lit(schema)
+    u = "chr(92) || 'u' || "  # a backslash and u: no escape in a literal (standard_conforming_strings)
+    refuse = "USING ERRCODE = 'invalid_parameter_value'"
+    meta_text = (
+        """'privreg-ledger-v1{' || string_agg(json_text(key) || ':' || value, ',' ORDER BY key COLLATE "C") || '}'"""
+    )
+    row_text = (
+        "p_prev_hash || '[' || p_seq || ',\"' || p_timestamp::text || CASE WHEN p_timestamp::text ~ '[.e]' THEN '' "
+        "ELSE '.0' END || '\",' || json_text(p_mechanism) || ',' || json_text(p_parameters) || ',' "
+        "|| json_text(p_event) || ',' || json_text(p_label) || ',' || json_text(p_randomness) || ',' "
+        "|| json_text(p_stated) || ',' || json_text(p_prices) || coalesce(',' || json_text(p_state), '') || ']'"
+    )
+    checkpoint_text = (
+        "p_cp_prev || '[\"privreg-checkpoint-v1\",' || p_seq || ',\"' || p_hash || '\",' || json_text(p_state) || ']'"
+    )
+
+    def sha(text: str) -> str:
+        return f"encode(sha256(convert_to({text}, 'UTF8')), 'hex')"
+
+    return [
+        # what _dumps writes for a str: to_json escapes quotes, backslashes and control
+        # characters as Python does; Python also escapes DEL and all non-ASCII as \\uXXXX
+        f"""CREATE FUNCTION {s}.json_text(p text) RETURNS text LANGUAGE sql IMMUTABLE STRICT
+        SET search_path = pg_catalog, pg_temp AS $f$
+            SELECT CASE WHEN t !~ '[^ -~]' THEN t ELSE (
+                SELECT string_agg(CASE WHEN c ~ '[ -~]' THEN c
+                    WHEN ascii(c) < 65536 THEN {u}lpad(to_hex(ascii(c)), 4, '0')
+                    ELSE {u}to_hex(55296 + ((ascii(c) - 65536) >> 10)) || {u}to_hex(56320 + ((ascii(c) - 65536) & 1023))
+                    END, '' ORDER BY n)
+                FROM regexp_split_to_table(t, '') WITH ORDINALITY AS x(c, n)) END
+            FROM (SELECT to_json(p)::text AS t) j
+        $f$""",  # noqa: S608 (no data: a checked, quoted name)
+        f"""CREATE FUNCTION {s}.check_row(
+            p_seq bigint, p_timestamp double precision, p_mechanism text, p_parameters text, p_event text,
+            p_label text, p_randomness text, p_prev_hash text, p_hash text, p_stated text, p_prices text,
+            p_state text, p_cp_prev text, p_cp_hash text)
+        RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp SET extra_float_digits = 1 AS $f$
+        DECLARE
+            field text;
+            kinds text[];
+            prices json;
+            rule json;
+            n text;
+            price json;
+            genesis text;
+        BEGIN
+            -- what every session reads back, refused here; the cause named, never a value
+            IF p_seq IS NULL OR p_timestamp IS NULL OR p_mechanism IS NULL OR p_label IS NULL THEN
+                RAISE EXCEPTION 'privreg ledger %: row refused: a field is missing', {where} {refuse};
+            END IF;
+            -- below 1e15, Python's repr and the server's shortest text of a float agree
+            IF p_timestamp IN ('NaN', 'Infinity', '-Infinity') OR abs(p_timestamp) >= 1e15 THEN
+                field := 'timestamp is not a time (seconds since 1970)';
+            ELSIF NOT coalesce(p_prev_hash ~ '^[0-9a-f]{{64}}$', false) THEN
+                field := 'prev_hash is not 64 lowercase hex digits';
+            ELSIF NOT coalesce(p_hash ~ '^[0-9a-f]{{64}}$', false) THEN
+                field := 'hash is not 64 lowercase hex digits';
+            ELSIF p_state IS NOT NULL AND NOT coalesce(p_cp_prev ~ '^[0-9a-f]{{64}}$', false) THEN
+                field := 'checkpoint''s prev_hash is not 64 lowercase hex digits';
+            ELSIF p_state IS NOT NULL AND NOT coalesce(p_cp_hash ~ '^[0-9a-f]{{64}}$', false) THEN
+                field := 'checkpoint''s hash is not 64 lowercase hex digits';
+            END IF;
+            IF field IS NOT NULL THEN
+                RAISE EXCEPTION 'privreg ledger %: row % refused: its %', {where}, p_seq, field {refuse};
+            END IF;
+            BEGIN  -- JSON the server cannot parse, or numbers beyond its range
+                field := 'parameters';
+                kinds[1] := json_typeof(p_parameters::json);
+                field := 'randomness';
+                kinds[2] := json_typeof(p_randomness::json);
+                field := 'event';
+                kinds[3] := json_typeof(p_event::json -> 'kind');
+                field := 'stated event';
+                kinds[4] := CASE WHEN p_stated = '' THEN 'string' ELSE json_typeof(p_stated::json -> 'kind') END;
+                field := 'checkpoint state';
+                kinds[5] := CASE WHEN p_state IS NULL THEN 'object' ELSE json_typeof(p_state::json) END;
+                field := 'prices';
+                prices := p_prices::json;
+                kinds[6] := json_typeof(prices);
+                SELECT value::json INTO rule FROM meta WHERE key = 'rule';
+                IF kinds[6] = 'object' AND rule ->> 'kind' = 'filters' THEN
+                    FOR n IN SELECT json_array_elements_text(rule -> 'filters') LOOP
+                        price := prices -> n;
+                        -- what privreg.budget.filters.price_from_json and a session accept
+                        IF NOT coalesce(CASE json_typeof(price)
+                            WHEN 'object' THEN json_typeof(price -> 'unsupported') = 'string'
+                                AND (SELECT count(*) FROM json_object_keys(price)) = 1
+                            WHEN 'array' THEN json_array_length(price) = ({_lit(json.dumps(_WIDTHS))}::json ->> n)::int
+                                AND NOT EXISTS (SELECT 1 FROM json_array_elements(price) x WHERE NOT CASE json_typeof(x)
+                                    WHEN 'number' THEN x::text::numeric >= 0 WHEN 'string' THEN x::text = '"inf"'
+                                    ELSE false END)
+                            ELSE false END, false) THEN
+                            kinds[6] := 'filter ' || n;
+                            EXIT;
+                        END IF;
+                    END LOOP;
+                END IF;
+            EXCEPTION WHEN data_exception THEN
+                RAISE EXCEPTION 'privreg ledger %: row % refused: its % is not valid JSON', {where}, p_seq, field
+                    {refuse};
+            END;
+            field := CASE WHEN kinds[1] IS DISTINCT FROM 'object' THEN 'parameters are not a JSON object'
+                WHEN kinds[2] IS DISTINCT FROM 'object' THEN 'randomness is not a JSON object'
+                WHEN kinds[3] IS DISTINCT FROM 'string' THEN 'event is not an event (an object with a kind)'
+                WHEN kinds[4] IS DISTINCT FROM 'string' THEN 'stated event is not an event (an object with a kind)'
+                WHEN kinds[5] IS DISTINCT FROM 'object' THEN 'checkpoint state is not a JSON object'
+                WHEN kinds[6] LIKE 'filter %' THEN 'price for ' || kinds[6] || ' is missing or not a price'
+                WHEN kinds[6] IS DISTINCT FROM 'object' THEN 'prices are not a JSON object' END;
+            IF field IS NOT NULL THEN
+                RAISE EXCEPTION 'privreg ledger %: row % refused: its %', {where}, p_seq, field {refuse};
+            END IF;
+            -- the genesis, row 1's and the first checkpoint's prev_hash: a hash of the metadata
+            IF p_seq = 1 OR (p_state IS NOT NULL AND NOT EXISTS (SELECT 1 FROM checkpoints)) THEN
+                SELECT {sha(meta_text)} INTO genesis FROM meta;
+                IF p_seq = 1 AND p_prev_hash <> genesis THEN
+                    field := 'prev_hash is not the budget''s genesis';
+                ELSIF p_state IS NOT NULL AND p_cp_prev <> genesis THEN
+                    field := 'checkpoint''s prev_hash is not the budget''s genesis';
+                END IF;
+            END IF;
+            -- the hashes, as privreg.budget.ledger computes them; a keyed chain's (HMAC) need its
+            -- key, which the server does not hold
+            IF field IS NULL AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'chain' AND value = '"hmac-sha256"') THEN
+                IF {sha(row_text)} <> p_hash THEN
+                    field := 'hash is not the hash of its contents';
+                ELSIF p_state IS NOT NULL AND {sha(checkpoint_text)} <> p_cp_hash THEN
+                    field := 'checkpoint''s hash is not the hash of its state';
+                END IF;
+            END IF;
+            IF field IS NOT NULL THEN
+                RAISE EXCEPTION 'privreg ledger %: row % refused: its %', {where}, p_seq, field {refuse};
+            END IF;
+        END $f$""",  # noqa: S608 (no data: a checked, quoted name)
+    ]
 
 
 def _lit(text: str) -> str:
@@ -344,13 +506,16 @@ def _first_line(exc: BaseException, conninfo: str) -> str:
 _TRIGGER_TYPE = 2 | 8 | 16 | 32
 
 
-def _function_bodies(schema: str) -> dict[str, tuple[str, bool]]:
-    """``name -> (body, SECURITY DEFINER)`` of each function :func:`schema_sql` creates."""
+def _function_bodies(schema: str) -> dict[str, tuple[str, bool, list[str] | None]]:
+    """``name -> (body, SECURITY DEFINER, settings as pg_proc.proconfig holds them)`` of
+    each function :func:`schema_sql` creates."""
     out = {}
     for stmt in schema_sql(schema):
         if stmt.startswith("CREATE FUNCTION"):
             name = stmt[len(f"CREATE FUNCTION {_ident(schema)}.") :].partition("(")[0]
-            out[name] = (stmt.split("$f$")[1], "SECURITY DEFINER" in stmt.split("$f$")[0])
+            head, body = stmt.split("$f$")[:2]
+            settings = re.findall(r"\bSET (\w+) = (.+?)(?= SET \w+ = | AS$)", " ".join(head.split()))
+            out[name] = (body, "SECURITY DEFINER" in head, [f"{k}={v}" for k, v in settings] or None)
     return out
 
 
@@ -473,6 +638,8 @@ class _Errors:
                 f"{where}: the server refused {self.doing} ({first}); this role lacks the right: "
                 f"ask the budget's owner ('privreg ledger grant')"
             ) from exc
+        if isinstance(exc, errors.InvalidParameterValue) and first.startswith("privreg ledger"):
+            raise LedgerError(f"{where}: the server refused {self.doing}: {first}") from exc  # check_row
         if isinstance(exc, (errors.LockNotAvailable, errors.QueryCanceled)):
             raise LedgerBusyError(
                 f"{where}: waited more than {self.ledger.busy_timeout:g} s while {self.doing} ({first}); "
@@ -867,12 +1034,10 @@ class PostgresLedger(Ledger):
 
     def _function_problems(self, functions: list[tuple[Any, ...]]) -> list[str]:
         expected = _function_bodies(self.schema)
-        path = f"search_path=pg_catalog, {_ident(self.schema)}, pg_temp"
         have = {str(r[0]): r[1:] for r in functions}
         problems = []
-        for name, (body, definer) in sorted(expected.items()):
+        for name, (body, definer, config) in sorted(expected.items()):
             got = have.get(name)
-            config = [path] if definer else None
             if got is None:
                 problems.append(f"function {name} is missing: the budget is incomplete")
             elif (str(got[0]), bool(got[1]), got[2], bool(got[3])) != (body, definer, config, True):
