@@ -19,7 +19,40 @@ NO_SERVER = (
 )
 
 
+#: The tests' database: PUBLIC may not connect (else every budget's verification reports
+#: it), so each role a test makes is granted CONNECT (:func:`create_roles`).
+TEST_DB = "privreg_tests"
+
+
 def server_url() -> str:
+    """The URL of the tests' database on the test server (made on first use, as the
+    server's superuser), or skip (fail under CI=true) without one or without psycopg."""
+    return closed_database(_server())
+
+
+def closed_database(url: str) -> str:
+    """``url`` (a superuser's) on database :data:`TEST_DB`, which only roles granted
+    CONNECT may connect to; made if missing (any test process may be first)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEST_DB,)).fetchone() is None:
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                conn.execute(f'CREATE DATABASE "{TEST_DB}" TEMPLATE template0')
+        conn.execute(f'REVOKE CONNECT ON DATABASE "{TEST_DB}" FROM PUBLIC')
+    return re.sub(r"^(postgresql://[^/?#]*)/[^?#]*", rf"\1/{TEST_DB}", url, count=1)
+
+
+def create_roles(url: str, *names: str) -> None:
+    """Login roles ``names``, which may connect to the tests' database."""
+    sql(
+        url,
+        *(f'CREATE ROLE "{n}" LOGIN' for n in names),
+        *(f'GRANT CONNECT ON DATABASE "{TEST_DB}" TO "{n}"' for n in names),
+    )
+
+
+def _server() -> str:
     """The test server's URL, or skip (fail under CI=true) without one or without psycopg."""
     url = os.environ.get("PRIVREG_TEST_POSTGRES", "")
     ci = os.environ.get("CI") == "true"
@@ -59,14 +92,14 @@ def private_server() -> Iterator[tuple[str, str]]:
     """``(url, folder)`` of a server of this test's own (``scripts/postgres-dev start``),
     which it may restart without disturbing tests running beside it; stopped at the end.
     Needs the same as :func:`server_url` (a server is available) and Debian's PostgreSQL."""
-    server_url()
+    _server()
     script = str(ROOT / "scripts" / "postgres-dev")
     started = subprocess.run(["bash", script, "start"], capture_output=True, text=True, timeout=120)
     if started.returncode != 0:
         pytest.fail(f"scripts/postgres-dev start failed: {started.stderr.strip()}")
     env = dict(re.findall(r"export (\w+)='?([^'\n]*)'?", started.stdout))
     try:
-        yield env["PRIVREG_TEST_POSTGRES"], env["PRIVREG_POSTGRES_DIR"]
+        yield closed_database(env["PRIVREG_TEST_POSTGRES"]), env["PRIVREG_POSTGRES_DIR"]
     finally:
         subprocess.run(["bash", script, "stop", env["PRIVREG_POSTGRES_DIR"]], timeout=120)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from postgres_helpers import as_role, fresh, server_url, sql
+from postgres_helpers import as_role, create_roles, fresh, server_url, sql
 
 from privreg.budget import session as session_module
 from privreg.budget.ledger import LedgerError
@@ -40,7 +40,7 @@ def team(server):
     """Roles owner, alice (analyst), bob (analyst), carol (auditor) and mallory (granted too
     much later), a budget created by the owner, and the grant SQL run as the owner."""
     roles = {r: fresh(r) for r in ("owner", "alice", "bob", "carol", "mallory")}
-    sql(server, *(f'CREATE ROLE "{name}" LOGIN' for name in roles.values()))
+    create_roles(server, *roles.values())
     budget = fresh("team").replace("_", "-")
     url = f"{server}#{budget}"
     sql(server, cli("ledger", "grant", url, "--owner", roles["owner"]))  # as the database's owner
@@ -243,6 +243,12 @@ def test_grant_prints_the_roles_rights():
     assert text.count('GRANT SELECT ON ALL TABLES IN SCHEMA "privreg_b"') == 2
     assert '"cy"' not in text.split("-- auditor")[0]  # the auditor gets no EXECUTE
     assert "UPDATE" not in text and "DELETE" not in text and "INSERT" not in text
+    # advice, as comments (the database's owner runs it once): only the budget's roles connect
+    advice = text.split("let only the roles connect:\n")[1].splitlines()
+    assert advice == [
+        '--   REVOKE CONNECT ON DATABASE "prod" FROM PUBLIC;',
+        *(f'--   GRANT CONNECT ON DATABASE "prod" TO "{r}";' for r in ("o", "ann", "cy")),
+    ]
     with pytest.raises(PrivregValueError, match="--analyst '' is not a role name"):
         grant_sql("postgresql://db.example/prod#b", analysts=("",))
 

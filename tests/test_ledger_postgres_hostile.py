@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from postgres_helpers import as_role, fresh, server_url, sql
+from postgres_helpers import TEST_DB, as_role, create_roles, fresh, server_url, sql
 
 from privreg.budget.filters import price_to_json
 from privreg.budget.ledger import EncodedPrices, LedgerError
@@ -24,8 +24,8 @@ from privreg.core.errors import BudgetExceededError, PrivregValueError
 def team():
     server = server_url()
     roles = {r: fresh(r) for r in ("owner", "mallory", "bob")}
-    sql(server, *(f'CREATE ROLE "{name}" LOGIN' for name in roles.values()))
-    sql(server, f'GRANT CREATE ON DATABASE postgres TO "{roles["owner"]}"')
+    create_roles(server, *roles.values())
+    sql(server, f'GRANT CREATE ON DATABASE {TEST_DB} TO "{roles["owner"]}"')
     return {"server": server, "roles": roles}
 
 
@@ -287,7 +287,7 @@ MALFORMED = {
     "event-not-an-event": ({"event": f'{{"{SECRET}":1}}'}, "its event is not an event"),
     "stated-not-json": ({"stated": SECRET}, "its stated event is not valid JSON"),
     "prices-not-json": ({"prices": SECRET}, "its prices is not valid JSON"),
-    "prices-missing-a-filter": ({"prices": "{}"}, "its price for filter basic is missing or not a price"),
+    "prices-missing-a-filter": ({"prices": '{"zzz":[0.1]}'}, "its price for filter basic is missing or not a price"),
     "price-too-short": ({"basic": "[0.1]"}, "its price for filter basic is missing or not a price"),
     "price-negative": ({"basic": "[-1.0,0.0]"}, "its price for filter basic is missing or not a price"),
     "price-a-string": ({"basic": f'["{SECRET}",0.0]'}, "its price for filter basic is missing or not a price"),
@@ -360,3 +360,59 @@ def test_a_refused_row_is_a_clear_ledger_error(team, capsys):
         with pytest.raises(LedgerError, match=r"the server refused appending a charge: .*row 3 refused: its timestamp"):
             ledger.try_append(far, expected_seq=2, prices=None)
         assert ledger.head()[0] == 2
+
+
+def _hold(url: str, what: str):
+    """A connection of ``url``'s role holding budget ``url``'s advisory lock ``what``, as any
+    role that may connect can (no right on the budget needed)."""
+    import psycopg
+
+    from privreg.budget.store_postgres import _lock_id, schema_of
+
+    conn = psycopg.connect(url.partition("#")[0], autocommit=True)
+    key = _lock_id(schema_of(url.rpartition("#")[2]), what)
+    assert conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+    return conn
+
+
+def test_waits_for_a_lock_any_connecting_role_can_hold_are_bounded(team, capsys):
+    from privreg.budget.ledger import LedgerBusyError
+    from privreg.budget.store_postgres import run_turn
+
+    urls = _charged_budget(team, capsys)[0]
+    outsider = fresh("outsider")
+    create_roles(team["server"], outsider)  # may connect; no right on the budget
+    stranger = as_role(urls["bob"], outsider)
+    with _hold(stranger, "run"):
+        started = time.monotonic()
+        with (
+            pytest.raises(LedgerBusyError, match=r"waited 0\.5 s for the budget's run lock") as info,
+            run_turn(urls["bob"], waiting="waiting", timeout=0.5),
+        ):
+            pass
+        assert "privreg ledger grant" in str(info.value) and time.monotonic() - started < 20
+    with _hold(stranger, "turn"), PostgresLedger(urls["bob"], busy_timeout=0.5) as bob:
+        started = time.monotonic()
+        bob.head()
+        with (
+            pytest.raises(LedgerBusyError, match=r"more than 0\.5 s while waiting for the budget's writers' turn"),
+            bob.turn(),
+        ):
+            pass
+        assert time.monotonic() - started < 20
+    with run_turn(urls["bob"], waiting="waiting", timeout=0.5), BudgetSession.open(urls["bob"]) as bob:
+        bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="c")  # released
+
+
+def test_verification_reports_a_database_public_may_connect_to(team, capsys):
+    server = team["server"].replace(f"/{TEST_DB}?", "/postgres?")  # the default: PUBLIC may connect
+    url = f"{server}#{fresh('open').replace('_', '-')}"
+    assert main(["ledger", "init", url, "--epsilon", "1"]) == 0
+    capsys.readouterr()
+    flags = _deployment_flags(url)
+    assert [f for f in flags if f.startswith("PUBLIC may connect")] == [
+        "PUBLIC may connect to database postgres: any role may hold the budget's writers' turn and run lock, and "
+        "every writer waits and refuses (REVOKE CONNECT ON DATABASE ... FROM PUBLIC: 'privreg ledger grant')"
+    ]
+    urls = _charged_budget(team, capsys)[0]
+    assert _deployment_flags(urls["bob"]) == []  # the tests' database: only granted roles connect

@@ -435,7 +435,9 @@ def _flock(path: Path, *, wait: bool, busy: str) -> Iterator[None]:
 @contextlib.contextmanager
 def run_lock(ledger: str) -> Iterator[None]:
     """Held for a whole run on ``ledger``: runs on one ledger take turns (a waiting run
-    says so on stderr; Ctrl-C or SIGTERM ends the wait)."""
+    says so on stderr; Ctrl-C or SIGTERM ends the wait). On PostgreSQL, where any role
+    that may connect could hold the lock, the wait ends after
+    :data:`~privreg.budget.store_postgres.RUN_WAIT` seconds with LedgerBusyError."""
     require_ledger(ledger, "--ledger")
     if is_postgres_url(ledger):
         from privreg.budget.store_postgres import run_turn

@@ -359,7 +359,8 @@ def _check_sql(schema: str) -> list[str]:
                 prices := p_prices::json;
                 kinds[6] := json_typeof(prices);
                 SELECT value::json INTO rule FROM meta WHERE key = 'rule';
-                IF kinds[6] = 'object' AND rule ->> 'kind' = 'filters' THEN
+                -- {{}} (no prices): a session prices the row from its event, as after a bare append
+                IF kinds[6] = 'object' AND rule ->> 'kind' = 'filters' AND p_prices <> '{{}}' THEN
                     FOR n IN SELECT json_array_elements_text(rule -> 'filters') LOOP
                         price := prices -> n;
                         -- what privreg.budget.filters.price_from_json and a session accept
@@ -439,10 +440,15 @@ def grant_sql(
     conninfo, name, shown = parse_url(url, "URL")
     s = _ident(schema_of(name))
     lines = [f"-- privreg ledger grant: roles of budget {name!r} ({shown}), schema {s}"]
+    parts = urllib.parse.urlsplit(conninfo)
+    query = dict(urllib.parse.parse_qsl(parts.query))
+    db = query.get("dbname") or urllib.parse.unquote(parts.path.lstrip("/"))
+    roles = [
+        _role(r, f"--{kind}")
+        for kind, rs in (("owner", owners), ("analyst", analysts), ("auditor", auditors))
+        for r in rs
+    ]
     if owners:
-        parts = urllib.parse.urlsplit(conninfo)
-        query = dict(urllib.parse.parse_qsl(parts.query))
-        db = query.get("dbname") or urllib.parse.unquote(parts.path.lstrip("/"))
         if not db:
             raise PrivregValueError(f"URL {shown!r} names no database: give postgresql://HOST/DB#{name}")
         lines.append("-- owners: create budgets ('privreg ledger init'); run as the database's owner")
@@ -464,6 +470,14 @@ def grant_sql(
             f"GRANT USAGE ON SCHEMA {s} TO {r};",
             f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r};",
         ]
+    # any role that may connect can hold the budget's writers' turn and its run lock (advisory
+    # locks): writers then wait busy_timeout and refuse; only the roles that need it should connect
+    target = _ident(db) if db else "DB"
+    lines += [
+        "-- once per database, as its owner (PUBLIC may connect by default: any role could then hold",
+        "-- the budget's locks, and every writer would wait and refuse), let only the roles connect:",
+        f"--   REVOKE CONNECT ON DATABASE {target} FROM PUBLIC;",
+    ] + [f"--   GRANT CONNECT ON DATABASE {target} TO {r};" for r in roles]
     return "\n".join(lines) + "\n"
 
 
@@ -472,19 +486,34 @@ def _lock_id(schema: str, what: str) -> int:
     return int.from_bytes(hashlib.sha256(f"privreg:{what}:{schema}".encode()).digest()[:8], "big", signed=True)
 
 
+#: How long a run waits for the run before it on the same budget (seconds), by default.
+RUN_WAIT = 600.0
+
+
 @contextmanager
-def run_turn(url: str, *, waiting: str) -> Iterator[None]:
+def run_turn(url: str, *, waiting: str, timeout: float = RUN_WAIT) -> Iterator[None]:
     """Held for a whole ``privreg run`` on budget ``url``: runs on one budget take turns,
     on any machine (an advisory lock on a connection of its own; the server releases it
-    if the run dies). ``waiting`` is printed on stderr while another run holds it."""
+    if the run dies). ``waiting`` is printed on stderr while another run holds it; after
+    ``timeout`` seconds of waiting, LedgerBusyError (any role that may connect can take
+    the lock: see :func:`grant_sql`)."""
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 <= timeout < 1e6:
+        raise PrivregValueError(f"timeout must be a number of seconds, 0 <= timeout < 1e6; got {timeout!r}")
     conninfo, name, shown = parse_url(url, "--ledger")
     pg = _Connection(conninfo, schema_of(name), readonly=False, busy_timeout=30.0, shown=shown)
     key = _lock_id(schema_of(name), "run")
     try:
         if not pg.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             print(f"privreg: {waiting}", file=sys.stderr, flush=True)
-            pg.conn.execute("SET lock_timeout = 0")  # a run waits for the one before it, however long
-            pg.conn.execute("SELECT pg_advisory_lock(%s)", (key,)).fetchall()
+            pg.conn.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
+            try:
+                pg.conn.execute("SELECT pg_advisory_lock(%s)", (key,)).fetchall()
+            except pg.psycopg.errors.LockNotAvailable:
+                raise LedgerBusyError(
+                    f"ledger {shown!r}: waited {timeout:g} s for the budget's run lock, held by another run "
+                    f"charging it (or by any role that may connect to the database); retry when it has finished, "
+                    f"or let only the budget's roles connect (see 'privreg ledger grant')"
+                ) from None
         yield
     finally:
         pg.close()  # ends the session: the lock is released with it
@@ -643,7 +672,8 @@ class _Errors:
         if isinstance(exc, (errors.LockNotAvailable, errors.QueryCanceled)):
             raise LedgerBusyError(
                 f"{where}: waited more than {self.ledger.busy_timeout:g} s while {self.doing} ({first}); "
-                f"retry later or pass a larger busy_timeout"
+                f"retry later or pass a larger busy_timeout (the writers' turn is a lock any role that may "
+                f"connect to the database can hold: see 'privreg ledger grant')"
             ) from exc
         if isinstance(exc, (errors.UndefinedTable, errors.InvalidSchemaName, errors.UndefinedFunction)):
             raise LedgerFormatError(
@@ -841,7 +871,7 @@ class PostgresLedger(Ledger):
         self._held = None
         self._in_turn = True  # a session lock outlives a failed call: give it back below
         try:
-            with self._sql("waiting for its turn"):
+            with self._sql("waiting for the budget's writers' turn"):
                 if after < 0:  # nothing known yet: the turn alone
                     self._db.execute("SELECT pg_advisory_lock(?)", (self._lock_id,)).fetchall()
                     return
@@ -936,7 +966,9 @@ class PostgresLedger(Ledger):
         INSERT, UPDATE, DELETE or TRUNCATE a ledger table or some of its columns directly,
         may CREATE in the schema, or is a member of the owner (and so may drop the
         triggers); row-level security or rules on a ledger table (readers may be shown
-        some rows only, or writes redirected). Superusers can do all of it: not listed."""
+        some rows only, or writes redirected); PUBLIC allowed to connect to the database
+        (any role may then hold the budget's writers' turn and run lock, so that every
+        writer waits ``busy_timeout`` and refuses). Superusers can do all of it: not listed."""
         with self._sql("reading its triggers and rights"):
             triggers = self._db.execute(
                 "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype, p.proname, pn.nspname FROM pg_trigger t "
@@ -981,6 +1013,11 @@ class PostgresLedger(Ledger):
                 (self.schema,),
             ).fetchall()
             names = dict(self._db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
+            # no ACL: the default, under which PUBLIC may connect
+            public = self._db.execute(
+                "SELECT datname FROM pg_database WHERE datname = current_database() AND (datacl IS NULL OR "
+                "EXISTS (SELECT 1 FROM aclexplode(datacl) a WHERE a.grantee = 0 AND a.privilege_type = 'CONNECT'))"
+            ).fetchall()
         problems = self._trigger_problems(triggers) + self._function_problems(functions)
 
         def who(grantee: Any) -> str:
@@ -1007,6 +1044,11 @@ class PostgresLedger(Ledger):
             f"table {t} has row-level security: readers may be shown some of its rows only" for t, on in guarded if on
         ]
         problems += [f"table {t} has rule {r}: writes to it may be redirected" for t, r in rules]
+        problems += [
+            f"PUBLIC may connect to database {d}: any role may hold the budget's writers' turn and run lock, "
+            f"and every writer waits and refuses (REVOKE CONNECT ON DATABASE ... FROM PUBLIC: 'privreg ledger grant')"
+            for (d,) in public
+        ]
         return problems
 
     def _trigger_problems(self, triggers: list[tuple[Any, ...]]) -> list[str]:
