@@ -270,10 +270,12 @@ def _row_args(url: str, schema: str, **change) -> tuple[list, str]:
     return args + [row["state"], row["cp_prev"] if row["state"] is not None else None, cp_hash, False], row["label"]
 
 
-def _call_append(url: str, schema: str, args: list) -> None:
+def _call_append(url: str, schema: str, args: list, *settings: str) -> None:
     import psycopg
 
     with psycopg.connect(url.partition("#")[0], autocommit=True) as conn:
+        for setting in settings:
+            conn.execute(setting)
         conn.execute(f"SELECT * FROM {schema}.append({', '.join(['%s'] * len(args))})", args).fetchall()
 
 
@@ -329,8 +331,9 @@ def test_append_takes_an_honest_row_written_by_hand_and_any_label(team, capsys):
     the cases above make theirs, and labels and parameters with every kind of character
     (JSON escapes, DEL, non-ASCII, beyond the BMP) through a session."""
     urls, _, schema = _charged_budget(team, capsys)
-    args, _ = _row_args(urls["bob"], schema)  # (a checkpoint's hash: the forged-checkpoint test)
-    _call_append(urls["mallory"], schema, args)
+    args, _ = _row_args(urls["bob"], schema, label="h\xe9 \U0001d518")  # (checkpoints: the forged-checkpoint test)
+    # settings a caller may change that would change the server's text of the row
+    _call_append(urls["mallory"], schema, args, "SET extra_float_digits = -15", "SET standard_conforming_strings = off")
     nasty = 'q"\\/\b\f\n\r\t\x01\x1f\x7f \xe9 \u2713 \U0001d518 \u2028 end'
     with BudgetSession.open(urls["bob"]) as bob:
         assert bob.ledger.head()[0] == 3

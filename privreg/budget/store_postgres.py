@@ -276,69 +276,77 @@ _WIDTHS = {name: cls.width for name, cls in sorted(FILTERS.items())}
 
 
 def _check_sql(schema: str) -> list[str]:
-    """``json_text`` (Python's ``json.dumps`` of one string, ASCII-only) and ``check_row``,
-    which ``append`` calls first: it refuses a row a session could not read back, which
-    would make every session on the budget refuse (see :func:`schema_sql`)."""
+    """``json_ascii`` and ``check_row``, which ``append`` calls first: it refuses a row a
+    session could not read back, which would make every session on the budget refuse
+    (see the module docstring)."""
     s, where = _ident(schema), _lit(schema)
     u = "chr(92) || 'u' || "  # a backslash and u: no escape in a literal (standard_conforming_strings)
     refuse = "USING ERRCODE = 'invalid_parameter_value'"
-    meta_text = (
-        """'privreg-ledger-v1{' || string_agg(json_text(key) || ':' || value, ',' ORDER BY key COLLATE "C") || '}'"""
-    )
+    hexed = "^[0-9a-f]{64}$"
+    # _dumps of a str is to_json's text (quotes, backslashes and control characters escaped
+    # as Python does), then json_ascii's where any character is outside ' '..'~'
     row_text = (
         "p_prev_hash || '[' || p_seq || ',\"' || p_timestamp::text || CASE WHEN p_timestamp::text ~ '[.e]' THEN '' "
-        "ELSE '.0' END || '\",' || json_text(p_mechanism) || ',' || json_text(p_parameters) || ',' "
-        "|| json_text(p_event) || ',' || json_text(p_label) || ',' || json_text(p_randomness) || ',' "
-        "|| json_text(p_stated) || ',' || json_text(p_prices) || coalesce(',' || json_text(p_state), '') || ']'"
+        "ELSE '.0' END || '\",' || to_json(p_mechanism)::text || ',' || to_json(p_parameters)::text || ',' "
+        "|| to_json(p_event)::text || ',' || to_json(p_label)::text || ',' || to_json(p_randomness)::text || ',' "
+        "|| to_json(p_stated)::text || ',' || to_json(p_prices)::text || coalesce(',' || to_json(p_state)::text, '') "
+        "|| ']'"
     )
     checkpoint_text = (
-        "p_cp_prev || '[\"privreg-checkpoint-v1\",' || p_seq || ',\"' || p_hash || '\",' || json_text(p_state) || ']'"
+        "p_cp_prev || '[\"privreg-checkpoint-v1\",' || p_seq || ',\"' || p_hash || '\",' || to_json(p_state)::text "
+        "|| ']'"
     )
-
-    def sha(text: str) -> str:
-        return f"encode(sha256(convert_to({text}, 'UTF8')), 'hex')"
-
+    meta_text = """'privreg-ledger-v1{' || string_agg(to_json(key)::text || ':' || value, ',' ORDER BY key COLLATE "C")
+                    || '}'"""
+    price_ok = f"""CASE jsonb_typeof(pj -> f.name)
+                        WHEN 'object' THEN jsonb_typeof(pj -> f.name -> 'unsupported') = 'string'
+                            AND (SELECT count(*) FROM jsonb_object_keys(pj -> f.name)) = 1
+                        WHEN 'array' THEN jsonb_array_length(pj -> f.name)
+                                = ({_lit(json.dumps(_WIDTHS))}::jsonb ->> f.name)::int
+                            AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(pj -> f.name) x
+                                WHERE NOT CASE jsonb_typeof(x)
+                                WHEN 'number' THEN x::numeric >= 0 WHEN 'string' THEN x = '"inf"' ELSE false END)
+                        ELSE false END"""  # noqa: S608 (no data)
     return [
-        # what _dumps writes for a str: to_json escapes quotes, backslashes and control
-        # characters as Python does; Python also escapes DEL and all non-ASCII as \\uXXXX
-        f"""CREATE FUNCTION {s}.json_text(p text) RETURNS text LANGUAGE sql IMMUTABLE STRICT
-        SET search_path = pg_catalog, pg_temp AS $f$
-            SELECT CASE WHEN t !~ '[^ -~]' THEN t ELSE (
-                SELECT string_agg(CASE WHEN c ~ '[ -~]' THEN c
-                    WHEN ascii(c) < 65536 THEN {u}lpad(to_hex(ascii(c)), 4, '0')
-                    ELSE {u}to_hex(55296 + ((ascii(c) - 65536) >> 10)) || {u}to_hex(56320 + ((ascii(c) - 65536) & 1023))
-                    END, '' ORDER BY n)
-                FROM regexp_split_to_table(t, '') WITH ORDINALITY AS x(c, n)) END
-            FROM (SELECT to_json(p)::text AS t) j
+        # Python's json.dumps also escapes DEL and every non-ASCII character, as \\uXXXX
+        f"""CREATE FUNCTION {s}.json_ascii(t text) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $f$
+            SELECT string_agg(CASE WHEN c ~ '[ -~]' THEN c
+                WHEN ascii(c) < 65536 THEN {u}lpad(to_hex(ascii(c)), 4, '0')
+                ELSE {u}to_hex(55296 + ((ascii(c) - 65536) >> 10)) || {u}to_hex(56320 + ((ascii(c) - 65536) & 1023))
+                END, '' ORDER BY n)
+            FROM pg_catalog.regexp_split_to_table(t, '') WITH ORDINALITY AS x(c, n)
         $f$""",  # noqa: S608 (no data: a checked, quoted name)
         f"""CREATE FUNCTION {s}.check_row(
             p_seq bigint, p_timestamp double precision, p_mechanism text, p_parameters text, p_event text,
             p_label text, p_randomness text, p_prev_hash text, p_hash text, p_stated text, p_prices text,
             p_state text, p_cp_prev text, p_cp_hash text)
-        RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp SET extra_float_digits = 1 AS $f$
+        RETURNS void LANGUAGE plpgsql AS $f$
         DECLARE
             field text;
             kinds text[];
-            prices json;
-            rule json;
-            n text;
-            price json;
+            pj jsonb;
+            bad text;
             genesis text;
+            whole text;
         BEGIN
             -- what every session reads back, refused here; the cause named, never a value
             IF p_seq IS NULL OR p_timestamp IS NULL OR p_mechanism IS NULL OR p_label IS NULL THEN
                 RAISE EXCEPTION 'privreg ledger %: row refused: a field is missing', {where} {refuse};
             END IF;
-            -- below 1e15, Python's repr and the server's shortest text of a float agree
+            -- below 1e15, Python's repr and the server's shortest text of a float agree (the
+            -- text extra_float_digits > 0 gives); run by append, under its search_path
+            IF current_setting('extra_float_digits')::int < 1 THEN
+                PERFORM set_config('extra_float_digits', '1', true);
+            END IF;
             IF p_timestamp IN ('NaN', 'Infinity', '-Infinity') OR abs(p_timestamp) >= 1e15 THEN
                 field := 'timestamp is not a time (seconds since 1970)';
-            ELSIF NOT coalesce(p_prev_hash ~ '^[0-9a-f]{{64}}$', false) THEN
+            ELSIF NOT coalesce(p_prev_hash ~ '{hexed}', false) THEN
                 field := 'prev_hash is not 64 lowercase hex digits';
-            ELSIF NOT coalesce(p_hash ~ '^[0-9a-f]{{64}}$', false) THEN
+            ELSIF NOT coalesce(p_hash ~ '{hexed}', false) THEN
                 field := 'hash is not 64 lowercase hex digits';
-            ELSIF p_state IS NOT NULL AND NOT coalesce(p_cp_prev ~ '^[0-9a-f]{{64}}$', false) THEN
+            ELSIF p_state IS NOT NULL AND NOT coalesce(p_cp_prev ~ '{hexed}', false) THEN
                 field := 'checkpoint''s prev_hash is not 64 lowercase hex digits';
-            ELSIF p_state IS NOT NULL AND NOT coalesce(p_cp_hash ~ '^[0-9a-f]{{64}}$', false) THEN
+            ELSIF p_state IS NOT NULL AND NOT coalesce(p_cp_hash ~ '{hexed}', false) THEN
                 field := 'checkpoint''s hash is not 64 lowercase hex digits';
             END IF;
             IF field IS NOT NULL THEN
@@ -356,26 +364,16 @@ def _check_sql(schema: str) -> list[str]:
                 field := 'checkpoint state';
                 kinds[5] := CASE WHEN p_state IS NULL THEN 'object' ELSE json_typeof(p_state::json) END;
                 field := 'prices';
-                prices := p_prices::json;
-                kinds[6] := json_typeof(prices);
-                SELECT value::json INTO rule FROM meta WHERE key = 'rule';
-                -- {{}} (no prices): a session prices the row from its event, as after a bare append
-                IF kinds[6] = 'object' AND rule ->> 'kind' = 'filters' AND p_prices <> '{{}}' THEN
-                    FOR n IN SELECT json_array_elements_text(rule -> 'filters') LOOP
-                        price := prices -> n;
-                        -- what privreg.budget.filters.price_from_json and a session accept
-                        IF NOT coalesce(CASE json_typeof(price)
-                            WHEN 'object' THEN json_typeof(price -> 'unsupported') = 'string'
-                                AND (SELECT count(*) FROM json_object_keys(price)) = 1
-                            WHEN 'array' THEN json_array_length(price) = ({_lit(json.dumps(_WIDTHS))}::json ->> n)::int
-                                AND NOT EXISTS (SELECT 1 FROM json_array_elements(price) x WHERE NOT CASE json_typeof(x)
-                                    WHEN 'number' THEN x::text::numeric >= 0 WHEN 'string' THEN x::text = '"inf"'
-                                    ELSE false END)
-                            ELSE false END, false) THEN
-                            kinds[6] := 'filter ' || n;
-                            EXIT;
-                        END IF;
-                    END LOOP;
+                pj := p_prices::jsonb;
+                kinds[6] := jsonb_typeof(pj);
+                -- each filter's price as privreg.budget.filters.price_from_json and a session
+                -- take it; {{}} (no prices): a session prices the row from its event
+                IF kinds[6] = 'object' AND pj <> '{{}}' THEN
+                    SELECT f.name INTO bad
+                    FROM meta m, jsonb_array_elements_text(m.value::jsonb -> 'filters') AS f(name)
+                    WHERE m.key = 'rule' AND m.value::jsonb ->> 'kind' = 'filters' AND NOT coalesce({price_ok}, false)
+                    LIMIT 1;
+                    kinds[6] := coalesce('filter ' || bad, 'object');
                 END IF;
             EXCEPTION WHEN data_exception THEN
                 RAISE EXCEPTION 'privreg ledger %: row % refused: its % is not valid JSON', {where}, p_seq, field
@@ -393,7 +391,9 @@ def _check_sql(schema: str) -> list[str]:
             END IF;
             -- the genesis, row 1's and the first checkpoint's prev_hash: a hash of the metadata
             IF p_seq = 1 OR (p_state IS NOT NULL AND NOT EXISTS (SELECT 1 FROM checkpoints)) THEN
-                SELECT {sha(meta_text)} INTO genesis FROM meta;
+                SELECT {meta_text} INTO whole FROM meta;
+                genesis := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
+                    'UTF8')), 'hex');
                 IF p_seq = 1 AND p_prev_hash <> genesis THEN
                     field := 'prev_hash is not the budget''s genesis';
                 ELSIF p_state IS NOT NULL AND p_cp_prev <> genesis THEN
@@ -403,10 +403,16 @@ def _check_sql(schema: str) -> list[str]:
             -- the hashes, as privreg.budget.ledger computes them; a keyed chain's (HMAC) need its
             -- key, which the server does not hold
             IF field IS NULL AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'chain' AND value = '"hmac-sha256"') THEN
-                IF {sha(row_text)} <> p_hash THEN
+                whole := {row_text};
+                IF encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
+                        'UTF8')), 'hex') <> p_hash THEN
                     field := 'hash is not the hash of its contents';
-                ELSIF p_state IS NOT NULL AND {sha(checkpoint_text)} <> p_cp_hash THEN
-                    field := 'checkpoint''s hash is not the hash of its state';
+                ELSIF p_state IS NOT NULL THEN
+                    whole := {checkpoint_text};
+                    IF encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
+                            'UTF8')), 'hex') <> p_cp_hash THEN
+                        field := 'checkpoint''s hash is not the hash of its state';
+                    END IF;
                 END IF;
             END IF;
             IF field IS NOT NULL THEN
