@@ -367,8 +367,10 @@ def _check_sql(schema: str) -> list[str]:
                 pj := p_prices::jsonb;
                 kinds[6] := jsonb_typeof(pj);
                 -- each filter's price as privreg.budget.filters.price_from_json and a session
-                -- take it; {{}} (no prices): a session prices the row from its event
-                IF kinds[6] = 'object' AND pj <> '{{}}' THEN
+                -- take it; {{}} (no prices): a session prices the row from its event; the text of
+                -- the row before (checked as it was appended; releases repeat): no need again
+                IF kinds[6] = 'object' AND pj <> '{{}}'
+                        AND NOT EXISTS (SELECT 1 FROM charges c WHERE c.seq = p_seq - 1 AND c.prices = p_prices) THEN
                     SELECT f.name INTO bad
                     FROM meta m, jsonb_array_elements_text(m.value::jsonb -> 'filters') AS f(name)
                     WHERE m.key = 'rule' AND m.value::jsonb ->> 'kind' = 'filters' AND NOT coalesce({price_ok}, false)
