@@ -9,7 +9,7 @@ leaves the mechanism unaccounted for and nothing is released when the charge is 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -109,12 +109,13 @@ class Mechanism(ABC):
         # _charge inlined (the scalar releases' hot path): validate, charge, only then sample
         fields = self.__dict__.get("_release_fields") if self._immutable else None
         if fields is None:  # an immutable mechanism's event and charge fields never change: kept
-            fields = (self.privacy_event(), *self._charge_fields(True))
+            fields = (self.privacy_event(), *self._charge_fields(True), self._scalar_path())
             if self._immutable:
                 object.__setattr__(self, "_release_fields", fields)  # frozen: a cache, not state
-        event, name, parameters, extra = fields
+        event, name, parameters, extra, scalar = fields
         charger = check_charger(charger)
-        canonical = self.validate_input(value)
+        ready = None if scalar is None else scalar[0](value)
+        canonical = self.validate_input(value) if ready is None else None
         rng = resolve_random(rng)
         charger.charge(
             event,
@@ -124,7 +125,17 @@ class Mechanism(ABC):
             randomness=rng.describe(),
             **extra,
         )
-        return Release(output=self._sample(canonical, rng, data), event=event, mechanism=name)
+        output = self._sample(canonical, rng, data) if ready is None else scalar[1](ready, rng)  # type: ignore[index]
+        return Release(output=output, event=event, mechanism=name)
+
+    def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
+        """Optional ``(prepare, sample)`` for the commonest inputs (one plain number):
+        ``prepare(value)`` is None for any other input, else what ``sample(prepared, rng)``
+        turns into exactly ``_sample(validate_input(value), rng, data)``, drawing the same
+        values from ``rng``. ``prepare`` runs before the charge, so it may refuse nothing
+        and may compute only from the value and public configuration. None (the default):
+        every release validates and samples through the general path."""
+        return None
 
     def release_many(
         self,
