@@ -2,6 +2,7 @@
 the values of the general array path under the same seed, and leave the stream in the
 same state; the rare exact finishing paths included (forced here at full rate)."""
 
+import functools
 import math
 from fractions import Fraction
 
@@ -22,6 +23,7 @@ from privreg.noise.coins import exp_neg_approx, exp_neg_approx_one
 from privreg.noise.exact import bernoulli, bernoulli_exp_neg, bernoulli_exp_neg_ratio
 from privreg.noise.fast import discrete_laplace_many, discrete_laplace_one, laplace_plan_of
 from privreg.noise.gaussian import discrete_gaussian_many, discrete_gaussian_one
+from privreg.noise.one_draw import one_sampler
 from privreg.noise.vector import uniform_below, uniform_below_one
 
 SEEDS = range(60)
@@ -82,6 +84,28 @@ def test_discrete_gaussian_one_is_the_vector_sampler_at_size_one(sigma2, finishi
         values.add(x)
     if sigma2 >= 1:
         assert len(values) > 5
+
+
+@pytest.mark.parametrize(
+    "sigma2",
+    [Fraction(9, 4), Fraction(3820) ** 2, Fraction(10**8), Fraction(2**32 - 1), Fraction(2**34), Fraction(1, 100)],
+    ids=str,
+)
+def test_specialised_one_sampler_is_draw_one(sigma2, finishing):
+    """one_sampler's Gaussian closure (sigma from 1 to below 2**16) returns draw_one's
+    value and leaves the stream where draw_one leaves it; beyond that range it is draw_one."""
+    plan = trials.gaussian_plan(sigma2)
+    sampler = one_sampler(plan)
+    assert isinstance(sampler, functools.partial) == (plan.u_bytes != 2)
+    values = set()
+    for seed in range(300):
+        a, b = _rng(seed), _rng(seed)
+        x = trials.draw_one(plan, a)
+        assert sampler(b) == x
+        assert _same_stream(a, b)
+        values.add(x)
+    if sigma2 >= 1:
+        assert len(values) > 5 and min(values) < 0 < max(values)
 
 
 def test_forced_mode_does_finish_every_trial_exactly(monkeypatch):
@@ -357,7 +381,10 @@ def _geometric_word(count):
     ],
     ids=["laplace", "gaussian"],
 )
-def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, monkeypatch):
+@pytest.mark.parametrize(
+    "draw", [trials.draw_one, lambda plan, rng: one_sampler(plan)(rng)], ids=["draw_one", "one_sampler"]
+)
+def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, draw, monkeypatch):
     """draw_one settles most coins by Taylor bounds before the float filter: it must
     decide exactly as the filter does (accept, reject, or leave it to the exact finish),
     at uniforms across the plan and coin words across the range, near the filter's
@@ -394,7 +421,7 @@ def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, monkeypatch
             for coin in spread + [c for c in near if 0 <= c < 1 << 16]:
                 rng = _Crafted([_round_with(plan, (u, geo, coin)), sure])
                 finished.clear()
-                value = trials.draw_one(plan, rng)
+                value = draw(plan, rng)
                 if coin + 1 <= threshold - trials.BAND:
                     assert (value, finished) == (x, []), (u, count, coin)
                 elif coin >= threshold + trials.BAND:

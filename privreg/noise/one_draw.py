@@ -2,14 +2,16 @@
 
 :func:`one_sampler` returns ``f`` with ``f(rng) == draw_one(plan, rng)`` for every stream:
 the same value, and the same bytes read (one round of ``plan.one_bytes``, then the exact
-finishes' ``randbits``). For the discrete Gaussian's usual plan (two-byte uniforms) it is
-a closure with the plan's constants bound and the branches for other plans removed;
-every other plan gets :func:`~privreg.noise.trials.draw_one` itself.
+finishes' ``randbits``). For the discrete Gaussian's usual plans (two-byte uniforms:
+``1 <= sigma < 2**16``) it is a closure with the plan's constants bound, the branches for
+other plans removed, the words read through one memoryview and a sign read only where it
+matters; every other plan gets :func:`~privreg.noise.trials.draw_one` itself.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 
 from privreg.core.randomness import RandomSource
@@ -23,7 +25,13 @@ __all__ = ["one_sampler"]
 def one_sampler(plan: Plan) -> Callable[[RandomSource], int]:
     """A sampler ``f(rng)`` of one value of ``plan``'s law, drawing what
     :func:`~privreg.noise.trials.draw_one` draws from the same stream."""
-    if plan.quadratic and plan.s == 1 and plan.u_bytes == 2 and max(trials._GEOMETRIC_LIST) < trials.MAX_FLOAT_V:
+    if (
+        plan.quadratic
+        and plan.s == 1
+        and plan.u_bytes == 2
+        and max(trials._GEOMETRIC_LIST) < trials.MAX_FLOAT_V
+        and sys.byteorder == "little"  # memoryview's 'H' words are then the stream's '<u2'
+    ):
         return _gaussian_one(plan)
     return functools.partial(trials.draw_one, plan)
 
@@ -34,6 +42,7 @@ def _gaussian_one(plan: Plan) -> Callable[[RandomSource], int]:
     n, nbytes, _, mask, t, _, t_f, _, shift_f, inv2s2_f, _, pos, coin_pos, sign_pos = plan.one_consts
     # a table count is below MAX_FLOAT_V (checked by one_sampler), so x < x_cap without a tie
     scaled, geometric = trials._SCALED_EXP_NEG, trials._GEOMETRIC_LIST
+    geo, coin = pos // 2, coin_pos // 2  # word offsets of the geometric and coin words
 
     def draw(rng: RandomSource) -> int:
         ties = trials._GEOMETRIC_TIE_LIST  # read per call, like BAND, so that tests can force ties
@@ -41,24 +50,22 @@ def _gaussian_one(plan: Plan) -> Callable[[RandomSource], int]:
         sure_below = 1.0 + sure_above
         while True:
             buf = rng.random_bytes(nbytes)
+            words = memoryview(buf)[:sign_pos].cast("H")  # the '<u2' words (little-endian host)
             for i in range(n):
-                j = i + i
-                u = (buf[j] | buf[j + 1] << 8) & mask
+                u = words[i] & mask
                 if u >= t:
                     continue
-                g = pos + j
-                geo_word = buf[g] | buf[g + 1] << 8
-                c = coin_pos + j
-                coin_word = buf[c] | buf[c + 1] << 8
-                negative = buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1
+                geo_word = words[geo + i]
+                coin_word = words[coin + i]
                 if ties[geo_word]:
+                    negative = buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1
                     ok, y = trials._finish(plan, u, geometric[geo_word], True, geo_word, coin_word, bool(negative), rng)
                     if ok:
                         return -y if negative else y
                     continue
                 x = u + t * geometric[geo_word]  # the value y (s = 1)
-                if negative and not x:
-                    continue
+                if not x and buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1:
+                    continue  # negative zero
                 d = x - shift_f  # int - float: float(x) - shift_f, the same double
                 lam = d * d * inv2s2_f + u / t_f
                 if lam < 64.0:
@@ -69,12 +76,12 @@ def _gaussian_one(plan: Plan) -> Callable[[RandomSource], int]:
                         r, e = lam - m, scaled[m]
                     low = e - r * (e - r * (e * 0.5 - r * (e * 0.16666666666666666)))
                     if coin_word + sure_below <= low:
-                        return -x if negative else x  # the filter accepts
+                        return -x if buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1 else x  # the filter accepts
                     sq = r * r
                     if coin_word >= low + sq * sq * (e * 0.041666666666666664) + sure_above:
                         continue  # the filter rejects
                 # the bounds leave it open (about 5%): the filter, else exactly, as draw_one
                 if trials._coin_one(plan, u, x, coin_word, rng):
-                    return -x if negative else x
+                    return -x if buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1 else x
 
     return draw
