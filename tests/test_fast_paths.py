@@ -179,6 +179,40 @@ def test_scalar_releases_equal_the_general_path_under_the_same_seed(mech):
             assert _same_stream(a, b)
 
 
+@pytest.mark.parametrize("mech", _mechanisms(), ids=lambda m: f"{m.name}-{m.parameters()}")
+def test_plain_numbers_take_the_scalar_path_with_the_general_paths_values(mech):
+    """release's scalar path (a plain float, or int, prepared before the charge) gives what
+    a numpy scalar or 0-d array, validated and sampled by the general path, gives."""
+    real = not isinstance(mech, (DiscreteLaplaceMechanism, DiscreteGaussianMechanism))
+    plain = [0.5, -3.25, 1e300, 7, -(2**53), 0] if real else [7, -(2**62), 0]
+    mech.release(plain[0], charger=EventLog())
+    prepare, _ = mech._release_fields[-1]
+    for x in plain:
+        assert prepare(x) is not None
+        for seed in range(6):
+            a, b, c = _rng(seed), _rng(seed), _rng(seed)
+            fast = mech.release(x, charger=EventLog(), rng=a).output
+            assert type(fast) is (float if real else int)
+            assert fast == mech.release(np.float64(x) if real else np.int64(x), charger=EventLog(), rng=b).output
+            assert fast == mech.release(np.array(x), charger=EventLog(), rng=c).output
+            assert len({r.randbits(64) for r in (a, b, c)}) == 1  # the same bytes read
+    others = [True, 2**53 + 1, np.float64(0.5), "0.5", math.nan] if real else [True, 2**62 + 1, 0.0, np.int64(1)]
+    assert all(prepare(x) is None for x in others)  # the general path validates (or refuses) these
+
+
+def test_a_subclass_sampling_its_own_way_gets_no_scalar_path():
+    class Rounded(LaplaceMechanism):
+        def _sample(self, value, rng, data):
+            return round(super()._sample(value, rng, data))
+
+    mech = Rounded(epsilon=1.0, sensitivity=1.0)
+    assert mech._scalar_path() is None and LaplaceMechanism(epsilon=1.0, sensitivity=1.0)._scalar_path() is not None
+    out = mech.release(0.3, charger=EventLog(), rng=_rng(1)).output
+    assert out == round(
+        LaplaceMechanism(epsilon=1.0, sensitivity=1.0).release(0.3, charger=EventLog(), rng=_rng(1)).output
+    )
+
+
 @pytest.mark.parametrize("mech", _mechanisms()[:1] + _mechanisms()[4:5] + _mechanisms()[7:8], ids=lambda m: m.name)
 def test_vector_and_many_releases_keep_their_seeded_values(mech):
     """release_many and vector releases still go through the array samplers: a seeded

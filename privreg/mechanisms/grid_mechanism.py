@@ -367,14 +367,17 @@ class GridMechanism(Mechanism):
     def _scalar_steps(self) -> tuple[Callable[[Any], int | None], Callable[[int, RandomSource], float]]:
         """``(snap, finish)`` of a scalar release, with the grid step ``N / D`` and
         :meth:`_scalar_noise` bound (public and fixed: computed once). ``snap(x)`` is
-        :meth:`_snap_one` of a finite float ``x`` (None for anything else); ``finish(k,
-        rng)`` is ``(k + noise) * step`` rounded once, as :func:`grid_to_float` gives it."""
+        :meth:`_snap_one` of a finite float or an int within ``+-2**53`` (None for anything
+        else); ``finish(k, rng)`` is ``(k + noise) * step`` rounded once, as
+        :func:`grid_to_float` gives it."""
         step = self.grid.step
         n, d, noise, isfinite = step.numerator, step.denominator, self._scalar_noise(), math.isfinite
 
         def snap(x: Any) -> int | None:
             if type(x) is not float or not isfinite(x):
-                return None
+                if type(x) is not int or not -_FLOAT_EXACT <= x <= _FLOAT_EXACT:
+                    return None
+                x = float(x)  # exact: what validate_input makes of it
             p, q = x.as_integer_ratio()  # round_ratio(p D, q N), inlined
             den = q * n
             k, r = divmod(p * d, den)
@@ -390,7 +393,7 @@ class GridMechanism(Mechanism):
         return snap, finish
 
     def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
-        # a finite float goes from the value to its grid integer at once, with no 0-d array
+        # a plain number goes from the value to its grid integer at once, with no 0-d array
         cls = type(self)
         if not (
             self._immutable
