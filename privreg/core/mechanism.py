@@ -115,24 +115,30 @@ class Mechanism(ABC):
         # _charge inlined (the scalar releases' hot path): validate, charge, only then sample
         fields = self.__dict__.get("_release_fields") if self._immutable else None
         if fields is None:  # an immutable mechanism's event and charge fields never change: kept
-            fields = (self.privacy_event(), *self._charge_fields(True), self._scalar_path())
+            name, parameters, extra = self._charge_fields(True)
+            fields = (self.privacy_event(), name, parameters, extra.get("stated"), self._scalar_path() or (None, None))
             if self._immutable:
                 object.__setattr__(self, "_release_fields", fields)  # frozen: a cache, not state
-        event, name, parameters, extra, scalar = fields
+        event, name, parameters, stated, (prepare, sample) = fields
         charger = check_charger(charger)
-        ready = None if scalar is None else scalar[0](value)
+        ready = None if prepare is None else prepare(value)
         canonical = self.validate_input(value) if ready is None else None
         rng = resolve_random(rng)
-        charger.charge(
-            event,
-            mechanism=name,
-            parameters=dict(parameters),  # a copy per charge: a charger may keep or change it
-            label=label,
-            randomness=rng.describe(),
-            **extra,
-        )
+        # parameters: a copy per charge (a charger may keep or change it); stated: passed
+        # only when there is one (Charger), and not through **: a keyword splat costs more
+        if stated is None:
+            charger.charge(event, mechanism=name, parameters=dict(parameters), label=label, randomness=rng.describe())
+        else:
+            charger.charge(
+                event,
+                mechanism=name,
+                parameters=dict(parameters),
+                label=label,
+                randomness=rng.describe(),
+                stated=stated,
+            )
         result = object.__new__(Release)
-        _SET_OUTPUT(result, self._sample(canonical, rng, data) if ready is None else scalar[1](ready, rng))  # type: ignore[index]
+        _SET_OUTPUT(result, self._sample(canonical, rng, data) if ready is None else sample(ready, rng))  # type: ignore[misc]
         _SET_EVENT(result, event)
         _SET_MECHANISM(result, name)
         return result
