@@ -20,7 +20,7 @@ from privreg.mechanisms.randomized_response import RandomizedResponse, category_
 from privreg.mechanisms.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from privreg.noise import trials
 from privreg.noise.coins import exp_neg_approx, exp_neg_approx_one
-from privreg.noise.exact import bernoulli, bernoulli_exp_neg, bernoulli_exp_neg_ratio
+from privreg.noise.exact import bernoulli, bernoulli_exp_neg, bernoulli_exp_neg_ratio, randbelow
 from privreg.noise.fast import discrete_laplace_many, discrete_laplace_one, laplace_plan_of
 from privreg.noise.gaussian import discrete_gaussian_many, discrete_gaussian_one
 from privreg.noise.one_draw import one_sampler
@@ -279,6 +279,25 @@ def test_one_user_k_rr_equals_the_array_path(epsilon, k):
 
 
 # --- exact coins in integers, and the selection mechanisms' scalar path -------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 255, 256, 257, 10**9 + 7, 2**64 + 1])
+def test_randbelow_is_the_sources_randbelow(n):
+    """The unchecked helper draws what RandomSource.randbelow draws, from the same stream,
+    and defers to a source that draws its own way."""
+    seen = set()
+    for seed in range(40):
+        a, b = _rng(seed), _rng(seed)
+        x = randbelow(n, a)
+        assert x == b.randbelow(n) and _same_stream(a, b)
+        seen.add(x)
+    assert len(seen) > min(n - 1, 25)  # the seeds give different draws
+
+    class Own(InsecureReproducibleRandom):
+        def randbelow(self, n):
+            return n - 1
+
+    assert randbelow(n, Own(seed=1)) == n - 1
 
 
 def _bernoulli_exp_neg_fractions(gamma, rng):
