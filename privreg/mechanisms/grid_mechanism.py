@@ -195,6 +195,19 @@ def saturate_int64(totals: np.ndarray) -> np.ndarray:
     return np.array(flat, dtype=np.int64).reshape(totals.shape)
 
 
+def _takes_scalar_path(mech: Mechanism, base: Any) -> bool:
+    """Whether ``base``'s scalar path fits ``mech``: immutable (the path is cached), one
+    coordinate, and validating and sampling as ``base`` does (a subclass doing either its
+    own way keeps the general path)."""
+    cls = type(mech)
+    return (
+        mech._immutable
+        and getattr(mech, "dimension", None) == 1
+        and cls.validate_input is base.validate_input
+        and cls._sample is base._sample
+    )
+
+
 class IntegerNoiseMechanism(Mechanism):
     """Base of mechanisms adding integer noise from :meth:`_noise` to integer queries of
     ``dimension`` coordinates: outputs are integers, so no grid is needed. Queries must lie
@@ -245,13 +258,7 @@ class IntegerNoiseMechanism(Mechanism):
     def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
         # a plain int in range is its own canonical value: validate_input's and _sample's
         # scalar branches, without the 0-d array between them
-        cls = type(self)
-        if not (
-            self._immutable
-            and self.dimension == 1
-            and cls.validate_input is IntegerNoiseMechanism.validate_input
-            and cls._sample is IntegerNoiseMechanism._sample
-        ):
+        if not _takes_scalar_path(self, IntegerNoiseMechanism):
             return None
         noise, low, high = self._scalar_sampler, -MAX_INTEGER_QUERY, MAX_INTEGER_QUERY
 
@@ -394,13 +401,7 @@ class GridMechanism(Mechanism):
 
     def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
         # a plain number goes from the value to its grid integer at once, with no 0-d array
-        cls = type(self)
-        if not (
-            self._immutable
-            and self.dimension == 1
-            and cls.validate_input is GridMechanism.validate_input
-            and cls._sample is GridMechanism._sample
-        ):
+        if not _takes_scalar_path(self, GridMechanism):
             return None
         return self._scalar_steps
 
