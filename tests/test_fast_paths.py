@@ -86,17 +86,24 @@ def test_discrete_gaussian_one_is_the_vector_sampler_at_size_one(sigma2, finishi
         assert len(values) > 5
 
 
-@pytest.mark.parametrize(
-    "sigma2",
-    [Fraction(9, 4), Fraction(3820) ** 2, Fraction(10**8), Fraction(2**32 - 1), Fraction(2**34), Fraction(1, 100)],
-    ids=str,
-)
-def test_specialised_one_sampler_is_draw_one(sigma2, finishing):
-    """one_sampler's Gaussian closure (sigma from 1 to below 2**16) returns draw_one's
-    value and leaves the stream where draw_one leaves it; beyond that range it is draw_one."""
-    plan = trials.gaussian_plan(sigma2)
+PLANS = [
+    *(("gaussian", s2) for s2 in [Fraction(9, 4), Fraction(3820) ** 2, Fraction(10**8), Fraction(2**32 - 1)]),
+    ("gaussian", Fraction(2**34)),  # four-byte uniforms: draw_one itself
+    ("gaussian", Fraction(1, 100)),  # t = 1: no uniform
+    *(("laplace", scale) for scale in [Fraction(1), Fraction(1024), Fraction(3), Fraction(65535)]),
+    ("laplace", Fraction(7, 2)),  # s = 2: draw_one itself
+    ("laplace", Fraction(10**9)),  # four-byte uniforms: draw_one itself
+]
+
+
+@pytest.mark.parametrize(("law", "parameter"), PLANS, ids=str)
+def test_specialised_one_sampler_is_draw_one(law, parameter, finishing):
+    """one_sampler's closure (plans of s = 1 with two-byte or no uniforms) returns
+    draw_one's value and leaves the stream where draw_one leaves it; other plans get
+    draw_one itself."""
+    plan = trials.gaussian_plan(parameter) if law == "gaussian" else laplace_plan_of(parameter)
     sampler = one_sampler(plan)
-    assert isinstance(sampler, functools.partial) == (plan.u_bytes != 2)
+    assert isinstance(sampler, functools.partial) == (plan.s != 1 or plan.u_bytes not in (0, 2))
     values = set()
     for seed in range(300):
         a, b = _rng(seed), _rng(seed)
@@ -104,8 +111,8 @@ def test_specialised_one_sampler_is_draw_one(sigma2, finishing):
         assert sampler(b) == x
         assert _same_stream(a, b)
         values.add(x)
-    if sigma2 >= 1:
-        assert len(values) > 5 and min(values) < 0 < max(values)
+    if parameter >= 1:
+        assert len(values) > 3 and min(values) < 0 < max(values)
 
 
 def test_forced_mode_does_finish_every_trial_exactly(monkeypatch):

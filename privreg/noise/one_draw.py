@@ -2,10 +2,12 @@
 
 :func:`one_sampler` returns ``f`` with ``f(rng) == draw_one(plan, rng)`` for every stream:
 the same value, and the same bytes read (one round of ``plan.one_bytes``, then the exact
-finishes' ``randbits``). For the discrete Gaussian's usual plans (two-byte uniforms:
-``1 <= sigma < 2**16``) it is a closure with the plan's constants bound, the branches for
-other plans removed, the words read through one memoryview and a sign read only where it
-matters; every other plan gets :func:`~privreg.noise.trials.draw_one` itself.
+finishes' ``randbits``). For the usual plans -- values ``X`` themselves (``s = 1``) and
+two-byte or no uniforms: the discrete Gaussian for ``sigma < 2**16``, the Laplace
+mechanism's grid noise, the discrete Laplace of a whole scale below ``2**16`` -- it is a
+closure with the plan's constants bound, the words read through one memoryview and a
+sign read only where it matters; every other plan gets
+:func:`~privreg.noise.trials.draw_one` itself.
 """
 
 from __future__ import annotations
@@ -26,20 +28,20 @@ def one_sampler(plan: Plan) -> Callable[[RandomSource], int]:
     """A sampler ``f(rng)`` of one value of ``plan``'s law, drawing what
     :func:`~privreg.noise.trials.draw_one` draws from the same stream."""
     if (
-        plan.quadratic
-        and plan.s == 1
-        and plan.u_bytes == 2
+        plan.s == 1
+        and plan.u_bytes in (0, 2)
         and max(trials._GEOMETRIC_LIST) < trials.MAX_FLOAT_V
         and sys.byteorder == "little"  # memoryview's 'H' words are then the stream's '<u2'
     ):
-        return _gaussian_one(plan)
+        return _words_one(plan)
     return functools.partial(trials.draw_one, plan)
 
 
-def _gaussian_one(plan: Plan) -> Callable[[RandomSource], int]:
-    """draw_one for a Gaussian plan with two-byte uniforms: the same trials, tests and IEEE
-    operations in the same order (see draw_one for the Taylor-bound pre-decision)."""
-    n, nbytes, _, mask, t, _, t_f, _, shift_f, inv2s2_f, _, pos, coin_pos, sign_pos = plan.one_consts
+def _words_one(plan: Plan) -> Callable[[RandomSource], int]:
+    """draw_one for a plan of values ``X`` (``s = 1``) with two-byte or no uniforms: the
+    same trials, tests and IEEE operations in the same order (see draw_one for the
+    Taylor-bound pre-decision)."""
+    n, nbytes, ub, mask, t, _, t_f, quadratic, shift_f, inv2s2_f, _, pos, coin_pos, sign_pos = plan.one_consts
     # a table count is below MAX_FLOAT_V (checked by one_sampler), so x < x_cap without a tie
     scaled, geometric = trials._SCALED_EXP_NEG, trials._GEOMETRIC_LIST
     geo, coin = pos // 2, coin_pos // 2  # word offsets of the geometric and coin words
@@ -52,7 +54,7 @@ def _gaussian_one(plan: Plan) -> Callable[[RandomSource], int]:
             buf = rng.random_bytes(nbytes)
             words = memoryview(buf)[:sign_pos].cast("H")  # the '<u2' words (little-endian host)
             for i in range(n):
-                u = words[i] & mask
+                u = words[i] & mask if ub else 0
                 if u >= t:
                     continue
                 geo_word = words[geo + i]
@@ -66,8 +68,11 @@ def _gaussian_one(plan: Plan) -> Callable[[RandomSource], int]:
                 x = u + t * geometric[geo_word]  # the value y (s = 1)
                 if not x and buf[sign_pos + (i >> 3)] >> (7 - (i & 7)) & 1:
                     continue  # negative zero
-                d = x - shift_f  # int - float: float(x) - shift_f, the same double
-                lam = d * d * inv2s2_f + u / t_f
+                if quadratic:  # int - float, int / float: float(x) - shift_f, float(u) / t_f
+                    d = x - shift_f
+                    lam = d * d * inv2s2_f + u / t_f
+                else:
+                    lam = u / t_f
                 if lam < 64.0:
                     if lam < 1.0:
                         r, e = lam, 65536.0
