@@ -21,8 +21,7 @@ from numpy.typing import NDArray
 from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.core.randomness import RandomSource
-from privreg.noise.one_draw import one_sampler
-from privreg.noise.trials import Plan, draw_many, laplace_plan
+from privreg.noise.trials import Plan, draw_many, draw_one, laplace_plan
 
 __all__ = [
     "discrete_laplace_many",
@@ -104,4 +103,4 @@ def laplace_plan_of(scale: Fraction) -> Plan:
 def discrete_laplace_one(plan: Plan, rng: RandomSource) -> int:
     """``int(discrete_laplace_many(scale, 1, rng)[0])`` for ``plan = laplace_plan_of(scale)``:
     the same value from the same stream, in plain Python (the scalar releases' path)."""
-    return one_sampler(plan)(rng)
+    return draw_one(plan, rng)

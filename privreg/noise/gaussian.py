@@ -194,7 +194,7 @@ def discrete_gaussian_one(sigma2: Fraction, rng: RandomSource, plan: Plan | None
         plan = fast_plan(sigma2)
         if plan is None:
             return int(discrete_gaussian_many(sigma2, 1, rng)[0])  # the edge cases and errors
-    return one_sampler(plan)(rng)
+    return trials.draw_one(plan, rng)
 
 
 def discrete_gaussian_sampler(sigma2: Fraction, *, exact: bool = False) -> Callable[[RandomSource], int]:

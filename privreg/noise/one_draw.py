@@ -26,7 +26,8 @@ __all__ = ["one_sampler"]
 @functools.lru_cache(maxsize=64)
 def one_sampler(plan: Plan) -> Callable[[RandomSource], int]:
     """A sampler ``f(rng)`` of one value of ``plan``'s law, drawing what
-    :func:`~privreg.noise.trials.draw_one` draws from the same stream."""
+    :func:`~privreg.noise.trials.draw_one` draws from the same stream. Bind it once (a
+    mechanism caches it): finding it here hashes the plan, which costs about a draw."""
     if (
         plan.s == 1
         and plan.u_bytes in (0, 2)
