@@ -2,6 +2,7 @@
 the values of the general array path under the same seed, and leave the stream in the
 same state; the rare exact finishing paths included (forced here at full rate)."""
 
+import functools
 import math
 from fractions import Fraction
 
@@ -19,9 +20,10 @@ from privreg.mechanisms.randomized_response import RandomizedResponse, category_
 from privreg.mechanisms.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from privreg.noise import trials
 from privreg.noise.coins import exp_neg_approx, exp_neg_approx_one
-from privreg.noise.exact import bernoulli, bernoulli_exp_neg, bernoulli_exp_neg_ratio
+from privreg.noise.exact import bernoulli, bernoulli_exp_neg, bernoulli_exp_neg_ratio, randbelow
 from privreg.noise.fast import discrete_laplace_many, discrete_laplace_one, laplace_plan_of
 from privreg.noise.gaussian import discrete_gaussian_many, discrete_gaussian_one
+from privreg.noise.one_draw import one_sampler
 from privreg.noise.vector import uniform_below, uniform_below_one
 
 SEEDS = range(60)
@@ -82,6 +84,35 @@ def test_discrete_gaussian_one_is_the_vector_sampler_at_size_one(sigma2, finishi
         values.add(x)
     if sigma2 >= 1:
         assert len(values) > 5
+
+
+PLANS = [
+    *(("gaussian", s2) for s2 in [Fraction(9, 4), Fraction(3820) ** 2, Fraction(10**8), Fraction(2**32 - 1)]),
+    ("gaussian", Fraction(2**34)),  # four-byte uniforms: draw_one itself
+    ("gaussian", Fraction(1, 100)),  # t = 1: no uniform
+    *(("laplace", scale) for scale in [Fraction(1), Fraction(1024), Fraction(3), Fraction(65535)]),
+    ("laplace", Fraction(7, 2)),  # s = 2: draw_one itself
+    ("laplace", Fraction(10**9)),  # four-byte uniforms: draw_one itself
+]
+
+
+@pytest.mark.parametrize(("law", "parameter"), PLANS, ids=str)
+def test_specialised_one_sampler_is_draw_one(law, parameter, finishing):
+    """one_sampler's closure (plans of s = 1 with two-byte or no uniforms) returns
+    draw_one's value and leaves the stream where draw_one leaves it; other plans get
+    draw_one itself."""
+    plan = trials.gaussian_plan(parameter) if law == "gaussian" else laplace_plan_of(parameter)
+    sampler = one_sampler(plan)
+    assert isinstance(sampler, functools.partial) == (plan.s != 1 or plan.u_bytes not in (0, 2))
+    values = set()
+    for seed in range(300):
+        a, b = _rng(seed), _rng(seed)
+        x = trials.draw_one(plan, a)
+        assert sampler(b) == x
+        assert _same_stream(a, b)
+        values.add(x)
+    if parameter >= 1:
+        assert len(values) > 3 and min(values) < 0 < max(values)
 
 
 def test_forced_mode_does_finish_every_trial_exactly(monkeypatch):
@@ -155,6 +186,40 @@ def test_scalar_releases_equal_the_general_path_under_the_same_seed(mech):
             assert _same_stream(a, b)
 
 
+@pytest.mark.parametrize("mech", _mechanisms(), ids=lambda m: f"{m.name}-{m.parameters()}")
+def test_plain_numbers_take_the_scalar_path_with_the_general_paths_values(mech):
+    """release's scalar path (a plain float, or int, prepared before the charge) gives what
+    a numpy scalar or 0-d array, validated and sampled by the general path, gives."""
+    real = not isinstance(mech, (DiscreteLaplaceMechanism, DiscreteGaussianMechanism))
+    plain = [0.5, -3.25, 1e300, 7, -(2**53), 0] if real else [7, -(2**62), 0]
+    mech.release(plain[0], charger=EventLog())
+    prepare, _ = mech._release_fields[-1]
+    for x in plain:
+        assert prepare(x) is not None
+        for seed in range(6):
+            a, b, c = _rng(seed), _rng(seed), _rng(seed)
+            fast = mech.release(x, charger=EventLog(), rng=a).output
+            assert type(fast) is (float if real else int)
+            assert fast == mech.release(np.float64(x) if real else np.int64(x), charger=EventLog(), rng=b).output
+            assert fast == mech.release(np.array(x), charger=EventLog(), rng=c).output
+            assert len({r.randbits(64) for r in (a, b, c)}) == 1  # the same bytes read
+    others = [True, 2**53 + 1, np.float64(0.5), "0.5", math.nan] if real else [True, 2**62 + 1, 0.0, np.int64(1)]
+    assert all(prepare(x) is None for x in others)  # the general path validates (or refuses) these
+
+
+def test_a_subclass_sampling_its_own_way_gets_no_scalar_path():
+    class Rounded(LaplaceMechanism):
+        def _sample(self, value, rng, data):
+            return round(super()._sample(value, rng, data))
+
+    mech = Rounded(epsilon=1.0, sensitivity=1.0)
+    assert mech._scalar_path() is None and LaplaceMechanism(epsilon=1.0, sensitivity=1.0)._scalar_path() is not None
+    out = mech.release(0.3, charger=EventLog(), rng=_rng(1)).output
+    assert out == round(
+        LaplaceMechanism(epsilon=1.0, sensitivity=1.0).release(0.3, charger=EventLog(), rng=_rng(1)).output
+    )
+
+
 @pytest.mark.parametrize("mech", _mechanisms()[:1] + _mechanisms()[4:5] + _mechanisms()[7:8], ids=lambda m: m.name)
 def test_vector_and_many_releases_keep_their_seeded_values(mech):
     """release_many and vector releases still go through the array samplers: a seeded
@@ -221,6 +286,25 @@ def test_one_user_k_rr_equals_the_array_path(epsilon, k):
 
 
 # --- exact coins in integers, and the selection mechanisms' scalar path -------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 255, 256, 257, 10**9 + 7, 2**64 + 1])
+def test_randbelow_is_the_sources_randbelow(n):
+    """The unchecked helper draws what RandomSource.randbelow draws, from the same stream,
+    and defers to a source that draws its own way."""
+    seen = set()
+    for seed in range(40):
+        a, b = _rng(seed), _rng(seed)
+        x = randbelow(n, a)
+        assert x == b.randbelow(n) and _same_stream(a, b)
+        seen.add(x)
+    assert len(seen) > min(n - 1, 25)  # the seeds give different draws
+
+    class Own(InsecureReproducibleRandom):
+        def randbelow(self, n):
+            return n - 1
+
+    assert randbelow(n, Own(seed=1)) == n - 1
 
 
 def _bernoulli_exp_neg_fractions(gamma, rng):
@@ -357,7 +441,10 @@ def _geometric_word(count):
     ],
     ids=["laplace", "gaussian"],
 )
-def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, monkeypatch):
+@pytest.mark.parametrize(
+    "draw", [trials.draw_one, lambda plan, rng: one_sampler(plan)(rng)], ids=["draw_one", "one_sampler"]
+)
+def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, draw, monkeypatch):
     """draw_one settles most coins by Taylor bounds before the float filter: it must
     decide exactly as the filter does (accept, reject, or leave it to the exact finish),
     at uniforms across the plan and coin words across the range, near the filter's
@@ -394,7 +481,7 @@ def test_taylor_pre_decision_gives_the_filter_decision(plan, counts, monkeypatch
             for coin in spread + [c for c in near if 0 <= c < 1 << 16]:
                 rng = _Crafted([_round_with(plan, (u, geo, coin)), sure])
                 finished.clear()
-                value = trials.draw_one(plan, rng)
+                value = draw(plan, rng)
                 if coin + 1 <= threshold - trials.BAND:
                     assert (value, finished) == (x, []), (u, count, coin)
                 elif coin >= threshold + trials.BAND:

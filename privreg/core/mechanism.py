@@ -9,7 +9,7 @@ leaves the mechanism unaccounted for and nothing is released when the charge is 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -32,6 +32,12 @@ class Release:
     output: Any
     event: PrivacyEvent
     mechanism: str
+
+
+#: The slots' setters, in field order: ``Mechanism.release`` fills a new Release through
+#: them, which is what the generated frozen ``__init__`` does (no defaults, converters or
+#: validators) in half the time; a field added to Release breaks this unpacking at import.
+_SET_OUTPUT, _SET_EVENT, _SET_MECHANISM = (Release.__dict__[a.name].__set__ for a in attrs.fields(Release))
 
 
 class Mechanism(ABC):
@@ -109,22 +115,42 @@ class Mechanism(ABC):
         # _charge inlined (the scalar releases' hot path): validate, charge, only then sample
         fields = self.__dict__.get("_release_fields") if self._immutable else None
         if fields is None:  # an immutable mechanism's event and charge fields never change: kept
-            fields = (self.privacy_event(), *self._charge_fields(True))
+            name, parameters, extra = self._charge_fields(True)
+            fields = (self.privacy_event(), name, parameters, extra.get("stated"), self._scalar_path() or (None, None))
             if self._immutable:
                 object.__setattr__(self, "_release_fields", fields)  # frozen: a cache, not state
-        event, name, parameters, extra = fields
+        event, name, parameters, stated, (prepare, sample) = fields
         charger = check_charger(charger)
-        canonical = self.validate_input(value)
+        ready = None if prepare is None else prepare(value)
+        canonical = self.validate_input(value) if ready is None else None
         rng = resolve_random(rng)
-        charger.charge(
-            event,
-            mechanism=name,
-            parameters=dict(parameters),  # a copy per charge: a charger may keep or change it
-            label=label,
-            randomness=rng.describe(),
-            **extra,
-        )
-        return Release(output=self._sample(canonical, rng, data), event=event, mechanism=name)
+        # parameters: a copy per charge (a charger may keep or change it); stated: passed
+        # only when there is one (Charger), and not through **: a keyword splat costs more
+        if stated is None:
+            charger.charge(event, mechanism=name, parameters=dict(parameters), label=label, randomness=rng.describe())
+        else:
+            charger.charge(
+                event,
+                mechanism=name,
+                parameters=dict(parameters),
+                label=label,
+                randomness=rng.describe(),
+                stated=stated,
+            )
+        result = object.__new__(Release)
+        _SET_OUTPUT(result, self._sample(canonical, rng, data) if ready is None else sample(ready, rng))  # type: ignore[misc]
+        _SET_EVENT(result, event)
+        _SET_MECHANISM(result, name)
+        return result
+
+    def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
+        """Optional ``(prepare, sample)`` for the commonest inputs (one plain number):
+        ``prepare(value)`` is None for any other input, else what ``sample(prepared, rng)``
+        turns into exactly ``_sample(validate_input(value), rng, data)``, drawing the same
+        values from ``rng``. ``prepare`` runs before the charge, so it may refuse nothing
+        and may compute only from the value and public configuration. None (the default):
+        every release validates and samples through the general path."""
+        return None
 
     def release_many(
         self,

@@ -19,7 +19,8 @@ from privreg.mechanisms.laws import two_sided_geometric_law
 from privreg.mechanisms.noise_params import PATHS, float_at_most, laplace_scale
 from privreg.noise import discrete_laplace
 from privreg.noise.fast import discrete_laplace_one, discrete_laplace_planned, fast_scale, laplace_plan_of
-from privreg.noise.trials import Plan, draw_one
+from privreg.noise.one_draw import one_sampler
+from privreg.noise.trials import Plan
 
 __all__ = ["DiscreteLaplaceMechanism"]
 
@@ -89,5 +90,5 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         return discrete_laplace(self.noise_scale, rng)
 
     def _scalar_noise(self) -> Callable[[RandomSource], int]:
-        # draw_one itself, bound to the cached plan: the value _noise_one draws, one call
-        return functools.partial(draw_one, self._plan) if self.path == "fast" else self._noise_one
+        # draw_one specialised to the cached plan: the value _noise_one draws, one call
+        return one_sampler(self._plan) if self.path == "fast" else self._noise_one

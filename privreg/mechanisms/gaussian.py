@@ -28,8 +28,7 @@ from privreg.mechanisms.grid_mechanism import GridMechanism
 from privreg.mechanisms.laws import discrete_gaussian_law
 from privreg.mechanisms.noise_params import PATHS, as_global
 from privreg.noise import Grid
-from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many, discrete_gaussian_one, fast_plan
-from privreg.noise.trials import Plan, draw_one
+from privreg.noise.gaussian import discrete_gaussian, discrete_gaussian_many, discrete_gaussian_sampler
 
 __all__ = ["GaussianMechanism", "as_global_l2", "classic_gaussian_ratio", "CALIBRATIONS"]
 
@@ -276,25 +275,6 @@ class GaussianMechanism(GridMechanism):
             return discrete_gaussian_many(sigma2, count, rng)
         return np.array([discrete_gaussian(sigma2, rng) for _ in range(count)], dtype=np.int64)
 
-    @functools.cached_property
-    def _plan(self) -> Plan | None:
-        return fast_plan(self.noise_sigma2)
-
-    def _noise_one(self, rng: RandomSource) -> int:
-        if self.path == "fast":
-            plan = self._plan
-            if plan is not None:
-                return draw_one(plan, rng)
-            return discrete_gaussian_one(self.noise_sigma2, rng)
-        return discrete_gaussian(self.noise_sigma2, rng)
-
     def _scalar_noise(self) -> Callable[[RandomSource], int]:
-        # the sampler _noise_one calls, bound to its cached parameter: the same value, one call
-        if self.path != "fast":
-            return self._noise_one
-        plan = self._plan
-        return (
-            functools.partial(draw_one, plan)
-            if plan is not None
-            else functools.partial(discrete_gaussian_one, self.noise_sigma2)
-        )
+        # the value _noise(1, rng) draws, from the same stream, by a sampler bound to sigma_int^2
+        return discrete_gaussian_sampler(self.noise_sigma2, exact=self.path != "fast")

@@ -195,6 +195,19 @@ def saturate_int64(totals: np.ndarray) -> np.ndarray:
     return np.array(flat, dtype=np.int64).reshape(totals.shape)
 
 
+def _takes_scalar_path(mech: Mechanism, base: Any) -> bool:
+    """Whether ``base``'s scalar path fits ``mech``: immutable (the path is cached), one
+    coordinate, and validating and sampling as ``base`` does (a subclass doing either its
+    own way keeps the general path)."""
+    cls = type(mech)
+    return (
+        mech._immutable
+        and getattr(mech, "dimension", None) == 1
+        and cls.validate_input is base.validate_input
+        and cls._sample is base._sample
+    )
+
+
 class IntegerNoiseMechanism(Mechanism):
     """Base of mechanisms adding integer noise from :meth:`_noise` to integer queries of
     ``dimension`` coordinates: outputs are integers, so no grid is needed. Queries must lie
@@ -241,6 +254,21 @@ class IntegerNoiseMechanism(Mechanism):
     @functools.cached_property
     def _scalar_sampler(self) -> Callable[[RandomSource], int]:
         return self._scalar_noise()  # fixed per mechanism: computed once
+
+    def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
+        # a plain int in range is its own canonical value: validate_input's and _sample's
+        # scalar branches, without the 0-d array between them
+        if not _takes_scalar_path(self, IntegerNoiseMechanism):
+            return None
+        noise, low, high = self._scalar_sampler, -MAX_INTEGER_QUERY, MAX_INTEGER_QUERY
+
+        def prepare(value: Any) -> int | None:
+            return value if type(value) is int and low <= value <= high else None
+
+        def sample(k: int, rng: RandomSource) -> int:
+            return k + noise(rng)
+
+        return prepare, sample
 
     def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
         if value.ndim == 0:
@@ -343,29 +371,46 @@ class GridMechanism(Mechanism):
         return self._noise_one
 
     @functools.cached_property
-    def _scalar_parts(self) -> tuple[int, int, Callable[[RandomSource], int]]:
-        """``(N, D, noise)``: the grid step ``N / D`` and :meth:`_scalar_noise` (public and
-        fixed: computed once)."""
+    def _scalar_steps(self) -> tuple[Callable[[Any], int | None], Callable[[int, RandomSource], float]]:
+        """``(snap, finish)`` of a scalar release, with the grid step ``N / D`` and
+        :meth:`_scalar_noise` bound (public and fixed: computed once). ``snap(x)`` is
+        :meth:`_snap_one` of a finite float or an int within ``+-2**53`` (None for anything
+        else); ``finish(k, rng)`` is ``(k + noise) * step`` rounded once, as
+        :func:`grid_to_float` gives it."""
         step = self.grid.step
-        return step.numerator, step.denominator, self._scalar_noise()
+        n, d, noise, isfinite = step.numerator, step.denominator, self._scalar_noise(), math.isfinite
 
-    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
-        if value.shape == ():  # scalar: plain integers, the same value as the array path
-            # _snap_one (round_ratio) and grid_to_float inlined, with the step's parts cached
-            n, d, noise = self._scalar_parts
-            p, q = float(value).as_integer_ratio()
-            num, den = p * d, q * n
-            k, r = divmod(num, den)
-            if 2 * r > den or (2 * r == den and k & 1):  # round half to even
-                k += 1
+        def snap(x: Any) -> int | None:
+            if type(x) is not float or not isfinite(x):
+                if type(x) is not int or not -_FLOAT_EXACT <= x <= _FLOAT_EXACT:
+                    return None
+                x = float(x)  # exact: what validate_input makes of it
+            p, q = x.as_integer_ratio()  # round_ratio(p D, q N), inlined
+            den = q * n
+            k, r = divmod(p * d, den)
+            return k + 1 if 2 * r > den or (2 * r == den and k & 1) else k
+
+        def finish(k: int, rng: RandomSource) -> float:
             total = (k + noise(rng)) * n
             try:
                 return total / d  # int / int: correctly rounded
             except OverflowError:
                 return math.inf if total > 0 else -math.inf
+
+        return snap, finish
+
+    def _scalar_path(self) -> tuple[Callable[[Any], Any], Callable[[Any, RandomSource], Any]] | None:
+        # a plain number goes from the value to its grid integer at once, with no 0-d array
+        if not _takes_scalar_path(self, GridMechanism):
+            return None
+        return self._scalar_steps
+
+    def _sample(self, value: np.ndarray, rng: RandomSource, data: Any) -> Any:
+        if value.shape == ():  # scalar: plain integers, the same value as the array path
+            snap, finish = self._scalar_steps
+            return finish(snap(float(value)), rng)  # type: ignore[arg-type]  # finite: an int
         totals = exact_sum(self._snap(value), self._noise(self.dimension, rng))
-        out = grid_values(totals, self.grid.step)
-        return float(out[0]) if value.shape == () else out.reshape(value.shape)
+        return grid_values(totals, self.grid.step).reshape(value.shape)
 
     def _sample_many(self, value: np.ndarray, count: int, rng: RandomSource, data: Any) -> np.ndarray:
         # In chunks of about _CHUNK values, so that the noise and sum temporaries stay in

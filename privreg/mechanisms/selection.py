@@ -41,7 +41,7 @@ from privreg.core.randomness import RandomSource
 from privreg.mechanisms.laws import categorical_law, exponential_pmf, permute_and_flip_pmf
 from privreg.noise import bernoulli_exp_neg, uniform_below
 from privreg.noise.coins import ExpCoins
-from privreg.noise.exact import bernoulli_exp_neg_ratio
+from privreg.noise.exact import bernoulli_exp_neg_ratio, randbelow
 
 __all__ = [
     "ExponentialMechanism",
@@ -203,7 +203,7 @@ def _exponential_one_ratio(gammas: list[tuple[int, int]], rng: RandomSource) -> 
     """:func:`_exponential_one` on ``gamma_i = a_i / b_i`` in lowest terms: the same draws."""
     k = len(gammas)
     while True:
-        i = rng.randbelow(k)
+        i = randbelow(k, rng)
         a, b = gammas[i]
         if bernoulli_exp_neg_ratio(a, b, rng):
             return i
@@ -260,7 +260,7 @@ def _permute_and_flip_one_ratio(gammas: list[tuple[int, int]], rng: RandomSource
     """:func:`_permute_and_flip_one` on ``gamma_i = a_i / b_i`` in lowest terms: the same draws."""
     order = list(range(len(gammas)))
     for t in range(len(order)):
-        j = t + rng.randbelow(len(order) - t)
+        j = t + randbelow(len(order) - t, rng)
         order[t], order[j] = order[j], order[t]
         a, b = gammas[order[t]]
         if bernoulli_exp_neg_ratio(a, b, rng):
@@ -368,8 +368,9 @@ class _Selection(Mechanism):
     def gamma_ratios(self, utilities: np.ndarray) -> list[tuple[int, int]]:
         """:meth:`gammas` as ``(numerator, denominator)`` in lowest terms, computed in
         integers (the scalar releases' path; the same rationals)."""
-        us = [x.as_integer_ratio() for x in utilities.tolist()]
-        tp, tq = max(us, key=lambda r: Fraction(*r))
+        values = utilities.tolist()  # all floats or all ints: max compares them exactly
+        us = [x.as_integer_ratio() for x in values]
+        tp, tq = max(values).as_integer_ratio()
         c = self.weight_exponent
         cn, cd = c.numerator, c.denominator
         out = []

@@ -15,10 +15,24 @@ from typing import Any
 from privreg.core.errors import PrivregTypeError, PrivregValueError
 from privreg.core.randomness import RandomSource
 
-__all__ = ["bernoulli", "bernoulli_exp_neg", "bernoulli_exp_neg_ratio", "discrete_laplace"]
+__all__ = ["bernoulli", "bernoulli_exp_neg", "bernoulli_exp_neg_ratio", "discrete_laplace", "randbelow"]
 
 _ONE = Fraction(1)
 _HALF = Fraction(1, 2)
+_RANDBELOW = RandomSource.randbelow
+
+
+def randbelow(n: int, rng: RandomSource) -> int:
+    """``rng.randbelow(n)`` for an int ``n >= 1`` (unchecked: callers pass one they computed):
+    the same rejection on the same ``randbits``, without the argument check that is most of
+    its cost; a source with its own ``randbelow`` is asked for it."""
+    if type(rng).randbelow is not _RANDBELOW:
+        return rng.randbelow(n)
+    k = (n - 1).bit_length()
+    while True:
+        r = rng.randbits(k)
+        if r < n:
+            return r
 
 
 def _rational(name: str, x: Any) -> Fraction:
@@ -63,7 +77,7 @@ def bernoulli_exp_neg_ratio(a: int, b: int, rng: RandomSource) -> bool:
     while True:
         den = b * k
         g = math.gcd(a, den)
-        if rng.randbelow(den // g) >= a // g:
+        if randbelow(den // g, rng) >= a // g:
             return k % 2 == 1
         k += 1
 

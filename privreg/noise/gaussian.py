@@ -20,7 +20,9 @@ to skip work whose outcome is already certain (see its docstring for the proof).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -34,9 +36,16 @@ from privreg.noise import coins, trials
 from privreg.noise.coins import GEOMETRIC, GEOMETRIC_TIE
 from privreg.noise.exact import bernoulli_exp_neg, discrete_laplace
 from privreg.noise.fast import MAX_PART
+from privreg.noise.one_draw import one_sampler
 from privreg.noise.trials import Plan, gaussian_plan
 
-__all__ = ["discrete_gaussian", "discrete_gaussian_many", "discrete_gaussian_one", "check_sigma2"]
+__all__ = [
+    "discrete_gaussian",
+    "discrete_gaussian_many",
+    "discrete_gaussian_one",
+    "discrete_gaussian_sampler",
+    "check_sigma2",
+]
 
 #: Below this sigma2 the float filter's range assumptions fail; such (absurdly small) noise
 #: is drawn by the scalar exact sampler instead.
@@ -186,3 +195,14 @@ def discrete_gaussian_one(sigma2: Fraction, rng: RandomSource, plan: Plan | None
         if plan is None:
             return int(discrete_gaussian_many(sigma2, 1, rng)[0])  # the edge cases and errors
     return trials.draw_one(plan, rng)
+
+
+def discrete_gaussian_sampler(sigma2: Fraction, *, exact: bool = False) -> Callable[[RandomSource], int]:
+    """A sampler ``f(rng)`` of one discrete Gaussian value of parameter ``sigma2`` (a
+    positive Fraction, unchecked), with its per-parameter work done once: the scalar
+    releases' noise. ``exact=False``: :func:`discrete_gaussian_one` (the value
+    ``discrete_gaussian_many(sigma2, 1, rng)`` draws); ``exact=True``: :func:`discrete_gaussian`."""
+    if exact:
+        return functools.partial(discrete_gaussian, sigma2)
+    plan = fast_plan(sigma2)
+    return one_sampler(plan) if plan is not None else functools.partial(discrete_gaussian_one, sigma2)
