@@ -226,6 +226,11 @@ def _parameters_json(parameters: Mapping[str, Any]) -> str:
     return text
 
 
+#: Texts of rows that decode (parameters, event, randomness, stated, prices): a ledger's
+#: rows repeat a few, so a catch-up checks each once (cleared when full).
+_DECODES: set[tuple[Any, ...]] = set()
+_DECODES_SIZE = 1024
+
 #: event_from_json, cached: a ledger's rows repeat a few kinds of release, and events are frozen.
 _event_from_json = functools.lru_cache(maxsize=1024)(event_from_json)
 
@@ -1027,6 +1032,31 @@ class Ledger:
     def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
         """Rows with seq > ``after``, in order: O(log n + new rows). With ``verify``, a
         broken chain raises (a keyed ledger needs its key to verify)."""
+        return [self._decode(r) for r in self._checked_rows(after, verify)]
+
+    def prices_after(self, after: int) -> list[tuple[int, str]] | None:
+        """``(seq, stored prices text)`` of each row with seq > ``after``, in order, read
+        and checked as :meth:`rows` with ``verify`` (the chain, and that each row decodes)
+        without building its charge: all a session's catch-up needs of a priced row.
+        None when some row stores no prices: read those with :meth:`rows`."""
+        raw = self._checked_rows(after, True)
+        out = []
+        good = _DECODES
+        for r in raw:
+            text = r[10] if len(r) > 10 else ""
+            if not text or text == "{}":  # priced from its event, as rows() gives it
+                return None
+            texts = (r[3], r[4], r[6], r[9], text)  # what decoding reads (a Charge checks no type)
+            if texts not in good:
+                self._decode(r)  # raises, as rows() would, for a row that cannot be decoded
+                if len(good) >= _DECODES_SIZE:
+                    good.clear()
+                good.add(texts)
+            out.append((int(r[0]), str(text)))
+        return out
+
+    def _checked_rows(self, after: int, verify: bool) -> list[tuple[Any, ...]]:
+        """:meth:`rows` as stored (tuples of their columns), the chain checked if ``verify``."""
         with self._sql("reading rows"):
             raw = self._raw_rows(after)
             if verify:
@@ -1036,7 +1066,7 @@ class Ledger:
                 problems = self._check(raw, prev, after, self._key, self._checkpoint_texts(after), contents=True)
                 if problems:
                     raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
-        return [self._decode(r) for r in raw]
+        return raw
 
     def replay(self, accountant: Accountant) -> Accountant:
         """Compose every charged event, in order, into ``accountant`` (after verifying the

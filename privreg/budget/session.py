@@ -49,6 +49,7 @@ import attrs
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import FILTERS, Filter, Price, make_filter, price_from_json, price_to_json
 from privreg.budget.ledger import EncodedPrices, Ledger, LedgerIntegrityError, LedgerRow
+from privreg.budget.ledger import _stored_prices as _stored_text
 from privreg.budget.memory_store import MEMORY, MemoryLedger
 from privreg.budget.store import LedgerStore, is_postgres_url, open_readonly
 from privreg.core import validation as v
@@ -371,6 +372,17 @@ class BudgetSession:
                     self._load_checkpoint(cp.state, cp.seq)
         elif self._ledger.head()[0] == self._seen:  # nothing new (one indexed read): the usual case
             return
+        # the stored prices alone, checked as rows() checks them (no charge built): a
+        # writer in a turn catches up on every other writer's charge, one by one
+        fast = getattr(self._ledger, "prices_after", None) if self._plan is None else None
+        texts = fast(self._seen) if fast is not None else None
+        if texts is not None:
+            for seq, text in texts:
+                for f, price in zip(self._filters, self._text_prices(text, seq)):
+                    f.apply(price)
+            if texts:
+                self._seen = texts[-1][0]
+            return
         rows = self._ledger.rows(after=self._seen)
         if self._plan is not None:
             for row in rows:
@@ -406,22 +418,36 @@ class BudgetSession:
             return [f.price(row.charge.event, row.charge.stated) for f in filters]
         text = row.prices.text if isinstance(row.prices, EncodedPrices) else None
         if text is not None and filters is self._filters:
-            memo = self._prices_memo.get(text)
-            if memo is not None:  # these filters read this exact text before: the same prices
-                return memo
+            return self._text_prices(text, row.seq, row.prices)
+        return self._decoded_prices(row.prices, row.seq, filters)
+
+    def _text_prices(self, text: str, seq: int, stored: Mapping[str, Any] | None = None) -> list[Price]:
+        """Each of the session's filters' price in row ``seq``'s stored prices ``text``
+        (``stored``: the text decoded, if at hand), decoded once per distinct text."""
+        memo = self._prices_memo.get(text)
+        if memo is not None:  # these filters read this exact text before: the same prices
+            return memo
+        if stored is None:
+            try:
+                stored = _stored_text(text)
+            except ValueError:
+                stored = {}  # not a mapping: refused below, as a missing price
+        prices = self._decoded_prices(stored, seq, self._filters)
+        if len(self._prices_memo) >= _ENCODED_MEMO:
+            self._prices_memo.clear()
+        self._prices_memo[text] = prices
+        return prices
+
+    def _decoded_prices(self, stored: Mapping[str, Any], seq: int, filters: Sequence[Filter]) -> list[Price]:
         try:
-            prices = [price_from_json(row.prices[f.name]) for f in filters]
+            prices = [price_from_json(stored[f.name]) for f in filters]
             for f, p in zip(filters, prices):
                 if not isinstance(p, str) and (len(p) != f.width or any(not x >= 0 for x in p)):
                     raise ValueError(f"a {f.name} price must be {f.width} non-negative number(s)")
-            if text is not None and filters is self._filters:
-                if len(self._prices_memo) >= _ENCODED_MEMO:
-                    self._prices_memo.clear()
-                self._prices_memo[text] = prices
             return prices
         except (KeyError, ValueError) as exc:
             raise LedgerIntegrityError(
-                f"ledger {self._ledger.path!r}: row {row.seq} does not store a price for every filter of its rule "
+                f"ledger {self._ledger.path!r}: row {seq} does not store a price for every filter of its rule "
                 f"({type(exc).__name__}); verify it with 'privreg ledger verify'"
             ) from None
 

@@ -621,14 +621,14 @@ class PostgresLedger(Ledger):
         self._known = head
         return head
 
-    def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
-        """:meth:`Ledger.rows`; in a turn, from the rows it began with when they reach
-        back to ``after`` (their chain checked the same way)."""
+    def _checked_rows(self, after: int, verify: bool) -> list[tuple[Any, ...]]:
+        """:meth:`Ledger.rows` as stored; in a turn, from the rows it began with when they
+        reach back to ``after`` (their chain checked the same way)."""
         raw = self._held_rows(after)
         if raw is None:
-            rows = super().rows(after=after, verify=verify)
+            rows = super()._checked_rows(after, verify)
             if rows:
-                self._known = (rows[-1].seq, rows[-1].hash)
+                self._known = (int(rows[-1][0]), str(rows[-1][8]))
             return rows
         if verify:
             if self._key_problem is not None:
@@ -638,7 +638,7 @@ class PostgresLedger(Ledger):
             problems = self._check([r[:11] for r in raw], prev, after, self._key, states, contents=True)
             if problems:
                 raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
-        return [self._decode(r[:11]) for r in raw]
+        return [r[:11] for r in raw]
 
     @contextmanager
     def turn(self) -> Iterator[None]:
