@@ -200,7 +200,8 @@ def test_a_charge_after_others_catches_up_from_its_append_and_decides_as_a_fresh
         charge(b, 4, "b")  # rows 2-5, a checkpoint at row 4
         monkeypatch.setattr(_Connection, "execute", execute)
         charge(a, 1, "a-after-b")
-        assert calls == ["append", "wait_turn", "append"]  # the first append returned b's rows
+        # the first append returned b's rows; the one in the turn committed asynchronously, then flushed
+        assert calls == ["append", "wait_turn", "append", "pg_logical_emit_message"]
         calls.clear()
         charge(a, 1, "a-alone")
         assert calls == ["append"]  # nothing new: one round trip

@@ -77,6 +77,7 @@ __all__ = [
     "LedgerBusyError",
     "LedgerKeyError",
     "LedgerIntegrityError",
+    "LedgerRowsLostError",
     "GENESIS_TAG",
     "CHAIN_SHA256",
     "CHAIN_HMAC",
@@ -148,6 +149,11 @@ class LedgerKeyError(LedgerError, ValueError):
 
 class LedgerIntegrityError(LedgerError):
     """The ledger's hash chain is broken or a row cannot be decoded."""
+
+
+class LedgerRowsLostError(LedgerError):
+    """Rows a reader was given are gone (a server crash took rows committed but not yet
+    flushed, see :mod:`privreg.budget.store_postgres`): read the ledger again from row 1."""
 
 
 #: What json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False) builds on
@@ -225,6 +231,11 @@ def _parameters_json(parameters: Mapping[str, Any]) -> str:
         _PARAMETERS_MEMO[key] = text
     return text
 
+
+#: Texts of rows that decode (parameters, event, randomness, stated, prices): a ledger's
+#: rows repeat a few, so a catch-up checks each once (cleared when full).
+_DECODES: set[tuple[Any, ...]] = set()
+_DECODES_SIZE = 1024
 
 #: event_from_json, cached: a ledger's rows repeat a few kinds of release, and events are frozen.
 _event_from_json = functools.lru_cache(maxsize=1024)(event_from_json)
@@ -1028,7 +1039,37 @@ class Ledger:
     def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
         """Rows with seq > ``after``, in order: O(log n + new rows). With ``verify``, a
         broken chain raises (a keyed ledger needs its key to verify)."""
+        return [self._decode(r) for r in self._checked_rows(after, verify)]
+
+    def prices_after(self, after: int, *, expect: str | None = None) -> list[tuple[int, str, str]] | None:
+        """``(seq, hash, stored prices text)`` of each row with seq > ``after``, in order,
+        read and checked as :meth:`rows` with ``verify`` (the chain, and that each row
+        decodes) without building its charge: all a session's catch-up needs of a priced
+        row. None when some row stores no prices: read those with :meth:`rows`. ``expect``:
+        the hash row ``after`` had when the caller read it; LedgerRowsLostError if it is
+        gone or now has another."""
+        raw = self._checked_rows(after, True, expect)
+        out = []
+        good = _DECODES
+        for r in raw:
+            text = r[10] if len(r) > 10 else ""
+            if not text or text == "{}":  # priced from its event, as rows() gives it
+                return None
+            texts = (r[3], r[4], r[6], r[9], text)  # what decoding reads (a Charge checks no type)
+            if texts not in good:
+                self._decode(r)  # raises, as rows() would, for a row that cannot be decoded
+                if len(good) >= _DECODES_SIZE:
+                    good.clear()
+                good.add(texts)
+            out.append((int(r[0]), str(r[8]), str(text)))
+        return out
+
+    def _checked_rows(self, after: int, verify: bool, expect: str | None = None) -> list[tuple[Any, ...]]:
+        """:meth:`rows` as stored (tuples of their columns), the chain checked if ``verify``;
+        ``expect``: as :meth:`prices_after`."""
         with self._sql("reading rows"):
+            if expect is not None:
+                self._expect_at(after, self._hash_or_none(after), expect)
             raw = self._raw_rows(after)
             if verify:
                 if self._key_problem is not None:
@@ -1037,7 +1078,7 @@ class Ledger:
                 problems = self._check(raw, prev, after, self._key, self._checkpoint_texts(after), contents=True)
                 if problems:
                     raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
-        return [self._decode(r) for r in raw]
+        return raw
 
     def replay(self, accountant: Accountant) -> Accountant:
         """Compose every charged event, in order, into ``accountant`` (after verifying the
@@ -1056,6 +1097,21 @@ class Ledger:
         """The seq of the row whose hash is ``digest``, None if there is none."""
         row = self._db.execute("SELECT seq FROM charges WHERE hash = ?", (digest,)).fetchone()
         return None if row is None else int(row[0])
+
+    def _hash_or_none(self, seq: int) -> str | None:
+        if seq == 0:
+            return self.genesis()
+        try:
+            return self._hash_at(seq)
+        except LedgerIntegrityError:
+            return None
+
+    def _expect_at(self, seq: int, found: str | None, expect: str) -> None:
+        if found != expect:
+            raise LedgerRowsLostError(
+                f"ledger {self.path!r}: row {seq} is {'gone' if found is None else 'another row'} since it was "
+                f"read (rows committed but not flushed when the server crashed); read it again from row 1"
+            )
 
     def _hash_at(self, seq: int) -> str:
         row = self._db.execute("SELECT hash FROM charges WHERE seq = ?", (seq,)).fetchone()

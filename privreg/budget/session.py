@@ -48,7 +48,8 @@ import attrs
 
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import FILTERS, Filter, Price, make_filter, price_from_json, price_to_json
-from privreg.budget.ledger import EncodedPrices, Ledger, LedgerIntegrityError, LedgerRow
+from privreg.budget.ledger import EncodedPrices, Ledger, LedgerIntegrityError, LedgerRow, LedgerRowsLostError
+from privreg.budget.ledger import _stored_prices as _stored_text
 from privreg.budget.memory_store import MEMORY, MemoryLedger
 from privreg.budget.store import LedgerStore, is_postgres_url, open_readonly
 from privreg.core import validation as v
@@ -284,6 +285,10 @@ class BudgetSession:
         #: skips the read before it, and its append's head check stands for that read
         # optional store flags, declared on Ledger (a third-party LedgerStore may omit them)
         self._optimistic = bool(getattr(self._ledger, "catches_up_on_append", False))
+        #: the store may lose rows it gave (PostgreSQL: see may_lose_rows there): appends
+        #: name the hash of row _seen, and a catch-up checks that row is still there
+        self._chained = bool(getattr(self._ledger, "may_lose_rows", False))
+        self._seen_hash: str | None = None  # hash of row _seen, when read from the ledger
         with self._lock:
             self._catch_up()
 
@@ -369,8 +374,41 @@ class BudgetSession:
                 cp = self._ledger.last_checkpoint()
                 if cp is not None:
                     self._load_checkpoint(cp.state, cp.seq)
-        elif self._ledger.head()[0] == self._seen:  # nothing new (one indexed read): the usual case
+        else:
+            head = self._ledger.head()
+            if head[0] == self._seen and (not self._chained or head[1] == self._head()[1]):
+                return  # nothing new (one indexed read): the usual case
+        try:
+            self._fold()
+        except LedgerRowsLostError:  # a crash took rows our filters hold: start again from row 1
+            self._filters = self._fresh_filters()
+            self._prices_memo.clear()
+            self._seen, self._seen_hash = 0, None
+            self._fold()
+
+    def _head(self) -> tuple[int, str]:
+        """The row this session's filters hold last, as ``(seq, hash)``."""
+        if self._seen_hash is None:
+            return (self._seen, str(self._ledger.genesis()) if self._seen == 0 else "")  # type: ignore[attr-defined]
+        return (self._seen, self._seen_hash)
+
+    def _fold(self) -> None:
+        """Apply the rows after ``_seen``; on a store that may lose rows, only if row
+        ``_seen`` is still the one the filters hold (else LedgerRowsLostError)."""
+        expect = self._head()[1] if self._chained and (self._seen == 0 or self._seen_hash is not None) else None
+        # the stored prices alone, checked as rows() checks them (no charge built): a
+        # writer in a turn catches up on every other writer's charge, one by one
+        fast = getattr(self._ledger, "prices_after", None) if self._plan is None else None
+        texts = fast(self._seen, expect=expect) if fast is not None else None
+        if texts is not None:
+            for seq, _, text in texts:
+                for f, price in zip(self._filters, self._text_prices(text, seq)):
+                    f.apply(price)
+            if texts:
+                self._seen, self._seen_hash = texts[-1][0], texts[-1][1]
             return
+        if expect is not None:  # rows() does not say whether row _seen is still ours: ask first
+            self._ledger.prices_after(self._seen, expect=expect)  # type: ignore[attr-defined]
         rows = self._ledger.rows(after=self._seen)
         if self._plan is not None:
             for row in rows:
@@ -385,7 +423,7 @@ class BudgetSession:
                 for f, price in zip(self._filters, self._stored_prices(row, self._filters)):
                     f.apply(price)
         if rows:
-            self._seen = rows[-1].seq
+            self._seen, self._seen_hash = rows[-1].seq, rows[-1].hash
 
     def _load_checkpoint(self, state: Mapping[str, Any], seq: int) -> None:
         try:
@@ -406,22 +444,36 @@ class BudgetSession:
             return [f.price(row.charge.event, row.charge.stated) for f in filters]
         text = row.prices.text if isinstance(row.prices, EncodedPrices) else None
         if text is not None and filters is self._filters:
-            memo = self._prices_memo.get(text)
-            if memo is not None:  # these filters read this exact text before: the same prices
-                return memo
+            return self._text_prices(text, row.seq, row.prices)
+        return self._decoded_prices(row.prices, row.seq, filters)
+
+    def _text_prices(self, text: str, seq: int, stored: Mapping[str, Any] | None = None) -> list[Price]:
+        """Each of the session's filters' price in row ``seq``'s stored prices ``text``
+        (``stored``: the text decoded, if at hand), decoded once per distinct text."""
+        memo = self._prices_memo.get(text)
+        if memo is not None:  # these filters read this exact text before: the same prices
+            return memo
+        if stored is None:
+            try:
+                stored = _stored_text(text)
+            except ValueError:
+                stored = {}  # not a mapping: refused below, as a missing price
+        prices = self._decoded_prices(stored, seq, self._filters)
+        if len(self._prices_memo) >= _ENCODED_MEMO:
+            self._prices_memo.clear()
+        self._prices_memo[text] = prices
+        return prices
+
+    def _decoded_prices(self, stored: Mapping[str, Any], seq: int, filters: Sequence[Filter]) -> list[Price]:
         try:
-            prices = [price_from_json(row.prices[f.name]) for f in filters]
+            prices = [price_from_json(stored[f.name]) for f in filters]
             for f, p in zip(filters, prices):
                 if not isinstance(p, str) and (len(p) != f.width or any(not x >= 0 for x in p)):
                     raise ValueError(f"a {f.name} price must be {f.width} non-negative number(s)")
-            if text is not None and filters is self._filters:
-                if len(self._prices_memo) >= _ENCODED_MEMO:
-                    self._prices_memo.clear()
-                self._prices_memo[text] = prices
             return prices
         except (KeyError, ValueError) as exc:
             raise LedgerIntegrityError(
-                f"ledger {self._ledger.path!r}: row {row.seq} does not store a price for every filter of its rule "
+                f"ledger {self._ledger.path!r}: row {seq} does not store a price for every filter of its rule "
                 f"({type(exc).__name__}); verify it with 'privreg ledger verify'"
             ) from None
 
@@ -675,7 +727,7 @@ class BudgetSession:
                     while row is None:  # only a writer bypassing the queue gets here
                         self._catch_up()
                         row = self._charge_once(charge, event, stated, what)
-            self._seen = row.seq
+            self._seen, self._seen_hash = row.seq, row.hash
 
     def _append(
         self,
@@ -692,6 +744,10 @@ class BudgetSession:
         if self._plan is None and seq % CHECKPOINT_EVERY == 0:
             states = after if after is not None else [(f.sums, f.dead) for f in filters]
             checkpoint = {f.name: f.state_at(*st) for f, st in zip(filters, states)}
+        if self._chained and (self._seen == 0 or self._seen_hash is not None):  # on the very row our state holds
+            append_after = self._ledger.try_append_after  # type: ignore[attr-defined]
+            row: LedgerRow | None = append_after(charge, head=self._head(), prices=stored, checkpoint=checkpoint)
+            return row
         return self._ledger.try_append(charge, expected_seq=self._seen, prices=stored, checkpoint=checkpoint)
 
     def _encoded(self, filters: Sequence[Filter], prices: Sequence[Price]) -> EncodedPrices:

@@ -20,10 +20,22 @@ once) and appends; that append gives the turn back. An append out of turn yields
 writer in its turn, so no writer waits for ever; a writer that found others ahead of it
 waits for its turn before pricing its next charge.
 
+Durability outside the turn: an append in a turn commits without waiting for the WAL
+flush (``synchronous_commit`` off for its transaction alone), so the next writer's turn
+does not wait for the disk; the writer then flushes (a transaction that writes one WAL
+record and commits synchronously flushes the WAL past every earlier commit) before the
+charge returns, and so before anything is released. Flushes of writers in a row share the
+disk's syncs. A server crash can then take rows committed but not yet flushed -- never a
+released one -- which other sessions may have read: each session chains its append on
+the hash of the row its filters hold last (:meth:`PostgresLedger.try_append_after`), so
+it can only append after that very row, and reads the ledger again from row 1 when that
+row is gone (:class:`~privreg.budget.ledger.LedgerRowsLostError`).
+
 Faults: a connection lost during ``append`` (server restart, network) leaves the outcome
 unknown to the client; the store reconnects, ends its old server process if it is still
 running (so that its transaction cannot commit later), and looks the row up by its hash:
-found, the charge stands; not found, nothing was written and the session decides again.
+found (after a flush on the new connection), the charge stands; not found, nothing was
+written and the session decides again.
 Neither case charges twice or loses a charge. A client killed mid-transaction leaves
 nothing: the server rolls its transaction back.
 
@@ -235,6 +247,10 @@ def schema_sql(schema: str) -> list[str]:
                 -- row p_seq - 1 and the rows after it, to decide again on
                 RETURN QUERY SELECT false, {_ROWS_FROM} p_seq - 1 ORDER BY c.seq;
                 RETURN;
+            END IF;
+            IF p_in_turn THEN
+                -- the turn passes at commit; the caller flushes the WAL before it releases
+                PERFORM set_config('synchronous_commit', 'off', true);
             END IF;
             INSERT INTO charges VALUES (p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label,
                 p_randomness, p_prev_hash, p_hash, p_stated, p_prices);
@@ -556,6 +572,12 @@ def _function_bodies(schema: str) -> dict[str, tuple[str, bool, list[str] | None
     return out
 
 
+#: Makes every commit before it durable: a transaction that writes a WAL record (an empty
+#: logical message, read by no one) and commits synchronously flushes the WAL up to its
+#: own commit, and so past every earlier one (the WAL is one sequence).
+_FLUSH = "SELECT pg_logical_emit_message(true, 'privreg', ''), set_config('synchronous_commit', 'on', true)"
+
+
 class _HeadMoved(Exception):
     """The append function found a newer head: nothing was written."""
 
@@ -799,6 +821,11 @@ class PostgresLedger(Ledger):
     #: replay the stored prices from row 1 instead (rows are immutable; an analyst can
     #: misprice only her own releases, which she could also leave uncharged).
     trusts_checkpoints = False
+    #: Rows a session was given may be lost: appends in a turn commit asynchronously (each
+    #: flushed before its caller releases), so a crash can take rows others read (never
+    #: released ones). A session then chains its appends on the hash of the row its state holds
+    #: (:meth:`try_append_after`) and reads again from row 1 when that row is gone.
+    may_lose_rows = True
     #: Whether others appended while this writer last charged: its next charge then waits
     #: for the turn first, not to price on rows it would surely miss.
     contended = False
@@ -826,15 +853,17 @@ class PostgresLedger(Ledger):
         self._known = head
         return head
 
-    def rows(self, *, after: int = 0, verify: bool = True) -> list[LedgerRow]:
-        """:meth:`Ledger.rows`; in a turn, from the rows it began with when they reach
-        back to ``after`` (their chain checked the same way)."""
+    def _checked_rows(self, after: int, verify: bool, expect: str | None = None) -> list[tuple[Any, ...]]:
+        """:meth:`Ledger.rows` as stored; in a turn, from the rows it began with when they
+        reach back to ``after`` (their chain checked the same way)."""
         raw = self._held_rows(after)
         if raw is None:
-            rows = super().rows(after=after, verify=verify)
+            rows = super()._checked_rows(after, verify, expect)
             if rows:
-                self._known = (rows[-1].seq, rows[-1].hash)
+                self._known = (int(rows[-1][0]), str(rows[-1][8]))
             return rows
+        if expect is not None:
+            self._expect_at(after, self.genesis() if after == 0 else self._hash_held(after), expect)
         if verify:
             if self._key_problem is not None:
                 raise LedgerIntegrityError(f"{self._key_problem} (or read with verify=False)")
@@ -843,7 +872,7 @@ class PostgresLedger(Ledger):
             problems = self._check([r[:11] for r in raw], prev, after, self._key, states, contents=True)
             if problems:
                 raise LedgerIntegrityError(f"ledger {self.path!r}: {problems[0]}")
-        return [self._decode(r[:11]) for r in raw]
+        return [r[:11] for r in raw]
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -937,17 +966,46 @@ class PostgresLedger(Ledger):
         except _HeadMoved:
             return None
 
+    def try_append_after(
+        self,
+        charge: Charge,
+        *,
+        head: tuple[int, str],
+        prices: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> LedgerRow | None:
+        """:meth:`try_append` after row ``head`` = ``(seq, hash)`` as the caller read it:
+        nothing is written unless the ledger's head is that very row (rows may be lost in
+        a crash and others appended in their place: see the module docstring)."""
+        self._check_append(head[0])
+        if self._known[0] == head[0]:
+            known = self._known
+        elif self._held_rows(head[0]) is not None:
+            known = (head[0], self.genesis() if head[0] == 0 else self._hash_held(head[0]))
+        else:
+            known = self.head()
+        if known != head:  # others appended, or the row the caller read is gone: its turn reads again
+            return None
+        try:
+            return self._append_after(head, charge, prices=prices, checkpoint=checkpoint)
+        except _HeadMoved:
+            return None
+
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
         seq, digest = values[0], values[8]
         link = (None, None) if state is None else self._checkpoint_link(seq, digest, state)
-        args = (*values, state, *link, self._in_turn)
+        in_turn = self._in_turn
+        args = (*values, state, *link, in_turn)
         try:
             found = self._pg.execute(_APPEND_CALL, args, retry=False).fetchall()
+            if in_turn and found and found[0][0]:  # committed in its turn, not yet durable: flush it now
+                self._pg.execute(_FLUSH, retry=False).fetchall()
         except self._pg.psycopg.OperationalError:
             if not self._pg.lost():
                 raise
             self._in_turn, self._held = False, None  # the server ended the turn with the connection
             self._pg.reconnect()  # ends the old server process first: its outcome is final
+            self._pg.execute(_FLUSH, retry=False).fetchall()  # what committed before is durable, or gone
             written = self._db.execute("SELECT 1 FROM charges WHERE hash = ?", (digest,)).fetchone() is not None
             found = [(True,)] if written else []
         if found and found[0][0]:
