@@ -109,10 +109,15 @@ from privreg.plugins.pprl.bands import (
     union_pairs,
 )
 from privreg.plugins.pprl.message_bounds import OVERHEAD, ciphertext_bytes, header_bytes, public_key_bytes, step_kind
+from privreg.plugins.pprl.oprf import ELEMENT_BYTES, OprfKey, blind, finalize
 from privreg.plugins.pprl.padding import check_pad, pad_candidates
 from privreg.plugins.pprl.party_blocking import (
+    CANARIES,
     DIGEST_BYTES,
+    canary_check,
+    canary_rows,
     check_pair_tokens,
+    oprf_rows,
     pair_key,
     pair_tokens,
     private_order,
@@ -478,6 +483,7 @@ class DiceLinkageProtocol(Protocol):
                 else 24 * pairs + len(others) * OVERHEAD,
                 "refine": 8 * pairs + n * OVERHEAD,
                 "resolve": 8 * pairs + n * OVERHEAD if self.blocking == "parties" else 0,
+                "oprf-evaluated": self._oprf_bytes(m, n) if self.blocking == "parties" else 0,
                 "result": 16 * m + OVERHEAD,
             }.get(kind, 0)
         if receiver == lu and sender in counts:
@@ -487,6 +493,7 @@ class DiceLinkageProtocol(Protocol):
             return {
                 "tokens": 0 if mine else 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
                 "candidates": n * 256 + OVERHEAD if mine else 0,  # per peer: its name, a count and a digest
+                "oprf-blinded": self._oprf_bytes(counts[sender], n) if mine else 0,
                 "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
                 "masked": d * c + h + OVERHEAD,
                 "terms": d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
@@ -495,7 +502,7 @@ class DiceLinkageProtocol(Protocol):
             slots = self.blocking == "parties"  # masked CLKs per slot, tokens peer to peer
             return {
                 "popcount": 64,
-                "pair-tokens": 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD if slots else 0,
+                "pair-tokens": 8 * (J + self.exact_passes) * counts[sender] + DIGEST_BYTES + OVERHEAD if slots else 0,
                 # rows per chunk: one per slot under "parties", one per candidate record otherwise
                 "masked": min(pairs_of(sender, receiver), beaver.CHUNK_PAIRS, *(() if slots else (counts[sender],)))
                 * (8 * self.length + 8)
@@ -503,6 +510,12 @@ class DiceLinkageProtocol(Protocol):
                 "shares": decisions(sender, receiver) * c + h + OVERHEAD,
             }.get(kind, 0)
         return 0
+
+    def _oprf_bytes(self, records: int, parties: int) -> int:
+        """A bound on a party's OPRF query or its answer: one element per record, band and
+        exact pass, and the check inputs."""
+        J = self.bands.bands if self.bands is not None else _MAX_BANDS
+        return ELEMENT_BYTES * (records * (J + self.exact_passes) + CANARIES * (parties - 1)) + OVERHEAD
 
     @staticmethod
     def _kind(step: str) -> str:
@@ -527,7 +540,16 @@ class DiceLinkageProtocol(Protocol):
         if counts is None:
             return None
         kinds: tuple[str, ...] = ("keys", "keys-dgk", "deal", "refine", "result", "bits", "tokens", "masked")
-        kinds += ("terms", "popcount", "pair-tokens", "candidates", "resolve", "resolved")
+        kinds += (
+            "terms",
+            "popcount",
+            "pair-tokens",
+            "candidates",
+            "resolve",
+            "resolved",
+            "oprf-blinded",
+            "oprf-evaluated",
+        )
         everyone = [self.linkage_unit, *self.names]
         return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
 
@@ -630,6 +652,8 @@ class DiceLinkageProtocol(Protocol):
             orientation = pair_orientation(names)
             blocked = PhaseProgress(self.progress, "blocking", total=len(orientation), unit="party pair")
             if self.blocking == "parties":
+                await self._evaluate_oprf(ch, rng)
+                timer.lap("oprf")
                 await self._deal_slots(ch, rng, plan, deals, blocked)
             for i, j in orientation if self.blocking == "linkage-unit" else ():
                 left, right = _roles(i, j)
@@ -744,6 +768,31 @@ class DiceLinkageProtocol(Protocol):
         )
         ex, sk2 = exact_pairs(ex_a, ex_b, max_block_pairs=cfg.max_block_pairs)
         return union_pairs(lsh, ex), sk + sk2
+
+    async def _evaluate_oprf(self, ch: Channel, rng: RandomSource) -> None:
+        """``blocking="parties"``: raise every data party's blinded elements to a fresh OPRF
+        key (:mod:`oprf`), at most as many as its declared records times the bands and exact
+        passes, plus its check inputs, and the same number per record at every party."""
+        key = OprfKey(rng=rng)
+        counts, names = self._counts(), self.names
+        extra = CANARIES * (len(names) - 1)
+        width: int | None = None
+        limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
+        for p in names:
+            msg = await ch.recv(p, step="oprf-blinded")
+            n = msg.shape[0] if isinstance(msg, np.ndarray) and msg.ndim == 2 else -1
+            ok = n >= extra
+            if ok and counts is not None:  # without declared counts nothing bounds the query per record
+                w, r = divmod(n - extra, max(counts[p], 1))
+                ok = r == 0 and (w == 0 if counts[p] == 0 else w <= limit and width in (None, w))
+                width = w if ok and counts[p] else width
+            if not ok:
+                raise ProtocolError(
+                    f"{p!r} sent {n if n >= 0 else 'a malformed number of'} blinded elements; expected its declared "
+                    f"records times the bands and exact passes (the same at every party, at most {limit} per record) "
+                    f"plus {extra} check inputs"
+                )
+            await ch.send(p, key.evaluate(msg, count=n, sender=p), step="oprf-evaluated")
 
     async def _deal_slots(
         self,
@@ -902,7 +951,9 @@ class DiceLinkageProtocol(Protocol):
         exact = rec.exact_keys if rec.exact_keys is not None else np.zeros((m, 0), dtype=np.uint64)
         slots: dict[str, np.ndarray] | None = None
         if self.blocking == "parties":
-            slots = await self._block_with_peers(ch, me, secret, tok, exact, rng)
+            tok, exact, checks = await self._oprf_tokens(ch, me, secret, tok, exact, rng)
+            timer.lap("oprf")
+            slots = await self._block_with_peers(ch, me, secret, tok, exact, rng, checks=checks)
         else:
             await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
         timer.lap("tokens")
@@ -989,8 +1040,46 @@ class DiceLinkageProtocol(Protocol):
             counts.append(x[1])
         return recommended_bands(filter_length=self.length, popcount=max(1, *medians), records=max(1, *counts))
 
-    async def _block_with_peers(
+    async def _oprf_tokens(
         self, ch: Channel, me: str, secret: bytes, tok: np.ndarray, exact: np.ndarray, rng: RandomSource
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, bytes]]:
+        """``blocking="parties"``: the band and exact-pass tokens through the linkage unit's
+        OPRF (:mod:`oprf`; inputs :func:`party_blocking.oprf_rows`, then
+        :data:`~party_blocking.CANARIES` check inputs per peer, all blinded, in a private
+        random order), and per peer the keyed digest of the pair's check outputs."""
+        m, J = tok.shape
+        F = exact.shape[1]
+        peers = [q for q in self.names if q != me]
+        keys = {}
+        for q in peers:
+            i, j = sorted((self.names.index(me), self.names.index(q)))
+            keys[q] = pair_key(secret, self.names[i], self.names[j], "oprf-check")
+        x = np.concatenate([oprf_rows(tok, exact, rng), *(canary_rows(keys[q]) for q in peers)])
+        perm = private_order(x.shape[0], rng)
+        blinded, inverses = blind(x[perm], rng)
+        await ch.send(self.linkage_unit, blinded, step="oprf-blinded")
+        got = await ch.recv(self.linkage_unit, step="oprf-evaluated")
+        words = np.empty(x.shape[0], dtype=np.uint64)
+        words[perm] = finalize(x[perm], got, inverses, sender=self.linkage_unit)
+        new_tok = words[: m * J].reshape(m, J)
+        new_ex = np.where(exact != 0, words[m * J : m * (J + F)].reshape(m, F) | np.uint64(1), np.uint64(0))
+        base = m * (J + F)
+        checks = {
+            q: canary_check(words[base + k * CANARIES : base + (k + 1) * CANARIES], keys[q])
+            for k, q in enumerate(peers)
+        }
+        return new_tok, new_ex.astype(np.uint64), checks
+
+    async def _block_with_peers(
+        self,
+        ch: Channel,
+        me: str,
+        secret: bytes,
+        tok: np.ndarray,
+        exact: np.ndarray,
+        rng: RandomSource,
+        *,
+        checks: Mapping[str, bytes],
     ) -> dict[str, np.ndarray]:
         """``blocking="parties"`` (:mod:`party_blocking`): exchange re-keyed tokens with every
         peer in a private row order, form the pair's slots and send the linkage unit their
@@ -1002,12 +1091,17 @@ class DiceLinkageProtocol(Protocol):
             i, j = sorted((self.names.index(me), self.names.index(q)))
             perm = private_order(tok.shape[0], rng)
             t, x = pair_tokens(tok[perm], exact[perm], pair_key(secret, self.names[i], self.names[j], "tokens"))
-            await ch.send(q, {"tokens": t, "exact": x}, step="pair-tokens")
+            await ch.send(q, {"tokens": t, "exact": x, "check": checks[q]}, step="pair-tokens")
             sent[q] = (perm, t, x)
         out: dict[str, np.ndarray] = {}
         summary = []
         for q in peers:
             got = await ch.recv(q, step="pair-tokens")
+            if not isinstance(got, Mapping) or got.get("check") != checks[q]:
+                raise ProtocolError(
+                    f"{q!r} and {me!r} got different OPRF outputs from {self.linkage_unit!r} for their pair's check "
+                    f"inputs (a wrong or missing evaluation); refusing to block"
+                )
             t_q, x_q = check_pair_tokens(
                 got, q, bands=tok.shape[1], exact=exact.shape[1], rows=None if counts is None else counts[q]
             )

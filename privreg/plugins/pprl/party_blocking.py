@@ -36,9 +36,23 @@ from privreg.core.randomness import RandomSource
 from privreg.plugins.pprl.blocking import prf_words
 from privreg.plugins.pprl.kdf import derive_key
 
-__all__ = ["pair_key", "pair_tokens", "private_order", "slot_order", "slot_digest", "check_pair_tokens"]
+__all__ = [
+    "CANARIES",
+    "pair_key",
+    "pair_tokens",
+    "private_order",
+    "slot_order",
+    "slot_digest",
+    "check_pair_tokens",
+    "oprf_rows",
+    "canary_rows",
+    "canary_check",
+]
 
 DIGEST_BYTES = 32
+#: Check inputs per peer in a party's OPRF query (:func:`canary_rows`).
+CANARIES = 4
+_CANARY_COLUMN = (1 << 64) - 1  # never a band or exact-pass column
 
 
 def pair_key(secret: bytes, left: str, right: str, purpose: str) -> bytes:
@@ -97,3 +111,38 @@ def check_pair_tokens(msg: Any, frm: str, *, bands: int, exact: int, rows: int |
     if tok.shape[0] != ex.shape[0] or (rows is not None and tok.shape[0] != rows):
         raise ProtocolError(f"{frm!r} sent tokens for another number of records than it declared")
     return tok.astype(np.uint64), ex.astype(np.uint64)
+
+
+def oprf_rows(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.ndarray:
+    """The OPRF inputs ``(column, token)`` of every record and band (record-major), then
+    of every record and exact pass: ``m (J + F)`` rows, whatever the data (a missing exact
+    token, 0, is replaced by a fresh random word, so the count tells the linkage unit
+    nothing; its output is discarded)."""
+    m, J = tokens.shape
+    F = exact.shape[1]
+    ex = exact.copy()
+    missing = ex == 0
+    if missing.any():
+        ex[missing] = np.frombuffer(rng.random_bytes(8 * int(missing.sum())), dtype="<u8")
+    cols = np.concatenate(
+        [
+            np.broadcast_to(np.arange(J, dtype=np.uint64), (m, J)).reshape(-1),
+            np.broadcast_to(np.arange(J, J + F, dtype=np.uint64), (m, F)).reshape(-1),
+        ]
+    )
+    return np.stack([cols, np.concatenate([tokens.reshape(-1), ex.reshape(-1)])], axis=1)
+
+
+def canary_rows(key: bytes) -> np.ndarray:
+    """:data:`CANARIES` OPRF inputs both parties of a pair derive from their pair key: the
+    linkage unit cannot tell them from record inputs (all are blinded), so if it evaluates
+    some elements with another key, or one party's with another key, the pair's
+    :func:`canary_check` values differ with probability at least the corrupted share."""
+    idx = np.arange(CANARIES, dtype=np.uint64)[:, None]
+    return np.column_stack([np.full(CANARIES, _CANARY_COLUMN, dtype=np.uint64), prf_words(key, idx)])
+
+
+def canary_check(words: np.ndarray, key: bytes) -> bytes:
+    """A keyed digest of the pair's canary outputs, sent to the peer with the pair tokens."""
+    data = np.ascontiguousarray(np.asarray(words, dtype="<u8")).tobytes()
+    return hashlib.blake2b(data, key=key[:64], digest_size=DIGEST_BYTES).digest()
