@@ -1,5 +1,17 @@
 """Blocking among the data parties (``clk-dice`` with ``blocking="parties"``, issue #33).
 
+Tokens: each data party first turns its keyed band tokens and exact-pass tokens into
+``F_k(column, token)``, the linkage unit's oblivious PRF (:mod:`oprf`, 2HashDH): it sends
+the linkage unit one blinded group element per record and band or exact pass
+(:func:`oprf_rows`; a missing exact token is replaced by a random input, so the count is
+``m (J + F)`` whatever the data) and :data:`CANARIES` check inputs per peer
+(:func:`canary_rows`, from the pair key, indistinguishable from the rest), in a private
+random order; the linkage unit raises each to its key and sends them back. The linkage unit
+sees only uniformly random group elements and their number; a data party learns ``F_k``
+on its own inputs only. The two parties of a pair exchange a keyed digest of their check
+outputs (:func:`canary_check`) with their pair tokens and stop when they differ (a wrong
+or missing evaluation).
+
 Per pair of data parties ``(P, Q)`` (names in the run's order), both derive a pair key
 from the shared secret and the two names (HKDF, :func:`kdf.derive_key`, label
 ``clk-dice/pair/P/Q``), re-key their band tokens and exact-pass tokens with it
@@ -14,14 +26,21 @@ masks per slot, so it holds no record index, no pair structure and no per-pair s
 before the decisions. Afterwards it asks each party for its record of every *accepted*
 slot only (to form groups: what the output shows anyway).
 
-Leakage to the data parties (measured in ``benchmarks/pprl_blocking.py``; the inversion is
-run on a transcript in ``tests/test_pprl_party_blocking.py``): each receives
-its peers' keyed tokens. It holds the secret, so it can invert a 16-bit band token by
-trying the ``2^16`` band values and read about 85 % of every peer CLK's bits, estimate the
-Dice of every pair of its and the peer's records (Spearman 0.97-0.98 on FEBRL 4 like the
-linkage unit's under ``blocking="linkage-unit"``), find near-duplicates within the peer,
-and test a guessed identity against the peer's records (a dictionary attack). It computes
-its real candidates itself, so membership padding hides nothing from it.
+Leakage to the data parties (measured in ``benchmarks/pprl_blocking.py``; the attacks are
+run on a transcript in ``tests/test_pprl_party_blocking.py``): each receives its peers'
+pair tokens. Before the OPRF it could invert every 16-bit band token by trying the
+``2^16`` values with the shared secret and read about 85 % of every peer CLK's bits; with
+it, it cannot evaluate ``F_k`` on a value it does not hold, so that attack inverts no token.
+It still sees which of its records share band tokens (and exact-pass tokens: equal dates
+of birth, ids) with which of a peer's rows: the peer's band value wherever it holds the
+same value itself, a Dice estimate between its records and the peer's from the shared
+count (Spearman 0.955-0.975 on FEBRL 4, as before), and membership (it computes its real
+candidates itself, so padding would hide nothing), and which of the peer's rows share
+tokens with each other (near-duplicates within the peer). Semi-honest: a party that queried guessed values
+in place of its records could invert those (the linkage unit bounds a query to the
+declared records times the bands and exact passes, so about ``m (J + F) / 2^16`` bands
+in full); a party colluding with the linkage unit gets ``F_k`` anywhere and the attack
+back.
 """
 
 from __future__ import annotations
