@@ -2,15 +2,17 @@
 and what the linkage unit and the data parties can infer about similarities.
 
     python benchmarks/pprl_blocking.py [--data febrl4,febrl3x5000] [--records 5000]
-                                       [--key-bits 2048] [--seed 1]
+                                       [--key-bits 2048] [--seed 1] [--modes linkage-unit,parties]
 
 Data (benchmarks/pprl.py's ``load``): ``febrl4``, the two FEBRL 4 files; ``febrl3x5000``,
 the 5,000 FEBRL 4 originals copied to 3 parties (overlap 1.0, 30 % corrupted). Every row
 encodes the CLKs once with a fresh secret, then runs DiceLinkageProtocol (the default
 profile: bands agreed by the data parties, exact passes, threshold 0.75, levels) in one
 process with ``workers=1``, ``blocking="linkage-unit"`` (today's mode, with the default
-membership padding pad=1) and ``blocking="parties"``; the time is the protocol run only
-(the encoding is the same for both).
+membership padding pad=1) and ``blocking="parties"`` (tokens through the linkage unit's
+OPRF, :mod:`privreg.plugins.pprl.oprf`); the time is the protocol run only (the encoding
+is the same for both). ``OPRF elements``: the blinded elements all data parties sent (one
+per record and band or exact pass, and the check inputs).
 
 Columns: group recall and precision, pairwise recall (the README's figure) and precision
 (benchmarks/pprl.py's ``group_quality``), real candidate pairs, secure decisions (dummies
@@ -26,7 +28,8 @@ Dice over the real candidate pairs of the best estimator from what the linkage u
   decision itself;
 * ``decision floor``: the decision [Dice >= 0.75] alone, which every mode reveals;
 * ``data party``: parties mode, the shared-band estimate a data party computes from its
-  own and the peer's pair tokens (the benchmark recomputes them from the secret).
+  own and the peer's pair tokens (the benchmark recomputes them from the secret: the
+  OPRF keeps equality within a band, so the count of shared tokens is the same).
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=5000)
     ap.add_argument("--key-bits", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=1, help="seeds the benchmark data only")
+    ap.add_argument("--modes", default="linkage-unit,parties")
     args = ap.parse_args()
     print(f"# python benchmarks/pprl_blocking.py {' '.join(sys.argv[1:])}")
     print(header("## clk-dice: blocking modes", processes=1, cores=1))
@@ -136,6 +140,7 @@ def main() -> None:
         "LU beyond decisions",
         "decision floor",
         "data party",
+        "OPRF elements",
     ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols), flush=True)
@@ -148,7 +153,7 @@ def main() -> None:
             p: encode_clks(frames[p], schema=FEBRL_CLK_SCHEMA, secret=secret, party=p, entity_column=ENTITY)
             for p in names
         }
-        for mode in ("linkage-unit", "parties"):
+        for mode in args.modes.split(","):
             proto = DiceLinkageProtocol(
                 parties=names,
                 records=records,
@@ -181,6 +186,11 @@ def main() -> None:
                 f"{leak['beyond']:.3f}",
                 f"{leak['decision']:.3f}",
                 f"{leak['party']:.3f}",
+                str(
+                    sum(
+                        m.payload.shape[0] for m in res.transcript.received_by(LINKAGE_UNIT) if m.step == "oprf-blinded"
+                    )
+                ),
             ]
             print("| " + " | ".join(cells) + " |", flush=True)
             del res

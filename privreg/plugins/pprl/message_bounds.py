@@ -50,9 +50,12 @@ decisions per batch message, ``l`` the comparison bits, ``J`` the bands (given, 
     result            LU -> p    16 m_p + O
 
 With ``blocking="parties"`` the tokens go peer to peer and the linkage unit never gets
-them (its ``tokens`` bound is 0: refused); ``P_pq`` counts the pair's slots, and::
+them (its ``tokens`` bound is 0: refused); ``P_pq`` counts the pair's slots, ``E = 32``
+bytes of a group element (:mod:`~privreg.plugins.pprl.oprf`), and::
 
-    pair-tokens       p -> q     8 (J + F) m_p + O
+    oprf-blinded      p -> LU    E (m_p (J + F) + 4 (n - 1)) + O   (4 check inputs per peer)
+    oprf-evaluated    LU -> p    E (m_p (J + F) + 4 (n - 1)) + O
+    pair-tokens       p -> q     8 (J + F) m_p + 32 + O     (and the pair's 32-byte check)
     candidates        p -> LU    256 n + O             (per peer: name, count, 32-byte digest)
     deal              LU -> p    sum over q of (8 P_pq + 512)   (w, a name, a role, a seed)
     masked            p -> q     (8 L + 8) min(P_pq, C) + O  (one masked CLK per slot, C per chunk)

@@ -1,5 +1,17 @@
 """Blocking among the data parties (``clk-dice`` with ``blocking="parties"``, issue #33).
 
+Tokens: each data party first turns its keyed band tokens and exact-pass tokens into
+``F_k(column, token)``, the linkage unit's oblivious PRF (:mod:`oprf`, 2HashDH): it sends
+the linkage unit one blinded group element per record and band or exact pass
+(:func:`oprf_rows`; a missing exact token is replaced by a random input, so the count is
+``m (J + F)`` whatever the data) and :data:`CANARIES` check inputs per peer
+(:func:`canary_rows`, from the pair key, indistinguishable from the rest), in a private
+random order; the linkage unit raises each to its key and sends them back. The linkage unit
+sees only uniformly random group elements and their number; a data party learns ``F_k``
+on its own inputs only. The two parties of a pair exchange a keyed digest of their check
+outputs (:func:`canary_check`) with their pair tokens and stop when they differ (a wrong
+or missing evaluation).
+
 Per pair of data parties ``(P, Q)`` (names in the run's order), both derive a pair key
 from the shared secret and the two names (HKDF, :func:`kdf.derive_key`, label
 ``clk-dice/pair/P/Q``), re-key their band tokens and exact-pass tokens with it
@@ -14,14 +26,21 @@ masks per slot, so it holds no record index, no pair structure and no per-pair s
 before the decisions. Afterwards it asks each party for its record of every *accepted*
 slot only (to form groups: what the output shows anyway).
 
-Leakage to the data parties (measured in ``benchmarks/pprl_blocking.py``; the inversion is
-run on a transcript in ``tests/test_pprl_party_blocking.py``): each receives
-its peers' keyed tokens. It holds the secret, so it can invert a 16-bit band token by
-trying the ``2^16`` band values and read about 85 % of every peer CLK's bits, estimate the
-Dice of every pair of its and the peer's records (Spearman 0.97-0.98 on FEBRL 4 like the
-linkage unit's under ``blocking="linkage-unit"``), find near-duplicates within the peer,
-and test a guessed identity against the peer's records (a dictionary attack). It computes
-its real candidates itself, so membership padding hides nothing from it.
+Leakage to the data parties (measured in ``benchmarks/pprl_blocking.py``; the attacks are
+run on a transcript in ``tests/test_pprl_party_blocking.py``): each receives its peers'
+pair tokens. Before the OPRF it could invert every 16-bit band token by trying the
+``2^16`` values with the shared secret and read about 85 % of every peer CLK's bits; with
+it, it cannot evaluate ``F_k`` on a value it does not hold, so that attack inverts no token.
+It still sees which of its records share band tokens (and exact-pass tokens: equal dates
+of birth, ids) with which of a peer's rows: the peer's band value wherever it holds the
+same value itself, a Dice estimate between its records and the peer's from the shared
+count (Spearman 0.955-0.975 on FEBRL 4, as before), and membership (it computes its real
+candidates itself, so padding would hide nothing), and which of the peer's rows share
+tokens with each other (near-duplicates within the peer). Semi-honest: a party that queried guessed values
+in place of its records could invert those (the linkage unit bounds a query to the
+declared records times the bands and exact passes, so about ``m (J + F) / 2^16`` bands
+in full); a party colluding with the linkage unit gets ``F_k`` anywhere and the attack
+back.
 """
 
 from __future__ import annotations
@@ -36,9 +55,23 @@ from privreg.core.randomness import RandomSource
 from privreg.plugins.pprl.blocking import prf_words
 from privreg.plugins.pprl.kdf import derive_key
 
-__all__ = ["pair_key", "pair_tokens", "private_order", "slot_order", "slot_digest", "check_pair_tokens"]
+__all__ = [
+    "CANARIES",
+    "pair_key",
+    "pair_tokens",
+    "private_order",
+    "slot_order",
+    "slot_digest",
+    "check_pair_tokens",
+    "oprf_rows",
+    "canary_rows",
+    "canary_check",
+]
 
 DIGEST_BYTES = 32
+#: Check inputs per peer in a party's OPRF query (:func:`canary_rows`).
+CANARIES = 4
+_CANARY_COLUMN = (1 << 64) - 1  # never a band or exact-pass column
 
 
 def pair_key(secret: bytes, left: str, right: str, purpose: str) -> bytes:
@@ -97,3 +130,38 @@ def check_pair_tokens(msg: Any, frm: str, *, bands: int, exact: int, rows: int |
     if tok.shape[0] != ex.shape[0] or (rows is not None and tok.shape[0] != rows):
         raise ProtocolError(f"{frm!r} sent tokens for another number of records than it declared")
     return tok.astype(np.uint64), ex.astype(np.uint64)
+
+
+def oprf_rows(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.ndarray:
+    """The OPRF inputs ``(column, token)`` of every record and band (record-major), then
+    of every record and exact pass: ``m (J + F)`` rows, whatever the data (a missing exact
+    token, 0, is replaced by a fresh random word, so the count tells the linkage unit
+    nothing; its output is discarded)."""
+    m, J = tokens.shape
+    F = exact.shape[1]
+    ex = exact.copy()
+    missing = ex == 0
+    if missing.any():
+        ex[missing] = np.frombuffer(rng.random_bytes(8 * int(missing.sum())), dtype="<u8")
+    cols = np.concatenate(
+        [
+            np.broadcast_to(np.arange(J, dtype=np.uint64), (m, J)).reshape(-1),
+            np.broadcast_to(np.arange(J, J + F, dtype=np.uint64), (m, F)).reshape(-1),
+        ]
+    )
+    return np.stack([cols, np.concatenate([tokens.reshape(-1), ex.reshape(-1)])], axis=1)
+
+
+def canary_rows(key: bytes) -> np.ndarray:
+    """:data:`CANARIES` OPRF inputs both parties of a pair derive from their pair key: the
+    linkage unit cannot tell them from record inputs (all are blinded), so if it evaluates
+    some elements with another key, or one party's with another key, the pair's
+    :func:`canary_check` values differ with probability at least the corrupted share."""
+    idx = np.arange(CANARIES, dtype=np.uint64)[:, None]
+    return np.column_stack([np.full(CANARIES, _CANARY_COLUMN, dtype=np.uint64), prf_words(key, idx)])
+
+
+def canary_check(words: np.ndarray, key: bytes) -> bytes:
+    """A keyed digest of the pair's canary outputs, sent to the peer with the pair tokens."""
+    data = np.ascontiguousarray(np.asarray(words, dtype="<u8")).tobytes()
+    return hashlib.blake2b(data, key=key[:64], digest_size=DIGEST_BYTES).digest()
