@@ -70,6 +70,7 @@ from privreg.core.events import PrivacyEvent, event_from_json
 __all__ = [
     "Ledger",
     "LedgerRow",
+    "stored_prices",
     "Checkpoint",
     "EncodedPrices",
     "LedgerError",
@@ -365,7 +366,7 @@ class EncodedPrices(Mapping[str, Any]):
 
 class StoredPrices(EncodedPrices):
     """A row's prices decoded from ``text``, the text the ledger stores: rows with the
-    same text share one (:func:`_stored_prices`), so a reader decodes each text once.
+    same text share one (:func:`stored_prices`), so a reader decodes each text once.
     Read-only, as :class:`EncodedPrices`."""
 
     __slots__ = ()
@@ -379,7 +380,7 @@ _STORED_PRICES: dict[str, StoredPrices] = {}
 _STORED_PRICES_SIZE = 1024
 
 
-def _stored_prices(text: str) -> StoredPrices:
+def stored_prices(text: str) -> StoredPrices:
     """The prices stored as ``text``, decoded once per distinct text (ValueError if they
     are not a mapping): the rows of a ledger repeat a few kinds of release."""
     found = _STORED_PRICES.get(text)
@@ -1251,7 +1252,7 @@ class Ledger:
                 randomness={} if rnd == "{}" else json.loads(rnd),
                 stated=_event_from_json(stated) if stated else None,
             )
-            decoded = None if prices is None else _stored_prices(prices)
+            decoded = None if prices is None else stored_prices(prices)
         except (ValueError, TypeError) as exc:
             raise LedgerIntegrityError(f"ledger {self.path!r}: row {seq} cannot be decoded: {exc}") from exc
         return LedgerRow(seq=seq, charge=charge, prev_hash=prev_hash, hash=digest, prices=decoded)

@@ -49,7 +49,7 @@ import attrs
 from privreg.accountant.plans import DEFAULT_ACCOUNTANTS, accountant_options, plan_bound
 from privreg.budget.filters import FILTERS, Filter, Price, make_filter, price_from_json, price_to_json
 from privreg.budget.ledger import EncodedPrices, Ledger, LedgerIntegrityError, LedgerRow, LedgerRowsLostError
-from privreg.budget.ledger import _stored_prices as _stored_text
+from privreg.budget.ledger import stored_prices as _stored_text
 from privreg.budget.memory_store import MEMORY, MemoryLedger
 from privreg.budget.store import LedgerStore, is_postgres_url, open_readonly
 from privreg.core import validation as v
