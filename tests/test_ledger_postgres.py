@@ -18,7 +18,7 @@ from privreg.budget.session import BudgetSession, PrivacyBudget
 from privreg.budget.store_postgres import PostgresLedger, _Connection, grant_sql, parse_url
 from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
-from privreg.core import PureDP
+from privreg.core import ApproxDP, PureDP
 from privreg.core.errors import BudgetExceededError, PrivregValueError
 
 
@@ -212,6 +212,65 @@ def test_a_charge_after_others_catches_up_from_its_append_and_decides_as_a_fresh
     assert verify_ledger(url).flags == ()
 
 
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_turn_reads_seq_hash_and_prices_on_an_unkeyed_chain_and_decides_as_a_fresh_session(
+    server, monkeypatch, keyed
+):
+    """A writer that waits for its turn gets the rows since the newest one it knew. On an
+    unkeyed chain (whose hashes, chaining and prices the server checked on append) it reads
+    each row's seq, hash and prices, a repeated price text sent once; on a keyed one the
+    whole rows, their HMACs checked. Either way its filters then hold exactly what a
+    session opened afresh folds, over rows whose prices differ and repeat."""
+    key = bytes(range(32)) if keyed else None
+    url = f"{server}#{fresh('lean').replace('_', '-')}"
+    with BudgetSession(budget=PrivacyBudget(epsilon=50, delta=1e-5)) as probe:
+        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
+    PostgresLedger.create(url, meta=meta, key=key).close()
+    real, waits, calls = _Connection.execute, [], []
+
+    def execute(self, sql_text, params=(), *, retry=True):
+        calls.append(sql_text.split("(")[0].removeprefix("SELECT * FROM ").removeprefix("SELECT "))
+        if "wait_turn" in sql_text:
+            found = real(self, sql_text, params, retry=retry).fetchall()
+            waits.append((params, found))
+            return _Rows(found)
+        return real(self, sql_text, params, retry=retry)
+
+    events = [PureDP(epsilon=0.01), PureDP(epsilon=0.01), ApproxDP(epsilon=0.2, delta=1e-7), PureDP(epsilon=0.03)]
+    with BudgetSession.open(url, key=key) as a, BudgetSession.open(url, key=key) as b:
+        a.charge(PureDP(epsilon=0.5), mechanism="laplace", parameters={}, label="a0")
+        for i, ev in enumerate(events * 2):
+            b.charge(ev, mechanism="m", parameters={}, label=f"b{i}")
+        monkeypatch.setattr(_Connection, "execute", execute)
+        a.ledger.contended = True  # straight to its turn: the rows since row 1 come with it
+        a.charge(PureDP(epsilon=0.02), mechanism="laplace", parameters={}, label="a1")
+        monkeypatch.setattr(_Connection, "execute", real)
+        [(params, found)] = waits
+        # caught up from what the turn's call returned alone: no other read
+        assert calls == ["wait_turn", "append", "pg_logical_emit_message"]
+        assert params == (1, not keyed) and [r[1] for r in found] == list(range(1, 10))
+        if keyed:  # whole rows
+            assert all(r[5] is not None and r[11] is not None for r in found)
+        else:  # seq, hash and prices, NULL where the row before's are the same
+            assert all(r[5] is None and r[4] is None and r[9] is not None for r in found)
+            assert [r[11] is None for r in found] == [False, False, True, False, False, False, True, False, False]
+        with BudgetSession.open(url, key=key) as again:
+            assert [f.state() for f in again.filters] == [f.state() for f in a.filters]
+            assert again.spent() == a.spent()
+    assert verify_ledger(url, key=key).flags == ()
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchall(self):
+        return self.rows
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+
 def test_urls_and_missing_budgets_are_refused_clearly(server, capsys):
     with pytest.raises(PrivregValueError, match="names no budget: add #NAME"):
         PostgresLedger(server)
@@ -240,7 +299,7 @@ def test_grant_prints_the_roles_rights():
     text = grant_sql("postgresql://db.example/prod#b", analysts=("ann",), auditors=("cy",), owners=("o",))
     assert 'GRANT CREATE ON DATABASE "prod" TO "o";' in text
     assert 'GRANT EXECUTE ON FUNCTION "privreg_b".append(' in text and ') TO "ann";' in text
-    assert 'GRANT EXECUTE ON FUNCTION "privreg_b".wait_turn(bigint) TO "ann";' in text
+    assert 'GRANT EXECUTE ON FUNCTION "privreg_b".wait_turn(bigint, boolean) TO "ann";' in text
     assert text.count('GRANT SELECT ON ALL TABLES IN SCHEMA "privreg_b"') == 2
     assert '"cy"' not in text.split("-- auditor")[0]  # the auditor gets no EXECUTE
     assert "UPDATE" not in text and "DELETE" not in text and "INSERT" not in text

@@ -16,7 +16,11 @@ the call writes nothing and returns the rows the session missed; the session the
 its *turn* (``wait_turn``: a PostgreSQL advisory lock, waiters blocked in the server,
 first come first served, released by the server when the connection ends), which returns
 the rows appended since, decides again on them (each distinct stored price text decoded
-once) and appends; that append gives the turn back. An append out of turn yields to a
+once) and appends; that append gives the turn back as its transaction ends, so the next
+writer wakes once, to a ledger holding it. On an unkeyed chain the turn's rows are seq,
+hash and prices only (a repeated price text sent once): the server checked each row's
+hash, chaining and prices as it appended it, and a catch-up reads nothing else; a keyed
+chain's come whole, their HMACs checked by the session. An append out of turn yields to a
 writer in its turn, so no writer waits for ever; a writer that found others ahead of it
 waits for its turn before pricing its next charge.
 
@@ -261,18 +265,30 @@ def schema_sql(schema: str) -> list[str]:
                 END IF;
                 INSERT INTO checkpoints VALUES (p_seq, p_state, p_cp_prev, p_cp_hash);
             END IF;
-            -- the caller's turn ends with its append (one round trip less)
+            -- the caller's turn ends with its append (one round trip less), once it commits: the
+            -- transaction's hold on the turn outlives the session's, so the next writer wakes
+            -- once, to a ledger holding this row
+            PERFORM pg_advisory_xact_lock({_lock_id(schema, "turn")});
             PERFORM pg_advisory_unlock({_lock_id(schema, "turn")});
             RETURN QUERY SELECT true, p_seq, NULL::double precision, NULL::text, NULL::text, NULL::text,
                 NULL::text, NULL::text, NULL::text, p_hash, NULL::text, NULL::text, NULL::text;
         END $f$""",  # noqa: S608
-        f"""CREATE FUNCTION {s}.wait_turn(p_after bigint) RETURNS TABLE ({_RESULT})
+        f"""CREATE FUNCTION {s}.wait_turn(p_after bigint, p_lean boolean) RETURNS TABLE ({_RESULT})
         LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
         BEGIN
-            -- the turn: writers queue here, blocked in the server, first come first served
+            -- the turn: writers queue here, blocked in the server, first come first served; an
+            -- append gives it back as its transaction ends, so row p_after and the rows after it
+            -- are all committed
             PERFORM pg_advisory_lock({_lock_id(schema, "turn")});
-            -- an append in flight commits first: then row p_after and the rows after it
-            LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
+            IF p_lean THEN
+                -- what a catch-up on an unkeyed chain reads (append checked the rest): seq, hash
+                -- and prices, NULL where a row's prices are the row before's (releases repeat)
+                RETURN QUERY SELECT false, c.seq, NULL::double precision, NULL::text, NULL::text, NULL::text,
+                    NULL::text, NULL::text, NULL::text, c.hash, NULL::text,
+                    CASE WHEN c.prices = lag(c.prices) OVER (ORDER BY c.seq) THEN NULL ELSE c.prices END,
+                    NULL::text FROM charges c WHERE c.seq >= p_after ORDER BY c.seq;
+                RETURN;
+            END IF;
             RETURN QUERY SELECT false, {_ROWS_FROM} p_after ORDER BY c.seq;
         END $f$""",
         f"""CREATE FUNCTION {s}.record_run_end(p_id text, p_ended double precision, p_status text, p_releases bigint)
@@ -484,7 +500,7 @@ def grant_sql(
             f"GRANT USAGE ON SCHEMA {s} TO {r};",
             f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.append({APPEND_ARGS}) TO {r};",
-            f"GRANT EXECUTE ON FUNCTION {s}.wait_turn(bigint) TO {r};",
+            f"GRANT EXECUTE ON FUNCTION {s}.wait_turn(bigint, boolean) TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.record_run_end({_RUN_END_ARGS}) TO {r};",
         ]
     for role in auditors:
@@ -736,6 +752,8 @@ class PostgresLedger(Ledger):
         self._in_turn = False  # this connection holds the turn (a session advisory lock)
         self._held: list[tuple[Any, ...]] | None = None  # rows a conflicting append returned
         self._known: tuple[int, str] = (-1, "")  # (seq, hash) of the newest row we know
+        # a turn on an unkeyed chain reads each row's seq, hash and prices only (see prices_after)
+        self._lean = self._key is None
         self._pg = _Connection(conninfo, self.schema, readonly=readonly, busy_timeout=self.busy_timeout, shown=shown)
         self._db = cast(sqlite3.Connection, self._pg)  # duck-typed: execute(sql, params).fetchone/fetchall
         try:
@@ -853,10 +871,31 @@ class PostgresLedger(Ledger):
         self._known = head
         return head
 
+    def prices_after(self, after: int, *, expect: str | None = None) -> list[tuple[int, str, str]] | None:
+        """:meth:`Ledger.prices_after`; in a turn on an unkeyed chain, from the rows the turn
+        began with (seq, hash and prices only: the server checked each row's hash against its
+        contents, its chaining on the head, its JSON and its prices as it appended it)."""
+        raw = self._held_rows(after) if self._lean else None
+        if raw is None:
+            return super().prices_after(after, expect=expect)
+        if expect is not None:
+            self._expect_at(after, self.genesis() if after == 0 else self._hash_held(after), expect)
+        out = []
+        for i, r in enumerate(raw, start=after + 1):
+            text = r[10]
+            if r[0] != i:
+                raise LedgerIntegrityError(f"ledger {self.path!r}: row {i} is missing (next row is {r[0]})")
+            if not text or text == "{}":  # priced from its event: rows() reads it in full
+                return None
+            out.append((i, str(r[8]), str(text)))
+        return out
+
     def _checked_rows(self, after: int, verify: bool, expect: str | None = None) -> list[tuple[Any, ...]]:
         """:meth:`Ledger.rows` as stored; in a turn, from the rows it began with when they
-        reach back to ``after`` (their chain checked the same way)."""
+        reach back to ``after`` and hold whole rows (their chain checked the same way)."""
         raw = self._held_rows(after)
+        if raw is not None and any(r[1] is None for r in raw):  # a lean turn's: read them whole
+            raw = None
         if raw is None:
             rows = super()._checked_rows(after, verify, expect)
             if rows:
@@ -912,14 +951,21 @@ class PostgresLedger(Ledger):
                 if after < 0:  # nothing known yet: the turn alone
                     self._db.execute("SELECT pg_advisory_lock(?)", (self._lock_id,)).fetchall()
                     return
-                found = self._db.execute("SELECT * FROM wait_turn(?)", (after,)).fetchall()
+                found = self._db.execute("SELECT * FROM wait_turn(?, ?)", (after, self._lean)).fetchall()
         except BaseException:
             with contextlib.suppress(PrivregError, self._pg.psycopg.Error):
                 self._end_turn()
             raise
         self.contended = len(found) > 1  # rows since the newest one we knew
         if found:
-            self._held = earlier[:-1] + [r[1:] for r in found]
+            rows = [r[1:] for r in found]
+            if self._lean:  # NULL prices: the row before's (the same text object: decoded once)
+                text = None
+                for i, r in enumerate(rows):
+                    if r[10] is None:
+                        rows[i] = (*r[:10], text, r[11])
+                    text = rows[i][10]
+            self._held = earlier[:-1] + rows
             self._known = (int(found[-1][1]), str(found[-1][9]))
 
     def _end_turn(self) -> None:
