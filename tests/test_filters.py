@@ -302,3 +302,38 @@ def test_memoized_prices_are_the_computed_ones(name):
             twin = make_filter(name, epsilon=10.0, delta=g.delta, event_delta=1e-7)
             twin.sums = g.sums
             assert twin.price(event) == g.price(event) != start  # now priced at the delta left (5e-8)
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_room_is_a_box_every_point_of_which_vouches_when_added_one_release_at_a_time(name):
+    """Filter.room: increments up to the room, added one release at a time after the
+    filter's totals (in any order, as a replay adds them), leave it vouching; a room that
+    grows a total left at 0 is refused; no room where it does not vouch. The margins (2e-9
+    of each total, 1e-9 of epsilon) cover the rounding; this draws corners and random points
+    of the box, split into up to 50 releases, under a fixed seed (no false alarm: a point
+    outside the box is never drawn)."""
+    rng = np.random.default_rng(5)
+    events = [PureDP(epsilon=0.05), ApproxDP(epsilon=0.1, delta=1e-8), Gaussian(sigma=3.0)]
+    checked = 0
+    for budget in (0.5, 2.0, 8.0):
+        f = make_filter(name, epsilon=budget, delta=1e-6, event_delta=1e-7)
+        for step in range(60):
+            price = f.price(events[step % len(events)])
+            if isinstance(price, str):
+                continue
+            sums, dead = f.after(price)
+            room = f.room(sums, dead)
+            if room is None:
+                assert f.price_reads is None or not f.vouches_at(sums, dead) or f.spent_at(sums) > budget * 0.99
+                break
+            assert all(r >= 0 and (r == 0 or s > 0) for r, s in zip(room, sums))
+            for corner in (True, False, False):
+                total = np.array(room) * (1.0 if corner else rng.random(len(room)))
+                parts = rng.dirichlet(np.ones(int(rng.integers(1, 50))), size=1)[0]
+                replay = list(sums)
+                for share in parts:  # added one release at a time, as a replay adds them
+                    replay = [a + float(x * share) for a, x in zip(replay, total)]
+                assert f.vouches_at(tuple(replay)), (name, budget, step)
+                checked += 1
+            f.apply(price)
+    assert checked >= 12

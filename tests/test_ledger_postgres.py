@@ -243,6 +243,7 @@ def test_a_turn_reads_seq_hash_and_prices_on_an_unkeyed_chain_and_decides_as_a_f
             b.charge(ev, mechanism="m", parameters={}, label=f"b{i}")
         monkeypatch.setattr(_Connection, "execute", execute)
         a.ledger.contended = True  # straight to its turn: the rows since row 1 come with it
+        a.ledger.admits_within = False  # (not first to the server's admission: see the test below)
         a.charge(PureDP(epsilon=0.02), mechanism="laplace", parameters={}, label="a1")
         monkeypatch.setattr(_Connection, "execute", real)
         [(params, found)] = waits
@@ -258,6 +259,81 @@ def test_a_turn_reads_seq_hash_and_prices_on_an_unkeyed_chain_and_decides_as_a_f
             assert [f.state() for f in again.filters] == [f.state() for f in a.filters]
             assert again.spent() == a.spent()
     assert verify_ledger(url, key=key).flags == ()
+
+
+def _calls(monkeypatch):
+    real, calls = _Connection.execute, []
+
+    def execute(self, sql_text, params=(), *, retry=True):
+        calls.append(sql_text.split("(")[0].removeprefix("SELECT * FROM ").removeprefix("SELECT "))
+        return real(self, sql_text, params, retry=retry)
+
+    monkeypatch.setattr(_Connection, "execute", execute)
+    return calls
+
+
+def test_a_contended_charge_is_admitted_by_the_server_within_its_room(server, monkeypatch):
+    """A writer that others outpace sends its charge with the room its vouching filter
+    leaves (append_within): one call and a flush, no turn; the server chains and hashes
+    the row after the rows it had not read, and the writer folds them and its own, to
+    exactly what a session opened afresh holds. A keyed chain's writer never does (the
+    server cannot hash its rows)."""
+    url = f"{server}#{fresh('within').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "2", "--delta", "1e-6")
+    with BudgetSession.open(url) as a, BudgetSession.open(url) as b:
+        assert a.ledger.admits_within
+        charge(a, 1, "a")
+        charge(b, 5, "b")
+        b.charge(PureDP(epsilon=0.3), mechanism="m", parameters={}, label="other price")
+        a.ledger.contended = True
+        calls = _calls(monkeypatch)
+        charge(a, 1, "a-within")
+        assert calls == ["append_within", "pg_logical_emit_message"]
+        assert a.ledger.head()[0] == 8 and a.ledger.contended  # others had appended since
+        with BudgetSession.open(url) as again:
+            assert [f.state() for f in again.filters] == [f.state() for f in a.filters]
+        assert [r.charge.label for r in a.ledger.rows()][-1] == "a-within0"
+    assert verify_ledger(url).flags == ()
+    key = bytes(range(32))
+    keyed = f"{server}#{fresh('within-keyed').replace('_', '-')}"
+    with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=0)) as probe:
+        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
+    PostgresLedger.create(keyed, meta=meta, key=key).close()
+    with BudgetSession.open(keyed, key=key) as k:
+        assert not k.ledger.admits_within
+
+
+@pytest.mark.parametrize("case", ["delta-spent", "checkpoint-due", "beyond-room"])
+def test_the_server_admits_within_room_only_where_a_session_that_read_every_row_would(server, monkeypatch, case):
+    """append_within writes nothing, and the writer decides in its turn, when the rows since
+    its state change a price it computed (a pair filter's delta left), when a checkpoint
+    is due, or when they use more than the room; the grants are then those a single
+    session makes. Each release here is priced as the turn prices it."""
+    monkeypatch.setattr(session_module, "CHECKPOINT_EVERY", 6 if case == "checkpoint-due" else 512)
+    url = f"{server}#{fresh('within-no').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "1", "--delta", "1e-6")
+    with BudgetSession.open(url) as a, BudgetSession.open(url) as b:
+        charge(a, 1, "a")
+        if case == "delta-spent":
+            b.charge(ApproxDP(epsilon=0.01, delta=1e-9), mechanism="m", parameters={}, label="b")
+        elif case == "checkpoint-due":
+            charge(b, 4, "b")  # the next row is row 6
+        else:  # a's state: 0.02 of 1 spent (room ~0.97 under basic); b spends 0.99 more
+            b.charge(PureDP(epsilon=0.99), mechanism="m", parameters={}, label="b")
+        a.ledger.contended = True
+        calls = _calls(monkeypatch)
+        if case == "beyond-room":
+            with pytest.raises(BudgetExceededError):
+                charge(a, 1, "a-late")
+        else:
+            charge(a, 1, "a-late")
+        assert calls[:2] == ["append_within", "wait_turn"]
+    with BudgetSession.open(url) as again, PostgresLedger(url, readonly=True) as ledger:
+        if case == "checkpoint-due":
+            assert [c.seq for c in ledger.checkpoints()] == [6]
+        assert ledger.head()[0] == (2 if case == "beyond-room" else 3 if case == "delta-spent" else 6)
+        assert again.spent().epsilon <= 1.0
+    assert verify_ledger(url).flags == ()
 
 
 class _Rows:

@@ -37,15 +37,16 @@ def charge(session: BudgetSession, label: str) -> None:
     session.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={}, label=label)
 
 
-def cut_at_append(monkeypatch, *, after_commit: bool) -> list[str]:
-    """Make the next ``append`` call lose its connection: before the statement reaches the
-    server, or after it committed (the reply lost). Returns a log of what happened."""
+def cut_at_append(monkeypatch, *, after_commit: bool, call: str = "append") -> list[str]:
+    """Make the next ``call`` (append or append_within) lose its connection: before the
+    statement reaches the server, or after it committed (the reply lost). Returns a log of
+    what happened."""
     import psycopg
 
     real, log = _Connection.execute, []
 
     def execute(self, sql_text, params=(), *, retry=True):
-        if sql_text.startswith("SELECT * FROM append(") and not log:
+        if sql_text.startswith(f"SELECT * FROM {call}(") and not log:
             if after_commit:
                 real(self, sql_text, params, retry=retry)
                 log.append("committed")
@@ -69,6 +70,25 @@ def test_a_connection_lost_at_the_append_charges_exactly_once(budget, monkeypatc
         assert log == ["committed" if after_commit else "not sent"]
         charge(session, "third")
     assert labels(url) == ["first", "second", "third"]
+    assert verify_ledger(url).flags == ()
+
+
+@pytest.mark.parametrize("after_commit", [False, True], ids=["lost-before-commit", "reply-lost-after-commit"])
+def test_a_connection_lost_at_the_servers_admission_charges_exactly_once(budget, monkeypatch, after_commit):
+    """The same for a charge the server admits within its room (append_within): the
+    outcome is read back by the call's request id, after the old server process has ended."""
+    _, url = budget
+    with BudgetSession.open(url) as session, BudgetSession.open(url) as other:
+        charge(session, "first")
+        charge(other, "other")
+        session.ledger.contended = True  # others charge too: to the server's admission
+        log = cut_at_append(monkeypatch, after_commit=after_commit, call="append_within")
+        charge(session, "second")  # returns: the charge stands, once
+        assert log == ["committed" if after_commit else "not sent"]
+        charge(session, "third")
+        with BudgetSession.open(url) as again:
+            assert [f.state() for f in again.filters] == [f.state() for f in session.filters]
+    assert labels(url) == ["first", "other", "second", "third"]
     assert verify_ledger(url).flags == ()
 
 

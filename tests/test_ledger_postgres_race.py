@@ -155,3 +155,10 @@ def race(server: str, folder: str) -> None:
     assert len(labels) == expected  # the budget's admissions, exactly: none over, none wasted
     assert len(set(labels)) == len(labels)  # no charge twice
     assert returned <= set(labels)  # no charge a process saw succeed is lost
+    import psycopg
+
+    conninfo, name, _ = parse_url(url)
+    with psycopg.connect(conninfo) as conn:
+        within = conn.execute(f'SELECT count(*) FROM "{schema_of(name)}".requests').fetchone()[0]
+    print(f"{within} of {len(labels)} charges admitted by the server within a filter's room")
+    assert 0 < within < len(labels)  # both paths ran: the server's admission and the turn

@@ -366,6 +366,40 @@ class Filter(ABC):
         """:meth:`vouches` at the totals and dead reason from :meth:`after`."""
         return self.spent_at(sums, dead) <= self.epsilon
 
+    #: Indexes of the totals a price depends on (a pair filter's: the delta it has left),
+    #: so that others' releases leave it as priced when they add nothing there; None when
+    #: unknown (then :meth:`room` is not used for this filter's budget).
+    price_reads: ClassVar[tuple[int, ...] | None] = None
+
+    def room(self, sums: tuple[float, ...], dead: str = "") -> tuple[float, ...] | None:
+        """How much others' releases may add to each total while this filter still vouches
+        at ``sums`` (from :meth:`after`) plus their increments: a box ``[0, room]``, grown
+        from ``sums`` in proportion (a total at 0 may not grow). Every point of the box
+        vouches: its corner does, with a margin of 2e-9 of each total for the rounding of a
+        sum of up to 1e6 prices added one by one, and of 1e-9 of epsilon for rounding in
+        :meth:`spent_at` (spent is monotone in each total). None if it does not vouch at
+        ``sums`` with those margins. A session uses it to let the server admit a release
+        on rows it has not read (``PostgresLedger.try_append_within``)."""
+        if dead or self.price_reads is None:
+            return None
+        cap = self.epsilon * (1 - 1e-9)
+
+        def fits(t: float) -> bool:
+            corner = tuple((x + x * t) * (1 + 2e-9) for x in sums)
+            return self.spent_at(corner) <= cap
+
+        if not fits(0.0):
+            return None
+        low, high = 0.0, 1.0
+        while fits(high):  # spent grows without bound in every total: ends
+            low, high = high, high * 16
+            if high > 1e15:
+                return tuple(x * low for x in sums)
+        for _ in range(24):  # room to within 2**-24 of the largest the margins allow
+            mid = (low + high) / 2
+            low, high = (mid, high) if fits(mid) else (low, mid)
+        return tuple(x * low for x in sums)
+
     def copy(self) -> Filter:
         new = object.__new__(type(self))
         vars(new).update(vars(self))
@@ -395,6 +429,7 @@ class _PairFilter(Filter):
     """A filter charging one (eps, delta) pair per release."""
 
     width = 2
+    price_reads = (1,)  # the delta left
 
     def _delta_left(self) -> float:
         return self.delta - self.sums[1]
@@ -477,6 +512,7 @@ def _rho(event: PrivacyEvent, neighbouring: str) -> float:
 class ZCDPFilter(Filter):
     name = "zcdp"
     state_free = True
+    price_reads = ()
     spent_cost = 3  # dp_accounting's conversion over every order
     citation = "Feldman-Zrnic 2021, Rényi filter, at every order: the interaction is rho-zCDP"
 
@@ -503,6 +539,7 @@ class RDPFilter(Filter):
     )
     width = len(FILTER_ORDERS)
     state_free = True
+    price_reads = ()
 
     def _increment(self, event: PrivacyEvent, stated: PrivacyEvent | None) -> tuple[float, ...]:
         return _rdp_curve(event, self.neighbouring)
@@ -524,6 +561,7 @@ class GDPFilter(Filter):
 
     name = "gdp"
     state_free = True
+    price_reads = ()
     spent_cost = 2  # a root search
     citation = "Smith-Thakurta 2022: mu_i^2 add up under fully adaptive composition"
 

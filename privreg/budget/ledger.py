@@ -897,14 +897,7 @@ class Ledger:
     ) -> LedgerRow:
         """:meth:`append` after the row ``head`` (read in this transaction)."""
         seq, prev = head
-        fields = (
-            float(charge.timestamp),
-            charge.mechanism,
-            _parameters_json(charge.parameters),
-            _event_to_json(charge.event),
-            charge.label,
-            _parameters_json(charge.randomness) if charge.randomness else "{}",
-        )
+        fields = self._row_fields(charge)
         if not self.priced:
             digest = _row_hash(self._key, prev, seq + 1, *fields)
             with self._sql("appending a charge"):
@@ -918,7 +911,7 @@ class Ledger:
         else:
             stored = dict(prices or {})
             text = _dumps(stored)
-        stated = "" if charge.stated is None else _event_to_json(charge.stated)
+        stated = self._stated_text(charge)
         timestamp, mechanism, parameters, event, label, randomness = fields
         state = None if checkpoint is None else _dumps(dict(checkpoint))
         tail = (mechanism, parameters, event, label, randomness, stated, text)
@@ -928,6 +921,30 @@ class Ledger:
                 (seq + 1, timestamp, mechanism, parameters, event, label, randomness, prev, digest, stated, text), state
             )
         return LedgerRow(seq=seq + 1, charge=charge, prev_hash=prev, hash=digest, prices=stored)
+
+    def _hash_of(self, prev: str, seq: int, fields: tuple[Any, ...], stated: str, text: str) -> str:
+        """The hash of row ``seq`` after ``prev`` with ``fields`` (:meth:`_row_fields`),
+        stated guarantee and prices texts, and no checkpoint."""
+        timestamp, mechanism, parameters, event, label, randomness = fields
+        tail = (mechanism, parameters, event, label, randomness, stated, text)
+        return _hash_row_tail(self._key, prev, seq, timestamp, tail)
+
+    @staticmethod
+    def _stated_text(charge: Charge) -> str:
+        """The stated guarantee of ``charge`` as a row stores it ("" for none)."""
+        return "" if charge.stated is None else _event_to_json(charge.stated)
+
+    @staticmethod
+    def _row_fields(charge: Charge) -> tuple[float, str, str, str, str, str]:
+        """``(timestamp, mechanism, parameters, event, label, randomness)`` as a row stores them."""
+        return (
+            float(charge.timestamp),
+            charge.mechanism,
+            _parameters_json(charge.parameters),
+            _event_to_json(charge.event),
+            charge.label,
+            _parameters_json(charge.randomness) if charge.randomness else "{}",
+        )
 
     def _insert_row(self, values: tuple[Any, ...], state: str | None) -> None:
         """Write a format-3 row ``values`` (seq, fields, prev_hash, hash, stated, prices)

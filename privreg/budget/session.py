@@ -42,7 +42,7 @@ import time
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -610,6 +610,47 @@ class BudgetSession:
                 f.sums, f.dead = sums, dead
         return row
 
+    def _charge_within(self, charge: Charge, event: PrivacyEvent, stated: PrivacyEvent | None) -> LedgerRow | None:
+        """Charge ``event`` on rows this session has not read (PostgreSQL, others charging):
+        decided on the filters as they stand, with the room a vouching filter leaves for
+        the rows appended since (:meth:`Filter.room`), which the server checks as it
+        appends (``try_append_within``: admitted only where a session that read every row
+        admits it too); then fold those rows and its own, by their stored prices, as a
+        session opened afresh does. None (nothing written, the filters as they were): decide
+        in a turn."""
+        filters = self._filters
+        if any(f.price_reads is None for f in filters if not f.dead):
+            return None
+        prices = [f.price(event, stated) for f in filters]
+        room = None
+        for i in self._cheap_first:
+            f = filters[i]
+            sums, dead = f.after(prices[i])
+            if f.vouches_at(sums, dead):
+                room = f.room(sums, dead)
+                if room is not None:
+                    break
+        if room is None:
+            return None  # refused, or close to it, on what we know: decide on every row
+        fixed = {g.name: list(g.price_reads or ()) for g in filters if not g.dead}  # alive: must stay so
+        append_within = self._ledger.try_append_within  # type: ignore[attr-defined]
+        got = append_within(
+            charge,
+            head=self._head(),
+            prices=self._encoded(filters, prices),
+            filter_name=f.name,
+            room=room,
+            fixed=fixed,
+            every=CHECKPOINT_EVERY,
+        )
+        if got is None:
+            return None
+        row, rows = got
+        for seq, _, text in rows:  # the rows since and its own: as a fresh session folds them
+            for g, price in zip(filters, self._text_prices(text, seq)):
+                g.apply(price)
+        return cast(LedgerRow, row)
+
     def _spending(self, filters: Sequence[Filter], total: float) -> tuple[dict[str, float | None], str, float]:
         by: dict[str, float | None] = {f.name: (None if f.dead else f.spent()) for f in filters}
         alive = [(x, n) for n, x in by.items() if x is not None]
@@ -720,6 +761,8 @@ class BudgetSession:
                 except BudgetExceededError:  # decide a refusal on the ledger as it is now
                     self._catch_up()
                     row = self._charge_once(charge, event, stated, what)
+            elif self._plan is None and getattr(self._ledger, "admits_within", False):
+                row = self._charge_within(charge, event, stated)  # others charge too: let the server admit it
             if row is None:  # another writer charged first: keep our place in line, decide again
                 with self._ledger.turn():
                     self._catch_up()

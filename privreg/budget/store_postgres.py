@@ -83,6 +83,7 @@ import contextlib
 import hashlib
 import json
 import re
+import secrets
 import sqlite3
 import sys
 import time
@@ -94,6 +95,7 @@ from typing import Any, cast
 
 from privreg.budget.filters import FILTERS
 from privreg.budget.ledger import (
+    EncodedPrices,
     Ledger,
     LedgerBusyError,
     LedgerError,
@@ -105,13 +107,26 @@ from privreg.budget.store import is_postgres_url
 from privreg.core.charging import Charge
 from privreg.core.errors import PrivregError, PrivregValueError
 
-__all__ = ["PostgresLedger", "parse_url", "schema_of", "schema_sql", "grant_sql", "run_turn", "APPEND_ARGS"]
+__all__ = [
+    "PostgresLedger",
+    "parse_url",
+    "schema_of",
+    "schema_sql",
+    "grant_sql",
+    "run_turn",
+    "APPEND_ARGS",
+    "WITHIN_ARGS",
+]
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,54}")
-_LEDGER_TABLES = ("charges", "checkpoints", "meta", "runs")  # append-only
+_LEDGER_TABLES = ("charges", "checkpoints", "meta", "requests", "runs")  # append-only
 #: The argument types of a budget's ``append`` function, as GRANT names it.
 APPEND_ARGS = (
     "bigint, double precision, text, text, text, text, text, text, text, text, text, text, text, text, boolean"
+)
+#: The argument types of a budget's ``append_within`` function, as GRANT names it.
+WITHIN_ARGS = (
+    "bigint, text, double precision, text, text, text, text, text, text, text, text, text[], jsonb, bigint, text"
 )
 _RUN_END_ARGS = "text, double precision, text, bigint"
 #: What ``append`` and ``wait_turn`` return: whether it appended, then rows as stored
@@ -122,6 +137,7 @@ _RESULT = (
     "r_prices text, r_state text"
 )
 _APPEND_CALL = "SELECT * FROM append(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_WITHIN_CALL = "SELECT * FROM append_within(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _ROWS_FROM = (
     "c.seq, c.timestamp, c.mechanism, c.parameters, c.event, c.label, c.randomness, c.prev_hash, c.hash, "
     "c.stated, c.prices, k.state FROM charges c LEFT JOIN checkpoints k ON k.seq = c.seq WHERE c.seq >="
@@ -204,6 +220,8 @@ def schema_sql(schema: str) -> list[str]:
             hash TEXT NOT NULL)""",
         f"""CREATE TABLE {s}.runs (
             id TEXT PRIMARY KEY, ended DOUBLE PRECISION NOT NULL, status TEXT NOT NULL, releases BIGINT NOT NULL)""",
+        # which append_within call wrote which row: its outcome, after a lost connection
+        f"CREATE TABLE {s}.requests (id TEXT PRIMARY KEY, seq BIGINT NOT NULL)",
         f"""CREATE FUNCTION {s}.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $f$
         BEGIN
             RAISE EXCEPTION 'privreg ledger %: % on table % refused: its rows are append-only',
@@ -273,6 +291,81 @@ def schema_sql(schema: str) -> list[str]:
             RETURN QUERY SELECT true, p_seq, NULL::double precision, NULL::text, NULL::text, NULL::text,
                 NULL::text, NULL::text, NULL::text, p_hash, NULL::text, NULL::text, NULL::text;
         END $f$""",  # noqa: S608
+        f"""CREATE FUNCTION {s}.append_within(
+            p_after bigint, p_after_hash text, p_timestamp double precision, p_mechanism text, p_parameters text,
+            p_event text, p_label text, p_randomness text, p_stated text, p_prices text, p_filter text,
+            p_room text[], p_fixed jsonb, p_every bigint, p_id text)
+        RETURNS TABLE (r_appended boolean, r_seq bigint, r_hash text, r_prices text)
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
+        DECLARE
+            p_seq bigint;
+            p_prev_hash text;
+            p_state text;  -- no checkpoint: a row due one is appended in a turn
+            ok boolean;
+            whole text;
+            v_hash text;
+            t text;
+            n bigint;
+            pj jsonb;
+            x jsonb;
+            total numeric[];
+        BEGIN
+            -- admission with no round trip to the caller (see within() in the module docstring):
+            -- the caller decided on rows up to p_after; the rows since add at most p_room to the
+            -- totals of filter p_filter, which then still vouches, kill none of the filters alive
+            -- for the caller (p_fixed's keys), and add nothing to a total its price depends on
+            -- (p_fixed: filter -> indexes)
+            PERFORM pg_advisory_xact_lock({_lock_id(schema, "turn")});  -- after any writer in its turn
+            LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
+            SELECT c.seq, c.hash INTO p_seq, p_prev_hash FROM charges c ORDER BY c.seq DESC LIMIT 1;
+            ok := p_seq IS NOT NULL AND (p_seq + 1) % p_every <> 0 AND p_seq - p_after < 1000000
+                AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'chain' AND value <> '"sha256"')
+                AND EXISTS (SELECT 1 FROM charges c WHERE c.seq = p_after AND c.hash = p_after_hash);
+            -- each distinct prices text of the rows since once (releases repeat), in exact numeric
+            FOR t, n IN SELECT c.prices, count(*) FROM charges c WHERE ok AND c.seq > p_after GROUP BY c.prices LOOP
+                pj := t::jsonb;
+                ok := jsonb_typeof(pj) = 'object' AND jsonb_typeof(pj -> p_filter) = 'array'
+                    AND jsonb_array_length(pj -> p_filter) = cardinality(p_room)
+                    AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z WHERE jsonb_typeof(pj -> z.key) <> 'array'
+                        OR jsonb_typeof(pj -> z.key) IS NULL)
+                    AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z, jsonb_array_elements_text(z.value) k
+                        WHERE (pj -> z.key -> k::int) IS DISTINCT FROM '0'::jsonb);
+                EXIT WHEN NOT ok;
+                FOR i IN 1 .. cardinality(p_room) LOOP
+                    x := pj -> p_filter -> (i - 1);
+                    ok := jsonb_typeof(x) = 'number';
+                    EXIT WHEN NOT ok;
+                    total[i] := coalesce(total[i], 0) + n * x::numeric;
+                END LOOP;
+                EXIT WHEN NOT ok;
+            END LOOP;
+            FOR i IN 1 .. cardinality(p_room) LOOP
+                EXIT WHEN NOT ok;
+                ok := coalesce(total[i], 0) <= p_room[i]::numeric;
+            END LOOP;
+            IF NOT ok THEN
+                RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::text;
+                RETURN;
+            END IF;
+            IF current_setting('extra_float_digits')::int < 1 THEN
+                PERFORM set_config('extra_float_digits', '1', true);
+            END IF;
+            p_seq := p_seq + 1;
+            -- the next writer does not wait for the disk; the caller flushes before it releases
+            PERFORM set_config('synchronous_commit', 'off', true);
+            whole := {_ROW_TEXT};
+            v_hash := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
+                'UTF8')), 'hex');
+            PERFORM check_row(p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label, p_randomness,
+                p_prev_hash, v_hash, p_stated, p_prices, NULL, NULL, NULL);
+            INSERT INTO charges VALUES (p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label,
+                p_randomness, p_prev_hash, v_hash, p_stated, p_prices);
+            INSERT INTO requests VALUES (p_id, p_seq);
+            -- the rows the caller folds: those since p_after, its own last (prices NULL: the row before's)
+            RETURN QUERY SELECT true, c.seq, c.hash,
+                CASE WHEN c.prices = lag(c.prices) OVER (ORDER BY c.seq) THEN NULL ELSE c.prices END
+                FROM charges c WHERE c.seq > p_after ORDER BY c.seq;
+        END $f$""",  # noqa: S608
         f"""CREATE FUNCTION {s}.wait_turn(p_after bigint, p_lean boolean) RETURNS TABLE ({_RESULT})
         LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
         BEGIN
@@ -290,7 +383,7 @@ def schema_sql(schema: str) -> list[str]:
                 RETURN;
             END IF;
             RETURN QUERY SELECT false, {_ROWS_FROM} p_after ORDER BY c.seq;
-        END $f$""",
+        END $f$""",  # noqa: S608
         f"""CREATE FUNCTION {s}.record_run_end(p_id text, p_ended double precision, p_status text, p_releases bigint)
         RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
             -- recorded once: a later call for the same run (anyone's) changes nothing
@@ -307,6 +400,19 @@ def schema_sql(schema: str) -> list[str]:
 _WIDTHS = {name: cls.width for name, cls in sorted(FILTERS.items())}
 
 
+#: A row's text as privreg.budget.ledger hashes it, from append's arguments (an unkeyed
+#: chain's hash is its sha256): _dumps of a str is to_json's text (quotes, backslashes and
+#: control characters escaped as Python does), then json_ascii's where any character is
+#: outside ' '..'~'.
+_ROW_TEXT = (
+    "p_prev_hash || '[' || p_seq || ',\"' || p_timestamp::text || CASE WHEN p_timestamp::text ~ '[.e]' THEN '' "
+    "ELSE '.0' END || '\",' || to_json(p_mechanism)::text || ',' || to_json(p_parameters)::text || ',' "
+    "|| to_json(p_event)::text || ',' || to_json(p_label)::text || ',' || to_json(p_randomness)::text || ',' "
+    "|| to_json(p_stated)::text || ',' || to_json(p_prices)::text || coalesce(',' || to_json(p_state)::text, '') "
+    "|| ']'"
+)
+
+
 def _check_sql(schema: str) -> list[str]:
     """``json_ascii`` and ``check_row``, which ``append`` calls first: it refuses a row a
     session could not read back, which would make every session on the budget refuse
@@ -315,15 +421,6 @@ def _check_sql(schema: str) -> list[str]:
     u = "chr(92) || 'u' || "  # a backslash and u: no escape in a literal (standard_conforming_strings)
     refuse = "USING ERRCODE = 'invalid_parameter_value'"
     hexed = "^[0-9a-f]{64}$"
-    # _dumps of a str is to_json's text (quotes, backslashes and control characters escaped
-    # as Python does), then json_ascii's where any character is outside ' '..'~'
-    row_text = (
-        "p_prev_hash || '[' || p_seq || ',\"' || p_timestamp::text || CASE WHEN p_timestamp::text ~ '[.e]' THEN '' "
-        "ELSE '.0' END || '\",' || to_json(p_mechanism)::text || ',' || to_json(p_parameters)::text || ',' "
-        "|| to_json(p_event)::text || ',' || to_json(p_label)::text || ',' || to_json(p_randomness)::text || ',' "
-        "|| to_json(p_stated)::text || ',' || to_json(p_prices)::text || coalesce(',' || to_json(p_state)::text, '') "
-        "|| ']'"
-    )
     checkpoint_text = (
         "p_cp_prev || '[\"privreg-checkpoint-v1\",' || p_seq || ',\"' || p_hash || '\",' || to_json(p_state)::text "
         "|| ']'"
@@ -437,7 +534,7 @@ def _check_sql(schema: str) -> list[str]:
             -- the hashes, as privreg.budget.ledger computes them; a keyed chain's (HMAC) need its
             -- key, which the server does not hold
             IF field IS NULL AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'chain' AND value = '"hmac-sha256"') THEN
-                whole := {row_text};
+                whole := {_ROW_TEXT};
                 IF encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
                         'UTF8')), 'hex') <> p_hash THEN
                     field := 'hash is not the hash of its contents';
@@ -501,6 +598,7 @@ def grant_sql(
             f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.append({APPEND_ARGS}) TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.wait_turn(bigint, boolean) TO {r};",
+            f"GRANT EXECUTE ON FUNCTION {s}.append_within({WITHIN_ARGS}) TO {r};",
             f"GRANT EXECUTE ON FUNCTION {s}.record_run_end({_RUN_END_ARGS}) TO {r};",
         ]
     for role in auditors:
@@ -827,7 +925,14 @@ class PostgresLedger(Ledger):
         self.priced = True
         with self._sql("reading its metadata"):
             stored = self._db.execute("SELECT key, value FROM meta").fetchall()
+            within = self._db.execute(
+                "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = ? AND p.proname = 'append_within'",
+                (self.schema,),
+            ).fetchone()
         self._read_meta(stored)
+        # a budget created before append_within existed is charged through turns alone
+        self.admits_within = within is not None and self._lean
 
     #: A conflicting :meth:`try_append` returns the rows the caller missed (read with
     #: :meth:`rows` in the turn that follows, no query): a session prices on what it knows
@@ -844,9 +949,13 @@ class PostgresLedger(Ledger):
     #: released ones). A session then chains its appends on the hash of the row its state holds
     #: (:meth:`try_append_after`) and reads again from row 1 when that row is gone.
     may_lose_rows = True
-    #: Whether others appended while this writer last charged: its next charge then waits
-    #: for the turn first, not to price on rows it would surely miss.
+    #: Whether others appended while this writer last charged: its next charge then goes
+    #: to the server's admission (:meth:`try_append_within`) or waits for the turn, not to
+    #: price on rows it would surely miss.
     contended = False
+    #: Whether :meth:`try_append_within` can admit a charge here: an unkeyed chain (the
+    #: server hashes the row) on a budget that has the function.
+    admits_within = False
 
     def _held_rows(self, after: int) -> list[tuple[Any, ...]] | None:
         """The rows after ``after`` that this writer's turn began with (or a conflicting
@@ -1062,6 +1171,86 @@ class PostgresLedger(Ledger):
         self._held = [r[1:] for r in found] or None  # the rows since: decide again on them
         self._known = (int(found[-1][1]), str(found[-1][9])) if found else (-1, "")
         raise _HeadMoved
+
+    def try_append_within(
+        self,
+        charge: Charge,
+        *,
+        head: tuple[int, str],
+        prices: EncodedPrices,
+        filter_name: str,
+        room: tuple[float, ...],
+        fixed: Mapping[str, list[int]],
+        every: int,
+    ) -> tuple[LedgerRow, list[tuple[int, str, str]]] | None:
+        """Append ``charge`` with ``prices`` (priced on the rows up to ``head`` = ``(seq,
+        hash)``, as the caller read them) through the budget's ``append_within``, in one
+        round trip and one synchronous commit, whatever others appended since ``head``,
+        provided the server finds that those rows (a) add at most ``room`` to filter
+        ``filter_name``'s totals (the caller found that it still vouches for the release
+        then: :meth:`~privreg.budget.filters.Filter.room`), (b) add nothing to the totals
+        ``fixed`` names (filter -> indexes: those its prices depend on), so every price of
+        this release is the one a replay derives, (c) kill no filter and store prices, and
+        that (d) row ``head`` is still there, no checkpoint is due (``every``) and the chain
+        is unkeyed (the server chains and hashes the row). So the release is admitted only
+        where a session that read every row would admit it too. Returns the row and
+        ``(seq, hash, prices text)`` of the rows after ``head``, the row's own last, for the
+        caller to fold; None when the server found otherwise (nothing written): decide in
+        a turn. After a lost connection the outcome is read back by a random request id."""
+        self._writable()
+        if not self._lean or self._in_turn or head[0] < 1:
+            return None
+        fields = self._row_fields(charge)
+        stated = self._stated_text(charge)
+        text = prices.text
+        request = secrets.token_hex(16)
+        limits = [repr(float(x)) for x in room]
+        args = (
+            *head,
+            *fields,
+            stated,
+            text,
+            filter_name,
+            limits,
+            json.dumps(dict(fixed), sort_keys=True),
+            every,
+            request,
+        )
+        with self._sql("appending a charge"):
+            try:
+                found = self._pg.execute(_WITHIN_CALL, args, retry=False).fetchall()
+                if found and found[0][0]:  # committed, not yet durable: flush it now
+                    self._pg.execute(_FLUSH, retry=False).fetchall()
+            except self._pg.psycopg.OperationalError:
+                if not self._pg.lost():
+                    raise
+                self._in_turn, self._held = False, None
+                self._pg.reconnect()  # ends the old server process first: its outcome is final
+                self._pg.execute(_FLUSH, retry=False).fetchall()  # what committed before is durable, or gone
+                written = self._db.execute("SELECT seq FROM requests WHERE id = ?", (request,)).fetchone()
+                if written is None:
+                    return None  # nothing was written: decide again
+                rows = self.prices_after(head[0], expect=head[1])
+                if rows is None or rows[-1][0] < int(written[0]):
+                    raise LedgerIntegrityError(f"ledger {self.path!r}: row {written[0]} cannot be read back") from None
+                found = [(True, s, h, t) for s, h, t in rows if s <= int(written[0])]
+        if not found or not found[0][0]:
+            self.contended = True
+            return None
+        out, last = [], None
+        for _, seq, digest, prices_text in found:
+            last = prices_text if prices_text is not None else last
+            out.append((int(seq), str(digest), str(last)))
+        seq, digest = out[-1][0], out[-1][1]
+        prev = out[-2][1] if len(out) > 1 else head[1]
+        if out[-1][2] != text or digest != self._hash_of(prev, seq, fields, stated, text):
+            raise LedgerIntegrityError(
+                f"ledger {self.path!r}: row {seq}, appended by the server, is not the charge sent (its prices or "
+                f"hash differ); verify it with 'privreg ledger verify'"
+            )
+        self.contended = len(out) > 1
+        self._known = (seq, digest)
+        return LedgerRow(seq=seq, charge=charge, prev_hash=prev, hash=digest, prices=prices), out
 
     def record_run_end(self, run_id: str, *, ended: float, status: str, releases: int) -> None:
         """Record that run ``run_id`` ended, through the budget's ``record_run_end``; once:
