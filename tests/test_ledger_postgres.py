@@ -6,6 +6,7 @@ CI=true)."""
 
 import contextlib
 import io
+import json
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from postgres_helpers import as_role, create_roles, fresh, server_url, sql
 from privreg.budget import session as session_module
 from privreg.budget.ledger import LedgerError
 from privreg.budget.session import BudgetSession, PrivacyBudget
-from privreg.budget.store_postgres import PostgresLedger, _Connection, grant_sql, parse_url
+from privreg.budget.store_postgres import PostgresLedger, _Connection, grant_sql, parse_url, schema_of
 from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
 from privreg.core import ApproxDP, PureDP
@@ -303,6 +304,38 @@ def test_a_contended_charge_is_admitted_by_the_server_within_its_room(server, mo
         assert not k.ledger.admits_within
 
 
+def test_a_row_the_session_cannot_read_after_the_servers_admission_leaves_its_filters_whole(server, monkeypatch):
+    """After append_within stored the charge, the session folds the rows since and its
+    own all or nothing: a row it cannot read raises (nothing is released) and its filters
+    stay as they were, so its next charge catches up from the row it last held."""
+    from privreg.budget.ledger import LedgerIntegrityError
+
+    url = f"{server}#{fresh('within-fold').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "2")
+    with BudgetSession.open(url) as a, BudgetSession.open(url) as b:
+        charge(a, 1, "a")
+        charge(b, 3, "b")
+        before = [f.state() for f in a.filters]
+        real, seen = BudgetSession._text_prices, []
+
+        def unreadable(self, text, seq, stored=None):
+            seen.append(seq)
+            if len(seen) == 3:
+                raise LedgerIntegrityError("row cannot be decoded")
+            return real(self, text, seq, stored)
+
+        monkeypatch.setattr(BudgetSession, "_text_prices", unreadable)
+        a.ledger.contended = True
+        with pytest.raises(LedgerIntegrityError):
+            charge(a, 1, "a-within")
+        assert [f.state() for f in a.filters] == before
+        monkeypatch.setattr(BudgetSession, "_text_prices", real)
+        charge(a, 1, "a-next")
+        with BudgetSession.open(url) as again:
+            assert [f.state() for f in again.filters] == [f.state() for f in a.filters]
+    assert verify_ledger(url).flags == ()
+
+
 @pytest.mark.parametrize("case", ["delta-spent", "checkpoint-due", "beyond-room"])
 def test_the_server_admits_within_room_only_where_a_session_that_read_every_row_would(server, monkeypatch, case):
     """append_within writes nothing, and the writer decides in its turn, when the rows since
@@ -333,6 +366,49 @@ def test_the_server_admits_within_room_only_where_a_session_that_read_every_row_
             assert [c.seq for c in ledger.checkpoints()] == [6]
         assert ledger.head()[0] == (2 if case == "beyond-room" else 3 if case == "delta-spent" else 6)
         assert again.spent().epsilon <= 1.0
+    assert verify_ledger(url).flags == ()
+
+
+def test_append_within_writes_nothing_for_a_missing_or_unknown_argument(server):
+    """The server's admission refuses (writes nothing, returns false) when an argument is
+    NULL or names no live filter, or the row it chains on is not the caller's: SQL's NULL
+    never admits."""
+    import psycopg
+
+    url = f"{server}#{fresh('within-null').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "2")
+    with BudgetSession.open(url) as s:
+        charge(s, 2, "a")
+        seq, digest = s.ledger.head()
+    conninfo, name, _ = parse_url(url)
+    good = [seq, digest, 1e9, "m", "{}", '{"kind": "pure_dp", "epsilon": 0.01}', "x", "{}", "", "{}", "basic"]
+    cases = {
+        "room NULL": (*good, None, '{"basic": [1]}', 512),
+        "room empty": (*good, [], '{"basic": [1]}', 512),
+        "fixed NULL": (*good, ["1.0", "0"], None, 512),
+        "filter not live": (*good, ["1.0", "0"], '{"rdp": []}', 512),
+        "every NULL": (*good, ["1.0", "0"], '{"basic": [1]}', None),
+        "every 0": (*good, ["1.0", "0"], '{"basic": [1]}', 0),
+        "another head": (seq, "0" * 64, *good[2:], ["1.0", "0"], '{"basic": [1]}', 512),
+    }
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        for why, args in cases.items():
+            got = conn.execute(
+                f'SELECT * FROM "{schema_of(name)}".append_within(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '
+                f"%s::text[], %s::jsonb, %s, 'req')",
+                args,
+            ).fetchall()
+            assert got == [(False, None, None, None)], why
+        with PostgresLedger(url, readonly=True) as ledger:
+            assert ledger.head()[0] == 2
+            prices = ledger.rows()[-1].prices
+        control = (*good[:9], json.dumps(dict(prices), sort_keys=True, separators=(",", ":")), "basic")
+        got = conn.execute(
+            f'SELECT * FROM "{schema_of(name)}".append_within(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '
+            f"%s::text[], %s::jsonb, %s, 'req')",
+            (*control, ["1.0", "0"], '{"basic": [1]}', 512),
+        ).fetchall()
+        assert [r[:2] for r in got] == [(True, 3)]  # the same call, its arguments whole: admitted
     assert verify_ledger(url).flags == ()
 
 

@@ -317,15 +317,20 @@ class Filter(ABC):
         """The totals and :attr:`dead` once ``price`` is added, computed as :meth:`apply`
         adds it but leaving the filter as it is (a session decides a release on these, and
         sets them only once its row is stored)."""
-        if self.dead:
-            return self.sums, self.dead
+        return self.after_state((self.sums, self.dead), price)
+
+    def after_state(self, state: tuple[tuple[float, ...], str], price: Price) -> tuple[tuple[float, ...], str]:
+        """:meth:`after` from the totals and dead reason ``state`` instead of the filter's."""
+        sums, dead = state
+        if dead:
+            return sums, dead
         if type(price) is tuple and len(price) == self.width:  # the usual case, first
-            return self._add(self.sums, price), ""
+            return self._add(sums, price), ""
         if isinstance(price, str):
-            return self.sums, price
+            return sums, price
         if len(price) != self.width:
             raise PrivregValueError(f"a {self.name} filter's price has {self.width} number(s); got {len(price)}")
-        return self._add(self.sums, price), ""
+        return self._add(sums, price), ""
 
     def add(self, event: PrivacyEvent, count: int = 1, stated: PrivacyEvent | None = None) -> None:
         """Price and apply ``count`` separate releases of ``event``, one after another."""

@@ -646,9 +646,11 @@ class BudgetSession:
         if got is None:
             return None
         row, rows = got
-        for seq, _, text in rows:  # the rows since and its own: as a fresh session folds them
-            for g, price in zip(filters, self._text_prices(text, seq)):
-                g.apply(price)
+        states = [(g.sums, g.dead) for g in filters]
+        for seq, _, text in rows:  # the rows since and its own, as a fresh session folds them
+            states = [g.after_state(st, price) for g, st, price in zip(filters, states, self._text_prices(text, seq))]
+        for g, (sums, dead) in zip(filters, states):  # all or nothing: a row it cannot read raises above
+            g.sums, g.dead = sums, dead
         return cast(LedgerRow, row)
 
     def _spending(self, filters: Sequence[Filter], total: float) -> tuple[dict[str, float | None], str, float]:

@@ -20,7 +20,21 @@ once) and appends; that append gives the turn back as its transaction ends, so t
 writer wakes once, to a ledger holding it. On an unkeyed chain the turn's rows are seq,
 hash and prices only (a repeated price text sent once): the server checked each row's
 hash, chaining and prices as it appended it, and a catch-up reads nothing else; a keyed
-chain's come whole, their HMACs checked by the session. An append out of turn yields to a
+chain's come whole, their HMACs checked by the session.
+
+Admission in the server: a writer that others outpace (its last charge found rows it had
+not read) sends its charge to ``append_within`` instead, priced and decided on the rows it
+knows, with the *room* its vouching filter leaves (:meth:`~privreg.budget.filters.Filter.room`:
+how much others' releases may add to each of its totals while it still vouches). In one
+transaction, after any writer in its turn, the server appends the row after the head,
+chained and hashed as the session would (unkeyed chains only), if the rows since the
+writer's state add at most that room to that filter (summed exactly, as numerics), kill
+none of the filters alive for the writer, and add nothing to a total one of its prices
+depends on (a pair filter's delta); and if no checkpoint is due. Then its release is
+admitted by a filter that vouches after every row, and each of its prices is the one a
+replay derives: exactly what a session that had read every row admits. Else nothing is
+written and the writer takes its turn. No round trip to the writer inside the lock: under
+contention most charges take this path (952 of 1,000 in the race test). An append out of turn yields to a
 writer in its turn, so no writer waits for ever; a writer that found others ahead of it
 waits for its turn before pricing its next charge.
 
@@ -46,12 +60,13 @@ nothing: the server rolls its transaction back.
 Trust model, enforced by the server (:func:`schema_sql`, :func:`grant_sql`):
 
 - the **owner** (the role that ran ``privreg ledger init``) owns the schema;
-- an **analyst** reads the ledger and appends only through ``append`` (and waits for
-  its turn through ``wait_turn``; both ``SECURITY DEFINER``): no INSERT, UPDATE or
-  DELETE on the tables;
+- an **analyst** reads the ledger and appends only through ``append`` and
+  ``append_within`` (and waits for its turn through ``wait_turn``; all ``SECURITY
+  DEFINER``): no INSERT, UPDATE or DELETE on the tables;
 - an **auditor** reads only;
 - triggers refuse every UPDATE, DELETE and TRUNCATE of ``charges``, ``checkpoints``,
-  ``meta`` and ``runs`` (a run's end is recorded once), whoever asks, even a role granted
+  ``meta``, ``requests`` (which ``append_within`` call wrote which row) and ``runs`` (a
+  run's end is recorded once), whoever asks, even a role granted
   too much by mistake. Only the schema's owner or a superuser can drop them;
   :meth:`PostgresLedger.deployment_problems` (part of verification) reports missing or
   disabled triggers and every role other than the owner that may write the tables directly.
@@ -67,8 +82,10 @@ recomputed from the same text (the server holds no HMAC key: a keyed chain's has
 the key holders' to check). The server cannot decode events (their kinds and fields are
 privreg's), nor re-price a row: a session takes a row's stored prices as they are, so an
 analyst who misprices her own release under-charges it (as leaving it uncharged would) or
-spends the budget faster (as an honest large release would); verification re-prices every
-row and flags a stored price that differs.
+spends the budget faster (as an honest large release would), and one who sends
+``append_within`` a room her filter does not leave has her release admitted beyond the
+budget (as an uncharged one would be); verification re-prices every row, re-derives every
+decision, and flags a stored price that differs and a release the budget should have refused.
 
 What the chain cannot show on SQLite (a full rewrite by someone able to recompute it) it
 cannot show here either; the roles make it the owner's or a superuser's act, not an
@@ -310,7 +327,7 @@ def schema_sql(schema: str) -> list[str]:
             x jsonb;
             total numeric[];
         BEGIN
-            -- admission with no round trip to the caller (see within() in the module docstring):
+            -- admission with no round trip to the caller (the module docstring: in the server):
             -- the caller decided on rows up to p_after; the rows since add at most p_room to the
             -- totals of filter p_filter, which then still vouches, kill none of the filters alive
             -- for the caller (p_fixed's keys), and add nothing to a total its price depends on
@@ -318,7 +335,10 @@ def schema_sql(schema: str) -> list[str]:
             PERFORM pg_advisory_xact_lock({_lock_id(schema, "turn")});  -- after any writer in its turn
             LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
             SELECT c.seq, c.hash INTO p_seq, p_prev_hash FROM charges c ORDER BY c.seq DESC LIMIT 1;
-            ok := p_seq IS NOT NULL AND (p_seq + 1) % p_every <> 0 AND p_seq - p_after < 1000000
+            -- NULL anywhere refuses (IS NOT TRUE below): an argument missing admits nothing
+            ok := p_seq IS NOT NULL AND CASE WHEN p_every > 0 THEN (p_seq + 1) % p_every <> 0 END
+                AND p_seq - p_after < 1000000
+                AND cardinality(p_room) > 0 AND p_fixed ? p_filter
                 AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'chain' AND value <> '"sha256"')
                 AND EXISTS (SELECT 1 FROM charges c WHERE c.seq = p_after AND c.hash = p_after_hash);
             -- each distinct prices text of the rows since once (releases repeat), in exact numeric
@@ -330,20 +350,22 @@ def schema_sql(schema: str) -> list[str]:
                         OR jsonb_typeof(pj -> z.key) IS NULL)
                     AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z, jsonb_array_elements_text(z.value) k
                         WHERE (pj -> z.key -> k::int) IS DISTINCT FROM '0'::jsonb);
-                EXIT WHEN NOT ok;
+                EXIT WHEN ok IS NOT TRUE;
                 FOR i IN 1 .. cardinality(p_room) LOOP
                     x := pj -> p_filter -> (i - 1);
                     ok := jsonb_typeof(x) = 'number';
-                    EXIT WHEN NOT ok;
+                    EXIT WHEN ok IS NOT TRUE;
                     total[i] := coalesce(total[i], 0) + n * x::numeric;
                 END LOOP;
-                EXIT WHEN NOT ok;
+                EXIT WHEN ok IS NOT TRUE;
             END LOOP;
-            FOR i IN 1 .. cardinality(p_room) LOOP
-                EXIT WHEN NOT ok;
-                ok := coalesce(total[i], 0) <= p_room[i]::numeric;
-            END LOOP;
-            IF NOT ok THEN
+            IF ok IS TRUE THEN
+                FOR i IN 1 .. cardinality(p_room) LOOP
+                    ok := coalesce(total[i], 0) <= p_room[i]::numeric;
+                    EXIT WHEN ok IS NOT TRUE;
+                END LOOP;
+            END IF;
+            IF ok IS NOT TRUE THEN
                 RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::text;
                 RETURN;
             END IF;
