@@ -67,6 +67,13 @@ def charge(session: BudgetSession, n: int, label: str) -> None:
         session.charge(PureDP(epsilon=0.01), mechanism="laplace", parameters={"scale": 100}, label=f"{label}{i}")
 
 
+def create(url: str, *, key: bytes | None, epsilon: float, delta: float) -> None:
+    """Create budget ``url`` with the default rule, keyed with ``key`` (or not)."""
+    with BudgetSession(budget=PrivacyBudget(epsilon=epsilon, delta=delta)) as probe:
+        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
+    PostgresLedger.create(url, meta=meta, key=key).close()
+
+
 def refused(conninfo: str, statement: str) -> str:
     """The server's SQLSTATE refusing ``statement`` (fails if it was accepted)."""
     import psycopg
@@ -224,9 +231,7 @@ def test_a_turn_reads_seq_hash_and_prices_on_an_unkeyed_chain_and_decides_as_a_f
     session opened afresh folds, over rows whose prices differ and repeat."""
     key = bytes(range(32)) if keyed else None
     url = f"{server}#{fresh('lean').replace('_', '-')}"
-    with BudgetSession(budget=PrivacyBudget(epsilon=50, delta=1e-5)) as probe:
-        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
-    PostgresLedger.create(url, meta=meta, key=key).close()
+    create(url, key=key, epsilon=50, delta=1e-5)
     real, waits, calls = _Connection.execute, [], []
 
     def execute(self, sql_text, params=(), *, retry=True):
@@ -297,9 +302,7 @@ def test_a_contended_charge_is_admitted_by_the_server_within_its_room(server, mo
     assert verify_ledger(url).flags == ()
     key = bytes(range(32))
     keyed = f"{server}#{fresh('within-keyed').replace('_', '-')}"
-    with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=0)) as probe:
-        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
-    PostgresLedger.create(keyed, meta=meta, key=key).close()
+    create(keyed, key=key, epsilon=1, delta=0)
     with BudgetSession.open(keyed, key=key) as k:
         assert not k.ledger.admits_within
 
@@ -494,9 +497,7 @@ def test_two_analysts_run_workflows_on_one_budget_from_the_cli(team, tmp_path, c
 def test_a_keyed_budget_needs_its_key_as_on_sqlite(server):
     key = bytes(range(32))
     url = f"{server}#{fresh('keyed').replace('_', '-')}"
-    with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=0)) as probe:
-        meta = {k: probe.ledger.meta[k] for k in ("format", "budget", "rule")}
-    PostgresLedger.create(url, meta=meta, key=key).close()
+    create(url, key=key, epsilon=1, delta=0)
     with BudgetSession.open(url, key=key) as s:
         charge(s, 2, "k")
     with pytest.raises(LedgerError, match="is keyed"):
