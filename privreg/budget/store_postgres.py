@@ -1207,13 +1207,14 @@ class PostgresLedger(Ledger):
     ) -> tuple[LedgerRow, list[tuple[int, str, str]]] | None:
         """Append ``charge`` with ``prices`` (priced on the rows up to ``head`` = ``(seq,
         hash)``, as the caller read them) through the budget's ``append_within``, in one
-        round trip and one synchronous commit, whatever others appended since ``head``,
-        provided the server finds that those rows (a) add at most ``room`` to filter
-        ``filter_name``'s totals (the caller found that it still vouches for the release
-        then: :meth:`~privreg.budget.filters.Filter.room`), (b) add nothing to the totals
-        ``fixed`` names (filter -> indexes: those its prices depend on), so every price of
-        this release is the one a replay derives, (c) kill no filter and store prices, and
-        that (d) row ``head`` is still there, no checkpoint is due (``every``) and the chain
+        round trip (then a flush, before it returns), whatever others appended since
+        ``head``, provided the server finds that those rows (a) add at most ``room`` to
+        filter ``filter_name``'s totals (the caller found that it still vouches for the
+        release then: :meth:`~privreg.budget.filters.Filter.room`), (b) kill none of the
+        filters ``fixed`` names (those alive for the caller) and add nothing to the totals it
+        lists (filter -> indexes: those its prices depend on), so every price of this
+        release is the one a replay derives, (c) store prices, and that (d) row ``head`` is
+        still there, no checkpoint is due (``every``) and the chain
         is unkeyed (the server chains and hashes the row). So the release is admitted only
         where a session that read every row would admit it too. Returns the row and
         ``(seq, hash, prices text)`` of the rows after ``head``, the row's own last, for the
