@@ -33,8 +33,9 @@ none of the filters alive for the writer, and add nothing to a total one of its 
 depends on (a pair filter's delta); and if no checkpoint is due. Then its release is
 admitted by a filter that vouches after every row, and each of its prices is the one a
 replay derives: exactly what a session that had read every row admits. Else nothing is
-written and the writer takes its turn. No round trip to the writer inside the lock: under
-contention most charges take this path (952 of 1,000 in the race test). An append out of turn yields to a
+written and the writer takes its turn. No round trip to the writer inside the lock, and
+the row's own checks (``check_row``, its price) run before it: under contention most
+charges take this path (952 of 1,000 in the race test). An append out of turn yields to a
 writer in its turn, so no writer waits for ever; a writer that found others ahead of it
 waits for its turn before pricing its next charge.
 
@@ -308,6 +309,33 @@ def schema_sql(schema: str) -> list[str]:
             RETURN QUERY SELECT true, p_seq, NULL::double precision, NULL::text, NULL::text, NULL::text,
                 NULL::text, NULL::text, NULL::text, p_hash, NULL::text, NULL::text, NULL::text;
         END $f$""",  # noqa: S608
+        f"""CREATE FUNCTION {s}.within_price(t text, p_filter text, p_width int, p_fixed jsonb) RETURNS numeric[]
+        LANGUAGE plpgsql IMMUTABLE AS $f$
+        DECLARE
+            pj jsonb := t::jsonb;
+            x jsonb;
+            out numeric[];
+        BEGIN
+            -- a row's price for append_within: filter p_filter's, exactly (NULL: not a price it can
+            -- count, or one that kills a filter alive for the caller or changes a total its
+            -- prices depend on)
+            IF NOT coalesce(jsonb_typeof(pj) = 'object' AND jsonb_typeof(pj -> p_filter) = 'array'
+                    AND jsonb_array_length(pj -> p_filter) = p_width
+                    AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z
+                        WHERE jsonb_typeof(pj -> z.key) IS DISTINCT FROM 'array')
+                    AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z, jsonb_array_elements_text(z.value) k
+                        WHERE (pj -> z.key -> k::int) IS DISTINCT FROM '0'::jsonb), false) THEN
+                RETURN NULL;
+            END IF;
+            FOR i IN 1 .. p_width LOOP
+                x := pj -> p_filter -> (i - 1);
+                IF jsonb_typeof(x) IS DISTINCT FROM 'number' THEN
+                    RETURN NULL;
+                END IF;
+                out[i] := x::numeric;
+            END LOOP;
+            RETURN out;
+        END $f$""",  # noqa: S608 (no data: a checked, quoted name)
         f"""CREATE FUNCTION {s}.append_within(
             p_after bigint, p_after_hash text, p_timestamp double precision, p_mechanism text, p_parameters text,
             p_event text, p_label text, p_randomness text, p_stated text, p_prices text, p_filter text,
@@ -323,8 +351,8 @@ def schema_sql(schema: str) -> list[str]:
             v_hash text;
             t text;
             n bigint;
-            pj jsonb;
-            x jsonb;
+            vals numeric[];
+            own numeric[];
             total numeric[];
         BEGIN
             -- admission with no round trip to the caller (the module docstring: in the server):
@@ -332,6 +360,21 @@ def schema_sql(schema: str) -> list[str]:
             -- totals of filter p_filter, which then still vouches, kill none of the filters alive
             -- for the caller (p_fixed's keys), and add nothing to a total its price depends on
             -- (p_fixed: filter -> indexes)
+            IF current_setting('extra_float_digits')::int < 1 THEN
+                PERFORM set_config('extra_float_digits', '1', true);
+            END IF;
+            -- what the row says, checked before the lock (it does not depend on where the row
+            -- goes): at the place the caller read, hashed as it would be there
+            p_seq := p_after + 1;
+            p_prev_hash := p_after_hash;
+            whole := {_ROW_TEXT};
+            v_hash := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
+                'UTF8')), 'hex');
+            PERFORM check_row(p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label, p_randomness,
+                p_prev_hash, v_hash, p_stated, p_prices, NULL, NULL, NULL);
+            IF cardinality(p_room) > 0 THEN  -- the rows since mostly repeat the caller's prices
+                own := within_price(p_prices, p_filter, cardinality(p_room), p_fixed);
+            END IF;
             PERFORM pg_advisory_xact_lock({_lock_id(schema, "turn")});  -- after any writer in its turn
             LOCK TABLE charges IN SHARE ROW EXCLUSIVE MODE;
             SELECT c.seq, c.hash INTO p_seq, p_prev_hash FROM charges c ORDER BY c.seq DESC LIMIT 1;
@@ -343,21 +386,13 @@ def schema_sql(schema: str) -> list[str]:
                 AND EXISTS (SELECT 1 FROM charges c WHERE c.seq = p_after AND c.hash = p_after_hash);
             -- each distinct prices text of the rows since once (releases repeat), in exact numeric
             FOR t, n IN SELECT c.prices, count(*) FROM charges c WHERE ok AND c.seq > p_after GROUP BY c.prices LOOP
-                pj := t::jsonb;
-                ok := jsonb_typeof(pj) = 'object' AND jsonb_typeof(pj -> p_filter) = 'array'
-                    AND jsonb_array_length(pj -> p_filter) = cardinality(p_room)
-                    AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z WHERE jsonb_typeof(pj -> z.key) <> 'array'
-                        OR jsonb_typeof(pj -> z.key) IS NULL)
-                    AND NOT EXISTS (SELECT 1 FROM jsonb_each(p_fixed) z, jsonb_array_elements_text(z.value) k
-                        WHERE (pj -> z.key -> k::int) IS DISTINCT FROM '0'::jsonb);
-                EXIT WHEN ok IS NOT TRUE;
+                vals := CASE WHEN t = p_prices AND own IS NOT NULL THEN own
+                    ELSE within_price(t, p_filter, cardinality(p_room), p_fixed) END;
+                ok := vals IS NOT NULL;
+                EXIT WHEN NOT ok;
                 FOR i IN 1 .. cardinality(p_room) LOOP
-                    x := pj -> p_filter -> (i - 1);
-                    ok := jsonb_typeof(x) = 'number';
-                    EXIT WHEN ok IS NOT TRUE;
-                    total[i] := coalesce(total[i], 0) + n * x::numeric;
+                    total[i] := coalesce(total[i], 0) + n * vals[i];
                 END LOOP;
-                EXIT WHEN ok IS NOT TRUE;
             END LOOP;
             IF ok IS TRUE THEN
                 FOR i IN 1 .. cardinality(p_room) LOOP
@@ -369,17 +404,14 @@ def schema_sql(schema: str) -> list[str]:
                 RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::text;
                 RETURN;
             END IF;
-            IF current_setting('extra_float_digits')::int < 1 THEN
-                PERFORM set_config('extra_float_digits', '1', true);
-            END IF;
-            p_seq := p_seq + 1;
             -- the next writer does not wait for the disk; the caller flushes before it releases
             PERFORM set_config('synchronous_commit', 'off', true);
-            whole := {_ROW_TEXT};
-            v_hash := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
-                'UTF8')), 'hex');
-            PERFORM check_row(p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label, p_randomness,
-                p_prev_hash, v_hash, p_stated, p_prices, NULL, NULL, NULL);
+            p_seq := p_seq + 1;
+            IF p_seq <> p_after + 1 THEN  -- others appended since: chained after the head
+                whole := {_ROW_TEXT};
+                v_hash := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
+                    'UTF8')), 'hex');
+            END IF;
             INSERT INTO charges VALUES (p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label,
                 p_randomness, p_prev_hash, v_hash, p_stated, p_prices);
             INSERT INTO requests VALUES (p_id, p_seq);
