@@ -84,6 +84,8 @@ def refused(conninfo: str, statement: str) -> str:
 
 
 def test_two_analysts_share_one_budget_and_verification_is_clean(team):
+    import psycopg
+
     with BudgetSession(budget=PrivacyBudget(epsilon=1, delta=1e-6), ledger=team["as"]("alice"), event_delta=1e-6) as a:
         charge(a, 3, "alice")
         with BudgetSession.open(team["as"]("bob")) as b:  # the budget and rule read from the server
@@ -91,10 +93,27 @@ def test_two_analysts_share_one_budget_and_verification_is_clean(team):
             assert b.ledger.head()[0] == 5
         charge(a, 1, "alice-again")  # alice catches up with bob's rows first
         assert a.ledger.head()[0] == 6
+        with BudgetSession.open(team["as"]("bob")) as b:
+            charge(b, 1, "bob-again")
+        a.ledger.contended = True  # the server admits alice's next one within its room: her grants allow it
+        charge(a, 1, "alice-within")
+        assert a.ledger.head()[0] == 8
+        conninfo, name, _ = parse_url(team["as"]("carol"))
+        with psycopg.connect(conninfo) as conn:  # the auditor reads which call wrote which row
+            assert conn.execute(f'SELECT seq FROM "{schema_of(name)}".requests').fetchall() == [(8,)]
     report = verify_ledger(team["as"]("carol"))  # the auditor verifies
     assert report.flags == () and report.integrity == ()
-    assert [r.charge.label for r in report.rows] == ["alice0", "alice1", "alice2", "bob0", "bob1", "alice-again0"]
-    assert report.spent is not None and abs(report.spent - 0.06) < 1e-9
+    assert [r.charge.label for r in report.rows] == [
+        "alice0",
+        "alice1",
+        "alice2",
+        "bob0",
+        "bob1",
+        "alice-again0",
+        "bob-again0",
+        "alice-within0",
+    ]
+    assert report.spent is not None and abs(report.spent - 0.08) < 1e-9
 
 
 def test_the_analyst_cannot_update_delete_or_insert(team):
