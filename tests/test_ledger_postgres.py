@@ -16,7 +16,15 @@ from postgres_helpers import as_role, create_roles, fresh, server_url, sql
 from privreg.budget import session as session_module
 from privreg.budget.ledger import LedgerError
 from privreg.budget.session import BudgetSession, PrivacyBudget
-from privreg.budget.store_postgres import PostgresLedger, _Connection, grant_sql, parse_url, schema_of
+from privreg.budget.store_postgres import (
+    _RESULT,
+    WITHIN_ARGS,
+    PostgresLedger,
+    _Connection,
+    grant_sql,
+    parse_url,
+    schema_of,
+)
 from privreg.budget.verify import verify_ledger
 from privreg.cli.main import main
 from privreg.core import ApproxDP, PureDP
@@ -274,7 +282,7 @@ def test_a_turn_reads_seq_hash_and_prices_on_an_unkeyed_chain_and_decides_as_a_f
         [(params, found)] = waits
         # caught up from what the turn's call returned alone: no other read
         assert calls == ["wait_turn", "append", "pg_logical_emit_message"]
-        assert params == (1, not keyed) and [r[1] for r in found] == list(range(1, 10))
+        assert params == ((1,) if keyed else (1, True)) and [r[1] for r in found] == list(range(1, 10))
         if keyed:  # whole rows
             assert all(r[5] is not None and r[11] is not None for r in found)
         else:  # seq, hash and prices, NULL where the row before's are the same
@@ -356,6 +364,43 @@ def test_a_row_the_session_cannot_read_after_the_servers_admission_leaves_its_fi
         with BudgetSession.open(url) as again:
             assert [f.state() for f in again.filters] == [f.state() for f in a.filters]
     assert verify_ledger(url).flags == ()
+
+
+def test_a_budget_created_before_the_servers_admission_is_charged_through_whole_row_turns(server):
+    """A budget whose schema predates append_within and the lean turn (wait_turn(bigint)
+    alone) is still charged by this client, contended writers included: through turns that
+    read whole rows, as it was created to be."""
+    url = f"{server}#{fresh('older').replace('_', '-')}"
+    cli("ledger", "init", url, "--epsilon", "2")
+    schema = f'"{schema_of(parse_url(url)[1])}"'
+    sql(
+        server,
+        f"DROP FUNCTION {schema}.append_within({WITHIN_ARGS})",
+        f"ALTER FUNCTION {schema}.wait_turn(bigint, boolean) RENAME TO wait_turn_now",
+        f"CREATE FUNCTION {schema}.wait_turn(p_after bigint) RETURNS TABLE ({_RESULT}) LANGUAGE sql "
+        f"AS 'SELECT * FROM {schema}.wait_turn_now(p_after, false)'",
+    )
+    with BudgetSession.open(url) as a, BudgetSession.open(url) as b:
+        assert not a.ledger.admits_within
+        charge(a, 1, "a")
+        charge(b, 3, "b")
+        a.ledger.contended = True
+        calls = []
+        real = _Connection.execute
+
+        def execute(self, sql_text, params=(), *, retry=True):
+            calls.append((sql_text.split("(")[0].removeprefix("SELECT * FROM "), len(params)))
+            return real(self, sql_text, params, retry=retry)
+
+        _Connection.execute = execute
+        try:
+            charge(a, 1, "a-late")
+        finally:
+            _Connection.execute = real
+        assert calls[0] == ("wait_turn", 1)
+        with BudgetSession.open(url) as again:
+            assert [f.state() for f in again.filters] == [f.state() for f in a.filters]
+    assert [r.charge.label for r in verify_ledger(url).rows] == ["a0", "b0", "b1", "b2", "a-late0"]
 
 
 @pytest.mark.parametrize("case", ["delta-spent", "checkpoint-due", "beyond-room"])

@@ -420,7 +420,7 @@ def schema_sql(schema: str) -> list[str]:
                 CASE WHEN c.prices = lag(c.prices) OVER (ORDER BY c.seq) THEN NULL ELSE c.prices END
                 FROM charges c WHERE c.seq > p_after ORDER BY c.seq;
         END $f$""",  # noqa: S608
-        f"""CREATE FUNCTION {s}.wait_turn(p_after bigint, p_lean boolean) RETURNS TABLE ({_RESULT})
+        f"""CREATE FUNCTION {s}.wait_turn(p_after bigint, p_lean boolean DEFAULT false) RETURNS TABLE ({_RESULT})
         LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {s}, pg_temp AS $f$
         BEGIN
             -- the turn: writers queue here, blocked in the server, first come first served; an
@@ -979,14 +979,16 @@ class PostgresLedger(Ledger):
         self.priced = True
         with self._sql("reading its metadata"):
             stored = self._db.execute("SELECT key, value FROM meta").fetchall()
-            within = self._db.execute(
-                "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                "WHERE n.nspname = ? AND p.proname = 'append_within'",
+            functions = self._db.execute(
+                "SELECT p.proname, p.pronargs FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = ? AND p.proname IN ('append_within', 'wait_turn')",
                 (self.schema,),
-            ).fetchone()
+            ).fetchall()
         self._read_meta(stored)
-        # a budget created before append_within existed is charged through turns alone
-        self.admits_within = within is not None and self._lean
+        # a budget created before append_within and the lean turn existed is charged through
+        # whole-row turns, as it was then
+        self._lean = self._lean and ("wait_turn", 2) in functions
+        self.admits_within = self._lean and any(name == "append_within" for name, _ in functions)
 
     #: A conflicting :meth:`try_append` returns the rows the caller missed (read with
     #: :meth:`rows` in the turn that follows, no query): a session prices on what it knows
@@ -1114,7 +1116,10 @@ class PostgresLedger(Ledger):
                 if after < 0:  # nothing known yet: the turn alone
                     self._db.execute("SELECT pg_advisory_lock(?)", (self._lock_id,)).fetchall()
                     return
-                found = self._db.execute("SELECT * FROM wait_turn(?, ?)", (after, self._lean)).fetchall()
+                if self._lean:
+                    found = self._db.execute("SELECT * FROM wait_turn(?, ?)", (after, True)).fetchall()
+                else:  # a keyed chain's whole rows; or a budget created with wait_turn(bigint) alone
+                    found = self._db.execute("SELECT * FROM wait_turn(?)", (after,)).fetchall()
         except BaseException:
             with contextlib.suppress(PrivregError, self._pg.psycopg.Error):
                 self._end_turn()
