@@ -386,23 +386,21 @@ def test_waits_for_a_lock_any_connecting_role_can_hold_are_bounded(team, capsys)
     outsider = fresh("outsider")
     create_roles(team["server"], outsider)  # may connect; no right on the budget
     stranger = as_role(urls["bob"], outsider)
+    # bounded: each wait ends in LedgerBusyError naming its timeout (unbounded, the test would hang)
     with _hold(stranger, "run"):
-        started = time.monotonic()
         with (
             pytest.raises(LedgerBusyError, match=r"waited 0\.5 s for the budget's run lock") as info,
             run_turn(urls["bob"], waiting="waiting", timeout=0.5),
         ):
             pass
-        assert "privreg ledger grant" in str(info.value) and time.monotonic() - started < 20
+        assert "privreg ledger grant" in str(info.value)
     with _hold(stranger, "turn"), PostgresLedger(urls["bob"], busy_timeout=0.5) as bob:
-        started = time.monotonic()
         bob.head()
         with (
             pytest.raises(LedgerBusyError, match=r"more than 0\.5 s while waiting for the budget's writers' turn"),
             bob.turn(),
         ):
             pass
-        assert time.monotonic() - started < 20
     with run_turn(urls["bob"], waiting="waiting", timeout=0.5), BudgetSession.open(urls["bob"]) as bob:
         bob.charge(PureDP(epsilon=0.1), mechanism="laplace", parameters={"scale": 10}, label="c")  # released
 
