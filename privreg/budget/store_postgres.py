@@ -368,8 +368,7 @@ def schema_sql(schema: str) -> list[str]:
             p_seq := p_after + 1;
             p_prev_hash := p_after_hash;
             whole := {_ROW_TEXT};
-            v_hash := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
-                'UTF8')), 'hex');
+            v_hash := {_HASHED};
             PERFORM check_row(p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label, p_randomness,
                 p_prev_hash, v_hash, p_stated, p_prices, NULL, NULL, NULL);
             IF cardinality(p_room) > 0 THEN  -- the rows since mostly repeat the caller's prices
@@ -409,8 +408,7 @@ def schema_sql(schema: str) -> list[str]:
             p_seq := p_seq + 1;
             IF p_seq <> p_after + 1 THEN  -- others appended since: chained after the head
                 whole := {_ROW_TEXT};
-                v_hash := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
-                    'UTF8')), 'hex');
+                v_hash := {_HASHED};
             END IF;
             INSERT INTO charges VALUES (p_seq, p_timestamp, p_mechanism, p_parameters, p_event, p_label,
                 p_randomness, p_prev_hash, v_hash, p_stated, p_prices);
@@ -465,6 +463,11 @@ _ROW_TEXT = (
     "|| to_json(p_stated)::text || ',' || to_json(p_prices)::text || coalesce(',' || to_json(p_state)::text, '') "
     "|| ']'"
 )
+
+
+#: The sha256 (hex) of ``whole``, a row's, checkpoint's or metadata's text, as
+#: privreg.budget.ledger hashes it (json_ascii's text where any character is outside ' '..'~').
+_HASHED = "encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END, 'UTF8')), 'hex')"
 
 
 def _check_sql(schema: str) -> list[str]:
@@ -577,8 +580,7 @@ def _check_sql(schema: str) -> list[str]:
             -- the genesis, row 1's and the first checkpoint's prev_hash: a hash of the metadata
             IF p_seq = 1 OR (p_state IS NOT NULL AND NOT EXISTS (SELECT 1 FROM checkpoints)) THEN
                 SELECT {meta_text} INTO whole FROM meta;
-                genesis := encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
-                    'UTF8')), 'hex');
+                genesis := {_HASHED};
                 IF p_seq = 1 AND p_prev_hash <> genesis THEN
                     field := 'prev_hash is not the budget''s genesis';
                 ELSIF p_state IS NOT NULL AND p_cp_prev <> genesis THEN
@@ -589,13 +591,11 @@ def _check_sql(schema: str) -> list[str]:
             -- key, which the server does not hold
             IF field IS NULL AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'chain' AND value = '"hmac-sha256"') THEN
                 whole := {_ROW_TEXT};
-                IF encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
-                        'UTF8')), 'hex') <> p_hash THEN
+                IF {_HASHED} <> p_hash THEN
                     field := 'hash is not the hash of its contents';
                 ELSIF p_state IS NOT NULL THEN
                     whole := {checkpoint_text};
-                    IF encode(sha256(convert_to(CASE WHEN whole ~ '[^ -~]' THEN json_ascii(whole) ELSE whole END,
-                            'UTF8')), 'hex') <> p_cp_hash THEN
+                    IF {_HASHED} <> p_cp_hash THEN
                         field := 'checkpoint''s hash is not the hash of its state';
                     END IF;
                 END IF;
