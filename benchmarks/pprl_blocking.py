@@ -1,18 +1,21 @@
-"""clk-dice's two blocking modes on the same records (issue #33): linkage quality, time,
+"""clk-dice's three blocking modes on the same records (issue #33): linkage quality, time,
 and what the linkage unit and the data parties can infer about similarities.
 
     python benchmarks/pprl_blocking.py [--data febrl4,febrl3x5000] [--records 5000]
-                                       [--key-bits 2048] [--seed 1] [--modes linkage-unit,parties]
+                                       [--key-bits 2048] [--seed 1] [--modes linkage-unit,relay,parties]
 
 Data (benchmarks/pprl.py's ``load``): ``febrl4``, the two FEBRL 4 files; ``febrl3x5000``,
 the 5,000 FEBRL 4 originals copied to 3 parties (overlap 1.0, 30 % corrupted). Every row
 encodes the CLKs once with a fresh secret, then runs DiceLinkageProtocol (the default
 profile: bands agreed by the data parties, exact passes, threshold 0.75, levels) in one
 process with ``workers=1``, ``blocking="linkage-unit"`` (today's mode, with the default
-membership padding pad=1) and ``blocking="parties"`` (tokens through the linkage unit's
-OPRF, :mod:`privreg.plugins.pprl.oprf`); the time is the protocol run only (the encoding
-is the same for both). ``OPRF elements``: the blinded elements all data parties sent (one
-per record and band or exact pass, and the check inputs).
+membership padding pad=1), ``blocking="relay"`` (the linkage unit finds collisions among
+tokens it cannot link to records, :mod:`privreg.plugins.pprl.relay_blocking`) and
+``blocking="parties"`` (tokens through the linkage unit's OPRF,
+:mod:`privreg.plugins.pprl.oprf`); the time is the protocol run only (the encoding is the
+same for all). ``OPRF elements``: the blinded elements all data parties sent (one per
+record and band or exact pass, and the check inputs); ``relay words``: the unlinked words
+all data parties sent the linkage unit under ``"relay"``.
 
 Columns: group recall and precision, pairwise recall (the README's figure) and precision
 (benchmarks/pprl.py's ``group_quality``), real candidate pairs, secure decisions (dummies
@@ -20,16 +23,18 @@ and stricter levels included), wall and CPU; then Spearman rank correlations wit
 Dice over the real candidate pairs of the best estimator from what the linkage unit holds:
 
 * ``LU blocking view``: before any decision. linkage-unit mode: the shared-band estimate
-  (leakage.estimate_dice); parties mode: the slot's position in its pair's keyed order
-  (leakage.bucket_spearman on its decile; all the linkage unit has of a slot then);
+  (leakage.estimate_dice); relay and parties modes: the slot's position in its pair's keyed
+  order (leakage.bucket_spearman on its decile; all the linkage unit has of a slot then:
+  under relay its words and collision groups carry no record or column);
 * ``LU beyond decisions``: within the accepted pairs, the same estimate (linkage-unit mode)
   or the accepted-graph degrees of the pair's two records (parties mode,
   ``bucket_spearman`` on the degrees capped at 4), i.e. what it learns beyond the
   decision itself;
 * ``decision floor``: the decision [Dice >= 0.75] alone, which every mode reveals;
-* ``data party``: parties mode, the shared-band estimate a data party computes from its
-  own and the peer's pair tokens (the benchmark recomputes them from the secret: the
-  OPRF keeps equality within a band, so the count of shared tokens is the same).
+* ``data party``: relay and parties modes, the shared-band estimate a data party computes
+  from its own and the peer's tokens (the benchmark recomputes them from the secret: the
+  OPRF and the relay keep equality within a band, so the count of shared tokens is the
+  same).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ def leakage(mode: str, names: list[str], records: dict, res, secret: bytes) -> d
     cfg = BandConfig(bands=bands, bits=out[names[0]]["band_bits"], min_shared=MIN_SHARED)
     truth, decided, blocking_est, degrees, party_est = [], [], [], [], []
     view = lk.linkage_unit_view(res.transcript, names, LINKAGE_UNIT) if mode == "linkage-unit" else None
-    slots = lk.slot_view(res.transcript, names, LINKAGE_UNIT) if mode == "parties" else None
+    slots = lk.slot_view(res.transcript, names, LINKAGE_UNIT) if mode != "linkage-unit" else None
     popcount, bits = lk.popcount_from_bands(bands, filter_length=L, records=max(len(r) for r in records.values()))
     for i, j in pair_orientation(names):
         left, right = (names[k] for k in _roles(i, j))
@@ -122,7 +127,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=5000)
     ap.add_argument("--key-bits", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=1, help="seeds the benchmark data only")
-    ap.add_argument("--modes", default="linkage-unit,parties")
+    ap.add_argument("--modes", default="linkage-unit,relay,parties")
     args = ap.parse_args()
     print(f"# python benchmarks/pprl_blocking.py {' '.join(sys.argv[1:])}")
     print(header("## clk-dice: blocking modes", processes=1, cores=1))
@@ -141,6 +146,7 @@ def main() -> None:
         "decision floor",
         "data party",
         "OPRF elements",
+        "relay words",
     ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols), flush=True)
@@ -186,10 +192,9 @@ def main() -> None:
                 f"{leak['beyond']:.3f}",
                 f"{leak['decision']:.3f}",
                 f"{leak['party']:.3f}",
-                str(
-                    sum(
-                        m.payload.shape[0] for m in res.transcript.received_by(LINKAGE_UNIT) if m.step == "oprf-blinded"
-                    )
+                *(
+                    str(sum(m.payload.shape[0] for m in res.transcript.received_by(LINKAGE_UNIT) if m.step == step))
+                    for step in ("oprf-blinded", "relay-tokens")
                 ),
             ]
             print("| " + " | ".join(cells) + " |", flush=True)

@@ -129,6 +129,7 @@ from privreg.plugins.pprl.party_blocking import (
 )
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
+from privreg.plugins.pprl.relay_blocking import check_groups, peer_matrix, position_order, relay_groups, relay_words
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
 
@@ -149,7 +150,7 @@ DEFAULT_LEVELS = (0.8, 0.85, 0.9, 0.95)
 DEFAULT_PAD = 1.0
 #: Where the candidate pairs are formed: by the linkage unit from every party's band
 #: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
-BLOCKINGS = ("linkage-unit", "parties")
+BLOCKINGS = ("linkage-unit", "parties", "relay")
 DEFAULT_BLOCKING = "linkage-unit"
 #: What the linkage unit sees (for reports).
 LU_SEES = (
@@ -413,9 +414,9 @@ class DiceLinkageProtocol(Protocol):
             raise PrivregValueError(f"blocking must be one of {', '.join(map(repr, BLOCKINGS))}; got {blocking!r}")
         self.blocking = blocking
         pad = None if pad is None else check_pad(pad)
-        if blocking == "parties" and pad:
+        if blocking != "linkage-unit" and pad:
             raise PrivregValueError(
-                f"pad={pad!r} applies to blocking='linkage-unit' only: under blocking='parties' the data parties "
+                f"pad={pad!r} applies to blocking='linkage-unit' only: under blocking={blocking!r} the data parties "
                 f"compute their candidate pairs themselves, so dummies would hide nothing from them; pass pad=0 or "
                 f"leave it unset."
             )
@@ -456,6 +457,12 @@ class DiceLinkageProtocol(Protocol):
         # unit after blocking, a data party from its deal): they tighten later bounds
         self._known_pairs: dict[frozenset[str], int] = {}
 
+    @property
+    def _slotted(self) -> bool:
+        """True when the data parties form the candidate pairs (``"parties"``, ``"relay"``):
+        the linkage unit deals per slot and never holds a candidate's records before its decision."""
+        return self.blocking != "linkage-unit"
+
     def _counts(self) -> dict[str, int] | None:
         """Records per data party that bound the messages: the declared counts, else
         ``max_records`` for every party, else None (no bound)."""
@@ -490,31 +497,37 @@ class DiceLinkageProtocol(Protocol):
                 "keys-dgk": public_key_bytes(kb, integers=4),
                 # per peer: w (and the pairs under "linkage-unit"); a parties-mode entry holds w, a name
                 # (<= MAX_NAME_LENGTH), a role and a 32-byte seed: 512 bytes cover its keys and headers
-                "deal": 8 * pairs + len(others) * 512
-                if self.blocking == "parties"
-                else 24 * pairs + len(others) * OVERHEAD,
+                "deal": 8 * pairs + len(others) * 512 if self._slotted else 24 * pairs + len(others) * OVERHEAD,
                 "refine": 8 * pairs + n * OVERHEAD,
-                "resolve": 8 * pairs + n * OVERHEAD if self.blocking == "parties" else 0,
+                "resolve": 8 * pairs + n * OVERHEAD if self._slotted else 0,
                 "oprf-evaluated": self._oprf_bytes(m, n) if self.blocking == "parties" else 0,
+                # per peer: (group, position) rows for both parties' positions in a shared word
+                "relay-groups": sum(16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD for q in others)
+                if self.blocking == "relay"
+                else 0,
                 "result": 16 * m + OVERHEAD,
             }.get(kind, 0)
         if receiver == lu and sender in counts:
             others = [q for q in counts if q != sender]
             d = max(decisions(sender, q) for q in others)
-            mine = self.blocking == "parties"
+            mine = self._slotted
+            words = 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD
             return {
-                "tokens": 0 if mine else 8 * (J + self.exact_passes) * counts[sender] + OVERHEAD,
+                "tokens": 0 if mine else words,
+                "relay-tokens": words if self.blocking == "relay" else 0,
                 "candidates": n * 256 + OVERHEAD if mine else 0,  # per peer: its name, a count and a digest
-                "oprf-blinded": self._oprf_bytes(counts[sender], n) if mine else 0,
+                "oprf-blinded": self._oprf_bytes(counts[sender], n) if self.blocking == "parties" else 0,
                 "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
                 "masked": d * c + h + OVERHEAD,
                 "terms": d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
             }.get(kind, 0)
         if sender in counts and receiver in counts and sender != receiver:
-            slots = self.blocking == "parties"  # masked CLKs per slot, tokens peer to peer
+            slots = self._slotted  # masked CLKs per slot
             return {
                 "popcount": 64,
-                "pair-tokens": 8 * (J + self.exact_passes) * counts[sender] + DIGEST_BYTES + OVERHEAD if slots else 0,
+                "pair-tokens": 8 * (J + self.exact_passes) * counts[sender] + DIGEST_BYTES + OVERHEAD
+                if self.blocking == "parties"
+                else 0,
                 # rows per chunk: one per slot under "parties", one per candidate record otherwise
                 "masked": min(pairs_of(sender, receiver), beaver.CHUNK_PAIRS, *(() if slots else (counts[sender],)))
                 * (8 * self.length + 8)
@@ -561,6 +574,8 @@ class DiceLinkageProtocol(Protocol):
             "resolved",
             "oprf-blinded",
             "oprf-evaluated",
+            "relay-tokens",
+            "relay-groups",
         )
         everyone = [self.linkage_unit, *self.names]
         return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
@@ -668,6 +683,10 @@ class DiceLinkageProtocol(Protocol):
             if self.blocking == "parties":
                 await self._evaluate_oprf(ch, rng)
                 timer.lap("oprf")
+            elif self.blocking == "relay":
+                await self._relay_groups(ch)
+                timer.lap("relay")
+            if self._slotted:
                 await self._deal_slots(ch, rng, plan, deals, blocked)
             for i, j in orientation if self.blocking == "linkage-unit" else ():
                 left, right = _roles(i, j)
@@ -701,7 +720,7 @@ class DiceLinkageProtocol(Protocol):
                         ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown
                     )
                 )
-            if self.blocking == "parties":  # the records of the accepted slots, for the groups
+            if self._slotted:  # the records of the accepted slots, for the groups
                 await self._resolve(ch, plan, decisions)
             edges, where = self._edges(plan, decisions)
             timer.lap("matching")
@@ -808,6 +827,38 @@ class DiceLinkageProtocol(Protocol):
                 )
             await ch.send(p, key.evaluate(msg, count=n, sender=p), step="oprf-evaluated")
 
+    async def _relay_groups(self, ch: Channel) -> None:
+        """``blocking="relay"`` (:mod:`relay_blocking`): receive every data party's word
+        list (its declared records times the same width at every party) and send each party,
+        per peer, the collision groups of their two lists (positions only, no word)."""
+        counts, names = self._counts(), self.names
+        limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
+        words: dict[str, np.ndarray] = {}
+        width: int | None = None
+        for p in names:
+            msg = await ch.recv(p, step="relay-tokens")
+            ok = isinstance(msg, np.ndarray) and msg.ndim == 1 and (not msg.size or msg.dtype.kind == "u")
+            if ok and counts is not None and counts[p]:
+                w, r = divmod(msg.size, counts[p])
+                ok = r == 0 and 1 <= w <= limit and width in (None, w)
+                width = w if ok else width
+            elif ok and counts is not None:
+                ok = msg.size == 0
+            if not ok:
+                raise ProtocolError(
+                    f"{p!r} sent a malformed relay word list; expected one unsigned word per declared record and "
+                    f"band or exact pass, the same number per record at every party (at most {limit})"
+                )
+            words[p] = np.asarray(msg, dtype=np.uint64)
+        out: dict[str, list[dict[str, Any]]] = {p: [] for p in names}
+        for i, j in pair_orientation(names):
+            p, q = names[i], names[j]
+            gp, gq = relay_groups(words[p], words[q])
+            out[p].append({"peer": q, "size": int(words[q].size), "mine": gp, "theirs": gq})
+            out[q].append({"peer": p, "size": int(words[p].size), "mine": gq, "theirs": gp})
+        for p in names:  # per peer in run order
+            await ch.send(p, sorted(out[p], key=lambda d: names.index(d["peer"])), step="relay-groups")
+
     async def _deal_slots(
         self,
         ch: Channel,
@@ -816,7 +867,7 @@ class DiceLinkageProtocol(Protocol):
         deals: dict[int, list[dict[str, Any]]],
         blocked: PhaseProgress,
     ) -> None:
-        """``blocking="parties"``: check that both parties of every pair sent the same slot
+        """``blocking="parties"`` or ``"relay"``: check that both parties of every pair sent the same slot
         count and digest, then deal the Beaver masks per slot (no record index involved)."""
         names, counts = self.names, self._counts()
         got: dict[str, dict[str, tuple[int, bytes]]] = {}
@@ -865,7 +916,7 @@ class DiceLinkageProtocol(Protocol):
             blocked.advance()
 
     async def _resolve(self, ch: Channel, plan: list[dict[str, Any]], decisions: list[np.ndarray]) -> None:
-        """``blocking="parties"``: ask each party for its record of every accepted slot."""
+        """``blocking="parties"`` or ``"relay"``: ask each party for its record of every accepted slot."""
         asked = [np.flatnonzero(ok).astype(np.int64) for ok in decisions]
         counts = self._counts()
         for i, p in enumerate(self.names):
@@ -968,6 +1019,8 @@ class DiceLinkageProtocol(Protocol):
             tok, exact, checks = await self._oprf_tokens(ch, me, secret, tok, exact, rng)
             timer.lap("oprf")
             slots = await self._block_with_peers(ch, me, secret, tok, exact, rng, checks=checks)
+        elif self.blocking == "relay":
+            slots = await self._relay_with_peers(ch, me, secret, tok, exact, rng)
         else:
             await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
         timer.lap("tokens")
@@ -988,7 +1041,7 @@ class DiceLinkageProtocol(Protocol):
         timer.lap("shares")
         for e in entries:
             await self._share_round(ch, me, e, shares[e["peer"]], e["pop"], None, self.threshold, "base", pk, dpk, rng)
-        if self.blocking == "parties":
+        if self._slotted:
             await self._resolve_slots(ch, entries)
         refine = await ch.recv(self.linkage_unit, step="refine")
         if not isinstance(refine, list) or len(refine) != len(entries):
@@ -1130,8 +1183,52 @@ class DiceLinkageProtocol(Protocol):
         await ch.send(self.linkage_unit, summary, step="candidates")
         return out
 
+    async def _relay_with_peers(
+        self, ch: Channel, me: str, secret: bytes, tok: np.ndarray, exact: np.ndarray, rng: RandomSource
+    ) -> dict[str, np.ndarray]:
+        """``blocking="relay"`` (:mod:`relay_blocking`): send the linkage unit this party's
+        words (rows in a fresh private order, positions in its keyed order), rebuild each
+        peer's words from the collision groups, form the pair's slots and send the linkage
+        unit their count and keyed digest; returns this party's record of each slot per peer."""
+        m, J = tok.shape
+        sigma = private_order(m, rng)  # row k of the words is record sigma[k]
+        words = relay_words(tok[sigma], exact[sigma], rng)
+        W = words.shape[1]
+        order = position_order(secret, me, m * W)
+        await ch.send(self.linkage_unit, words.reshape(-1)[order], step="relay-tokens")
+        got = await ch.recv(self.linkage_unit, step="relay-groups")
+        peers = [q for q in self.names if q != me]
+        if not isinstance(got, list) or [d.get("peer") if isinstance(d, Mapping) else None for d in got] != peers:
+            raise ProtocolError(f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer)")
+        counts = self._counts()
+        own_tok, own_ex = words[:, :J], np.where(exact[sigma] != 0, words[:, J:], np.uint64(0)).astype(np.uint64)
+        out: dict[str, np.ndarray] = {}
+        summary = []
+        for q, d in zip(peers, got):
+            size = d.get("size")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size % W:
+                raise ProtocolError(f"{self.linkage_unit!r} sent a malformed word count for peer {q!r}")
+            rows = size // W
+            if counts is not None and rows != counts[q]:
+                raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
+            groups = check_groups(dict(d), self.linkage_unit, mine=m * W, theirs=size)
+            peer = peer_matrix(
+                words, order, groups, position_order(secret, q, size), peer_rows=rows, bands=J, frm=self.linkage_unit
+            )
+            i, j = sorted((self.names.index(me), self.names.index(q)))
+            left = self.names[_roles(i, j)[0]] == me
+            pt, px = peer[:, :J], peer[:, J:]
+            cands, _ = self._candidates(own_tok, pt, own_ex, px) if left else self._candidates(pt, own_tok, px, own_ex)
+            key = pair_key(secret, self.names[i], self.names[j], "slots")
+            slot = slot_order(cands, key)
+            out[q] = sigma[slot[:, 0 if left else 1]]
+            summary.append({"peer": q, "count": int(slot.shape[0]), "digest": slot_digest(slot, key)})
+        await ch.send(self.linkage_unit, summary, step="candidates")
+        return out
+
     async def _resolve_slots(self, ch: Channel, entries: list[dict[str, Any]]) -> None:
-        """``blocking="parties"``: this party's record of each accepted slot the linkage unit asks for."""
+        """``blocking="parties"`` or ``"relay"``: this party's record of each accepted slot
+        the linkage unit asks for."""
         ask = await ch.recv(self.linkage_unit, step="resolve")
         if not isinstance(ask, list) or len(ask) != len(entries):
             raise ProtocolError(f"{self.linkage_unit!r} sent a malformed resolve message")

@@ -1,0 +1,287 @@
+"""clk-dice with ``blocking="relay"`` (issue #33): the linkage unit finds collisions among
+tokens it cannot link to records or columns, each pair of data parties forms its candidates
+from them, and the linkage unit receives only slot counts and digests before the decisions.
+
+Data and seeds as in test_pprl_party_blocking (300 synthetic people at 3 parties, fixed
+secret, keys and seeds: deterministic). Statistical checks: under independence Spearman's
+rho over n pairs is about normal with sd 1/sqrt(n - 1); with n >= 600 candidate pairs
+(sd 0.041) the bound 0.3 is more than 7 sd away (false-alarm probability below 1e-12), and
+over n >= 10,000 word positions (sd 0.01) the bound 0.05 is 5 sd away (below 6e-7); a
+record's >= 20 words at uniform positions span on average 0.9 of the list or more except
+with a probability below 1e-12 over >= 50 records.
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+from test_pprl_party_blocking import SECRET, _left_right, _proto, _records
+
+from privreg.core.errors import PrivregValueError, ProtocolError
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.mpc.runtime import run_protocol
+from privreg.mpc.transport import InMemoryTransport
+from privreg.plugins.pprl import leakage as lk
+from privreg.plugins.pprl.bands import MIN_SHARED, BandConfig, band_tokens, candidate_pairs, pair_orientation
+from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
+from privreg.plugins.pprl.relay_blocking import (
+    check_groups,
+    peer_matrix,
+    position_order,
+    relay_groups,
+    relay_words,
+)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {
+        mode: run_protocol(_proto(blocking=mode, pad=0), transport=InMemoryTransport(keep_payloads=True))
+        for mode in ("linkage-unit", "relay")
+    }
+
+
+def test_the_candidate_pairs_and_groups_equal_the_linkage_unit_modes(runs):
+    names, _, _ = _records()
+    old, new = runs["linkage-unit"].outputs, runs["relay"].outputs
+    a, b = run_candidates(old, names), run_candidates(new, names)
+    assert sorted(a) == sorted(b) and sum(len(c) for c in a.values()) > 600
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert new[LINKAGE_UNIT]["candidates"] is None  # the linkage unit never knows them
+    assert sorted(map(sorted, old[LINKAGE_UNIT]["groups"])) == sorted(map(sorted, new[LINKAGE_UNIT]["groups"]))
+    for p in names:
+        np.testing.assert_array_equal(old[p]["links"][:, 1], new[p]["links"][:, 1])
+
+
+def _rebuild(mine_tok, peer_tok, mine_ex, peer_ex, rng):
+    """Both sides of the relay in memory: the peer matrix one party rebuilds."""
+    J = mine_tok.shape[1]
+    w_me = relay_words(mine_tok, mine_ex, rng)
+    w_peer = relay_words(peer_tok, peer_ex, rng)
+    o_me = position_order(SECRET, "A", w_me.size)
+    o_peer = position_order(SECRET, "B", w_peer.size)
+    g = relay_groups(w_me.reshape(-1)[o_me], w_peer.reshape(-1)[o_peer])
+    groups = check_groups({"mine": g[0], "theirs": g[1]}, "LU", mine=w_me.size, theirs=w_peer.size)
+    peer = peer_matrix(w_me, o_me, groups, o_peer, peer_rows=peer_tok.shape[0], bands=J, frm="LU")
+    own_ex = np.where(mine_ex != 0, w_me[:, J:], np.uint64(0)).astype(np.uint64)
+    return w_me[:, :J], own_ex, peer[:, :J], peer[:, J:]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_rebuilt_peer_matrix_gives_exactly_the_candidates_of_the_real_one(seed):
+    """Small token alphabets so blocks are large (some skipped by max_block_pairs), exact
+    passes with missing values and frequent values (one pass dropped by its cap), and a
+    band column holding 0: the candidates from the rebuilt peer matrix equal those from the
+    peer's real tokens, from either side."""
+    r = np.random.default_rng(seed)
+    ma, mb, J = int(r.integers(20, 60)), int(r.integers(20, 60)), 5
+    a = r.integers(0, 6, (ma, J)).astype(np.uint64)
+    b = r.integers(0, 6, (mb, J)).astype(np.uint64)
+    ea = r.integers(0, 40, (ma, 2)).astype(np.uint64)
+    eb = r.integers(0, 40, (mb, 2)).astype(np.uint64)
+    ea[:, 1] = r.integers(0, 3, ma)  # a frequent exact value: the pass exceeds its cap
+    eb[:, 1] = r.integers(0, 3, mb)
+    rng = InsecureReproducibleRandom(seed=seed)
+    kw = {"max_block_pairs": 40, "min_shared": 2}
+    want, want_skipped = candidate_pairs(a, b, exact_a=ea, exact_b=eb, **kw)
+    at, ax, bt, bx = _rebuild(a, b, ea, eb, rng)
+    got, skipped = candidate_pairs(at, bt, exact_a=ax, exact_b=bx, **kw)
+    np.testing.assert_array_equal(got, want)
+    assert skipped == want_skipped and want_skipped > 0 and len(want) > 0
+    bt2, bx2, at2, ax2 = _rebuild(b, a, eb, ea, rng)  # the other party's side
+    got2, _ = candidate_pairs(at2, bt2, exact_a=ax2, exact_b=bx2, **kw)
+    np.testing.assert_array_equal(got2, want)
+
+
+def _truth(res):
+    names, _, records = _records()
+    view = lk.slot_view(res.transcript, names, LINKAGE_UNIT)
+    rows = []
+    for i, j in pair_orientation(names):
+        left, right = _left_right(names, i, j)
+        pairs = lk.slot_truth(res.outputs, left, right)
+        k = pairs.shape[0]
+        dice = lk.true_dice(records[left].match_filters, records[right].match_filters, pairs)
+        accepted = np.zeros(k, dtype=bool)
+        accepted[view.asked[(left, right)]] = True
+        rows.append((np.arange(k) * 10 // k, dice, accepted, pairs))
+    return view, rows
+
+
+def test_the_linkage_unit_cannot_estimate_similarity(runs):
+    view, rows = _truth(runs["relay"])
+    decile = np.concatenate([r[0] for r in rows])
+    dice = np.concatenate([r[1] for r in rows])
+    accepted = np.concatenate([r[2] for r in rows])
+    assert dice.size > 600
+    assert abs(lk.bucket_spearman(decile[:, None], dice)) <= 0.3
+    np.testing.assert_array_equal(accepted, dice >= 0.75)  # the decisions: what it is meant to learn
+    # what it received: words, then per pair only a count and a digest, then accepted slots' records
+    assert {s for s in view.steps if not s.startswith("cmp-")} == {"relay-tokens", "candidates", "resolved"}
+    for (i, j), (_, _, acc, pairs) in zip(pair_orientation(names := _records()[0]), rows):
+        left, right = _left_right(names, i, j)
+        np.testing.assert_array_equal(view.resolved[(left, right)], pairs[acc, 0])
+
+
+def _words_by_record(res, party):
+    """The words ``party`` sent the linkage unit and, from the ground truth (its band
+    tokens recomputed from the secret), the record and column behind each position."""
+    _, _, records = _records()
+    out = res.outputs[party]
+    cfg = BandConfig(bands=out["bands"], bits=out["band_bits"], min_shared=MIN_SHARED)
+    tok, _ = band_tokens(records[party].match_filters, config=cfg, secret=SECRET)
+    (sent,) = [
+        m.payload for m in res.transcript.received_by(LINKAGE_UNIT) if m.step == "relay-tokens" and m.sender == party
+    ]
+    J = tok.shape[1]
+    W = J + records[party].exact_keys.shape[1]
+    assert sent.shape == (len(records[party]) * W,)
+    flat = tok.reshape(-1)
+    uniq, first, counts = np.unique(flat, return_index=True, return_counts=True)
+    single = uniq[counts == 1]  # band words held by one (record, band) only: their owner is known
+    at = np.flatnonzero(np.isin(sent, single))
+    owner = first[counts == 1][np.searchsorted(single, sent[at])]
+    return at, owner // J, owner % J, sent.size
+
+
+def test_a_words_position_tells_neither_its_record_nor_its_band(runs):
+    """The positions of one record's words are spread over the whole list: position and
+    record number (or band) are uncorrelated, and the gap between two words of one record
+    is as long as between two random positions."""
+    names, _, _ = _records()
+    for p in names:
+        pos, record, band, size = _words_by_record(runs["relay"], p)
+        assert pos.size > 10_000
+        assert abs(spearmanr(pos, record).statistic) <= 0.05
+        assert abs(spearmanr(pos, band).statistic) <= 0.05
+        # a record's words span the whole list (k random positions: (k - 1) / (k + 1) of it,
+        # about 0.98 here), not the W adjacent positions of a record-major layout
+        lo = np.full(record.max() + 1, size)
+        hi = np.zeros(record.max() + 1, dtype=np.int64)
+        np.minimum.at(lo, record, pos)
+        np.maximum.at(hi, record, pos)
+        held = np.bincount(record) >= 20
+        assert held.sum() >= 50 and np.mean((hi - lo)[held]) >= 0.9 * size
+    # control: the linkage-unit mode's tokens arrive as a record x band matrix
+    view = lk.linkage_unit_view(runs["linkage-unit"].transcript, names, LINKAGE_UNIT)
+    assert view[names[0]]["tokens"].ndim == 2
+
+
+def test_a_data_party_receives_no_peer_word(runs):
+    """From the linkage unit a data party gets positions only; the peer words it can know
+    are exactly the words it holds itself (so it cannot invert a peer's token by trying
+    values, as it could under blocking='parties' without the OPRF)."""
+    names, _, _ = _records()
+    res = runs["relay"]
+    me = names[0]
+    (msg,) = [m.payload for m in res.transcript.received_by(me) if m.step == "relay-groups"]
+    assert [d["peer"] for d in msg] == list(names[1:])
+    for d in msg:
+        assert set(d) == {"peer", "size", "mine", "theirs"}
+        assert d["mine"].dtype == np.int64 and d["theirs"].dtype == np.int64
+    assert {m.step for m in res.transcript.received_by(me) if m.sender != LINKAGE_UNIT} <= {
+        "popcount",
+        "masked",
+        *(f"masked.{k}" for k in range(1, 10)),
+        *(f"shares-{t}" for t in ("base", "l1", "l2", "l3", "l4")),
+    }
+    # the shared words are the intersection: as many peer positions as carry a word of mine
+    sent = {m.sender: m.payload for m in res.transcript.received_by(LINKAGE_UNIT) if m.step == "relay-tokens"}
+    for d in msg:
+        assert d["theirs"].shape[0] == int(np.isin(sent[d["peer"]], sent[me]).sum()) > 0
+        assert d["theirs"].shape[0] < sent[d["peer"]].size  # the others are never named
+
+
+_ME: contextvars.ContextVar[str] = contextvars.ContextVar("me", default="")
+
+
+class _DropsOnePair(DiceLinkageProtocol):
+    async def _relay_with_peers(self, ch, me, *args):
+        _ME.set(me)
+        return await super()._relay_with_peers(ch, me, *args)
+
+    def _candidates(self, a, b, ex_a, ex_b):
+        pairs, skipped = super()._candidates(a, b, ex_a, ex_b)
+        return (pairs[1:], skipped) if _ME.get() == "P2" else (pairs, skipped)
+
+
+def test_a_mismatch_between_the_parties_candidate_lists_is_refused():
+    with pytest.raises(ProtocolError, match="sent different candidate lists for their pair") as err:
+        run_protocol(_proto(_DropsOnePair, blocking="relay", first=60), transport=InMemoryTransport())
+    assert "'P2'" in str(err.value)
+
+
+def test_malformed_groups_are_refused():
+    ok = (np.array([[0, 1], [0, 4], [1, 2]]), np.array([[0, 0], [1, 3]]))
+    a, b = check_groups({"mine": ok[0], "theirs": ok[1]}, "LU", mine=5, theirs=4)
+    assert a.shape == (3, 2) and b.shape == (2, 2)
+    bad = {
+        "outside": (np.array([[0, 5]]), np.array([[0, 0]])),
+        "order": (np.array([[0, 4], [0, 1]]), np.array([[0, 0]])),
+        "twice": (np.array([[0, 1], [1, 1]]), np.array([[0, 0], [1, 1]])),
+        "one side": (np.array([[0, 1], [1, 2]]), np.array([[0, 0]])),
+        "numbering": (np.array([[1, 1]]), np.array([[1, 0]])),
+        "float": (np.array([[0.0, 1.0]]), np.array([[0, 0]])),
+    }
+    for what, (m, t) in bad.items():
+        with pytest.raises(ProtocolError, match="'LU' sent"):
+            check_groups({"mine": m, "theirs": t}, "LU", mine=5, theirs=4)
+        assert what
+
+
+def test_a_group_mixing_two_words_is_refused():
+    w = np.array([[1, 2], [3, 4]], dtype=np.uint64)
+    order = np.arange(4)
+    groups = (np.array([[0, 0], [0, 3]]), np.array([[0, 0]]))  # positions of words 1 and 4 in one group
+    with pytest.raises(ProtocolError, match="put positions of different words in one group"):
+        peer_matrix(w, order, groups, np.arange(2), peer_rows=1, bands=2, frm="LU")
+
+
+class _SendsMore(DiceLinkageProtocol):
+    async def _relay_with_peers(self, ch, me, secret, tok, exact, rng):
+        if me == "P3":  # words for one more band than the others
+            tok = np.column_stack([tok, tok[:, :1]])
+        return await super()._relay_with_peers(ch, me, secret, tok, exact, rng)
+
+
+def test_an_oversized_word_list_is_refused():
+    with pytest.raises(ProtocolError, match="'P3' sent a malformed relay word list"):
+        run_protocol(
+            _proto(_SendsMore, blocking="relay", first=40, bands=BandConfig(bands=6, bits=16, min_shared=2)),
+            transport=InMemoryTransport(),
+        )
+
+
+def test_message_bounds_and_options_of_relay_blocking():
+    from privreg.mpc.deployment import options_digest
+    from privreg.plugins.pprl.dice_deployment import DiceDeployment
+
+    kw = {"record_counts": {"P1": 100, "P2": 120, "P3": 90}, "exact_passes": 2}
+    relay = DiceLinkageProtocol(blocking="relay", **kw)
+    assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="relay-tokens") == 8 * 1026 * 100 + 1024
+    assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="tokens") == 0
+    assert relay.message_bound(sender="P1", receiver="P2", step="pair-tokens") == 0
+    assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="oprf-blinded") == 0
+    groups = 16 * 1026 * ((100 + 120) + (100 + 90)) + 2 * 4 * 1024
+    assert relay.message_bound(sender=LINKAGE_UNIT, receiver="P1", step="relay-groups") == groups
+    assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="candidates") == 3 * 256 + 1024
+    assert (
+        DiceLinkageProtocol(blocking="parties", **kw).message_bound(
+            sender=LINKAGE_UNIT, receiver="P1", step="relay-groups"
+        )
+        == 0
+    )
+    with pytest.raises(PrivregValueError, match=r"pad=0\.5 applies to blocking='linkage-unit' only"):
+        DiceLinkageProtocol(blocking="relay", pad=0.5)
+    dep = DiceDeployment()
+    opts = dep.options({"records": [10, 10, 10], "blocking": "relay"})
+    assert opts["pad"] == 0.0
+    assert options_digest(dep, opts) != options_digest(
+        dep, dep.options({"records": [10, 10, 10], "blocking": "parties"})
+    )
+    with pytest.raises(PrivregValueError, match=r"options\.pad"):
+        dep.options({"records": [10, 10, 10], "blocking": "relay", "pad": 1})
