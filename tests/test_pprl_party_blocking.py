@@ -200,7 +200,7 @@ def test_a_mismatch_between_the_parties_candidate_lists_is_refused():
 def test_blocking_is_validated_and_pad_belongs_to_linkage_unit_blocking():
     with pytest.raises(PrivregValueError, match="blocking"):
         DiceLinkageProtocol(blocking="peers")
-    with pytest.raises(PrivregValueError, match=r"pad=0\.5 applies to blocking='linkage-unit' only"):
+    with pytest.raises(PrivregValueError, match=r"pad=0\.5 applies to blocking='linkage-unit' or 'relay' only"):
         DiceLinkageProtocol(blocking="parties", pad=0.5)
     assert DiceLinkageProtocol(blocking="parties").pad == 0.0
     assert DiceLinkageProtocol(blocking="linkage-unit").pad == 1.0

@@ -20,7 +20,7 @@ import pytest
 from scipy.stats import spearmanr
 from test_pprl_party_blocking import SECRET, _left_right, _proto, _records
 
-from privreg.core.errors import PrivregValueError, ProtocolError
+from privreg.core.errors import ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
@@ -38,23 +38,50 @@ from privreg.plugins.pprl.relay_blocking import (
 
 @pytest.fixture(scope="module")
 def runs():
-    return {
+    out = {
         mode: run_protocol(_proto(blocking=mode, pad=0), transport=InMemoryTransport(keep_payloads=True))
         for mode in ("linkage-unit", "relay")
     }
+    out["padded"] = run_protocol(_proto(blocking="relay"), transport=InMemoryTransport(keep_payloads=True))
+    return out
 
 
-def test_the_candidate_pairs_and_groups_equal_the_linkage_unit_modes(runs):
+@pytest.mark.parametrize("mode", ["relay", "padded"])
+def test_the_candidate_pairs_and_groups_equal_the_linkage_unit_modes(runs, mode):
     names, _, _ = _records()
-    old, new = runs["linkage-unit"].outputs, runs["relay"].outputs
+    old, new = runs["linkage-unit"].outputs, runs[mode].outputs
     a, b = run_candidates(old, names), run_candidates(new, names)
     assert sorted(a) == sorted(b) and sum(len(c) for c in a.values()) > 600
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
     assert new[LINKAGE_UNIT]["candidates"] is None  # the linkage unit never knows them
     assert sorted(map(sorted, old[LINKAGE_UNIT]["groups"])) == sorted(map(sorted, new[LINKAGE_UNIT]["groups"]))
+    assert old[LINKAGE_UNIT]["accepted"] == new[LINKAGE_UNIT]["accepted"]
+    assert new[LINKAGE_UNIT]["candidate_count"] == sum(len(c) for c in a.values())
     for p in names:
         np.testing.assert_array_equal(old[p]["links"][:, 1], new[p]["links"][:, 1])
+    # padding (the default) adds dummies, decided and discarded
+    assert (new[LINKAGE_UNIT]["dummy_pairs"] > 0) == (mode == "padded")
+
+
+def test_padding_hides_from_the_right_party_which_of_its_records_have_candidates(runs):
+    """Under relay the left party of a pair forms the candidates (so it knows which of its
+    records have one) and pads the right party's side: at pad=1 every record of the right
+    party has a slot, though some have no real candidate (membership hidden, as under
+    linkage-unit blocking); at pad=0 its slots are exactly its real candidates."""
+    names, _, records = _records()
+    for i, j in pair_orientation(names):
+        left, right = _left_right(names, i, j)
+        real = run_candidates(runs["relay"].outputs, names)[(left, right)]
+        bare = len(records[right]) - np.unique(real[:, 1]).size
+        assert bare > 5
+        padded = runs["padded"].outputs[right]["slots"][left]
+        assert np.unique(padded).size == len(records[right])
+        unpadded = runs["relay"].outputs[right]["slots"][left]
+        assert np.unique(unpadded).size == len(records[right]) - bare
+        dummy = runs["padded"].outputs[left]["dummy_slots"][right]
+        assert dummy.sum() >= bare
+        assert left not in runs["padded"].outputs[right]["dummy_slots"]  # the right party never knows them
 
 
 def _rebuild(mine_tok, peer_tok, mine_ex, peer_ex, rng):
@@ -179,12 +206,14 @@ def test_a_data_party_receives_no_peer_word(runs):
     res = runs["relay"]
     me = names[0]
     (msg,) = [m.payload for m in res.transcript.received_by(me) if m.step == "relay-groups"]
-    assert [d["peer"] for d in msg] == list(names[1:])
+    # it is the left party (the one that forms the candidates) of its pair with P3 only
+    assert [d["peer"] for d in msg] == ["P3"] and _left_right(names, 0, 2)[0] == me
     for d in msg:
         assert set(d) == {"peer", "size", "mine", "theirs"}
         assert d["mine"].dtype == np.int64 and d["theirs"].dtype == np.int64
     assert {m.step for m in res.transcript.received_by(me) if m.sender != LINKAGE_UNIT} <= {
         "popcount",
+        "relay-slots",
         "masked",
         *(f"masked.{k}" for k in range(1, 10)),
         *(f"shares-{t}" for t in ("base", "l1", "l2", "l3", "l4")),
@@ -199,20 +228,22 @@ def test_a_data_party_receives_no_peer_word(runs):
 _ME: contextvars.ContextVar[str] = contextvars.ContextVar("me", default="")
 
 
-class _DropsOnePair(DiceLinkageProtocol):
+class _Tracks(DiceLinkageProtocol):
     async def _relay_with_peers(self, ch, me, *args):
         _ME.set(me)
         return await super()._relay_with_peers(ch, me, *args)
 
-    def _candidates(self, a, b, ex_a, ex_b):
-        pairs, skipped = super()._candidates(a, b, ex_a, ex_b)
-        return (pairs[1:], skipped) if _ME.get() == "P2" else (pairs, skipped)
 
+def test_a_mismatch_between_the_parties_slot_lists_is_refused(monkeypatch):
+    """P1 digests one slot fewer than the left party sent it (a list changed on its way):
+    the linkage unit compares both parties' digests and refuses to deal."""
+    import privreg.plugins.pprl.dice_protocol as dp
 
-def test_a_mismatch_between_the_parties_candidate_lists_is_refused():
+    real = dp.slot_digest
+    monkeypatch.setattr(dp, "slot_digest", lambda slots, key: real(slots[1:] if _ME.get() == "P1" else slots, key))
     with pytest.raises(ProtocolError, match="sent different candidate lists for their pair") as err:
-        run_protocol(_proto(_DropsOnePair, blocking="relay", first=60), transport=InMemoryTransport())
-    assert "'P2'" in str(err.value)
+        run_protocol(_proto(_Tracks, blocking="relay", first=60), transport=InMemoryTransport())
+    assert "'P1'" in str(err.value)
 
 
 def test_malformed_groups_are_refused():
@@ -266,22 +297,22 @@ def test_message_bounds_and_options_of_relay_blocking():
     assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="tokens") == 0
     assert relay.message_bound(sender="P1", receiver="P2", step="pair-tokens") == 0
     assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="oprf-blinded") == 0
-    groups = 16 * 1026 * ((100 + 120) + (100 + 90)) + 2 * 4 * 1024
-    assert relay.message_bound(sender=LINKAGE_UNIT, receiver="P1", step="relay-groups") == groups
-    assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="candidates") == 3 * 256 + 1024
-    assert (
-        DiceLinkageProtocol(blocking="parties", **kw).message_bound(
-            sender=LINKAGE_UNIT, receiver="P1", step="relay-groups"
-        )
-        == 0
-    )
-    with pytest.raises(PrivregValueError, match=r"pad=0\.5 applies to blocking='linkage-unit' only"):
-        DiceLinkageProtocol(blocking="relay", pad=0.5)
+    # the groups go to the left party of a pair only: P1 is left of P3, P2 of P1, P3 of P2
+    assert relay.message_bound(sender=LINKAGE_UNIT, receiver="P1", step="relay-groups") == 16 * 1026 * 190 + 4096
+    assert relay.message_bound(sender=LINKAGE_UNIT, receiver="P2", step="relay-groups") == 16 * 1026 * 220 + 4096
+    # the slots go from the left party to the right one; the candidates carry the left party's dummies
+    assert relay.message_bound(sender="P2", receiver="P1", step="relay-slots") == 8 * 100 * 120 + 1024
+    assert relay.message_bound(sender="P1", receiver="P2", step="relay-slots") == 0
+    cands = 3 * 256 + 8 * (100 * 120 + 100 * 90) + 1024
+    assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="candidates") == cands
+    parties = DiceLinkageProtocol(blocking="parties", **kw)
+    assert parties.message_bound(sender=LINKAGE_UNIT, receiver="P1", step="relay-groups") == 0
+    assert parties.message_bound(sender="P2", receiver="P1", step="relay-slots") == 0
+    assert DiceLinkageProtocol(blocking="relay").pad == 1.0
+    assert DiceLinkageProtocol(blocking="relay", pad=0.5).pad == 0.5
     dep = DiceDeployment()
     opts = dep.options({"records": [10, 10, 10], "blocking": "relay"})
-    assert opts["pad"] == 0.0
-    assert options_digest(dep, opts) != options_digest(
-        dep, dep.options({"records": [10, 10, 10], "blocking": "parties"})
-    )
-    with pytest.raises(PrivregValueError, match=r"options\.pad"):
-        dep.options({"records": [10, 10, 10], "blocking": "relay", "pad": 1})
+    assert opts["pad"] == 1.0
+    other = dep.options({"records": [10, 10, 10], "blocking": "parties"})
+    assert options_digest(dep, opts) != options_digest(dep, other)
+    assert dep.options({"records": [10, 10, 10], "blocking": "relay", "pad": 0.25})["pad"] == 0.25

@@ -16,7 +16,7 @@ these counts, the CLK length and the key size
 (:mod:`~privreg.plugins.pprl.message_bounds`).
 
 ``options.pad`` (default :data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_PAD` under
-``blocking = "linkage-unit"``, 0 under ``"parties"`` and ``"relay"``, where it must stay 0): the fraction
+``blocking = "linkage-unit"`` and ``"relay"``, 0 under ``"parties"``, where it must stay 0): the fraction
 of records with no candidate at a peer that the linkage unit gives dummy candidates
 (:mod:`~privreg.plugins.pprl.padding`); ``options.blocking`` (default
 :data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_BLOCKING`): who forms the candidate
@@ -96,10 +96,10 @@ def _options(
         raise PrivregValueError(
             f"options.key_bits = {key_bits} is below {MIN_KEY_BITS}; set insecure_small_keys = true for tests only."
         )
-    if blocking != "linkage-unit" and pad:
+    if blocking == "parties" and pad:
         raise PrivregValueError(
-            f"options.pad = {pad} applies to blocking = 'linkage-unit' only (under {blocking!r} the data parties "
-            f"compute their candidates themselves, so dummies hide nothing); set pad = 0 or leave it out."
+            f"options.pad = {pad} applies to blocking = 'linkage-unit' or 'relay' only (under 'parties' the data "
+            f"parties compute their candidates themselves, so dummies hide nothing); set pad = 0 or leave it out."
         )
     return {
         "threshold": threshold,
@@ -123,7 +123,7 @@ class DiceDeployment(Deployment):
         rest = dict(raw)
         names = party_list(rest.pop("parties", ["P1", "P2", "P3"]))
         records = rest.pop("records", None)
-        if rest.get("blocking", DEFAULT_BLOCKING) != "linkage-unit":
+        if rest.get("blocking", DEFAULT_BLOCKING) == "parties":
             rest.setdefault("pad", 0.0)  # padding is for linkage-unit blocking only
         try:
             options = {"parties": names, **_options(**rest)}

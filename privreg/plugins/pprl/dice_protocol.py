@@ -126,6 +126,7 @@ from privreg.plugins.pprl.party_blocking import (
     private_order,
     slot_digest,
     slot_order,
+    slot_permutation,
 )
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
@@ -414,13 +415,13 @@ class DiceLinkageProtocol(Protocol):
             raise PrivregValueError(f"blocking must be one of {', '.join(map(repr, BLOCKINGS))}; got {blocking!r}")
         self.blocking = blocking
         pad = None if pad is None else check_pad(pad)
-        if blocking != "linkage-unit" and pad:
+        if blocking == "parties" and pad:
             raise PrivregValueError(
-                f"pad={pad!r} applies to blocking='linkage-unit' only: under blocking={blocking!r} the data parties "
-                f"compute their candidate pairs themselves, so dummies would hide nothing from them; pass pad=0 or "
-                f"leave it unset."
+                f"pad={pad!r} applies to blocking='linkage-unit' or 'relay' only: under blocking='parties' the data "
+                f"parties compute their candidate pairs themselves, so dummies would hide nothing from them; pass "
+                f"pad=0 or leave it unset."
             )
-        self.pad = (DEFAULT_PAD if blocking == "linkage-unit" else 0.0) if pad is None else pad
+        self.pad = (0.0 if blocking == "parties" else DEFAULT_PAD) if pad is None else pad
         for p, rec in self.records.items():
             if self.record_counts is not None and len(rec) != self.record_counts[p]:
                 raise PrivregValueError(
@@ -463,6 +464,11 @@ class DiceLinkageProtocol(Protocol):
         the linkage unit deals per slot and never holds a candidate's records before its decision."""
         return self.blocking != "linkage-unit"
 
+    def _left_of(self, p: str, q: str) -> bool:
+        """True when data party ``p`` is the left party of its pair with ``q``."""
+        i, j = sorted((self.names.index(p), self.names.index(q)))
+        return self.names[_roles(i, j)[0]] == p
+
     def _counts(self) -> dict[str, int] | None:
         """Records per data party that bound the messages: the declared counts, else
         ``max_records`` for every party, else None (no bound)."""
@@ -501,8 +507,12 @@ class DiceLinkageProtocol(Protocol):
                 "refine": 8 * pairs + n * OVERHEAD,
                 "resolve": 8 * pairs + n * OVERHEAD if self._slotted else 0,
                 "oprf-evaluated": self._oprf_bytes(m, n) if self.blocking == "parties" else 0,
-                # per peer: (group, position) rows for both parties' positions in a shared word
-                "relay-groups": sum(16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD for q in others)
+                # per peer it is left of: (group, position) rows for both parties' positions in a shared word
+                "relay-groups": sum(
+                    16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD
+                    for q in others
+                    if self._left_of(receiver, q)
+                )
                 if self.blocking == "relay"
                 else 0,
                 "result": 16 * m + OVERHEAD,
@@ -515,7 +525,12 @@ class DiceLinkageProtocol(Protocol):
             return {
                 "tokens": 0 if mine else words,
                 "relay-tokens": words if self.blocking == "relay" else 0,
-                "candidates": n * 256 + OVERHEAD if mine else 0,  # per peer: its name, a count and a digest
+                # per peer: its name, a count and a digest (and under "relay" the left party's dummy slots)
+                "candidates": n * 256
+                + (8 * sum(pairs_of(sender, q) for q in others) if self.blocking == "relay" else 0)
+                + OVERHEAD
+                if mine
+                else 0,
                 "oprf-blinded": self._oprf_bytes(counts[sender], n) if self.blocking == "parties" else 0,
                 "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
                 "masked": d * c + h + OVERHEAD,
@@ -525,6 +540,9 @@ class DiceLinkageProtocol(Protocol):
             slots = self._slotted  # masked CLKs per slot
             return {
                 "popcount": 64,
+                "relay-slots": 8 * pairs_of(sender, receiver) + OVERHEAD
+                if self.blocking == "relay" and self._left_of(sender, receiver)
+                else 0,
                 "pair-tokens": 8 * (J + self.exact_passes) * counts[sender] + DIGEST_BYTES + OVERHEAD
                 if self.blocking == "parties"
                 else 0,
@@ -576,6 +594,7 @@ class DiceLinkageProtocol(Protocol):
             "oprf-evaluated",
             "relay-tokens",
             "relay-groups",
+            "relay-slots",
         )
         everyone = [self.linkage_unit, *self.names]
         return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
@@ -829,8 +848,8 @@ class DiceLinkageProtocol(Protocol):
 
     async def _relay_groups(self, ch: Channel) -> None:
         """``blocking="relay"`` (:mod:`relay_blocking`): receive every data party's word
-        list (its declared records times the same width at every party) and send each party,
-        per peer, the collision groups of their two lists (positions only, no word)."""
+        list (its declared records times the same width at every party) and send the left
+        party of every pair the collision groups of their two lists (positions only, no word)."""
         counts, names = self._counts(), self.names
         limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
         words: dict[str, np.ndarray] = {}
@@ -851,11 +870,10 @@ class DiceLinkageProtocol(Protocol):
                 )
             words[p] = np.asarray(msg, dtype=np.uint64)
         out: dict[str, list[dict[str, Any]]] = {p: [] for p in names}
-        for i, j in pair_orientation(names):
-            p, q = names[i], names[j]
-            gp, gq = relay_groups(words[p], words[q])
-            out[p].append({"peer": q, "size": int(words[q].size), "mine": gp, "theirs": gq})
-            out[q].append({"peer": p, "size": int(words[p].size), "mine": gq, "theirs": gp})
+        for i, j in pair_orientation(names):  # only the pair's left party forms its candidates
+            left, right = (names[k] for k in _roles(i, j))
+            gl, gr = relay_groups(words[left], words[right])
+            out[left].append({"peer": right, "size": int(words[right].size), "mine": gl, "theirs": gr})
         for p in names:  # per peer in run order
             await ch.send(p, sorted(out[p], key=lambda d: names.index(d["peer"])), step="relay-groups")
 
@@ -871,6 +889,7 @@ class DiceLinkageProtocol(Protocol):
         count and digest, then deal the Beaver masks per slot (no record index involved)."""
         names, counts = self.names, self._counts()
         got: dict[str, dict[str, tuple[int, bytes]]] = {}
+        dummies: dict[tuple[str, str], np.ndarray] = {}
         for p in names:
             msg = await ch.recv(p, step="candidates")
             if not isinstance(msg, list) or len(msg) != len(names) - 1:
@@ -892,6 +911,8 @@ class DiceLinkageProtocol(Protocol):
                 if counts is not None and k > counts[p] * counts[peer]:
                     raise ProtocolError(f"{p!r} sent more candidate pairs for peer {peer!r} than the two hold")
                 mine[peer] = (k, digest)
+                if "dummies" in d:  # "relay": the left party's dummy slots (membership padding)
+                    dummies[(p, peer)] = _dummy_slots(d["dummies"], k, p, peer)
             got[p] = mine
         for i, j in pair_orientation(names):
             left, right = _roles(i, j)
@@ -902,6 +923,10 @@ class DiceLinkageProtocol(Protocol):
                     f"{got[b][a][0]} pairs, or different digests); refusing to deal"
                 )
             k = got[a][b][0]
+            dummy = np.zeros(k, dtype=bool)
+            if (b, a) in dummies or ((a, b) in dummies) != (self.blocking == "relay"):
+                raise ProtocolError(f"dummy slots for {a!r}/{b!r} must come from the left party {a!r} under relay only")
+            dummy[dummies.get((a, b), np.zeros(0, dtype=np.int64))] = True
             su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
             slot = np.arange(k, dtype=np.int64)
             w_left, w_right = beaver.dealer_shares_from_seeds(  # a chunk of slots' masks at a time
@@ -909,7 +934,7 @@ class DiceLinkageProtocol(Protocol):
             )
             # the records of a slot stay unknown (-1) unless it is accepted (_resolve)
             pairs = np.full((k, 2), -1, dtype=np.int64)
-            plan.append({"left": left, "right": right, "pairs": pairs, "dummy": np.zeros(k, dtype=bool), "real": k})
+            plan.append({"left": left, "right": right, "pairs": pairs, "dummy": dummy, "real": int(k - dummy.sum())})
             self._known_pairs[frozenset((a, b))] = k
             deals[left].append({"peer": b, "role": "left", "seed": su, "w": w_left})
             deals[right].append({"peer": a, "role": "right", "seed": sv, "w": w_right})
@@ -917,7 +942,7 @@ class DiceLinkageProtocol(Protocol):
 
     async def _resolve(self, ch: Channel, plan: list[dict[str, Any]], decisions: list[np.ndarray]) -> None:
         """``blocking="parties"`` or ``"relay"``: ask each party for its record of every accepted slot."""
-        asked = [np.flatnonzero(ok).astype(np.int64) for ok in decisions]
+        asked = [np.flatnonzero(ok & ~it["dummy"]).astype(np.int64) for ok, it in zip(decisions, plan)]
         counts = self._counts()
         for i, p in enumerate(self.names):
             await ch.send(p, [asked[k] for k, it in enumerate(plan) if i in (it["left"], it["right"])], step="resolve")
@@ -1015,12 +1040,13 @@ class DiceLinkageProtocol(Protocol):
             tok[empty] = np.frombuffer(raw, dtype="<u8").reshape(empty.size, tok.shape[1])
         exact = rec.exact_keys if rec.exact_keys is not None else np.zeros((m, 0), dtype=np.uint64)
         slots: dict[str, np.ndarray] | None = None
+        dummy_slots: dict[str, np.ndarray] | None = None
         if self.blocking == "parties":
             tok, exact, checks = await self._oprf_tokens(ch, me, secret, tok, exact, rng)
             timer.lap("oprf")
             slots = await self._block_with_peers(ch, me, secret, tok, exact, rng, checks=checks)
         elif self.blocking == "relay":
-            slots = await self._relay_with_peers(ch, me, secret, tok, exact, rng)
+            slots, dummy_slots = await self._relay_with_peers(ch, me, secret, tok, exact, rng)
         else:
             await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
         timer.lap("tokens")
@@ -1071,8 +1097,10 @@ class DiceLinkageProtocol(Protocol):
             "timings": dict(timer.wall),
             "band_bits": config.bits,
             "bands": config.bands,
-            # "parties": this party's record of each slot per peer (run_candidates joins them)
+            # "parties", "relay": this party's record of each slot per peer (run_candidates joins them)
             "slots": slots,
+            # "relay": per peer this party is left of, which slots are dummies (it drew them)
+            "dummy_slots": dummy_slots,
         }
 
     @property
@@ -1185,11 +1213,15 @@ class DiceLinkageProtocol(Protocol):
 
     async def _relay_with_peers(
         self, ch: Channel, me: str, secret: bytes, tok: np.ndarray, exact: np.ndarray, rng: RandomSource
-    ) -> dict[str, np.ndarray]:
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """``blocking="relay"`` (:mod:`relay_blocking`): send the linkage unit this party's
-        words (rows in a fresh private order, positions in its keyed order), rebuild each
-        peer's words from the collision groups, form the pair's slots and send the linkage
-        unit their count and keyed digest; returns this party's record of each slot per peer."""
+        words (rows in a fresh private order, positions in its keyed order). For each peer
+        of which it is the left party: rebuild the peer's words from the collision groups,
+        form the candidates, add dummies for the peer's records with none (``pad``), put
+        them in the pair's keyed slot order and send the peer its row of each slot; from
+        each other peer, receive its own row of each slot. To the linkage unit: per peer the
+        slot count, a keyed digest of the right party's rows and (left) the dummy slots.
+        Returns this party's record of each slot per peer, and per left pair the dummy mask."""
         m, J = tok.shape
         sigma = private_order(m, rng)  # row k of the words is record sigma[k]
         words = relay_words(tok[sigma], exact[sigma], rng)
@@ -1198,13 +1230,19 @@ class DiceLinkageProtocol(Protocol):
         await ch.send(self.linkage_unit, words.reshape(-1)[order], step="relay-tokens")
         got = await ch.recv(self.linkage_unit, step="relay-groups")
         peers = [q for q in self.names if q != me]
-        if not isinstance(got, list) or [d.get("peer") if isinstance(d, Mapping) else None for d in got] != peers:
-            raise ProtocolError(f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer)")
+        pair = {q: sorted((self.names.index(me), self.names.index(q))) for q in peers}
+        formed = [q for q in peers if self.names[_roles(*pair[q])[0]] == me]
+        if not isinstance(got, list) or [d.get("peer") if isinstance(d, Mapping) else None for d in got] != formed:
+            raise ProtocolError(
+                f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer this party is "
+                f"left of)"
+            )
         counts = self._counts()
         own_tok, own_ex = words[:, :J], np.where(exact[sigma] != 0, words[:, J:], np.uint64(0)).astype(np.uint64)
         out: dict[str, np.ndarray] = {}
-        summary = []
-        for q, d in zip(peers, got):
+        dummies: dict[str, np.ndarray] = {}
+        summary: dict[str, dict[str, Any]] = {}
+        for q, d in zip(formed, got):
             size = d.get("size")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size % W:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a malformed word count for peer {q!r}")
@@ -1215,16 +1253,34 @@ class DiceLinkageProtocol(Protocol):
             peer = peer_matrix(
                 words, order, groups, position_order(secret, q, size), peer_rows=rows, bands=J, frm=self.linkage_unit
             )
-            i, j = sorted((self.names.index(me), self.names.index(q)))
-            left = self.names[_roles(i, j)[0]] == me
-            pt, px = peer[:, :J], peer[:, J:]
-            cands, _ = self._candidates(own_tok, pt, own_ex, px) if left else self._candidates(pt, own_tok, px, own_ex)
-            key = pair_key(secret, self.names[i], self.names[j], "slots")
-            slot = slot_order(cands, key)
-            out[q] = sigma[slot[:, 0 if left else 1]]
-            summary.append({"peer": q, "count": int(slot.shape[0]), "digest": slot_digest(slot, key)})
-        await ch.send(self.linkage_unit, summary, step="candidates")
-        return out
+            cands, _ = self._candidates(own_tok, peer[:, :J], own_ex, peer[:, J:])
+            cands, dummy = pad_candidates(cands, rows=(m, rows), pad=self.pad, rng=rng, sides=(1,))
+            key = pair_key(secret, self.names[pair[q][0]], self.names[pair[q][1]], "slots")
+            perm = slot_permutation(cands, key)
+            slot, dummies[q] = cands[perm], dummy[perm]
+            out[q] = sigma[slot[:, 0]]
+            await ch.send(q, slot[:, 1].copy(), step="relay-slots")
+            summary[q] = {
+                "peer": q,
+                "count": int(slot.shape[0]),
+                "digest": slot_digest(slot[:, 1], key),
+                "dummies": np.flatnonzero(dummies[q]).astype(np.int64),
+            }
+        for q in peers:
+            if q in formed:
+                continue
+            theirs = await ch.recv(q, step="relay-slots")
+            if (
+                not isinstance(theirs, np.ndarray)
+                or theirs.ndim != 1
+                or (theirs.size and (theirs.dtype.kind != "i" or theirs.min() < 0 or theirs.max() >= m))
+            ):
+                raise ProtocolError(f"{q!r} sent malformed relay slots (this party's rows, below {m})")
+            key = pair_key(secret, self.names[pair[q][0]], self.names[pair[q][1]], "slots")
+            out[q] = sigma[theirs.astype(np.int64)]
+            summary[q] = {"peer": q, "count": int(theirs.size), "digest": slot_digest(theirs, key)}
+        await ch.send(self.linkage_unit, [summary[q] for q in peers], step="candidates")
+        return out, dummies
 
     async def _resolve_slots(self, ch: Channel, entries: list[dict[str, Any]]) -> None:
         """``blocking="parties"`` or ``"relay"``: this party's record of each accepted slot
@@ -1413,6 +1469,17 @@ class DiceLinkageProtocol(Protocol):
         )
 
 
+def _dummy_slots(x: Any, k: int, frm: str, peer: str) -> np.ndarray:
+    """A left party's dummy slot indices for its pair with ``peer``: increasing, in [0, k)."""
+    if (
+        not isinstance(x, np.ndarray)
+        or x.ndim != 1
+        or (x.size and (x.dtype.kind != "i" or x.min() < 0 or x.max() >= k or np.any(np.diff(x) <= 0)))
+    ):
+        raise ProtocolError(f"{frm!r} sent malformed dummy slots for peer {peer!r} (increasing indices below {k})")
+    return x.astype(np.int64)
+
+
 def _batches(count: int, per: int) -> list[tuple[int, int]]:
     """``[lo, hi)`` ranges of at most :data:`BATCH_DECISIONS` decisions, whole ciphertexts each."""
     size = per * max(1, BATCH_DECISIONS // per)
@@ -1428,8 +1495,9 @@ def run_candidates(
 ) -> dict[tuple[str, str], np.ndarray]:
     """The run's real candidate pairs ``{(left, right): (k, 2) rows}`` (for evaluation,
     where every party's output is at hand): the linkage unit's under
-    ``blocking="linkage-unit"``; under ``"parties"``, the join of the two parties' records
-    of each slot (no single party knows both), sorted."""
+    ``blocking="linkage-unit"``; under ``"parties"`` and ``"relay"``, the join of the two
+    parties' records of each slot (no single party knows both) but the dummies (which the
+    left party drew under ``"relay"``), sorted."""
     lu = outputs[linkage_unit]
     if lu["candidates"] is not None:
         return dict(lu["candidates"])
@@ -1437,5 +1505,6 @@ def run_candidates(
     for i, j in pair_orientation(names):
         left, right = (names[k] for k in _roles(i, j))
         pairs = np.column_stack([outputs[left]["slots"][right], outputs[right]["slots"][left]]).astype(np.int64)
-        out[(left, right)] = union_pairs(pairs)
+        dummy = (outputs[left].get("dummy_slots") or {}).get(right)
+        out[(left, right)] = union_pairs(pairs if dummy is None else pairs[~dummy])
     return out

@@ -64,17 +64,19 @@ def _side(pairs: np.ndarray, col: int, rows: int, other: int, pad: float, rng: R
 
 
 def pad_candidates(
-    pairs: np.ndarray, *, rows: tuple[int, int], pad: float, rng: RandomSource
+    pairs: np.ndarray, *, rows: tuple[int, int], pad: float, rng: RandomSource, sides: tuple[int, ...] = (0, 1)
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(pairs with dummies, dummy mask)``: the real candidate ``pairs`` (``(k, 2)``, rows
     of the left and right party, ``rows`` records each) and dummy pairs for the records of
-    either side with no real candidate (module docstring), unique and in lexicographic
-    order (the order tells nothing about which pairs are dummies). A dummy never equals a
-    real pair: its own record has no real candidate."""
+    the ``sides`` (columns; default both) with no real candidate (module docstring), unique
+    and in lexicographic order (the order tells nothing about which pairs are dummies). A
+    dummy never equals a real pair: its own record has no real candidate."""
     real = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if pad <= 0.0:
         return real, np.zeros(real.shape[0], dtype=bool)
-    dummies = np.concatenate([_side(real, c, rows[c], rows[1 - c], pad, rng) for c in (0, 1)])
+    dummies = np.concatenate(
+        [np.zeros((0, 2), dtype=np.int64), *(_side(real, c, rows[c], rows[1 - c], pad, rng) for c in sides)]
+    )
     dummies = np.unique(dummies, axis=0) if dummies.size else dummies
     everything = np.concatenate([real, dummies])
     mask = np.concatenate([np.zeros(real.shape[0], dtype=bool), np.ones(dummies.shape[0], dtype=bool)])

@@ -61,6 +61,7 @@ __all__ = [
     "pair_tokens",
     "private_order",
     "slot_order",
+    "slot_permutation",
     "slot_digest",
     "check_pair_tokens",
     "oprf_rows",
@@ -100,15 +101,20 @@ def private_order(m: int, rng: RandomSource) -> np.ndarray:
     return np.argsort(keys, kind="stable").astype(np.int64)
 
 
+def slot_permutation(pairs: np.ndarray, key: bytes) -> np.ndarray:
+    """The indices that put ``pairs`` in :func:`slot_order`."""
+    p = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if not p.size:
+        return np.zeros(0, dtype=np.int64)
+    score = prf_words(key, p.astype(np.uint64))
+    return np.lexsort((p[:, 1], p[:, 0], score)).astype(np.int64)
+
+
 def slot_order(pairs: np.ndarray, key: bytes) -> np.ndarray:
     """The pairs in a keyed pseudorandom order both parties compute alike: a slot's position
     tells the linkage unit nothing about its records."""
     p = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    if not p.size:
-        return p
-    score = prf_words(key, p.astype(np.uint64))
-    order = np.lexsort((p[:, 1], p[:, 0], score))
-    return p[order]
+    return p[slot_permutation(p, key)]
 
 
 def slot_digest(slots: np.ndarray, key: bytes) -> bytes:
