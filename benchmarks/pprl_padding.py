@@ -5,6 +5,7 @@ one base decision, so the cost is counted, not timed).
 
     python benchmarks/pprl_padding.py [--data febrl4x3 | synthetic] [--records 5000]
                                       [--overlap 0.7] [--seed 1] [--pads 0,0.25,0.5,1]
+                                      [--blockings linkage-unit,relay]
 
 Data as in ``benchmarks/pprl_leakage.py`` (3 parties, 30 % of the people held by some
 parties only, 30 % of records corrupted). Blocking as :class:`DiceLinkageProtocol` runs
@@ -16,6 +17,12 @@ add decisions for real pairs only, so the ratio of all decisions is smaller), an
 data parties' membership TPR and FPR of "my record has a candidate at Q" for "Q holds this
 person" (``leakage.membership``), the best test on candidate counts instead
 (``leakage.count_advantage``: max over t of TPR - FPR of ">= t candidates"), with CPU and wall of the padding step.
+
+Per blocking mode: under ``linkage-unit`` the linkage unit pads both sides of every pair
+and every data party sees its padded list (view ``all``); under ``relay`` (the default) the
+pair's left party forms the candidates and pads the right party's side only, so the view
+``left`` (the party that formed them, which knows its dummies) is the unpadded one and the
+view ``right`` the padded one; each data party is left of about half of its peers.
 """
 
 from __future__ import annotations
@@ -71,6 +78,30 @@ def padded(real, sizes, pad):
     return out
 
 
+def relay_padded(real, sizes, pad, names):
+    """``blocking="relay"``: the pair's left party (dice_protocol's alternating rule) pads
+    the right party's side only; ``{(left, right): (pairs, dummy mask)}``."""
+    rng = SecureRandom()
+    out = {}
+    for (p, q), pairs in real.items():
+        flip = (names.index(p) + names.index(q)) % 2 == 1  # then p is the right party
+        left, right, oriented = (q, p, pairs[:, ::-1]) if flip else (p, q, pairs)
+        out[(left, right)] = pad_candidates(oriented, rows=(sizes[left], sizes[right]), pad=pad, rng=rng, sides=(1,))
+    return out
+
+
+def views(got, blocking):
+    """Per viewer ``{(viewer, peer): its rows with a slot at peer (repeats count)}``. Under
+    relay the left party knows its dummies, so it sees its real candidates only."""
+    out: dict[str, dict] = {"all": {}} if blocking == "linkage-unit" else {"left": {}, "right": {}}
+    for (p, q), (pairs, dummy) in got.items():
+        if blocking == "linkage-unit":
+            out["all"][(p, q)], out["all"][(q, p)] = pairs[:, 0], pairs[:, 1]
+        else:
+            out["left"][(p, q)], out["right"][(q, p)] = pairs[~dummy, 0], pairs[:, 1]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", choices=("febrl4x3", "synthetic"), default="febrl4x3")
@@ -78,6 +109,7 @@ def main() -> None:
     ap.add_argument("--overlap", type=float, default=0.7, help="fraction of people every party holds")
     ap.add_argument("--seed", type=int, default=1, help="seeds the benchmark data only")
     ap.add_argument("--pads", default="0,0.25,0.5,0.75,1", help="comma-separated pad settings")
+    ap.add_argument("--blockings", default="linkage-unit,relay", help="comma-separated blocking modes")
     args = ap.parse_args()
     pads = [float(x) for x in args.pads.split(",")]
     names, frames = parties(args.data, args.records, args.overlap, args.seed)
@@ -88,27 +120,31 @@ def main() -> None:
     print(f"# {platform.platform()}, Python {sys.version.split()[0]}, privreg {__version__}")
     sizes_s = "/".join(str(sizes[p]) for p in names)
     print(header(f"## Membership padding, {args.data} 3 x {sizes_s}", processes=1, cores=1))
-    cols = ["pad", "real pairs", "dummy pairs", "base decisions x", "TPR", "FPR", "TPR - FPR", "count advantage (t)"]
+    cols = ["blocking", "pad", "real pairs", "dummy pairs", "base decisions x", "view", "TPR", "FPR", "TPR - FPR"]
+    cols += ["count advantage (t)"]
     cols += [f"pad {c}" for c in columns("s")]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
-    for pad in pads:
-        t, got = measure(lambda pad=pad: padded(real, sizes, pad))
-        rows = {}
-        for (p, q), (pairs, _) in got.items():
-            rows[(p, q)], rows[(q, p)] = pairs[:, 0], pairs[:, 1]
-        mem = lk.membership({k: np.unique(r) for k, r in rows.items()}, ent)
-        adv, t_best = lk.count_advantage(rows, ent)
-        dummies = sum(int(m.sum()) for _, m in got.values())
-        cells = [f"{pad:g}", str(base), str(dummies), f"{(base + dummies) / max(1, base):.3f}"]
-        cells += [
-            f"{mem.tpr:.3f}",
-            f"{mem.fpr:.3f}",
-            f"{mem.tpr - mem.fpr:.3f}",
-            f"{adv:.3f} ({t_best})",
-            *t.cells(".3f"),
-        ]
-        print("| " + " | ".join(cells) + " |", flush=True)
+    for mode in args.blockings.split(","):
+        for pad in pads:
+            if mode == "relay":
+                t, got = measure(lambda pad=pad: relay_padded(real, sizes, pad, names))
+            else:
+                t, got = measure(lambda pad=pad: padded(real, sizes, pad))
+            dummies = sum(int(m.sum()) for _, m in got.values())
+            for view, rows in views(got, mode).items():
+                mem = lk.membership({k: np.unique(r) for k, r in rows.items()}, ent)
+                adv, t_best = lk.count_advantage(rows, ent)
+                cells = [mode, f"{pad:g}", str(base), str(dummies), f"{(base + dummies) / max(1, base):.3f}"]
+                cells += [
+                    view,
+                    f"{mem.tpr:.3f}",
+                    f"{mem.fpr:.3f}",
+                    f"{mem.tpr - mem.fpr:.3f}",
+                    f"{adv:.3f} ({t_best})",
+                    *t.cells(".3f"),
+                ]
+                print("| " + " | ".join(cells) + " |", flush=True)
     print(f"\nmembership over {mem.positives} positives and {mem.negatives} negatives; a fresh secret per run")
 
 

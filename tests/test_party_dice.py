@@ -56,7 +56,9 @@ def test_simulated_clk_dice_run_links_the_true_groups(tmp_path: Path) -> None:
         assert sorted((g, r) for g, r in links[1:]) == want
     view = json.loads((run / "out" / "linkage_unit" / "transcript.json").read_text())
     steps = {m["step"] for m in view["messages"]}
-    assert "tokens" in steps and "masked" not in steps  # masked CLKs travel between data parties only
+    # the default relay blocking: unlinked words reach it, never a token matrix; masked CLKs
+    # travel between data parties only
+    assert "relay-tokens" in steps and "tokens" not in steps and "masked" not in steps
     summary = json.loads((run / "out" / "linkage_unit" / "result.json").read_text())
     assert summary["linked_groups"] == len(groups) and summary["decisions"] >= summary["candidates"]
 

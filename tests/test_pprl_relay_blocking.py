@@ -25,12 +25,21 @@ from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
-from privreg.plugins.pprl.bands import MIN_SHARED, BandConfig, band_tokens, candidate_pairs, pair_orientation
+from privreg.plugins.pprl.bands import (
+    MIN_SHARED,
+    BandConfig,
+    band_tokens,
+    candidate_pairs,
+    exact_pairs,
+    pair_orientation,
+    union_pairs,
+)
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
 from privreg.plugins.pprl.relay_blocking import (
+    check_group_words,
     check_groups,
-    peer_matrix,
     position_order,
+    relay_candidates,
     relay_groups,
     relay_words,
 )
@@ -84,44 +93,49 @@ def test_padding_hides_from_the_right_party_which_of_its_records_have_candidates
         assert left not in runs["padded"].outputs[right]["dummy_slots"]  # the right party never knows them
 
 
-def _rebuild(mine_tok, peer_tok, mine_ex, peer_ex, rng):
-    """Both sides of the relay in memory: the peer matrix one party rebuilds."""
-    J = mine_tok.shape[1]
-    w_me = relay_words(mine_tok, mine_ex, rng)
-    w_peer = relay_words(peer_tok, peer_ex, rng)
-    o_me = position_order(SECRET, "A", w_me.size)
-    o_peer = position_order(SECRET, "B", w_peer.size)
-    g = relay_groups(w_me.reshape(-1)[o_me], w_peer.reshape(-1)[o_peer])
-    groups = check_groups({"mine": g[0], "theirs": g[1]}, "LU", mine=w_me.size, theirs=w_peer.size)
-    peer = peer_matrix(w_me, o_me, groups, o_peer, peer_rows=peer_tok.shape[0], bands=J, frm="LU")
-    own_ex = np.where(mine_ex != 0, w_me[:, J:], np.uint64(0)).astype(np.uint64)
-    return w_me[:, :J], own_ex, peer[:, :J], peer[:, J:]
+def _relayed(a, b, ea, eb, rng, **kw):
+    """Both sides of the relay in memory: the candidates the left party forms from the groups."""
+    w_a, w_b = relay_words(a, ea, rng), relay_words(b, eb, rng)
+    o_a = position_order(SECRET, "A", w_a.size)
+    o_b = position_order(SECRET, "B", w_b.size)
+    sent_a = w_a.reshape(-1)[o_a]
+    g = relay_groups(sent_a, w_b.reshape(-1)[o_b])
+    groups = check_groups({"mine": g[0], "theirs": g[1]}, "LU", mine=w_a.size, theirs=w_b.size)
+    check_group_words(sent_a, groups[0], "LU")
+    return relay_candidates(groups, o_a, o_b, width=w_a.shape[1], bands=a.shape[1], rows=(a.shape[0], b.shape[0]), **kw)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_a_rebuilt_peer_matrix_gives_exactly_the_candidates_of_the_real_one(seed):
+@pytest.mark.parametrize("seed", range(8))
+def test_the_candidates_from_the_groups_equal_those_of_the_full_token_matrices(seed):
     """Small token alphabets so blocks are large (some skipped by max_block_pairs), exact
-    passes with missing values and frequent values (one pass dropped by its cap), and a
-    band column holding 0: the candidates from the rebuilt peer matrix equal those from the
-    peer's real tokens, from either side."""
+    passes with missing values and a frequent value (that pass dropped by its cap): the
+    candidates the left party forms from the collision groups alone equal
+    bands.candidate_pairs on both parties' full tokens, with the same skipped blocks, from
+    either side."""
     r = np.random.default_rng(seed)
     ma, mb, J = int(r.integers(20, 60)), int(r.integers(20, 60)), 5
     a = r.integers(0, 6, (ma, J)).astype(np.uint64)
     b = r.integers(0, 6, (mb, J)).astype(np.uint64)
     ea = r.integers(0, 40, (ma, 2)).astype(np.uint64)
     eb = r.integers(0, 40, (mb, 2)).astype(np.uint64)
-    ea[:, 1] = r.integers(0, 3, ma)  # a frequent exact value: the pass exceeds its cap
-    eb[:, 1] = r.integers(0, 3, mb)
+    ea[:, 1] = r.integers(0, 10, ma)  # frequent exact values: small blocks, but the pass exceeds its cap
+    eb[:, 1] = r.integers(0, 10, mb)
     rng = InsecureReproducibleRandom(seed=seed)
     kw = {"max_block_pairs": 40, "min_shared": 2}
     want, want_skipped = candidate_pairs(a, b, exact_a=ea, exact_b=eb, **kw)
-    at, ax, bt, bx = _rebuild(a, b, ea, eb, rng)
-    got, skipped = candidate_pairs(at, bt, exact_a=ax, exact_b=bx, **kw)
+    got, skipped = _relayed(a, b, ea, eb, rng, **kw)
     np.testing.assert_array_equal(got, want)
     assert skipped == want_skipped and want_skipped > 0 and len(want) > 0
-    bt2, bx2, at2, ax2 = _rebuild(b, a, eb, ea, rng)  # the other party's side
-    got2, _ = candidate_pairs(at2, bt2, exact_a=ax2, exact_b=bx2, **kw)
-    np.testing.assert_array_equal(got2, want)
+    back, _ = candidate_pairs(b, a, exact_a=eb, exact_b=ea, **kw)
+    got2, _ = _relayed(b, a, eb, ea, rng, **kw)
+    np.testing.assert_array_equal(got2, back)
+    # the cap mattered: with a generous one the frequent pass is kept, on both routes alike
+    loose, _ = exact_pairs(ea, eb, max_block_pairs=40, max_pairs_per_record=1e9)
+    assert len(loose) > len(exact_pairs(ea, eb, max_block_pairs=40)[0])
+    wide, _ = candidate_pairs(a, b, exact_a=ea, exact_b=eb, **kw)
+    got3, _ = _relayed(a, b, ea, eb, rng, max_pairs_per_record=1e9, **kw)
+    assert len(got3) > len(wide)
+    np.testing.assert_array_equal(got3, union_pairs(candidate_pairs(a, b, **kw)[0], loose))
 
 
 def _truth(res):
@@ -265,11 +279,10 @@ def test_malformed_groups_are_refused():
 
 
 def test_a_group_mixing_two_words_is_refused():
-    w = np.array([[1, 2], [3, 4]], dtype=np.uint64)
-    order = np.arange(4)
-    groups = (np.array([[0, 0], [0, 3]]), np.array([[0, 0]]))  # positions of words 1 and 4 in one group
+    sent = np.array([1, 2, 3, 1], dtype=np.uint64)
+    check_group_words(sent, np.array([[0, 0], [0, 3], [1, 2]]), "LU")  # words 1, 1 and 3
     with pytest.raises(ProtocolError, match="put positions of different words in one group"):
-        peer_matrix(w, order, groups, np.arange(2), peer_rows=1, bands=2, frm="LU")
+        check_group_words(sent, np.array([[0, 0], [0, 2]]), "LU")  # words 1 and 3 in one group
 
 
 class _SendsMore(DiceLinkageProtocol):

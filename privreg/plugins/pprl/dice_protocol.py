@@ -52,7 +52,17 @@ mask per slot, so a record's CLK is sent once per slot), and after the base deci
 linkage unit asks each party for its record of every accepted slot (``"resolve"``,
 ``"resolved"``), which it needs for the conflicts and the groups; the rest is unchanged.
 There is no membership padding under ``"parties"`` (the data parties compute their
-candidates themselves, so dummies would hide nothing from them).
+candidates themselves, so dummies would hide nothing from them). Under ``"relay"`` (the
+default; :mod:`relay_blocking`, issue #33) each data party sends the linkage unit its band
+and exact tokens as one flat list in an order that links no word to a record or a band
+(``"relay-tokens"``); the linkage unit finds the words each pair of parties shares and sends
+the pair's *left* party only the positions of both sides per shared word
+(``"relay-groups"``); the left party rebuilds the peer's tokens where they equal its own,
+forms the candidate pairs with the same rule, pads the right party's records that have none
+(``pad``), puts them in the pair's keyed slot order and sends the right party its row of each
+slot (``"relay-slots"``). Both send the linkage unit the slot count and a keyed digest, the
+left party also the dummy slots (``"candidates"``); from there on it runs as ``"parties"``
+(slots, ``"resolve"``), and the linkage unit discards the dummies' decisions.
 
 Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
@@ -130,7 +140,14 @@ from privreg.plugins.pprl.party_blocking import (
 )
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
-from privreg.plugins.pprl.relay_blocking import check_groups, peer_matrix, position_order, relay_groups, relay_words
+from privreg.plugins.pprl.relay_blocking import (
+    check_group_words,
+    check_groups,
+    position_order,
+    relay_candidates,
+    relay_groups,
+    relay_words,
+)
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 from privreg.timing import PhaseTimer
 
@@ -140,6 +157,7 @@ __all__ = [
     "DEFAULT_LEVELS",
     "LU_SEES",
     "LU_SEES_PARTIES",
+    "LU_SEES_RELAY",
     "BLOCKINGS",
     "DEFAULT_BLOCKING",
     "run_candidates",
@@ -152,10 +170,10 @@ DEFAULT_PAD = 1.0
 #: Where the candidate pairs are formed: by the linkage unit from every party's band
 #: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
 BLOCKINGS = ("linkage-unit", "parties", "relay")
-DEFAULT_BLOCKING = "linkage-unit"
+DEFAULT_BLOCKING = "relay"  # the linkage unit cannot estimate similarity (issue #33)
 #: What the linkage unit sees (for reports).
 LU_SEES = (
-    "under blocking='linkage-unit' (the default): every data party's record count; keyed band tokens and "
+    "under blocking='linkage-unit': every data party's record count; keyed band tokens and "
     "keyed exact-field tokens (which records share a "
     "band key, a date of birth, an id, within a party too), the candidate pairs, one decision Dice >= threshold"
     " per candidate pair and, for pairs in conflicting clusters, which stricter levels they reach; without "
@@ -164,7 +182,25 @@ LU_SEES = (
     "similarity: on FEBRL 4 (3 x 5,000) Spearman 0.97-0.98 over about 16,000 candidate pairs, mean absolute "
     "error 0.002 for pairs sharing >= 5 bands, and all of the about 11,200 pairs sharing >= 10 bands are true "
     "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The decrypted values "
-    "add nothing to this (blocking='parties' gives it none of this, at a cost to the data parties: LU_SEES_PARTIES)"
+    "add nothing to this (blocking='relay', the default, and 'parties' give it none of this: LU_SEES_RELAY, "
+    "LU_SEES_PARTIES)"
+)
+#: What the linkage unit sees under ``blocking="relay"`` (the default).
+LU_SEES_RELAY = (
+    "every data party's record count (declared) and its m (J + F) keyed band and exact-pass words (the number of "
+    "bands J is a function of the largest median popcount) in an order it cannot map to records or bands (rows in "
+    "a fresh private order, positions permuted by a key of the data parties); per pair of data parties, which "
+    "positions of the two lists carry equal words (so how many records of each side hold each shared band or "
+    "exact value: frequency classes, never whose), the number of candidate pairs and of dummies, a keyed digest of "
+    "the slot list, no token of a candidate and no record of one; one decision Dice >= threshold per slot (a "
+    "dummy's discarded), then the two records of every accepted real slot only and, for pairs in conflicting "
+    "clusters, which stricter levels they reach. It never holds two words of one record together, so the "
+    "shared-band count of blocking='linkage-unit' is not available to it: before the decisions its best estimator "
+    "of Dice (a slot's position) has Spearman -0.006 and -0.021 over the candidate pairs on FEBRL 4's two files "
+    "and 3 x 5,000, and beyond the decisions the accepted graph's degrees rank the accepted pairs with Spearman "
+    "0.005 and -0.005 (benchmarks/pprl_blocking.py, tests/test_pprl_relay_blocking.py); the decision itself ranks "
+    "them as a threshold does (0.66-0.68 there). It links two records of one party only through accepted pairs "
+    "with a common record of another party (a conflict)"
 )
 #: What the linkage unit sees under ``blocking="parties"``.
 LU_SEES_PARTIES = (
@@ -286,8 +322,8 @@ class DiceLinkageProtocol(Protocol):
         "Semi-honest parties; the linkage unit colludes with no data party: it deals the masks of the Beaver "
         "inner products, so with the peer's masked CLK a colluding party could unmask the other's CLK, and a "
         "data party holding its shares under the linkage unit's key could have them decrypted. The data parties"
-        " share the CLK and band secret. Under blocking='linkage-unit' (the default; the end of this text says "
-        "what changes under 'parties') the linkage unit learns which records of which parties share a "
+        " share the CLK and band secret. Under blocking='linkage-unit' (the end of this text says what changes "
+        "under 'relay', the default, and 'parties') the linkage unit learns which records of which parties share a "
         "keyed "
         "band token (equality patterns of K-bit projections of the CLKs, and the records per party) or an "
         "exact-pass token (equal dates of birth or id numbers, within a party too: frequency classes, not "
@@ -338,7 +374,27 @@ class DiceLinkageProtocol(Protocol):
         "guessed values in place of its records can invert those (the query is capped at its declared records "
         "times the bands and exact passes), and a data party colluding with the linkage unit can evaluate the "
         "OPRF anywhere and invert every token. The OPRF costs about 0.55 CPU-ms per record and band or exact pass "
-        "(PyNaCl; FEBRL 4: 760 CPU-s against 47 without it on the two files, 1,177 against 158 on 3 x 5,000)."
+        "(PyNaCl; FEBRL 4: 760 CPU-s against 47 without it on the two files, 1,177 against 158 on 3 x 5,000). "
+        "Under blocking='relay' (the default) the linkage unit receives every data party's band and exact tokens "
+        "as one flat list in an order that links no word to a record or a band (rows in a fresh private order, "
+        "positions permuted by a key of the data parties), finds the words each pair of parties shares and sends "
+        "the pair's left party the positions of both sides per shared word, never a word; the left party rebuilds "
+        "the peer's tokens where they equal its own, forms the candidate pairs by the same rule, gives the right "
+        "party's records with no candidate dummies (pad, default 1) and sends the right party its row of each "
+        "slot; the linkage unit then gets per pair a slot count, a keyed digest and the dummy slots, and after "
+        "the decisions the records of the accepted real slots (LU_SEES_RELAY). It never holds two words of one "
+        "record together, so it cannot count the bands two records share: its best Dice estimator over the "
+        "candidate pairs has Spearman -0.006 and -0.021 on FEBRL 4's two files and 3 x 5,000 (0.96-0.98 under "
+        "'linkage-unit'); from the collision groups it learns, per pair of parties, how many records of each side "
+        "hold each shared band or exact value (frequency classes, not whose). The left party of a pair learns what "
+        "a data party learns under 'parties' (which of its records share band or exact tokens with which of the "
+        "peer's rows: the peer's value wherever it holds the same itself, a Dice estimate per pair from the shared "
+        "count, Spearman 0.96-0.98 on FEBRL 4, near-duplicates within the peer, and its real candidates: "
+        "membership as at pad=0) but never a peer token, so it cannot invert one by trying values; the right party "
+        "learns only its row of each slot, real or dummy (membership hidden as under 'linkage-unit' at the same "
+        "pad). Left and right alternate with the party indices, so each data party is left of about half of its "
+        "peers. Semi-honest: a linkage unit colluding with a data party learns the permutations and with them the "
+        "shared-band counts."
     )
 
     @check_params
@@ -640,6 +696,26 @@ class DiceLinkageProtocol(Protocol):
                 "other data parties' median popcount"
             )
             return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, party)}
+        if self.blocking == "relay":
+            party = (
+                "the linkage unit's public keys; without explicit bands, every other data party's record count. Per "
+                "other party of which it is the left party (left and right alternate with the party indices: about "
+                "half of its peers): from the linkage unit, which of its band and exact-pass words the peer holds "
+                "too, at which of the peer's rows (in the peer's private order) and bands, never a peer word, so it "
+                "reads the peer's band value, date of birth or id wherever it holds the same itself, estimates the "
+                "Dice of every pair of its and the peer's records from the shared count (Spearman 0.96-0.98 on FEBRL "
+                "4) and finds near-duplicates within the peer; its real candidate pairs (whether a record has one "
+                "predicts that the peer holds the person: true-positive rate 1.000, false-positive rate 0.31-0.38 on "
+                "FEBRL 4, as at pad=0) and the dummies it draws for the peer. Per other party of which it is the right"
+                " party: only its own row of each slot, real and dummy alike (at the default pad=1 every record has "
+                "a slot at every such peer: true- and false-positive rate 1.000, as under blocking='linkage-unit'). "
+                "From the resolve message, which slots passed the threshold; a mask seed and its Beaver shares "
+                "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
+                "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; its "
+                "output: which of its records were linked, under which group id; without explicit bands, the other "
+                "data parties' median popcount"
+            )
+            return {self.linkage_unit: LU_SEES_RELAY, **dict.fromkeys(self.names, party)}
         return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
 
     # ------------------------------------------------------------------ helpers
@@ -1227,7 +1303,8 @@ class DiceLinkageProtocol(Protocol):
         words = relay_words(tok[sigma], exact[sigma], rng)
         W = words.shape[1]
         order = position_order(secret, me, m * W)
-        await ch.send(self.linkage_unit, words.reshape(-1)[order], step="relay-tokens")
+        sent = words.reshape(-1)[order]
+        await ch.send(self.linkage_unit, sent, step="relay-tokens")
         got = await ch.recv(self.linkage_unit, step="relay-groups")
         peers = [q for q in self.names if q != me]
         pair = {q: sorted((self.names.index(me), self.names.index(q))) for q in peers}
@@ -1238,7 +1315,7 @@ class DiceLinkageProtocol(Protocol):
                 f"left of)"
             )
         counts = self._counts()
-        own_tok, own_ex = words[:, :J], np.where(exact[sigma] != 0, words[:, J:], np.uint64(0)).astype(np.uint64)
+        del words  # the candidates come from the groups and the positions alone
         out: dict[str, np.ndarray] = {}
         dummies: dict[str, np.ndarray] = {}
         summary: dict[str, dict[str, Any]] = {}
@@ -1250,10 +1327,18 @@ class DiceLinkageProtocol(Protocol):
             if counts is not None and rows != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
             groups = check_groups(dict(d), self.linkage_unit, mine=m * W, theirs=size)
-            peer = peer_matrix(
-                words, order, groups, position_order(secret, q, size), peer_rows=rows, bands=J, frm=self.linkage_unit
+            check_group_words(sent, groups[0], self.linkage_unit)
+            cfg = self._cfg
+            cands, _ = relay_candidates(
+                groups,
+                order,
+                position_order(secret, q, size),
+                width=W,
+                bands=J,
+                rows=(m, rows),
+                min_shared=cfg.min_shared,
+                max_block_pairs=cfg.max_block_pairs,
             )
-            cands, _ = self._candidates(own_tok, peer[:, :J], own_ex, peer[:, J:])
             cands, dummy = pad_candidates(cands, rows=(m, rows), pad=self.pad, rng=rng, sides=(1,))
             key = pair_key(secret, self.names[pair[q][0]], self.names[pair[q][1]], "slots")
             perm = slot_permutation(cands, key)

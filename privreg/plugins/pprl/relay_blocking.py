@@ -12,16 +12,16 @@ positions are permuted by a permutation keyed by the shared secret and the party
 cannot.
 
 The linkage unit finds, per pair of data parties, the words both sent (:func:`relay_groups`)
-and sends each party of the pair the *groups*: per shared word, the positions of both
-parties that carry it, and no word. A data party maps the peer's positions back to (row in
-the peer's private order, column) with the peer's keyed permutation, rebuilds the peer's
-token matrix wherever it shares a word with its own (:func:`peer_matrix`; every other entry
-gets a value absent from its own column, so it matches nothing) and computes the candidate
-pairs with the same rule as the other modes (:func:`bands.candidate_pairs`: only tokens the
-two share enter it, so both parties obtain exactly the pairs the linkage unit would have).
-From there on it is ``blocking="parties"``: the two parties put the pairs in a keyed order
-(slots), the linkage unit receives only their count and keyed digest, deals per slot, and
-learns the records of the accepted slots only.
+and sends the pair's *left* party (dice_protocol's alternating rule) the *groups*: per
+shared word, the positions of both parties that carry it, and no word. The left party maps
+the peer's positions back to (row in the peer's private order, column) with the peer's keyed
+permutation and computes the candidate pairs from the groups alone
+(:func:`relay_candidates`: exactly :func:`bands.candidate_pairs` on the full token matrices,
+since only blocks of a shared word enter it), pads the right party's records that have no
+candidate with dummies (:mod:`padding`), puts the pairs in the pair's keyed order (slots)
+and sends the right party its row of each slot. From there on it is
+``blocking="parties"``: the linkage unit receives only the slot count, a keyed digest and
+the dummy slots, deals per slot, and learns the records of the accepted real slots only.
 
 What the linkage unit learns: per data party its word count (``m (J + F)``) and, for every
 pair of parties, how many positions of each carry each shared word (the sizes of the
@@ -31,13 +31,17 @@ pair, are never linked by anything it holds: the positions of one record are spr
 permutation it cannot compute. So the shared-band count, the estimator of
 ``blocking="linkage-unit"`` (Spearman 0.97-0.98), is not available to it.
 
-What a data party learns: as under ``blocking="parties"``, which of its records share a
-band or exact token with which of a peer's rows (in the peer's private order): the peer's
-band value, date of birth or id wherever it holds the same itself, a Dice estimate of its
-own records against the peer's (the shared count), near-duplicates within the peer, and its
-real candidates (membership: it computes them itself). Unlike ``"parties"`` without the
-OPRF, it never receives a peer's token, so it cannot invert one by trying all values; unlike
-``"parties"`` with the OPRF, no public-key operation is spent per token.
+What a data party learns, as the left party of a pair: as under ``blocking="parties"``,
+which of its records share a band or exact token with which of the peer's rows (in the
+peer's private order): the peer's band value, date of birth or id wherever it holds the
+same itself, a Dice estimate of its own records against the peer's (the shared count),
+near-duplicates within the peer, and its real candidates (membership: it computes them).
+Unlike ``"parties"`` without the OPRF, it never receives a peer's token, so it cannot invert
+one by trying all values; unlike ``"parties"`` with the OPRF, no public-key operation is
+spent per token. As the right party: only its own row of each slot, real or dummy, so at
+``pad = 1`` whether a record has a candidate says nothing (as under
+``blocking="linkage-unit"``). Left and right alternate, so each data party is left of about
+half of its peers.
 
 Semi-honest, non-colluding parties, as for the rest of the protocol: a linkage unit that
 colluded with a data party would learn the permutations and so the shared-band counts.
@@ -52,9 +56,10 @@ import numpy as np
 
 from privreg.core.errors import ProtocolError
 from privreg.core.randomness import RandomSource
+from privreg.plugins.pprl.bands import EXACT_PAIRS_PER_RECORD
 from privreg.plugins.pprl.kdf import derive_key
 
-__all__ = ["relay_words", "position_order", "relay_groups", "check_groups", "peer_matrix", "absent_values"]
+__all__ = ["relay_words", "position_order", "relay_groups", "check_groups", "check_group_words", "relay_candidates"]
 
 
 def relay_words(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.ndarray:
@@ -121,42 +126,79 @@ def check_groups(entry: Any, frm: str, *, mine: int, theirs: int) -> tuple[np.nd
     return a, b
 
 
-def absent_values(matrix: np.ndarray) -> np.ndarray:
-    """Per column of ``matrix``, a word that column does not hold (0 unless it holds 0)."""
-    m = np.asarray(matrix, dtype=np.uint64)
-    fill = np.zeros(m.shape[1], dtype=np.uint64)
-    for c in np.flatnonzero((m == 0).any(axis=0)) if m.size else ():
-        candidates = np.arange(m.shape[0] + 1, dtype=np.uint64)
-        fill[c] = candidates[~np.isin(candidates, m[:, c])][0]
-    return fill
+def check_group_words(sent: np.ndarray, mine: np.ndarray, frm: str) -> None:
+    """Every group must name positions of one word of this party's list ``sent``."""
+    w = sent[mine[:, 1]]
+    first = np.r_[True, mine[1:, 0] != mine[:-1, 0]] if mine.size else np.zeros(0, dtype=bool)
+    if np.any(w != np.repeat(w[first], np.diff(np.r_[np.flatnonzero(first), mine.shape[0]]))):
+        raise ProtocolError(f"{frm!r} put positions of different words in one group")
 
 
-def peer_matrix(
-    words: np.ndarray,
-    order: np.ndarray,
+def relay_candidates(
     groups: tuple[np.ndarray, np.ndarray],
+    order: np.ndarray,
     peer_order: np.ndarray,
     *,
-    peer_rows: int,
+    width: int,
     bands: int,
-    frm: str,
-) -> np.ndarray:
-    """The peer's ``(peer_rows, W)`` word matrix (rows in its private order) as far as this
-    party can know it: the shared word at every peer entry in a collision group; elsewhere a
-    word absent from this party's band column, or 0 (missing) in an exact-pass column, so it
-    matches nothing of this party's. ``words`` is this party's ``(m, W)`` matrix (the first
-    ``bands`` columns band tokens), ``order`` and ``peer_order`` the two keyed position
-    orders, ``groups`` the checked ``(mine, theirs)`` rows."""
-    W = words.shape[1]
+    rows: tuple[int, int],
+    min_shared: int,
+    max_block_pairs: int,
+    max_pairs_per_record: float = EXACT_PAIRS_PER_RECORD,
+) -> tuple[np.ndarray, int]:
+    """The candidate pairs ``(own row, peer row)`` (rows in the two private orders; ``(k, 2)``
+    int64, unique, sorted) and the number of skipped blocks, from the checked collision
+    ``groups`` alone: exactly :func:`bands.candidate_pairs` with its exact passes on the
+    two parties' full token matrices, since only blocks of a shared word enter it.
+
+    A block is a group and a column (``order`` and ``peer_order`` map positions to
+    ``row * width + column``; a word is keyed with its column, so a group spans one column
+    but for a 2^-64 accident, which the column key keeps apart). Band blocks (columns below
+    ``bands``) of more than ``max_block_pairs`` pairs are skipped, the rest give one shared
+    band per pair, and a pair is a candidate from ``min_shared`` of them; an exact pass
+    (each later column) gives its pairs unless they exceed ``max_pairs_per_record`` times
+    the smaller party's rows (:func:`bands.exact_pairs`). Memory: the positions of the
+    groups and 8 bytes per pair of colliding positions, never the token matrices."""
     mine, theirs = groups
-    flat = words.reshape(-1)[order[mine[:, 1]]]
-    value = np.zeros(int(mine[:, 0].max()) + 1 if mine.size else 0, dtype=np.uint64)
-    value[mine[:, 0]] = flat
-    if mine.size and np.any(value[mine[:, 0]] != flat):
-        raise ProtocolError(f"{frm!r} put positions of different words in one group")
-    fill = absent_values(words)
-    fill[bands:] = 0
-    out = np.broadcast_to(fill, (peer_rows, W)).copy()
-    at = peer_order[theirs[:, 1]]
-    out.reshape(-1)[at] = value[theirs[:, 0]]
-    return out
+    ma, mb = rows
+    fa, fb = order[mine[:, 1]], peer_order[theirs[:, 1]]
+    ka = mine[:, 0] * width + fa % width  # block key: group and column
+    kb = theirs[:, 0] * width + fb % width
+    ua, ca = np.unique(ka, return_counts=True)
+    ub, cb = np.unique(kb, return_counts=True)
+    both, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    size = ca[ia] * cb[ib]
+    keep = both[size <= max_block_pairs]
+    skipped = int((size > max_block_pairs).sum())
+    codes, keys = _block_pairs(ka, fa // width, kb, fb // width, keep, mb)
+    cols = keys % width
+    band = cols < bands
+    shared_codes, shared = np.unique(codes[band], return_counts=True)
+    parts = [shared_codes[shared >= min_shared]]
+    for c in range(bands, width):
+        ex = np.unique(codes[cols == c])
+        if ex.size <= max_pairs_per_record * min(ma, mb):
+            parts.append(ex)
+    out = np.unique(np.concatenate(parts))
+    return np.stack([out // mb, out % mb], axis=1).astype(np.int64).reshape(-1, 2), skipped
+
+
+def _block_pairs(
+    ka: np.ndarray, ra: np.ndarray, kb: np.ndarray, rb: np.ndarray, keep: np.ndarray, mb: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every (own row, peer row) pair of the blocks ``keep`` (sorted keys both sides hold)
+    as codes ``ra * mb + rb``, with its block key."""
+    sa, sb = np.isin(ka, keep), np.isin(kb, keep)
+    ka, ra, kb, rb = ka[sa], ra[sa], kb[sb], rb[sb]
+    ia, ib = np.argsort(ka, kind="stable"), np.argsort(kb, kind="stable")
+    ra, rb = ra[ia], rb[ib]
+    # both sides hold exactly the blocks of keep, in sorted order
+    cnt_a = np.bincount(np.searchsorted(keep, ka), minlength=keep.size)
+    cnt_b = np.bincount(np.searchsorted(keep, kb), minlength=keep.size)
+    start_a, start_b = np.cumsum(cnt_a) - cnt_a, np.cumsum(cnt_b) - cnt_b
+    per = cnt_a * cnt_b
+    block = np.repeat(np.arange(keep.size), per)
+    within = np.arange(block.size) - np.repeat(np.cumsum(per) - per, per)
+    i = start_a[block] + within // cnt_b[block]
+    j = start_b[block] + within % cnt_b[block]
+    return ra[i] * mb + rb[j], keep[block]
