@@ -126,6 +126,10 @@ def test_the_candidates_from_the_groups_equal_those_of_the_full_token_matrices(s
     got, skipped = _relayed(a, b, ea, eb, rng, **kw)
     np.testing.assert_array_equal(got, want)
     assert skipped == want_skipped and want_skipped > 0 and len(want) > 0
+    # the same, whole groups taken a few positions at a time
+    small, small_skipped = _relayed(a, b, ea, eb, rng, chunk=7, **kw)
+    np.testing.assert_array_equal(small, want)
+    assert small_skipped == want_skipped
     back, _ = candidate_pairs(b, a, exact_a=eb, exact_b=ea, **kw)
     got2, _ = _relayed(b, a, eb, ea, rng, **kw)
     np.testing.assert_array_equal(got2, back)

@@ -109,18 +109,20 @@ def check_groups(entry: Any, frm: str, *, mine: int, theirs: int) -> tuple[np.nd
         x = entry.get(name) if isinstance(entry, dict) else None
         if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != 2 or (x.size and x.dtype.kind != "i"):
             raise ProtocolError(f"{frm!r} sent malformed {name!r} groups (expected (k, 2) integer rows)")
-        x = x.astype(np.int64)
+        x = np.asarray(x, dtype=np.int64)
         if x.size and (x[:, 1].min() < 0 or x[:, 1].max() >= size or x[:, 0].min() < 0):
             raise ProtocolError(f"{frm!r} sent {name!r} groups with positions outside the {size} words sent")
         if x.shape[0] > 1:
             step = np.diff(x, axis=0)
             if np.any((step[:, 0] < 0) | ((step[:, 0] == 0) & (step[:, 1] <= 0))):
                 raise ProtocolError(f"{frm!r} sent {name!r} groups out of order or with a repeated position")
-        if np.unique(x[:, 1]).size != x.shape[0]:
+        seen = np.zeros(size, dtype=bool)
+        seen[x[:, 1]] = True
+        if int(np.count_nonzero(seen)) != x.shape[0]:
             raise ProtocolError(f"{frm!r} sent {name!r} groups naming a position twice")
         got.append(x)
     a, b = got
-    ga, gb = np.unique(a[:, 0]), np.unique(b[:, 0])
+    ga, gb = (x[np.r_[True, x[1:, 0] != x[:-1, 0]], 0] if x.size else x[:, 0] for x in (a, b))  # sorted
     if not np.array_equal(ga, gb) or not np.array_equal(ga, np.arange(ga.size)):
         raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
     return a, b
@@ -145,6 +147,7 @@ def relay_candidates(
     min_shared: int,
     max_block_pairs: int,
     max_pairs_per_record: float = EXACT_PAIRS_PER_RECORD,
+    chunk: int = 1 << 22,
 ) -> tuple[np.ndarray, int]:
     """The candidate pairs ``(own row, peer row)`` (rows in the two private orders; ``(k, 2)``
     int64, unique, sorted) and the number of skipped blocks, from the checked collision
@@ -157,30 +160,58 @@ def relay_candidates(
     ``bands``) of more than ``max_block_pairs`` pairs are skipped, the rest give one shared
     band per pair, and a pair is a candidate from ``min_shared`` of them; an exact pass
     (each later column) gives its pairs unless they exceed ``max_pairs_per_record`` times
-    the smaller party's rows (:func:`bands.exact_pairs`). Memory: the positions of the
-    groups and 8 bytes per pair of colliding positions, never the token matrices."""
+    the smaller party's rows (:func:`bands.exact_pairs`). Memory: the groups are taken
+    ``chunk`` positions at a time (whole groups), each chunk's pairs reduced to distinct
+    pairs with their shared-band counts before the next; never the token matrices."""
     mine, theirs = groups
     ma, mb = rows
-    fa, fb = order[mine[:, 1]], peer_order[theirs[:, 1]]
-    ka = mine[:, 0] * width + fa % width  # block key: group and column
-    kb = theirs[:, 0] * width + fb % width
-    ua, ca = np.unique(ka, return_counts=True)
-    ub, cb = np.unique(kb, return_counts=True)
-    both, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
-    size = ca[ia] * cb[ib]
-    keep = both[size <= max_block_pairs]
-    skipped = int((size > max_block_pairs).sum())
-    codes, keys = _block_pairs(ka, fa // width, kb, fb // width, keep, mb)
-    cols = keys % width
-    band = cols < bands
-    shared_codes, shared = np.unique(codes[band], return_counts=True)
-    parts = [shared_codes[shared >= min_shared]]
+    band_codes: list[np.ndarray] = []
+    band_counts: list[np.ndarray] = []
+    exact: dict[int, list[np.ndarray]] = {c: [] for c in range(bands, width)}
+    skipped = 0
+    for (a0, a1), (b0, b1) in _group_chunks(mine[:, 0], theirs[:, 0], chunk):
+        fa, fb = order[mine[a0:a1, 1]], peer_order[theirs[b0:b1, 1]]
+        ka = mine[a0:a1, 0] * width + fa % width  # block key: group and column
+        kb = theirs[b0:b1, 0] * width + fb % width
+        ua, ca = np.unique(ka, return_counts=True)
+        ub, cb = np.unique(kb, return_counts=True)
+        both, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+        size = ca[ia] * cb[ib]
+        skipped += int((size > max_block_pairs).sum())
+        codes, keys = _block_pairs(ka, fa // width, kb, fb // width, both[size <= max_block_pairs], mb)
+        del fa, fb, ka, kb
+        cols = keys % width
+        got, n = np.unique(codes[cols < bands], return_counts=True)
+        band_codes.append(got)
+        band_counts.append(n)
+        for c in exact:
+            exact[c].append(np.unique(codes[cols == c]))
+    codes, inverse = np.unique(np.concatenate([np.zeros(0, np.int64), *band_codes]), return_inverse=True)
+    shared = np.bincount(inverse.reshape(-1), weights=np.concatenate([np.zeros(0, np.int64), *band_counts]))
+    parts = [codes[shared >= min_shared]]
     for c in range(bands, width):
-        ex = np.unique(codes[cols == c])
+        ex = np.unique(np.concatenate([np.zeros(0, np.int64), *exact[c]]))
         if ex.size <= max_pairs_per_record * min(ma, mb):
             parts.append(ex)
     out = np.unique(np.concatenate(parts))
     return np.stack([out // mb, out % mb], axis=1).astype(np.int64).reshape(-1, 2), skipped
+
+
+def _group_chunks(ga: np.ndarray, gb: np.ndarray, chunk: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Row ranges of the two sorted group columns, whole groups per range, about ``chunk``
+    rows of ``ga`` each (a block never straddles two ranges)."""
+    if not ga.size:
+        return []
+    cuts = [0]
+    while cuts[-1] < ga.size:
+        nxt = min(cuts[-1] + chunk, ga.size)
+        if nxt < ga.size:  # end at a group boundary
+            nxt = int(np.searchsorted(ga, ga[nxt], side="left"))
+            nxt = nxt if nxt > cuts[-1] else int(np.searchsorted(ga, ga[cuts[-1]], side="right"))
+        cuts.append(nxt)
+    bounds = [int(ga[c]) for c in cuts[:-1]] + [int(ga[-1]) + 1]
+    at = np.searchsorted(gb, bounds, side="left")
+    return [((cuts[k], cuts[k + 1]), (int(at[k]), int(at[k + 1]))) for k in range(len(cuts) - 1)]
 
 
 def _block_pairs(

@@ -1,0 +1,114 @@
+"""Peak memory per word of clk-dice's relay blocking (``blocking="relay"``, the default),
+measured with tracemalloc, for :mod:`privreg.plugins.pprl.dice_memory`.
+
+    python benchmarks/pprl_relay_memory.py [--records 20000] [--parties 3]
+
+Data: datasets.synthetic_population of ``--records`` people copied to the parties by
+make_parties (30 % corrupted, overlap 0.7), FEBRL_CLK_SCHEMA CLKs, the recommended bands at
+that size. Each step runs as in DiceLinkageProtocol, outside the protocol (no messages), and
+its tracemalloc peak (allocations made during the step, its inputs excluded) is divided by
+the words of one party (``m (J + F)``):
+
+* ``left party``: its words and their keyed order, the groups it receives, the peer's keyed
+  order and :func:`relay_blocking.relay_candidates` (the largest transient of a data party's
+  blocking under relay);
+* ``linkage unit, one pair``: :func:`relay_blocking.relay_groups` of two parties' word lists
+  (the lists themselves are held for the whole phase: 8 bytes per word and party).
+
+The measurement is of this machine's numpy; ``dice_memory.RELAY_PARTY_BYTES`` and
+``RELAY_LU_BYTES`` round it up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tracemalloc
+
+import numpy as np
+
+from privreg.core.randomness import InsecureReproducibleRandom
+from privreg.plugins.pprl.bands import band_tokens, recommended_bands
+from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
+from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
+from privreg.plugins.pprl.party_blocking import private_order
+from privreg.plugins.pprl.relay_blocking import (
+    check_groups,
+    position_order,
+    relay_candidates,
+    relay_groups,
+    relay_words,
+)
+
+SECRET = bytes(range(7, 39))  # benchmark only
+
+
+def _peak(fn):
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    out = fn()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return out, peak
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=20_000)
+    ap.add_argument("--parties", type=int, default=3, help="made by make_parties; two of them are measured")
+    args = ap.parse_args()
+    rng = InsecureReproducibleRandom(seed=5)
+    pop = synthetic_population(args.records, rng=rng)
+    data = make_parties(pop, parties=args.parties, corruption=0.3, rng=rng, overlap=0.7)
+    names = list(data.parties)[:2]
+    recs = {
+        p: encode_clks(data.frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY) for p in names
+    }
+    pop_med = max(int(np.median(recs[p].match_filters.sum(axis=1))) for p in names)
+    cfg = recommended_bands(filter_length=1024, popcount=pop_med, records=max(len(recs[p]) for p in names))
+    tok = {p: band_tokens(recs[p].match_filters, config=cfg, secret=SECRET)[0] for p in names}
+    a, b = names
+    m = {p: len(recs[p]) for p in names}
+    W = cfg.bands + recs[a].exact_keys.shape[1]
+    words = {p: relay_words(tok[p][private_order(m[p], rng)], recs[p].exact_keys, rng) for p in names}
+    orders = {p: position_order(SECRET, p, m[p] * W) for p in names}
+    sent = {p: words[p].reshape(-1)[orders[p]] for p in names}
+
+    groups, lu_peak = _peak(lambda: relay_groups(sent[a], sent[b]))
+
+    def left() -> tuple[np.ndarray, int]:
+        w = relay_words(tok[a], recs[a].exact_keys, rng)
+        own = position_order(SECRET, a, w.size)
+        mine = w.reshape(-1)[own]
+        del w, mine
+        g = check_groups({"mine": groups[0].copy(), "theirs": groups[1].copy()}, "LU", mine=own.size, theirs=own.size)
+        peer = position_order(SECRET, b, m[b] * W)
+        return relay_candidates(
+            g,
+            own,
+            peer,
+            width=W,
+            bands=cfg.bands,
+            rows=(m[a], m[b]),
+            min_shared=cfg.min_shared,
+            max_block_pairs=cfg.max_block_pairs,
+        )
+
+    (cands, _), party_peak = _peak(left)
+    n_words = m[a] * W
+    colliding = (groups[0].shape[0] + groups[1].shape[0]) / (2 * n_words)
+    print(f"# python benchmarks/pprl_relay_memory.py --records {args.records} --parties {args.parties}")
+    print(
+        f"records {m[a]} / {m[b]}, bands {cfg.bands} x {cfg.bits} bits, exact passes {W - cfg.bands}, words per party"
+    )
+    print(f"{n_words}, positions in a shared word {colliding:.1%}, candidate pairs {len(cands)}")
+    print()
+    print("| step | peak MiB | bytes per word |")
+    print("|---|---|---|")
+    left_row = "left party: words, orders, groups, relay_candidates"
+    print(f"| {left_row} | {party_peak / 2**20:.1f} | {party_peak / n_words:.1f} |")
+    print(f"| linkage unit: relay_groups of one pair | {lu_peak / 2**20:.1f} | {lu_peak / n_words:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
