@@ -81,7 +81,7 @@ from privreg.core.params import Spec, check_params
 from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.crypto import beaver, counting
+from privreg.crypto import beaver, counting, dealer_compare
 from privreg.crypto.channel import (
     RoleParty,
     insecure_key_allowed,
@@ -140,6 +140,8 @@ __all__ = [
     "LU_SEES_PARTIES",
     "BLOCKINGS",
     "DEFAULT_BLOCKING",
+    "COMPARISONS",
+    "DEFAULT_COMPARISON",
     "run_candidates",
 ]
 
@@ -151,6 +153,12 @@ DEFAULT_PAD = 1.0
 #: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
 BLOCKINGS = ("linkage-unit", "parties")
 DEFAULT_BLOCKING = "linkage-unit"
+#: How each threshold decision is computed: a boolean circuit on XOR-shared bits with
+#: Beaver AND triples dealt by the linkage unit (:mod:`privreg.crypto.dealer_compare`), or
+#: Paillier-packed shares and a DGK comparison (:mod:`privreg.crypto.threshold`, the
+#: previous mode). Same trust assumption (the linkage unit colludes with no data party).
+COMPARISONS = ("dealer", "dgk")
+DEFAULT_COMPARISON = "dealer"
 #: What the linkage unit sees (for reports).
 LU_SEES = (
     "under blocking='linkage-unit' (the default): every data party's record count; keyed band tokens and "
@@ -367,6 +375,9 @@ class DiceLinkageProtocol(Protocol):
         blocking: Annotated[
             str, Spec(choices=BLOCKINGS, doc="who forms the candidate pairs: the linkage unit or the data parties")
         ] = DEFAULT_BLOCKING,
+        comparison: Annotated[
+            str, Spec(choices=COMPARISONS, doc="threshold decisions: dealt Beaver triples (dealer) or Paillier and DGK")
+        ] = DEFAULT_COMPARISON,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -442,6 +453,16 @@ class DiceLinkageProtocol(Protocol):
                     f"every party."
                 )
         self.x_bits = _x_bits((self.threshold, *self.levels), self.length)
+        if comparison not in COMPARISONS:
+            raise PrivregValueError(
+                f"comparison must be one of {', '.join(map(repr, COMPARISONS))}; got {comparison!r}"
+            )
+        self.comparison = comparison
+        if self.x_bits >= beaver.SHARE_BITS:  # the circuit reads bits + 1 bits of the 2^60 shares
+            raise PrivregValueError(
+                f"filter_length={self.length} makes the decision values {self.x_bits} bits wide, above "
+                f"{beaver.SHARE_BITS - 1}; use a shorter filter or coarser levels"
+            )
         if blocking_backend is not None and not (
             callable(getattr(blocking_backend, "band_tokens", None))
             and callable(getattr(blocking_backend, "candidate_pairs", None))
@@ -473,6 +494,11 @@ class DiceLinkageProtocol(Protocol):
         # 2^k - 1 DGK ciphertexts (below n: ceil(key_bits / 8) bytes) per digit, the terms one
         digits, dgk_ct = -(-self.x_bits // DIGIT_BITS), (kb + 7) // 8
         thermometer, terms = digits * (2**DIGIT_BITS - 1) * dgk_ct, digits * dgk_ct
+        # "dealer": per batch of D decisions, W = ceil(D / 64) words per wire; the right party's
+        # triples hold c_R of every AND gate (the most at the widest level), an opening message
+        # the round's d and e rows (round 0, the b leaves, is the largest) and the output mask
+        dealer = self.comparison == "dealer"
+        gates = sum(dealer_compare.and_counts(self.x_bits))
 
         def pairs_of(p: str, q: str) -> int:
             return self._known_pairs.get(frozenset((p, q)), counts[p] * counts[q])
@@ -484,10 +510,13 @@ class DiceLinkageProtocol(Protocol):
             m, others = counts[receiver], [q for q in counts if q != receiver]
             pairs = sum(pairs_of(receiver, q) for q in others)
             if kind == "bits":
-                return max(decisions(receiver, q) for q in others) * thermometer + h + OVERHEAD
+                return 0 if dealer else max(decisions(receiver, q) for q in others) * thermometer + h + OVERHEAD
+            if kind == "triples":
+                w = dealer_compare.words(max(decisions(receiver, q) for q in others))
+                return 8 * gates * w + dealer_compare.SEED_BYTES + OVERHEAD if dealer else 0
             return {
-                "keys": public_key_bytes(kb),
-                "keys-dgk": public_key_bytes(kb, integers=4),
+                "keys": 0 if dealer else public_key_bytes(kb),
+                "keys-dgk": 0 if dealer else public_key_bytes(kb, integers=4),
                 # per peer: w (and the pairs under "linkage-unit"); a parties-mode entry holds w, a name
                 # (<= MAX_NAME_LENGTH), a role and a 32-byte seed: 512 bytes cover its keys and headers
                 "deal": 8 * pairs + len(others) * 512
@@ -507,8 +536,9 @@ class DiceLinkageProtocol(Protocol):
                 "candidates": n * 256 + OVERHEAD if mine else 0,  # per peer: its name, a count and a digest
                 "oprf-blinded": self._oprf_bytes(counts[sender], n) if mine else 0,
                 "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
-                "masked": d * c + h + OVERHEAD,
-                "terms": d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
+                "masked": 0 if dealer else d * c + h + OVERHEAD,
+                "terms": 0 if dealer else d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
+                "out": 8 * dealer_compare.words(d) + OVERHEAD if dealer else 0,
             }.get(kind, 0)
         if sender in counts and receiver in counts and sender != receiver:
             slots = self.blocking == "parties"  # masked CLKs per slot, tokens peer to peer
@@ -519,7 +549,10 @@ class DiceLinkageProtocol(Protocol):
                 "masked": min(pairs_of(sender, receiver), beaver.CHUNK_PAIRS, *(() if slots else (counts[sender],)))
                 * (8 * self.length + 8)
                 + OVERHEAD,
-                "shares": decisions(sender, receiver) * c + h + OVERHEAD,
+                "shares": 0 if dealer else decisions(sender, receiver) * c + h + OVERHEAD,
+                "open": (2 * self.x_bits + 1) * 8 * dealer_compare.words(decisions(sender, receiver)) + OVERHEAD
+                if dealer
+                else 0,
             }.get(kind, 0)
         return 0
 
@@ -532,7 +565,8 @@ class DiceLinkageProtocol(Protocol):
     @staticmethod
     def _kind(step: str) -> str:
         if step.startswith("cmp-"):
-            return step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms
+            kind = step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms; .triples / .open<r> / .out
+            return "open" if kind.startswith("open") else kind
         return step_kind(step, {"shares-": "shares", "masked.": "masked"})
 
     def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
@@ -561,6 +595,9 @@ class DiceLinkageProtocol(Protocol):
             "resolved",
             "oprf-blinded",
             "oprf-evaluated",
+            "triples",
+            "open",
+            "out",
         )
         everyone = [self.linkage_unit, *self.names]
         return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
@@ -625,19 +662,7 @@ class DiceLinkageProtocol(Protocol):
         timer = PhaseTimer()
         names = self.names
         with counting() as ops:
-            kp = self.keypair or generate_paillier_keypair(
-                n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
-            )
-            dk = self.dgk_keypair or generate_dgk_keypair(
-                n_bits=self.key_bits,
-                t=DGK_T if self.key_bits >= MIN_KEY_BITS else MIN_T,
-                comparison_bits=self.x_bits,
-                insecure_allow_small_keys=self.insecure,
-                rng=rng,
-            )
-            for p in names:
-                await send_public_key(ch, p, kp.public_key, step="keys")
-                await send_dgk_public_key(ch, p, dk.public_key, step="keys-dgk")
+            kp, dk = await self._send_keys(ch, rng)
             timer.lap("keys")
             tokens: list[np.ndarray] = []
             exact: list[np.ndarray] = []
@@ -696,10 +721,9 @@ class DiceLinkageProtocol(Protocol):
             total = int(sum(item["pairs"].shape[0] for item in plan))
             shown = PhaseProgress(self.progress, "secure decisions", total=total, unit="decision")
             for item in plan:
+                pair = (names[item["left"]], names[item["right"]])
                 decisions.append(
-                    await self._decide(
-                        ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown
-                    )
+                    await self._decide(ch, pair, kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown)
                 )
             if self.blocking == "parties":  # the records of the accepted slots, for the groups
                 await self._resolve(ch, plan, decisions)
@@ -726,7 +750,8 @@ class DiceLinkageProtocol(Protocol):
                         continue
                     refined += int(sel.size)
                     for t, lv in enumerate(self.levels):
-                        ok = await self._decide(ch, names[item["left"]], kp, dk, sel.size, lv, f"l{t + 1}", rng, shown)
+                        pair = (names[item["left"]], names[item["right"]])
+                        ok = await self._decide(ch, pair, kp, dk, sel.size, lv, f"l{t + 1}", rng, shown)
                         pos = {int(idx): n for n, idx in enumerate(sel)}
                         for e in np.flatnonzero(conflicts):
                             kk, idx = where[e]
@@ -885,23 +910,63 @@ class DiceLinkageProtocol(Protocol):
                     raise ProtocolError(f"{p!r} sent records outside its own for the accepted slots")
                 plan[k]["pairs"][asked[k], 0 if plan[k]["left"] == i else 1] = rows
 
+    async def _send_keys(self, ch: Channel, rng: RandomSource) -> tuple[PaillierKeypair | None, DgkKeypair | None]:
+        """``comparison="dgk"``: the linkage unit's Paillier and DGK keys, public halves sent
+        to every data party (``"keys"``, ``"keys-dgk"``); ``"dealer"`` needs no key."""
+        if self.comparison == "dealer":
+            return None, None
+        kp = self.keypair or generate_paillier_keypair(
+            n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
+        )
+        dk = self.dgk_keypair or generate_dgk_keypair(
+            n_bits=self.key_bits,
+            t=DGK_T if self.key_bits >= MIN_KEY_BITS else MIN_T,
+            comparison_bits=self.x_bits,
+            insecure_allow_small_keys=self.insecure,
+            rng=rng,
+        )
+        for p in self.names:
+            await send_public_key(ch, p, kp.public_key, step="keys")
+            await send_dgk_public_key(ch, p, dk.public_key, step="keys-dgk")
+        return kp, dk
+
     async def _decide(
         self,
         ch: Channel,
-        holder: str,
-        kp: PaillierKeypair,
-        dk: DgkKeypair,
+        pair: tuple[str, str],
+        kp: PaillierKeypair | None,
+        dk: DgkKeypair | None,
         count: int,
         level: Fraction,
         tag: str,
         rng: RandomSource,
         shown: PhaseProgress,
     ) -> np.ndarray:
+        """The linkage unit's decisions ``[Dice >= level]`` of ``count`` candidate pairs of
+        the party pair ``(left, right)``, batch by batch."""
         if count == 0:
             return np.zeros(0, dtype=bool)
-        bits = _x_bits((level,), self.length)  # fewer DGK digits at a coarser level
-        _, per = self._layout(kp.public_key, bits)
+        bits = _x_bits((level,), self.length)  # fewer digits or gates at a coarser level
         _, _, _, c = _level_terms(level, self.length)
+        holder = pair[0]
+        if kp is None or dk is None:  # "dealer": triples to both parties, output shares back
+            outs = []
+            for k, (lo, hi) in enumerate(_batches(count, 1)):
+                step = _batch_step(f"cmp-{tag}", k)
+                out = await dealer_compare.compare_dealer(
+                    ch,
+                    left=pair[0],
+                    right=pair[1],
+                    count=hi - lo,
+                    bits=bits,
+                    step=step,
+                    domain=_domain(pair, step),
+                    rng=rng,
+                )
+                outs.append(out)
+                shown.advance(hi - lo)
+            return np.concatenate(outs)
+        _, per = self._layout(kp.public_key, bits)
         outs = []
         for k, (lo, hi) in enumerate(_batches(count, per)):
             wanted = [(i // per, i % per) for i in range(hi - lo)]
@@ -949,8 +1014,10 @@ class DiceLinkageProtocol(Protocol):
         rng = resolve_random(self.rng)
         timer = PhaseTimer()
         allow = insecure_key_allowed(self.insecure, self.rng)
-        pk = await recv_public_key(ch, self.linkage_unit, step="keys", allow_insecure=allow)
-        dpk = await recv_dgk_public_key(ch, self.linkage_unit, step="keys-dgk", allow_insecure=allow)
+        pk = dpk = None  # "dealer": no key
+        if self.comparison == "dgk":
+            pk = await recv_public_key(ch, self.linkage_unit, step="keys", allow_insecure=allow)
+            dpk = await recv_dgk_public_key(ch, self.linkage_unit, step="keys-dgk", allow_insecure=allow)
         bits = rec.match_filters
         m = bits.shape[0]
         config = self.bands or await self._agree_bands(ch, me, bits)
@@ -1252,9 +1319,49 @@ class DiceLinkageProtocol(Protocol):
         :data:`BATCH_DECISIONS` decisions (bounded memory at every party)."""
         pairs = e["pairs"] if sel is None else e["pairs"][sel]
         ab = share if sel is None else share[sel]
-        _, per = self._layout(pk, _x_bits((level,), self.length))
+        per = 1 if pk is None else self._layout(pk, _x_bits((level,), self.length))[1]
+        pair = (me, e["peer"]) if e["role"] == "left" else (e["peer"], me)
         for k, (lo, hi) in enumerate(_batches(pairs.shape[0], per)):
+            if pk is None:
+                await self._dealer_batch(ch, e, pair, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, rng)
+                continue
             await self._share_batch(ch, e, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, pk, dpk, rng)
+
+    async def _dealer_batch(
+        self,
+        ch: Channel,
+        e: dict[str, Any],
+        pair: tuple[str, str],
+        pairs: np.ndarray,
+        ab: np.ndarray,
+        pop: np.ndarray,
+        level: Fraction,
+        tag: str,
+        k: int,
+        rng: RandomSource,
+    ) -> None:
+        """``comparison="dealer"``: this party's share of ``x`` modulo ``2^60`` (left ``2 den
+        a_L - num |a|``, right ``2 den a_R - num |b| + 2 num L``) into the circuit of
+        :mod:`privreg.crypto.dealer_compare` with the peer, the linkage unit dealing;
+        ``|x - c| < 2^b`` for the level's ``b = _x_bits`` (``0 <= x, c <= 2 den L < 2^b``), so
+        the circuit compares ``b + 1`` bits and is exact."""
+        scale, num, off, c = _level_terms(level, self.length)
+        left = e["role"] == "left"
+        own = pop[pairs[:, 0 if left else 1]].astype(np.uint64)
+        # uint64 arithmetic wraps modulo 2^64, a multiple of 2^60: exact modulo 2^60
+        x = np.uint64(scale) * ab.astype(np.uint64) - np.uint64(num) * own + np.uint64(0 if left else off)
+        x &= np.uint64((1 << beaver.SHARE_BITS) - 1)
+        step = _batch_step(f"cmp-{tag}", k)
+        bits, domain = _x_bits((level,), self.length), _domain(pair, step)
+        if left:
+            await dealer_compare.compare_left(
+                ch, peer=e["peer"], dealer=self.linkage_unit, shares=x, threshold=c, bits=bits, step=step,
+                domain=domain, rng=rng,
+            )  # fmt: skip
+        else:
+            await dealer_compare.compare_right(
+                ch, peer=e["peer"], dealer=self.linkage_unit, shares=x, bits=bits, step=step, domain=domain
+            )
 
     async def _share_batch(
         self,
@@ -1324,6 +1431,11 @@ def _batches(count: int, per: int) -> list[tuple[int, int]]:
 
 def _batch_step(step: str, k: int) -> str:
     return step if k == 0 else f"{step}.{k}"
+
+
+def _domain(pair: tuple[str, str], step: str) -> str:
+    """The triples' domain of one batch: the party pair, the level and the batch (``step``)."""
+    return f"clk-dice/{pair[0]}/{pair[1]}/{step}"
 
 
 def run_candidates(
