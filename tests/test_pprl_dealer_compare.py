@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from crypto_keys import cached_dgk_keypair, cached_keypair
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
@@ -29,6 +30,12 @@ from privreg.crypto.dealer_compare import (
 )
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.wire import encode
+from privreg.plugins.pprl.bands import BandConfig
+from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
+from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
+from privreg.plugins.pprl.dice_protocol import BATCH_DECISIONS, LINKAGE_UNIT, DiceLinkageProtocol
+from privreg.plugins.pprl.records import EncodedRecords
 
 K = 60  # clk-dice's share modulus 2^K
 MOD = 1 << K
@@ -264,3 +271,218 @@ def test_malformed_triples_and_output_shares_are_refused_naming_the_sender():
 
     with pytest.raises(ProtocolError, match=r"'L' sent at step 'cmp.out' a malformed message"):
         run_protocol(Compare(xs, 8192, 14, roles={"L": bad_left, "R": quiet_right}), transport=InMemoryTransport())
+
+
+# ------------------------------------------------------------------ clk-dice under comparison="dealer"
+
+SECRET = bytes(range(7, 39))  # tests only: a real run draws secrets.token_bytes(32)
+PARTIES = ("P1", "P2", "P3")
+BANDS = BandConfig(bands=40, bits=12, min_shared=2)
+# a low threshold and a level below the default ones give conflicting clusters: every
+# level is decided (13 to 16 bits)
+THRESHOLD, LEVELS = 0.5, (0.7, 0.8, 0.9, 0.95)
+
+
+@pytest.fixture(scope="module")
+def records():
+    pop = synthetic_population(90, rng=InsecureReproducibleRandom(seed=31))
+    data = make_parties(pop, parties=3, corruption=0.4, rng=InsecureReproducibleRandom(seed=32), overlap=0.7)
+    return {
+        p: encode_clks(data.frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+        for p in data.parties
+    }
+
+
+def dice_protocol(records, comparison, **kw):
+    kw.setdefault("rng", InsecureReproducibleRandom(seed=1))
+    return DiceLinkageProtocol(
+        parties=PARTIES,
+        records=records,
+        secret=SECRET,
+        bands=BANDS,
+        threshold=THRESHOLD,
+        levels=LEVELS,
+        keypair=cached_keypair(512, 4),
+        dgk_keypair=cached_dgk_keypair(),
+        insecure_allow_small_keys=True,
+        workers=1,
+        blocking="linkage-unit",
+        record_counts={p: len(r) for p, r in records.items()},
+        comparison=comparison,
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(records):
+    return {
+        c: run_protocol(dice_protocol(records, c), transport=InMemoryTransport(keep_payloads=True))
+        for c in ("dealer", "dgk")
+    }
+
+
+def test_dealer_and_dgk_decide_the_same_and_as_exact_dice(records, runs):
+    dealer, dgk = (runs[c].outputs[LINKAGE_UNIT] for c in ("dealer", "dgk"))
+    assert dealer["refined"] > 10 and dealer["accepted"] > 100  # the levels are exercised
+    for key in ("group_indices", "accepted", "refined", "decisions", "candidate_count", "dummy_pairs"):
+        assert dealer[key] == dgk[key], key
+    # the refine messages list the accepted pairs in conflicting clusters: equal too
+    for p in PARTIES:
+        ref = [[m.payload for m in runs[c].transcript.received_by(p) if m.step == "refine"] for c in runs]
+        assert all(np.array_equal(a, b) for a, b in zip(ref[0][0], ref[1][0]))
+    # and the accepted pairs are exactly those with 2 den <a, b> >= num (|a| + |b|) (num / den = 1 / 2)
+    edges = set()
+    for (left, right), cands in dealer["candidates"].items():
+        fa, fb = records[left].match_filters[cands[:, 0]], records[right].match_filters[cands[:, 1]]
+        inter, total = (fa & fb).sum(1), fa.sum(1) + fb.sum(1)
+        ok = (4 * inter >= total) & (total > 0)  # Dice >= 1/2
+        edges |= {(left, int(a), right, int(b)) for (a, b), y in zip(cands, ok) if y}
+    assert len(edges) == dealer["accepted"]
+
+
+def test_dealer_runs_without_keys_and_the_linkage_unit_receives_output_shares_only(runs):
+    res = runs["dealer"]
+    for p in PARTIES:
+        steps = {m.step for m in res.transcript.received_by(p)}
+        assert not steps & {"keys", "keys-dgk"} and not any(s.startswith("shares-") for s in steps)
+        assert any(s.endswith(".triples") for s in steps) and any(".open" in s for s in steps)
+    got = [m for m in res.transcript.received_by(LINKAGE_UNIT) if m.step != "tokens"]
+    assert got and all(m.step.startswith("cmp-") and m.step.endswith(".out") for m in got)
+    for m in got:  # one packed share bit per decision: no opening, no ciphertext
+        assert isinstance(m.payload, np.ndarray) and m.payload.dtype == np.uint64 and m.payload.ndim == 1
+    sent = {m.step.rsplit(".", 1)[-1] for m in res.transcript.sent_by(LINKAGE_UNIT) if m.step.startswith("cmp-")}
+    assert sent == {"triples"}
+    assert res.outputs[LINKAGE_UNIT]["operations"]["encryptions"] == 0
+
+
+def test_dealer_in_small_batches_gives_the_same_groups(records, runs, monkeypatch):
+    import privreg.plugins.pprl.dice_protocol as dp
+
+    monkeypatch.setattr(dp, "BATCH_DECISIONS", 70)  # batches of 70: a partial last word
+    res = run_protocol(dice_protocol(records, "dealer"), transport=InMemoryTransport(keep_payloads=False))
+    assert res.outputs[LINKAGE_UNIT]["group_indices"] == runs["dealer"].outputs[LINKAGE_UNIT]["group_indices"]
+    assert any(m.step.startswith("cmp-base.1.") for m in res.transcript.received_by(LINKAGE_UNIT))
+
+
+class _Tap:
+    """A channel passing every outgoing payload through ``fn(sender, to, step, payload)``."""
+
+    def __init__(self, ch, fn):
+        self._ch, self._fn = ch, fn
+        self.party, self.parties = ch.party, ch.parties
+
+    async def send(self, to, payload, *, step):
+        await self._ch.send(to, self._fn(self.party, to, step, payload), step=step)
+
+    async def recv(self, frm, *, step=None):
+        return await self._ch.recv(frm, step=step)
+
+
+def tampered(records, sender, step, fn):
+    proto = dice_protocol(records, "dealer")
+
+    def tap(frm, to, st, payload):
+        return fn(payload) if (frm, st) == (sender, step) else payload
+
+    roles = [RoleParty(p.name, lambda ch, p=p: p.run(_Tap(ch, tap))) for p in proto.parties()]
+    proto.parties = lambda: roles  # type: ignore[method-assign]
+    return proto
+
+
+@pytest.mark.parametrize(
+    ("sender", "step", "fn", "message"),
+    [
+        ("P1", "cmp-base.open0", lambda x: x[:-1], "'P1' sent at step 'cmp-base.open0' a malformed message"),
+        ("P1", "cmp-base.open2", lambda x: x.astype(np.int64), "'P1' sent at step 'cmp-base.open2' a malformed"),
+        ("P2", "cmp-base.out", lambda x: {"out": x}, "'P2' sent at step 'cmp-base.out' a malformed message"),
+        (LINKAGE_UNIT, "cmp-base.triples", lambda x: {**x, "seed": x["seed"][:16]}, "'linkage_unit' sent at step"),
+        # larger than the message's bound: refused by the transport before it is decoded
+        ("P1", "cmp-base.open1", lambda x: np.zeros((x.shape[0], 99), np.uint64), "party 'P1' sent a .* above"),
+        (LINKAGE_UNIT, "cmp-base.triples", lambda x: {**x, "pad": bytes(10**5)}, "party 'linkage_unit' sent .* above"),
+    ],
+)
+def test_malformed_or_oversized_dealer_messages_are_refused_naming_the_sender(records, sender, step, fn, message):
+    with pytest.raises(ProtocolError, match=message):
+        run_protocol(tampered(records, sender, step, fn), transport=InMemoryTransport())
+
+
+def test_dealer_messages_of_a_full_batch_fit_their_bounds_and_dgk_kinds_are_refused():
+    proto = DiceLinkageProtocol(parties=2, record_counts={"P1": 200, "P2": 200}, comparison="dealer")
+    d, b = BATCH_DECISIONS, proto.x_bits
+    w = words(d)
+    largest = {
+        ("linkage_unit", "P2", "cmp-base.triples"): {
+            "seed": bytes(32),
+            "c": np.zeros((sum(and_counts(b)), w), np.uint64),
+        },
+        ("P1", "P2", "cmp-l4.3.open0"): np.zeros((2 * b + 1, w), np.uint64),
+        ("P2", "linkage_unit", "cmp-base.out"): np.zeros(w, np.uint64),
+    }
+    for (s, r, step), payload in largest.items():
+        bound = proto.message_bound(sender=s, receiver=r, step=step)
+        assert len(encode(payload)) <= bound <= len(encode(payload)) + 1024 + 40, step
+    for s, r, step in [
+        ("linkage_unit", "P1", "keys"),
+        ("linkage_unit", "P1", "keys-dgk"),
+        ("P1", "P2", "shares-base"),
+        ("linkage_unit", "P1", "cmp-base.bits"),
+        ("P1", "linkage_unit", "cmp-base.terms"),
+        ("P1", "linkage_unit", "cmp-base.masked"),
+    ]:
+        assert proto.message_bound(sender=s, receiver=r, step=step) == 0, step
+    dgk = DiceLinkageProtocol(parties=2, record_counts={"P1": 200, "P2": 200}, comparison="dgk")
+    for s, r, step in largest:
+        assert dgk.message_bound(sender=s, receiver=r, step=step) == 0, step
+    assert proto.max_message_bytes() < dgk.max_message_bytes()
+
+
+def test_comparison_is_validated_and_dealer_is_the_default():
+    assert DiceLinkageProtocol(parties=2).comparison == "dealer"
+    with pytest.raises(PrivregValueError, match=r"comparison must be one of \['dealer', 'dgk'\]; got 'paillier'"):
+        DiceLinkageProtocol(parties=2, comparison="paillier")
+
+
+# (|a|, |b|, |a & b|) with x - c = 2 den <a, b> - num (|a| + |b|) = 8 i - 3 t at threshold 3/4
+TIES = [(8, 8, 6), (5, 6, 4), (2, 3, 2), (6, 7, 5), (1, 1, 1), (1, 1, 0), (9, 10, 7)]
+
+
+def tie_records():
+    """Two parties; pair k (an exact-pass candidate) has the popcounts and overlap of TIES[k]
+    on bits of its own, so Dice sits at, just below or just above 0.75."""
+    m, length = len(TIES), 1024
+    a, b = np.zeros((m, length), dtype=bool), np.zeros((m, length), dtype=bool)
+    for k, (na, nb, i) in enumerate(TIES):
+        a[k, 64 * k : 64 * k + na] = True
+        b[k, 64 * k + na - i : 64 * k + na - i + nb] = True
+    keys = np.arange(1, m + 1, dtype=np.uint64).reshape(m, 1)
+    return {
+        p: EncodedRecords(
+            party=p, ids=tuple(f"{p}-{k}" for k in range(m)), block_filters=f, match_filters=f, exact_keys=keys
+        )
+        for p, f in (("P1", a), ("P2", b))
+    }
+
+
+@pytest.mark.parametrize("comparison", ["dealer", "dgk"])
+def test_decisions_at_ties_and_one_off_are_exact(comparison):
+    recs = tie_records()
+    assert [8 * i - 3 * (na + nb) for na, nb, i in TIES] == [0, -1, 1, 1, 2, -6, -1]
+    proto = DiceLinkageProtocol(
+        parties=("P1", "P2"),
+        records=recs,
+        secret=SECRET,
+        bands=BANDS,
+        levels=(),
+        keypair=cached_keypair(512, 4),
+        dgk_keypair=cached_dgk_keypair(),
+        insecure_allow_small_keys=True,
+        workers=1,
+        blocking="linkage-unit",
+        comparison=comparison,
+        rng=InsecureReproducibleRandom(seed=2),
+    )
+    lu = run_protocol(proto, transport=InMemoryTransport()).outputs[LINKAGE_UNIT]
+    (cands,) = lu["candidates"].values()
+    assert {(k, k) for k in range(len(TIES))} <= {tuple(map(int, c)) for c in cands}
+    want = {(("P1", k), ("P2", k)) for k, (na, nb, i) in enumerate(TIES) if 8 * i >= 3 * (na + nb)}
+    assert {tuple(sorted(g)) for g in lu["groups"]} == want and len(want) == 4
