@@ -3,8 +3,10 @@ threshold decisions between n data parties and a linkage unit.
 
 Flow (transcript step names in quotes):
 
-1. ``"keys"``: the linkage unit sends every data party its Paillier public key and its
-   DGK public key (2048 bits each unless ``insecure_allow_small_keys``).
+1. ``"keys"``, ``"keys-dgk"`` (``comparison="dgk"`` only): the linkage unit sends every
+   data party its Paillier public key and its DGK public key (2048 bits each unless
+   ``insecure_allow_small_keys``). Under the default ``comparison="dealer"`` no key is
+   generated or sent.
 2. ``"popcount"`` (without explicit ``bands``): the data parties send each other their
    median CLK popcount and derive the same bands from the largest. ``"tokens"``: each
    party encodes its records as CLKs (:mod:`clk`) and sends, per record and band, a keyed
@@ -23,13 +25,27 @@ Flow (transcript step names in quotes):
    :data:`~privreg.crypto.beaver.CHUNK_PAIRS` candidate pairs at a time: masks are
    expanded only for the chunk's rows (the dealer's too), so no party holds a mask per
    record (memory: :mod:`~privreg.plugins.pprl.dice_memory`).
-5. ``"shares-<level>"`` and ``"cmp-<level>"``: per pair of parties, the *right* party
-   packs its shares of ``x = 2 den <a, b> - num (|a| + |b|) + 2 num L`` (``Dice >= num /
-   den`` iff ``x >= 2 num L``; ``|a|, |b|`` never leave their owners) into Paillier
-   plaintexts, encrypts them under the linkage unit's key and sends them to the *left*
-   party, which adds its own shares and runs the packed threshold comparison
-   (:mod:`privreg.crypto.threshold`) with the linkage unit, which learns only ``[Dice >=
-   num / den]`` per candidate pair.
+5. ``"cmp-<level>"``: per pair of parties, each party holds a share modulo ``2^60`` of
+   ``x = 2 den <a, b> - num (|a| + |b|) + 2 num L`` (``Dice >= num / den`` iff ``x >= 2
+   num L``; ``|a|, |b|`` never leave their owners), and the linkage unit learns only
+   ``[Dice >= num / den]`` per candidate pair, by one of two ``comparison`` backends:
+
+   - ``"dealer"`` (the default; :mod:`privreg.crypto.dealer_compare`): the linkage unit
+     deals Beaver AND triples (``"cmp-<level>.triples"``: a 32-byte SHAKE-256 seed to each
+     party, and the right party's correction bits), the two data parties evaluate a
+     greater-than circuit on their XOR-shared bits peer to peer (``".open<r>"``: 5 rounds
+     at 14 bits, one message per round and direction for a batch of
+     :data:`BATCH_DECISIONS`), and each sends the linkage unit its output share
+     (``".out"``, one bit per decision, masked by a bit the left party draws): their XOR
+     is the decision. The linkage unit sees no opening; the data parties see openings
+     masked by triple bits they do not hold and no output. No public-key operation:
+     about 0.45 CPU-ms per decision for the whole run at 3 x 2,000 (blocking included;
+     ``benchmarks/pprl_decisions.py``).
+   - ``"dgk"`` (the previous mode), ``"shares-<level>"`` then ``"cmp-<level>"``: the
+     *right* party packs its shares into Paillier plaintexts, encrypts them under the
+     linkage unit's key and sends them to the *left* party, which adds its own shares and
+     runs the packed threshold comparison (:mod:`privreg.crypto.threshold`) with the
+     linkage unit.
 6. Levels: pairs whose connected component of accepted pairs holds two records of one
    party (a conflict) are decided again at the stricter ``levels`` (0.8, 0.85, 0.9,
    0.95), so the solver can prefer the more similar pairs.
@@ -54,7 +70,10 @@ linkage unit asks each party for its record of every accepted slot (``"resolve"`
 There is no membership padding under ``"parties"`` (the data parties compute their
 candidates themselves, so dummies would hide nothing from them).
 
-Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
+Correctness: under ``comparison="dealer"`` every decision is exact: the circuit adds the
+low ``b + 1`` bits of the shares of ``x - 2 num L``, which lies in ``(-2^b, 2^b)``
+(``b = _x_bits`` of the level), so bit ``b`` of the sum is its sign and no wrap can occur.
+Under ``"dgk"`` the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
 ``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
 (``b = 14`` at the default threshold 0.75: ``2^-45``; at most 16 at the default levels:
@@ -169,7 +188,8 @@ LU_SEES = (
     "filter or a record's popcount, but the number of band tokens two records share estimates their Dice "
     "similarity: on FEBRL 4 (3 x 5,000) Spearman 0.97-0.98 over about 16,000 candidate pairs, mean absolute "
     "error 0.002 for pairs sharing >= 5 bands, and all of the about 11,200 pairs sharing >= 10 bands are true "
-    "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The decrypted values "
+    "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The comparison messages "
+    "(two masked output-share bits per decision under comparison='dealer', masked decryptions under 'dgk') "
     "add nothing to this (blocking='parties' gives it none of this, at a cost to the data parties: LU_SEES_PARTIES)"
 )
 #: What the linkage unit sees under ``blocking="parties"``.
@@ -281,6 +301,12 @@ class DiceLinkageProtocol(Protocol):
             of data parties among themselves (the linkage unit gets only counts and digests;
             the data parties see each other's re-keyed tokens: the caveats). ``pad`` is for
             ``"linkage-unit"`` only (default 1 there, 0 and refused otherwise under ``"parties"``).
+        comparison: how each threshold decision is computed (:data:`COMPARISONS`; module
+            docstring, step 5): ``"dealer"`` (default), a boolean circuit on AND triples the
+            linkage unit deals (:mod:`privreg.crypto.dealer_compare`; exact, no key: ``key_bits``,
+            ``keypair`` and ``dgk_keypair`` are unused), or ``"dgk"``, Paillier-packed shares and
+            a DGK comparison (:mod:`privreg.crypto.threshold`, the previous mode). Both rest on
+            the linkage unit colluding with no data party.
         progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
             unit runs: phases ``"blocking"`` (pairs of parties), ``"secure decisions"``
             and ``"stricter levels"`` (decisions, reported after each batch of
@@ -290,15 +316,19 @@ class DiceLinkageProtocol(Protocol):
     name = "clk-dice"
     caveats = (
         "Semi-honest parties; the linkage unit colludes with no data party: it deals the masks of the Beaver "
-        "inner products, so with the peer's masked CLK a colluding party could unmask the other's CLK, and a "
-        "data party holding its shares under the linkage unit's key could have them decrypted. The data parties"
+        "inner products and, under comparison='dealer' (the default), the AND triples of the comparison circuit, "
+        "so with the peer's masked CLK or circuit openings a colluding party could unmask the other's CLK or "
+        "shares, and under comparison='dgk' a data party holding its shares under the linkage unit's key could "
+        "have them decrypted. The data parties"
         " share the CLK and band secret. Under blocking='linkage-unit' (the default; the end of this text says "
         "what changes under 'parties') the linkage unit learns which records of which parties share a "
         "keyed "
         "band token (equality patterns of K-bit projections of the CLKs, and the records per party) or an "
         "exact-pass token (equal dates of birth or id numbers, within a party too: frequency classes, not "
         "values), the candidate pairs, one decision [Dice >= threshold] per candidate pair and, for pairs in a "
-        "cluster with two records of one party, which of the stricter levels they reach; the masked values it "
+        "cluster with two records of one party, which of the stricter levels they reach; under comparison='dealer' it "
+        "receives per decision two output-share bits whose XOR is the decision, each masked by a bit the left "
+        "party draws (uniform), and never a circuit opening; under 'dgk' the masked values it "
         "decrypts are within 2^-40 statistical distance of independent of the similarities, and the DGK tests "
         "show only zero or not; without explicit bands, the number of bands tells it about the data parties' "
         "largest median popcount. It never receives a filter, a record's popcount or a Hamming distance, but it"
@@ -321,10 +351,13 @@ class DiceLinkageProtocol(Protocol):
         " parties' median popcount; from its candidates, whether each exact pass was kept for that pair of "
         "parties (it is dropped when it yields more than 1.5 pairs per record of the smaller party, a count of "
         "equal keyed tokens the linkage unit holds anyway); everything else it receives is one-time padded (the"
-        " peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. Security rests on "
-        "Paillier (DCR; DJN short exponents for public-key encryption), on the DGK subgroup assumptions, and on"
-        " SHAKE-256 as a PRG for the masks. Each decision is exact except with probability below 2^-43 at the "
-        "default levels. Not constant-time; running time depends on the number of candidate pairs. Network: "
+        " peer's masked CLK, its Beaver share; under 'dealer' its triple seed and correction bits, and the "
+        "peer's circuit openings, each XORed with a triple bit it does not hold; it sees no decision) or, under "
+        "'dgk', encrypted under the linkage unit's keys. Under 'dealer' security rests on SHAKE-256 as a PRG "
+        "for the masks and the triples alone (no key exists) and every decision is exact; under 'dgk' also on "
+        "Paillier (DCR; DJN short exponents for public-key encryption) and the DGK subgroup assumptions, and "
+        "each decision is exact except with probability below 2^-43 at the default levels. Not constant-time; "
+        "running time depends on the number of candidate pairs. Network: "
         "over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate counts), "
         "no content. Malicious parties can corrupt decisions undetected; every received message is type- and "
         "range-checked and a malformed one stops the run naming its sender; every message kind is capped in size "
@@ -610,15 +643,15 @@ class DiceLinkageProtocol(Protocol):
 
     def learns(self) -> Mapping[str, str]:
         party = (
-            "the linkage unit's public keys; without explicit bands, every other data party's record count; per "
+            "without explicit bands, every other data party's record count; per "
             "other party, its candidate pairs with that party, real and dummy alike (the other's record indices are "
             "opaque positions). Without padding (pad=0) whether a record has a candidate there predicts whether "
             "that party holds the person: true-positive rate 1.000, false-positive rate 0.31-0.38 measured on FEBRL "
             "4, 3 x 5,000 (benchmarks/pprl_leakage.py); at the default pad=1 every record has a candidate at every "
             "peer (true- and false-positive rate 1.000: no advantage) and the best test on the number of candidates "
             "has an advantage TPR - FPR of 0.05 (0.65 unpadded; benchmarks/pprl_padding.py), at 1.15x the secure "
-            "decisions; a mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded), "
-            "Paillier ciphertexts under the linkage unit's key; its output: which of its records were linked, under "
+            "decisions; a mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded); its "
+            "output: which of its records were linked, under "
             "which group id; from the refine message, which of its candidate pairs were accepted at the threshold "
             "and lie in a cluster with two records of one party; without explicit bands, the other data parties' "
             "median popcount; from its candidates, whether each exact pass was kept for that pair of parties "
@@ -626,7 +659,7 @@ class DiceLinkageProtocol(Protocol):
         )
         if self.blocking == "parties":
             party = (
-                "the linkage unit's public keys; its own tokens from the linkage unit's OPRF (the evaluated elements); "
+                "its own tokens from the linkage unit's OPRF (the evaluated elements); "
                 "every other data party's record count and, per other party, its band and exact-pass OPRF tokens "
                 "re-keyed for the pair (in a private row order): it cannot invert them (no OPRF key), but it sees "
                 "which of its records share a band or exact token with which of the peer's rows, so it reads the "
@@ -637,13 +670,27 @@ class DiceLinkageProtocol(Protocol):
                 "real candidate pairs (whether a record has a candidate at a peer predicts that the peer holds the "
                 "person as without padding: true-positive rate 1.000, false-positive rate 0.31-0.38 on FEBRL 4); "
                 "from the resolve message, which of them passed the threshold; a mask seed and its Beaver shares "
-                "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
-                "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; "
+                "(uniform), the peer's masked CLKs (one-time padded, one per slot); from the refine message, "
+                "which accepted pairs lie in a conflicting cluster; "
                 "its output: which of its records were linked, under which group id; without explicit bands, the "
                 "other data parties' median popcount"
             )
-            return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, party)}
-        return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
+            return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, f"{party}; {self._cmp_view()}")}
+        return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, f"{party}; {self._cmp_view()}")}
+
+    def _cmp_view(self) -> str:
+        """What a data party receives for the threshold decisions (``comparison``)."""
+        if self.comparison == "dgk":
+            return (
+                "the linkage unit's Paillier and DGK public keys, and Paillier and DGK ciphertexts under them (the "
+                "peer's packed shares, the thermometers): semantically secure, it decrypts nothing"
+            )
+        return (
+            "per batch of decisions a triple seed from the linkage unit (and, as the right party of the pair, the "
+            "correction bits of the AND triples) and the peer's circuit openings, each XORed with a triple bit it "
+            "does not hold, and the left party's output mask: uniform and independent of the data; no decision "
+            "(its output share goes to the linkage unit)"
+        )
 
     # ------------------------------------------------------------------ helpers
 
