@@ -486,3 +486,19 @@ def test_decisions_at_ties_and_one_off_are_exact(comparison):
     assert {(k, k) for k in range(len(TIES))} <= {tuple(map(int, c)) for c in cands}
     want = {(("P1", k), ("P2", k)) for k, (na, nb, i) in enumerate(TIES) if 8 * i >= 3 * (na + nb)}
     assert {tuple(sorted(g)) for g in lu["groups"]} == want and len(want) == 4
+
+
+def test_comparison_is_a_deployment_option_in_the_digest():
+    from privreg.core.randomness import SecureRandom
+    from privreg.mpc.deployment import options_digest
+    from privreg.plugins.pprl.dice_deployment import DiceDeployment
+
+    dep = DiceDeployment()
+    default = dep.options({"records": [10, 10, 10]})
+    dgk = dep.options({"records": [10, 10, 10], "comparison": "dgk"})
+    assert default["comparison"] == "dealer" and dgk["comparison"] == "dgk"
+    assert options_digest(dep, default) != options_digest(dep, dgk)  # parties of other modes refuse each other
+    with pytest.raises(PrivregValueError, match="comparison"):
+        dep.options({"records": [10, 10, 10], "comparison": "paillier"})
+    proto = dep.protocol(party=LINKAGE_UNIT, inputs={}, options=dgk, rng=SecureRandom())
+    assert proto.comparison == "dgk"
