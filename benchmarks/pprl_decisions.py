@@ -3,14 +3,16 @@ peak memory, at 2048-bit keys, end to end.
 
     python benchmarks/pprl_decisions.py [--records 2000] [--parties 3] [--data febrl4|synthetic]
                                         [--workers 1] [--key-bits 2048] [--pad 1.0] [--profile 25]
-                                        [--estimate 1000000]
+                                        [--estimate 1000000] [--comparison dealer|dgk]
 
 Data: ``--data febrl4``: the clean FEBRL 4 originals (datasets.febrl_population(4), 5,000
 people) sampled to ``--records`` per party with make_parties (30 % corrupted, 70 % overlap);
 ``synthetic``: datasets.synthetic_population of ``--records`` people, same corruption.
-CLKs: FEBRL_CLK_SCHEMA. Keys: fresh 2048-bit Paillier and DGK (t = 224) keys from the OS
-CSPRNG, generated before the run (their time is reported on its own row, not charged to
-the decisions). The protocol runs every role in this process over InMemoryTransport
+CLKs: FEBRL_CLK_SCHEMA. ``--comparison`` (default ``dealer``, the protocol's default):
+``dealer`` decides by the circuit on Beaver triples the linkage unit deals
+(privreg.crypto.dealer_compare; no key); ``dgk``: fresh 2048-bit Paillier and DGK (t = 224)
+keys from the OS CSPRNG, generated before the run (their time is reported on its own row,
+not charged to the decisions). The protocol runs every role in this process over InMemoryTransport
 (messages encoded and decoded as on a network), ``workers`` processes for the heavy loops.
 
 Rows: the whole run (blocking, deal, masked exchange, shares, comparisons, levels) with
@@ -22,6 +24,12 @@ memory is the process's maximum resident set (every role together; tracemalloc i
 used: it slows numpy-heavy code). ``--profile N`` runs under cProfile (one process: use --workers 1) and prints the
 N functions of highest own time. ``--estimate M`` prints dice_memory.memory_estimate at
 M records per party (3 parties) next to this run's figures.
+
+Per role: every role's channel is wrapped so that the CPU time (``time.process_time``)
+between its resumptions and its next send or receive is charged to it; what runs inside
+a send or a receive (encoding, decoding, the event loop) is charged to no role and shown
+as "transport". This is the CPU each party would spend in its own process (its share of
+the encoding apart), measured here in one process (``--workers 1``).
 """
 
 from __future__ import annotations
@@ -38,13 +46,20 @@ from timing import cpu_now, header, timed, usable_cores
 
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.crypto import generate_paillier_keypair
+from privreg.crypto.channel import RoleParty
 from privreg.crypto.dgk import generate_dgk_keypair
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, febrl_population, make_parties, synthetic_population
 from privreg.plugins.pprl.dice_memory import memory_estimate
-from privreg.plugins.pprl.dice_protocol import DGK_T, LINKAGE_UNIT, DiceLinkageProtocol
+from privreg.plugins.pprl.dice_protocol import (
+    COMPARISONS,
+    DEFAULT_COMPARISON,
+    DGK_T,
+    LINKAGE_UNIT,
+    DiceLinkageProtocol,
+)
 
 SECRET = bytes(range(11, 43))  # benchmark only: a real run draws secrets.token_bytes(32)
 
@@ -63,6 +78,51 @@ def _records(args: argparse.Namespace) -> dict:
     }
 
 
+class _Clocked:
+    """A channel that charges the CPU between its role's awaits to ``spent[role]``."""
+
+    def __init__(self, ch, spent: dict[str, float]) -> None:
+        self._ch, self._spent = ch, spent
+        self.party, self.parties = ch.party, ch.parties
+        self._t0 = time.process_time()
+
+    def stop(self) -> None:
+        self._spent[self.party] = self._spent.get(self.party, 0.0) + time.process_time() - self._t0
+
+    def start(self) -> None:
+        self._t0 = time.process_time()
+
+    async def send(self, to, payload, *, step):
+        self.stop()
+        await self._ch.send(to, payload, step=step)
+        self.start()
+
+    async def recv(self, frm, *, step=None):
+        self.stop()
+        try:
+            return await self._ch.recv(frm, step=step)
+        finally:
+            self.start()
+
+
+def _clocked(proto: DiceLinkageProtocol, spent: dict[str, float]) -> DiceLinkageProtocol:
+    roles = proto.parties()
+
+    def wrap(party):
+        async def run(ch):
+            clocked = _Clocked(ch, spent)
+            try:
+                return await party.run(clocked)
+            finally:
+                clocked.stop()
+
+        return RoleParty(party.name, run)
+
+    wrapped = [wrap(p) for p in roles]
+    proto.parties = lambda: wrapped  # type: ignore[method-assign]
+    return proto
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=2000)
@@ -73,17 +133,23 @@ def main() -> None:
     ap.add_argument("--pad", type=float, default=1.0)
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--estimate", type=int, default=1_000_000)
+    ap.add_argument("--comparison", choices=COMPARISONS, default=DEFAULT_COMPARISON)
     args = ap.parse_args()
 
     records = _records(args)
+    kp = dk = None
     with timed(cores=1) as keys:
-        kp = generate_paillier_keypair(n_bits=args.key_bits)
-        dk = generate_dgk_keypair(n_bits=args.key_bits, t=DGK_T, comparison_bits=16)
+        if args.comparison == "dgk":
+            kp = generate_paillier_keypair(n_bits=args.key_bits)
+            dk = generate_dgk_keypair(n_bits=args.key_bits, t=DGK_T, comparison_bits=16)
     marks: dict[str, tuple[float, float]] = {}
+    spent: dict[str, float] = {}
+    spent_at_mark: dict[str, float] = {}
 
     def progress(phase: str, done: int, total: int | None, unit: str) -> None:
         if phase == "secure decisions" and phase not in marks:  # the deals are out: blocking is over
             marks[phase] = (time.perf_counter(), cpu_now())
+            spent_at_mark.update(spent)
 
     proto = DiceLinkageProtocol(
         parties=tuple(records),
@@ -94,7 +160,9 @@ def main() -> None:
         workers=args.workers,
         pad=args.pad,
         progress=progress,
+        comparison=args.comparison,
     )
+    proto = _clocked(proto, spent)
     prof = cProfile.Profile() if args.profile else None
     cores = min(args.workers, usable_cores())
     with timed(cores=cores) as run:
@@ -111,7 +179,7 @@ def main() -> None:
     print(
         header(
             f"clk-dice secure decisions: {args.parties} x {args.records} records ({args.data}), "
-            f"{args.key_bits}-bit keys, pad={args.pad}",
+            f"{args.key_bits}-bit keys, pad={args.pad}, comparison={args.comparison}",
             processes=args.workers,
             cores=cores,
         )
@@ -140,6 +208,16 @@ def main() -> None:
         )
         print(f"{name:<20} {wall:>9.2f} {cpu:>9.2f} {per_core:>11.2f} {tail}")
     print(f"decisions per CPU s: {d / t.cpu:.0f}; peak resident memory (all roles, one process): {rss / 2**20:.0f} MiB")
+    print(f"per role (CPU between its awaits; --workers {args.workers}):")
+    print(f"{'role':<20} {'CPU s run':>10} {'CPU s dec':>10} {'CPU ms/dec':>11}")
+    roles = [LINKAGE_UNIT, *(p for p in records)]
+    for role in roles:
+        dec_role = spent.get(role, 0.0) - spent_at_mark.get(role, 0.0)
+        print(f"{role:<20} {spent.get(role, 0.0):>10.2f} {dec_role:>10.2f} {1e3 * dec_role / d:>11.3f}")
+    charged = sum(spent.values())
+    dec_charged = charged - sum(spent_at_mark.values())
+    rest = dec_cpu - dec_charged
+    print(f"{'transport':<20} {t.cpu - charged:>10.2f} {rest:>10.2f} {1e3 * rest / d:>11.3f}")
     print("linkage unit phases (wall s):", {k: round(v, 2) for k, v in lu["timings"].items()})
     if args.estimate:
         per = (lu["candidate_count"] + lu["dummy_pairs"]) / max(1, args.records) / max(1, args.parties - 1)

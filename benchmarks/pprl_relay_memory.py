@@ -62,7 +62,8 @@ def main() -> None:
     data = make_parties(pop, parties=args.parties, corruption=0.3, rng=rng, overlap=0.7)
     names = list(data.parties)[:2]
     recs = {
-        p: encode_clks(data.frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY) for p in names
+        p: encode_clks(data.frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
+        for p in names
     }
     pop_med = max(int(np.median(recs[p].match_filters.sum(axis=1))) for p in names)
     cfg = recommended_bands(filter_length=1024, popcount=pop_med, records=max(len(recs[p]) for p in names))

@@ -258,7 +258,7 @@ def test_the_largest_clk_dice_messages_come_close_to_their_bounds(tmp_path, monk
     within 1.5x of their bounds (the worst case of the declared counts alone is ~100x)."""
     run = tmp_path / "run"
     argv = ["party", "init", "clk-dice", str(run), "--seed", "13", "--base-port", str(free_base_port(4))]
-    opts = ["key_bits=512", "insecure_small_keys=true", "max_records=300"]
+    opts = ["key_bits=512", "insecure_small_keys=true", "max_records=300", 'comparison="dgk"']
     assert main([*argv, "--insecure-plaintext", *(x for o in opts for x in ("--option", o))]) == 0
     seen = _largest_per_kind(monkeypatch, run)
     for kind in ("masked", "cmp.bits", "cmp.terms", "deal"):
@@ -279,7 +279,7 @@ def test_a_full_batch_of_clk_dice_terms_fits_its_bound():
 
     dk = cached_dgk_keypair()
     proto = DiceLinkageProtocol(
-        parties=2, record_counts={"P1": 200, "P2": 200}, key_bits=512, insecure_allow_small_keys=True
+        parties=2, record_counts={"P1": 200, "P2": 200}, key_bits=512, insecure_allow_small_keys=True, comparison="dgk"
     )
     d, digits = BATCH_DECISIONS, -(-proto.x_bits // DIGIT_BITS)
     largest = mpz(dk.public_key.n - 1)  # every ciphertext at its longest encoding

@@ -55,7 +55,7 @@ def _run(records, keys, **kw):
         insecure_allow_small_keys=True,
         workers=1,
         rng=InsecureReproducibleRandom(seed=1),
-        **{"levels": (), **kw},
+        **{"levels": (), "comparison": "dgk", **kw},
     )
     return run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
 

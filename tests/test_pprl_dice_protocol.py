@@ -51,6 +51,7 @@ def keys():
 def protocol(records, keys, **kw):
     kp, dk = keys
     kw.setdefault("rng", InsecureReproducibleRandom(seed=1))
+    kw.setdefault("comparison", "dgk")  # these tests read the Paillier and DGK transcripts
     kw.setdefault(
         "blocking", "linkage-unit"
     )  # these tests read the tokens; tests/test_pprl_party_blocking.py: "parties"
@@ -268,7 +269,7 @@ def test_default_keys_are_2048_bits_with_224_bit_dgk_subgroups(records):
         )
         for p, r in records.items()
     }
-    proto = DiceLinkageProtocol(parties=PARTIES, records=small, secret=SECRET, bands=BANDS, workers=1)
+    proto = DiceLinkageProtocol(parties=PARTIES, records=small, secret=SECRET, bands=BANDS, workers=1, comparison="dgk")
     res = run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
     (dgk,) = [m.payload for m in res.transcript.received_by("P1") if m.step == "keys-dgk"]
     assert isinstance(dgk, DgkPublicKey) and dgk.n.bit_length() == 2048 and dgk.t == 224

@@ -147,7 +147,8 @@ def test_the_workflow_keeps_traffic_sizes_but_not_payloads(monkeypatch):
     ctx = WorkflowContext(rng=InsecureReproducibleRandom(seed=7))
     pprl_workflow(context=ctx, data="synthetic", records=30, key_bits=512, insecure_small_keys=True, workers=1)
     (transcript,) = transcripts
-    assert transcript.total().bytes > 0 and transcript.total().ciphertexts > 0
+    # the default comparison="dealer" sends no ciphertext: sizes and step names are kept
+    assert transcript.total().bytes > 0 and any(m.step.endswith(".out") for m in transcript.messages)
     assert all(m.payload is None for m in transcript.messages)
 
 

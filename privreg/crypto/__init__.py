@@ -28,6 +28,9 @@ convert with ``to_phe``/``from_phe``; ``benchmarks/paillier.py`` compares the tw
   slots for the key holder only, by a digit-wise DGK comparison.
 - :mod:`~privreg.crypto.beaver`: additive shares of inner products of bit vectors with
   correlated randomness from a dealer (Beaver triples; masks expanded by SHAKE-256).
+- :mod:`~privreg.crypto.dealer_compare`: threshold decisions ``[x >= c]`` on additively
+  shared ``x`` for a dealer only, by a greater-than circuit on XOR-shared bits with Beaver
+  AND triples the dealer deals (no key; exact).
 
 Messages travel through :mod:`privreg.mpc` (this package registers its wire types there).
 

@@ -23,7 +23,11 @@ of records with no candidate at a peer that the linkage unit gives dummy candida
 pairs, the linkage unit from every party's band tokens, each pair of data parties among
 themselves (:mod:`~privreg.plugins.pprl.party_blocking`), or each pair of data parties from
 the collisions the linkage unit finds among unlinked tokens
-(:mod:`~privreg.plugins.pprl.relay_blocking`); both in the options digest like the rest.
+(:mod:`~privreg.plugins.pprl.relay_blocking`); ``options.comparison`` (default
+:data:`~privreg.plugins.pprl.dice_protocol.DEFAULT_COMPARISON`, ``"dealer"``): how each
+threshold decision is computed, by a circuit on Beaver triples the linkage unit deals
+(:mod:`privreg.crypto.dealer_compare`, no key) or by Paillier and DGK (``"dgk"``, the
+previous mode); all in the options digest like the rest.
 """
 
 from __future__ import annotations
@@ -56,7 +60,9 @@ from privreg.plugins.pprl.deployment import (
 )
 from privreg.plugins.pprl.dice_protocol import (
     BLOCKINGS,
+    COMPARISONS,
     DEFAULT_BLOCKING,
+    DEFAULT_COMPARISON,
     DEFAULT_PAD,
     LINKAGE_UNIT,
     DiceLinkageProtocol,
@@ -65,7 +71,17 @@ from privreg.plugins.pprl.kdf import check_secret_file
 
 __all__ = ["DiceDeployment"]
 
-_OPTIONS = ("parties", "records", "threshold", "key_bits", "insecure_small_keys", "max_records", "pad", "blocking")
+_OPTIONS: tuple[str, ...] = (
+    "parties",
+    "records",
+    "threshold",
+    "key_bits",
+    "insecure_small_keys",
+    "max_records",
+    "pad",
+    "blocking",
+    "comparison",
+)
 
 
 @check_params
@@ -91,6 +107,9 @@ def _options(
     blocking: Annotated[
         str, Spec(choices=BLOCKINGS, doc="who forms the candidate pairs: the linkage unit or the data parties")
     ] = DEFAULT_BLOCKING,
+    comparison: Annotated[
+        str, Spec(choices=COMPARISONS, doc="threshold decisions: dealt Beaver triples (dealer) or Paillier and DGK")
+    ] = DEFAULT_COMPARISON,
 ) -> dict[str, Any]:
     if key_bits < MIN_KEY_BITS and not insecure_small_keys:
         raise PrivregValueError(
@@ -108,6 +127,7 @@ def _options(
         "max_records": max_records,
         "pad": pad,
         "blocking": blocking,
+        "comparison": comparison,
     }
 
 
@@ -171,6 +191,7 @@ class DiceDeployment(Deployment):
             exact_passes=len(FEBRL_CLK_SCHEMA.exact),
             pad=options["pad"],
             blocking=options["blocking"],
+            comparison=options["comparison"],
             rng=rng,
             workers=1,
         )

@@ -3,8 +3,10 @@ threshold decisions between n data parties and a linkage unit.
 
 Flow (transcript step names in quotes):
 
-1. ``"keys"``: the linkage unit sends every data party its Paillier public key and its
-   DGK public key (2048 bits each unless ``insecure_allow_small_keys``).
+1. ``"keys"``, ``"keys-dgk"`` (``comparison="dgk"`` only): the linkage unit sends every
+   data party its Paillier public key and its DGK public key (2048 bits each unless
+   ``insecure_allow_small_keys``). Under the default ``comparison="dealer"`` no key is
+   generated or sent.
 2. ``"popcount"`` (without explicit ``bands``): the data parties send each other their
    median CLK popcount and derive the same bands from the largest. ``"tokens"``: each
    party encodes its records as CLKs (:mod:`clk`) and sends, per record and band, a keyed
@@ -23,13 +25,27 @@ Flow (transcript step names in quotes):
    :data:`~privreg.crypto.beaver.CHUNK_PAIRS` candidate pairs at a time: masks are
    expanded only for the chunk's rows (the dealer's too), so no party holds a mask per
    record (memory: :mod:`~privreg.plugins.pprl.dice_memory`).
-5. ``"shares-<level>"`` and ``"cmp-<level>"``: per pair of parties, the *right* party
-   packs its shares of ``x = 2 den <a, b> - num (|a| + |b|) + 2 num L`` (``Dice >= num /
-   den`` iff ``x >= 2 num L``; ``|a|, |b|`` never leave their owners) into Paillier
-   plaintexts, encrypts them under the linkage unit's key and sends them to the *left*
-   party, which adds its own shares and runs the packed threshold comparison
-   (:mod:`privreg.crypto.threshold`) with the linkage unit, which learns only ``[Dice >=
-   num / den]`` per candidate pair.
+5. ``"cmp-<level>"``: per pair of parties, each party holds a share modulo ``2^60`` of
+   ``x = 2 den <a, b> - num (|a| + |b|) + 2 num L`` (``Dice >= num / den`` iff ``x >= 2
+   num L``; ``|a|, |b|`` never leave their owners), and the linkage unit learns only
+   ``[Dice >= num / den]`` per candidate pair, by one of two ``comparison`` backends:
+
+   - ``"dealer"`` (the default; :mod:`privreg.crypto.dealer_compare`): the linkage unit
+     deals Beaver AND triples (``"cmp-<level>.triples"``: a 32-byte SHAKE-256 seed to each
+     party, and the right party's correction bits), the two data parties evaluate a
+     greater-than circuit on their XOR-shared bits peer to peer (``".open<r>"``: 5 rounds
+     at 14 bits, one message per round and direction for a batch of
+     :data:`BATCH_DECISIONS`), and each sends the linkage unit its output share
+     (``".out"``, one bit per decision, masked by a bit the left party draws): their XOR
+     is the decision. The linkage unit sees no opening; the data parties see openings
+     masked by triple bits they do not hold and no output. No public-key operation:
+     about 0.45 CPU-ms per decision for the whole run at 3 x 2,000 (blocking included;
+     ``benchmarks/pprl_decisions.py``).
+   - ``"dgk"`` (the previous mode), ``"shares-<level>"`` then ``"cmp-<level>"``: the
+     *right* party packs its shares into Paillier plaintexts, encrypts them under the
+     linkage unit's key and sends them to the *left* party, which adds its own shares and
+     runs the packed threshold comparison (:mod:`privreg.crypto.threshold`) with the
+     linkage unit.
 6. Levels: pairs whose connected component of accepted pairs holds two records of one
    party (a conflict) are decided again at the stricter ``levels`` (0.8, 0.85, 0.9,
    0.95), so the solver can prefer the more similar pairs.
@@ -64,7 +80,10 @@ slot (``"relay-slots"``). Both send the linkage unit the slot count and a keyed 
 left party also the dummy slots (``"candidates"``); from there on it runs as ``"parties"``
 (slots, ``"resolve"``), and the linkage unit discards the dummies' decisions.
 
-Correctness: the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
+Correctness: under ``comparison="dealer"`` every decision is exact: the circuit adds the
+low ``b + 1`` bits of the shares of ``x - 2 num L``, which lies in ``(-2^b, 2^b)``
+(``b = _x_bits`` of the level), so bit ``b`` of the sum is its sign and no wrap can occur.
+Under ``"dgk"`` the shares of ``x`` are taken modulo ``2^60`` and joined over the integers by
 treating the left share as negative; this is exact unless the right share falls in
 ``[0, x]``, which has probability below ``2^(b + 1 - 60)`` per decision for ``x < 2^b``
 (``b = 14`` at the default threshold 0.75: ``2^-45``; at most 16 at the default levels:
@@ -91,7 +110,7 @@ from privreg.core.params import Spec, check_params
 from privreg.core.progress import PhaseProgress, ProgressCallback, check_progress
 from privreg.core.protocol import Channel, Party, Protocol
 from privreg.core.randomness import RandomSource, resolve_random
-from privreg.crypto import beaver, counting
+from privreg.crypto import beaver, counting, dealer_compare
 from privreg.crypto.channel import (
     RoleParty,
     insecure_key_allowed,
@@ -160,6 +179,8 @@ __all__ = [
     "LU_SEES_RELAY",
     "BLOCKINGS",
     "DEFAULT_BLOCKING",
+    "COMPARISONS",
+    "DEFAULT_COMPARISON",
     "run_candidates",
 ]
 
@@ -171,6 +192,12 @@ DEFAULT_PAD = 1.0
 #: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
 BLOCKINGS = ("linkage-unit", "parties", "relay")
 DEFAULT_BLOCKING = "relay"  # the linkage unit cannot estimate similarity (issue #33)
+#: How each threshold decision is computed: a boolean circuit on XOR-shared bits with
+#: Beaver AND triples dealt by the linkage unit (:mod:`privreg.crypto.dealer_compare`), or
+#: Paillier-packed shares and a DGK comparison (:mod:`privreg.crypto.threshold`, the
+#: previous mode). Same trust assumption (the linkage unit colludes with no data party).
+COMPARISONS = ("dealer", "dgk")
+DEFAULT_COMPARISON = "dealer"
 #: What the linkage unit sees (for reports).
 LU_SEES = (
     "under blocking='linkage-unit': every data party's record count; keyed band tokens and "
@@ -181,7 +208,8 @@ LU_SEES = (
     "filter or a record's popcount, but the number of band tokens two records share estimates their Dice "
     "similarity: on FEBRL 4 (3 x 5,000) Spearman 0.97-0.98 over about 16,000 candidate pairs, mean absolute "
     "error 0.002 for pairs sharing >= 5 bands, and all of the about 11,200 pairs sharing >= 10 bands are true "
-    "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The decrypted values "
+    "matches (benchmarks/pprl_leakage.py); the same for near-duplicates within one party. The comparison messages "
+    "(two masked output-share bits per decision under comparison='dealer', masked decryptions under 'dgk') "
     "add nothing to this (blocking='relay', the default, and 'parties' give it none of this: LU_SEES_RELAY, "
     "LU_SEES_PARTIES)"
 )
@@ -311,6 +339,12 @@ class DiceLinkageProtocol(Protocol):
             of data parties among themselves (the linkage unit gets only counts and digests;
             the data parties see each other's re-keyed tokens: the caveats). ``pad`` is for
             ``"linkage-unit"`` only (default 1 there, 0 and refused otherwise under ``"parties"``).
+        comparison: how each threshold decision is computed (:data:`COMPARISONS`; module
+            docstring, step 5): ``"dealer"`` (default), a boolean circuit on AND triples the
+            linkage unit deals (:mod:`privreg.crypto.dealer_compare`; exact, no key: ``key_bits``,
+            ``keypair`` and ``dgk_keypair`` are unused), or ``"dgk"``, Paillier-packed shares and
+            a DGK comparison (:mod:`privreg.crypto.threshold`, the previous mode). Both rest on
+            the linkage unit colluding with no data party.
         progress: a :data:`~privreg.core.progress.ProgressCallback`, where the linkage
             unit runs: phases ``"blocking"`` (pairs of parties), ``"secure decisions"``
             and ``"stricter levels"`` (decisions, reported after each batch of
@@ -320,15 +354,19 @@ class DiceLinkageProtocol(Protocol):
     name = "clk-dice"
     caveats = (
         "Semi-honest parties; the linkage unit colludes with no data party: it deals the masks of the Beaver "
-        "inner products, so with the peer's masked CLK a colluding party could unmask the other's CLK, and a "
-        "data party holding its shares under the linkage unit's key could have them decrypted. The data parties"
+        "inner products and, under comparison='dealer' (the default), the AND triples of the comparison circuit, "
+        "so with the peer's masked CLK or circuit openings a colluding party could unmask the other's CLK or "
+        "shares, and under comparison='dgk' a data party holding its shares under the linkage unit's key could "
+        "have them decrypted. The data parties"
         " share the CLK and band secret. Under blocking='linkage-unit' (the end of this text says what changes "
         "under 'relay', the default, and 'parties') the linkage unit learns which records of which parties share a "
         "keyed "
         "band token (equality patterns of K-bit projections of the CLKs, and the records per party) or an "
         "exact-pass token (equal dates of birth or id numbers, within a party too: frequency classes, not "
         "values), the candidate pairs, one decision [Dice >= threshold] per candidate pair and, for pairs in a "
-        "cluster with two records of one party, which of the stricter levels they reach; the masked values it "
+        "cluster with two records of one party, which of the stricter levels they reach; under comparison='dealer' it "
+        "receives per decision two output-share bits whose XOR is the decision, each masked by a bit the left "
+        "party draws (uniform), and never a circuit opening; under 'dgk' the masked values it "
         "decrypts are within 2^-40 statistical distance of independent of the similarities, and the DGK tests "
         "show only zero or not; without explicit bands, the number of bands tells it about the data parties' "
         "largest median popcount. It never receives a filter, a record's popcount or a Hamming distance, but it"
@@ -351,10 +389,13 @@ class DiceLinkageProtocol(Protocol):
         " parties' median popcount; from its candidates, whether each exact pass was kept for that pair of "
         "parties (it is dropped when it yields more than 1.5 pairs per record of the smaller party, a count of "
         "equal keyed tokens the linkage unit holds anyway); everything else it receives is one-time padded (the"
-        " peer's masked CLK, its Beaver share) or encrypted under the linkage unit's keys. Security rests on "
-        "Paillier (DCR; DJN short exponents for public-key encryption), on the DGK subgroup assumptions, and on"
-        " SHAKE-256 as a PRG for the masks. Each decision is exact except with probability below 2^-43 at the "
-        "default levels. Not constant-time; running time depends on the number of candidate pairs. Network: "
+        " peer's masked CLK, its Beaver share; under 'dealer' its triple seed and correction bits, and the "
+        "peer's circuit openings, each XORed with a triple bit it does not hold; it sees no decision) or, under "
+        "'dgk', encrypted under the linkage unit's keys. Under 'dealer' security rests on SHAKE-256 as a PRG "
+        "for the masks and the triples alone (no key exists) and every decision is exact; under 'dgk' also on "
+        "Paillier (DCR; DJN short exponents for public-key encryption) and the DGK subgroup assumptions, and "
+        "each decision is exact except with probability below 2^-43 at the default levels. Not constant-time; "
+        "running time depends on the number of candidate pairs. Network: "
         "over mutual TLS an eavesdropper learns message sizes and timing (hence record and candidate counts), "
         "no content. Malicious parties can corrupt decisions undetected; every received message is type- and "
         "range-checked and a malformed one stops the run naming its sender; every message kind is capped in size "
@@ -425,6 +466,9 @@ class DiceLinkageProtocol(Protocol):
         blocking: Annotated[
             str, Spec(choices=BLOCKINGS, doc="who forms the candidate pairs: the linkage unit or the data parties")
         ] = DEFAULT_BLOCKING,
+        comparison: Annotated[
+            str, Spec(choices=COMPARISONS, doc="threshold decisions: dealt Beaver triples (dealer) or Paillier and DGK")
+        ] = DEFAULT_COMPARISON,
     ) -> None:
         from privreg.plugins.pprl.kdf import check_secret
 
@@ -500,6 +544,16 @@ class DiceLinkageProtocol(Protocol):
                     f"every party."
                 )
         self.x_bits = _x_bits((self.threshold, *self.levels), self.length)
+        if comparison not in COMPARISONS:
+            raise PrivregValueError(
+                f"comparison must be one of {', '.join(map(repr, COMPARISONS))}; got {comparison!r}"
+            )
+        self.comparison = comparison
+        if self.x_bits >= beaver.SHARE_BITS:  # the circuit reads bits + 1 bits of the 2^60 shares
+            raise PrivregValueError(
+                f"filter_length={self.length} makes the decision values {self.x_bits} bits wide, above "
+                f"{beaver.SHARE_BITS - 1}; use a shorter filter or coarser levels"
+            )
         if blocking_backend is not None and not (
             callable(getattr(blocking_backend, "band_tokens", None))
             and callable(getattr(blocking_backend, "candidate_pairs", None))
@@ -542,6 +596,11 @@ class DiceLinkageProtocol(Protocol):
         # 2^k - 1 DGK ciphertexts (below n: ceil(key_bits / 8) bytes) per digit, the terms one
         digits, dgk_ct = -(-self.x_bits // DIGIT_BITS), (kb + 7) // 8
         thermometer, terms = digits * (2**DIGIT_BITS - 1) * dgk_ct, digits * dgk_ct
+        # "dealer": per batch of D decisions, W = ceil(D / 64) words per wire; the right party's
+        # triples hold c_R of every AND gate (the most at the widest level), an opening message
+        # the round's d and e rows (round 0, the b leaves, is the largest) and the output mask
+        dealer = self.comparison == "dealer"
+        gates = sum(dealer_compare.and_counts(self.x_bits))
 
         def pairs_of(p: str, q: str) -> int:
             return self._known_pairs.get(frozenset((p, q)), counts[p] * counts[q])
@@ -553,10 +612,13 @@ class DiceLinkageProtocol(Protocol):
             m, others = counts[receiver], [q for q in counts if q != receiver]
             pairs = sum(pairs_of(receiver, q) for q in others)
             if kind == "bits":
-                return max(decisions(receiver, q) for q in others) * thermometer + h + OVERHEAD
+                return 0 if dealer else max(decisions(receiver, q) for q in others) * thermometer + h + OVERHEAD
+            if kind == "triples":
+                w = dealer_compare.words(max(decisions(receiver, q) for q in others))
+                return 8 * gates * w + dealer_compare.SEED_BYTES + OVERHEAD if dealer else 0
             return {
-                "keys": public_key_bytes(kb),
-                "keys-dgk": public_key_bytes(kb, integers=4),
+                "keys": 0 if dealer else public_key_bytes(kb),
+                "keys-dgk": 0 if dealer else public_key_bytes(kb, integers=4),
                 # per peer: w (and the pairs under "linkage-unit"); a parties-mode entry holds w, a name
                 # (<= MAX_NAME_LENGTH), a role and a 32-byte seed: 512 bytes cover its keys and headers
                 "deal": 8 * pairs + len(others) * 512 if self._slotted else 24 * pairs + len(others) * OVERHEAD,
@@ -589,8 +651,9 @@ class DiceLinkageProtocol(Protocol):
                 else 0,
                 "oprf-blinded": self._oprf_bytes(counts[sender], n) if self.blocking == "parties" else 0,
                 "resolved": 8 * sum(pairs_of(sender, q) for q in others) + n * OVERHEAD if mine else 0,
-                "masked": d * c + h + OVERHEAD,
-                "terms": d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
+                "masked": 0 if dealer else d * c + h + OVERHEAD,
+                "terms": 0 if dealer else d * (terms + 1) + h + OVERHEAD,  # and one share byte per decision
+                "out": 8 * dealer_compare.words(d) + OVERHEAD if dealer else 0,
             }.get(kind, 0)
         if sender in counts and receiver in counts and sender != receiver:
             slots = self._slotted  # masked CLKs per slot
@@ -606,7 +669,10 @@ class DiceLinkageProtocol(Protocol):
                 "masked": min(pairs_of(sender, receiver), beaver.CHUNK_PAIRS, *(() if slots else (counts[sender],)))
                 * (8 * self.length + 8)
                 + OVERHEAD,
-                "shares": decisions(sender, receiver) * c + h + OVERHEAD,
+                "shares": 0 if dealer else decisions(sender, receiver) * c + h + OVERHEAD,
+                "open": (2 * self.x_bits + 1) * 8 * dealer_compare.words(decisions(sender, receiver)) + OVERHEAD
+                if dealer
+                else 0,
             }.get(kind, 0)
         return 0
 
@@ -619,7 +685,8 @@ class DiceLinkageProtocol(Protocol):
     @staticmethod
     def _kind(step: str) -> str:
         if step.startswith("cmp-"):
-            return step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms
+            kind = step.rsplit(".", 1)[-1]  # cmp-<tag>[.k].masked / .bits / .terms; .triples / .open<r> / .out
+            return "open" if kind.startswith("open") else kind
         return step_kind(step, {"shares-": "shares", "masked.": "masked"})
 
     def message_bound(self, *, sender: str, receiver: str, step: str) -> int | None:
@@ -651,6 +718,9 @@ class DiceLinkageProtocol(Protocol):
             "relay-tokens",
             "relay-groups",
             "relay-slots",
+            "triples",
+            "open",
+            "out",
         )
         everyone = [self.linkage_unit, *self.names]
         return max(self._kind_bound(k, s, r, counts) for k in (*kinds, "shares") for s in everyone for r in everyone)
@@ -663,15 +733,15 @@ class DiceLinkageProtocol(Protocol):
 
     def learns(self) -> Mapping[str, str]:
         party = (
-            "the linkage unit's public keys; without explicit bands, every other data party's record count; per "
+            "without explicit bands, every other data party's record count; per "
             "other party, its candidate pairs with that party, real and dummy alike (the other's record indices are "
             "opaque positions). Without padding (pad=0) whether a record has a candidate there predicts whether "
             "that party holds the person: true-positive rate 1.000, false-positive rate 0.31-0.38 measured on FEBRL "
             "4, 3 x 5,000 (benchmarks/pprl_leakage.py); at the default pad=1 every record has a candidate at every "
             "peer (true- and false-positive rate 1.000: no advantage) and the best test on the number of candidates "
             "has an advantage TPR - FPR of 0.05 (0.65 unpadded; benchmarks/pprl_padding.py), at 1.15x the secure "
-            "decisions; a mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded), "
-            "Paillier ciphertexts under the linkage unit's key; its output: which of its records were linked, under "
+            "decisions; a mask seed and its Beaver shares (uniform), the other's masked CLKs (one-time padded); its "
+            "output: which of its records were linked, under "
             "which group id; from the refine message, which of its candidate pairs were accepted at the threshold "
             "and lie in a cluster with two records of one party; without explicit bands, the other data parties' "
             "median popcount; from its candidates, whether each exact pass was kept for that pair of parties "
@@ -679,7 +749,7 @@ class DiceLinkageProtocol(Protocol):
         )
         if self.blocking == "parties":
             party = (
-                "the linkage unit's public keys; its own tokens from the linkage unit's OPRF (the evaluated elements); "
+                "its own tokens from the linkage unit's OPRF (the evaluated elements); "
                 "every other data party's record count and, per other party, its band and exact-pass OPRF tokens "
                 "re-keyed for the pair (in a private row order): it cannot invert them (no OPRF key), but it sees "
                 "which of its records share a band or exact token with which of the peer's rows, so it reads the "
@@ -690,15 +760,15 @@ class DiceLinkageProtocol(Protocol):
                 "real candidate pairs (whether a record has a candidate at a peer predicts that the peer holds the "
                 "person as without padding: true-positive rate 1.000, false-positive rate 0.31-0.38 on FEBRL 4); "
                 "from the resolve message, which of them passed the threshold; a mask seed and its Beaver shares "
-                "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
-                "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; "
+                "(uniform), the peer's masked CLKs (one-time padded, one per slot); from the refine message, "
+                "which accepted pairs lie in a conflicting cluster; "
                 "its output: which of its records were linked, under which group id; without explicit bands, the "
                 "other data parties' median popcount"
             )
-            return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, party)}
+            return {self.linkage_unit: LU_SEES_PARTIES, **dict.fromkeys(self.names, f"{party}; {self._cmp_view()}")}
         if self.blocking == "relay":
             party = (
-                "the linkage unit's public keys; without explicit bands, every other data party's record count. Per "
+                "without explicit bands, every other data party's record count. Per "
                 "other party of which it is the left party (left and right alternate with the party indices: about "
                 "half of its peers): from the linkage unit, which of its band and exact-pass words the peer holds "
                 "too, at which of the peer's rows (in the peer's private order) and bands, never a peer word, so it "
@@ -710,13 +780,27 @@ class DiceLinkageProtocol(Protocol):
                 " party: only its own row of each slot, real and dummy alike (at the default pad=1 every record has "
                 "a slot at every such peer: true- and false-positive rate 1.000, as under blocking='linkage-unit'). "
                 "From the resolve message, which slots passed the threshold; a mask seed and its Beaver shares "
-                "(uniform), the peer's masked CLKs (one-time padded, one per slot), Paillier ciphertexts under the "
-                "linkage unit's key; from the refine message, which accepted pairs lie in a conflicting cluster; its "
+                "(uniform), the peer's masked CLKs (one-time padded, one per slot); from the refine message, which "
+                "accepted pairs lie in a conflicting cluster; its "
                 "output: which of its records were linked, under which group id; without explicit bands, the other "
                 "data parties' median popcount"
             )
-            return {self.linkage_unit: LU_SEES_RELAY, **dict.fromkeys(self.names, party)}
-        return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, party)}
+            return {self.linkage_unit: LU_SEES_RELAY, **dict.fromkeys(self.names, f"{party}; {self._cmp_view()}")}
+        return {self.linkage_unit: LU_SEES, **dict.fromkeys(self.names, f"{party}; {self._cmp_view()}")}
+
+    def _cmp_view(self) -> str:
+        """What a data party receives for the threshold decisions (``comparison``)."""
+        if self.comparison == "dgk":
+            return (
+                "the linkage unit's Paillier and DGK public keys, and Paillier and DGK ciphertexts under them (the "
+                "peer's packed shares, the thermometers): semantically secure, it decrypts nothing"
+            )
+        return (
+            "per batch of decisions a triple seed from the linkage unit (and, as the right party of the pair, the "
+            "correction bits of the AND triples) and the peer's circuit openings, each XORed with a triple bit it "
+            "does not hold, and the left party's output mask: uniform and independent of the data; no decision "
+            "(its output share goes to the linkage unit)"
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -735,19 +819,7 @@ class DiceLinkageProtocol(Protocol):
         timer = PhaseTimer()
         names = self.names
         with counting() as ops:
-            kp = self.keypair or generate_paillier_keypair(
-                n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
-            )
-            dk = self.dgk_keypair or generate_dgk_keypair(
-                n_bits=self.key_bits,
-                t=DGK_T if self.key_bits >= MIN_KEY_BITS else MIN_T,
-                comparison_bits=self.x_bits,
-                insecure_allow_small_keys=self.insecure,
-                rng=rng,
-            )
-            for p in names:
-                await send_public_key(ch, p, kp.public_key, step="keys")
-                await send_dgk_public_key(ch, p, dk.public_key, step="keys-dgk")
+            kp, dk = await self._send_keys(ch, rng)
             timer.lap("keys")
             tokens: list[np.ndarray] = []
             exact: list[np.ndarray] = []
@@ -810,10 +882,9 @@ class DiceLinkageProtocol(Protocol):
             total = int(sum(item["pairs"].shape[0] for item in plan))
             shown = PhaseProgress(self.progress, "secure decisions", total=total, unit="decision")
             for item in plan:
+                pair = (names[item["left"]], names[item["right"]])
                 decisions.append(
-                    await self._decide(
-                        ch, names[item["left"]], kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown
-                    )
+                    await self._decide(ch, pair, kp, dk, item["pairs"].shape[0], self.threshold, "base", rng, shown)
                 )
             if self._slotted:  # the records of the accepted slots, for the groups
                 await self._resolve(ch, plan, decisions)
@@ -840,7 +911,8 @@ class DiceLinkageProtocol(Protocol):
                         continue
                     refined += int(sel.size)
                     for t, lv in enumerate(self.levels):
-                        ok = await self._decide(ch, names[item["left"]], kp, dk, sel.size, lv, f"l{t + 1}", rng, shown)
+                        pair = (names[item["left"]], names[item["right"]])
+                        ok = await self._decide(ch, pair, kp, dk, sel.size, lv, f"l{t + 1}", rng, shown)
                         pos = {int(idx): n for n, idx in enumerate(sel)}
                         for e in np.flatnonzero(conflicts):
                             kk, idx = where[e]
@@ -1037,23 +1109,63 @@ class DiceLinkageProtocol(Protocol):
                     raise ProtocolError(f"{p!r} sent records outside its own for the accepted slots")
                 plan[k]["pairs"][asked[k], 0 if plan[k]["left"] == i else 1] = rows
 
+    async def _send_keys(self, ch: Channel, rng: RandomSource) -> tuple[PaillierKeypair | None, DgkKeypair | None]:
+        """``comparison="dgk"``: the linkage unit's Paillier and DGK keys, public halves sent
+        to every data party (``"keys"``, ``"keys-dgk"``); ``"dealer"`` needs no key."""
+        if self.comparison == "dealer":
+            return None, None
+        kp = self.keypair or generate_paillier_keypair(
+            n_bits=self.key_bits, insecure_allow_small_keys=self.insecure, rng=rng
+        )
+        dk = self.dgk_keypair or generate_dgk_keypair(
+            n_bits=self.key_bits,
+            t=DGK_T if self.key_bits >= MIN_KEY_BITS else MIN_T,
+            comparison_bits=self.x_bits,
+            insecure_allow_small_keys=self.insecure,
+            rng=rng,
+        )
+        for p in self.names:
+            await send_public_key(ch, p, kp.public_key, step="keys")
+            await send_dgk_public_key(ch, p, dk.public_key, step="keys-dgk")
+        return kp, dk
+
     async def _decide(
         self,
         ch: Channel,
-        holder: str,
-        kp: PaillierKeypair,
-        dk: DgkKeypair,
+        pair: tuple[str, str],
+        kp: PaillierKeypair | None,
+        dk: DgkKeypair | None,
         count: int,
         level: Fraction,
         tag: str,
         rng: RandomSource,
         shown: PhaseProgress,
     ) -> np.ndarray:
+        """The linkage unit's decisions ``[Dice >= level]`` of ``count`` candidate pairs of
+        the party pair ``(left, right)``, batch by batch."""
         if count == 0:
             return np.zeros(0, dtype=bool)
-        bits = _x_bits((level,), self.length)  # fewer DGK digits at a coarser level
-        _, per = self._layout(kp.public_key, bits)
+        bits = _x_bits((level,), self.length)  # fewer digits or gates at a coarser level
         _, _, _, c = _level_terms(level, self.length)
+        holder = pair[0]
+        if kp is None or dk is None:  # "dealer": triples to both parties, output shares back
+            outs = []
+            for k, (lo, hi) in enumerate(_batches(count, 1)):
+                step = _batch_step(f"cmp-{tag}", k)
+                out = await dealer_compare.compare_dealer(
+                    ch,
+                    left=pair[0],
+                    right=pair[1],
+                    count=hi - lo,
+                    bits=bits,
+                    step=step,
+                    domain=_domain(pair, step),
+                    rng=rng,
+                )
+                outs.append(out)
+                shown.advance(hi - lo)
+            return np.concatenate(outs)
+        _, per = self._layout(kp.public_key, bits)
         outs = []
         for k, (lo, hi) in enumerate(_batches(count, per)):
             wanted = [(i // per, i % per) for i in range(hi - lo)]
@@ -1101,8 +1213,10 @@ class DiceLinkageProtocol(Protocol):
         rng = resolve_random(self.rng)
         timer = PhaseTimer()
         allow = insecure_key_allowed(self.insecure, self.rng)
-        pk = await recv_public_key(ch, self.linkage_unit, step="keys", allow_insecure=allow)
-        dpk = await recv_dgk_public_key(ch, self.linkage_unit, step="keys-dgk", allow_insecure=allow)
+        pk = dpk = None  # "dealer": no key
+        if self.comparison == "dgk":
+            pk = await recv_public_key(ch, self.linkage_unit, step="keys", allow_insecure=allow)
+            dpk = await recv_dgk_public_key(ch, self.linkage_unit, step="keys-dgk", allow_insecure=allow)
         bits = rec.match_filters
         m = bits.shape[0]
         config = self.bands or await self._agree_bands(ch, me, bits)
@@ -1490,9 +1604,49 @@ class DiceLinkageProtocol(Protocol):
         :data:`BATCH_DECISIONS` decisions (bounded memory at every party)."""
         pairs = e["pairs"] if sel is None else e["pairs"][sel]
         ab = share if sel is None else share[sel]
-        _, per = self._layout(pk, _x_bits((level,), self.length))
+        per = 1 if pk is None else self._layout(pk, _x_bits((level,), self.length))[1]
+        pair = (me, e["peer"]) if e["role"] == "left" else (e["peer"], me)
         for k, (lo, hi) in enumerate(_batches(pairs.shape[0], per)):
+            if pk is None:
+                await self._dealer_batch(ch, e, pair, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, rng)
+                continue
             await self._share_batch(ch, e, pairs[lo:hi], ab[lo:hi], pop, level, tag, k, pk, dpk, rng)
+
+    async def _dealer_batch(
+        self,
+        ch: Channel,
+        e: dict[str, Any],
+        pair: tuple[str, str],
+        pairs: np.ndarray,
+        ab: np.ndarray,
+        pop: np.ndarray,
+        level: Fraction,
+        tag: str,
+        k: int,
+        rng: RandomSource,
+    ) -> None:
+        """``comparison="dealer"``: this party's share of ``x`` modulo ``2^60`` (left ``2 den
+        a_L - num |a|``, right ``2 den a_R - num |b| + 2 num L``) into the circuit of
+        :mod:`privreg.crypto.dealer_compare` with the peer, the linkage unit dealing;
+        ``|x - c| < 2^b`` for the level's ``b = _x_bits`` (``0 <= x, c <= 2 den L < 2^b``), so
+        the circuit compares ``b + 1`` bits and is exact."""
+        scale, num, off, c = _level_terms(level, self.length)
+        left = e["role"] == "left"
+        own = pop[pairs[:, 0 if left else 1]].astype(np.uint64)
+        # uint64 arithmetic wraps modulo 2^64, a multiple of 2^60: exact modulo 2^60
+        x = np.uint64(scale) * ab.astype(np.uint64) - np.uint64(num) * own + np.uint64(0 if left else off)
+        x &= np.uint64((1 << beaver.SHARE_BITS) - 1)
+        step = _batch_step(f"cmp-{tag}", k)
+        bits, domain = _x_bits((level,), self.length), _domain(pair, step)
+        if left:
+            await dealer_compare.compare_left(
+                ch, peer=e["peer"], dealer=self.linkage_unit, shares=x, threshold=c, bits=bits, step=step,
+                domain=domain, rng=rng,
+            )  # fmt: skip
+        else:
+            await dealer_compare.compare_right(
+                ch, peer=e["peer"], dealer=self.linkage_unit, shares=x, bits=bits, step=step, domain=domain
+            )
 
     async def _share_batch(
         self,
@@ -1573,6 +1727,11 @@ def _batches(count: int, per: int) -> list[tuple[int, int]]:
 
 def _batch_step(step: str, k: int) -> str:
     return step if k == 0 else f"{step}.{k}"
+
+
+def _domain(pair: tuple[str, str], step: str) -> str:
+    """The triples' domain of one batch: the party pair, the level and the batch (``step``)."""
+    return f"clk-dice/{pair[0]}/{pair[1]}/{step}"
 
 
 def run_candidates(

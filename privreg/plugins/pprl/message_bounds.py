@@ -37,15 +37,21 @@ dealt count, dummies included, replaces ``P_pq``), ``D_pq = min(P_pq, 16384)``
 decisions per batch message, ``l`` the comparison bits, ``J`` the bands (given, else
 1024), ``F`` the exact passes, ``d = ceil(key_bits / 8)`` bytes of a DGK ciphertext::
 
-    keys / keys-dgk   LU -> p    3 key_bits / 8 + H  /  4 key_bits / 8 + H
+    keys / keys-dgk   LU -> p    3 key_bits / 8 + H  /  4 key_bits / 8 + H   ("dgk" only)
     popcount          p -> q     O
     tokens            p -> LU    8 (J + F) m_p + O
     deal              LU -> p    sum over q of (24 P_pq + O)
     masked(.k)        p -> q     (8 L + 8) min(m_p, P_pq, C) + O   (C = beaver.CHUNK_PAIRS pairs per chunk)
-    shares-*          right -> left   D_pq c + H + O
+    shares-*          right -> left   D_pq c + H + O                          ("dgk" only, as the next three)
     cmp-*.masked      left -> LU      D_pq c + H + O
     cmp-*.bits        LU -> left      D_pq ceil(l / k) (2^k - 1) d + H + O   (k = threshold.DIGIT_BITS)
     cmp-*.terms       left -> LU      D_pq (ceil(l / k) d + 1) + H + O       (and a share byte per decision)
+    cmp-*.triples     LU -> p         8 G W_pq + 32 + O      ("dealer" only, as the next two; G AND gates)
+    cmp-*.open<r>     p -> q          8 (2 l + 1) W_pq + O   (round 0: l gates' d and e, the output mask)
+    cmp-*.out         p -> LU         8 W_pq + O             (one output-share bit per decision)
+
+(``"dealer"``: ``W_pq = ceil(D_pq / 64)`` words per wire of a batch, ``G`` the AND gates of
+:func:`privreg.crypto.dealer_compare.and_counts` at ``l`` bits, at most ``4 l``.)
     refine            LU -> p    8 sum over q of P_pq + n O
     result            LU -> p    16 m_p + O
 

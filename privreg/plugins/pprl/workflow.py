@@ -124,8 +124,9 @@ def estimate_pprl(*, records: int, parties: int, key_bits: int, workers: int | N
     workers, plus key generation (2 s at 2048 bits, growing with the fourth power).
     ``recommended``: per pair of parties the masked CLKs and masks in flight (about 32 KB
     per record) and 256 MiB; about 1.5 candidate pairs per record and pair of parties at
-    2.5 ms of CPU per secure decision at 2048 bits (measured: 2.0 ms for the comparison
-    plus the packing), over the workers, plus key generation."""
+    0.5 ms of CPU per secure decision, blocking included (measured 0.45 under the default
+    ``comparison="dealer"``, which needs no key: ``benchmarks/pprl_decisions.py``), over the
+    workers."""
     rows = records * parties
     scale = key_bits / 2048
     cpus = max(1, min(workers or (os.cpu_count() or 1), os.cpu_count() or 1))
@@ -133,7 +134,7 @@ def estimate_pprl(*, records: int, parties: int, key_bits: int, workers: int | N
         pairs = parties * (parties - 1) // 2
         return Cost(
             memory_bytes=32 * 1024 * records * pairs + (256 << 20),
-            seconds=1.5 * records * pairs * 2.5e-3 * scale**3 / cpus + 4.0 * scale**4,
+            seconds=1.5 * records * pairs * 0.5e-3 / cpus,
             basis=f"{parties} parties x {records} records, {key_bits}-bit keys, recommended profile",
         )
     return Cost(
@@ -641,7 +642,7 @@ def _demo_step(ctx: WorkflowContext) -> str:
         f"3 parties ({', '.join(str(x) for x in m['records'].values())} generated person records, 30% corrupted), "
         f"the recommended profile:\n"
         f"  1024-bit CLKs, keyed LSH bands, one secure Dice >= {m['dice_threshold']:g} decision per candidate pair "
-        f"(Paillier + DGK, 2048 bits):\n"
+        f"(a circuit on Beaver triples the linkage unit deals):\n"
         f"  {m['candidates']} candidate pairs, {m['linked_groups']} groups linked of {m['true_groups']} true, recall "
         f"{m['recall']:.2f}, precision {m['precision']:.2f}, in {m['protocol_seconds']:.1f} s\n"
         f"  (the paper's MP-SPPRL: --profile paper). The linkage unit received no filter, popcount or distance,\n"
