@@ -24,11 +24,13 @@ duplicates); ``--seed`` seeds the data (benchmark data only, never a key or a se
 
 Rows, all on the same frames:
 
-(a) privreg, profile ``recommended``, and (b) privreg, profile ``paper``:
-    ``privreg.plugins.pprl.workflow.link_frames`` with a fresh 2048-bit Paillier key
-    (rng=None: the OS CSPRNG) and workers=None (every usable core). Quality, candidates and
-    "linkage unit sees" are the figures link_frames returns; the time is measured here
-    around the whole call (key generation, encoding, protocol).
+(a) privreg, profile ``recommended`` (its defaults: ``blocking="relay"``,
+    ``comparison="dealer"``), (a') the same profile in its mode before issue #33
+    (:data:`PREVIOUS`: ``blocking="linkage-unit"``, ``comparison="dgk"``), and (b) privreg,
+    profile ``paper``: ``privreg.plugins.pprl.workflow.link_frames`` with fresh 2048-bit
+    keys where the mode uses any (rng=None: the OS CSPRNG) and workers=None (every usable
+    core). Quality, candidates and "linkage unit sees" are the figures link_frames returns;
+    the time is measured here around the whole call (key generation, encoding, protocol).
 (c) clkhash + anonlink: every party encodes its records as 1024-bit CLKs with
     :data:`CLK_SCHEMA` (clkhash's own linkage-schema format, version 3) under a fresh
     shared secret; the linkage unit scores every cross-party pair with anonlink's candidate
@@ -291,16 +293,29 @@ def _link_frames() -> Callable[..., dict[str, Any]]:
     return link_frames
 
 
-def run_privreg(frames: Mapping[str, pd.DataFrame], profile: str) -> dict[str, Any]:
+#: The recommended profile's mode before issue #33 (its previous default), for its own row.
+PREVIOUS = {"blocking": "linkage-unit", "comparison": "dgk"}
+
+
+def run_privreg(frames: Mapping[str, pd.DataFrame], profile: str, options: Mapping[str, Any] | None = None) -> dict:
     """One privreg row: link_frames' metrics and the time of the whole call."""
     link_frames = _link_frames()
     clock, res = measure(
-        lambda: link_frames(frames, profile=profile, entity_column=ENTITY, key_bits=KEY_BITS, rng=None, workers=None),
+        lambda: link_frames(
+            frames,
+            profile=profile,
+            entity_column=ENTITY,
+            key_bits=KEY_BITS,
+            rng=None,
+            workers=None,
+            protocol_options=options,
+        ),
         cores=usable_cores(),
     )
     row = {k: res[k] for k in ("recall", "precision", "pairwise_recall", "pairwise_precision")}
+    mode = ", ".join(f"{k}={v}" for k, v in (options or {}).items())
     row |= {
-        "method": f"privreg {profile}",
+        "method": f"privreg {profile}" + (f" ({mode})" if mode else ""),
         "pc": res["pair_completeness"],
         "rr": res["reduction_ratio"],
         "candidates": f"{res['candidates']} {'pairs' if profile == 'recommended' else 'groups'}",
@@ -515,6 +530,7 @@ def main() -> None:
         runs: list[Callable[[], dict[str, Any]]] = []
         if args.only in ("all", "privreg"):
             runs += [lambda profile=profile: run_privreg(frames, profile) for profile in PROFILES]
+            runs.insert(1, lambda: run_privreg(frames, "recommended", PREVIOUS))
         if peers is not None:
             if args.anonlink_threshold == "tuned":
                 threshold, note = tune_anonlink(name, args.records, args.seed, peers)

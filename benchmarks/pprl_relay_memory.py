@@ -1,7 +1,7 @@
 """Peak memory per word of clk-dice's relay blocking (``blocking="relay"``, the default),
 measured with tracemalloc, for :mod:`privreg.plugins.pprl.dice_memory`.
 
-    python benchmarks/pprl_relay_memory.py [--records 20000] [--parties 3]
+    python benchmarks/pprl_relay_memory.py [--records 20000] [--parties 3] [--chunk 4194304]
 
 Data: datasets.synthetic_population of ``--records`` people copied to the parties by
 make_parties (30 % corrupted, overlap 0.7), FEBRL_CLK_SCHEMA CLKs, the recommended bands at
@@ -56,6 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--parties", type=int, default=3, help="made by make_parties; two of them are measured")
+    ap.add_argument("--chunk", type=int, default=1 << 22, help="relay_candidates' positions per chunk")
     args = ap.parse_args()
     rng = InsecureReproducibleRandom(seed=5)
     pop = synthetic_population(args.records, rng=rng)
@@ -93,12 +94,16 @@ def main() -> None:
             rows=(m[a], m[b]),
             min_shared=cfg.min_shared,
             max_block_pairs=cfg.max_block_pairs,
+            chunk=args.chunk,
         )
 
     (cands, _), party_peak = _peak(left)
     n_words = m[a] * W
     colliding = (groups[0].shape[0] + groups[1].shape[0]) / (2 * n_words)
-    print(f"# python benchmarks/pprl_relay_memory.py --records {args.records} --parties {args.parties}")
+    print(
+        f"# python benchmarks/pprl_relay_memory.py --records {args.records} --parties {args.parties} "
+        f"--chunk {args.chunk}"
+    )
     print(
         f"records {m[a]} / {m[b]}, bands {cfg.bands} x {cfg.bits} bits, exact passes {W - cfg.bands}, words per party"
     )

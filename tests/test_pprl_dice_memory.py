@@ -148,11 +148,87 @@ def test_memory_estimate_covers_the_measured_exchange_and_fits_3_x_1m(monkeypatc
     measured, _ = _exchange_peak(40_000, 2_000)  # both parties of the pair in this process
     est = memory_estimate(records=40_000, parties=2, candidates_per_record=2_000 / 40_000, chunk_pairs=256)
     assert measured <= 2 * est.data_party_transient["masked exchange"]
-    big = memory_estimate(records=1_000_000, parties=3, candidates_per_record=3, bands=64)
-    assert big.data_party_peak < 16e9  # the target: 3 x 1M within 16 GB per data party
-    assert big.data_party_transient["masked exchange"] == est.data_party_transient["masked exchange"]
-    # the masks no longer scale with the records: full masks would be 8 GiB per peer
-    assert big.data_party_peak - sum(big.data_party_held.values()) < 2e9
+    for blocking, comparison in (("relay", "dealer"), ("linkage-unit", "dgk")):
+        big = memory_estimate(
+            records=1_000_000,
+            parties=3,
+            candidates_per_record=3,
+            bands=64,
+            exact_passes=2,
+            blocking=blocking,
+            comparison=comparison,
+        )
+        assert big.data_party_peak < 16e9  # the target: 3 x 1M within 16 GB per data party
+        assert big.data_party_transient["masked exchange"] == est.data_party_transient["masked exchange"]
+        # the masks no longer scale with the records: full masks would be 8 GiB per peer
+        assert big.data_party_transient["masked exchange"] < 2e9
+    # the default relay blocking keeps the linkage unit within 16 GB with room (its candidate join had 0.03 GB)
+    relay = memory_estimate(records=1_000_000, parties=3, candidates_per_record=3, bands=64, exact_passes=2)
+    assert relay.linkage_unit_peak < min(14e9, 0.75 * big.linkage_unit_peak)
+
+
+def test_the_relay_estimate_covers_the_measured_relay_steps():
+    """The left party's relay steps (words, orders, the groups it receives, the candidates
+    from them) and the linkage unit's relay_groups, measured by tracemalloc on 3 x about
+    250 records, stay within the estimate's per-word terms."""
+    from test_pprl_leakage import SECRET as LEAK_SECRET
+    from test_pprl_leakage import _frames
+
+    from privreg.plugins.pprl.bands import band_tokens, recommended_bands
+    from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
+    from privreg.plugins.pprl.datasets import ENTITY
+    from privreg.plugins.pprl.dice_memory import RELAY_CHUNK, RELAY_CHUNK_BYTES, RELAY_LU_BYTES, RELAY_PARTY_BYTES
+    from privreg.plugins.pprl.relay_blocking import (
+        check_groups,
+        position_order,
+        relay_candidates,
+        relay_groups,
+        relay_words,
+    )
+
+    names, frames = _frames()
+    a, b = names[:2]
+    recs = {
+        p: encode_clks(frames[p], schema=FEBRL_CLK_SCHEMA, secret=LEAK_SECRET, party=p, entity_column=ENTITY)
+        for p in (a, b)
+    }
+    pop = max(int(np.median(recs[p].match_filters.sum(axis=1))) for p in (a, b))
+    cfg = recommended_bands(filter_length=1024, popcount=pop, records=max(len(r) for r in recs.values()))
+    rng = InsecureReproducibleRandom(seed=3)
+    words = {
+        p: relay_words(band_tokens(recs[p].match_filters, config=cfg, secret=LEAK_SECRET)[0], recs[p].exact_keys, rng)
+        for p in (a, b)
+    }
+    W = words[a].shape[1]
+    orders = {p: position_order(LEAK_SECRET, p, words[p].size) for p in (a, b)}
+    sent = {p: words[p].reshape(-1)[orders[p]] for p in (a, b)}
+
+    tracemalloc.start()
+    try:
+        groups = relay_groups(sent[a], sent[b])
+        lu_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        own = position_order(LEAK_SECRET, a, words[a].size)
+        g = check_groups({"mine": groups[0], "theirs": groups[1]}, "LU", mine=own.size, theirs=words[b].size)
+        peer = position_order(LEAK_SECRET, b, words[b].size)
+        cands, _ = relay_candidates(
+            g,
+            own,
+            peer,
+            width=W,
+            bands=cfg.bands,
+            rows=(len(recs[a]), len(recs[b])),
+            min_shared=cfg.min_shared,
+            max_block_pairs=cfg.max_block_pairs,
+        )
+        party_peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    n = words[a].size
+    assert len(cands) > 100 and groups[0].shape[0] > n // 4
+    assert lu_peak <= RELAY_LU_BYTES * n + (1 << 20)
+    assert party_peak <= RELAY_PARTY_BYTES * n + RELAY_CHUNK_BYTES * min(n, RELAY_CHUNK)
 
 
 def test_band_tokens_in_chunks_are_the_same_tokens(monkeypatch):

@@ -1,5 +1,19 @@
 """A memory estimate of clk-dice (:mod:`~privreg.plugins.pprl.dice_protocol`) per role.
 
+Defaults (issue #33): ``blocking="relay"`` and ``comparison="dealer"``. Under relay a data
+party's blocking transient is its words, their keyed orders, the collision groups and the
+candidates formed from them a chunk at a time: measured :data:`RELAY_PARTY_BYTES` per word
+(``W = J + F`` words per record), plus one chunk's pairs; the linkage unit holds every
+party's words (``8 W m n``) and, per pair, finds the collision groups: measured
+:data:`RELAY_LU_BYTES` per word of one party (``benchmarks/pprl_relay_memory.py``, 20,000
+records per party: 152 and 90 bytes). Under ``comparison="dealer"`` a batch of decisions
+holds packed bits (at most :data:`DEALER_BYTES` per decision), not DGK ciphertexts. At 3 x
+1M records, ``J = 64``, ``F = 2`` (FEBRL_CLK_SCHEMA's exact passes), ``c = 3``: a data
+party about 12.3 GB (CLKs 1.0, the relay transient 11.1), the linkage unit about 10.6 GB
+(words 1.6, the relay transient 8.7: relay_groups of a pair 6.6, one party's groups message
+2.1): both within 16 GB. The terms
+below are those of ``blocking="linkage-unit"`` and ``comparison="dgk"``, the mode before.
+
 :func:`memory_estimate` adds, per role, what is held for the whole run and the largest
 transient of one phase (phases do not overlap). ``m`` records per data party, ``n``
 parties, ``c`` dealt candidate pairs per record and peer (dummies included; at least 1
@@ -44,16 +58,43 @@ from privreg.crypto import beaver
 from privreg.crypto.threshold import DIGIT_BITS
 from privreg.plugins.pprl.bands import TOKEN_CHUNK
 
-__all__ = ["BAND_TOKEN_BYTES", "JOIN_BYTES", "ciphertext_held_bytes", "MemoryEstimate", "memory_estimate"]
+__all__ = [
+    "BAND_TOKEN_BYTES",
+    "JOIN_BYTES",
+    "RELAY_PARTY_BYTES",
+    "RELAY_LU_BYTES",
+    "DEALER_BYTES",
+    "ciphertext_held_bytes",
+    "MemoryEstimate",
+    "memory_estimate",
+]
 
 #: Peak bytes per band token while a data party computes its tokens (measured).
 BAND_TOKEN_BYTES = 340
 #: Peak bytes per token (of both parties) of the linkage unit's candidate join (measured).
 JOIN_BYTES = 110
+#: Peak bytes per word of a data party's relay blocking (words, orders, groups, candidates;
+#: measured 152 with small chunks, ``benchmarks/pprl_relay_memory.py``).
+RELAY_PARTY_BYTES = 160
+#: Peak bytes per word (of one party) of the linkage unit's relay_groups of one pair (measured 90).
+RELAY_LU_BYTES = 100
+#: Positions per chunk of relay_candidates and the bytes per position of its chunk transient
+#: (measured about 120 per word beyond the held part at one chunk).
+RELAY_CHUNK = 1 << 22
+RELAY_CHUNK_BYTES = 130
+#: A bound on the bytes per decision of a dealer-comparison batch (packed bits: a and b
+#: shares, corrections, openings, about 50 bytes measured from the circuit's 42 ANDs).
+DEALER_BYTES = 512
 #: Bytes per DGK ciphertext in flight: a Python integer of the key size (``k / 8 + 48``)
 #: and its serialised copy (``k / 8``).
 CIPHERTEXT_HELD_BYTES_EXTRA = 48
 _PRODUCTS = 32 << 20  # two chunks of pairwise products in beaver._pair_dots
+
+
+def _most_left_pairs(n: int) -> int:
+    """The most pairs any of ``n`` data parties is the left party of (dice_protocol's rule:
+    the smaller index is left when the two indices' sum is even)."""
+    return max(sum(1 for j in range(n) if j != i and (i < j) == ((i + j) % 2 == 0)) for i in range(n))
 
 
 def ciphertext_held_bytes(key_bits: int) -> int:
@@ -92,12 +133,20 @@ def memory_estimate(
     comparison_bits: int = 16,
     batch_decisions: int = 16_384,
     chunk_pairs: int | None = None,
+    blocking: str = "relay",
+    comparison: str = "dealer",
 ) -> MemoryEstimate:
     """The memory of each role of a clk-dice run (module docstring), in bytes.
 
     ``records`` per data party; ``candidates_per_record``: dealt pairs per record and peer
     (dummies included); ``comparison_bits``: the protocol's ``x_bits`` (16 at the default
-    levels); ``chunk_pairs``: default :data:`~privreg.crypto.beaver.CHUNK_PAIRS`."""
+    levels); ``chunk_pairs``: default :data:`~privreg.crypto.beaver.CHUNK_PAIRS`;
+    ``blocking`` ``"relay"`` or ``"linkage-unit"``, ``comparison`` ``"dealer"`` or ``"dgk"``
+    (the protocol's options)."""
+    if blocking not in ("relay", "linkage-unit"):
+        raise PrivregValueError(f"blocking must be 'relay' or 'linkage-unit'; got {blocking!r}")
+    if comparison not in ("dealer", "dgk"):
+        raise PrivregValueError(f"comparison must be 'dealer' or 'dgk'; got {comparison!r}")
     m = v.check_int("records", records, minimum=1)
     n = v.check_int("parties", parties, minimum=2)
     c = v.check_real("candidates_per_record", candidates_per_record)
@@ -113,7 +162,37 @@ def memory_estimate(
     pairs = int(c * m)  # per pair of parties
     digits = -(-bits // DIGIT_BITS)
     batch = B * digits * 2**DIGIT_BITS * ciphertext_held_bytes(kb)  # thermometer + terms
+    if comparison == "dealer":
+        batch = B * DEALER_BYTES
     tokens = 8 * (J + F) * m
+    if blocking == "relay":
+        words = (J + F) * m
+        groups = 16 * 2 * words  # (group, position) rows of both sides, every position in a shared word at most
+        return MemoryEstimate(
+            data_party_held={
+                "clks": m * L,
+                "popcounts": 8 * m,
+                "deals": 24 * pairs * (n - 1),
+                "shares": 8 * pairs * (n - 1),
+            },
+            data_party_transient={
+                "blocking": BAND_TOKEN_BYTES * min(J * m, TOKEN_CHUNK) + tokens,
+                "relay": RELAY_PARTY_BYTES * words + RELAY_CHUNK_BYTES * min(words, RELAY_CHUNK),
+                "masked exchange": 3 * 8 * L * min(C, pairs) + _PRODUCTS,
+                "threshold batch": batch,
+            },
+            linkage_unit_held={
+                "words": n * tokens,
+                "deals": 33 * pairs * n * (n - 1) // 2,
+                "decisions": pairs * n * (n - 1) // 2,
+            },
+            linkage_unit_transient={
+                # one party's groups message (its left pairs) while the next pair's are found
+                "relay groups": RELAY_LU_BYTES * words + groups * _most_left_pairs(n),
+                "dealer chunk": 2 * 8 * L * min(C, pairs) + _PRODUCTS,
+                "threshold batch": batch,
+            },
+        )
     return MemoryEstimate(
         data_party_held={
             "clks": m * L,

@@ -1017,13 +1017,14 @@ class DiceLinkageProtocol(Protocol):
                     f"band or exact pass, the same number per record at every party (at most {limit})"
                 )
             words[p] = np.asarray(msg, dtype=np.uint64)
-        out: dict[str, list[dict[str, Any]]] = {p: [] for p in names}
-        for i, j in pair_orientation(names):  # only the pair's left party forms its candidates
-            left, right = (names[k] for k in _roles(i, j))
-            gl, gr = relay_groups(words[left], words[right])
-            out[left].append({"peer": right, "size": int(words[right].size), "mine": gl, "theirs": gr})
-        for p in names:  # per peer in run order
-            await ch.send(p, sorted(out[p], key=lambda d: names.index(d["peer"])), step="relay-groups")
+        for p in names:  # only a pair's left party forms its candidates; one party's groups held at a time
+            entry = []
+            for q in names:  # per peer in run order
+                if q != p and self._left_of(p, q):
+                    gp, gq = relay_groups(words[p], words[q])
+                    entry.append({"peer": q, "size": int(words[q].size), "mine": gp, "theirs": gq})
+            await ch.send(p, entry, step="relay-groups")
+            del entry
 
     async def _deal_slots(
         self,

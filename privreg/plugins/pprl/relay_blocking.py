@@ -80,7 +80,7 @@ def position_order(secret: bytes, party: str, size: int) -> np.ndarray:
     so a position tells it neither the row nor the column."""
     key = derive_key(secret, info=f"clk-dice/relay/order/{party}")
     stream = hashlib.shake_256(key + size.to_bytes(8, "big")).digest(8 * size)
-    return np.argsort(np.frombuffer(stream, dtype="<u8"), kind="stable").astype(np.int64)
+    return np.argsort(np.frombuffer(stream, dtype="<u8"), kind="stable").astype(np.int64, copy=False)
 
 
 def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

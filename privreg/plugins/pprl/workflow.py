@@ -358,13 +358,17 @@ def link_frames(
     secret: bytes | None = None,
     insecure_small_keys: bool = False,
     progress: ProgressCallback | None = None,
+    protocol_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Link the parties' FEBRL-column ``frames`` (``{party: DataFrame}``, ground truth in
     ``entity_column``) with ``profile``; returns the workflow's metrics (recall,
     precision, pairwise figures, pair completeness, reduction ratio, timings, what the
     linkage unit sees). For benchmarks and notebooks; the secret is fresh unless given.
     ``progress`` (a :data:`~privreg.core.progress.ProgressCallback`) hears of the
-    encoding and the protocol's phases (counts only); it changes no result."""
+    encoding and the protocol's phases (counts only); it changes no result.
+    ``protocol_options``: keyword arguments for the recommended profile's
+    :class:`DiceLinkageProtocol` (e.g. ``{"blocking": "linkage-unit", "comparison": "dgk"}``
+    for the mode before issue #33), validated there."""
     if profile not in PROFILES:
         raise PrivregValueError(f"profile must be one of {list(PROFILES)}; got {profile!r}")
     progress = check_progress("progress", progress)
@@ -383,6 +387,7 @@ def link_frames(
         rng=rng,
         workers=workers,
         progress=progress,
+        protocol_options=protocol_options,
     )
     return metrics
 
@@ -403,6 +408,7 @@ def _link(
     workers: int | None,
     spark_master: str | None = None,
     progress: ProgressCallback | None = None,
+    protocol_options: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     with contextlib.ExitStack() as stack:
         blocking = None
@@ -427,6 +433,7 @@ def _link(
             workers=workers,
             blocking=blocking,
             progress=progress,
+            protocol_options=protocol_options,
         )
 
 
@@ -446,7 +453,10 @@ def _link_here(
     workers: int | None,
     blocking: Any = None,
     progress: ProgressCallback | None = None,
+    protocol_options: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Any]:
+    if protocol_options and profile != "recommended":
+        raise PrivregValueError(f"protocol_options apply to the recommended profile only; got profile={profile!r}")
     timer = PhaseTimer()
     cpu0 = _cpu()
     encoding = PhaseProgress(progress, "encoding", total=len(parties), unit="party")
@@ -467,6 +477,7 @@ def _link_here(
             workers=workers,
             blocking_backend=blocking,
             progress=progress,
+            **dict(protocol_options or {}),
         )
     else:
         for p in parties:
