@@ -4,6 +4,7 @@ peak memory, at 2048-bit keys, end to end.
     python benchmarks/pprl_decisions.py [--records 2000] [--parties 3] [--data febrl4|synthetic]
                                         [--workers 1] [--key-bits 2048] [--pad 1.0] [--profile 25]
                                         [--estimate 1000000] [--comparison dealer|dgk]
+                                        [--blocking relay|linkage-unit] [--progress]
 
 Data: ``--data febrl4``: the clean FEBRL 4 originals (datasets.febrl_population(4), 5,000
 people) sampled to ``--records`` per party with make_parties (30 % corrupted, 70 % overlap);
@@ -39,6 +40,7 @@ import cProfile
 import io
 import pstats
 import resource
+import sys
 import time
 
 import numpy as np
@@ -55,6 +57,7 @@ from privreg.plugins.pprl.datasets import ENTITY, febrl_population, make_parties
 from privreg.plugins.pprl.dice_memory import memory_estimate
 from privreg.plugins.pprl.dice_protocol import (
     COMPARISONS,
+    DEFAULT_BLOCKING,
     DEFAULT_COMPARISON,
     DGK_T,
     LINKAGE_UNIT,
@@ -134,6 +137,8 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--estimate", type=int, default=1_000_000)
     ap.add_argument("--comparison", choices=COMPARISONS, default=DEFAULT_COMPARISON)
+    ap.add_argument("--blocking", choices=("relay", "linkage-unit"), default=DEFAULT_BLOCKING)
+    ap.add_argument("--progress", action="store_true", help="a line per phase on stderr (long runs)")
     args = ap.parse_args()
 
     records = _records(args)
@@ -146,10 +151,19 @@ def main() -> None:
     spent: dict[str, float] = {}
     spent_at_mark: dict[str, float] = {}
 
+    started = time.perf_counter()
+
     def progress(phase: str, done: int, total: int | None, unit: str) -> None:
         if phase == "secure decisions" and phase not in marks:  # the deals are out: blocking is over
             marks[phase] = (time.perf_counter(), cpu_now())
             spent_at_mark.update(spent)
+        if args.progress and (done == total or phase not in shown):
+            shown.add(phase)
+            print(
+                f"[{time.perf_counter() - started:8.1f} s] {phase}: {done}/{total} {unit}", file=sys.stderr, flush=True
+            )
+
+    shown: set[str] = set()
 
     proto = DiceLinkageProtocol(
         parties=tuple(records),
@@ -161,6 +175,7 @@ def main() -> None:
         pad=args.pad,
         progress=progress,
         comparison=args.comparison,
+        blocking=args.blocking,
     )
     proto = _clocked(proto, spent)
     prof = cProfile.Profile() if args.profile else None
@@ -221,11 +236,22 @@ def main() -> None:
     print("linkage unit phases (wall s):", {k: round(v, 2) for k, v in lu["timings"].items()})
     if args.estimate:
         per = (lu["candidate_count"] + lu["dummy_pairs"]) / max(1, args.records) / max(1, args.parties - 1)
-        est = memory_estimate(records=args.estimate, parties=3, candidates_per_record=max(1.0, per), bands=lu["bands"])
+        first = next(iter(records))
+        J, F = res.outputs[first]["bands"], records[first].exact_keys.shape[1]
+        est = memory_estimate(
+            records=args.estimate,
+            parties=3,
+            candidates_per_record=max(1.0, per),
+            bands=J,
+            exact_passes=F,
+            blocking=args.blocking,
+            comparison=args.comparison,
+        )
         print(
             f"memory estimate at 3 x {args.estimate} records ({max(1.0, per):.2f} candidates per record and peer, "
-            f"J = {lu['bands']}): data party {est.data_party_peak / 1e9:.2f} GB, linkage unit "
-            f"{est.linkage_unit_peak / 1e9:.2f} GB (dice_memory.memory_estimate)"
+            f"J = {J}, F = {F}, blocking={args.blocking}, comparison={args.comparison}): data party "
+            f"{est.data_party_peak / 1e9:.2f} GB, linkage unit {est.linkage_unit_peak / 1e9:.2f} GB "
+            f"(dice_memory.memory_estimate)"
         )
     if prof is not None:
         out = io.StringIO()

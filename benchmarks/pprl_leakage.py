@@ -11,8 +11,9 @@ Data: ``febrl4x3``, the first ``--records`` FEBRL 4 originals (datasets.febrl_po
 membership has negatives) and 30 % of each party's records corrupted on any FEBRL column;
 ``synthetic``: datasets.synthetic_population in the same way. Ground truth: entity_id.
 
-The run: DiceLinkageProtocol with ``blocking="linkage-unit"`` (the default; under
-``blocking="parties"`` the linkage unit gets no token: benchmarks/pprl_blocking.py;
+The run: DiceLinkageProtocol with ``blocking="linkage-unit"`` (the default before #33; under
+``blocking="relay"``, the default now, and ``"parties"`` the linkage unit cannot link a token
+to a record: benchmarks/pprl_blocking.py;
 bands agreed by the data parties, exact passes on soc_sec_id and date of birth, threshold 0.75), with an
 in-memory transport that keeps the payloads. ``--key-bits`` below 2048 needs no flag here
 but is marked insecure: the leakage figures depend only on the tokens and the candidate
@@ -82,7 +83,7 @@ def secure_run(names, frames, key_bits: int, pad: float = DEFAULT_PAD):
         insecure_allow_small_keys=key_bits < 2048,
         workers=1,
         pad=pad,
-        blocking="linkage-unit",  # the default: the mode whose token leakage this measures
+        blocking="linkage-unit",  # the mode whose token leakage this measures (the default before #33)
     )
     return records, run_protocol(proto, transport=InMemoryTransport(keep_payloads=True))
 

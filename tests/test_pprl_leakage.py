@@ -1,12 +1,14 @@
 """What the recommended profile's messages let each party infer (issue #33), computed from
-the transcript of a small real run with the default blocking (bands agreed by the data
+the transcript of a small real run with blocking="linkage-unit" (the default before
+relay blocking, #33; bands agreed by the data
 parties, exact passes on soc_sec_id and date of birth), without membership padding
 (``pad=0``: the control, today's transcript-level behaviour before padding) and with the
 default padding (``pad=1``, :mod:`privreg.plugins.pprl.padding`).
 
-The figures document today's leakage, which the README and ``DiceLinkageProtocol.learns``
-state; a change to the blocking moves them and fails this test. A private-blocking mode
-must pass :func:`_similarity` with ``spearman <= 0.3`` under the same estimator.
+The figures document that mode's leakage, which the README and ``DiceLinkageProtocol.learns``
+state; a change to the blocking moves them and fails this test. The private-blocking modes
+(``"relay"``, the default, and ``"parties"``) reach ``spearman <= 0.3`` in
+tests/test_pprl_relay_blocking.py and tests/test_pprl_party_blocking.py.
 
 Data: 300 synthetic people (datasets.synthetic_population, seed 31) at 3 parties,
 overlap 0.7, 30 % of records corrupted (seed 32), plus 12 near-duplicates added inside
