@@ -333,7 +333,9 @@ class DiceLinkageProtocol(Protocol):
             candidate counts at 1. Dummies are drawn from ``rng`` (the OS CSPRNG by default).
         blocking_backend: where band tokens and candidate pairs are computed
             (:class:`~privreg.plugins.pprl.spark.SparkBlocking` for Spark; default: in
-            this process). The exact passes are joined in this process.
+            this process). The exact passes are joined in this process, and under
+            ``blocking="relay"`` the candidate pairs too (from the collision groups,
+            :func:`relay_blocking.relay_candidates`, a chunk at a time).
         blocking: who forms the candidate pairs (:data:`BLOCKINGS`; module docstring):
             ``"linkage-unit"`` from every party's band tokens, or ``"parties"``, each pair
             of data parties among themselves (the linkage unit gets only counts and digests;
