@@ -6,12 +6,16 @@ candidates formed from them a chunk at a time: measured :data:`RELAY_PARTY_BYTES
 (``W = J + F`` words per record), plus one chunk's pairs; the linkage unit holds every
 party's words (``8 W m n``) and, per pair, finds the collision groups: measured
 :data:`RELAY_LU_BYTES` per word of one party (``benchmarks/pprl_relay_memory.py``, 20,000
-records per party: 152 and 90 bytes). Under ``comparison="dealer"`` a batch of decisions
+records per party: 117 and 90 bytes). Under ``comparison="dealer"`` a batch of decisions
 holds packed bits (at most :data:`DEALER_BYTES` per decision), not DGK ciphertexts. At 3 x
 1M records, ``J = 64``, ``F = 2`` (FEBRL_CLK_SCHEMA's exact passes), ``c = 3``: a data
-party about 12.3 GB (CLKs 1.0, the relay transient 11.1), the linkage unit about 10.6 GB
+party about 9.5 GB (CLKs 1.0, the relay transient 8.3), the linkage unit about 10.6 GB
 (words 1.6, the relay transient 8.7: relay_groups of a pair 6.6, one party's groups message
-2.1): both within 16 GB. The terms
+2.1): both within 16 GB. Both grow linearly in ``J``: at ``J = 113`` (median popcount 450)
+a data party needs 15.4 GB and the linkage unit 18.3 GB. The band rule
+(:func:`bands.recommended_bands`) raises ``J`` with the records for popcounts above about
+450 (FEBRL 4's CLKs, about 560: ``J = 126`` at 5,000 records, about 270 at 1M), beyond 16 GB
+in every blocking mode. The terms
 below are those of ``blocking="linkage-unit"`` and ``comparison="dgk"``, the mode before.
 
 :func:`memory_estimate` adds, per role, what is held for the whole run and the largest
@@ -74,14 +78,14 @@ BAND_TOKEN_BYTES = 340
 #: Peak bytes per token (of both parties) of the linkage unit's candidate join (measured).
 JOIN_BYTES = 110
 #: Peak bytes per word of a data party's relay blocking (words, orders, groups, candidates;
-#: measured 152 with small chunks, ``benchmarks/pprl_relay_memory.py``).
-RELAY_PARTY_BYTES = 160
+#: measured 117 with small chunks, ``benchmarks/pprl_relay_memory.py``).
+RELAY_PARTY_BYTES = 120
 #: Peak bytes per word (of one party) of the linkage unit's relay_groups of one pair (measured 90).
 RELAY_LU_BYTES = 100
-#: Positions per chunk of relay_candidates and the bytes per position of its chunk transient
-#: (measured about 120 per word beyond the held part at one chunk).
+#: Own entries per chunk of relay_candidates and the bytes per entry of a chunk's transient
+#: (measured 87 at 20,000 records, where one chunk held all 1.77 M entries).
 RELAY_CHUNK = 1 << 22
-RELAY_CHUNK_BYTES = 130
+RELAY_CHUNK_BYTES = 90
 #: A bound on the bytes per decision of a dealer-comparison batch (packed bits: a and b
 #: shares, corrections, openings, about 50 bytes measured from the circuit's 42 ANDs).
 DEALER_BYTES = 512

@@ -161,75 +161,71 @@ def relay_candidates(
     band per pair, and a pair is a candidate from ``min_shared`` of them; an exact pass
     (each later column) gives its pairs unless they exceed ``max_pairs_per_record`` times
     the smaller party's rows (:func:`bands.exact_pairs`). Memory: the groups are taken
-    ``chunk`` positions at a time (whole groups), each chunk's pairs reduced to distinct
-    pairs with their shared-band counts before the next; never the token matrices."""
+    own rows ``chunk`` positions at a time: a pair's shared bands all fall in the chunk
+    of its own row, so only its candidates are kept (8 bytes each), and the peer's side is
+    indexed once; never the token matrices."""
     mine, theirs = groups
     ma, mb = rows
-    band_codes: list[np.ndarray] = []
-    band_counts: list[np.ndarray] = []
+    # own side: block key (group and column) and row; the peer's side sorted by block key
+    f = order[mine[:, 1]]
+    ka, ra = mine[:, 0] * width + f % width, f // width
+    f = peer_order[theirs[:, 1]]
+    kb, rb = theirs[:, 0] * width + f % width, f // width
+    del f
+    sort_b = np.argsort(kb, kind="stable")
+    kb, rb = kb[sort_b], rb[sort_b]
+    del sort_b
+    ub, start_b, cb = np.unique(kb, return_index=True, return_counts=True)
+    del kb
+    ua, ca = np.unique(ka, return_counts=True)
+    both, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    size = ca[ia] * cb[ib]
+    skipped = int((size > max_block_pairs).sum())
+    kept = np.zeros(ub.size, dtype=bool)
+    kept[ib[size <= max_block_pairs]] = True
+    del ua, ca, both, ia, ib, size
+    # own entries whose block is kept, by row
+    at = np.searchsorted(ub, ka)
+    ok = at < ub.size
+    ok[ok] = (ub[at[ok]] == ka[ok]) & kept[at[ok]]
+    at, ra, col = at[ok], ra[ok], (ka[ok] % width)
+    del ka, ok
+    by_row = np.argsort(ra, kind="stable")
+    at, ra, col = at[by_row], ra[by_row], col[by_row]
+    del by_row
+    cap = max_pairs_per_record * min(ma, mb)
+    found: list[np.ndarray] = []
     exact: dict[int, list[np.ndarray]] = {c: [] for c in range(bands, width)}
-    skipped = 0
-    for (a0, a1), (b0, b1) in _group_chunks(mine[:, 0], theirs[:, 0], chunk):
-        fa, fb = order[mine[a0:a1, 1]], peer_order[theirs[b0:b1, 1]]
-        ka = mine[a0:a1, 0] * width + fa % width  # block key: group and column
-        kb = theirs[b0:b1, 0] * width + fb % width
-        ua, ca = np.unique(ka, return_counts=True)
-        ub, cb = np.unique(kb, return_counts=True)
-        both, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
-        size = ca[ia] * cb[ib]
-        skipped += int((size > max_block_pairs).sum())
-        codes, keys = _block_pairs(ka, fa // width, kb, fb // width, both[size <= max_block_pairs], mb)
-        del fa, fb, ka, kb
-        cols = keys % width
-        got, n = np.unique(codes[cols < bands], return_counts=True)
-        band_codes.append(got)
-        band_counts.append(n)
+    counted = dict.fromkeys(range(bands, width), 0)
+    for lo, hi in _row_chunks(ra, chunk):
+        n = cb[at[lo:hi]]
+        own = np.repeat(np.arange(lo, hi), n)
+        k = np.arange(own.size) - np.repeat(np.cumsum(n) - n, n)
+        codes = ra[own] * mb + rb[start_b[at[own]] + k]
+        cols = col[own]
+        del own, k
+        got, shared = np.unique(codes[cols < bands], return_counts=True)
+        found.append(got[shared >= min_shared])
         for c in exact:
-            exact[c].append(np.unique(codes[cols == c]))
-    codes, inverse = np.unique(np.concatenate([np.zeros(0, np.int64), *band_codes]), return_inverse=True)
-    shared = np.bincount(inverse.reshape(-1), weights=np.concatenate([np.zeros(0, np.int64), *band_counts]))
-    parts = [codes[shared >= min_shared]]
+            if counted[c] <= cap:  # a pass past its cap is dropped whole: stop collecting it
+                ex = np.unique(codes[cols == c])
+                exact[c].append(ex)
+                counted[c] += ex.size
     for c in range(bands, width):
-        ex = np.unique(np.concatenate([np.zeros(0, np.int64), *exact[c]]))
-        if ex.size <= max_pairs_per_record * min(ma, mb):
-            parts.append(ex)
-    out = np.unique(np.concatenate(parts))
+        if counted[c] <= cap:
+            found.extend(exact[c])
+    out = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *found]))
     return np.stack([out // mb, out % mb], axis=1).astype(np.int64).reshape(-1, 2), skipped
 
 
-def _group_chunks(ga: np.ndarray, gb: np.ndarray, chunk: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Row ranges of the two sorted group columns, whole groups per range, about ``chunk``
-    rows of ``ga`` each (a block never straddles two ranges)."""
-    if not ga.size:
-        return []
-    cuts = [0]
-    while cuts[-1] < ga.size:
-        nxt = min(cuts[-1] + chunk, ga.size)
-        if nxt < ga.size:  # end at a group boundary
-            nxt = int(np.searchsorted(ga, ga[nxt], side="left"))
-            nxt = nxt if nxt > cuts[-1] else int(np.searchsorted(ga, ga[cuts[-1]], side="right"))
-        cuts.append(nxt)
-    bounds = [int(ga[c]) for c in cuts[:-1]] + [int(ga[-1]) + 1]
-    at = np.searchsorted(gb, bounds, side="left")
-    return [((cuts[k], cuts[k + 1]), (int(at[k]), int(at[k + 1]))) for k in range(len(cuts) - 1)]
-
-
-def _block_pairs(
-    ka: np.ndarray, ra: np.ndarray, kb: np.ndarray, rb: np.ndarray, keep: np.ndarray, mb: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every (own row, peer row) pair of the blocks ``keep`` (sorted keys both sides hold)
-    as codes ``ra * mb + rb``, with its block key."""
-    sa, sb = np.isin(ka, keep), np.isin(kb, keep)
-    ka, ra, kb, rb = ka[sa], ra[sa], kb[sb], rb[sb]
-    ia, ib = np.argsort(ka, kind="stable"), np.argsort(kb, kind="stable")
-    ra, rb = ra[ia], rb[ib]
-    # both sides hold exactly the blocks of keep, in sorted order
-    cnt_a = np.bincount(np.searchsorted(keep, ka), minlength=keep.size)
-    cnt_b = np.bincount(np.searchsorted(keep, kb), minlength=keep.size)
-    start_a, start_b = np.cumsum(cnt_a) - cnt_a, np.cumsum(cnt_b) - cnt_b
-    per = cnt_a * cnt_b
-    block = np.repeat(np.arange(keep.size), per)
-    within = np.arange(block.size) - np.repeat(np.cumsum(per) - per, per)
-    i = start_a[block] + within // cnt_b[block]
-    j = start_b[block] + within % cnt_b[block]
-    return ra[i] * mb + rb[j], keep[block]
+def _row_chunks(rows: np.ndarray, chunk: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of the sorted ``rows``, about ``chunk`` entries each, never
+    splitting one row."""
+    out, lo = [], 0
+    while lo < rows.size:
+        hi = min(lo + chunk, rows.size)
+        if hi < rows.size:
+            hi = int(np.searchsorted(rows, rows[hi], side="right"))
+        out.append((lo, hi))
+        lo = hi
+    return out
