@@ -628,10 +628,14 @@ class DiceLinkageProtocol(Protocol):
                 "resolve": 8 * pairs + n * OVERHEAD if self._slotted else 0,
                 "oprf-evaluated": self._oprf_bytes(m, n) if self.blocking == "parties" else 0,
                 # per peer it is left of: (group, position) rows for both parties' positions in a shared word
-                "relay-groups": sum(
-                    16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD
-                    for q in others
-                    if self._left_of(receiver, q)
+                # (a party left of no peer, as one of two, still gets the empty list)
+                "relay-groups": max(
+                    OVERHEAD,
+                    sum(
+                        16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD
+                        for q in others
+                        if self._left_of(receiver, q)
+                    ),
                 )
                 if self.blocking == "relay"
                 else 0,
