@@ -1007,22 +1007,27 @@ class DiceLinkageProtocol(Protocol):
         counts, names = self._counts(), self.names
         limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
         words: dict[str, np.ndarray] = {}
-        width: int | None = None
+        widths: dict[str, int] = {}
+        expected = (
+            "expected one unsigned word per declared record and band or exact pass, the same number per record at "
+            f"every party (at most {limit})"
+        )
         for p in names:
             msg = await ch.recv(p, step="relay-tokens")
             ok = isinstance(msg, np.ndarray) and msg.ndim == 1 and (not msg.size or msg.dtype.kind == "u")
             if ok and counts is not None and counts[p]:
-                w, r = divmod(msg.size, counts[p])
-                ok = r == 0 and 1 <= w <= limit and width in (None, w)
-                width = w if ok else width
+                widths[p], r = divmod(msg.size, counts[p])
+                ok = r == 0 and 1 <= widths[p] <= limit
             elif ok and counts is not None:
                 ok = msg.size == 0
             if not ok:
-                raise ProtocolError(
-                    f"{p!r} sent a malformed relay word list; expected one unsigned word per declared record and "
-                    f"band or exact pass, the same number per record at every party (at most {limit})"
-                )
+                raise ProtocolError(f"{p!r} sent a malformed relay word list; {expected}")
             words[p] = np.asarray(msg, dtype=np.uint64)
+        if len(set(widths.values())) > 1:  # blame the parties off the one most common width (all on a tie)
+            tally = sorted(np.unique(list(widths.values()), return_counts=True)[1])
+            common = max(widths.values(), key=list(widths.values()).count) if tally[-1] > tally[-2] else None
+            odd = ", ".join(repr(p) for p, w in widths.items() if w != common)
+            raise ProtocolError(f"{odd} sent a malformed relay word list; {expected} (words per record: {widths})")
         for p in names:  # only a pair's left party forms its candidates; one party's groups held at a time
             entry = []
             for q in names:  # per peer in run order
