@@ -1447,8 +1447,13 @@ class DiceLinkageProtocol(Protocol):
         summary: dict[str, dict[str, Any]] = {}
         for q, d in zip(formed, got):
             size = d.get("size")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size % W:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a malformed word count for peer {q!r}")
+            if size % W:  # without declared counts the linkage unit cannot check the peer's list
+                raise ProtocolError(
+                    f"{self.linkage_unit!r} sent a word count for peer {q!r} that is not a whole number of records of "
+                    f"{W} words: {q!r} sent a malformed relay word list or {self.linkage_unit!r} altered it"
+                )
             rows = size // W
             if counts is not None and rows != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
