@@ -360,6 +360,16 @@ def test_a_word_list_of_another_width_names_its_sender(parties):
     assert "'P1'" in blamed and ("'P2'" in blamed) == (parties == 2) and "'P3'" not in blamed
 
 
+def test_without_declared_counts_a_ragged_word_list_names_its_sender():
+    """Without declared counts the linkage unit cannot check a party's list and relays its
+    size; the left party that finds it ragged used to blame the linkage unit alone, now it
+    names the peer that sent the list too."""
+    names, records = _records(3, 30)
+    cls = _tampering("P3", "relay-tokens", lambda to, x: np.concatenate([x, x[:1]]))
+    with pytest.raises(ProtocolError, match="'P3' sent a malformed relay word list or 'linkage_unit' altered it"):
+        _run(names, records, cls, blocking="relay", counts=False)
+
+
 # --- what the linkage unit learns from parties with few records ----------------------
 
 
