@@ -628,10 +628,14 @@ class DiceLinkageProtocol(Protocol):
                 "resolve": 8 * pairs + n * OVERHEAD if self._slotted else 0,
                 "oprf-evaluated": self._oprf_bytes(m, n) if self.blocking == "parties" else 0,
                 # per peer it is left of: (group, position) rows for both parties' positions in a shared word
-                "relay-groups": sum(
-                    16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD
-                    for q in others
-                    if self._left_of(receiver, q)
+                # (a party left of no peer, as one of two, still gets the empty list)
+                "relay-groups": max(
+                    OVERHEAD,
+                    sum(
+                        16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD
+                        for q in others
+                        if self._left_of(receiver, q)
+                    ),
                 )
                 if self.blocking == "relay"
                 else 0,
@@ -1003,22 +1007,27 @@ class DiceLinkageProtocol(Protocol):
         counts, names = self._counts(), self.names
         limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
         words: dict[str, np.ndarray] = {}
-        width: int | None = None
+        widths: dict[str, int] = {}
+        expected = (
+            "expected one unsigned word per declared record and band or exact pass, the same number per record at "
+            f"every party (at most {limit})"
+        )
         for p in names:
             msg = await ch.recv(p, step="relay-tokens")
             ok = isinstance(msg, np.ndarray) and msg.ndim == 1 and (not msg.size or msg.dtype.kind == "u")
             if ok and counts is not None and counts[p]:
-                w, r = divmod(msg.size, counts[p])
-                ok = r == 0 and 1 <= w <= limit and width in (None, w)
-                width = w if ok else width
+                widths[p], r = divmod(msg.size, counts[p])
+                ok = r == 0 and 1 <= widths[p] <= limit
             elif ok and counts is not None:
                 ok = msg.size == 0
             if not ok:
-                raise ProtocolError(
-                    f"{p!r} sent a malformed relay word list; expected one unsigned word per declared record and "
-                    f"band or exact pass, the same number per record at every party (at most {limit})"
-                )
+                raise ProtocolError(f"{p!r} sent a malformed relay word list; {expected}")
             words[p] = np.asarray(msg, dtype=np.uint64)
+        if len(set(widths.values())) > 1:  # blame the parties off the one most common width (all on a tie)
+            tally = sorted(np.unique(list(widths.values()), return_counts=True)[1])
+            common = max(widths.values(), key=list(widths.values()).count) if tally[-1] > tally[-2] else None
+            odd = ", ".join(repr(p) for p, w in widths.items() if w != common)
+            raise ProtocolError(f"{odd} sent a malformed relay word list; {expected} (words per record: {widths})")
         for p in names:  # only a pair's left party forms its candidates; one party's groups held at a time
             entry = []
             for q in names:  # per peer in run order
@@ -1438,8 +1447,13 @@ class DiceLinkageProtocol(Protocol):
         summary: dict[str, dict[str, Any]] = {}
         for q, d in zip(formed, got):
             size = d.get("size")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size % W:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a malformed word count for peer {q!r}")
+            if size % W:  # without declared counts the linkage unit cannot check the peer's list
+                raise ProtocolError(
+                    f"{self.linkage_unit!r} sent a word count for peer {q!r} that is not a whole number of records of "
+                    f"{W} words: {q!r} sent a malformed relay word list or {self.linkage_unit!r} altered it"
+                )
             rows = size // W
             if counts is not None and rows != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
