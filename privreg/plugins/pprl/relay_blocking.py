@@ -23,13 +23,17 @@ and sends the right party its row of each slot. From there on it is
 ``blocking="parties"``: the linkage unit receives only the slot count, a keyed digest and
 the dummy slots, deals per slot, and learns the records of the accepted real slots only.
 
-What the linkage unit learns: per data party its word count (``m (J + F)``) and, for every
-pair of parties, how many positions of each carry each shared word (the sizes of the
+What the linkage unit learns: per data party its word count (``m (J + F)``) and how many
+of its words repeat (pairs of its records sharing a band or exact value, never which); for
+every pair of parties, how many positions of each carry each shared word (the sizes of the
 collision groups, a histogram of band-value and exact-value frequencies), never which
-record or which column a position belongs to. Two records of one party, or a candidate
-pair, are never linked by anything it holds: the positions of one record are spread by a
-permutation it cannot compute. So the shared-band count, the estimator of
-``blocking="linkage-unit"`` (Spearman 0.97-0.98), is not available to it.
+record or which column a position belongs to, and the pair's real candidate count (from the
+dummy slots). No record of a candidate pair is linked to any word it holds: the positions of
+one record are spread by a permutation it cannot compute. So the shared-band count, the
+estimator of ``blocking="linkage-unit"`` (Spearman 0.97-0.98), is not available to it per
+pair; only its mean over a pair of parties' candidates is (total shared positions over the
+candidate count), which pins a single candidate's count when the two parties hold one record
+each (``tests/test_pprl_relay_adversary.py``).
 
 What a data party learns, as the left party of a pair: as under ``blocking="parties"``,
 which of its records share a band or exact token with which of the peer's rows (in the
