@@ -169,34 +169,15 @@ def memory_estimate(
     if comparison == "dealer":
         batch = B * DEALER_BYTES
     tokens = 8 * (J + F) * m
-    if blocking == "relay":
-        words = (J + F) * m
-        groups = 16 * 2 * words  # (group, position) rows of both sides, every position in a shared word at most
-        return MemoryEstimate(
-            data_party_held={
-                "clks": m * L,
-                "popcounts": 8 * m,
-                "deals": 24 * pairs * (n - 1),
-                "shares": 8 * pairs * (n - 1),
-            },
-            data_party_transient={
-                "blocking": BAND_TOKEN_BYTES * min(J * m, TOKEN_CHUNK) + tokens,
-                "relay": RELAY_PARTY_BYTES * words + RELAY_CHUNK_BYTES * min(words, RELAY_CHUNK),
-                "masked exchange": 3 * 8 * L * min(C, pairs) + _PRODUCTS,
-                "threshold batch": batch,
-            },
-            linkage_unit_held={
-                "words": n * tokens,
-                "deals": 33 * pairs * n * (n - 1) // 2,
-                "decisions": pairs * n * (n - 1) // 2,
-            },
-            linkage_unit_transient={
-                # one party's groups message (its left pairs) while the next pair's are found
-                "relay groups": RELAY_LU_BYTES * words + groups * _most_left_pairs(n),
-                "dealer chunk": 2 * 8 * L * min(C, pairs) + _PRODUCTS,
-                "threshold batch": batch,
-            },
-        )
+    words = (J + F) * m
+    relay = blocking == "relay"
+    party_blocking = {"blocking": BAND_TOKEN_BYTES * min(J * m, TOKEN_CHUNK) + tokens}
+    lu_blocking = {"candidate join": JOIN_BYTES * 2 * J * m}
+    if relay:
+        party_blocking["relay"] = RELAY_PARTY_BYTES * words + RELAY_CHUNK_BYTES * min(words, RELAY_CHUNK)
+        # relay_groups of a pair, and one party's groups message (its left pairs: (group, position)
+        # rows of both sides, every position in a shared word at most) while the next pair's are found
+        lu_blocking = {"relay groups": RELAY_LU_BYTES * words + 16 * 2 * words * _most_left_pairs(n)}
     return MemoryEstimate(
         data_party_held={
             "clks": m * L,
@@ -205,17 +186,17 @@ def memory_estimate(
             "shares": 8 * pairs * (n - 1),
         },
         data_party_transient={
-            "blocking": BAND_TOKEN_BYTES * min(J * m, TOKEN_CHUNK) + tokens,
+            **party_blocking,
             "masked exchange": 3 * 8 * L * min(C, pairs) + _PRODUCTS,
             "threshold batch": batch,
         },
         linkage_unit_held={
-            "tokens": n * tokens,
+            "words" if relay else "tokens": n * tokens,
             "deals": 33 * pairs * n * (n - 1) // 2,
             "decisions": pairs * n * (n - 1) // 2,
         },
         linkage_unit_transient={
-            "candidate join": JOIN_BYTES * 2 * J * m,
+            **lu_blocking,
             "dealer chunk": 2 * 8 * L * min(C, pairs) + _PRODUCTS,
             "threshold batch": batch,
         },
