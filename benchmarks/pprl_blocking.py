@@ -53,7 +53,7 @@ from timing import columns, header, measure
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
-from privreg.plugins.pprl.bands import MIN_SHARED, BandConfig, band_tokens, pair_orientation
+from privreg.plugins.pprl.bands import MIN_SHARED, BandConfig, band_tokens, pair_orientation, pair_roles
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
@@ -61,10 +61,6 @@ from privreg.plugins.pprl.party_blocking import pair_key, pair_tokens
 
 L = FEBRL_CLK_SCHEMA.filter_length
 THRESHOLD = 0.75
-
-
-def _roles(i: int, j: int) -> tuple[int, int]:  # dice_protocol's left/right rule
-    return (i, j) if (i + j) % 2 == 0 else (j, i)
 
 
 def _rho(est: np.ndarray, truth: np.ndarray) -> float:
@@ -80,7 +76,7 @@ def leakage(mode: str, names: list[str], records: dict, res, secret: bytes) -> d
     slots = lk.slot_view(res.transcript, names, LINKAGE_UNIT) if mode != "linkage-unit" else None
     popcount, bits = lk.popcount_from_bands(bands, filter_length=L, records=max(len(r) for r in records.values()))
     for i, j in pair_orientation(names):
-        left, right = (names[k] for k in _roles(i, j))
+        left, right = (names[k] for k in pair_roles(i, j))
         fa, fb = records[left].match_filters, records[right].match_filters
         if view is not None:
             pairs = out[LINKAGE_UNIT]["candidates"][(left, right)]

@@ -39,7 +39,14 @@ from timing import columns, header, measure
 from privreg import __version__
 from privreg.core.randomness import SecureRandom
 from privreg.plugins.pprl import leakage as lk
-from privreg.plugins.pprl.bands import MIN_SHARED, BandConfig, band_tokens, candidate_pairs, recommended_bands
+from privreg.plugins.pprl.bands import (
+    MIN_SHARED,
+    BandConfig,
+    band_tokens,
+    candidate_pairs,
+    pair_roles,
+    recommended_bands,
+)
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY
 from privreg.plugins.pprl.padding import pad_candidates
@@ -84,7 +91,7 @@ def relay_padded(real, sizes, pad, names):
     rng = SecureRandom()
     out = {}
     for (p, q), pairs in real.items():
-        flip = (names.index(p) + names.index(q)) % 2 == 1  # then p is the right party
+        flip = pair_roles(names.index(p), names.index(q))[0] != names.index(p)  # then p is the right party
         left, right, oriented = (q, p, pairs[:, ::-1]) if flip else (p, q, pairs)
         out[(left, right)] = pad_candidates(oriented, rows=(sizes[left], sizes[right]), pad=pad, rng=rng, sides=(1,))
     return out

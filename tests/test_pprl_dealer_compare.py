@@ -14,6 +14,8 @@ from crypto_keys import cached_dgk_keypair, cached_keypair
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
+from test_pprl_dice_adversarial import _Tap
+from test_pprl_dice_protocol import BANDS, PARTIES, SECRET, encoded_records
 
 from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.protocol import Protocol
@@ -31,9 +33,6 @@ from privreg.crypto.dealer_compare import (
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.mpc.wire import encode
-from privreg.plugins.pprl.bands import BandConfig
-from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
-from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
 from privreg.plugins.pprl.dice_protocol import BATCH_DECISIONS, LINKAGE_UNIT, DiceLinkageProtocol
 from privreg.plugins.pprl.records import EncodedRecords
 
@@ -275,9 +274,6 @@ def test_malformed_triples_and_output_shares_are_refused_naming_the_sender():
 
 # ------------------------------------------------------------------ clk-dice under comparison="dealer"
 
-SECRET = bytes(range(7, 39))  # tests only: a real run draws secrets.token_bytes(32)
-PARTIES = ("P1", "P2", "P3")
-BANDS = BandConfig(bands=40, bits=12, min_shared=2)
 # a low threshold and a level below the default ones give conflicting clusters: every
 # level is decided (13 to 16 bits)
 THRESHOLD, LEVELS = 0.5, (0.7, 0.8, 0.9, 0.95)
@@ -285,12 +281,7 @@ THRESHOLD, LEVELS = 0.5, (0.7, 0.8, 0.9, 0.95)
 
 @pytest.fixture(scope="module")
 def records():
-    pop = synthetic_population(90, rng=InsecureReproducibleRandom(seed=31))
-    data = make_parties(pop, parties=3, corruption=0.4, rng=InsecureReproducibleRandom(seed=32), overlap=0.7)
-    return {
-        p: encode_clks(data.frames[p], schema=FEBRL_CLK_SCHEMA, secret=SECRET, party=p, entity_column=ENTITY)
-        for p in data.parties
-    }
+    return encoded_records()
 
 
 def dice_protocol(records, comparison, **kw):
@@ -362,20 +353,6 @@ def test_dealer_in_small_batches_gives_the_same_groups(records, runs, monkeypatc
     res = run_protocol(dice_protocol(records, "dealer"), transport=InMemoryTransport(keep_payloads=False))
     assert res.outputs[LINKAGE_UNIT]["group_indices"] == runs["dealer"].outputs[LINKAGE_UNIT]["group_indices"]
     assert any(m.step.startswith("cmp-base.1.") for m in res.transcript.received_by(LINKAGE_UNIT))
-
-
-class _Tap:
-    """A channel passing every outgoing payload through ``fn(sender, to, step, payload)``."""
-
-    def __init__(self, ch, fn):
-        self._ch, self._fn = ch, fn
-        self.party, self.parties = ch.party, ch.parties
-
-    async def send(self, to, payload, *, step):
-        await self._ch.send(to, self._fn(self.party, to, step, payload), step=step)
-
-    async def recv(self, frm, *, step=None):
-        return await self._ch.recv(frm, step=step)
 
 
 def tampered(records, sender, step, fn):

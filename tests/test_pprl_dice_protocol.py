@@ -20,10 +20,10 @@ from privreg.crypto.threshold import slot_layout
 from privreg.crypto.vector import EncryptedVector
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
-from privreg.plugins.pprl.bands import BandConfig, band_tokens, candidate_pairs, pair_orientation
+from privreg.plugins.pprl.bands import BandConfig, band_tokens, candidate_pairs, pair_orientation, pair_roles
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, dice, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
-from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, _roles, _x_bits
+from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, _x_bits
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
 
 SECRET = bytes(range(7, 39))  # tests only: a real run draws secrets.token_bytes(32)
@@ -33,6 +33,11 @@ BANDS = BandConfig(bands=40, bits=12, min_shared=2)
 
 @pytest.fixture(scope="module")
 def records():
+    return encoded_records()
+
+
+def encoded_records():
+    """90 synthetic people at 3 parties (40 % corrupted, overlap 0.7), CLKs under SECRET."""
     pop = synthetic_population(90, rng=InsecureReproducibleRandom(seed=31))
     data = make_parties(pop, parties=3, corruption=0.4, rng=InsecureReproducibleRandom(seed=32), overlap=0.7)
     return {
@@ -73,7 +78,7 @@ def reference(records, *, threshold=0.75, levels=(0.8, 0.85, 0.9, 0.95)):
     tokens = [band_tokens(records[p].match_filters, config=BANDS, secret=SECRET)[0] for p in PARTIES]
     rows = []
     for i, j in pair_orientation(PARTIES):
-        left, right = _roles(i, j)
+        left, right = pair_roles(i, j)
         c, _ = _candidates(records, tokens, left, right)
         d = dice(records[PARTIES[left]].match_filters[c[:, 0]], records[PARTIES[right]].match_filters[c[:, 1]])
         ok = c[_at_least(d, records, left, right, c, threshold)]
@@ -122,7 +127,7 @@ def test_groups_equal_the_plaintext_pipeline(records, run):
     assert lu["group_indices"] == reference(records)
     tokens = [band_tokens(records[p].match_filters, config=BANDS, secret=SECRET)[0] for p in PARTIES]
     for i, j in pair_orientation(PARTIES):
-        left, right = _roles(i, j)
+        left, right = pair_roles(i, j)
         want, _ = _candidates(records, tokens, left, right)
         assert np.array_equal(lu["candidates"][(PARTIES[left], PARTIES[right])], want)
     assert lu["candidate_count"] == sum(len(c) for c in lu["candidates"].values())
@@ -151,7 +156,7 @@ def _true_values(records):
     tokens = [band_tokens(records[p].match_filters, config=BANDS, secret=SECRET)[0] for p in PARTIES]
     out = {}
     for i, j in pair_orientation(PARTIES):
-        left, right = _roles(i, j)
+        left, right = pair_roles(i, j)
         c, _ = _candidates(records, tokens, left, right)
         fa = records[PARTIES[left]].match_filters[c[:, 0]]
         fb = records[PARTIES[right]].match_filters[c[:, 1]]

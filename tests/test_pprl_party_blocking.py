@@ -96,11 +96,15 @@ def test_the_candidate_pairs_and_groups_equal_the_linkage_unit_modes(runs):
 
 
 def _truth(runs):
-    """Per real candidate slot (pairs of parties in run order): the slot's position decile,
-    its true Dice, whether it was accepted (the linkage unit's resolve request) and its two
-    records' degrees in the accepted graph the linkage unit builds from the resolved rows."""
+    return slot_rows(runs["parties"])
+
+
+def slot_rows(res):
+    """Per real candidate slot of a slotted run (pairs of parties in run order): the slot's
+    position decile, its true Dice, whether it was accepted (the linkage unit's resolve
+    request), its two records' degrees in the accepted graph the linkage unit builds from
+    the resolved rows, and its two records."""
     names, _, records = _records()
-    res = runs["parties"]
     view = lk.slot_view(res.transcript, names, LINKAGE_UNIT)
     rows = []
     for i, j in pair_orientation(names):

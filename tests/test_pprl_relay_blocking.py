@@ -18,7 +18,7 @@ import contextvars
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
-from test_pprl_party_blocking import SECRET, _left_right, _proto, _records
+from test_pprl_party_blocking import SECRET, _left_right, _proto, _records, slot_rows
 
 from privreg.core.errors import ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
@@ -142,23 +142,9 @@ def test_the_candidates_from_the_groups_equal_those_of_the_full_token_matrices(s
     np.testing.assert_array_equal(got3, union_pairs(candidate_pairs(a, b, **kw)[0], loose))
 
 
-def _truth(res):
-    names, _, records = _records()
-    view = lk.slot_view(res.transcript, names, LINKAGE_UNIT)
-    rows = []
-    for i, j in pair_orientation(names):
-        left, right = _left_right(names, i, j)
-        pairs = lk.slot_truth(res.outputs, left, right)
-        k = pairs.shape[0]
-        dice = lk.true_dice(records[left].match_filters, records[right].match_filters, pairs)
-        accepted = np.zeros(k, dtype=bool)
-        accepted[view.asked[(left, right)]] = True
-        rows.append((np.arange(k) * 10 // k, dice, accepted, pairs))
-    return view, rows
-
-
 def test_the_linkage_unit_cannot_estimate_similarity(runs):
-    view, rows = _truth(runs["relay"])
+    names, _, _ = _records()
+    view, rows = lk.slot_view(runs["relay"].transcript, names, LINKAGE_UNIT), slot_rows(runs["relay"])
     decile = np.concatenate([r[0] for r in rows])
     dice = np.concatenate([r[1] for r in rows])
     accepted = np.concatenate([r[2] for r in rows])
@@ -167,7 +153,7 @@ def test_the_linkage_unit_cannot_estimate_similarity(runs):
     np.testing.assert_array_equal(accepted, dice >= 0.75)  # the decisions: what it is meant to learn
     # what it received: words, then per pair only a count and a digest, then accepted slots' records
     assert {s for s in view.steps if not s.startswith("cmp-")} == {"relay-tokens", "candidates", "resolved"}
-    for (i, j), (_, _, acc, pairs) in zip(pair_orientation(names := _records()[0]), rows):
+    for (i, j), (_, _, acc, _, pairs) in zip(pair_orientation(names), rows):
         left, right = _left_right(names, i, j)
         np.testing.assert_array_equal(view.resolved[(left, right)], pairs[acc, 0])
 

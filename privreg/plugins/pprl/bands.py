@@ -63,6 +63,8 @@ __all__ = [
     "TARGET_COLLISION",
     "BACKGROUND_CANDIDATES",
     "EXACT_PAIRS_PER_RECORD",
+    "pair_orientation",
+    "pair_roles",
 ]
 
 #: Dice similarity whose pairs the bands catch with probability :data:`TARGET_COLLISION`.
@@ -293,6 +295,12 @@ def _flat(tokens: np.ndarray) -> pd.DataFrame:
             "token": tokens.reshape(-1),
         }
     )
+
+
+def pair_roles(i: int, j: int) -> tuple[int, int]:
+    """``(left, right)`` of the party pair ``i < j`` (clk-dice's roles): each party is left
+    about half the time."""
+    return (i, j) if (i + j) % 2 == 0 else (j, i)
 
 
 def pair_orientation(parties: Sequence[str]) -> list[tuple[int, int]]:

@@ -60,7 +60,7 @@ from privreg.core import validation as v
 from privreg.core.errors import PrivregValueError
 from privreg.crypto import beaver
 from privreg.crypto.threshold import DIGIT_BITS
-from privreg.plugins.pprl.bands import TOKEN_CHUNK
+from privreg.plugins.pprl.bands import TOKEN_CHUNK, pair_roles
 
 __all__ = [
     "BAND_TOKEN_BYTES",
@@ -96,9 +96,8 @@ _PRODUCTS = 32 << 20  # two chunks of pairwise products in beaver._pair_dots
 
 
 def _most_left_pairs(n: int) -> int:
-    """The most pairs any of ``n`` data parties is the left party of (dice_protocol's rule:
-    the smaller index is left when the two indices' sum is even)."""
-    return max(sum(1 for j in range(n) if j != i and (i < j) == ((i + j) % 2 == 0)) for i in range(n))
+    """The most pairs any of ``n`` data parties is the left party of (:func:`bands.pair_roles`)."""
+    return max(sum(1 for j in range(n) if j != i and pair_roles(min(i, j), max(i, j))[0] == i) for i in range(n))
 
 
 def ciphertext_held_bytes(key_bits: int) -> int:

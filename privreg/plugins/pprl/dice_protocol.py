@@ -137,6 +137,7 @@ from privreg.plugins.pprl.bands import (
     candidate_pairs,
     exact_pairs,
     pair_orientation,
+    pair_roles,
     recommended_bands,
     union_pairs,
 )
@@ -266,11 +267,6 @@ def _fraction(name: str, x: Any) -> Fraction:
     if not 0.0 < t < 1.0:
         raise PrivregValueError(f"{name} must be a Dice similarity strictly between 0 and 1; got {t}")
     return Fraction(t).limit_denominator(100)
-
-
-def _roles(i: int, j: int) -> tuple[int, int]:
-    """(left, right) of the party pair ``i < j``: each party is left about half the time."""
-    return (i, j) if (i + j) % 2 == 0 else (j, i)
 
 
 def _level_terms(level: Fraction, length: int) -> tuple[int, int, int, int]:
@@ -587,7 +583,7 @@ class DiceLinkageProtocol(Protocol):
     def _left_of(self, p: str, q: str) -> bool:
         """True when data party ``p`` is the left party of its pair with ``q``."""
         i, j = sorted((self.names.index(p), self.names.index(q)))
-        return self.names[_roles(i, j)[0]] == p
+        return self.names[pair_roles(i, j)[0]] == p
 
     def _counts(self) -> dict[str, int] | None:
         """Records per data party that bound the messages: the declared counts, else
@@ -870,7 +866,7 @@ class DiceLinkageProtocol(Protocol):
             if self._slotted:
                 await self._deal_slots(ch, rng, plan, deals, blocked)
             for i, j in orientation if self.blocking == "linkage-unit" else ():
-                left, right = _roles(i, j)
+                left, right = pair_roles(i, j)
                 cands, sk = self._candidates(tokens[left], tokens[right], exact[left], exact[right])
                 skipped += sk
                 su, sv = beaver.new_seed(rng), beaver.new_seed(rng)
@@ -1083,7 +1079,7 @@ class DiceLinkageProtocol(Protocol):
                     dummies[(p, peer)] = _dummy_slots(d["dummies"], k, p, peer)
             got[p] = mine
         for i, j in pair_orientation(names):
-            left, right = _roles(i, j)
+            left, right = pair_roles(i, j)
             a, b = names[left], names[right]
             if got[a][b] != got[b][a]:
                 raise ProtocolError(
@@ -1412,7 +1408,7 @@ class DiceLinkageProtocol(Protocol):
             )
             i, j = sorted((self.names.index(me), self.names.index(q)))
             perm, t, x = sent.pop(q)
-            left = self.names[_roles(i, j)[0]] == me
+            left = self.names[pair_roles(i, j)[0]] == me
             cands, _ = self._candidates(t, t_q, x, x_q) if left else self._candidates(t_q, t, x_q, x)
             key = pair_key(secret, self.names[i], self.names[j], "slots")
             order = slot_order(cands, key)
@@ -1442,7 +1438,7 @@ class DiceLinkageProtocol(Protocol):
         got = await ch.recv(self.linkage_unit, step="relay-groups")
         peers = [q for q in self.names if q != me]
         pair = {q: sorted((self.names.index(me), self.names.index(q))) for q in peers}
-        formed = [q for q in peers if self.names[_roles(*pair[q])[0]] == me]
+        formed = [q for q in peers if self._left_of(me, q)]
         if not isinstance(got, list) or [d.get("peer") if isinstance(d, Mapping) else None for d in got] != formed:
             raise ProtocolError(
                 f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer this party is "
@@ -1537,7 +1533,7 @@ class DiceLinkageProtocol(Protocol):
             if d.get("role") not in ("left", "right") or not isinstance(d.get("seed"), bytes) or len(d["seed"]) != 32:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a malformed deal for peer {d['peer']!r}")
             i, j = sorted((self.names.index(me), self.names.index(d["peer"])))
-            role = "left" if self.names[_roles(i, j)[0]] == me else "right"
+            role = "left" if self.names[pair_roles(i, j)[0]] == me else "right"
             if d["role"] != role:
                 raise ProtocolError(
                     f"{self.linkage_unit!r} sent a deal with role {d['role']!r} for peer {d['peer']!r}; the roles are "
@@ -1772,7 +1768,7 @@ def run_candidates(
         return dict(lu["candidates"])
     out: dict[tuple[str, str], np.ndarray] = {}
     for i, j in pair_orientation(names):
-        left, right = (names[k] for k in _roles(i, j))
+        left, right = (names[k] for k in pair_roles(i, j))
         pairs = np.column_stack([outputs[left]["slots"][right], outputs[right]["slots"][left]]).astype(np.int64)
         dummy = (outputs[left].get("dummy_slots") or {}).get(right)
         out[(left, right)] = union_pairs(pairs if dummy is None else pairs[~dummy])

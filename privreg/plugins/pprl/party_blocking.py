@@ -65,6 +65,7 @@ __all__ = [
     "slot_digest",
     "check_pair_tokens",
     "oprf_rows",
+    "fill_missing",
     "canary_rows",
     "canary_check",
 ]
@@ -138,6 +139,16 @@ def check_pair_tokens(msg: Any, frm: str, *, bands: int, exact: int, rows: int |
     return tok.astype(np.uint64), ex.astype(np.uint64)
 
 
+def fill_missing(exact: np.ndarray, rng: RandomSource) -> np.ndarray:
+    """A copy of the exact-pass tokens with each missing one (0) replaced by a fresh random
+    word: it matches nothing, and the count of words stays the same whatever the data."""
+    ex = np.array(exact, dtype=np.uint64, copy=True)
+    missing = ex == 0
+    if missing.any():
+        ex[missing] = np.frombuffer(rng.random_bytes(8 * int(missing.sum())), dtype="<u8")
+    return ex
+
+
 def oprf_rows(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.ndarray:
     """The OPRF inputs ``(column, token)`` of every record and band (record-major), then
     of every record and exact pass: ``m (J + F)`` rows, whatever the data (a missing exact
@@ -145,10 +156,7 @@ def oprf_rows(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.nd
     nothing; its output is discarded)."""
     m, J = tokens.shape
     F = exact.shape[1]
-    ex = exact.copy()
-    missing = ex == 0
-    if missing.any():
-        ex[missing] = np.frombuffer(rng.random_bytes(8 * int(missing.sum())), dtype="<u8")
+    ex = fill_missing(exact, rng)
     cols = np.concatenate(
         [
             np.broadcast_to(np.arange(J, dtype=np.uint64), (m, J)).reshape(-1),

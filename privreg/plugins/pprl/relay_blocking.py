@@ -62,6 +62,7 @@ from privreg.core.errors import ProtocolError
 from privreg.core.randomness import RandomSource
 from privreg.plugins.pprl.bands import EXACT_PAIRS_PER_RECORD
 from privreg.plugins.pprl.kdf import derive_key
+from privreg.plugins.pprl.party_blocking import fill_missing
 
 __all__ = ["relay_words", "position_order", "relay_groups", "check_groups", "check_group_words", "relay_candidates"]
 
@@ -70,11 +71,7 @@ def relay_words(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.
     """``(m, J + F)`` words: the band tokens, then the exact-pass tokens with each missing
     one (0) replaced by a fresh random word (it matches nothing, and the count stays
     ``m (J + F)`` whatever the data)."""
-    ex = np.array(exact, dtype=np.uint64, copy=True)
-    missing = ex == 0
-    if missing.any():
-        ex[missing] = np.frombuffer(rng.random_bytes(8 * int(missing.sum())), dtype="<u8")
-    return np.concatenate([np.asarray(tokens, dtype=np.uint64), ex], axis=1)
+    return np.concatenate([np.asarray(tokens, dtype=np.uint64), fill_missing(exact, rng)], axis=1)
 
 
 def position_order(secret: bytes, party: str, size: int) -> np.ndarray:
