@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from crypto_keys import cached_dgk_keypair, cached_keypair
 from scipy.stats import spearmanr
+from session_cache import built_once
 from test_pprl_leakage import SECRET, _frames
 
 from privreg.core.errors import PrivregValueError, ProtocolError
@@ -69,12 +70,16 @@ def _proto(cls=DiceLinkageProtocol, *, first=None, **kw):
     )
 
 
-@pytest.fixture(scope="module")
-def runs():
+def _runs():
     return {
         mode: run_protocol(_proto(blocking=mode, pad=0), transport=InMemoryTransport(keep_payloads=True))
         for mode in ("linkage-unit", "parties")
     }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return built_once(tmp_path_factory, "pprl-party-blocking-runs", _runs)  # the OPRF run: about 50 CPU-s
 
 
 def _left_right(names, i, j):
@@ -332,7 +337,29 @@ def test_relay_blocking_is_the_default():
     assert DiceDeployment().options({"records": [10, 10, 10]})["pad"] == 1.0
 
 
-def test_a_data_party_can_no_longer_invert_its_peers_pair_tokens(runs):
+def _pair_token_tables(bands: int, bits: int) -> list[np.ndarray]:
+    """Per band, the pair tokens of P1 and P2 of all 2^K band values, keyed as before the
+    OPRF (the attacker's table: one per band, shared by the two tests below)."""
+    me, peer = _records()[0][:2]
+    band_key, pkey = derive_key(SECRET, info="clk-lsh/token"), pair_key(SECRET, me, peer, "tokens")
+    values = np.arange(2**bits, dtype=np.uint64)
+    out = []
+    for j in range(bands):
+        rows = np.stack([np.full(values.size, j, np.uint64), np.full(values.size, bits, np.uint64), values], 1)
+        column = np.full(values.size, j, dtype=np.uint64)
+        out.append(prf_words(pkey, np.stack([column, prf_words(band_key, rows)], axis=1)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def pair_token_tables(runs, tmp_path_factory):
+    out = runs["parties"].outputs[_records()[0][0]]
+    return built_once(
+        tmp_path_factory, "pprl-pair-token-tables", lambda: _pair_token_tables(out["bands"], out["band_bits"])
+    )
+
+
+def test_a_data_party_can_no_longer_invert_its_peers_pair_tokens(runs, pair_token_tables):
     """The attack of the keyed-token design: a party holds the secret, so it tokenises all
     2^K values of each band as the peer did before the OPRF and looks the peer's pair tokens
     up. With the OPRF (the linkage unit's key) no token matches: a random 64-bit table of
@@ -348,13 +375,8 @@ def test_a_data_party_can_no_longer_invert_its_peers_pair_tokens(runs):
     got, mine = msg["tokens"], own["tokens"]
     cfg = BandConfig(bands=res.outputs[me]["bands"], bits=res.outputs[me]["band_bits"], min_shared=MIN_SHARED)
     positions = band_positions(cfg, filter_length=L, secret=SECRET)
-    band_key, pkey = derive_key(SECRET, info="clk-lsh/token"), pair_key(SECRET, me, peer, "tokens")
-    values = np.arange(2**cfg.bits, dtype=np.uint64)
     inverted = 0
-    for j in range(cfg.bands):  # the attack: every value of band j, tokenised as before the OPRF
-        rows = np.stack([np.full(values.size, j, np.uint64), np.full(values.size, cfg.bits, np.uint64), values], 1)
-        column = np.full(values.size, j, dtype=np.uint64)
-        table = prf_words(pkey, np.stack([column, prf_words(band_key, rows)], axis=1))
+    for j, table in enumerate(pair_token_tables):  # the attack: every value of band j, tokenised as before the OPRF
         inverted += int(np.isin(got[:, j], table).sum())
     assert inverted == 0
     # the remaining leakage: per band, the peer's records whose value the party holds itself
@@ -366,7 +388,7 @@ def test_a_data_party_can_no_longer_invert_its_peers_pair_tokens(runs):
     print(f"the party reads the peer's band value for {sum(matched) / got.size:.1%} of (record, band) entries")
 
 
-def test_a_data_party_reads_its_peers_clk_bits_without_the_oprf(runs):
+def test_a_data_party_reads_its_peers_clk_bits_without_the_oprf(runs, pair_token_tables):
     """Control for the test above: the same attack on pair tokens re-keyed from the keyed
     band tokens directly (the design before the OPRF) inverts every token and reads the
     peer's CLK bits at every band position. Deterministic: an exact equality."""
@@ -376,14 +398,11 @@ def test_a_data_party_reads_its_peers_clk_bits_without_the_oprf(runs):
     cfg = BandConfig(bands=res.outputs[me]["bands"], bits=res.outputs[me]["band_bits"], min_shared=MIN_SHARED)
     filters = records[peer].match_filters
     tok, positions = band_tokens(filters, config=cfg, secret=SECRET)
-    band_key, pkey = derive_key(SECRET, info="clk-lsh/token"), pair_key(SECRET, me, peer, "tokens")
-    got = pair_tokens(tok, np.zeros((len(filters), 0), np.uint64), pkey)[0]
+    got = pair_tokens(tok, np.zeros((len(filters), 0), np.uint64), pair_key(SECRET, me, peer, "tokens"))[0]
     values = np.arange(2**cfg.bits, dtype=np.uint64)
     recovered = np.empty(got.shape, dtype=np.uint64)
-    for j in range(cfg.bands):
-        rows = np.stack([np.full(values.size, j, np.uint64), np.full(values.size, cfg.bits, np.uint64), values], 1)
-        column = np.full(values.size, j, dtype=np.uint64)
-        table = prf_words(pkey, np.stack([column, prf_words(band_key, rows)], axis=1))
+    assert len(pair_token_tables) == cfg.bands
+    for j, table in enumerate(pair_token_tables):
         order = np.argsort(table)
         at = np.searchsorted(table[order], got[:, j])
         assert np.all(table[order][np.minimum(at, values.size - 1)] == got[:, j])  # every token inverted
