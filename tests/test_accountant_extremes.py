@@ -677,3 +677,27 @@ def test_gaussian_curve_keeps_its_tail_at_tiny_mu():
     assert acc.delta(7.24e-11) >= 1.67e-300
     assert gaussian_delta(7.09e-11, 2e-12) >= 4.5e-289
     assert gaussian_delta_from_below(7.09e-11, 2e-12) <= 4.6e-289
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        Gaussian(sigma=1e-162, sensitivity=TINY),  # noise / sensitivity 2e161: noise**2 overflowed
+        PoissonSampled(sampling_probability=0.5, event=Gaussian(sigma=1e-162, sensitivity=TINY)),
+    ],
+    ids=["plain", "poisson"],
+)
+def test_pld_composes_a_gaussian_of_huge_finite_noise(event):
+    # supports() said True and compose raised OverflowError (hypothesis, dev profile); it is
+    # now composed as noise / sensitivity 1e100, which dominates it and loses next to nothing
+    for label, name, options in ACCOUNTANT_CONFIGS:
+        if name == "pld":
+            check_accountant(name, options, event, 3, label)
+    for nb in RELATIONS:
+        acc = make_accountant("pld", neighbouring=nb)
+        if not acc.supports(event):  # Poisson sampling under replace-one: refused by design
+            continue
+        acc.compose(event, 3)
+        moderate = make_accountant("pld", neighbouring=nb).compose(Gaussian(sigma=1e3), 3)
+        assert acc.epsilon(1e-6) < 1e-9 and acc.epsilon(1e-6) <= moderate.epsilon(1e-6)
+        assert acc.delta(1e-3) <= moderate.delta(1e-3)

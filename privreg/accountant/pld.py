@@ -151,6 +151,13 @@ def _pure_pld(acc: PLDAccountant, eps: float, delta: float = 0.0) -> dpl.Privacy
     )
 
 
+#: The largest Gaussian noise / sensitivity composed as it is; more is composed as this
+#: much. Less noise loses more privacy (its loss distribution dominates), so this only
+#: overstates a loss of about 1e-100, far below any grid step, and keeps ``noise**2`` and
+#: ``mu**2`` finite (a ratio of 1e162 overflowed them).
+MAX_GAUSSIAN_NOISE = 1e100
+
+
 def _noise(multiplier: float) -> float:
     if not 0 < multiplier < math.inf:
         raise ValueError(f"noise / sensitivity = {multiplier!r} is not a positive finite number")
@@ -273,13 +280,13 @@ def _subsampled_gaussian_side(acc: PLDAccountant, noise: float, q: float, adjace
 
 
 def _gaussian(acc: PLDAccountant, e: Gaussian, q: float = 1.0) -> dpl.PrivacyLossDistribution | _GaussianLoss:
-    _noise(e.noise_multiplier)
-    _checked(_gaussian_points(1.0 / e.noise_multiplier, acc.vdi), acc)
+    noise = min(_noise(e.noise_multiplier), MAX_GAUSSIAN_NOISE)
+    _checked(_gaussian_points(1.0 / noise, acc.vdi), acc)
     if q == 1.0:
-        return _GaussianLoss(1.0 / e.noise_multiplier)
+        return _GaussianLoss(1.0 / noise)
     return dpl.PrivacyLossDistribution(
-        _subsampled_gaussian_side(acc, e.noise_multiplier, q, plm.AdjacencyType.REMOVE),
-        _subsampled_gaussian_side(acc, e.noise_multiplier, q, plm.AdjacencyType.ADD),
+        _subsampled_gaussian_side(acc, noise, q, plm.AdjacencyType.REMOVE),
+        _subsampled_gaussian_side(acc, noise, q, plm.AdjacencyType.ADD),
     )
 
 
