@@ -158,7 +158,7 @@ from privreg.mpc.transport import (
     is_step,
     shown_step,
 )
-from privreg.mpc.wire import decode, encode
+from privreg.mpc.wire import decode, encode, encode_buffer
 
 __all__ = [
     "DEFAULT_MAX_QUEUED_MESSAGES",
@@ -1084,13 +1084,13 @@ class TcpTransport(InMemoryTransport):
 
     # ------------------------------------------------------------------ writing
 
-    async def _send_frame(self, out: _Out, kind: str, fields: tuple[Any, ...], data: bytes = b"") -> None:
+    async def _send_frame(self, out: _Out, kind: str, fields: tuple[Any, ...], data: bytes | bytearray = b"") -> None:
         """Number the next frame of ``out`` and write it (tests override this to misbehave)."""
         async with out.lock:
             out.seq += 1
             await self._write_raw(out, (kind, self._run_bytes, out.seq, *fields), data)
 
-    async def _write_raw(self, out: _Out, meta: tuple[Any, ...], data: bytes) -> None:
+    async def _write_raw(self, out: _Out, meta: tuple[Any, ...], data: bytes | bytearray) -> None:
         writer = out.writer
         try:
             writer.write(_frame(meta, len(data)))
@@ -1118,7 +1118,7 @@ class TcpTransport(InMemoryTransport):
             await super().send(sender=sender, receiver=receiver, step=step, payload=payload)
             return
         check_step(step)
-        data = encode(payload)
+        data = encode_buffer(payload)
         self._check_size(sender, receiver, step, len(data))
         self._seq += 1
         self.transcript.record(

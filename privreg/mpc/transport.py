@@ -19,7 +19,7 @@ from typing import Any
 
 from privreg.core.errors import DeadlockError, PrivregValueError, ProtocolError
 from privreg.mpc.transcript import Message, Transcript, count_ciphertexts
-from privreg.mpc.wire import decode, encode
+from privreg.mpc.wire import decode, encode_buffer
 
 __all__ = [
     "STEP_MAX_CHARS",
@@ -124,7 +124,13 @@ class QueuedMessage:
     __slots__ = ("cost", "data", "payload", "source", "step")
 
     def __init__(
-        self, step: str, *, payload: Any = None, data: bytes | None = None, source: Any = None, cost: int = 0
+        self,
+        step: str,
+        *,
+        payload: Any = None,
+        data: bytes | bytearray | None = None,
+        source: Any = None,
+        cost: int = 0,
     ) -> None:
         self.step = step
         self.payload = payload
@@ -200,7 +206,7 @@ class InMemoryTransport(Transport):
         if who not in self._parties:
             raise ProtocolError(f"{role} {who!r} is not a party of this run; parties: {sorted(self._parties)}")
 
-    def _deliver(self, *, sender: str, receiver: str, step: str, data: bytes) -> None:
+    def _deliver(self, *, sender: str, receiver: str, step: str, data: bytes | bytearray) -> None:
         """Record a message and queue the receiver's own decoded copy of ``data``."""
         payload = decode(data)
         self._seq += 1
@@ -258,7 +264,7 @@ class InMemoryTransport(Transport):
         check_step(step)
         if sender == receiver:
             raise ProtocolError(f"party {sender!r} sent a message to itself at step {step!r}")
-        data = encode(payload)
+        data = encode_buffer(payload)
         self._check_size(sender, receiver, step, len(data))
         self._deliver(sender=sender, receiver=receiver, step=step, data=data)
         await asyncio.sleep(0)  # let the receiver run: keeps interleavings fair

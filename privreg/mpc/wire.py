@@ -48,7 +48,7 @@ import numpy as np
 
 from privreg.core.errors import PrivregError, PrivregTypeError, SerializationError
 
-__all__ = ["MAX_NODES", "MAX_PER_MESSAGE", "decode", "encode", "encoded_size", "register_type"]
+__all__ = ["MAX_NODES", "MAX_PER_MESSAGE", "decode", "encode", "encode_buffer", "encoded_size", "register_type"]
 
 
 class _Ext(NamedTuple):
@@ -164,7 +164,7 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
         _uvarint(arr.ndim, out)
         for s in arr.shape:
             _uvarint(s, out)
-        out += arr.tobytes()
+        out += arr.data.cast("B") if arr.size else b""  # no temporary bytes copy of a large array
     elif isinstance(x, (list, tuple)):
         out += b"L" if isinstance(x, list) else b"U"
         _uvarint(len(x), out)
@@ -184,9 +184,15 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
 
 def encode(value: Any) -> bytes:
     """Encode ``value`` to bytes (raises SerializationError for unsupported types)."""
+    return bytes(encode_buffer(value))
+
+
+def encode_buffer(value: Any) -> bytearray:
+    """:func:`encode` without its final copy, for the transports: a large message (the
+    relay's groups, gigabytes at scale) is then held once encoded, not twice."""
     out = bytearray()
     _enc(value, out, 0)
-    return bytes(out)
+    return out
 
 
 def encoded_size(value: Any) -> int:
@@ -389,7 +395,7 @@ def _dec(r: _Decoder, depth: int) -> Any:
     raise SerializationError(f"malformed message: unknown tag {bytes([tag])!r} at byte {r.pos - 1}")
 
 
-def decode(data: bytes, *, max_nodes: int | None = None, registered_types: bool = True) -> Any:
+def decode(data: bytes | bytearray, *, max_nodes: int | None = None, registered_types: bool = True) -> Any:
     """Inverse of :func:`encode`. Malformed input of any kind raises SerializationError
     (nothing else), naming the cause; ``data`` that is not bytes-like raises PrivregTypeError.
 
