@@ -142,6 +142,53 @@ def test_the_candidates_from_the_groups_equal_those_of_the_full_token_matrices(s
     np.testing.assert_array_equal(got3, union_pairs(candidate_pairs(a, b, **kw)[0], loose))
 
 
+def _reference_groups(mine, theirs):
+    """relay_groups by a dictionary: per shared word (ascending) its positions on each side."""
+    shared = sorted(set(mine.tolist()) & set(theirs.tolist()))
+    rank = {w: g for g, w in enumerate(shared)}
+    return tuple(
+        np.array(sorted((rank[w], k) for k, w in enumerate(x.tolist()) if w in rank), dtype=np.int64).reshape(-1, 2)
+        for x in (mine, theirs)
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_relay_groups_over_the_whole_word_space_equal_a_dictionarys(seed, monkeypatch):
+    """Words spread over all 2^64 values (so every pass over the word space has some, and
+    shared words fall in several): the groups equal a dictionary's, in one pass or many."""
+    import privreg.plugins.pprl.relay_blocking as rb
+
+    r = np.random.default_rng(seed)
+    pool = r.integers(0, 2**64 - 1, 300, dtype=np.uint64, endpoint=True)
+    pool[:2] = (0, 2**64 - 1)  # both ends of the space
+    mine, theirs = pool[r.integers(0, 300, 900)], pool[r.integers(0, 300, 700)]
+    want = _reference_groups(mine, theirs)
+    got = relay_groups(mine, theirs)
+    assert got[0].dtype == np.int32 and len(want[0]) > 100
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    monkeypatch.setattr(rb, "RELAY_PASSES", 1)
+    for g, w in zip(relay_groups(mine, theirs), want):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_candidates_of_spread_words_equal_those_of_the_full_token_matrices(seed):
+    """As the test above, with each token mapped to a keyed-looking 64-bit word (an odd
+    multiplier: one to one), so the words fall in every pass of relay_groups and a block of
+    the left party can sort past all of the peer's."""
+    r = np.random.default_rng(100 + seed)
+    ma, mb, J = int(r.integers(20, 60)), int(r.integers(20, 60)), 5
+    spread = np.uint64(0x9E3779B97F4A7C15)
+    a, b = ((r.integers(1, 8, (m, J)).astype(np.uint64) * spread) for m in (ma, mb))
+    ea, eb = ((r.integers(1, 30, (m, 2)).astype(np.uint64) * spread) for m in (ma, mb))
+    kw = {"max_block_pairs": 40, "min_shared": 2}
+    want, want_skipped = candidate_pairs(a, b, exact_a=ea, exact_b=eb, **kw)
+    got, skipped = _relayed(a, b, ea, eb, InsecureReproducibleRandom(seed=seed), **kw)
+    np.testing.assert_array_equal(got, want)
+    assert skipped == want_skipped and len(want) > 0
+
+
 def test_the_linkage_unit_cannot_estimate_similarity(runs):
     names, _, _ = _records()
     view, rows = lk.slot_view(runs["relay"].transcript, names, LINKAGE_UNIT), slot_rows(runs["relay"])
@@ -214,7 +261,7 @@ def test_a_data_party_receives_no_peer_word(runs):
     assert [d["peer"] for d in msg] == ["P3"] and _left_right(names, 0, 2)[0] == me
     for d in msg:
         assert set(d) == {"peer", "size", "mine", "theirs"}
-        assert d["mine"].dtype == np.int64 and d["theirs"].dtype == np.int64
+        assert d["mine"].dtype == np.int32 and d["theirs"].dtype == np.int32  # positions below 2^31
     from_peers = {m.step for m in res.transcript.received_by(me) if m.sender != LINKAGE_UNIT}
     # besides the comparison circuit's openings (uniform bits): popcounts, slots, masked CLKs
     assert {x for x in from_peers if not (x.startswith("cmp-") and ".open" in x)} <= {
@@ -277,10 +324,11 @@ def test_a_group_mixing_two_words_is_refused():
 
 
 class _SendsMore(DiceLinkageProtocol):
-    async def _relay_with_peers(self, ch, me, secret, tok, exact, rng):
+    async def _relay_with_peers(self, ch, me, secret, held, exact, rng):
         if me == "P3":  # words for one more band than the others
-            tok = np.column_stack([tok, tok[:, :1]])
-        return await super()._relay_with_peers(ch, me, secret, tok, exact, rng)
+            tok = held.pop()
+            held.append(np.column_stack([tok, tok[:, :1]]))
+        return await super()._relay_with_peers(ch, me, secret, held, exact, rng)
 
 
 def test_an_oversized_word_list_is_refused():

@@ -1252,7 +1252,9 @@ class DiceLinkageProtocol(Protocol):
             timer.lap("oprf")
             slots = await self._block_with_peers(ch, me, secret, tok, exact, rng, checks=checks)
         elif self.blocking == "relay":
-            slots, dummy_slots = await self._relay_with_peers(ch, me, secret, tok, exact, rng)
+            held = [tok]
+            del tok  # _relay_with_peers drops the band tokens once its words are made
+            slots, dummy_slots = await self._relay_with_peers(ch, me, secret, held, exact, rng)
         else:
             await ch.send(self.linkage_unit, {"tokens": tok, "exact": exact}, step="tokens")
         timer.lap("tokens")
@@ -1418,7 +1420,7 @@ class DiceLinkageProtocol(Protocol):
         return out
 
     async def _relay_with_peers(
-        self, ch: Channel, me: str, secret: bytes, tok: np.ndarray, exact: np.ndarray, rng: RandomSource
+        self, ch: Channel, me: str, secret: bytes, held: list[np.ndarray], exact: np.ndarray, rng: RandomSource
     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """``blocking="relay"`` (:mod:`relay_blocking`): send the linkage unit this party's
         words (rows in a fresh private order, positions in its keyed order). For each peer
@@ -1427,13 +1429,17 @@ class DiceLinkageProtocol(Protocol):
         them in the pair's keyed slot order and send the peer its row of each slot; from
         each other peer, receive its own row of each slot. To the linkage unit: per peer the
         slot count, a keyed digest of the right party's rows and (left) the dummy slots.
-        Returns this party's record of each slot per peer, and per left pair the dummy mask."""
+        Returns this party's record of each slot per peer, and per left pair the dummy mask.
+        ``held``: the band tokens, taken from the list (memory: they are dropped here)."""
+        tok = held.pop()
         m, J = tok.shape
         sigma = private_order(m, rng)  # row k of the words is record sigma[k]
         words = relay_words(tok[sigma], exact[sigma], rng)
+        del tok
         W = words.shape[1]
         order = position_order(secret, me, m * W)
         sent = words.reshape(-1)[order]
+        del words  # the candidates come from the groups and the positions alone
         await ch.send(self.linkage_unit, sent, step="relay-tokens")
         got = await ch.recv(self.linkage_unit, step="relay-groups")
         peers = [q for q in self.names if q != me]
@@ -1445,10 +1451,7 @@ class DiceLinkageProtocol(Protocol):
                 f"left of)"
             )
         counts = self._counts()
-        del words  # the candidates come from the groups and the positions alone
-        out: dict[str, np.ndarray] = {}
-        dummies: dict[str, np.ndarray] = {}
-        summary: dict[str, dict[str, Any]] = {}
+        checked: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
         for q, d in zip(formed, got):
             size = d.get("size")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -1458,16 +1461,22 @@ class DiceLinkageProtocol(Protocol):
                     f"{self.linkage_unit!r} sent a word count for peer {q!r} that is not a whole number of records of "
                     f"{W} words: {q!r} sent a malformed relay word list or {self.linkage_unit!r} altered it"
                 )
-            rows = size // W
-            if counts is not None and rows != counts[q]:
+            if counts is not None and size // W != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
             groups = check_groups(dict(d), self.linkage_unit, mine=m * W, theirs=size)
             check_group_words(sent, groups[0], self.linkage_unit)
+            checked.append((size // W, groups))
+        del sent, got  # every entry checked: from here memory is the groups, the orders and one chunk
+        out: dict[str, np.ndarray] = {}
+        dummies: dict[str, np.ndarray] = {}
+        summary: dict[str, dict[str, Any]] = {}
+        for q in formed:
+            rows = checked[0][0]
             cfg = self._cfg
             cands, _ = relay_candidates(
-                groups,
+                checked.pop(0)[1],  # relay_candidates drops each side of the groups once indexed
                 order,
-                position_order(secret, q, size),
+                position_order(secret, q, rows * W),
                 width=W,
                 bands=J,
                 rows=(m, rows),

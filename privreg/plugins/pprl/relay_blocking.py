@@ -77,27 +77,64 @@ def relay_words(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.
 def position_order(secret: bytes, party: str, size: int) -> np.ndarray:
     """The keyed permutation of party ``party``'s ``size`` words: position ``k`` of its
     list holds flat entry ``order[k]`` (row-major over rows in its private order and
-    columns). Every data party computes it from the shared secret; the linkage unit cannot,
-    so a position tells it neither the row nor the column."""
+    columns; :func:`position_dtype`). Every data party computes it from the shared secret;
+    the linkage unit cannot, so a position tells it neither the row nor the column."""
     key = derive_key(secret, info=f"clk-dice/relay/order/{party}")
     stream = hashlib.shake_256(key + size.to_bytes(8, "big")).digest(8 * size)
-    return np.argsort(np.frombuffer(stream, dtype="<u8"), kind="stable").astype(np.int64, copy=False)
+    order = np.argsort(np.frombuffer(stream, dtype="<u8"), kind="stable")
+    del stream
+    return order.astype(position_dtype(size), copy=False)
+
+
+#: Passes of :func:`relay_groups` over the word space (words are uniform keyed hashes, so
+#: each pass takes about 1/RELAY_PASSES of both lists): they bound its sort's transient.
+RELAY_PASSES = 16
+
+
+def position_dtype(size: int) -> type[np.signedinteger[Any]]:
+    """The integer type of positions and rows below ``size``: int32 where it fits (half
+    the memory of the largest relay arrays), else int64."""
+    return np.int32 if size <= np.iinfo(np.int32).max else np.int64
 
 
 def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The collision groups of two parties' word lists: ``(k, 2)`` rows ``(group,
     position)`` for each list, sorted, where group ``g`` is the ``g``-th smallest word both
-    lists hold (the words themselves are not part of the result). One stable sort per list
-    (numpy's hash-based unique is several times slower on 10^7 words)."""
-    lists = [_sorted_words(np.asarray(w, dtype=np.uint64)) for w in (mine, theirs)]
-    (ua, _, _), (ub, _, _) = lists
-    out = []
-    for (_, order, which), keep in zip(lists, (_members(ua, ub), _members(ub, ua))):
-        rank = np.cumsum(keep) - 1  # the group of each of this list's distinct words
-        sel = keep[which]
-        # positions of one word are ascending (stable sort), and words ascend: rows come sorted
-        out.append(np.column_stack([rank[which[sel]], order[sel]]).astype(np.int64).reshape(-1, 2))
-    return out[0], out[1]
+    lists hold (the words themselves are not part of the result); int32 when the groups and
+    positions fit (:func:`position_dtype`). The word space is taken in
+    :data:`RELAY_PASSES` ranges of the top bits, one stable sort per list and range (so
+    the transient is a range's, not a list's: numpy's hash-based unique is also several
+    times slower on 10^7 words); the result alone is held whole."""
+    mine, theirs = np.asarray(mine, dtype=np.uint64), np.asarray(theirs, dtype=np.uint64)
+    dt = position_dtype(max(mine.size, theirs.size))
+    step = 1 << (64 - (RELAY_PASSES - 1).bit_length())
+    # each side has at most one row per position: filled in place, then trimmed (ndarray.resize)
+    outs = (np.empty((mine.size, 2), dtype=dt), np.empty((theirs.size, 2), dtype=dt))
+    filled = [0, 0]
+    groups = 0
+    for r in range(RELAY_PASSES):
+        lists = []
+        for w in (mine, theirs):
+            inside = w >= np.uint64(r * step)  # two boolean masks, not a shifted copy of the list
+            if (r + 1) * step < 1 << 64:
+                inside &= w < np.uint64((r + 1) * step)
+            at = np.flatnonzero(inside).astype(dt, copy=False)
+            del inside
+            lists.append((at, *_sorted_words(w[at])))
+        (_, ua, _, _), (_, ub, _, _) = lists
+        keep = (_members(ua, ub), _members(ub, ua))
+        for side, (out, (at, _, order, counts), k) in enumerate(zip(outs, lists, keep)):
+            n = counts[k]
+            lo, hi = filled[side], filled[side] + int(n.sum())
+            out[lo:hi, 0] = np.repeat(np.arange(groups, groups + n.size, dtype=dt), n)
+            # positions of one word are ascending (stable sort), and words ascend: rows come sorted
+            out[lo:hi, 1] = at[order[np.repeat(k, counts)]]
+            filled[side] = hi
+        groups += int(np.count_nonzero(keep[0]))
+    del lists
+    for out, size in zip(outs, filled):
+        out.resize((size, 2), refcheck=False)  # shrinks in place: no second copy of the groups
+    return outs
 
 
 def _members(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -108,48 +145,62 @@ def _members(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _sorted_words(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(distinct words ascending, positions by word, the distinct word of each)``."""
+    """``(distinct words ascending, positions by word, how many positions each)``."""
     order = np.argsort(w, kind="stable")
     srt = w[order]
-    first = np.r_[True, srt[1:] != srt[:-1]] if srt.size else np.zeros(0, dtype=bool)
-    return srt[first], order, np.cumsum(first) - 1
+    first = np.flatnonzero(np.r_[True, srt[1:] != srt[:-1]]) if srt.size else np.zeros(0, dtype=np.int64)
+    return srt[first], order, np.diff(np.r_[first, srt.size])
+
+
+#: Rows of a groups entry checked at a time (bounds the checks' temporaries).
+CHECK_ROWS = 1 << 22
 
 
 def check_groups(entry: Any, frm: str, *, mine: int, theirs: int) -> tuple[np.ndarray, np.ndarray]:
     """A ``relay-groups`` entry for one peer: ``mine`` and ``theirs`` must be ``(k, 2)``
-    integer rows ``(group, position)`` sorted by group then position, positions within the
-    two lists (``mine`` and ``theirs`` words), each at most once, and every group present
-    on both sides with groups numbered ``0..G-1``."""
+    integer rows ``(group, position)`` (kept in the type sent) sorted by group then
+    position, positions within the two lists (``mine`` and ``theirs`` words), each at most
+    once, and every group present on both sides with groups numbered ``0..G-1``. Checked
+    :data:`CHECK_ROWS` rows at a time."""
     got = []
     for name, size in (("mine", mine), ("theirs", theirs)):
         x = entry.get(name) if isinstance(entry, dict) else None
         if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != 2 or (x.size and x.dtype.kind != "i"):
             raise ProtocolError(f"{frm!r} sent malformed {name!r} groups (expected (k, 2) integer rows)")
-        x = np.asarray(x, dtype=np.int64)
-        if x.size and (x[:, 1].min() < 0 or x[:, 1].max() >= size or x[:, 0].min() < 0):
+        if not x.size:
+            x = np.zeros((0, 2), dtype=np.int64)
+        if x.size and (x[:, 1].min() < 0 or x[:, 1].max() >= size):
             raise ProtocolError(f"{frm!r} sent {name!r} groups with positions outside the {size} words sent")
-        if x.shape[0] > 1:
-            step = np.diff(x, axis=0)
-            if np.any((step[:, 0] < 0) | ((step[:, 0] == 0) & (step[:, 1] <= 0))):
+        if x.size and x[0, 0] != 0:
+            raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
+        for lo in range(0, x.shape[0], CHECK_ROWS):
+            g, p = x[lo : lo + CHECK_ROWS + 1, 0], x[lo : lo + CHECK_ROWS + 1, 1]  # one row of overlap
+            step = g[1:] - g[:-1]
+            if np.any((step < 0) | ((step == 0) & (p[1:] <= p[:-1]))):
                 raise ProtocolError(f"{frm!r} sent {name!r} groups out of order or with a repeated position")
+            if np.any(step > 1):
+                raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
         seen = np.zeros(size, dtype=bool)
         seen[x[:, 1]] = True
         if int(np.count_nonzero(seen)) != x.shape[0]:
             raise ProtocolError(f"{frm!r} sent {name!r} groups naming a position twice")
         got.append(x)
     a, b = got
-    ga, gb = (x[np.r_[True, x[1:, 0] != x[:-1, 0]], 0] if x.size else x[:, 0] for x in (a, b))  # sorted
-    if not np.array_equal(ga, gb) or not np.array_equal(ga, np.arange(ga.size)):
+    # each side runs 0, 1, ..., its last group without a gap: the same last group, the same groups
+    if (a.shape[0] == 0) != (b.shape[0] == 0) or (a.size and a[-1, 0] != b[-1, 0]):
         raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
     return a, b
 
 
 def check_group_words(sent: np.ndarray, mine: np.ndarray, frm: str) -> None:
-    """Every group must name positions of one word of this party's list ``sent``."""
-    w = sent[mine[:, 1]]
-    first = np.r_[True, mine[1:, 0] != mine[:-1, 0]] if mine.size else np.zeros(0, dtype=bool)
-    if np.any(w != np.repeat(w[first], np.diff(np.r_[np.flatnonzero(first), mine.shape[0]]))):
-        raise ProtocolError(f"{frm!r} put positions of different words in one group")
+    """Every group must name positions of one word of this party's list ``sent`` (each row's
+    word is its predecessor's within a group; :data:`CHECK_ROWS` rows at a time)."""
+    for lo in range(0, mine.shape[0], CHECK_ROWS):
+        blk = mine[lo : lo + CHECK_ROWS + 1]  # one row of overlap
+        w = sent[blk[:, 1]]
+        same = blk[1:, 0] == blk[:-1, 0]
+        if np.any(w[1:][same] != w[:-1][same]):
+            raise ProtocolError(f"{frm!r} put positions of different words in one group")
 
 
 def relay_candidates(
@@ -176,49 +227,61 @@ def relay_candidates(
     ``bands``) of more than ``max_block_pairs`` pairs are skipped, the rest give one shared
     band per pair, and a pair is a candidate from ``min_shared`` of them; an exact pass
     (each later column) gives its pairs unless they exceed ``max_pairs_per_record`` times
-    the smaller party's rows (:func:`bands.exact_pairs`). Memory: the groups are taken
-    own rows ``chunk`` positions at a time: a pair's shared bands all fall in the chunk
-    of its own row, so only its candidates are kept (8 bytes each), and the peer's side is
-    indexed once; never the token matrices."""
+    the smaller party's rows (:func:`bands.exact_pairs`). Memory: the peer's side is
+    indexed once (its rows by block, 4 bytes per position, and per block 24 bytes), then
+    each side of ``groups`` is dropped (pass them on, as the protocol does); the own side is
+    indexed ``chunk`` positions at a time (8 bytes per position) and the pairs are formed
+    own rows about ``chunk`` pairs at a time: a pair's shared bands all fall in the chunk of
+    its own row, so only its candidates are kept (8 bytes each); never the token matrices."""
     mine, theirs = groups
+    del groups  # each side is dropped once indexed (the caller passes them on)
     ma, mb = rows
-    # own side: block key (group and column) and row; the peer's side sorted by block key
-    f = order[mine[:, 1]]
-    ka, ra = mine[:, 0] * width + f % width, f // width
+    # the peer's side: its rows sorted by block key (group * width + column), and per block
+    # of the peer its key, first entry and size
     f = peer_order[theirs[:, 1]]
-    kb, rb = theirs[:, 0] * width + f % width, f // width
-    del f
+    kb = theirs[:, 0].astype(np.int64) * width + f % width
+    rb = (f // width).astype(position_dtype(mb), copy=False)
+    del f, theirs
     sort_b = np.argsort(kb, kind="stable")
-    kb, rb = kb[sort_b], rb[sort_b]
+    kb = kb[sort_b]
+    rb = rb[sort_b]
     del sort_b
-    ub, start_b, cb = np.unique(kb, return_index=True, return_counts=True)
+    start_b = np.flatnonzero(np.r_[True, kb[1:] != kb[:-1]]) if kb.size else np.zeros(0, dtype=np.int64)
+    ub, cb = kb[start_b], np.diff(np.r_[start_b, kb.size])
     del kb
-    ua, ca = np.unique(ka, return_counts=True)
-    both, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
-    size = ca[ia] * cb[ib]
-    skipped = int((size > max_block_pairs).sum())
-    kept = np.zeros(ub.size, dtype=bool)
-    kept[ib[size <= max_block_pairs]] = True
-    del ua, ca, both, ia, ib, size
-    # own entries whose block is kept, by row
-    at = np.searchsorted(ub, ka)
+    # own side, a slice at a time: each entry's block among the peer's (its index in ub,
+    # ub.size if none) and row
+    dt = position_dtype(ub.size)
+    at = np.empty(mine.shape[0], dtype=dt)
+    ra = np.empty(mine.shape[0], dtype=position_dtype(ma))
+    for lo in range(0, mine.shape[0], chunk):
+        hi = min(lo + chunk, mine.shape[0])
+        at[lo:hi], ra[lo:hi] = _own_blocks(mine[lo:hi], order, ub, width)
+    del mine
     ok = at < ub.size
-    ok[ok] = (ub[at[ok]] == ka[ok]) & kept[at[ok]]
-    at, ra, col = at[ok], ra[ok], (ka[ok] % width)
-    del ka, ok
+    ca = np.bincount(at[ok], minlength=ub.size)  # own entries per block of the peer
+    size = ca * cb
+    skipped = int(np.count_nonzero((ca > 0) & (size > max_block_pairs)))
+    ok[ok] = (size <= max_block_pairs)[at[ok]]
+    del ca, size
+    at = at[ok]
+    ra = ra[ok]
+    del ok
     by_row = np.argsort(ra, kind="stable")
-    at, ra, col = at[by_row], ra[by_row], col[by_row]
+    at = at[by_row]
+    ra = ra[by_row]
     del by_row
     cap = max_pairs_per_record * min(ma, mb)
     found: list[np.ndarray] = []
     exact: dict[int, list[np.ndarray]] = {c: [] for c in range(bands, width)}
     counted = dict.fromkeys(range(bands, width), 0)
-    for lo, hi in _row_chunks(ra, chunk):
-        n = cb[at[lo:hi]]
-        own = np.repeat(np.arange(lo, hi), n)
+    for lo, hi in _row_chunks(ra, cb[at], chunk):
+        block = at[lo:hi]
+        n = cb[block]
+        own = np.repeat(np.arange(hi - lo), n)
         k = np.arange(own.size) - np.repeat(np.cumsum(n) - n, n)
-        codes = ra[own] * mb + rb[start_b[at[own]] + k]
-        cols = col[own]
+        codes = ra[lo:hi][own].astype(np.int64) * mb + rb[start_b[block[own]] + k]
+        cols = ub[block[own]] % width
         del own, k
         got, shared = np.unique(codes[cols < bands], return_counts=True)
         found.append(got[shared >= min_shared])
@@ -234,14 +297,28 @@ def relay_candidates(
     return np.stack([out // mb, out % mb], axis=1).astype(np.int64).reshape(-1, 2), skipped
 
 
-def _row_chunks(rows: np.ndarray, chunk: int) -> list[tuple[int, int]]:
-    """``[lo, hi)`` ranges of the sorted ``rows``, about ``chunk`` entries each, never
-    splitting one row."""
+def _own_blocks(part: np.ndarray, order: np.ndarray, ub: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """For own group rows ``part``: each entry's block among the peer's sorted block keys
+    ``ub`` (its index, ``ub.size`` if the peer has no such block) and its row."""
+    f = order[part[:, 1]]
+    key = part[:, 0].astype(np.int64) * width + f % width
+    i = np.searchsorted(ub, key)
+    hit = i < ub.size
+    hit[hit] = ub[i[hit]] == key[hit]
+    i[~hit] = ub.size
+    return i, f // width
+
+
+def _row_chunks(rows: np.ndarray, pairs: np.ndarray, chunk: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of the sorted ``rows`` of about ``chunk`` pairs each (``pairs``:
+    the peer entries each own entry meets), never splitting one row: a chunk's transient
+    follows its pairs, which grow faster than the entries with the records."""
+    ends = np.cumsum(pairs)
     out, lo = [], 0
     while lo < rows.size:
-        hi = min(lo + chunk, rows.size)
+        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + chunk, side="right")), lo + 1)
         if hi < rows.size:
-            hi = int(np.searchsorted(rows, rows[hi], side="right"))
+            hi = int(np.searchsorted(rows, rows[hi - 1], side="right"))
         out.append((lo, hi))
         lo = hi
     return out
