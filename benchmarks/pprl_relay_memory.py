@@ -9,9 +9,10 @@ that size. Each step runs as in DiceLinkageProtocol, outside the protocol (no me
 its tracemalloc peak (allocations made during the step, its inputs excluded) is divided by
 the words of one party (``m (J + F)``):
 
-* ``left party``: its words and their keyed order, the groups it receives, the peer's keyed
-  order and :func:`relay_blocking.relay_candidates` (the largest transient of a data party's
-  blocking under relay);
+* ``left party``: from its band tokens (counted: a copy is made and dropped, as the protocol
+  drops its own), its words and their keyed order, the groups it receives and their checks,
+  the peer's keyed order and :func:`relay_blocking.relay_candidates`, in the protocol's order
+  (the largest transient of a data party's blocking under relay);
 * ``linkage unit, one pair``: :func:`relay_blocking.relay_groups` of two parties' word lists
   (the lists themselves are held for the whole phase: 8 bytes per word and party).
 
@@ -32,6 +33,7 @@ from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
 from privreg.plugins.pprl.party_blocking import private_order
 from privreg.plugins.pprl.relay_blocking import (
+    check_group_words,
     check_groups,
     position_order,
     relay_candidates,
@@ -56,7 +58,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--parties", type=int, default=3, help="made by make_parties; two of them are measured")
-    ap.add_argument("--chunk", type=int, default=1 << 22, help="relay_candidates' positions per chunk")
+    ap.add_argument("--chunk", type=int, default=1 << 22, help="relay_candidates' pairs (and positions) per chunk")
     args = ap.parse_args()
     rng = InsecureReproducibleRandom(seed=5)
     pop = synthetic_population(args.records, rng=rng)
@@ -77,16 +79,25 @@ def main() -> None:
     sent = {p: words[p].reshape(-1)[orders[p]] for p in names}
 
     groups, lu_peak = _peak(lambda: relay_groups(sent[a], sent[b]))
+    n_b = sent[b].size
 
     def left() -> tuple[np.ndarray, int]:
-        w = relay_words(tok[a], recs[a].exact_keys, rng)
+        # the protocol's order (DiceLinkageProtocol._relay_with_peers): the band tokens are
+        # dropped once the words are made, the words once sent, the sent list once every
+        # groups entry is checked; relay_candidates drops each side of the groups it indexed
+        held = [tok[a].copy()]
+        t = held.pop()
+        w = relay_words(t[private_order(m[a], rng)], recs[a].exact_keys, rng)
+        del t
         own = position_order(SECRET, a, w.size)
         mine = w.reshape(-1)[own]
-        del w, mine
-        g = check_groups({"mine": groups[0].copy(), "theirs": groups[1].copy()}, "LU", mine=own.size, theirs=own.size)
-        peer = position_order(SECRET, b, m[b] * W)
+        del w
+        g = [check_groups({"mine": groups[0].copy(), "theirs": groups[1].copy()}, "LU", mine=own.size, theirs=n_b)]
+        check_group_words(sent[a], g[0][0], "LU")  # the same words (``mine`` drew fresh fills): held alike
+        del mine
+        peer = position_order(SECRET, b, n_b)
         return relay_candidates(
-            g,
+            g.pop(),
             own,
             peer,
             width=W,
@@ -99,6 +110,13 @@ def main() -> None:
 
     (cands, _), party_peak = _peak(left)
     n_words = m[a] * W
+    # pairs met: over own positions, the peer positions of the same block (group, column)
+    keys = []
+    for (gr, pos), o in ((groups[0].T, orders[a]), (groups[1].T, orders[b])):
+        keys.append(gr.astype(np.int64) * W + o[pos] % W)
+    kb, cb = np.unique(keys[1], return_counts=True)
+    i = np.minimum(np.searchsorted(kb, keys[0]), kb.size - 1)
+    met = int(np.where(kb[i] == keys[0], cb[i], 0).sum())
     colliding = (groups[0].shape[0] + groups[1].shape[0]) / (2 * n_words)
     print(
         f"# python benchmarks/pprl_relay_memory.py --records {args.records} --parties {args.parties} "
@@ -107,7 +125,8 @@ def main() -> None:
     print(
         f"records {m[a]} / {m[b]}, bands {cfg.bands} x {cfg.bits} bits, exact passes {W - cfg.bands}, words per party"
     )
-    print(f"{n_words}, positions in a shared word {colliding:.1%}, candidate pairs {len(cands)}")
+    print(f"{n_words}, positions in a shared word {colliding:.1%}, pairs met {met} (chunks of {args.chunk}), ")
+    print(f"candidate pairs {len(cands)}")
     print()
     print("| step | peak MiB | bytes per word |")
     print("|---|---|---|")

@@ -3,19 +3,24 @@
 Defaults (issue #33): ``blocking="relay"`` and ``comparison="dealer"``. Under relay a data
 party's blocking transient is its words, their keyed orders, the collision groups and the
 candidates formed from them a chunk at a time: measured :data:`RELAY_PARTY_BYTES` per word
-(``W = J + F`` words per record), plus one chunk's pairs; the linkage unit holds every
-party's words (``8 W m n``) and, per pair, finds the collision groups: measured
-:data:`RELAY_LU_BYTES` per word of one party (``benchmarks/pprl_relay_memory.py``, 20,000
-records per party: 117 and 90 bytes). Under ``comparison="dealer"`` a batch of decisions
-holds packed bits (at most :data:`DEALER_BYTES` per decision), not DGK ciphertexts. At 3 x
-1M records, ``J = 64``, ``F = 2`` (FEBRL_CLK_SCHEMA's exact passes), ``c = 3``: a data
-party about 9.5 GB (CLKs 1.0, the relay transient 8.3), the linkage unit about 10.6 GB
-(words 1.6, the relay transient 8.7: relay_groups of a pair 6.6, one party's groups message
-2.1): both within 16 GB. Both grow linearly in ``J``: at ``J = 113`` (median popcount 450)
-a data party needs 15.4 GB and the linkage unit 18.3 GB. The band rule
-(:func:`bands.recommended_bands`) raises ``J`` with the records for popcounts above about
-450 (FEBRL 4's CLKs, about 560: ``J = 126`` at 5,000 records, about 270 at 1M), beyond 16 GB
-in every blocking mode. The terms
+(``W = J + F`` words per record; int32 groups and orders, each side of the groups dropped
+once indexed), plus one chunk of :data:`RELAY_CHUNK` pairs; the linkage unit holds every
+party's words (``8 W m n``) and, per pair, finds the collision groups in passes over the
+word space: measured :data:`RELAY_LU_BYTES` per word of one party, then sends each left
+party its groups (``16`` bytes per word and pair it is left of, held three times while
+:func:`privreg.mpc.wire.encode` copies it) (``benchmarks/pprl_relay_memory.py``: 46.9 and
+22.4 bytes per word at 20,000 records per party). Under ``comparison="dealer"`` a batch of
+decisions holds packed bits (at most :data:`DEALER_BYTES` per decision), not DGK
+ciphertexts. At 3 x 1M records, ``F = 2`` (FEBRL_CLK_SCHEMA's exact passes), ``c = 3``:
+
+data party and linkage unit: 4.9 and 5.1 GB at ``J = 64`` (the band rule's ``J`` for a
+median popcount of about 350), 7.4 and 8.6 GB at ``J = 113`` (about 450), 9.9 and 12.0 GB
+at ``J = 161`` (about 500), 12.4 and 15.6 GB at ``J = 210`` (about 540), 16.9 and 21.8 GB
+at ``J = 296`` (about 560: FEBRL 4's CLKs);
+so both roles fit in 16 GB up to ``J`` of about 210 (median popcount about 540 in 1,024
+bits); at 5 parties the linkage unit (left of two pairs) fits up to ``J`` of about 107.
+Beyond that the linkage unit's words and groups message exceed it: FEBRL 4's CLKs (about
+56 % of the bits set) need ``J = 296`` at 1M records. The terms
 below are those of ``blocking="linkage-unit"`` and ``comparison="dgk"``, the mode before.
 
 :func:`memory_estimate` adds, per role, what is held for the whole run and the largest
@@ -77,15 +82,18 @@ __all__ = [
 BAND_TOKEN_BYTES = 340
 #: Peak bytes per token (of both parties) of the linkage unit's candidate join (measured).
 JOIN_BYTES = 110
-#: Peak bytes per word of a data party's relay blocking (words, orders, groups, candidates;
-#: measured 117 with small chunks, ``benchmarks/pprl_relay_memory.py``).
-RELAY_PARTY_BYTES = 120
-#: Peak bytes per word (of one party) of the linkage unit's relay_groups of one pair (measured 90).
-RELAY_LU_BYTES = 100
-#: Own entries per chunk of relay_candidates and the bytes per entry of a chunk's transient
-#: (measured 87 at 20,000 records, where one chunk held all 1.77 M entries).
+#: Peak bytes per word of a data party's relay blocking, from its band tokens to its
+#: candidates (tokens, words, orders, the groups it receives and their checks, the peer's
+#: X
+#: ``benchmarks/pprl_relay_memory.py``).
+RELAY_PARTY_BYTES = 52
+#: Peak bytes per word (of one party) of the linkage unit's relay_groups of one pair,
+#: its result included (measured 22.4).
+RELAY_LU_BYTES = 26
+#: Pairs per chunk of relay_candidates and the bytes per pair of a chunk's transient
+#: (measured 42.6 at 20,000 records, where one chunk held all 3.6 M pairs met).
 RELAY_CHUNK = 1 << 22
-RELAY_CHUNK_BYTES = 90
+RELAY_CHUNK_BYTES = 48
 #: A bound on the bytes per decision of a dealer-comparison batch (packed bits: a and b
 #: shares, corrections, openings, about 50 bytes measured from the circuit's 42 ANDs).
 DEALER_BYTES = 512
@@ -173,10 +181,17 @@ def memory_estimate(
     party_blocking = {"blocking": BAND_TOKEN_BYTES * min(J * m, TOKEN_CHUNK) + tokens}
     lu_blocking = {"candidate join": JOIN_BYTES * 2 * J * m}
     if relay:
-        party_blocking["relay"] = RELAY_PARTY_BYTES * words + RELAY_CHUNK_BYTES * min(words, RELAY_CHUNK)
-        # relay_groups of a pair, and one party's groups message (its left pairs: (group, position)
-        # rows of both sides, every position in a shared word at most) while the next pair's are found
-        lu_blocking = {"relay groups": RELAY_LU_BYTES * words + 16 * 2 * words * _most_left_pairs(n)}
+        # a message sent is held once more, encoded (privreg.mpc.wire.encode_buffer): the word
+        # list and its encoding, with the keyed order, before the groups arrive
+        party_blocking["relay"] = max(RELAY_PARTY_BYTES * words, (2 * 8 + 4) * words) + RELAY_CHUNK_BYTES * RELAY_CHUNK
+        # one party's groups message: per pair it is left of, (group, position) rows of both
+        # sides (every position in a shared word at most; int32 below 2^31 positions). Held
+        # while the next pair's groups are found, and once more, encoded, when it is sent
+        left, row = _most_left_pairs(n), 8 if words < 2**31 else 16
+        groups = 2 * row * words
+        lu_blocking = {
+            "relay groups": max(RELAY_LU_BYTES * words + groups * (left - 1), 2 * groups * left),
+        }
     return MemoryEstimate(
         data_party_held={
             "clks": m * L,
