@@ -13,7 +13,8 @@ the words of one party (``m (J + F)``):
   drops its own), its words and their keyed order, the groups it receives and their checks,
   the peer's keyed order and :func:`relay_blocking.relay_candidates`, in the protocol's order
   (the largest transient of a data party's blocking under relay);
-* ``linkage unit, one pair``: :func:`relay_blocking.relay_groups` of two parties' word lists
+* ``linkage unit, one pair``: :func:`relay_blocking.relay_entry` (the collision groups of two
+  parties' word lists, then the left party's bitmap)
   (the lists themselves are held for the whole phase: 8 bytes per word and party).
 
 The measurement is of this machine's numpy; ``dice_memory.RELAY_PARTY_BYTES`` and
@@ -33,10 +34,10 @@ from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, make_parties, synthetic_population
 from privreg.plugins.pprl.party_blocking import private_order
 from privreg.plugins.pprl.relay_blocking import (
-    check_group_words,
     check_groups,
     position_order,
     relay_candidates,
+    relay_entry,
     relay_groups,
     relay_words,
 )
@@ -78,7 +79,8 @@ def main() -> None:
     orders = {p: position_order(SECRET, p, m[p] * W) for p in names}
     sent = {p: words[p].reshape(-1)[orders[p]] for p in names}
 
-    groups, lu_peak = _peak(lambda: relay_groups(sent[a], sent[b]))
+    entry, lu_peak = _peak(lambda: relay_entry(sent[a], sent[b]))
+    groups = relay_groups(sent[a], sent[b])
     n_b = sent[b].size
 
     def left() -> tuple[np.ndarray, int]:
@@ -92,9 +94,10 @@ def main() -> None:
         own = position_order(SECRET, a, w.size)
         mine = w.reshape(-1)[own]
         del w
-        g = [check_groups({"mine": groups[0].copy(), "theirs": groups[1].copy()}, "LU", mine=own.size, theirs=n_b)]
-        check_group_words(sent[a], g[0][0], "LU")  # the same words (``mine`` drew fresh fills): held alike
-        del mine
+        got = {"shared": entry["shared"].copy(), "theirs": entry["theirs"].copy()}  # as received
+        # the same words as the linkage unit's (``mine`` drew fresh fills for missing values): held alike
+        g = [check_groups(got, "LU", sent=sent[a], theirs=n_b)]
+        del mine, got
         peer = position_order(SECRET, b, n_b)
         return relay_candidates(
             g.pop(),
@@ -132,7 +135,7 @@ def main() -> None:
     print("|---|---|---|")
     left_row = "left party: words, orders, groups, relay_candidates"
     print(f"| {left_row} | {party_peak / 2**20:.1f} | {party_peak / n_words:.1f} |")
-    print(f"| linkage unit: relay_groups of one pair | {lu_peak / 2**20:.1f} | {lu_peak / n_words:.1f} |")
+    print(f"| linkage unit: relay_entry of one pair | {lu_peak / 2**20:.1f} | {lu_peak / n_words:.1f} |")
 
 
 if __name__ == "__main__":

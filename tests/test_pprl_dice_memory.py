@@ -182,7 +182,7 @@ def test_the_relay_estimate_covers_the_measured_relay_steps():
         check_groups,
         position_order,
         relay_candidates,
-        relay_groups,
+        relay_entry,
         relay_words,
     )
 
@@ -205,12 +205,13 @@ def test_the_relay_estimate_covers_the_measured_relay_steps():
 
     tracemalloc.start()
     try:
-        groups = relay_groups(sent[a], sent[b])
+        entry = relay_entry(sent[a], sent[b])
         lu_peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
         own = position_order(LEAK_SECRET, a, words[a].size)
-        g = check_groups({"mine": groups[0], "theirs": groups[1]}, "LU", mine=own.size, theirs=words[b].size)
+        g = check_groups(entry, "LU", sent=sent[a], theirs=words[b].size)
+        mine_rows = g[0].shape[0]
         peer = position_order(LEAK_SECRET, b, words[b].size)
         cands, _ = relay_candidates(
             g,
@@ -226,7 +227,7 @@ def test_the_relay_estimate_covers_the_measured_relay_steps():
     finally:
         tracemalloc.stop()
     n = words[a].size
-    assert len(cands) > 100 and groups[0].shape[0] > n // 4
+    assert len(cands) > 100 and mine_rows > n // 4
     assert lu_peak <= RELAY_LU_BYTES * n + (1 << 20)
     assert party_peak <= RELAY_PARTY_BYTES * n + RELAY_CHUNK_BYTES * min(n, RELAY_CHUNK)
 

@@ -246,23 +246,24 @@ def _shift(d):
 
 def _merge_first_groups(d):
     """Groups 0 and 1 (two words) as one, on both sides, renumbered: well-formed but mixed."""
-    for side in ("mine", "theirs"):
-        x = d[side].copy()
-        x[:, 0] = np.maximum(x[:, 0] - 1, 0)
-        d[side] = x[np.lexsort((x[:, 1], x[:, 0]))]
+    x = d["theirs"].copy()  # the left party numbers its own side from its words
+    x[:, 0] = np.maximum(x[:, 0] - 1, 0)
+    d["theirs"] = x[np.lexsort((x[:, 1], x[:, 0]))]
     return d
 
 
 _LU_GROUPS = {
     "size not an int": lambda d: {**d, "size": float(d["size"])},
     "size off the declared records": lambda d: {**d, "size": 2 * d["size"]},
-    "float groups": lambda d: {**d, "mine": d["mine"].astype(float)},
+    "float groups": lambda d: {**d, "theirs": d["theirs"].astype(float)},
+    "a bitmap of another length": lambda d: {**d, "shared": d["shared"][1:]},
+    "no shared position": lambda d: {**d, "shared": np.zeros_like(d["shared"])},
     "one-dimensional groups": lambda d: {**d, "theirs": d["theirs"].reshape(-1)},
     "a position outside the list": _shift,
-    "a group on one side only": lambda d: {**d, "mine": d["mine"][d["mine"][:, 0] != 0]},
+    "a group on one side only": lambda d: {**d, "theirs": d["theirs"][d["theirs"][:, 0] != 0]},
     "two words in one group": _merge_first_groups,
     "missing peer": lambda d: {k: v for k, v in d.items() if k != "peer"},
-    "not a dict": lambda d: [d["mine"], d["theirs"]],
+    "not a dict": lambda d: [d["shared"], d["theirs"]],
 }
 
 

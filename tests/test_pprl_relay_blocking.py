@@ -36,10 +36,10 @@ from privreg.plugins.pprl.bands import (
 )
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
 from privreg.plugins.pprl.relay_blocking import (
-    check_group_words,
     check_groups,
     position_order,
     relay_candidates,
+    relay_entry,
     relay_groups,
     relay_words,
 )
@@ -99,9 +99,10 @@ def _relayed(a, b, ea, eb, rng, **kw):
     o_a = position_order(SECRET, "A", w_a.size)
     o_b = position_order(SECRET, "B", w_b.size)
     sent_a = w_a.reshape(-1)[o_a]
-    g = relay_groups(sent_a, w_b.reshape(-1)[o_b])
-    groups = check_groups({"mine": g[0], "theirs": g[1]}, "LU", mine=w_a.size, theirs=w_b.size)
-    check_group_words(sent_a, groups[0], "LU")
+    sent_b = w_b.reshape(-1)[o_b]
+    groups = check_groups(relay_entry(sent_a, sent_b), "LU", sent=sent_a, theirs=w_b.size)
+    for got, want in zip(groups, relay_groups(sent_a, sent_b)):  # the left party's side, rebuilt from a bit each
+        np.testing.assert_array_equal(got, want)
     return relay_candidates(groups, o_a, o_b, width=w_a.shape[1], bands=a.shape[1], rows=(a.shape[0], b.shape[0]), **kw)
 
 
@@ -260,8 +261,8 @@ def test_a_data_party_receives_no_peer_word(runs):
     # it is the left party (the one that forms the candidates) of its pair with P3 only
     assert [d["peer"] for d in msg] == ["P3"] and _left_right(names, 0, 2)[0] == me
     for d in msg:
-        assert set(d) == {"peer", "size", "mine", "theirs"}
-        assert d["mine"].dtype == np.int32 and d["theirs"].dtype == np.int32  # positions below 2^31
+        assert set(d) == {"peer", "size", "shared", "theirs"}
+        assert d["shared"].dtype == np.uint8 and d["theirs"].dtype == np.int32  # a bit per own position
     from_peers = {m.step for m in res.transcript.received_by(me) if m.sender != LINKAGE_UNIT}
     # besides the comparison circuit's openings (uniform bits): popcounts, slots, masked CLKs
     assert {x for x in from_peers if not (x.startswith("cmp-") and ".open" in x)} <= {
@@ -299,28 +300,30 @@ def test_a_mismatch_between_the_parties_slot_lists_is_refused(monkeypatch):
 
 
 def test_malformed_groups_are_refused():
-    ok = (np.array([[0, 1], [0, 4], [1, 2]]), np.array([[0, 0], [1, 3]]))
-    a, b = check_groups({"mine": ok[0], "theirs": ok[1]}, "LU", mine=5, theirs=4)
-    assert a.shape == (3, 2) and b.shape == (2, 2)
+    sent = np.array([7, 3, 9, 3, 5], dtype=np.uint64)  # shared: positions 1, 3 (word 3) and 4 (word 5)
+    bits = np.packbits(np.array([0, 1, 0, 1, 1], dtype=bool))
+    ok = np.array([[0, 2], [1, 0], [1, 3]])
+    a, b = check_groups({"shared": bits, "theirs": ok}, "LU", sent=sent, theirs=4)
+    np.testing.assert_array_equal(a, [[0, 1], [0, 3], [1, 4]])  # group 0: word 3, group 1: word 5
+    np.testing.assert_array_equal(b, ok)
+    past = bits.copy()
+    past[0] |= 1  # a bit for a sixth position
     bad = {
-        "outside": (np.array([[0, 5]]), np.array([[0, 0]])),
-        "order": (np.array([[0, 4], [0, 1]]), np.array([[0, 0]])),
-        "twice": (np.array([[0, 1], [1, 1]]), np.array([[0, 0], [1, 1]])),
-        "one side": (np.array([[0, 1], [1, 2]]), np.array([[0, 0]])),
-        "numbering": (np.array([[1, 1]]), np.array([[1, 0]])),
-        "float": (np.array([[0.0, 1.0]]), np.array([[0, 0]])),
+        "outside": (bits, np.array([[0, 0], [1, 4]])),
+        "order": (bits, np.array([[0, 2], [1, 3], [1, 0]])),
+        "twice": (bits, np.array([[0, 2], [1, 2]])),
+        "one side": (bits, np.array([[0, 2]])),
+        "numbering": (bits, np.array([[1, 2], [2, 0]])),
+        "float": (bits, np.array([[0.0, 2.0], [1.0, 0.0]])),
+        "bits past the list": (past, ok),
+        "bitmap length": (np.r_[bits, 0].astype(np.uint8), ok),
+        "bitmap type": (bits.astype(np.int64), ok),
+        "no bitmap": (None, ok),
     }
     for what, (m, t) in bad.items():
-        with pytest.raises(ProtocolError, match="'LU' sent"):
-            check_groups({"mine": m, "theirs": t}, "LU", mine=5, theirs=4)
-        assert what
-
-
-def test_a_group_mixing_two_words_is_refused():
-    sent = np.array([1, 2, 3, 1], dtype=np.uint64)
-    check_group_words(sent, np.array([[0, 0], [0, 3], [1, 2]]), "LU")  # words 1, 1 and 3
-    with pytest.raises(ProtocolError, match="put positions of different words in one group"):
-        check_group_words(sent, np.array([[0, 0], [0, 2]]), "LU")  # words 1 and 3 in one group
+        with pytest.raises(ProtocolError, match="'LU' sent") as err:
+            check_groups({"shared": m, "theirs": t}, "LU", sent=sent, theirs=4)
+        assert err.value, what
 
 
 class _SendsMore(DiceLinkageProtocol):
@@ -350,8 +353,9 @@ def test_message_bounds_and_options_of_relay_blocking():
     assert relay.message_bound(sender="P1", receiver="P2", step="pair-tokens") == 0
     assert relay.message_bound(sender="P1", receiver=LINKAGE_UNIT, step="oprf-blinded") == 0
     # the groups go to the left party of a pair only: P1 is left of P3, P2 of P1, P3 of P2
-    assert relay.message_bound(sender=LINKAGE_UNIT, receiver="P1", step="relay-groups") == 16 * 1026 * 190 + 4096
-    assert relay.message_bound(sender=LINKAGE_UNIT, receiver="P2", step="relay-groups") == 16 * 1026 * 220 + 4096
+    # (a bit per own position and 16 bytes per peer position)
+    bound = {p: relay.message_bound(sender=LINKAGE_UNIT, receiver=p, step="relay-groups") for p in ("P1", "P2")}
+    assert bound == {"P1": 12825 + 16 * 1026 * 90 + 4096, "P2": 15390 + 16 * 1026 * 100 + 4096}
     # the slots go from the left party to the right one; the candidates carry the left party's dummies
     assert relay.message_bound(sender="P2", receiver="P1", step="relay-slots") == 8 * 100 * 120 + 1024
     assert relay.message_bound(sender="P1", receiver="P2", step="relay-slots") == 0

@@ -84,10 +84,10 @@ BAND_TOKEN_BYTES = 340
 JOIN_BYTES = 110
 #: Peak bytes per word of a data party's relay blocking, from its band tokens to its
 #: candidates (tokens, words, orders, the groups it receives and their checks, the peer's
-#: X
+#: order, relay_candidates' index; measured 44.3 with small chunks at 20,000 records,
 #: ``benchmarks/pprl_relay_memory.py``).
-RELAY_PARTY_BYTES = 52
-#: Peak bytes per word (of one party) of the linkage unit's relay_groups of one pair,
+RELAY_PARTY_BYTES = 48
+#: Peak bytes per word (of one party) of the linkage unit's relay_entry of one pair,
 #: its result included (measured 22.4).
 RELAY_LU_BYTES = 26
 #: Pairs per chunk of relay_candidates and the bytes per pair of a chunk's transient
@@ -184,11 +184,12 @@ def memory_estimate(
         # a message sent is held once more, encoded (privreg.mpc.wire.encode_buffer): the word
         # list and its encoding, with the keyed order, before the groups arrive
         party_blocking["relay"] = max(RELAY_PARTY_BYTES * words, (2 * 8 + 4) * words) + RELAY_CHUNK_BYTES * RELAY_CHUNK
-        # one party's groups message: per pair it is left of, (group, position) rows of both
-        # sides (every position in a shared word at most; int32 below 2^31 positions). Held
-        # while the next pair's groups are found, and once more, encoded, when it is sent
+        # one party's groups message: per pair it is left of, a bit per own position and
+        # (group, position) rows of the peer's positions in a shared word (every one at most;
+        # int32 below 2^31 positions). Held while the next pair's are found, and once more,
+        # encoded, when it is sent
         left, row = _most_left_pairs(n), 8 if words < 2**31 else 16
-        groups = 2 * row * words
+        groups = row * words + -(-words // 8)
         lu_blocking = {
             "relay groups": max(RELAY_LU_BYTES * words + groups * (left - 1), 2 * groups * left),
         }

@@ -72,13 +72,14 @@ candidates themselves, so dummies would hide nothing from them). Under ``"relay"
 default; :mod:`relay_blocking`, issue #33) each data party sends the linkage unit its band
 and exact tokens as one flat list in an order that links no word to a record or a band
 (``"relay-tokens"``); the linkage unit finds the words each pair of parties shares and sends
-the pair's *left* party only the positions of both sides per shared word
-(``"relay-groups"``); the left party rebuilds the peer's tokens where they equal its own,
-forms the candidate pairs with the same rule, pads the right party's records that have none
-(``pad``), puts them in the pair's keyed slot order and sends the right party its row of each
-slot (``"relay-slots"``). Both send the linkage unit the slot count and a keyed digest, the
-left party also the dummy slots (``"candidates"``); from there on it runs as ``"parties"``
-(slots, ``"resolve"``), and the linkage unit discards the dummies' decisions.
+the pair's *left* party only positions: a bit per own position in a shared word and, per
+shared word, the peer's positions (``"relay-groups"``); the left party rebuilds the peer's
+tokens where they equal its own, forms the candidate pairs with the same rule, pads the
+right party's records that have none (``pad``), puts them in the pair's keyed slot order and
+sends the right party its row of each slot (``"relay-slots"``). Both send the linkage unit
+the slot count and a keyed digest, the left party also the dummy slots (``"candidates"``);
+from there on it runs as ``"parties"`` (slots, ``"resolve"``), and the linkage unit
+discards the dummies' decisions.
 
 Correctness: under ``comparison="dealer"`` every decision is exact: the circuit adds the
 low ``b + 1`` bits of the shares of ``x - 2 num L``, which lies in ``(-2^b, 2^b)``
@@ -161,11 +162,10 @@ from privreg.plugins.pprl.party_blocking import (
 from privreg.plugins.pprl.protocol import LINKAGE_UNIT, check_record_counts, data_party_names
 from privreg.plugins.pprl.records import EncodedRecords, check_party_records
 from privreg.plugins.pprl.relay_blocking import (
-    check_group_words,
     check_groups,
     position_order,
     relay_candidates,
-    relay_groups,
+    relay_entry,
     relay_words,
 )
 from privreg.plugins.pprl.solver import conflict_pairs, greedy_groups
@@ -631,12 +631,12 @@ class DiceLinkageProtocol(Protocol):
                 "refine": 8 * pairs + n * OVERHEAD,
                 "resolve": 8 * pairs + n * OVERHEAD if self._slotted else 0,
                 "oprf-evaluated": self._oprf_bytes(m, n) if self.blocking == "parties" else 0,
-                # per peer it is left of: (group, position) rows for both parties' positions in a shared word
-                # (a party left of no peer, as one of two, still gets the empty list)
+                # per peer it is left of: a bit per own position, (group, position) rows for the peer's positions
+                # in a shared word (a party left of no peer, as one of two, still gets the empty list)
                 "relay-groups": max(
                     OVERHEAD,
                     sum(
-                        16 * (m + counts[q]) * (J + self.exact_passes) + 4 * OVERHEAD
+                        -(-m * (J + self.exact_passes) // 8) + 16 * counts[q] * (J + self.exact_passes) + 4 * OVERHEAD
                         for q in others
                         if self._left_of(receiver, q)
                     ),
@@ -1007,7 +1007,8 @@ class DiceLinkageProtocol(Protocol):
     async def _relay_groups(self, ch: Channel) -> None:
         """``blocking="relay"`` (:mod:`relay_blocking`): receive every data party's word
         list (its declared records times the same width at every party) and send the left
-        party of every pair the collision groups of their two lists (positions only, no word)."""
+        party of every pair the collision groups of their two lists (positions only, no word:
+        :func:`relay_blocking.relay_entry`)."""
         counts, names = self._counts(), self.names
         limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
         words: dict[str, np.ndarray] = {}
@@ -1036,8 +1037,7 @@ class DiceLinkageProtocol(Protocol):
             entry = []
             for q in names:  # per peer in run order
                 if q != p and self._left_of(p, q):
-                    gp, gq = relay_groups(words[p], words[q])
-                    entry.append({"peer": q, "size": int(words[q].size), "mine": gp, "theirs": gq})
+                    entry.append({"peer": q, "size": int(words[q].size), **relay_entry(words[p], words[q])})
             await ch.send(p, entry, step="relay-groups")
             del entry
 
@@ -1463,9 +1463,7 @@ class DiceLinkageProtocol(Protocol):
                 )
             if counts is not None and size // W != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
-            groups = check_groups(dict(d), self.linkage_unit, mine=m * W, theirs=size)
-            check_group_words(sent, groups[0], self.linkage_unit)
-            checked.append((size // W, groups))
+            checked.append((size // W, check_groups(dict(d), self.linkage_unit, sent=sent, theirs=size)))
         del sent, got  # every entry checked: from here memory is the groups, the orders and one chunk
         out: dict[str, np.ndarray] = {}
         dummies: dict[str, np.ndarray] = {}

@@ -13,7 +13,9 @@ cannot.
 
 The linkage unit finds, per pair of data parties, the words both sent (:func:`relay_groups`)
 and sends the pair's *left* party (dice_protocol's alternating rule) the *groups*: per
-shared word, the positions of both parties that carry it, and no word. The left party maps
+shared word, the positions of both parties that carry it, and no word (:func:`relay_entry`:
+its own positions as one bit each, from which it rebuilds its side with its own words, and
+the peer's as ``(group, position)`` rows). The left party maps
 the peer's positions back to (row in the peer's private order, column) with the peer's keyed
 permutation and computes the candidate pairs from the groups alone
 (:func:`relay_candidates`: exactly :func:`bands.candidate_pairs` on the full token matrices,
@@ -64,7 +66,7 @@ from privreg.plugins.pprl.bands import EXACT_PAIRS_PER_RECORD
 from privreg.plugins.pprl.kdf import derive_key
 from privreg.plugins.pprl.party_blocking import fill_missing
 
-__all__ = ["relay_words", "position_order", "relay_groups", "check_groups", "check_group_words", "relay_candidates"]
+__all__ = ["relay_words", "position_order", "relay_groups", "relay_entry", "check_groups", "relay_candidates"]
 
 
 def relay_words(tokens: np.ndarray, exact: np.ndarray, rng: RandomSource) -> np.ndarray:
@@ -156,51 +158,88 @@ def _sorted_words(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 CHECK_ROWS = 1 << 22
 
 
-def check_groups(entry: Any, frm: str, *, mine: int, theirs: int) -> tuple[np.ndarray, np.ndarray]:
-    """A ``relay-groups`` entry for one peer: ``mine`` and ``theirs`` must be ``(k, 2)``
-    integer rows ``(group, position)`` (kept in the type sent) sorted by group then
-    position, positions within the two lists (``mine`` and ``theirs`` words), each at most
-    once, and every group present on both sides with groups numbered ``0..G-1``. Checked
+def relay_entry(mine: np.ndarray, theirs: np.ndarray) -> dict[str, np.ndarray]:
+    """What the linkage unit sends the left party of two word lists: ``shared``, which of
+    the left party's positions carry a word both lists hold (one bit per position, packed
+    big-endian into ``ceil(len(mine) / 8)`` bytes), and ``theirs``, the peer's ``(group,
+    position)`` rows (:func:`relay_groups`). The left party rebuilds its own rows from its
+    words (:func:`check_groups`), so they are not sent: 1 bit per position, not 8 bytes."""
+    a, b = relay_groups(mine, theirs)
+    shared = np.zeros(np.asarray(mine).size, dtype=bool)
+    shared[a[:, 1]] = True
+    del a
+    return {"shared": np.packbits(shared), "theirs": b}
+
+
+def check_groups(entry: Any, frm: str, *, sent: np.ndarray, theirs: int) -> tuple[np.ndarray, np.ndarray]:
+    """This party's and the peer's ``(group, position)`` rows from a ``relay-groups`` entry
+    (:func:`relay_entry`), checked. ``shared`` must be ``ceil(len(sent) / 8)`` bytes with no
+    bit past the list; this party's rows are its positions in ``shared``, group ``g`` the
+    ``g``-th smallest of their words (the linkage unit's numbering, so every group holds one
+    word by construction). ``theirs`` must be ``(k, 2)`` integer rows (kept in the type
+    sent) sorted by group then position, positions within the peer's ``theirs`` words, each
+    at most once, groups numbered ``0..G-1`` with the same ``G`` as this party's. Checked
     :data:`CHECK_ROWS` rows at a time."""
-    got = []
-    for name, size in (("mine", mine), ("theirs", theirs)):
-        x = entry.get(name) if isinstance(entry, dict) else None
-        if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != 2 or (x.size and x.dtype.kind != "i"):
-            raise ProtocolError(f"{frm!r} sent malformed {name!r} groups (expected (k, 2) integer rows)")
-        if not x.size:
-            x = np.zeros((0, 2), dtype=np.int64)
-        if x.size and (x[:, 1].min() < 0 or x[:, 1].max() >= size):
-            raise ProtocolError(f"{frm!r} sent {name!r} groups with positions outside the {size} words sent")
-        if x.size and x[0, 0] != 0:
-            raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
-        for lo in range(0, x.shape[0], CHECK_ROWS):
-            g, p = x[lo : lo + CHECK_ROWS + 1, 0], x[lo : lo + CHECK_ROWS + 1, 1]  # one row of overlap
-            step = g[1:] - g[:-1]
-            if np.any((step < 0) | ((step == 0) & (p[1:] <= p[:-1]))):
-                raise ProtocolError(f"{frm!r} sent {name!r} groups out of order or with a repeated position")
-            if np.any(step > 1):
-                raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
-        seen = np.zeros(size, dtype=bool)
-        seen[x[:, 1]] = True
-        if int(np.count_nonzero(seen)) != x.shape[0]:
-            raise ProtocolError(f"{frm!r} sent {name!r} groups naming a position twice")
-        got.append(x)
-    a, b = got
-    # each side runs 0, 1, ..., its last group without a gap: the same last group, the same groups
-    if (a.shape[0] == 0) != (b.shape[0] == 0) or (a.size and a[-1, 0] != b[-1, 0]):
+    bits = entry.get("shared") if isinstance(entry, dict) else None
+    size = sent.size
+    if not isinstance(bits, np.ndarray) or bits.dtype != np.uint8 or bits.shape != (-(-size // 8),):
+        raise ProtocolError(f"{frm!r} sent a malformed 'shared' bitmap (expected {-(-size // 8)} bytes)")
+    if size % 8 and int(bits[-1]) & ((1 << (8 - size % 8)) - 1):
+        raise ProtocolError(f"{frm!r} sent a 'shared' bitmap with bits past the {size} words sent")
+    mine = _own_rows(sent, _set_bits(bits, size))
+    x = entry.get("theirs")
+    if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != 2 or (x.size and x.dtype.kind != "i"):
+        raise ProtocolError(f"{frm!r} sent malformed 'theirs' groups (expected (k, 2) integer rows)")
+    if not x.size:
+        x = np.zeros((0, 2), dtype=np.int64)
+    if x.size and (x[:, 1].min() < 0 or x[:, 1].max() >= theirs):
+        raise ProtocolError(f"{frm!r} sent 'theirs' groups with positions outside the {theirs} words sent")
+    if x.size and x[0, 0] != 0:
         raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
-    return a, b
+    for lo in range(0, x.shape[0], CHECK_ROWS):
+        g, p = x[lo : lo + CHECK_ROWS + 1, 0], x[lo : lo + CHECK_ROWS + 1, 1]  # one row of overlap
+        step = g[1:] - g[:-1]
+        if np.any((step < 0) | ((step == 0) & (p[1:] <= p[:-1]))):
+            raise ProtocolError(f"{frm!r} sent 'theirs' groups out of order or with a repeated position")
+        if np.any(step > 1):
+            raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
+    seen = np.zeros(theirs, dtype=bool)
+    seen[x[:, 1]] = True
+    if int(np.count_nonzero(seen)) != x.shape[0]:
+        raise ProtocolError(f"{frm!r} sent 'theirs' groups naming a position twice")
+    del seen
+    # each side runs 0, 1, ..., its last group without a gap: the same last group, the same groups
+    if (mine.shape[0] == 0) != (x.shape[0] == 0) or (x.size and mine[-1, 0] != x[-1, 0]):
+        raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
+    return mine, x
 
 
-def check_group_words(sent: np.ndarray, mine: np.ndarray, frm: str) -> None:
-    """Every group must name positions of one word of this party's list ``sent`` (each row's
-    word is its predecessor's within a group; :data:`CHECK_ROWS` rows at a time)."""
-    for lo in range(0, mine.shape[0], CHECK_ROWS):
-        blk = mine[lo : lo + CHECK_ROWS + 1]  # one row of overlap
-        w = sent[blk[:, 1]]
-        same = blk[1:, 0] == blk[:-1, 0]
-        if np.any(w[1:][same] != w[:-1][same]):
-            raise ProtocolError(f"{frm!r} put positions of different words in one group")
+def _set_bits(bits: np.ndarray, size: int) -> np.ndarray:
+    """The positions whose bit is set in the packed ``bits`` (ascending, :func:`position_dtype`),
+    a slice of :data:`CHECK_ROWS` positions at a time (no 8-byte index of every position)."""
+    dt = position_dtype(size)
+    parts = []
+    for lo in range(0, size, CHECK_ROWS):  # CHECK_ROWS is a multiple of 8: slices start on a byte
+        hi = min(lo + CHECK_ROWS, size)
+        parts.append((np.flatnonzero(np.unpackbits(bits[lo // 8 : -(-hi // 8)], count=hi - lo)) + lo).astype(dt))
+    return np.concatenate([np.zeros(0, dtype=dt), *parts])
+
+
+def _own_rows(sent: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """``(group, position)`` rows of the positions ``pos`` (ascending) of ``sent``, group
+    ``g`` the ``g``-th smallest of their distinct words; sorted by group then position.
+    Each temporary is dropped as soon as the next is made (memory: the checks' peak)."""
+    words = sent[pos]
+    order = np.argsort(words, kind="stable")  # positions of one word stay ascending
+    words = words[order]
+    starts = np.zeros(pos.size, dtype=bool)
+    np.not_equal(words[1:], words[:-1], out=starts[1:])
+    del words
+    rows = np.empty((pos.size, 2), dtype=pos.dtype)
+    np.cumsum(starts, dtype=pos.dtype, out=rows[:, 0])
+    del starts
+    rows[:, 1] = pos[order]
+    return rows
 
 
 def relay_candidates(
@@ -246,8 +285,9 @@ def relay_candidates(
     kb = kb[sort_b]
     rb = rb[sort_b]
     del sort_b
-    start_b = np.flatnonzero(np.r_[True, kb[1:] != kb[:-1]]) if kb.size else np.zeros(0, dtype=np.int64)
-    ub, cb = kb[start_b], np.diff(np.r_[start_b, kb.size])
+    pb = position_dtype(kb.size)
+    start_b = np.flatnonzero(np.r_[True, kb[1:] != kb[:-1]]).astype(pb) if kb.size else np.zeros(0, dtype=pb)
+    ub, cb = kb[start_b], np.diff(np.r_[start_b, kb.size]).astype(pb)
     del kb
     # own side, a slice at a time: each entry's block among the peer's (its index in ub,
     # ub.size if none) and row
@@ -258,12 +298,13 @@ def relay_candidates(
         hi = min(lo + chunk, mine.shape[0])
         at[lo:hi], ra[lo:hi] = _own_blocks(mine[lo:hi], order, ub, width)
     del mine
-    ok = at < ub.size
-    ca = np.bincount(at[ok], minlength=ub.size)  # own entries per block of the peer
-    size = ca * cb
-    skipped = int(np.count_nonzero((ca > 0) & (size > max_block_pairs)))
-    ok[ok] = (size <= max_block_pairs)[at[ok]]
-    del ca, size
+    # own entries per block of the peer (the sentinel ub.size counts in a last bin, dropped)
+    ca = np.bincount(at, minlength=ub.size + 1)[: ub.size]
+    big = ca * cb > max_block_pairs  # a block of more pairs is skipped
+    skipped = int(np.count_nonzero(big & (ca > 0)))
+    del ca
+    ok = ~np.r_[big, True][at]  # neither skipped nor missing at the peer
+    del big
     at = at[ok]
     ra = ra[ok]
     del ok
