@@ -6,21 +6,21 @@ candidates formed from them a chunk at a time: measured :data:`RELAY_PARTY_BYTES
 (``W = J + F`` words per record; int32 groups and orders, each side of the groups dropped
 once indexed), plus one chunk of :data:`RELAY_CHUNK` pairs; the linkage unit holds every
 party's words (``8 W m n``) and, per pair, finds the collision groups in passes over the
-word space: measured :data:`RELAY_LU_BYTES` per word of one party, then sends each left
-party its groups (``16`` bytes per word and pair it is left of, held three times while
-:func:`privreg.mpc.wire.encode` copies it) (``benchmarks/pprl_relay_memory.py``: 46.9 and
-22.4 bytes per word at 20,000 records per party). Under ``comparison="dealer"`` a batch of
-decisions holds packed bits (at most :data:`DEALER_BYTES` per decision), not DGK
-ciphertexts. At 3 x 1M records, ``F = 2`` (FEBRL_CLK_SCHEMA's exact passes), ``c = 3``:
-
-data party and linkage unit: 4.9 and 5.1 GB at ``J = 64`` (the band rule's ``J`` for a
-median popcount of about 350), 7.4 and 8.6 GB at ``J = 113`` (about 450), 9.9 and 12.0 GB
-at ``J = 161`` (about 500), 12.4 and 15.6 GB at ``J = 210`` (about 540), 16.9 and 21.8 GB
-at ``J = 296`` (about 560: FEBRL 4's CLKs);
-so both roles fit in 16 GB up to ``J`` of about 210 (median popcount about 540 in 1,024
-bits); at 5 parties the linkage unit (left of two pairs) fits up to ``J`` of about 107.
-Beyond that the linkage unit's words and groups message exceed it: FEBRL 4's CLKs (about
-56 % of the bits set) need ``J = 296`` at 1M records. The terms
+word space (:func:`~privreg.plugins.pprl.relay_blocking.relay_entry`): measured
+:data:`RELAY_LU_BYTES` per word of one party, then sends each left party a bit per own
+position and 8 bytes per peer position in a shared word, for every pair it is left of, held
+twice while sent (the message and its encoding, :func:`privreg.mpc.wire.encode_buffer`)
+(``benchmarks/pprl_relay_memory.py``: 44.3 and 22.4 bytes per word at 20,000 records per
+party). Under ``comparison="dealer"`` a batch of decisions holds packed bits (at most
+:data:`DEALER_BYTES` per decision), not DGK ciphertexts. At 3 x 1M records, ``F = 2``
+(FEBRL_CLK_SCHEMA's exact passes), ``c = 3``, a data party and the linkage unit need
+4.6 and 3.6 GB at ``J = 64`` (the band rule's ``J`` at 1M records for a median popcount of
+about 350 in 1,024 bits), 6.9 and 6.1 GB at ``J = 113`` (about 450), 9.2 and 8.5 GB at
+``J = 161`` (about 500), 11.1 and 10.4 GB at ``J = 200`` (about 530: the synthetic
+population's CLKs), 15.7 and 15.2 GB at ``J = 296`` (about 560), and 16.8 and 16.4 GB at
+``J = 319`` (about 570: FEBRL 4's CLKs). So 3 x 1M fits in 16 GB per role up to ``J`` of
+about 300; at 5 parties the linkage unit (left of two pairs, holding five word lists) fits
+up to ``J`` of about 200. The terms
 below are those of ``blocking="linkage-unit"`` and ``comparison="dgk"``, the mode before.
 
 :func:`memory_estimate` adds, per role, what is held for the whole run and the largest
