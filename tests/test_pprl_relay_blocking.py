@@ -14,6 +14,7 @@ with a probability below 1e-12 over >= 50 records.
 from __future__ import annotations
 
 import contextvars
+import itertools
 
 import numpy as np
 import pytest
@@ -188,6 +189,26 @@ def test_the_candidates_of_spread_words_equal_those_of_the_full_token_matrices(s
     got, skipped = _relayed(a, b, ea, eb, InsecureReproducibleRandom(seed=seed), **kw)
     np.testing.assert_array_equal(got, want)
     assert skipped == want_skipped and len(want) > 0
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 10**9])
+def test_row_chunks_cover_every_entry_in_order_without_splitting_a_row(chunk):
+    """relay_candidates' chunks: consecutive, covering, each ending at a row's end, and
+    holding at most ``chunk`` pairs plus one cutting block's and one row's."""
+    from privreg.plugins.pprl.relay_blocking import _row_chunks
+
+    r = np.random.default_rng(chunk)
+    rows = np.sort(r.integers(0, 300, 5000)).astype(np.int32)
+    pairs = r.integers(0, 40, rows.size).astype(np.int32)
+    got = _row_chunks(rows, pairs, chunk)
+    assert got[0][0] == 0 and got[-1][1] == rows.size
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(got))
+    assert all(hi == rows.size or rows[hi - 1] != rows[hi] for _, hi in got)
+    block = max(1, min(4096, chunk // 64))
+    most_per_row = max(int(pairs[rows == x].sum()) for x in np.unique(rows))
+    assert all(int(pairs[lo:hi].sum()) <= chunk + block * 39 + most_per_row for lo, hi in got)
+    assert len(got) >= min(int(pairs.sum()) // (chunk + block * 39 + most_per_row), 300)
+    assert _row_chunks(rows[:0], pairs[:0], chunk) == []
 
 
 def test_the_linkage_unit_cannot_estimate_similarity(runs):

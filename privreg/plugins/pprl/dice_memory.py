@@ -10,17 +10,17 @@ word space (:func:`~privreg.plugins.pprl.relay_blocking.relay_entry`): measured
 :data:`RELAY_LU_BYTES` per word of one party, then sends each left party a bit per own
 position and 8 bytes per peer position in a shared word, for every pair it is left of, held
 twice while sent (the message and its encoding, :func:`privreg.mpc.wire.encode_buffer`)
-(``benchmarks/pprl_relay_memory.py``: 44.3 and 22.4 bytes per word at 20,000 records per
+(``benchmarks/pprl_relay_memory.py``: 39.8 and 15.4 bytes per word at 20,000 records per
 party). Under ``comparison="dealer"`` a batch of decisions holds packed bits (at most
 :data:`DEALER_BYTES` per decision), not DGK ciphertexts. At 3 x 1M records, ``F = 2``
 (FEBRL_CLK_SCHEMA's exact passes), ``c = 3``, a data party and the linkage unit need
-4.6 and 3.6 GB at ``J = 64`` (the band rule's ``J`` at 1M records for a median popcount of
-about 350 in 1,024 bits), 6.9 and 6.1 GB at ``J = 113`` (about 450), 9.2 and 8.5 GB at
-``J = 161`` (about 500), 11.1 and 10.4 GB at ``J = 200`` (about 530: the synthetic
-population's CLKs), 15.7 and 15.2 GB at ``J = 296`` (about 560), and 16.8 and 16.4 GB at
-``J = 319`` (about 570: FEBRL 4's CLKs). So 3 x 1M fits in 16 GB per role up to ``J`` of
-about 300; at 5 parties the linkage unit (left of two pairs, holding five word lists) fits
-up to ``J`` of about 200. The terms
+4.3 and 3.1 GB at ``J = 64`` (the band rule's ``J`` at 1M records for a median popcount of
+about 350 in 1,024 bits), 6.5 and 5.1 GB at ``J = 113`` (about 450), 8.6 and 7.2 GB at
+``J = 161`` (about 500), 11.1 and 9.6 GB at ``J = 219`` (544: the synthetic population's
+CLKs), 14.5 and 12.8 GB at ``J = 296`` (about 560), and 15.4-15.9 and
+13.7-14.1 GB at ``J = 316-326`` (569-573: FEBRL 4's CLKs). So 3 x 1M fits in 16 GB per
+role up to ``J`` of about 325 (a median popcount of about 575); at 5 parties the linkage
+unit (left of two pairs, holding five word lists) fits up to ``J`` of about 200. The terms
 below are those of ``blocking="linkage-unit"`` and ``comparison="dgk"``, the mode before.
 
 :func:`memory_estimate` adds, per role, what is held for the whole run and the largest
@@ -84,12 +84,12 @@ BAND_TOKEN_BYTES = 340
 JOIN_BYTES = 110
 #: Peak bytes per word of a data party's relay blocking, from its band tokens to its
 #: candidates (tokens, words, orders, the groups it receives and their checks, the peer's
-#: order, relay_candidates' index; measured 44.3 with small chunks at 20,000 records,
+#: order, relay_candidates' index; measured 39.8 with small chunks at 20,000 records,
 #: ``benchmarks/pprl_relay_memory.py``).
-RELAY_PARTY_BYTES = 48
+RELAY_PARTY_BYTES = 44
 #: Peak bytes per word (of one party) of the linkage unit's relay_entry of one pair,
-#: its result included (measured 22.4).
-RELAY_LU_BYTES = 26
+#: its result included (measured 15.4).
+RELAY_LU_BYTES = 18
 #: Pairs per chunk of relay_candidates and the bytes per pair of a chunk's transient
 #: (measured 42.6 at 20,000 records, where one chunk held all 3.6 M pairs met).
 RELAY_CHUNK = 1 << 22

@@ -107,11 +107,19 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
     :data:`RELAY_PASSES` ranges of the top bits, one stable sort per list and range (so
     the transient is a range's, not a list's: numpy's hash-based unique is also several
     times slower on 10^7 words); the result alone is held whole."""
+    a, b = _groups(mine, theirs, bitmap=False)
+    return a, b
+
+
+def _groups(mine: np.ndarray, theirs: np.ndarray, *, bitmap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`relay_groups`; with ``bitmap`` the first list's side is a boolean per position
+    (in a shared word or not) instead of rows."""
     mine, theirs = np.asarray(mine, dtype=np.uint64), np.asarray(theirs, dtype=np.uint64)
     dt = position_dtype(max(mine.size, theirs.size))
     step = 1 << (64 - (RELAY_PASSES - 1).bit_length())
     # each side has at most one row per position: filled in place, then trimmed (ndarray.resize)
-    outs = (np.empty((mine.size, 2), dtype=dt), np.empty((theirs.size, 2), dtype=dt))
+    shared = np.zeros(mine.size if bitmap else 0, dtype=bool)
+    outs = (np.empty((0 if bitmap else mine.size, 2), dtype=dt), np.empty((theirs.size, 2), dtype=dt))
     filled = [0, 0]
     groups = 0
     for r in range(RELAY_PASSES):
@@ -126,6 +134,9 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
         (_, ua, _, _), (_, ub, _, _) = lists
         keep = (_members(ua, ub), _members(ub, ua))
         for side, (out, (at, _, order, counts), k) in enumerate(zip(outs, lists, keep)):
+            if bitmap and side == 0:
+                shared[at[order[np.repeat(k, counts)]]] = True
+                continue
             n = counts[k]
             lo, hi = filled[side], filled[side] + int(n.sum())
             out[lo:hi, 0] = np.repeat(np.arange(groups, groups + n.size, dtype=dt), n)
@@ -133,10 +144,10 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
             out[lo:hi, 1] = at[order[np.repeat(k, counts)]]
             filled[side] = hi
         groups += int(np.count_nonzero(keep[0]))
-    del lists
+        del lists
     for out, size in zip(outs, filled):
         out.resize((size, 2), refcheck=False)  # shrinks in place: no second copy of the groups
-    return outs
+    return (shared if bitmap else outs[0]), outs[1]
 
 
 def _members(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -164,10 +175,7 @@ def relay_entry(mine: np.ndarray, theirs: np.ndarray) -> dict[str, np.ndarray]:
     big-endian into ``ceil(len(mine) / 8)`` bytes), and ``theirs``, the peer's ``(group,
     position)`` rows (:func:`relay_groups`). The left party rebuilds its own rows from its
     words (:func:`check_groups`), so they are not sent: 1 bit per position, not 8 bytes."""
-    a, b = relay_groups(mine, theirs)
-    shared = np.zeros(np.asarray(mine).size, dtype=bool)
-    shared[a[:, 1]] = True
-    del a
+    shared, b = _groups(mine, theirs, bitmap=True)
     return {"shared": np.packbits(shared), "theirs": b}
 
 
@@ -230,7 +238,7 @@ def _own_rows(sent: np.ndarray, pos: np.ndarray) -> np.ndarray:
     ``g`` the ``g``-th smallest of their distinct words; sorted by group then position.
     Each temporary is dropped as soon as the next is made (memory: the checks' peak)."""
     words = sent[pos]
-    order = np.argsort(words, kind="stable")  # positions of one word stay ascending
+    order = np.argsort(words, kind="stable").astype(pos.dtype)  # positions of one word stay ascending
     words = words[order]
     starts = np.zeros(pos.size, dtype=bool)
     np.not_equal(words[1:], words[:-1], out=starts[1:])
@@ -353,13 +361,20 @@ def _own_blocks(part: np.ndarray, order: np.ndarray, ub: np.ndarray, width: int)
 def _row_chunks(rows: np.ndarray, pairs: np.ndarray, chunk: int) -> list[tuple[int, int]]:
     """``[lo, hi)`` ranges of the sorted ``rows`` of about ``chunk`` pairs each (``pairs``:
     the peer entries each own entry meets), never splitting one row: a chunk's transient
-    follows its pairs, which grow faster than the entries with the records."""
-    ends = np.cumsum(pairs)
+    follows its pairs, which grow faster than the entries with the records. Cut on blocks of
+    up to 4,096 entries (their pair sums, not a running sum per entry: memory), then moved
+    to the end of a row; a chunk holds at most ``chunk`` pairs plus one block's and one
+    row's."""
+    n = rows.size
+    if not n:
+        return []
+    block = max(1, min(4096, chunk // 64))
+    ends = np.cumsum(np.add.reduceat(pairs, np.arange(0, n, block), dtype=np.int64))
+    cuts = (np.searchsorted(ends, np.arange(chunk, int(ends[-1]), chunk), side="left") + 1) * block
     out, lo = [], 0
-    while lo < rows.size:
-        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + chunk, side="right")), lo + 1)
-        if hi < rows.size:
-            hi = int(np.searchsorted(rows, rows[hi - 1], side="right"))
-        out.append((lo, hi))
-        lo = hi
+    for cut in [*cuts.tolist(), n]:
+        hi = n if cut >= n else int(np.searchsorted(rows, rows[cut - 1], side="right"))
+        if hi > lo:
+            out.append((lo, hi))
+            lo = hi
     return out
