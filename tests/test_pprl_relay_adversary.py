@@ -428,3 +428,24 @@ def test_the_linkage_unit_counts_near_duplicates_inside_a_party():
         sent = words[position_order(SECRET, p, words.size)]  # what the linkage unit receives
         repeats[p] = int(sent.size - np.unique(sent).size)
     assert repeats["P1"] > 3 * max(repeats["P2"], repeats["P3"])
+
+
+# --- round 2 (issue #33's memory rewrite): found and held ---------------------------
+
+
+def test_max_records_without_declared_counts_runs_under_relay():
+    """``max_records`` bounds the records but declares none: the linkage unit used to take
+    it as every party's count (a list of fewer records was 'malformed') and the left party
+    as the peer's (a smaller peer refused). The relay now agrees with the linkage-unit mode."""
+    names, records = _records(3, 30)
+    _same_as_linkage_unit(names, records, counts=False, max_records=100)
+
+
+def test_a_peer_size_above_max_records_is_refused_before_anything_is_allocated():
+    """Without declared counts the linkage unit relays each peer's word count; with
+    ``max_records`` the left party refuses a count above it (it would size its position
+    index and the peer's permutation by it: 8 bytes per claimed word)."""
+    names, records = _records(3, 30)
+    cls = _tampering(LINKAGE_UNIT, "relay-groups", _groups_edit(lambda d: {**d, "size": d["size"] * 1000}))
+    with pytest.raises(ProtocolError, match=f"{LINKAGE_UNIT!r} sent a word count for peer 'P.' above"):
+        _run(names, records, cls, blocking="relay", counts=False, max_records=100)
