@@ -19,13 +19,14 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 from test_pprl_leakage import SECRET
-from test_pprl_relay_blocking import _relayed
+from test_pprl_relay_blocking import _reference_groups, _relayed
 
 from privreg.core.errors import ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
 from privreg.plugins.pprl import leakage as lk
+from privreg.plugins.pprl import relay_blocking as rb
 from privreg.plugins.pprl.bands import BandConfig, candidate_pairs
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, corrupt_value, make_parties, synthetic_population
@@ -449,3 +450,18 @@ def test_a_peer_size_above_max_records_is_refused_before_anything_is_allocated()
     cls = _tampering(LINKAGE_UNIT, "relay-groups", _groups_edit(lambda d: {**d, "size": d["size"] * 1000}))
     with pytest.raises(ProtocolError, match=f"{LINKAGE_UNIT!r} sent a word count for peer 'P.' above"):
         _run(names, records, cls, blocking="relay", counts=False, max_records=100)
+
+
+@pytest.mark.parametrize("passes", [1, 2, 3, 5, 7, 16])
+def test_relay_groups_in_any_number_of_passes_keep_the_top_of_the_word_space(passes, monkeypatch):
+    """Each pass of relay_groups takes a range of the word space; with a pass count other
+    than a power of two the ranges used to stop short of 2^64 (3 passes: 3 * 2^62), so a
+    shared word above them lost its group (and its candidates) without a sound."""
+    monkeypatch.setattr(rb, "RELAY_PASSES", passes)
+    top = np.uint64(2**64 - 1)
+    pool = np.array([0, 1, 2**62, 3 * 2**62 - 1, 3 * 2**62, 2**63, 2**64 - 2, top], dtype=np.uint64)
+    mine, theirs = pool[[7, 0, 5, 7, 3, 4, 6, 1]], pool[[4, 7, 6, 2, 0, 0, 7, 3]]
+    want = _reference_groups(mine, theirs)
+    assert want[0][-1, 0] == 4  # five shared words, 2^64 - 1 the last
+    for got, w in zip(rb.relay_groups(mine, theirs), want):
+        np.testing.assert_array_equal(got, w)

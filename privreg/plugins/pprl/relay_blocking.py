@@ -104,12 +104,12 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
     position)`` for each list, sorted, where group ``g`` is the ``g``-th smallest word both
     lists hold (the words themselves are not part of the result); int32 when the groups and
     positions fit (:func:`position_dtype`). The word space is taken in
-    :data:`RELAY_PASSES` ranges of the top bits, one stable sort per list and range (so
+    :data:`RELAY_PASSES` equal ranges, one stable sort per list and range (so
     the transient is a range's, not a list's: numpy's hash-based unique is also several
     times slower on 10^7 words); the result alone is held whole."""
     mine, theirs = np.asarray(mine, dtype=np.uint64), np.asarray(theirs, dtype=np.uint64)
     dt = position_dtype(max(mine.size, theirs.size))
-    step = 1 << (64 - (RELAY_PASSES - 1).bit_length())
+    step = -(-(1 << 64) // RELAY_PASSES)  # the last range ends at 2^64 whatever the pass count
     # each side has at most one row per position: filled in place, then trimmed (ndarray.resize)
     outs = (np.empty((mine.size, 2), dtype=dt), np.empty((theirs.size, 2), dtype=dt))
     filled = [0, 0]
@@ -118,7 +118,7 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
         lists = []
         for w in (mine, theirs):
             inside = w >= np.uint64(r * step)  # two boolean masks, not a shifted copy of the list
-            if (r + 1) * step < 1 << 64:
+            if r + 1 < RELAY_PASSES:
                 inside &= w < np.uint64((r + 1) * step)
             at = np.flatnonzero(inside).astype(dt, copy=False)
             del inside
