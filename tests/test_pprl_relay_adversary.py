@@ -25,6 +25,7 @@ from privreg.core.errors import ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.wire import decode, encode_buffer
 from privreg.plugins.pprl import leakage as lk
 from privreg.plugins.pprl import relay_blocking as rb
 from privreg.plugins.pprl.bands import BandConfig, candidate_pairs
@@ -465,3 +466,100 @@ def test_relay_groups_in_any_number_of_passes_keep_the_top_of_the_word_space(pas
     assert want[0][-1, 0] == 4  # five shared words, 2^64 - 1 the last
     for got, w in zip(rb.relay_groups(mine, theirs), want):
         np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("own_huge", [False, True])
+def test_candidates_of_rows_and_groups_past_int32_keep_their_codes(own_huge):
+    """Rows past 2^32 on one side (int64 orders) and group numbers near 2^31 (int32 groups
+    times a width of 1024 pass 2^31): pair codes and block keys are formed in int64, so
+    no pair wraps onto another. Small inputs with large declared sizes."""
+    W, big = 1024, 2**33 - 1
+    huge = np.array([big * W, big * W + 1, (2**32 + 7) * W, 5 * W + 1], dtype=np.int64)
+    small = np.array([0, 1, W, W + 1], dtype=np.int32)  # rows 0 and 1, columns 0 and 1
+    g = 2**31 - 3
+    mine = np.array([[g, 0], [g + 1, 1], [g + 2, 3]], dtype=np.int32)  # own (row, column): (0, 0), (0, 1), (1, 1)
+    theirs = np.array([[g, 0], [g + 1, 1], [g + 2, 3]], dtype=np.int32)  # peer: (big, 0), (big, 1), (5, 1)
+    orders, rows = (small, huge), (2, big + 1)
+    if own_huge:
+        mine, theirs, orders, rows = theirs, mine, orders[::-1], rows[::-1]
+    for min_shared, want in ((1, [[0, big], [1, 5]]), (2, [[0, big]])):
+        got, skipped = rb.relay_candidates(
+            (mine.copy(), theirs.copy()), *orders, width=W, bands=W, rows=rows, min_shared=min_shared,
+            max_block_pairs=10, chunk=1,
+        )  # fmt: skip
+        want_rows = np.array(want, dtype=np.int64)
+        np.testing.assert_array_equal(got, np.unique(want_rows[:, ::-1], axis=0) if own_huge else want_rows)
+        assert skipped == 0
+
+
+_RETYPE = {
+    "int8": lambda x: x.astype(np.int8),
+    "int16": lambda x: x.astype(np.int16),
+    "big-endian": lambda x: x.astype(">i8"),
+    "Fortran order": np.asfortranarray,
+    "empty of uint8": lambda x: np.zeros((0, 2), dtype=np.uint8),
+}
+
+
+@pytest.mark.parametrize("what", sorted(_RETYPE))
+def test_groups_of_other_integer_types_after_the_wire_give_the_same_candidates(what):
+    """A linkage unit may send the peer's rows in any integer type (the left party keeps
+    the type sent): through the wire, int8, int16, big-endian and Fortran-ordered rows
+    give the honest candidates, and an empty side of any type is the empty side."""
+    r = np.random.default_rng(5)
+    a, b = r.integers(0, 6, 40).astype(np.uint64), r.integers(0, 6, 48).astype(np.uint64)
+    orders = (rb.position_order(SECRET, "A", 40), rb.position_order(SECRET, "B", 48))
+    kw = {"width": 4, "bands": 3, "rows": (10, 12), "min_shared": 1, "max_block_pairs": 50}
+    honest = rb.relay_entry(a, b)
+    want = rb.relay_candidates(rb.check_groups(honest, "LU", sent=a, theirs=48), *orders, **kw)
+    if what == "empty of uint8":  # both sides empty: no shared word
+        a = a + np.uint64(100)
+        honest = rb.relay_entry(a, b)
+        want = (np.zeros((0, 2), dtype=np.int64), 0)
+    entry = decode(encode_buffer({**honest, "theirs": _RETYPE[what](honest["theirs"])}))
+    got = rb.relay_candidates(rb.check_groups(entry, "LU", sent=a, theirs=48), *orders, **kw)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1] and (what == "empty of uint8") == (len(want[0]) == 0)
+
+
+def test_a_tampered_groups_entry_is_refused_or_gives_candidates_in_range():
+    """600 entries tampered at random (a row's group or position moved, rows shuffled,
+    dropped or added, a bitmap bit flipped, every bit set): each is refused with
+    ProtocolError or, if accepted, gives candidates of rows in range, the same in chunks of
+    one pair as at once. Deterministic (seeded), so no false alarm."""
+    r = np.random.default_rng(11)
+    kw = {"width": 4, "bands": 3, "min_shared": 1, "max_block_pairs": 20}
+    accepted = refused = 0
+    for _ in range(600):
+        ma, mb = int(r.integers(0, 8)), int(r.integers(0, 8))
+        a, b = (r.integers(0, 6, 4 * m).astype(np.uint64) for m in (ma, mb))
+        orders = (rb.position_order(SECRET, "A", a.size), rb.position_order(SECRET, "B", b.size))
+        e = rb.relay_entry(a, b)
+        x, bits, k = e["theirs"].astype(np.int64), e["shared"].copy(), int(r.integers(0, 7))
+        if k == 0 and len(x):
+            x[r.integers(0, len(x)), 0] += int(r.integers(-2, 3))
+        elif k == 1 and len(x):
+            x[r.integers(0, len(x)), 1] = int(r.integers(0, b.size))
+        elif k == 2:
+            x = x[r.permutation(len(x))]
+        elif k == 3 and len(x):
+            x = np.concatenate([x, x[-1:] + [int(r.integers(0, 2)), 1]])
+        elif k == 4 and len(x):
+            x = x[:-1]
+        elif k == 5 and bits.size:
+            bits[r.integers(0, bits.size)] ^= np.uint8(1 << int(r.integers(0, 8)))
+        elif k == 6 and a.size:
+            bits = np.packbits(np.ones(a.size, dtype=bool))
+        entry = decode(encode_buffer({"shared": bits, "theirs": x}))
+        try:
+            groups = rb.check_groups(entry, "LU", sent=a, theirs=b.size)
+        except ProtocolError:
+            refused += 1
+            continue
+        accepted += 1
+        again = rb.check_groups(entry, "LU", sent=a, theirs=b.size)
+        got, sk = rb.relay_candidates(groups, *orders, rows=(ma, mb), **kw)
+        small, sk1 = rb.relay_candidates(again, *orders, rows=(ma, mb), chunk=1, **kw)
+        np.testing.assert_array_equal(got, small)
+        assert sk == sk1 and (not got.size or (got.min() >= 0 and got[:, 0].max() < ma and got[:, 1].max() < mb))
+    assert accepted > 100 and refused > 100
