@@ -563,3 +563,58 @@ def test_a_tampered_groups_entry_is_refused_or_gives_candidates_in_range():
         np.testing.assert_array_equal(got, small)
         assert sk == sk1 and (not got.size or (got.min() >= 0 and got[:, 0].max() < ma and got[:, 1].max() < mb))
     assert accepted > 100 and refused > 100
+
+
+def test_the_checks_in_slices_accept_and_refuse_the_same_entries(monkeypatch):
+    """check_groups reads the bitmap and the peer's rows CHECK_ROWS at a time with one row
+    of overlap: a swap or repeat across a slice border is refused as at once, and what is
+    accepted is the same rows (slices of 8, 16 and 24 rows against one slice)."""
+    r = np.random.default_rng(1)
+    for _ in range(300):
+        ma, mb = int(r.integers(0, 40)), int(r.integers(0, 40))
+        a, b = r.integers(0, 30, ma).astype(np.uint64), r.integers(0, 30, mb).astype(np.uint64)
+        e = rb.relay_entry(a, b)
+        x, bits, k = e["theirs"].astype(np.int64), e["shared"].copy(), int(r.integers(0, 4))
+        if k == 0 and len(x) > 1:
+            i = int(r.integers(1, len(x)))
+            x[[i - 1, i]] = x[[i, i - 1]]
+        elif k == 1 and len(x) > 1:
+            i = int(r.integers(1, len(x)))
+            x[i, 1] = x[i - 1, 1]
+        elif k == 2 and bits.size:
+            bits[r.integers(0, bits.size)] ^= np.uint8(1 << int(r.integers(0, 8)))
+        seen = set()
+        for rows in (1 << 22, 8, 16, 24):
+            monkeypatch.setattr(rb, "CHECK_ROWS", rows)
+            try:
+                mine, theirs = rb.check_groups({"shared": bits, "theirs": x}, "LU", sent=a, theirs=mb)
+                seen.add((mine.tobytes(), theirs.tobytes()))
+            except ProtocolError:
+                seen.add(None)
+        assert len(seen) == 1
+
+
+def test_the_left_party_keeps_no_reference_to_the_groups_it_passes_on(monkeypatch):
+    """relay_candidates drops each side of the groups once indexed (memory: the peer's
+    rows are the largest array of the left party's relay). That frees them only if the
+    caller holds no other reference: the last peer's rows used to stay referenced by the
+    loop variable over the linkage unit's entries, for the whole candidate search."""
+    import gc
+    import weakref
+
+    from privreg.plugins.pprl import dice_protocol as dp
+
+    real, alive = dp.relay_candidates, []
+
+    def spy(groups, *args, **kw):
+        out = real(tuple(g.copy() for g in groups), *args, **kw)
+        refs = [weakref.ref(g) for g in groups]
+        del groups
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in refs))
+        return out
+
+    monkeypatch.setattr(dp, "relay_candidates", spy)
+    names, records = _records(3, 30)
+    _run(names, records, blocking="relay")
+    assert len(alive) == 3 and alive == [0, 0, 0]

@@ -1470,6 +1470,7 @@ class DiceLinkageProtocol(Protocol):
                 )
             checked.append((size // W, check_groups(dict(d), self.linkage_unit, sent=sent, theirs=size)))
         del sent, got  # every entry checked: from here memory is the groups, the orders and one chunk
+        d = None  # nor the last entry: relay_candidates frees the peer's rows only if nothing else holds them
         out: dict[str, np.ndarray] = {}
         dummies: dict[str, np.ndarray] = {}
         summary: dict[str, dict[str, Any]] = {}
