@@ -457,3 +457,13 @@ def test_a_payload_buffer_is_fresh_and_never_kept_by_the_in_memory_transport(mon
     got = asyncio.run(run())
     np.testing.assert_array_equal(got["x"], np.arange(6))
     np.testing.assert_array_equal(t.transcript.messages[0].payload["x"], np.arange(6))
+
+
+def test_array_subclasses_encode_as_before_encode_buffer():
+    """A subclass may redefine ``.data`` (a masked array's is its ndarray): encode_buffer
+    used to append ``arr.data.cast("B")`` and failed with AttributeError. A subclass is
+    encoded as ``tobytes`` writes it, as before (masked entries as their fill value, so
+    a masked value is never sent)."""
+    masked = np.ma.array([1, 2, 3], mask=[0, 1, 0], fill_value=-9)
+    back = decode(encode_buffer(masked))
+    assert type(back) is np.ndarray and back.tolist() == [1, -9, 3]
