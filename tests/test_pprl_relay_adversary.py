@@ -21,7 +21,7 @@ from scipy.stats import spearmanr
 from test_pprl_leakage import SECRET
 from test_pprl_relay_blocking import _reference_groups, _relayed
 
-from privreg.core.errors import ProtocolError
+from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
@@ -618,3 +618,29 @@ def test_the_left_party_keeps_no_reference_to_the_groups_it_passes_on(monkeypatc
     names, records = _records(3, 30)
     _run(names, records, blocking="relay")
     assert len(alive) == 3 and alive == [0, 0, 0]
+
+
+def test_an_int8_group_step_that_wraps_is_refused():
+    """int8 groups 0..127 then -128: the step 127 -> -128 wraps to +1 in int8, but the
+    129th row needs a 129th distinct non-negative int8 position, which does not exist: the
+    entry is refused (no type short enough to wrap leaves room for enough positions)."""
+    sent = np.arange(128, dtype=np.uint64)
+    x = np.zeros((129, 2), dtype=np.int8)
+    x[:, 0] = (np.arange(129) % 256).astype(np.int16).astype(np.int8)
+    x[:128, 1], x[128, 1] = np.arange(128), 5
+    assert x[128, 0] == -128 and np.all(np.diff(x[:, 0]) == 1)  # the wrap the order check sees
+    entry = {"shared": np.packbits(np.ones(128, dtype=bool)), "theirs": x}
+    with pytest.raises(ProtocolError, match="'LU' sent 'theirs' groups naming a position twice"):
+        rb.check_groups(entry, "LU", sent=sent, theirs=200)
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 2.5])
+def test_a_chunk_that_is_not_a_positive_int_is_refused_naming_it(chunk):
+    """chunk=0 used to raise a bare ValueError from range(), and a negative chunk skipped
+    the own side's index (np.empty: the candidates came from uninitialised memory)."""
+    a = np.arange(8, dtype=np.uint64)
+    groups = rb.check_groups(rb.relay_entry(a, a), "LU", sent=a, theirs=8)
+    orders = (rb.position_order(SECRET, "A", 8), rb.position_order(SECRET, "B", 8))
+    kw = {"width": 2, "bands": 2, "rows": (4, 4), "min_shared": 1, "max_block_pairs": 10}
+    with pytest.raises((PrivregTypeError, PrivregValueError), match=f"chunk must be .*got {chunk!r}"):
+        rb.relay_candidates(groups, *orders, chunk=chunk, **kw)

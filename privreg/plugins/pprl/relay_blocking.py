@@ -62,6 +62,7 @@ import numpy as np
 
 from privreg.core.errors import ProtocolError
 from privreg.core.randomness import RandomSource
+from privreg.core.validation import check_int
 from privreg.plugins.pprl.bands import EXACT_PAIRS_PER_RECORD
 from privreg.plugins.pprl.kdf import derive_key
 from privreg.plugins.pprl.party_blocking import fill_missing
@@ -272,6 +273,7 @@ def relay_candidates(
     indexed ``chunk`` positions at a time (8 bytes per position) and the pairs are formed
     own rows about ``chunk`` pairs at a time: a pair's shared bands all fall in the chunk of
     its own row, so only its candidates are kept (8 bytes each); never the token matrices."""
+    chunk = check_int("chunk", chunk, minimum=1)  # else range() fails or skips the own index
     mine, theirs = groups
     del groups  # each side is dropped once indexed (the caller passes them on)
     ma, mb = rows
