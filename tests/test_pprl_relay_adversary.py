@@ -28,7 +28,7 @@ from privreg.mpc.transport import InMemoryTransport
 from privreg.mpc.wire import decode, encode_buffer
 from privreg.plugins.pprl import leakage as lk
 from privreg.plugins.pprl import relay_blocking as rb
-from privreg.plugins.pprl.bands import BandConfig, candidate_pairs
+from privreg.plugins.pprl.bands import BandConfig, candidate_pairs, exact_pairs
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, corrupt_value, make_parties, synthetic_population
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
@@ -644,3 +644,19 @@ def test_a_chunk_that_is_not_a_positive_int_is_refused_naming_it(chunk):
     kw = {"width": 2, "bands": 2, "rows": (4, 4), "min_shared": 1, "max_block_pairs": 10}
     with pytest.raises((PrivregTypeError, PrivregValueError), match=f"chunk must be .*got {chunk!r}"):
         rb.relay_candidates(groups, *orders, chunk=chunk, **kw)
+
+
+@pytest.mark.parametrize("cap", [0, -1.0, float("nan"), "1.5"])
+def test_a_bad_exact_pass_cap_is_refused_as_by_exact_pairs(cap):
+    """bands.exact_pairs refuses a cap that is not a positive real; relay_candidates used
+    to take it (0 kept only an empty pass, NaN dropped every pass): the two routes now
+    agree on what they refuse."""
+    a = np.arange(8, dtype=np.uint64)
+    groups = rb.check_groups(rb.relay_entry(a, a), "LU", sent=a, theirs=8)
+    orders = (rb.position_order(SECRET, "A", 8), rb.position_order(SECRET, "B", 8))
+    kw = {"width": 2, "bands": 1, "rows": (4, 4), "min_shared": 1, "max_block_pairs": 10}
+    ea = np.arange(1, 5, dtype=np.uint64).reshape(4, 1)
+    with pytest.raises((PrivregTypeError, PrivregValueError), match="max_pairs_per_record"):
+        exact_pairs(ea, ea, max_pairs_per_record=cap)
+    with pytest.raises((PrivregTypeError, PrivregValueError), match="max_pairs_per_record"):
+        rb.relay_candidates(groups, *orders, max_pairs_per_record=cap, **kw)

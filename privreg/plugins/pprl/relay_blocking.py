@@ -60,9 +60,9 @@ from typing import Any
 
 import numpy as np
 
-from privreg.core.errors import ProtocolError
+from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.randomness import RandomSource
-from privreg.core.validation import check_int
+from privreg.core.validation import check_int, check_real
 from privreg.plugins.pprl.bands import EXACT_PAIRS_PER_RECORD
 from privreg.plugins.pprl.kdf import derive_key
 from privreg.plugins.pprl.party_blocking import fill_missing
@@ -274,6 +274,9 @@ def relay_candidates(
     own rows about ``chunk`` pairs at a time: a pair's shared bands all fall in the chunk of
     its own row, so only its candidates are kept (8 bytes each); never the token matrices."""
     chunk = check_int("chunk", chunk, minimum=1)  # else range() fails or skips the own index
+    per_record = check_real("max_pairs_per_record", max_pairs_per_record)
+    if not per_record > 0:  # as bands.exact_pairs
+        raise PrivregValueError(f"max_pairs_per_record must be positive; got {max_pairs_per_record!r}")
     mine, theirs = groups
     del groups  # each side is dropped once indexed (the caller passes them on)
     ma, mb = rows
@@ -314,7 +317,7 @@ def relay_candidates(
     at = at[by_row]
     ra = ra[by_row]
     del by_row
-    cap = max_pairs_per_record * min(ma, mb)
+    cap = per_record * min(ma, mb)
     found: list[np.ndarray] = []
     exact: dict[int, list[np.ndarray]] = {c: [] for c in range(bands, width)}
     counted = dict.fromkeys(range(bands, width), 0)
