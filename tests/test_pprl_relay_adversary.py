@@ -660,3 +660,14 @@ def test_a_bad_exact_pass_cap_is_refused_as_by_exact_pairs(cap):
         exact_pairs(ea, ea, max_pairs_per_record=cap)
     with pytest.raises((PrivregTypeError, PrivregValueError), match="max_pairs_per_record"):
         rb.relay_candidates(groups, *orders, max_pairs_per_record=cap, **kw)
+
+
+def test_an_absurd_peer_size_without_any_bound_is_a_protocol_error():
+    """Without declared counts or max_records the left party sizes the peer's permutation
+    by the count the linkage unit relays; 2^70 words used to fail in numpy (ValueError)
+    rather than as the linkage unit's fault. Records are capped at 2^40 as for the
+    popcount message."""
+    names, records = _records(3, 30)
+    cls = _tampering(LINKAGE_UNIT, "relay-groups", _groups_edit(lambda d: {**d, "size": d["size"] << 70}))
+    with pytest.raises(ProtocolError, match=f"{LINKAGE_UNIT!r} sent a word count for peer 'P.' above 2\\^40 records"):
+        _run(names, records, cls, blocking="relay", counts=False)

@@ -1450,7 +1450,8 @@ class DiceLinkageProtocol(Protocol):
                 f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer this party is "
                 f"left of)"
             )
-        counts, top = self.record_counts, self.max_records  # declared counts, else at most max_records
+        counts = self.record_counts  # declared counts, else at most max_records (2^40 as for the popcount)
+        top, most = (self.max_records, f"max_records={self.max_records}") if self.max_records else (1 << 40, "2^40")
         checked: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
         for q, d in zip(formed, got):
             size = d.get("size")
@@ -1463,10 +1464,9 @@ class DiceLinkageProtocol(Protocol):
                 )
             if counts is not None and size // W != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
-            if top is not None and size // W > top:  # it sizes the peer's permutation and position index
+            if size // W > top:  # it sizes the peer's permutation and position index
                 raise ProtocolError(
-                    f"{self.linkage_unit!r} sent a word count for peer {q!r} above max_records={top} records of {W} "
-                    "words"
+                    f"{self.linkage_unit!r} sent a word count for peer {q!r} above {most} records of {W} words"
                 )
             checked.append((size // W, check_groups(dict(d), self.linkage_unit, sent=sent, theirs=size)))
         del sent, got  # every entry checked: from here memory is the groups, the orders and one chunk
