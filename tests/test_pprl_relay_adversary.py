@@ -671,3 +671,32 @@ def test_an_absurd_peer_size_without_any_bound_is_a_protocol_error():
     cls = _tampering(LINKAGE_UNIT, "relay-groups", _groups_edit(lambda d: {**d, "size": d["size"] << 70}))
     with pytest.raises(ProtocolError, match=f"{LINKAGE_UNIT!r} sent a word count for peer 'P.' above 2\\^40 records"):
         _run(names, records, cls, blocking="relay", counts=False)
+
+
+def test_relay_candidates_drops_both_sides_of_the_groups_before_forming_pairs(monkeypatch):
+    """The memory model counts the groups until indexed only: when the pairs are formed
+    (_row_chunks) no reference to either side passed in is left."""
+    import gc
+    import weakref
+
+    r = np.random.default_rng(2)
+    a, b = r.integers(0, 5, 40).astype(np.uint64), r.integers(0, 5, 40).astype(np.uint64)
+    refs, alive = [], []
+
+    def groups():
+        g = rb.check_groups(rb.relay_entry(a, b), "LU", sent=a, theirs=40)
+        refs.extend(weakref.ref(x) for x in g)
+        return g
+
+    real = rb._row_chunks
+
+    def spy(*args):
+        gc.collect()
+        alive.append([ref() is not None for ref in refs])
+        return real(*args)
+
+    monkeypatch.setattr(rb, "_row_chunks", spy)
+    own, peer = rb.position_order(SECRET, "A", 40), rb.position_order(SECRET, "B", 40)
+    # called as the protocol calls it (no *args: CALL_FUNCTION_EX would hold the arguments)
+    got, _ = rb.relay_candidates(groups(), own, peer, width=4, bands=4, rows=(10, 10), min_shared=1, max_block_pairs=99)
+    assert len(got) and alive == [[False, False]]
