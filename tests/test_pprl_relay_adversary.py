@@ -19,14 +19,16 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 from test_pprl_leakage import SECRET
-from test_pprl_relay_blocking import _relayed
+from test_pprl_relay_blocking import _reference_groups, _relayed
 
-from privreg.core.errors import ProtocolError
+from privreg.core.errors import PrivregTypeError, PrivregValueError, ProtocolError
 from privreg.core.randomness import InsecureReproducibleRandom
 from privreg.mpc.runtime import run_protocol
 from privreg.mpc.transport import InMemoryTransport
+from privreg.mpc.wire import decode, encode_buffer
 from privreg.plugins.pprl import leakage as lk
-from privreg.plugins.pprl.bands import BandConfig, candidate_pairs
+from privreg.plugins.pprl import relay_blocking as rb
+from privreg.plugins.pprl.bands import BandConfig, candidate_pairs, exact_pairs
 from privreg.plugins.pprl.clk import FEBRL_CLK_SCHEMA, encode_clks
 from privreg.plugins.pprl.datasets import ENTITY, corrupt_value, make_parties, synthetic_population
 from privreg.plugins.pprl.dice_protocol import LINKAGE_UNIT, DiceLinkageProtocol, run_candidates
@@ -428,3 +430,273 @@ def test_the_linkage_unit_counts_near_duplicates_inside_a_party():
         sent = words[position_order(SECRET, p, words.size)]  # what the linkage unit receives
         repeats[p] = int(sent.size - np.unique(sent).size)
     assert repeats["P1"] > 3 * max(repeats["P2"], repeats["P3"])
+
+
+# --- round 2 (issue #33's memory rewrite): found and held ---------------------------
+
+
+def test_max_records_without_declared_counts_runs_under_relay():
+    """``max_records`` bounds the records but declares none: the linkage unit used to take
+    it as every party's count (a list of fewer records was 'malformed') and the left party
+    as the peer's (a smaller peer refused). The relay now agrees with the linkage-unit mode."""
+    names, records = _records(3, 30)
+    _same_as_linkage_unit(names, records, counts=False, max_records=100)
+
+
+def test_a_peer_size_above_max_records_is_refused_before_anything_is_allocated():
+    """Without declared counts the linkage unit relays each peer's word count; with
+    ``max_records`` the left party refuses a count above it (it would size its position
+    index and the peer's permutation by it: 8 bytes per claimed word)."""
+    names, records = _records(3, 30)
+    cls = _tampering(LINKAGE_UNIT, "relay-groups", _groups_edit(lambda d: {**d, "size": d["size"] * 1000}))
+    with pytest.raises(ProtocolError, match=f"{LINKAGE_UNIT!r} sent a word count for peer 'P.' above"):
+        _run(names, records, cls, blocking="relay", counts=False, max_records=100)
+
+
+@pytest.mark.parametrize("passes", [1, 2, 3, 5, 7, 16])
+def test_relay_groups_in_any_number_of_passes_keep_the_top_of_the_word_space(passes, monkeypatch):
+    """Each pass of relay_groups takes a range of the word space; with a pass count other
+    than a power of two the ranges used to stop short of 2^64 (3 passes: 3 * 2^62), so a
+    shared word above them lost its group (and its candidates) without a sound."""
+    monkeypatch.setattr(rb, "RELAY_PASSES", passes)
+    top = np.uint64(2**64 - 1)
+    pool = np.array([0, 1, 2**62, 3 * 2**62 - 1, 3 * 2**62, 2**63, 2**64 - 2, top], dtype=np.uint64)
+    mine, theirs = pool[[7, 0, 5, 7, 3, 4, 6, 1]], pool[[4, 7, 6, 2, 0, 0, 7, 3]]
+    want = _reference_groups(mine, theirs)
+    assert want[0][-1, 0] == 4  # five shared words, 2^64 - 1 the last
+    for got, w in zip(rb.relay_groups(mine, theirs), want):
+        np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("own_huge", [False, True])
+def test_candidates_of_rows_and_groups_past_int32_keep_their_codes(own_huge):
+    """Rows past 2^32 on one side (int64 orders) and group numbers near 2^31 (int32 groups
+    times a width of 1024 pass 2^31): pair codes and block keys are formed in int64, so
+    no pair wraps onto another. Small inputs with large declared sizes."""
+    W, big = 1024, 2**33 - 1
+    huge = np.array([big * W, big * W + 1, (2**32 + 7) * W, 5 * W + 1], dtype=np.int64)
+    small = np.array([0, 1, W, W + 1], dtype=np.int32)  # rows 0 and 1, columns 0 and 1
+    g = 2**31 - 3
+    mine = np.array([[g, 0], [g + 1, 1], [g + 2, 3]], dtype=np.int32)  # own (row, column): (0, 0), (0, 1), (1, 1)
+    theirs = np.array([[g, 0], [g + 1, 1], [g + 2, 3]], dtype=np.int32)  # peer: (big, 0), (big, 1), (5, 1)
+    orders, rows = (small, huge), (2, big + 1)
+    if own_huge:
+        mine, theirs, orders, rows = theirs, mine, orders[::-1], rows[::-1]
+    for min_shared, want in ((1, [[0, big], [1, 5]]), (2, [[0, big]])):
+        got, skipped = rb.relay_candidates(
+            (mine.copy(), theirs.copy()), *orders, width=W, bands=W, rows=rows, min_shared=min_shared,
+            max_block_pairs=10, chunk=1,
+        )  # fmt: skip
+        want_rows = np.array(want, dtype=np.int64)
+        np.testing.assert_array_equal(got, np.unique(want_rows[:, ::-1], axis=0) if own_huge else want_rows)
+        assert skipped == 0
+
+
+_RETYPE = {
+    "int8": lambda x: x.astype(np.int8),
+    "int16": lambda x: x.astype(np.int16),
+    "big-endian": lambda x: x.astype(">i8"),
+    "Fortran order": np.asfortranarray,
+    "empty of uint8": lambda x: np.zeros((0, 2), dtype=np.uint8),
+}
+
+
+@pytest.mark.parametrize("what", sorted(_RETYPE))
+def test_groups_of_other_integer_types_after_the_wire_give_the_same_candidates(what):
+    """A linkage unit may send the peer's rows in any integer type (the left party keeps
+    the type sent): through the wire, int8, int16, big-endian and Fortran-ordered rows
+    give the honest candidates, and an empty side of any type is the empty side."""
+    r = np.random.default_rng(5)
+    a, b = r.integers(0, 6, 40).astype(np.uint64), r.integers(0, 6, 48).astype(np.uint64)
+    orders = (rb.position_order(SECRET, "A", 40), rb.position_order(SECRET, "B", 48))
+    kw = {"width": 4, "bands": 3, "rows": (10, 12), "min_shared": 1, "max_block_pairs": 50}
+    honest = rb.relay_entry(a, b)
+    want = rb.relay_candidates(rb.check_groups(honest, "LU", sent=a, theirs=48), *orders, **kw)
+    if what == "empty of uint8":  # both sides empty: no shared word
+        a = a + np.uint64(100)
+        honest = rb.relay_entry(a, b)
+        want = (np.zeros((0, 2), dtype=np.int64), 0)
+    entry = decode(encode_buffer({**honest, "theirs": _RETYPE[what](honest["theirs"])}))
+    got = rb.relay_candidates(rb.check_groups(entry, "LU", sent=a, theirs=48), *orders, **kw)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1] and (what == "empty of uint8") == (len(want[0]) == 0)
+
+
+def test_a_tampered_groups_entry_is_refused_or_gives_candidates_in_range():
+    """600 entries tampered at random (a row's group or position moved, rows shuffled,
+    dropped or added, a bitmap bit flipped, every bit set): each is refused with
+    ProtocolError or, if accepted, gives candidates of rows in range, the same in chunks of
+    one pair as at once. Deterministic (seeded), so no false alarm."""
+    r = np.random.default_rng(11)
+    kw = {"width": 4, "bands": 3, "min_shared": 1, "max_block_pairs": 20}
+    accepted = refused = 0
+    for _ in range(600):
+        ma, mb = int(r.integers(0, 8)), int(r.integers(0, 8))
+        a, b = (r.integers(0, 6, 4 * m).astype(np.uint64) for m in (ma, mb))
+        orders = (rb.position_order(SECRET, "A", a.size), rb.position_order(SECRET, "B", b.size))
+        e = rb.relay_entry(a, b)
+        x, bits, k = e["theirs"].astype(np.int64), e["shared"].copy(), int(r.integers(0, 7))
+        if k == 0 and len(x):
+            x[r.integers(0, len(x)), 0] += int(r.integers(-2, 3))
+        elif k == 1 and len(x):
+            x[r.integers(0, len(x)), 1] = int(r.integers(0, b.size))
+        elif k == 2:
+            x = x[r.permutation(len(x))]
+        elif k == 3 and len(x):
+            x = np.concatenate([x, x[-1:] + [int(r.integers(0, 2)), 1]])
+        elif k == 4 and len(x):
+            x = x[:-1]
+        elif k == 5 and bits.size:
+            bits[r.integers(0, bits.size)] ^= np.uint8(1 << int(r.integers(0, 8)))
+        elif k == 6 and a.size:
+            bits = np.packbits(np.ones(a.size, dtype=bool))
+        entry = decode(encode_buffer({"shared": bits, "theirs": x}))
+        try:
+            groups = rb.check_groups(entry, "LU", sent=a, theirs=b.size)
+        except ProtocolError:
+            refused += 1
+            continue
+        accepted += 1
+        again = rb.check_groups(entry, "LU", sent=a, theirs=b.size)
+        got, sk = rb.relay_candidates(groups, *orders, rows=(ma, mb), **kw)
+        small, sk1 = rb.relay_candidates(again, *orders, rows=(ma, mb), chunk=1, **kw)
+        np.testing.assert_array_equal(got, small)
+        assert sk == sk1 and (not got.size or (got.min() >= 0 and got[:, 0].max() < ma and got[:, 1].max() < mb))
+    assert accepted > 100 and refused > 100
+
+
+def test_the_checks_in_slices_accept_and_refuse_the_same_entries(monkeypatch):
+    """check_groups reads the bitmap and the peer's rows CHECK_ROWS at a time with one row
+    of overlap: a swap or repeat across a slice border is refused as at once, and what is
+    accepted is the same rows (slices of 8, 16 and 24 rows against one slice)."""
+    r = np.random.default_rng(1)
+    for _ in range(300):
+        ma, mb = int(r.integers(0, 40)), int(r.integers(0, 40))
+        a, b = r.integers(0, 30, ma).astype(np.uint64), r.integers(0, 30, mb).astype(np.uint64)
+        e = rb.relay_entry(a, b)
+        x, bits, k = e["theirs"].astype(np.int64), e["shared"].copy(), int(r.integers(0, 4))
+        if k == 0 and len(x) > 1:
+            i = int(r.integers(1, len(x)))
+            x[[i - 1, i]] = x[[i, i - 1]]
+        elif k == 1 and len(x) > 1:
+            i = int(r.integers(1, len(x)))
+            x[i, 1] = x[i - 1, 1]
+        elif k == 2 and bits.size:
+            bits[r.integers(0, bits.size)] ^= np.uint8(1 << int(r.integers(0, 8)))
+        seen = set()
+        for rows in (1 << 22, 8, 16, 24):
+            monkeypatch.setattr(rb, "CHECK_ROWS", rows)
+            try:
+                mine, theirs = rb.check_groups({"shared": bits, "theirs": x}, "LU", sent=a, theirs=mb)
+                seen.add((mine.tobytes(), theirs.tobytes()))
+            except ProtocolError:
+                seen.add(None)
+        assert len(seen) == 1
+
+
+def test_the_left_party_keeps_no_reference_to_the_groups_it_passes_on(monkeypatch):
+    """relay_candidates drops each side of the groups once indexed (memory: the peer's
+    rows are the largest array of the left party's relay). That frees them only if the
+    caller holds no other reference: the last peer's rows used to stay referenced by the
+    loop variable over the linkage unit's entries, for the whole candidate search."""
+    import gc
+    import weakref
+
+    from privreg.plugins.pprl import dice_protocol as dp
+
+    real, alive = dp.relay_candidates, []
+
+    def spy(groups, *args, **kw):
+        out = real(tuple(g.copy() for g in groups), *args, **kw)
+        refs = [weakref.ref(g) for g in groups]
+        del groups
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in refs))
+        return out
+
+    monkeypatch.setattr(dp, "relay_candidates", spy)
+    names, records = _records(3, 30)
+    _run(names, records, blocking="relay")
+    assert len(alive) == 3 and alive == [0, 0, 0]
+
+
+def test_an_int8_group_step_that_wraps_is_refused():
+    """int8 groups 0..127 then -128: the step 127 -> -128 wraps to +1 in int8, but the
+    129th row needs a 129th distinct non-negative int8 position, which does not exist: the
+    entry is refused (no type short enough to wrap leaves room for enough positions)."""
+    sent = np.arange(128, dtype=np.uint64)
+    x = np.zeros((129, 2), dtype=np.int8)
+    x[:, 0] = (np.arange(129) % 256).astype(np.int16).astype(np.int8)
+    x[:128, 1], x[128, 1] = np.arange(128), 5
+    assert x[128, 0] == -128 and np.all(np.diff(x[:, 0]) == 1)  # the wrap the order check sees
+    entry = {"shared": np.packbits(np.ones(128, dtype=bool)), "theirs": x}
+    with pytest.raises(ProtocolError, match="'LU' sent 'theirs' groups naming a position twice"):
+        rb.check_groups(entry, "LU", sent=sent, theirs=200)
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 2.5])
+def test_a_chunk_that_is_not_a_positive_int_is_refused_naming_it(chunk):
+    """chunk=0 used to raise a bare ValueError from range(), and a negative chunk skipped
+    the own side's index (np.empty: the candidates came from uninitialised memory)."""
+    a = np.arange(8, dtype=np.uint64)
+    groups = rb.check_groups(rb.relay_entry(a, a), "LU", sent=a, theirs=8)
+    orders = (rb.position_order(SECRET, "A", 8), rb.position_order(SECRET, "B", 8))
+    kw = {"width": 2, "bands": 2, "rows": (4, 4), "min_shared": 1, "max_block_pairs": 10}
+    with pytest.raises((PrivregTypeError, PrivregValueError), match=f"chunk must be .*got {chunk!r}"):
+        rb.relay_candidates(groups, *orders, chunk=chunk, **kw)
+
+
+@pytest.mark.parametrize("cap", [0, -1.0, float("nan"), "1.5"])
+def test_a_bad_exact_pass_cap_is_refused_as_by_exact_pairs(cap):
+    """bands.exact_pairs refuses a cap that is not a positive real; relay_candidates used
+    to take it (0 kept only an empty pass, NaN dropped every pass): the two routes now
+    agree on what they refuse."""
+    a = np.arange(8, dtype=np.uint64)
+    groups = rb.check_groups(rb.relay_entry(a, a), "LU", sent=a, theirs=8)
+    orders = (rb.position_order(SECRET, "A", 8), rb.position_order(SECRET, "B", 8))
+    kw = {"width": 2, "bands": 1, "rows": (4, 4), "min_shared": 1, "max_block_pairs": 10}
+    ea = np.arange(1, 5, dtype=np.uint64).reshape(4, 1)
+    with pytest.raises((PrivregTypeError, PrivregValueError), match="max_pairs_per_record"):
+        exact_pairs(ea, ea, max_pairs_per_record=cap)
+    with pytest.raises((PrivregTypeError, PrivregValueError), match="max_pairs_per_record"):
+        rb.relay_candidates(groups, *orders, max_pairs_per_record=cap, **kw)
+
+
+def test_an_absurd_peer_size_without_any_bound_is_a_protocol_error():
+    """Without declared counts or max_records the left party sizes the peer's permutation
+    by the count the linkage unit relays; 2^70 words used to fail in numpy (ValueError)
+    rather than as the linkage unit's fault. Records are capped at 2^40 as for the
+    popcount message."""
+    names, records = _records(3, 30)
+    cls = _tampering(LINKAGE_UNIT, "relay-groups", _groups_edit(lambda d: {**d, "size": d["size"] << 70}))
+    with pytest.raises(ProtocolError, match=f"{LINKAGE_UNIT!r} sent a word count for peer 'P.' above 2\\^40 records"):
+        _run(names, records, cls, blocking="relay", counts=False)
+
+
+def test_relay_candidates_drops_both_sides_of_the_groups_before_forming_pairs(monkeypatch):
+    """The memory model counts the groups until indexed only: when the pairs are formed
+    (_row_chunks) no reference to either side passed in is left."""
+    import gc
+    import weakref
+
+    r = np.random.default_rng(2)
+    a, b = r.integers(0, 5, 40).astype(np.uint64), r.integers(0, 5, 40).astype(np.uint64)
+    refs, alive = [], []
+
+    def groups():
+        g = rb.check_groups(rb.relay_entry(a, b), "LU", sent=a, theirs=40)
+        refs.extend(weakref.ref(x) for x in g)
+        return g
+
+    real = rb._row_chunks
+
+    def spy(*args):
+        gc.collect()
+        alive.append([ref() is not None for ref in refs])
+        return real(*args)
+
+    monkeypatch.setattr(rb, "_row_chunks", spy)
+    own, peer = rb.position_order(SECRET, "A", 40), rb.position_order(SECRET, "B", 40)
+    # called as the protocol calls it (no *args: CALL_FUNCTION_EX would hold the arguments)
+    got, _ = rb.relay_candidates(groups(), own, peer, width=4, bands=4, rows=(10, 10), min_shared=1, max_block_pairs=99)
+    assert len(got) and alive == [[False, False]]

@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 from privreg import PrivregTypeError, SerializationError
 from privreg.mpc import wire
-from privreg.mpc.wire import decode, encode, encoded_size, register_type
+from privreg.mpc.wire import decode, encode, encode_buffer, encoded_size, register_type
 
 # encoding is cheap and the value space wide: more examples than the profile default
 SETTINGS = settings(max_examples=150)
@@ -378,3 +378,92 @@ def test_a_from_wire_failure_inside_a_message_names_the_wire_type(restore_wire_t
     raw = encode({"points": [Point(1, 2)]}).replace(b"L\x02I\x01\x01I\x01\x02", b"L\x01I\x01\x01")
     with pytest.raises(SerializationError, match=r"'test\.point' rejected its value"):
         decode(raw)
+
+
+# --- encode_buffer (the transports' encoding, issue #33) ---------------------------------
+
+_ODD_ARRAYS = {
+    "0-d": np.array(7, dtype=np.int64),
+    "0-d bool": np.array(True),
+    "0-d big-endian": np.array(-3, dtype=">i2"),
+    "bool": np.array([True, False, True]),
+    "big-endian": np.arange(6, dtype=">u4").reshape(2, 3),
+    "big-endian transposed": np.arange(6, dtype=">f8").reshape(2, 3).T,
+    "non-contiguous": np.arange(20, dtype=np.int32)[::3],
+    "negative strides": np.arange(5, dtype=np.int8)[::-1],
+    "Fortran order": np.asfortranarray(np.arange(12, dtype=np.int64).reshape(3, 4)),
+    "empty": np.zeros((0, 3), dtype=np.int32),
+    "empty inner": np.zeros((3, 0), dtype=">i8"),
+    "float16": np.array([1.5, -0.0, np.inf], dtype=np.float16),
+    "read-only": np.frombuffer(b"abcdefgh", dtype=np.uint16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ODD_ARRAYS))
+def test_encode_buffer_writes_the_c_order_bytes_of_odd_arrays(name):
+    """encode_buffer appends an array's memory as bytes (no tobytes copy): for every
+    layout it writes exactly encode's bytes, the array's C-order bytes last, and decodes
+    to the same dtype (byte order kept), shape and values."""
+    x = _ODD_ARRAYS[name]
+    buf = encode_buffer(x)
+    assert isinstance(buf, bytearray) and bytes(buf) == encode(x)
+    if x.size:
+        assert bytes(buf[-x.nbytes :]) == x.tobytes(order="C")
+    back = decode(buf)
+    assert same(back, x.copy(order="C")) and back.flags.writeable and back.flags.c_contiguous
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.zeros(2, dtype=[("a", "<i4")]),
+        np.array([1, None], dtype=object),
+        np.zeros(2, dtype="M8[s]"),
+        np.zeros(2, dtype="V4"),
+        np.array(["a"]),
+    ],
+)
+def test_encode_buffer_refuses_arrays_that_are_not_numeric(x):
+    with pytest.raises(SerializationError, match="only numeric numpy arrays"):
+        encode_buffer(x)
+
+
+def test_a_payload_buffer_is_fresh_and_never_kept_by_the_in_memory_transport(monkeypatch):
+    """Each send encodes into a new bytearray; the transport decodes the receiver's copy
+    (and the transcript's) at once, so overwriting the buffer after the send, or the sent
+    array, changes neither: no payload aliases a buffer another send could reuse."""
+    import asyncio
+
+    from privreg.mpc import transport as tr
+
+    assert encode_buffer([1]) is not encode_buffer([1])
+    buffers = []
+
+    def keep(value):
+        buffers.append(wire.encode_buffer(value))
+        return buffers[-1]
+
+    monkeypatch.setattr(tr, "encode_buffer", keep)
+    t = tr.InMemoryTransport(keep_payloads=True)
+    t.open(["a", "b"])
+    sent = np.arange(6, dtype=np.int64)
+
+    async def run():
+        await t.send(sender="a", receiver="b", step="s", payload={"x": sent})
+        buffers[0][:] = bytes(len(buffers[0]))  # the sender's buffer overwritten
+        sent[:] = -1
+        return await t.recv(receiver="b", sender="a", step="s")
+
+    got = asyncio.run(run())
+    np.testing.assert_array_equal(got["x"], np.arange(6))
+    np.testing.assert_array_equal(t.transcript.messages[0].payload["x"], np.arange(6))
+
+
+def test_array_subclasses_encode_as_before_encode_buffer():
+    """A subclass may redefine ``.data`` (a masked array's is its ndarray): encode_buffer
+    used to append ``arr.data.cast("B")`` and failed with AttributeError. A subclass is
+    encoded as ``tobytes`` writes it, as before (masked entries as their fill value, so
+    a masked value is never sent)."""
+    masked = np.ma.array([1, 2, 3], mask=[0, 1, 0], fill_value=-9)
+    back = decode(encode_buffer(masked))
+    assert type(back) is np.ndarray and back.tolist() == [1, -9, 3]

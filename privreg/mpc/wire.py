@@ -164,7 +164,10 @@ def _enc(x: Any, out: bytearray, depth: int) -> None:
         _uvarint(arr.ndim, out)
         for s in arr.shape:
             _uvarint(s, out)
-        out += arr.data.cast("B") if arr.size else b""  # no temporary bytes copy of a large array
+        if type(arr) is not np.ndarray:  # a subclass may redefine .data (a masked array's): its tobytes
+            out += arr.tobytes()
+        elif arr.size:
+            out += arr.data.cast("B")  # no temporary bytes copy of a large array
     elif isinstance(x, (list, tuple)):
         out += b"L" if isinstance(x, list) else b"U"
         _uvarint(len(x), out)

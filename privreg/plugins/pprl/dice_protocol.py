@@ -1009,7 +1009,7 @@ class DiceLinkageProtocol(Protocol):
         list (its declared records times the same width at every party) and send the left
         party of every pair the collision groups of their two lists (positions only, no word:
         :func:`relay_blocking.relay_entry`)."""
-        counts, names = self._counts(), self.names
+        counts, names = self.record_counts, self.names  # max_records bounds the lists (the transport), declares none
         limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
         words: dict[str, np.ndarray] = {}
         widths: dict[str, int] = {}
@@ -1450,7 +1450,8 @@ class DiceLinkageProtocol(Protocol):
                 f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer this party is "
                 f"left of)"
             )
-        counts = self._counts()
+        counts = self.record_counts  # declared counts, else at most max_records (2^40 as for the popcount)
+        top, most = (self.max_records, f"max_records={self.max_records}") if self.max_records else (1 << 40, "2^40")
         checked: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
         for q, d in zip(formed, got):
             size = d.get("size")
@@ -1463,8 +1464,13 @@ class DiceLinkageProtocol(Protocol):
                 )
             if counts is not None and size // W != counts[q]:
                 raise ProtocolError(f"{self.linkage_unit!r} sent a word count for peer {q!r} off its declared records")
+            if size // W > top:  # it sizes the peer's permutation and position index
+                raise ProtocolError(
+                    f"{self.linkage_unit!r} sent a word count for peer {q!r} above {most} records of {W} words"
+                )
             checked.append((size // W, check_groups(dict(d), self.linkage_unit, sent=sent, theirs=size)))
         del sent, got  # every entry checked: from here memory is the groups, the orders and one chunk
+        d = None  # nor the last entry: relay_candidates frees the peer's rows only if nothing else holds them
         out: dict[str, np.ndarray] = {}
         dummies: dict[str, np.ndarray] = {}
         summary: dict[str, dict[str, Any]] = {}

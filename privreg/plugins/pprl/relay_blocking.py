@@ -60,8 +60,9 @@ from typing import Any
 
 import numpy as np
 
-from privreg.core.errors import ProtocolError
+from privreg.core.errors import PrivregValueError, ProtocolError
 from privreg.core.randomness import RandomSource
+from privreg.core.validation import check_int, check_real
 from privreg.plugins.pprl.bands import EXACT_PAIRS_PER_RECORD
 from privreg.plugins.pprl.kdf import derive_key
 from privreg.plugins.pprl.party_blocking import fill_missing
@@ -104,7 +105,7 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
     position)`` for each list, sorted, where group ``g`` is the ``g``-th smallest word both
     lists hold (the words themselves are not part of the result); int32 when the groups and
     positions fit (:func:`position_dtype`). The word space is taken in
-    :data:`RELAY_PASSES` ranges of the top bits, one stable sort per list and range (so
+    :data:`RELAY_PASSES` equal ranges, one stable sort per list and range (so
     the transient is a range's, not a list's: numpy's hash-based unique is also several
     times slower on 10^7 words); the result alone is held whole."""
     a, b = _groups(mine, theirs, bitmap=False)
@@ -116,7 +117,7 @@ def _groups(mine: np.ndarray, theirs: np.ndarray, *, bitmap: bool) -> tuple[np.n
     (in a shared word or not) instead of rows."""
     mine, theirs = np.asarray(mine, dtype=np.uint64), np.asarray(theirs, dtype=np.uint64)
     dt = position_dtype(max(mine.size, theirs.size))
-    step = 1 << (64 - (RELAY_PASSES - 1).bit_length())
+    step = -(-(1 << 64) // RELAY_PASSES)  # the last range ends at 2^64 whatever the pass count
     # each side has at most one row per position: filled in place, then trimmed (ndarray.resize)
     shared = np.zeros(mine.size if bitmap else 0, dtype=bool)
     outs = (np.empty((0 if bitmap else mine.size, 2), dtype=dt), np.empty((theirs.size, 2), dtype=dt))
@@ -126,7 +127,7 @@ def _groups(mine: np.ndarray, theirs: np.ndarray, *, bitmap: bool) -> tuple[np.n
         lists = []
         for w in (mine, theirs):
             inside = w >= np.uint64(r * step)  # two boolean masks, not a shifted copy of the list
-            if (r + 1) * step < 1 << 64:
+            if r + 1 < RELAY_PASSES:
                 inside &= w < np.uint64((r + 1) * step)
             at = np.flatnonzero(inside).astype(dt, copy=False)
             del inside
@@ -280,6 +281,10 @@ def relay_candidates(
     indexed ``chunk`` positions at a time (8 bytes per position) and the pairs are formed
     own rows about ``chunk`` pairs at a time: a pair's shared bands all fall in the chunk of
     its own row, so only its candidates are kept (8 bytes each); never the token matrices."""
+    chunk = check_int("chunk", chunk, minimum=1)  # else range() fails or skips the own index
+    per_record = check_real("max_pairs_per_record", max_pairs_per_record)
+    if not per_record > 0:  # as bands.exact_pairs
+        raise PrivregValueError(f"max_pairs_per_record must be positive; got {max_pairs_per_record!r}")
     mine, theirs = groups
     del groups  # each side is dropped once indexed (the caller passes them on)
     ma, mb = rows
@@ -320,7 +325,7 @@ def relay_candidates(
     at = at[by_row]
     ra = ra[by_row]
     del by_row
-    cap = max_pairs_per_record * min(ma, mb)
+    cap = per_record * min(ma, mb)
     found: list[np.ndarray] = []
     exact: dict[int, list[np.ndarray]] = {c: [] for c in range(bands, width)}
     counted = dict.fromkeys(range(bands, width), 0)
