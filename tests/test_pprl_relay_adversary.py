@@ -700,3 +700,19 @@ def test_relay_candidates_drops_both_sides_of_the_groups_before_forming_pairs(mo
     # called as the protocol calls it (no *args: CALL_FUNCTION_EX would hold the arguments)
     got, _ = rb.relay_candidates(groups(), own, peer, width=4, bands=4, rows=(10, 10), min_shared=1, max_block_pairs=99)
     assert len(got) and alive == [[False, False]]
+
+
+def test_max_records_without_declared_counts_runs_under_parties_blocking():
+    """The same for ``blocking="parties"``: the linkage unit took ``max_records`` as every
+    party's count of OPRF queries ("'P1' sent ... blinded elements"), and each data party as
+    its peers' token rows; it is now a bound."""
+    from privreg.plugins.pprl.bands import BandConfig
+
+    names, records = _records(3, 30)
+    bands = BandConfig(bands=6, bits=16, min_shared=2)
+    old = _run(names, records, blocking="linkage-unit", pad=0, counts=False, max_records=100, bands=bands)
+    new = _run(names, records, blocking="parties", counts=False, max_records=100, bands=bands)
+    a, b = run_candidates(old.outputs, names), run_candidates(new.outputs, names)
+    assert sorted(a) == sorted(b) and sum(len(c) for c in a.values()) > 0
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])

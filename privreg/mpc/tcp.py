@@ -1095,7 +1095,7 @@ class TcpTransport(InMemoryTransport):
         try:
             writer.write(_frame(meta, len(data)))
             if data:
-                writer.write(data)
+                writer.write(memoryview(data))  # asyncio slices what the socket did not take: a view, not a copy
             await asyncio.wait_for(writer.drain(), self.recv_timeout)
         except TimeoutError:
             raise ProtocolError(

@@ -984,7 +984,7 @@ class DiceLinkageProtocol(Protocol):
         key (:mod:`oprf`), at most as many as its declared records times the bands and exact
         passes, plus its check inputs, and the same number per record at every party."""
         key = OprfKey(rng=rng)
-        counts, names = self._counts(), self.names
+        counts, names, top = self.record_counts, self.names, self.max_records  # max_records bounds, declares none
         extra = CANARIES * (len(names) - 1)
         width: int | None = None
         limit = (self.bands.bands if self.bands is not None else _MAX_BANDS) + self.exact_passes
@@ -996,11 +996,13 @@ class DiceLinkageProtocol(Protocol):
                 w, r = divmod(n - extra, max(counts[p], 1))
                 ok = r == 0 and (w == 0 if counts[p] == 0 else w <= limit and width in (None, w))
                 width = w if ok and counts[p] else width
+            elif ok and top is not None:
+                ok = n - extra <= top * limit
             if not ok:
                 raise ProtocolError(
                     f"{p!r} sent {n if n >= 0 else 'a malformed number of'} blinded elements; expected its declared "
-                    f"records times the bands and exact passes (the same at every party, at most {limit} per record) "
-                    f"plus {extra} check inputs"
+                    f"records (at most max_records) times the bands and exact passes (the same at every party, at "
+                    f"most {limit} per record) plus {extra} check inputs"
                 )
             await ch.send(p, key.evaluate(msg, count=n, sender=p), step="oprf-evaluated")
 
@@ -1387,7 +1389,7 @@ class DiceLinkageProtocol(Protocol):
         """``blocking="parties"`` (:mod:`party_blocking`): exchange re-keyed tokens with every
         peer in a private row order, form the pair's slots and send the linkage unit their
         count and keyed digest; returns this party's record of each slot per peer."""
-        counts = self._counts()
+        counts = self.record_counts  # declared counts; max_records bounds, declares none
         peers = [q for q in self.names if q != me]
         sent: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for q in peers:
@@ -1408,6 +1410,8 @@ class DiceLinkageProtocol(Protocol):
             t_q, x_q = check_pair_tokens(
                 got, q, bands=tok.shape[1], exact=exact.shape[1], rows=None if counts is None else counts[q]
             )
+            if self.max_records is not None and t_q.shape[0] > self.max_records:
+                raise ProtocolError(f"{q!r} sent tokens for more records than max_records={self.max_records}")
             i, j = sorted((self.names.index(me), self.names.index(q)))
             perm, t, x = sent.pop(q)
             left = self.names[pair_roles(i, j)[0]] == me

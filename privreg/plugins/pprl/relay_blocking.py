@@ -228,8 +228,9 @@ def _set_bits(bits: np.ndarray, size: int) -> np.ndarray:
     a slice of :data:`CHECK_ROWS` positions at a time (no 8-byte index of every position)."""
     dt = position_dtype(size)
     parts = []
-    for lo in range(0, size, CHECK_ROWS):  # CHECK_ROWS is a multiple of 8: slices start on a byte
-        hi = min(lo + CHECK_ROWS, size)
+    step = max(8, CHECK_ROWS // 8 * 8)  # slices start on a byte
+    for lo in range(0, size, step):
+        hi = min(lo + step, size)
         parts.append((np.flatnonzero(np.unpackbits(bits[lo // 8 : -(-hi // 8)], count=hi - lo)) + lo).astype(dt))
     return np.concatenate([np.zeros(0, dtype=dt), *parts])
 
