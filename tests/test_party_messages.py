@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -125,14 +126,33 @@ def test_a_transport_whose_own_certificate_lacks_the_san_names_it_and_the_fix(tm
 def test_a_party_waiting_for_a_missing_peer_names_it_and_so_does_its_timeout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # P1 alone: nobody else is started, so every peer is missing until connect times out
-    run = _init(tmp_path, "--connect-timeout", "2")
-    ports = {
-        m.group(1): m.group(2)
-        for m in re.finditer(r'^(\w+) = "127\.0\.0\.1:(\d+)"$', (run / "P1.toml").read_text(), re.M)
-    }
+    # P1 alone: nobody else is started, so every peer is missing until connect times out.
+    # The peers' ports are held bound (not listening) meanwhile: a free port could be taken
+    # by another test's server (a plaintext one answered TLS with UNEXPECTED_MESSAGE)
+    for attempt in range(20):
+        run = _init(tmp_path / str(attempt), "--connect-timeout", "2")
+        ports = {
+            m.group(1): m.group(2)
+            for m in re.finditer(r'^(\w+) = "127\.0\.0\.1:(\d+)"$', (run / "P1.toml").read_text(), re.M)
+        }
+        held: list[socket.socket] = []
+        try:
+            for name, port in ports.items():
+                if name != "listen":  # P1 listens there; the rest are its peers
+                    held.append(socket.socket())
+                    held[-1].bind(("127.0.0.1", int(port)))
+            break
+        except OSError:
+            for sock in held:
+                sock.close()
+    else:
+        pytest.fail("no free ports to hold")
     capsys.readouterr()
-    assert main(["party", "run", str(run / "P1.toml")]) == 4
+    try:
+        assert main(["party", "run", str(run / "P1.toml")]) == 4
+    finally:
+        for sock in held:
+            sock.close()
     err = capsys.readouterr().err
     assert "Traceback" not in err, err
     # every note names a peer and its own address; the one that timed out was noted first
