@@ -87,8 +87,7 @@ def main() -> None:
         # the protocol's order (DiceLinkageProtocol._relay_with_peers): the band tokens are
         # dropped once the words are made, the words once sent, the sent list once every
         # groups entry is checked; relay_candidates drops each side of the groups it indexed
-        held = [tok[a].copy()]
-        t = held.pop()
+        t = tok[a].copy()
         w = relay_words(t[private_order(m[a], rng)], recs[a].exact_keys, rng)
         del t
         own = position_order(SECRET, a, w.size)

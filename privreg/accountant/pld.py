@@ -519,8 +519,8 @@ def _check_normalised(pmf: Any) -> None:
 
 def _log_mgf(lower: int, probs: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """log sum_i probs[i] exp(t (lower + i)) at each order t, in chunks of orders (an
-    orders x points matrix of at most ~4e6 entries). Negative masses (the signed FFT
-    rounding of a composed state, ~1e-17) count as 0."""
+    orders x points matrix of at most ~4e6 entries). Masses are non-negative (leaves are
+    checked, _convolve drops the FFT's negative rounding); a negative one would count as 0."""
     with np.errstate(divide="ignore"):
         logp = np.log(np.maximum(probs, 0.0))
     steps = np.arange(probs.size, dtype=np.float64)

@@ -192,6 +192,8 @@ DEFAULT_PAD = 1.0
 #: Where the candidate pairs are formed: by the linkage unit from every party's band
 #: tokens, or by each pair of data parties among themselves (:mod:`party_blocking`).
 BLOCKINGS = ("linkage-unit", "parties", "relay")
+#: Records a party may claim when neither record_counts nor max_records bounds them.
+_MAX_CLAIMED_RECORDS = 1 << 40
 DEFAULT_BLOCKING = "relay"  # the linkage unit cannot estimate similarity (issue #33)
 #: How each threshold decision is computed: a boolean circuit on XOR-shared bits with
 #: Beaver AND triples dealt by the linkage unit (:mod:`privreg.crypto.dealer_compare`), or
@@ -585,9 +587,10 @@ class DiceLinkageProtocol(Protocol):
         i, j = sorted((self.names.index(p), self.names.index(q)))
         return self.names[pair_roles(i, j)[0]] == p
 
-    def _counts(self) -> dict[str, int] | None:
+    def _record_bounds(self) -> dict[str, int] | None:
         """Records per data party that bound the messages: the declared counts, else
-        ``max_records`` for every party, else None (no bound)."""
+        ``max_records`` for every party, else None (no bound). Upper bounds only: a check for
+        an exact count uses ``record_counts`` (``max_records`` declares none)."""
         if self.record_counts is not None:
             return dict(self.record_counts)
         if self.max_records is not None:
@@ -704,7 +707,7 @@ class DiceLinkageProtocol(Protocol):
         declared record counts (else ``max_records``), the filter length, the key size and
         the bands: the formulas of :mod:`~privreg.plugins.pprl.message_bounds`; 0 for a
         message the protocol never sends (it is refused). None without record counts."""
-        counts = self._counts()
+        counts = self._record_bounds()
         if counts is None:
             return None
         return self._kind_bound(self._kind(step), sender, receiver, counts)
@@ -712,7 +715,7 @@ class DiceLinkageProtocol(Protocol):
     def max_message_bytes(self) -> int | None:
         """The largest :meth:`message_bound` of any message of the run (None without
         declared record counts or ``max_records``)."""
-        counts = self._counts()
+        counts = self._record_bounds()
         if counts is None:
             return None
         kinds: tuple[str, ...] = ("keys", "keys-dgk", "deal", "refine", "result", "bits", "tokens", "masked")
@@ -845,7 +848,7 @@ class DiceLinkageProtocol(Protocol):
                     raise ProtocolError(
                         f"{p!r} sent tokens for {tok.shape[1]} bands; expected {want or 'the same as all'}"
                     )
-                counts = self._counts()
+                counts = self._record_bounds()
                 if counts is not None and tok.shape[0] > counts[p]:
                     raise ProtocolError(
                         f"{p!r} sent tokens for {tok.shape[0]} records, above its declared record count {counts[p]}"
@@ -1053,7 +1056,7 @@ class DiceLinkageProtocol(Protocol):
     ) -> None:
         """``blocking="parties"`` or ``"relay"``: check that both parties of every pair sent the same slot
         count and digest, then deal the Beaver masks per slot (no record index involved)."""
-        names, counts = self.names, self._counts()
+        names, counts = self.names, self._record_bounds()
         got: dict[str, dict[str, tuple[int, bytes]]] = {}
         dummies: dict[tuple[str, str], np.ndarray] = {}
         for p in names:
@@ -1109,7 +1112,7 @@ class DiceLinkageProtocol(Protocol):
     async def _resolve(self, ch: Channel, plan: list[dict[str, Any]], decisions: list[np.ndarray]) -> None:
         """``blocking="parties"`` or ``"relay"``: ask each party for its record of every accepted slot."""
         asked = [np.flatnonzero(ok & ~it["dummy"]).astype(np.int64) for ok, it in zip(decisions, plan)]
-        counts = self._counts()
+        counts = self._record_bounds()
         for i, p in enumerate(self.names):
             await ch.send(p, [asked[k] for k, it in enumerate(plan) if i in (it["left"], it["right"])], step="resolve")
         for i, p in enumerate(self.names):
@@ -1326,7 +1329,7 @@ class DiceLinkageProtocol(Protocol):
         for p in others:
             await ch.send(p, mine, step="popcount")
         medians, counts = [mine[0]], [mine[1]]
-        declared = self._counts() if self.record_counts is not None else None
+        declared = self.record_counts
         for p in others:
             x = await ch.recv(p, step="popcount")
             if (
@@ -1334,7 +1337,7 @@ class DiceLinkageProtocol(Protocol):
                 or len(x) != 2
                 or not all(isinstance(y, int) and not isinstance(y, bool) for y in x)
                 or not 0 <= x[0] <= self.length
-                or not 0 <= x[1] <= (self.max_records or 1 << 40)
+                or not 0 <= x[1] <= (self.max_records or _MAX_CLAIMED_RECORDS)
             ):
                 raise ProtocolError(
                     f"{p!r} sent a malformed median popcount and record count (expected [0..{self.length}, count])"
@@ -1454,8 +1457,12 @@ class DiceLinkageProtocol(Protocol):
                 f"{self.linkage_unit!r} sent a malformed relay-groups message (one entry per peer this party is "
                 f"left of)"
             )
-        counts = self.record_counts  # declared counts, else at most max_records (2^40 as for the popcount)
-        top, most = (self.max_records, f"max_records={self.max_records}") if self.max_records else (1 << 40, "2^40")
+        counts = self.record_counts  # declared counts, else at most max_records (or _MAX_CLAIMED_RECORDS)
+        top, most = (
+            (self.max_records, f"max_records={self.max_records}")
+            if self.max_records
+            else (_MAX_CLAIMED_RECORDS, "2^40")
+        )
         checked: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
         for q, d in zip(formed, got):
             size = d.get("size")

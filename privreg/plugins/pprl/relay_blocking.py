@@ -108,8 +108,7 @@ def relay_groups(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.n
     :data:`RELAY_PASSES` equal ranges, one stable sort per list and range (so
     the transient is a range's, not a list's: numpy's hash-based unique is also several
     times slower on 10^7 words); the result alone is held whole."""
-    a, b = _groups(mine, theirs, bitmap=False)
-    return a, b
+    return _groups(mine, theirs, bitmap=False)
 
 
 def _groups(mine: np.ndarray, theirs: np.ndarray, *, bitmap: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -168,6 +167,7 @@ def _sorted_words(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 #: Rows of a groups entry checked at a time (bounds the checks' temporaries).
 CHECK_ROWS = 1 << 22
+_NUMBERING = "sent groups that are not shared by both parties or not numbered 0..G-1"
 
 
 def relay_entry(mine: np.ndarray, theirs: np.ndarray) -> dict[str, np.ndarray]:
@@ -204,14 +204,14 @@ def check_groups(entry: Any, frm: str, *, sent: np.ndarray, theirs: int) -> tupl
     if x.size and (x[:, 1].min() < 0 or x[:, 1].max() >= theirs):
         raise ProtocolError(f"{frm!r} sent 'theirs' groups with positions outside the {theirs} words sent")
     if x.size and x[0, 0] != 0:
-        raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
+        raise ProtocolError(f"{frm!r} {_NUMBERING}")
     for lo in range(0, x.shape[0], CHECK_ROWS):
         g, p = x[lo : lo + CHECK_ROWS + 1, 0], x[lo : lo + CHECK_ROWS + 1, 1]  # one row of overlap
         step = g[1:] - g[:-1]
         if np.any((step < 0) | ((step == 0) & (p[1:] <= p[:-1]))):
             raise ProtocolError(f"{frm!r} sent 'theirs' groups out of order or with a repeated position")
         if np.any(step > 1):
-            raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
+            raise ProtocolError(f"{frm!r} {_NUMBERING}")
     seen = np.zeros(theirs, dtype=bool)
     seen[x[:, 1]] = True
     if int(np.count_nonzero(seen)) != x.shape[0]:
@@ -219,7 +219,7 @@ def check_groups(entry: Any, frm: str, *, sent: np.ndarray, theirs: int) -> tupl
     del seen
     # each side runs 0, 1, ..., its last group without a gap: the same last group, the same groups
     if (mine.shape[0] == 0) != (x.shape[0] == 0) or (x.size and mine[-1, 0] != x[-1, 0]):
-        raise ProtocolError(f"{frm!r} sent groups that are not shared by both parties or not numbered 0..G-1")
+        raise ProtocolError(f"{frm!r} {_NUMBERING}")
     return mine, x
 
 
@@ -291,10 +291,9 @@ def relay_candidates(
     ma, mb = rows
     # the peer's side: its rows sorted by block key (group * width + column), and per block
     # of the peer its key, first entry and size
-    f = peer_order[theirs[:, 1]]
-    kb = theirs[:, 0].astype(np.int64) * width + f % width
-    rb = (f // width).astype(position_dtype(mb), copy=False)
-    del f, theirs
+    kb, rb = _block_keys(theirs, peer_order, width)
+    rb = rb.astype(position_dtype(mb), copy=False)
+    del theirs
     sort_b = np.argsort(kb, kind="stable")
     kb = kb[sort_b]
     rb = rb[sort_b]
@@ -352,16 +351,22 @@ def relay_candidates(
     return np.stack([out // mb, out % mb], axis=1).astype(np.int64).reshape(-1, 2), skipped
 
 
+def _block_keys(rows: np.ndarray, order: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """For ``(group, position)`` rows: each entry's block key ``group * width + column``
+    (int64) and its row, ``order`` mapping a position to ``row * width + column``."""
+    f = order[rows[:, 1]]
+    return rows[:, 0].astype(np.int64) * width + f % width, f // width
+
+
 def _own_blocks(part: np.ndarray, order: np.ndarray, ub: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """For own group rows ``part``: each entry's block among the peer's sorted block keys
     ``ub`` (its index, ``ub.size`` if the peer has no such block) and its row."""
-    f = order[part[:, 1]]
-    key = part[:, 0].astype(np.int64) * width + f % width
+    key, row = _block_keys(part, order, width)
     i = np.searchsorted(ub, key)
     hit = i < ub.size
     hit[hit] = ub[i[hit]] == key[hit]
     i[~hit] = ub.size
-    return i, f // width
+    return i, row
 
 
 def _row_chunks(rows: np.ndarray, pairs: np.ndarray, chunk: int) -> list[tuple[int, int]]:
