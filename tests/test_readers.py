@@ -87,7 +87,8 @@ def test_csv_chunks_stream_and_do_not_change_the_cells(tmp_path):
     assert first == {"v": [str(i) for i in range(10)]}
     with pytest.raises(PrivregValueError, match="more cells than the 1 of its header row") as err:
         list(chunks)
-    assert "SECRET" not in str(err.value) and "26" not in str(err.value)  # never the row or its number
+    shown = str(err.value).replace(str(path), "<path>")  # the temp path may hold "26" (pytest-526)
+    assert "SECRET" not in shown and "26" not in shown  # never the row or its number
     good = tmp_path / "good.csv"
     good.write_text("v,w\n" + "".join(f"{i},{i * 2}\n" for i in range(25)), encoding="utf-8")
     for rows in (1, 7, 100):
